@@ -1,0 +1,368 @@
+//! A whole Ethernet frame: Ethernet (+VLAN) / IPv4 or IPv6 / UDP / transport packet, parsed into one
+//! [`FrameRepr`] that re-emits the frame byte for byte (checksums and ICRC recomputed).
+
+use crate::bytes::out;
+use crate::ethernet::{EthernetRepr, ethertype};
+use crate::ib::{RoceRepr, icrc};
+use crate::ipv4::{self, Ipv4Repr, PROTO_UDP};
+use crate::ipv6::{self, Ipv6Repr};
+use crate::udp::{self, UdpRepr};
+use crate::{Error, ROCEV2_UDP_PORT, Result, checksum, vlan};
+
+/// The IP header of a frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum IpRepr<'a> {
+    /// IPv4.
+    V4(Ipv4Repr<'a>),
+    /// IPv6.
+    V6(Ipv6Repr),
+}
+
+impl IpRepr<'_> {
+    /// Header length.
+    pub fn buffer_len(&self) -> usize {
+        match self {
+            IpRepr::V4(r) => r.buffer_len(),
+            IpRepr::V6(r) => r.buffer_len(),
+        }
+    }
+
+    /// The EtherType that carries this header.
+    pub fn ethertype(&self) -> u16 {
+        match self {
+            IpRepr::V4(_) => ethertype::IPV4,
+            IpRepr::V6(_) => ethertype::IPV6,
+        }
+    }
+
+    /// Source address.
+    pub fn src_addr(&self) -> core::net::IpAddr {
+        match self {
+            IpRepr::V4(r) => r.src_addr.into(),
+            IpRepr::V6(r) => r.src_addr.into(),
+        }
+    }
+
+    /// Destination address.
+    pub fn dst_addr(&self) -> core::net::IpAddr {
+        match self {
+            IpRepr::V4(r) => r.dst_addr.into(),
+            IpRepr::V6(r) => r.dst_addr.into(),
+        }
+    }
+
+    /// Pseudo-header sum for a UDP datagram of `len` bytes.
+    pub fn udp_pseudo_sum(&self, len: usize) -> u32 {
+        match self {
+            IpRepr::V4(r) => checksum::pseudo_v4(r.src_addr, r.dst_addr, PROTO_UDP, len as u16),
+            IpRepr::V6(r) => checksum::pseudo_v6(r.src_addr, r.dst_addr, PROTO_UDP, len as u32),
+        }
+    }
+
+    /// Writes the header for `payload_len` bytes of payload.
+    fn emit(&self, buf: &mut [u8], payload_len: usize) -> Result<usize> {
+        match *self {
+            IpRepr::V4(r) => Ipv4Repr { payload_len, ..r }.emit(buf),
+            IpRepr::V6(r) => Ipv6Repr { payload_len, ..r }.emit(buf),
+        }
+    }
+}
+
+/// What travels inside the IP datagram.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum L4Repr<'a> {
+    /// RoCEv2: UDP to port 4791 carrying an InfiniBand transport packet.
+    Roce {
+        /// The UDP header.
+        udp: UdpRepr,
+        /// The transport packet.
+        packet: RoceRepr<'a>,
+    },
+}
+
+impl L4Repr<'_> {
+    /// Length of the IP payload.
+    pub fn buffer_len(&self) -> usize {
+        match self {
+            L4Repr::Roce { udp, packet } => udp.buffer_len() + packet.buffer_len(),
+        }
+    }
+}
+
+/// The kinds of traffic [`identify`] recognises.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Encapsulation {
+    /// RoCEv2 (UDP destination port 4791).
+    RoceV2,
+}
+
+/// Says what a frame is from the fields that identify it only (EtherType after VLAN tags, IP version
+/// and protocol, UDP destination port), without validating anything else, so that a damaged RoCEv2
+/// frame is still recognised as one and reported as bad rather than skipped.
+///
+/// The UDP header of IPv4 is looked for both after the declared IHL and after a 20-byte header, so
+/// that a damaged IHL does not hide the frame.
+pub fn identify(frame: &[u8]) -> Option<Encapsulation> {
+    let u16_at = |at: usize| frame.get(at..at + 2).map(|b| u16::from_be_bytes([b[0], b[1]]));
+    let mut off = 12;
+    let mut et = u16_at(off)?;
+    while vlan::is_tpid(et) {
+        off += vlan::TAG_LEN;
+        et = u16_at(off)?;
+    }
+    let ip = off + 2;
+    let first = *frame.get(ip)?;
+    let dports: [Option<u16>; 2] = match et {
+        ethertype::IPV4 if first >> 4 == 4 && *frame.get(ip + 9)? == PROTO_UDP => {
+            [u16_at(ip + usize::from(first & 0xF) * 4 + 2), u16_at(ip + 20 + 2)]
+        }
+        ethertype::IPV6 if first >> 4 == 6 && *frame.get(ip + 6)? == PROTO_UDP => [u16_at(ip + 40 + 2), None],
+        _ => return None,
+    };
+    dports.contains(&Some(ROCEV2_UDP_PORT)).then_some(Encapsulation::RoceV2)
+}
+
+/// A whole parsed frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct FrameRepr<'a> {
+    /// Ethernet header and VLAN tags.
+    pub ethernet: EthernetRepr,
+    /// IP header.
+    pub ip: IpRepr<'a>,
+    /// Transport.
+    pub l4: L4Repr<'a>,
+    /// Bytes after the IP datagram (Ethernet padding), re-emitted as they were.
+    pub trailer: &'a [u8],
+}
+
+impl<'a> FrameRepr<'a> {
+    /// Parses a frame, verifying lengths and the IPv4 and (non-zero) UDP checksums but not the
+    /// ICRC; see [`FrameRepr::parse_verified`].
+    pub fn parse(frame: &'a [u8]) -> Result<FrameRepr<'a>> {
+        Self::parse_parts(frame).map(|(r, _)| r)
+    }
+
+    /// Parses a frame and verifies its ICRC.
+    pub fn parse_verified(frame: &'a [u8]) -> Result<FrameRepr<'a>> {
+        let (r, ip_packet) = Self::parse_parts(frame)?;
+        match r.l4 {
+            L4Repr::Roce { .. } => icrc::verify(ip_packet)?,
+        }
+        Ok(r)
+    }
+
+    /// Parses and also returns the IP datagram (header through ICRC).
+    fn parse_parts(frame: &'a [u8]) -> Result<(FrameRepr<'a>, &'a [u8])> {
+        let (ethernet, ip_at) = EthernetRepr::parse(frame)?;
+        let ip_buf = &frame[ip_at..];
+        let (ip, ip_payload, ip_len) = match ethernet.ethertype {
+            ethertype::IPV4 => {
+                let p = ipv4::Packet::new_checked(ip_buf)?;
+                let r = Ipv4Repr::parse(&p)?;
+                if r.is_fragment() {
+                    return Err(Error::Unsupported("IPv4 fragment"));
+                }
+                if r.protocol != PROTO_UDP {
+                    return Err(Error::Unsupported("IP protocol other than UDP"));
+                }
+                (IpRepr::V4(r), p.payload(), usize::from(p.total_len()))
+            }
+            ethertype::IPV6 => {
+                let p = ipv6::Packet::new_checked(ip_buf)?;
+                let r = Ipv6Repr::parse(&p)?;
+                if r.next_header != PROTO_UDP {
+                    return Err(Error::Unsupported("IPv6 next header other than UDP"));
+                }
+                (IpRepr::V6(r), p.payload(), ipv6::HEADER_LEN + r.payload_len)
+            }
+            _ => return Err(Error::Unsupported("EtherType other than IPv4/IPv6")),
+        };
+        let udp_packet = udp::Packet::new_checked(ip_payload)?;
+        let udp = UdpRepr::parse(&udp_packet, ip.udp_pseudo_sum(ip_payload.len()))?;
+        let l4 = match udp.dst_port {
+            ROCEV2_UDP_PORT => L4Repr::Roce { udp, packet: RoceRepr::parse(udp_packet.payload())? },
+            _ => return Err(Error::Unsupported("UDP destination port")),
+        };
+        let repr = FrameRepr { ethernet, ip, l4, trailer: &ip_buf[ip_len..] };
+        Ok((repr, &ip_buf[..ip_len]))
+    }
+
+    /// Length of the whole frame.
+    pub fn buffer_len(&self) -> usize {
+        self.ethernet.buffer_len() + self.ip.buffer_len() + self.l4.buffer_len() + self.trailer.len()
+    }
+
+    /// Writes the whole frame, computing the IPv4 checksum, the UDP checksum (if the repr asks
+    /// for one) and the ICRC. The IP payload length comes from `l4`.
+    pub fn emit(&self, buf: &mut [u8]) -> Result<usize> {
+        let len = self.buffer_len();
+        let b = out(buf, len)?;
+        if self.ethernet.ethertype != self.ip.ethertype() {
+            return Err(Error::Inconsistent("EtherType does not match the IP version"));
+        }
+        let ip_at = self.ethernet.emit(b)?;
+        let l4_len = self.l4.buffer_len();
+        let l4_at = ip_at + self.ip.emit(&mut b[ip_at..], l4_len)?;
+        let ip_end = l4_at + l4_len;
+        match self.l4 {
+            L4Repr::Roce { udp, packet } => {
+                let at = l4_at + udp.emit(&mut b[l4_at..], packet.buffer_len())?;
+                packet.emit(&mut b[at..])?;
+                // The ICRC masks the UDP checksum, and the UDP checksum covers the ICRC.
+                icrc::fill(&mut b[ip_at..ip_end])?;
+                udp.fill_checksum(&mut b[l4_at..ip_end], self.ip.udp_pseudo_sum(l4_len))?;
+            }
+        }
+        b[ip_end..].copy_from_slice(self.trailer);
+        Ok(len)
+    }
+
+    /// The RoCE transport packet, if this is a RoCEv2 frame.
+    pub fn roce(&self) -> Option<&RoceRepr<'a>> {
+        match &self.l4 {
+            L4Repr::Roce { packet, .. } => Some(packet),
+        }
+    }
+
+    /// The UDP header, if the frame has one.
+    pub fn udp(&self) -> Option<&UdpRepr> {
+        match &self.l4 {
+            L4Repr::Roce { udp, .. } => Some(udp),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ethernet::EthernetAddress;
+    use crate::ib::icrc::tests::{CNP_FRAME, READ_REQ_FRAME};
+    use crate::ib::packet::tests::{arb_roce, build, known_opcodes};
+    use crate::udp::UdpChecksum;
+    use crate::vlan::VlanTag;
+    use proptest::prelude::*;
+    use std::vec;
+    use std::vec::Vec;
+
+    fn hex(s: &str) -> Vec<u8> {
+        (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap()).collect()
+    }
+
+    #[test]
+    fn real_frames_reemit_exactly() {
+        for f in [CNP_FRAME, READ_REQ_FRAME] {
+            let bytes = hex(f);
+            assert_eq!(identify(&bytes), Some(Encapsulation::RoceV2));
+            let r = FrameRepr::parse_verified(&bytes).unwrap();
+            let mut o = vec![0u8; r.buffer_len()];
+            assert_eq!(r.emit(&mut o), Ok(bytes.len()));
+            assert_eq!(o, bytes);
+        }
+        let cnp = hex(CNP_FRAME);
+        let r = FrameRepr::parse(&cnp).unwrap();
+        let p = r.roce().unwrap();
+        assert!(p.bth.becn);
+        assert_eq!(p.payload, &[0u8; 16]);
+        assert_eq!(r.udp().unwrap().src_port, 0);
+    }
+
+    #[test]
+    fn truncated_at_every_length() {
+        for f in [CNP_FRAME, READ_REQ_FRAME] {
+            let bytes = hex(f);
+            for n in 0..bytes.len() {
+                let e = FrameRepr::parse(&bytes[..n]).unwrap_err();
+                assert!(matches!(e, Error::Truncated(_)), "{n}: {e:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn bad_icrc_and_lengths() {
+        let mut b = hex(READ_REQ_FRAME);
+        let n = b.len();
+        b[n - 1] ^= 0x40;
+        assert!(FrameRepr::parse(&b).is_ok());
+        assert!(matches!(FrameRepr::parse_verified(&b), Err(Error::BadIcrc { .. })));
+        let mut b = hex(READ_REQ_FRAME);
+        b[14 + 20 + 5] -= 1; // UDP length one short of the IP payload
+        assert!(matches!(FrameRepr::parse(&b), Err(Error::BadLength(_))));
+        let mut b = hex(READ_REQ_FRAME);
+        b[14 + 6] = 0x20; // MF set: a fragment
+        let c = checksum::finish(checksum::sum(&{
+            let mut h = [0u8; 20];
+            h.copy_from_slice(&b[14..34]);
+            h[10] = 0;
+            h[11] = 0;
+            h
+        }));
+        b[24..26].copy_from_slice(&c.to_be_bytes());
+        assert_eq!(FrameRepr::parse(&b), Err(Error::Unsupported("IPv4 fragment")));
+    }
+
+    #[test]
+    fn identify_ignores_other_traffic() {
+        let mut b = hex(READ_REQ_FRAME);
+        b[14 + 20 + 3] = 0x35; // UDP port 4661
+        assert_eq!(identify(&b), None);
+        assert_eq!(identify(&[0u8; 10]), None);
+        let mut arp = hex(READ_REQ_FRAME);
+        arp[12..14].copy_from_slice(&ethertype::ARP.to_be_bytes());
+        assert_eq!(identify(&arp), None);
+        let mut ihl = hex(READ_REQ_FRAME);
+        ihl[14] = 0x46; // damaged IHL: still RoCE by the option-less offset
+        assert_eq!(identify(&ihl), Some(Encapsulation::RoceV2));
+        assert!(FrameRepr::parse(&ihl).is_err());
+    }
+
+    fn arb_ip() -> impl Strategy<Value = IpRepr<'static>> {
+        prop_oneof![
+            crate::ipv4::tests::arb_repr(PROTO_UDP).prop_map(|mut r| {
+                r.flags_frag &= !(ipv4::MORE_FRAGMENTS | 0x1fff);
+                IpRepr::V4(r)
+            }),
+            crate::ipv6::tests::arb_repr(PROTO_UDP).prop_map(IpRepr::V6),
+        ]
+    }
+
+    proptest! {
+        #[test]
+        fn whole_frame_roundtrip(
+            ip in arb_ip(),
+            vlan in proptest::option::of(any::<u16>()),
+            src_port in any::<u16>(),
+            computed in any::<bool>(),
+            trailer in proptest::collection::vec(any::<u8>(), 0..8),
+            (bth, payload, r) in proptest::sample::select(known_opcodes()).prop_flat_map(arb_roce),
+        ) {
+            let packet = build(bth, &payload, r);
+            let checksum = if computed { UdpChecksum::Computed } else { UdpChecksum::Zero };
+            let udp = UdpRepr { src_port, dst_port: ROCEV2_UDP_PORT, checksum };
+            let ethernet = EthernetRepr {
+                dst_addr: EthernetAddress([2, 0, 0, 0, 0, 1]),
+                src_addr: EthernetAddress([2, 0, 0, 0, 0, 2]),
+                vlan_tags: [vlan.map(|tci| VlanTag { tpid: ethertype::VLAN, tci }), None],
+                ethertype: ip.ethertype(),
+            };
+            let mut ip = ip;
+            match &mut ip {
+                IpRepr::V4(r) => r.payload_len = 8 + packet.buffer_len(),
+                IpRepr::V6(r) => r.payload_len = 8 + packet.buffer_len(),
+            }
+            let f = FrameRepr { ethernet, ip, l4: L4Repr::Roce { udp, packet }, trailer: &trailer };
+            let mut b = vec![0u8; f.buffer_len()];
+            prop_assert_eq!(f.emit(&mut b), Ok(b.len()));
+            prop_assert_eq!(identify(&b), Some(Encapsulation::RoceV2));
+            prop_assert_eq!(FrameRepr::parse_verified(&b), Ok(f));
+        }
+
+        #[test]
+        fn parse_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
+            let _ = identify(&bytes);
+            if let Ok(r) = FrameRepr::parse(&bytes) {
+                let mut o = vec![0u8; r.buffer_len()];
+                prop_assert_eq!(r.emit(&mut o), Ok(bytes.len()));
+            }
+        }
+    }
+}

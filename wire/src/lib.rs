@@ -1,0 +1,71 @@
+//! Zero-copy codecs for RoCEv2 and (later) Ultra Ethernet Transport.
+//!
+//! The style follows smoltcp's `wire` module: every header has a `Packet<T: AsRef<[u8]>>` view whose
+//! `new_checked` validates the buffer length once, after which no accessor panics, and a `Repr` with
+//! `parse`, `emit` and `buffer_len`. Unknown field values are kept at the view level; `Repr::parse`
+//! decides what is an error. Nothing here allocates, does I/O, or panics on any input.
+//!
+//! Layouts follow `../shared/spec/roce-wire.md` (RoCEv2 as rdma_rxe and Wireshark implement it).
+#![no_std]
+#![forbid(unsafe_code)]
+
+#[cfg(test)]
+extern crate std;
+
+/// Declares a zero-copy view over a fixed-size header: `new_unchecked`, `new_checked`, `check_len`
+/// and `into_inner`. Accessors are written per header; once `check_len` passed, none of them panics.
+macro_rules! fixed_header_view {
+    ($(#[$m:meta])* $name:ident, $len:expr, $what:expr) => {
+        $(#[$m])*
+        #[derive(Debug, Clone)]
+        pub struct $name<T: AsRef<[u8]>> {
+            buffer: T,
+        }
+
+        impl<T: AsRef<[u8]>> $name<T> {
+            /// Wraps a buffer without checking its length.
+            pub const fn new_unchecked(buffer: T) -> Self {
+                Self { buffer }
+            }
+
+            /// Wraps a buffer after [`check_len`](Self::check_len).
+            pub fn new_checked(buffer: T) -> $crate::Result<Self> {
+                let p = Self::new_unchecked(buffer);
+                p.check_len()?;
+                Ok(p)
+            }
+
+            /// Ensures that the buffer holds the whole header, so that no accessor panics.
+            pub fn check_len(&self) -> $crate::Result<()> {
+                $crate::bytes::need(self.buffer.as_ref().len(), $len, $what)
+            }
+
+            /// Returns the underlying buffer.
+            pub fn into_inner(self) -> T {
+                self.buffer
+            }
+        }
+    };
+}
+
+mod bytes;
+pub mod checksum;
+mod error;
+pub mod ethernet;
+pub mod frame;
+pub mod ib;
+pub mod ipv4;
+pub mod ipv6;
+pub mod udp;
+pub mod vlan;
+
+pub use error::{Error, Result};
+pub use ethernet::{EthernetAddress, EthernetRepr};
+pub use frame::{FrameRepr, IpRepr, L4Repr};
+pub use ipv4::Ipv4Repr;
+pub use ipv6::Ipv6Repr;
+pub use udp::{UdpChecksum, UdpRepr};
+pub use vlan::VlanTag;
+
+/// UDP destination port of RoCEv2 (`ROCE_V2_UDP_DPORT`, roce-wire.md §1.4).
+pub const ROCEV2_UDP_PORT: u16 = 4791;
