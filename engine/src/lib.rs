@@ -1,14 +1,5 @@
-pub fn add(left: u64, right: u64) -> u64 {
-    left + right
-}
+//! softrdma engine: capture I/O and frame decoding today; the RoCE transports, verbs API, provider
+//! layer, progress engine and datapaths arrive with their issues.
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn it_works() {
-        let result = add(2, 2);
-        assert_eq!(result, 4);
-    }
-}
+pub mod capture;
+pub mod decode;

@@ -40,11 +40,7 @@ pub(crate) fn write_u64(b: &mut [u8], at: usize, v: u64) {
 
 /// Returns `Err(Truncated(what))` unless `len >= need`.
 pub(crate) fn need(len: usize, need: usize, what: &'static str) -> crate::Result<()> {
-    if len < need {
-        Err(crate::Error::Truncated(what))
-    } else {
-        Ok(())
-    }
+    if len < need { Err(crate::Error::Truncated(what)) } else { Ok(()) }
 }
 
 /// Returns the first `len` bytes of `buf` for writing, or `BufferTooSmall`.

@@ -34,11 +34,7 @@ pub fn pseudo_v4(src: Ipv4Addr, dst: Ipv4Addr, protocol: u8, len: u16) -> u32 {
 
 /// Sum of the IPv6 pseudo-header for an upper-layer packet of `len` bytes.
 pub fn pseudo_v6(src: Ipv6Addr, dst: Ipv6Addr, next_header: u8, len: u32) -> u32 {
-    sum(&src.octets())
-        + sum(&dst.octets())
-        + (len >> 16)
-        + (len & 0xffff)
-        + u32::from(next_header)
+    sum(&src.octets()) + sum(&dst.octets()) + (len >> 16) + (len & 0xffff) + u32::from(next_header)
 }
 
 #[cfg(test)]

@@ -143,12 +143,8 @@ impl EthernetRepr {
             offset += vlan::TAG_LEN;
             n += 1;
         }
-        let repr = EthernetRepr {
-            dst_addr: frame.dst_addr(),
-            src_addr: frame.src_addr(),
-            vlan_tags,
-            ethertype,
-        };
+        let repr =
+            EthernetRepr { dst_addr: frame.dst_addr(), src_addr: frame.src_addr(), vlan_tags, ethertype };
         Ok((repr, offset))
     }
 
@@ -190,8 +186,8 @@ mod tests {
     use proptest::prelude::*;
 
     const TAGGED: [u8; 22] = [
-        1, 2, 3, 4, 5, 6, 0xa, 0xb, 0xc, 0xd, 0xe, 0xf, 0x88, 0xa8, 0x00, 0x64, 0x81, 0x00, 0x20, 0x05,
-        0x08, 0x00,
+        1, 2, 3, 4, 5, 6, 0xa, 0xb, 0xc, 0xd, 0xe, 0xf, 0x88, 0xa8, 0x00, 0x64, 0x81, 0x00, 0x20, 0x05, 0x08,
+        0x00,
     ];
 
     #[test]

@@ -211,8 +211,8 @@ pub(crate) mod tests {
 
     /// IPv4 header of frame 1 of linlinw5/rdma_write_bw.pcap style traffic (rxe: DF, TTL 64).
     pub(crate) const HDR: [u8; 20] = [
-        0x45, 0x00, 0x00, 0x3c, 0x1c, 0x46, 0x40, 0x00, 0x40, 0x11, 0x00, 0x00, 0xc0, 0xa8, 0x00,
-        0x01, 0xc0, 0xa8, 0x00, 0xc7,
+        0x45, 0x00, 0x00, 0x3c, 0x1c, 0x46, 0x40, 0x00, 0x40, 0x11, 0x00, 0x00, 0xc0, 0xa8, 0x00, 0x01, 0xc0,
+        0xa8, 0x00, 0xc7,
     ];
 
     fn with_checksum(mut h: [u8; 20]) -> [u8; 20] {
@@ -252,10 +252,7 @@ pub(crate) mod tests {
         );
         let mut v6 = buf;
         v6[0] = 0x65;
-        assert_eq!(
-            Ipv4Repr::parse(&Packet::new_checked(&v6[..]).unwrap()),
-            Err(Error::BadVersion("IPv4"))
-        );
+        assert_eq!(Ipv4Repr::parse(&Packet::new_checked(&v6[..]).unwrap()), Err(Error::BadVersion("IPv4")));
         let mut ihl = buf;
         ihl[0] = 0x44;
         assert!(matches!(Packet::new_checked(&ihl[..]), Err(Error::BadLength(_))));
@@ -266,7 +263,15 @@ pub(crate) mod tests {
 
     pub(crate) fn arb_repr(protocol: u8) -> impl Strategy<Value = Ipv4Repr<'static>> {
         const OPTS: [u8; 40] = [1; 40];
-        (any::<u8>(), any::<u16>(), any::<u16>(), any::<u8>(), any::<[u8; 4]>(), any::<[u8; 4]>(), 0usize..=10)
+        (
+            any::<u8>(),
+            any::<u16>(),
+            any::<u16>(),
+            any::<u8>(),
+            any::<[u8; 4]>(),
+            any::<[u8; 4]>(),
+            0usize..=10,
+        )
             .prop_map(move |(dscp_ecn, ident, flags_frag, ttl, s, d, words)| Ipv4Repr {
                 dscp_ecn,
                 ident,

@@ -71,7 +71,8 @@ impl<T: AsRef<[u8]>> Packet<T> {
     /// Verifies the checksum given the pseudo-header sum; a zero field always passes.
     pub fn verify_checksum(&self, pseudo_sum: u32) -> bool {
         self.checksum() == 0
-            || checksum::finish(pseudo_sum + checksum::sum(&self.buffer.as_ref()[..usize::from(self.len())])) == 0
+            || checksum::finish(pseudo_sum + checksum::sum(&self.buffer.as_ref()[..usize::from(self.len())]))
+                == 0
     }
 }
 

@@ -150,8 +150,8 @@ impl ExtHeader for AethRepr {
 /// ("no credit information") and codes above it.
 pub const fn credit_count(code: u8) -> Option<u32> {
     const TABLE: [u32; 31] = [
-        0, 1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024, 1536,
-        2048, 3072, 4096, 6144, 8192, 12288, 16384, 24576, 32768,
+        0, 1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024, 1536, 2048,
+        3072, 4096, 6144, 8192, 12288, 16384, 24576, 32768,
     ];
     if (code as usize) < TABLE.len() { Some(TABLE[code as usize]) } else { None }
 }
@@ -190,8 +190,14 @@ mod tests {
         let hw = AethRepr::parse(&[0x06, 0, 1, 0]).unwrap();
         assert_eq!(hw.kind(), AethKind::Ack { credits: 6 });
         assert_eq!(credit_count(6), Some(8));
-        assert_eq!(AethRepr::parse(&[0x60, 0, 0, 1]).unwrap().kind(), AethKind::Nak(NakCode::PsnSequenceError));
-        assert_eq!(AethRepr::parse(&[0x62, 0, 0, 1]).unwrap().kind(), AethKind::Nak(NakCode::RemoteAccessError));
+        assert_eq!(
+            AethRepr::parse(&[0x60, 0, 0, 1]).unwrap().kind(),
+            AethKind::Nak(NakCode::PsnSequenceError)
+        );
+        assert_eq!(
+            AethRepr::parse(&[0x62, 0, 0, 1]).unwrap().kind(),
+            AethKind::Nak(NakCode::RemoteAccessError)
+        );
         assert_eq!(AethRepr::parse(&[0x2e, 0, 0, 1]).unwrap().kind(), AethKind::RnrNak { timer: 14 });
         assert_eq!(AethRepr::parse(&[0x40, 0, 0, 1]).unwrap().kind(), AethKind::Reserved(0x40));
         assert_eq!(AethRepr::parse(&[0x6f, 0, 0, 1]).unwrap().kind(), AethKind::Nak(NakCode::Unknown(0xf)));

@@ -229,22 +229,32 @@ pub(crate) mod tests {
             0u8..0x80,
             0u32..=MAX_24,
         )
-            .prop_map(move |((solicited, migreq, fecn, becn, ack_req), pad_count, pkey, resv6, dest_qp, resv7, psn)| {
-                BthRepr {
-                    opcode: Opcode(opcode),
-                    solicited,
-                    migreq,
+            .prop_map(
+                move |(
+                    (solicited, migreq, fecn, becn, ack_req),
                     pad_count,
                     pkey,
-                    fecn,
-                    becn,
                     resv6,
                     dest_qp,
-                    ack_req,
                     resv7,
                     psn,
-                }
-            })
+                )| {
+                    BthRepr {
+                        opcode: Opcode(opcode),
+                        solicited,
+                        migreq,
+                        pad_count,
+                        pkey,
+                        fecn,
+                        becn,
+                        resv6,
+                        dest_qp,
+                        ack_req,
+                        resv7,
+                        psn,
+                    }
+                },
+            )
     }
 
     proptest! {

@@ -222,11 +222,19 @@ pub(crate) mod tests {
         let mut p = RoceRepr::new(bth, payload);
         let lo = |v: u64| v as u32;
         p.rdeth = on(Headers::RDETH).then_some(RdethRepr { reserved: r[0] as u8, ee_context: lo(r[0]) >> 8 });
-        p.deth = on(Headers::DETH).then_some(DethRepr { qkey: lo(r[1]), reserved: 0, src_qp: lo(r[1] >> 32) >> 8 });
+        p.deth = on(Headers::DETH).then_some(DethRepr {
+            qkey: lo(r[1]),
+            reserved: 0,
+            src_qp: lo(r[1] >> 32) >> 8,
+        });
         p.feth = on(Headers::FETH).then_some(FethRepr { raw: lo(r[2]) });
         p.reth = on(Headers::RETH).then_some(RethRepr { va: r[3], rkey: lo(r[4]), dma_len: lo(r[4] >> 32) });
-        p.atomic_eth =
-            on(Headers::ATOMIC_ETH).then_some(AtomicEthRepr { va: r[3], rkey: lo(r[2]), swap_add: r[4], compare: r[5] });
+        p.atomic_eth = on(Headers::ATOMIC_ETH).then_some(AtomicEthRepr {
+            va: r[3],
+            rkey: lo(r[2]),
+            swap_add: r[4],
+            compare: r[5],
+        });
         p.aeth = on(Headers::AETH).then_some(AethRepr { syndrome: r[5] as u8, msn: lo(r[5]) >> 8 });
         p.atomic_ack_eth = on(Headers::ATOMIC_ACK_ETH).then_some(AtomicAckEthRepr { orig: r[1] });
         p.immdt = on(Headers::IMMDT).then_some(ImmDt(lo(r[0] >> 32)));
@@ -237,7 +245,8 @@ pub(crate) mod tests {
     #[test]
     fn read_request_vector() {
         let f = crate::ib::icrc::tests::READ_REQ_FRAME;
-        let bytes: Vec<u8> = (0..f.len()).step_by(2).map(|i| u8::from_str_radix(&f[i..i + 2], 16).unwrap()).collect();
+        let bytes: Vec<u8> =
+            (0..f.len()).step_by(2).map(|i| u8::from_str_radix(&f[i..i + 2], 16).unwrap()).collect();
         let roce = &bytes[14 + 20 + 8..];
         let r = RoceRepr::parse(roce).unwrap();
         assert_eq!(r.bth.opcode, Opcode(0x0C));

@@ -1,0 +1,95 @@
+//! Reading pcap and pcapng files (the `wire` crate does no I/O, so captures live here).
+
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use pcap_file::pcap::PcapReader;
+use pcap_file::pcapng::{Block, PcapNgReader};
+
+/// Link-layer type of Ethernet in pcap headers and pcapng interface blocks.
+pub const LINKTYPE_ETHERNET: u32 = 1;
+
+/// One frame as a capture file stores it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CapturedFrame {
+    /// Capture timestamp since the epoch.
+    pub timestamp: Duration,
+    /// Link-layer type of the interface the frame was captured on.
+    pub linktype: u32,
+    /// Length of the frame on the wire (may exceed `data.len()` when the snap length cut it).
+    pub orig_len: u32,
+    /// The captured bytes.
+    pub data: Vec<u8>,
+}
+
+/// Reads every frame of a pcap or pcapng file (told apart by their magic numbers).
+pub fn read_file(path: &Path) -> Result<Vec<CapturedFrame>> {
+    let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+    read_bytes(&bytes).with_context(|| format!("{} is not a readable pcap or pcapng file", path.display()))
+}
+
+/// Reads every frame of a pcap or pcapng image held in memory.
+pub fn read_bytes(bytes: &[u8]) -> Result<Vec<CapturedFrame>> {
+    const PCAPNG_MAGIC: [u8; 4] = [0x0A, 0x0D, 0x0D, 0x0A];
+    let mut frames = Vec::new();
+    match bytes.get(..4) {
+        Some(m) if m == PCAPNG_MAGIC => {
+            let mut r = PcapNgReader::new(bytes)?;
+            while let Some(block) = r.next_block() {
+                let (iface, timestamp, orig_len, data) = match block? {
+                    Block::EnhancedPacket(p) => {
+                        (p.interface_id, p.timestamp, p.original_len, p.data.into_owned())
+                    }
+                    Block::SimplePacket(p) => (0, Duration::ZERO, p.original_len, p.data.into_owned()),
+                    _ => continue,
+                };
+                let Some(desc) = r.interfaces().get(iface as usize) else {
+                    bail!("packet block names interface {iface}, which the file does not describe");
+                };
+                let linktype = u32::from(desc.linktype);
+                frames.push(CapturedFrame { timestamp, linktype, orig_len, data });
+            }
+        }
+        Some(_) => {
+            let mut r = PcapReader::new(bytes)?;
+            let linktype = u32::from(r.header().datalink);
+            while let Some(p) = r.next_packet() {
+                let p = p?;
+                frames.push(CapturedFrame {
+                    timestamp: p.timestamp,
+                    linktype,
+                    orig_len: p.orig_len,
+                    data: p.data.into_owned(),
+                });
+            }
+        }
+        None => bail!("file shorter than any capture header"),
+    }
+    Ok(frames)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rejects_garbage() {
+        assert!(read_bytes(&[]).is_err());
+        assert!(read_bytes(b"not a capture file at all").is_err());
+        assert!(read_bytes(&[0x0A, 0x0D, 0x0D, 0x0A, 0, 0]).is_err());
+    }
+
+    #[test]
+    fn reads_pcap_written_by_pcap_file() {
+        use pcap_file::pcap::{PcapPacket, PcapWriter};
+        let mut out = Vec::new();
+        let mut w = PcapWriter::new(&mut out).unwrap();
+        w.write_packet(&PcapPacket::new(Duration::from_micros(5), 3, &[1, 2, 3])).unwrap();
+        let _ = w.into_writer();
+        let frames = read_bytes(&out).unwrap();
+        assert_eq!(frames.len(), 1);
+        assert_eq!(frames[0].data, [1, 2, 3]);
+        assert_eq!(frames[0].linktype, LINKTYPE_ETHERNET);
+    }
+}

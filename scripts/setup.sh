@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Installs what the README's commands and .ci/run need on a fresh machine of this kind (Debian, Rust
+# toolchain by rustup, root). Safe to run again: it skips what is already there.
+set -euo pipefail
+
+if ! rustup component list --installed 2>/dev/null | grep -q '^rustfmt'; then
+    rustup component add rustfmt
+fi
+if ! rustup component list --installed 2>/dev/null | grep -q '^clippy'; then
+    rustup component add clippy
+fi
+if ! command -v cargo-fuzz >/dev/null 2>&1; then
+    cargo install cargo-fuzz --locked
+fi
