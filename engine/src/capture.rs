@@ -4,7 +4,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
-use pcap_file::pcap::PcapReader;
+use pcap_file::Endianness;
+use pcap_file::pcap::{PcapHeader, PcapPacket, PcapReader, PcapWriter};
 use pcap_file::pcapng::{Block, PcapNgReader};
 
 /// Link-layer type of Ethernet in pcap headers and pcapng interface blocks.
@@ -69,6 +70,21 @@ pub fn read_bytes(bytes: &[u8]) -> Result<Vec<CapturedFrame>> {
     Ok(frames)
 }
 
+/// Writes Ethernet frames to a pcap file (microsecond timestamps: frame `i` at `i` ms after the epoch,
+/// so that the same frames give the same file).
+pub fn write_file(path: &Path, frames: &[Vec<u8>]) -> Result<()> {
+    let file = std::fs::File::create(path).with_context(|| format!("cannot create {}", path.display()))?;
+    let header = PcapHeader { snaplen: 262_144, endianness: Endianness::Little, ..PcapHeader::default() };
+    let mut w = PcapWriter::with_header(std::io::BufWriter::new(file), header)?;
+    for (i, f) in frames.iter().enumerate() {
+        let len = u32::try_from(f.len()).context("frame longer than 4 GiB")?;
+        w.write_packet(&PcapPacket::new(Duration::from_millis(i as u64), len, f))?;
+    }
+    use std::io::Write as _;
+    w.into_writer().flush().with_context(|| format!("cannot write {}", path.display()))?;
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -82,7 +98,6 @@ mod tests {
 
     #[test]
     fn reads_pcap_written_by_pcap_file() {
-        use pcap_file::pcap::{PcapPacket, PcapWriter};
         let mut out = Vec::new();
         let mut w = PcapWriter::new(&mut out).unwrap();
         w.write_packet(&PcapPacket::new(Duration::from_micros(5), 3, &[1, 2, 3])).unwrap();

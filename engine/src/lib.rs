@@ -2,4 +2,5 @@
 //! layer, progress engine and datapaths arrive with their issues.
 
 pub mod capture;
+pub mod corpus;
 pub mod decode;

@@ -3,8 +3,8 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
-use engine::decode;
+use clap::{Parser, Subcommand, ValueEnum};
+use engine::{capture, corpus, decode};
 
 /// Userspace RoCEv2 and Ultra Ethernet Transport engine.
 #[derive(Parser)]
@@ -29,6 +29,22 @@ enum Command {
         #[arg(required = true)]
         files: Vec<PathBuf>,
     },
+    /// Write a deterministic corpus of well-formed frames to a pcap file.
+    Gen {
+        /// Which corpus.
+        #[arg(value_enum)]
+        kind: GenKind,
+        /// Output pcap file.
+        #[arg(long)]
+        out: PathBuf,
+    },
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum GenKind {
+    /// Every RoCEv2 opcode of RC, UC, UD and CNP (FLUSH and ATOMIC_WRITE included), IPv4 and IPv6,
+    /// plus every AETH syndrome kind. RD is decode-only.
+    Roce,
 }
 
 fn main() -> ExitCode {
@@ -55,6 +71,21 @@ fn main() -> ExitCode {
                 println!("{summary}");
             }
             if verify && stats.bad > 0 { ExitCode::FAILURE } else { ExitCode::SUCCESS }
+        }
+        Command::Gen { kind, out } => {
+            let frames: Vec<Vec<u8>> = match kind {
+                GenKind::Roce => corpus::roce_corpus().into_iter().map(|g| g.bytes).collect(),
+            };
+            match capture::write_file(&out, &frames) {
+                Ok(()) => {
+                    println!("wrote {} frames to {}", frames.len(), out.display());
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("softrdma gen: {e:#}");
+                    ExitCode::from(2)
+                }
+            }
         }
     }
 }
