@@ -41,33 +41,15 @@ impl fmt::Display for EthernetAddress {
     }
 }
 
-/// A read/write view of an untagged Ethernet II header and what follows it.
-#[derive(Debug, Clone)]
-pub struct Frame<T: AsRef<[u8]>> {
-    buffer: T,
-}
+packet_view!(
+    /// A read/write view of an untagged Ethernet II header and what follows it.
+    Frame
+);
 
 impl<T: AsRef<[u8]>> Frame<T> {
-    /// Wraps a buffer without checking its length.
-    pub const fn new_unchecked(buffer: T) -> Frame<T> {
-        Frame { buffer }
-    }
-
-    /// Wraps a buffer after [`check_len`](Self::check_len).
-    pub fn new_checked(buffer: T) -> Result<Frame<T>> {
-        let f = Self::new_unchecked(buffer);
-        f.check_len()?;
-        Ok(f)
-    }
-
     /// Ensures that no accessor will panic.
     pub fn check_len(&self) -> Result<()> {
         need(self.buffer.as_ref().len(), HEADER_LEN, "Ethernet header")
-    }
-
-    /// Returns the underlying buffer.
-    pub fn into_inner(self) -> T {
-        self.buffer
     }
 
     /// Destination MAC address.

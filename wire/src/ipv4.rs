@@ -15,25 +15,12 @@ pub const MORE_FRAGMENTS: u16 = 0x2000;
 /// IP protocol number of UDP.
 pub const PROTO_UDP: u8 = 17;
 
-/// A view of an IPv4 packet.
-#[derive(Debug, Clone)]
-pub struct Packet<T: AsRef<[u8]>> {
-    buffer: T,
-}
+packet_view!(
+    /// A view of an IPv4 packet.
+    Packet
+);
 
 impl<T: AsRef<[u8]>> Packet<T> {
-    /// Wraps a buffer without checking it.
-    pub const fn new_unchecked(buffer: T) -> Packet<T> {
-        Packet { buffer }
-    }
-
-    /// Wraps a buffer after [`check_len`](Self::check_len).
-    pub fn new_checked(buffer: T) -> Result<Packet<T>> {
-        let p = Self::new_unchecked(buffer);
-        p.check_len()?;
-        Ok(p)
-    }
-
     /// Checks that the header, its options and `total_len` bytes are all in the buffer.
     pub fn check_len(&self) -> Result<()> {
         let len = self.buffer.as_ref().len();

@@ -8,25 +8,12 @@ use crate::{Error, Result};
 /// Length of the fixed IPv6 header.
 pub const HEADER_LEN: usize = 40;
 
-/// A view of an IPv6 packet.
-#[derive(Debug, Clone)]
-pub struct Packet<T: AsRef<[u8]>> {
-    buffer: T,
-}
+packet_view!(
+    /// A view of an IPv6 packet.
+    Packet
+);
 
 impl<T: AsRef<[u8]>> Packet<T> {
-    /// Wraps a buffer without checking it.
-    pub const fn new_unchecked(buffer: T) -> Packet<T> {
-        Packet { buffer }
-    }
-
-    /// Wraps a buffer after [`check_len`](Self::check_len).
-    pub fn new_checked(buffer: T) -> Result<Packet<T>> {
-        let p = Self::new_unchecked(buffer);
-        p.check_len()?;
-        Ok(p)
-    }
-
     /// Checks that the fixed header and `payload_len` bytes are in the buffer.
     pub fn check_len(&self) -> Result<()> {
         let len = self.buffer.as_ref().len();

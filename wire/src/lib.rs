@@ -12,10 +12,10 @@
 #[cfg(test)]
 extern crate std;
 
-/// Declares a zero-copy view over a fixed-size header: `new_unchecked`, `new_checked`, `check_len`
-/// and `into_inner`. Accessors are written per header; once `check_len` passed, none of them panics.
-macro_rules! fixed_header_view {
-    ($(#[$m:meta])* $name:ident, $len:expr, $what:expr) => {
+/// Declares a zero-copy view `$name<T: AsRef<[u8]>>` with `new_unchecked`, `new_checked` (which calls
+/// the view's own `check_len`) and `into_inner`. Once `check_len` passed, no accessor panics.
+macro_rules! packet_view {
+    ($(#[$m:meta])* $name:ident) => {
         $(#[$m])*
         #[derive(Debug, Clone)]
         pub struct $name<T: AsRef<[u8]>> {
@@ -35,14 +35,23 @@ macro_rules! fixed_header_view {
                 Ok(p)
             }
 
-            /// Ensures that the buffer holds the whole header, so that no accessor panics.
-            pub fn check_len(&self) -> $crate::Result<()> {
-                $crate::bytes::need(self.buffer.as_ref().len(), $len, $what)
-            }
-
             /// Returns the underlying buffer.
             pub fn into_inner(self) -> T {
                 self.buffer
+            }
+        }
+    };
+}
+
+/// A [`packet_view!`] over a fixed-size header, with the `check_len` that needs `$len` bytes.
+macro_rules! fixed_header_view {
+    ($(#[$m:meta])* $name:ident, $len:expr, $what:expr) => {
+        packet_view!($(#[$m])* $name);
+
+        impl<T: AsRef<[u8]>> $name<T> {
+            /// Ensures that the buffer holds the whole header, so that no accessor panics.
+            pub fn check_len(&self) -> $crate::Result<()> {
+                $crate::bytes::need(self.buffer.as_ref().len(), $len, $what)
             }
         }
     };

@@ -7,25 +7,12 @@ use crate::{Error, Result};
 /// Length of the UDP header.
 pub const HEADER_LEN: usize = 8;
 
-/// A view of a UDP datagram.
-#[derive(Debug, Clone)]
-pub struct Packet<T: AsRef<[u8]>> {
-    buffer: T,
-}
+packet_view!(
+    /// A view of a UDP datagram.
+    Packet
+);
 
 impl<T: AsRef<[u8]>> Packet<T> {
-    /// Wraps a buffer without checking it.
-    pub const fn new_unchecked(buffer: T) -> Packet<T> {
-        Packet { buffer }
-    }
-
-    /// Wraps a buffer after [`check_len`](Self::check_len).
-    pub fn new_checked(buffer: T) -> Result<Packet<T>> {
-        let p = Self::new_unchecked(buffer);
-        p.check_len()?;
-        Ok(p)
-    }
-
     /// Checks that the header is present and that the length field fits the buffer exactly.
     ///
     /// The buffer must be the IP payload, so the UDP length must equal its length.

@@ -1,7 +1,6 @@
 //! IEEE 802.1Q / 802.1ad VLAN tags.
 
-use crate::Result;
-use crate::bytes::{need, read_u16};
+use crate::bytes::read_u16;
 use crate::ethernet::ethertype;
 
 /// Bytes a tag adds after the TPID it replaces (TCI + inner EtherType), i.e. the frame grows by 4.
@@ -12,19 +11,14 @@ pub fn is_tpid(v: u16) -> bool {
     v == ethertype::VLAN || v == ethertype::QINQ
 }
 
-/// A view of the 4 bytes after a TPID: TCI and the next EtherType.
-#[derive(Debug, Clone)]
-pub struct Tag<T: AsRef<[u8]>> {
-    buffer: T,
-}
+fixed_header_view!(
+    /// A view of the 4 bytes after a TPID: TCI and the next EtherType.
+    Tag,
+    TAG_LEN,
+    "VLAN tag"
+);
 
 impl<T: AsRef<[u8]>> Tag<T> {
-    /// Wraps a buffer after checking that it holds a whole tag.
-    pub fn new_checked(buffer: T) -> Result<Tag<T>> {
-        need(buffer.as_ref().len(), TAG_LEN, "VLAN tag")?;
-        Ok(Tag { buffer })
-    }
-
     /// Tag control information: PCP (3 bits), DEI (1), VID (12).
     pub fn tci(&self) -> u16 {
         read_u16(self.buffer.as_ref(), 0)
