@@ -107,4 +107,33 @@ mod tests {
         assert_eq!(frames[0].data, [1, 2, 3]);
         assert_eq!(frames[0].linktype, LINKTYPE_ETHERNET);
     }
+
+    #[test]
+    fn reads_pcapng_with_two_interfaces() {
+        use pcap_file::DataLink;
+        use pcap_file::pcapng::PcapNgWriter;
+        use pcap_file::pcapng::blocks::enhanced_packet::EnhancedPacketBlock;
+        use pcap_file::pcapng::blocks::interface_description::InterfaceDescriptionBlock;
+        use std::borrow::Cow;
+
+        let mut w = PcapNgWriter::new(Vec::new()).unwrap();
+        w.write_pcapng_block(InterfaceDescriptionBlock::new(DataLink::ETHERNET, 65535)).unwrap();
+        w.write_pcapng_block(InterfaceDescriptionBlock::new(DataLink::LINUX_SLL, 65535)).unwrap();
+        for (iface, data) in [(0u32, vec![1u8, 2, 3, 4]), (1, vec![9, 9])] {
+            let epb = EnhancedPacketBlock {
+                interface_id: iface,
+                timestamp: Duration::from_micros(7),
+                original_len: 100,
+                data: Cow::Owned(data),
+                options: vec![],
+            };
+            w.write_pcapng_block(epb).unwrap();
+        }
+        let frames = read_bytes(&w.into_inner()).unwrap();
+        assert_eq!(frames.len(), 2);
+        assert_eq!((frames[0].linktype, frames[0].orig_len), (LINKTYPE_ETHERNET, 100));
+        assert_eq!(frames[0].data, [1, 2, 3, 4]);
+        assert_eq!(frames[1].linktype, 113);
+        assert_eq!(frames[0].timestamp, Duration::from_micros(7));
+    }
 }
