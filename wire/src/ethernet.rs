@@ -2,7 +2,7 @@
 
 use core::fmt;
 
-use crate::bytes::{need, out, read_u16, write_u16};
+use crate::bytes::{out, read_u16, write_u16};
 use crate::vlan::{self, VlanTag};
 use crate::{Error, Result};
 
@@ -41,17 +41,14 @@ impl fmt::Display for EthernetAddress {
     }
 }
 
-packet_view!(
+fixed_header_view!(
     /// A read/write view of an untagged Ethernet II header and what follows it.
-    Frame
+    Frame,
+    HEADER_LEN,
+    "Ethernet header"
 );
 
 impl<T: AsRef<[u8]>> Frame<T> {
-    /// Ensures that no accessor will panic.
-    pub fn check_len(&self) -> Result<()> {
-        need(self.buffer.as_ref().len(), HEADER_LEN, "Ethernet header")
-    }
-
     /// Destination MAC address.
     pub fn dst_addr(&self) -> EthernetAddress {
         let mut a = [0; 6];
