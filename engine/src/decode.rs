@@ -63,30 +63,31 @@ pub fn examine(frame: &CapturedFrame, verify: bool) -> Verdict<'_> {
     if frame.linktype != LINKTYPE_ETHERNET || frame::identify(data) != Some(Encapsulation::RoceV2) {
         return Verdict::NotRoce;
     }
-    let lenient = FrameRepr::parse(data);
+    let parsed = FrameRepr::parse(data);
     if data.len() < frame.orig_len as usize {
         let fault = Fault::Snapped { captured: data.len(), original: frame.orig_len };
-        return Verdict::Bad(lenient.ok(), fault);
+        return Verdict::Bad(parsed.ok(), fault);
     }
+    let repr = match parsed {
+        Ok(r) => r,
+        Err(e) => return Verdict::Bad(None, Fault::Wire(e)),
+    };
     if !verify {
-        return match lenient {
-            Ok(r) => Verdict::Good(r),
-            Err(e) => Verdict::Bad(None, Fault::Wire(e)),
-        };
+        return Verdict::Good(repr);
     }
-    match FrameRepr::parse_verified(data) {
-        Err(e) => Verdict::Bad(lenient.ok(), Fault::Wire(e)),
-        Ok(r) => match reemit_mismatch(&r, data) {
-            Some(offset) => Verdict::Bad(Some(r), Fault::ReEmit { offset }),
-            None => Verdict::Good(r),
-        },
+    if let Err(e) = repr.verify_icrc(data) {
+        return Verdict::Bad(Some(repr), Fault::Wire(e));
+    }
+    match reemit_mismatch(&repr, data) {
+        Some(offset) => Verdict::Bad(Some(repr), Fault::ReEmit { offset }),
+        None => Verdict::Good(repr),
     }
 }
 
 /// Emits `repr` and returns the first offset where it differs from `original`, if any.
 pub fn reemit_mismatch(repr: &FrameRepr<'_>, original: &[u8]) -> Option<usize> {
     let mut buf = vec![0u8; repr.buffer_len()];
-    if let Err(_e) = repr.emit(&mut buf) {
+    if repr.emit(&mut buf).is_err() {
         return Some(0);
     }
     if buf == original {

@@ -7,7 +7,7 @@ use crate::ib::{RoceRepr, icrc};
 use crate::ipv4::{self, Ipv4Repr, PROTO_UDP};
 use crate::ipv6::{self, Ipv6Repr};
 use crate::udp::{self, UdpRepr};
-use crate::{Error, ROCEV2_UDP_PORT, Result, checksum, vlan};
+use crate::{Error, ROCEV2_UDP_PORT, Result, checksum};
 
 /// The IP header of a frame.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -104,15 +104,10 @@ pub enum Encapsulation {
 /// that a damaged IHL does not hide the frame.
 pub fn identify(frame: &[u8]) -> Option<Encapsulation> {
     let u16_at = |at: usize| frame.get(at..at + 2).map(|b| u16::from_be_bytes([b[0], b[1]]));
-    let mut off = 12;
-    let mut et = u16_at(off)?;
-    while vlan::is_tpid(et) {
-        off += vlan::TAG_LEN;
-        et = u16_at(off)?;
-    }
-    let ip = off + 2;
+    // The Ethernet header is not ICRC-covered; parsing it checks nothing but its length and tags.
+    let (ethernet, ip) = EthernetRepr::parse(frame).ok()?;
     let first = *frame.get(ip)?;
-    let dports: [Option<u16>; 2] = match et {
+    let dports: [Option<u16>; 2] = match ethernet.ethertype {
         ethertype::IPV4 if first >> 4 == 4 && *frame.get(ip + 9)? == PROTO_UDP => {
             [u16_at(ip + usize::from(first & 0xF) * 4 + 2), u16_at(ip + 20 + 2)]
         }
@@ -139,20 +134,6 @@ impl<'a> FrameRepr<'a> {
     /// Parses a frame, verifying lengths and the IPv4 and (non-zero) UDP checksums but not the
     /// ICRC; see [`FrameRepr::parse_verified`].
     pub fn parse(frame: &'a [u8]) -> Result<FrameRepr<'a>> {
-        Self::parse_parts(frame).map(|(r, _)| r)
-    }
-
-    /// Parses a frame and verifies its ICRC.
-    pub fn parse_verified(frame: &'a [u8]) -> Result<FrameRepr<'a>> {
-        let (r, ip_packet) = Self::parse_parts(frame)?;
-        match r.l4 {
-            L4Repr::Roce { .. } => icrc::verify(ip_packet)?,
-        }
-        Ok(r)
-    }
-
-    /// Parses and also returns the IP datagram (header through ICRC).
-    fn parse_parts(frame: &'a [u8]) -> Result<(FrameRepr<'a>, &'a [u8])> {
         let (ethernet, ip_at) = EthernetRepr::parse(frame)?;
         let ip_buf = &frame[ip_at..];
         let (ip, ip_payload, ip_len) = match ethernet.ethertype {
@@ -183,8 +164,25 @@ impl<'a> FrameRepr<'a> {
             ROCEV2_UDP_PORT => L4Repr::Roce { udp, packet: RoceRepr::parse(udp_packet.payload())? },
             _ => return Err(Error::Unsupported("UDP destination port")),
         };
-        let repr = FrameRepr { ethernet, ip, l4, trailer: &ip_buf[ip_len..] };
-        Ok((repr, &ip_buf[..ip_len]))
+        Ok(FrameRepr { ethernet, ip, l4, trailer: &ip_buf[ip_len..] })
+    }
+
+    /// Parses a frame and verifies its ICRC.
+    pub fn parse_verified(frame: &'a [u8]) -> Result<FrameRepr<'a>> {
+        let r = Self::parse(frame)?;
+        r.verify_icrc(frame)?;
+        Ok(r)
+    }
+
+    /// Verifies the ICRC of `frame`, the bytes this repr was parsed from (the IP datagram is found
+    /// from the header lengths of the repr, so nothing is parsed again).
+    pub fn verify_icrc(&self, frame: &[u8]) -> Result<()> {
+        let ip_at = self.ethernet.buffer_len();
+        let ip_end = ip_at + self.ip.buffer_len() + self.l4.buffer_len();
+        let ip_packet = frame.get(ip_at..ip_end).ok_or(Error::Truncated("IP datagram"))?;
+        match self.l4 {
+            L4Repr::Roce { .. } => icrc::verify(ip_packet),
+        }
     }
 
     /// Length of the whole frame.
