@@ -262,6 +262,29 @@ impl Headers {
     pub const fn with(self, other: Headers) -> Headers {
         Headers(self.0 | other.0)
     }
+
+    /// Bytes the headers of the set take on the wire (roce-wire.md §1.1, "Header sizes").
+    pub fn wire_len(self) -> usize {
+        use crate::ib::{
+            AethRepr, AtomicAckEthRepr, AtomicEthRepr, DethRepr, ExtHeader, FethRepr, IethRepr, ImmDt,
+            RdethRepr, RethRepr,
+        };
+        [
+            (Headers::RDETH, RdethRepr::LEN),
+            (Headers::DETH, DethRepr::LEN),
+            (Headers::FETH, FethRepr::LEN),
+            (Headers::RETH, RethRepr::LEN),
+            (Headers::ATOMIC_ETH, AtomicEthRepr::LEN),
+            (Headers::AETH, AethRepr::LEN),
+            (Headers::ATOMIC_ACK_ETH, AtomicAckEthRepr::LEN),
+            (Headers::IMMDT, ImmDt::LEN),
+            (Headers::IETH, IethRepr::LEN),
+        ]
+        .into_iter()
+        .filter(|&(h, _)| self.contains(h))
+        .map(|(_, len)| len)
+        .sum()
+    }
 }
 
 /// What payload an opcode may carry.
@@ -387,6 +410,10 @@ mod tests {
         assert_eq!(h(0x17), Headers::IETH);
         assert_eq!(h(0x44), Headers::RDETH.with(Headers::DETH));
         assert_eq!(h(0x51), Headers::RDETH.with(Headers::AETH));
+        // Sizes from roce-wire.md §1.1: RETH 16 + ImmDt 4; RDETH 4 + DETH 8 + AtomicETH 28.
+        assert_eq!(h(0x0B).wire_len(), 20);
+        assert_eq!(h(0x53).wire_len(), 40);
+        assert_eq!(Headers::NONE.wire_len(), 0);
     }
 
     #[test]

@@ -140,17 +140,7 @@ impl<'a> RoceRepr<'a> {
 
     /// Length of BTH and extension headers.
     pub fn header_len(&self) -> usize {
-        let len = |present: bool, n: usize| if present { n } else { 0 };
-        bth::HEADER_LEN
-            + len(self.rdeth.is_some(), RdethRepr::LEN)
-            + len(self.deth.is_some(), DethRepr::LEN)
-            + len(self.feth.is_some(), FethRepr::LEN)
-            + len(self.reth.is_some(), RethRepr::LEN)
-            + len(self.atomic_eth.is_some(), AtomicEthRepr::LEN)
-            + len(self.aeth.is_some(), AethRepr::LEN)
-            + len(self.atomic_ack_eth.is_some(), AtomicAckEthRepr::LEN)
-            + len(self.immdt.is_some(), ImmDt::LEN)
-            + len(self.ieth.is_some(), IethRepr::LEN)
+        bth::HEADER_LEN + self.headers().wire_len()
     }
 
     /// Length on the wire: headers, payload, pad and ICRC.
