@@ -20,6 +20,13 @@ pub enum Error {
         /// ICRC found on the wire (read little-endian).
         found: u32,
     },
+    /// The UET CRC32C trailer differs from the one computed over the packet.
+    BadCrc {
+        /// CRC computed over PDS header through payload.
+        computed: u32,
+        /// CRC found on the wire.
+        found: u32,
+    },
     /// An Internet checksum (IPv4 header, UDP) does not verify.
     BadChecksum(&'static str),
     /// A length field disagrees with the buffer or with the rules of its header.
@@ -45,6 +52,9 @@ impl fmt::Display for Error {
             Error::UnknownOpcode(op) => write!(f, "unknown BTH opcode {op:#04x}"),
             Error::BadIcrc { computed, found } => {
                 write!(f, "bad ICRC: wire {found:#010x}, computed {computed:#010x}")
+            }
+            Error::BadCrc { computed, found } => {
+                write!(f, "bad UET CRC: wire {found:#010x}, computed {computed:#010x}")
             }
             Error::BadChecksum(what) => write!(f, "bad {what} checksum"),
             Error::BadLength(what) => write!(f, "bad length: {what}"),

@@ -57,6 +57,50 @@ macro_rules! fixed_header_view {
     };
 }
 
+/// Declares a spec value table as an enum that keeps values it does not name (`Unknown(u8)`), with
+/// `From<u8>`, `From<Enum> for u8` and the spec's `name()`. `From<u8>` maps a named value to its
+/// variant, so `Unknown` only ever holds unnamed values.
+macro_rules! wire_enum {
+    ($(#[$m:meta])* pub enum $name:ident { $($var:ident = $val:expr => $text:expr,)* }) => {
+        $(#[$m])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        #[allow(missing_docs)] // the variants are the spec's names
+        pub enum $name {
+            $($var,)*
+            /// A value the spec table does not name, kept as it was.
+            Unknown(u8),
+        }
+
+        impl From<u8> for $name {
+            fn from(v: u8) -> Self {
+                match v {
+                    $($val => $name::$var,)*
+                    v => $name::Unknown(v),
+                }
+            }
+        }
+
+        impl From<$name> for u8 {
+            fn from(v: $name) -> u8 {
+                match v {
+                    $($name::$var => $val,)*
+                    $name::Unknown(v) => v,
+                }
+            }
+        }
+
+        impl $name {
+            /// The spec's name of the value ("UNKNOWN" for unnamed values).
+            pub fn name(self) -> &'static str {
+                match self {
+                    $($name::$var => $text,)*
+                    $name::Unknown(_) => "UNKNOWN",
+                }
+            }
+        }
+    };
+}
+
 mod bytes;
 pub mod checksum;
 mod error;
@@ -66,6 +110,7 @@ pub mod ib;
 pub mod ipv4;
 pub mod ipv6;
 pub mod udp;
+pub mod uet;
 pub mod vlan;
 
 pub use error::{Error, Result};
@@ -75,6 +120,16 @@ pub use ipv4::Ipv4Repr;
 pub use ipv6::Ipv6Repr;
 pub use udp::{UdpChecksum, UdpRepr};
 pub use vlan::VlanTag;
+
+/// A header of fixed size (the IB extension headers, the UET headers).
+pub trait FixedHeader: Sized + Copy {
+    /// Size on the wire.
+    const LEN: usize;
+    /// Parses the header from the start of `buf`.
+    fn parse(buf: &[u8]) -> Result<Self>;
+    /// Writes the header at the start of `buf`; returns [`Self::LEN`].
+    fn emit(&self, buf: &mut [u8]) -> Result<usize>;
+}
 
 /// UDP destination port of RoCEv2 (`ROCE_V2_UDP_DPORT`, roce-wire.md §1.4).
 pub const ROCEV2_UDP_PORT: u16 = 4791;

@@ -2,7 +2,7 @@
 
 use crate::Result;
 use crate::bytes::{need, out, read_u64, write_u64};
-use crate::ib::ExtHeader;
+use crate::ib::FixedHeader;
 
 /// A parsed AtomicAckETH.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -11,7 +11,7 @@ pub struct AtomicAckEthRepr {
     pub orig: u64,
 }
 
-impl ExtHeader for AtomicAckEthRepr {
+impl FixedHeader for AtomicAckEthRepr {
     const LEN: usize = 8;
 
     fn parse(buf: &[u8]) -> Result<Self> {

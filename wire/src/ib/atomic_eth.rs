@@ -2,7 +2,7 @@
 
 use crate::Result;
 use crate::bytes::{out, read_u32, read_u64, write_u32, write_u64};
-use crate::ib::ExtHeader;
+use crate::ib::FixedHeader;
 
 /// Size of the AtomicETH.
 pub const HEADER_LEN: usize = 28;
@@ -49,7 +49,7 @@ pub struct AtomicEthRepr {
     pub compare: u64,
 }
 
-impl ExtHeader for AtomicEthRepr {
+impl FixedHeader for AtomicEthRepr {
     const LEN: usize = HEADER_LEN;
 
     fn parse(buf: &[u8]) -> Result<Self> {

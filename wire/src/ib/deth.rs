@@ -2,7 +2,7 @@
 //! (roce-wire.md §1.2).
 
 use crate::bytes::{out, read_u24, read_u32, write_u24, write_u32};
-use crate::ib::ExtHeader;
+use crate::ib::FixedHeader;
 use crate::{Error, Result};
 
 /// Size of the DETH.
@@ -45,7 +45,7 @@ pub struct DethRepr {
     pub src_qp: u32,
 }
 
-impl ExtHeader for DethRepr {
+impl FixedHeader for DethRepr {
     const LEN: usize = HEADER_LEN;
 
     fn parse(buf: &[u8]) -> Result<Self> {

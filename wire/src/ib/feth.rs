@@ -2,7 +2,7 @@
 //! placement type in bits 3..0, selectivity level in bits 5..4, the rest reserved.
 
 use crate::Result;
-use crate::ib::{ExtHeader, emit_word, parse_word};
+use crate::ib::{FixedHeader, emit_word, parse_word};
 
 /// A parsed FETH. The whole word is kept so that reserved bits re-emit unchanged.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -28,7 +28,7 @@ impl FethRepr {
     }
 }
 
-impl ExtHeader for FethRepr {
+impl FixedHeader for FethRepr {
     const LEN: usize = 4;
 
     fn parse(buf: &[u8]) -> Result<Self> {

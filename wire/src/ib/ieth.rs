@@ -1,7 +1,7 @@
 //! Invalidate extended transport header: the R_Key to invalidate, 4 bytes (SEND_*_INV).
 
 use crate::Result;
-use crate::ib::{ExtHeader, emit_word, parse_word};
+use crate::ib::{FixedHeader, emit_word, parse_word};
 
 /// A parsed IETH.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -10,7 +10,7 @@ pub struct IethRepr {
     pub rkey: u32,
 }
 
-impl ExtHeader for IethRepr {
+impl FixedHeader for IethRepr {
     const LEN: usize = 4;
 
     fn parse(buf: &[u8]) -> Result<Self> {

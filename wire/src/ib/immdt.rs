@@ -1,13 +1,13 @@
 //! Immediate data, 4 opaque bytes copied raw as `__be32` (roce-wire.md §1.2).
 
 use crate::Result;
-use crate::ib::{ExtHeader, emit_word, parse_word};
+use crate::ib::{FixedHeader, emit_word, parse_word};
 
 /// Immediate data as the 32-bit big-endian value on the wire.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct ImmDt(pub u32);
 
-impl ExtHeader for ImmDt {
+impl FixedHeader for ImmDt {
     const LEN: usize = 4;
 
     fn parse(buf: &[u8]) -> Result<Self> {

@@ -1,6 +1,6 @@
 //! InfiniBand transport headers as carried by RoCEv2 (roce-wire.md §1).
 //!
-//! One header per file. Every extension-header `Repr` implements [`ExtHeader`], which is what lets
+//! One header per file. Every extension-header `Repr` implements [`crate::FixedHeader`], which is what lets
 //! [`packet::RoceRepr`] walk the header list an opcode prescribes in one loop.
 
 pub mod aeth;
@@ -31,17 +31,9 @@ pub use packet::RoceRepr;
 pub use rdeth::RdethRepr;
 pub use reth::RethRepr;
 
-use crate::Result;
+pub use crate::FixedHeader;
 
-/// A fixed-size extension transport header.
-pub trait ExtHeader: Sized + Copy {
-    /// Size on the wire (roce-wire.md §1.1, "Header sizes").
-    const LEN: usize;
-    /// Parses the header from the start of `buf`.
-    fn parse(buf: &[u8]) -> Result<Self>;
-    /// Writes the header at the start of `buf`; returns [`Self::LEN`].
-    fn emit(&self, buf: &mut [u8]) -> Result<usize>;
-}
+use crate::Result;
 
 /// Reads the single 32-bit big-endian field of a 4-byte header.
 fn parse_word(buf: &[u8], what: &'static str) -> Result<u32> {

@@ -266,7 +266,7 @@ impl Headers {
     /// Bytes the headers of the set take on the wire (roce-wire.md §1.1, "Header sizes").
     pub fn wire_len(self) -> usize {
         use crate::ib::{
-            AethRepr, AtomicAckEthRepr, AtomicEthRepr, DethRepr, ExtHeader, FethRepr, IethRepr, ImmDt,
+            AethRepr, AtomicAckEthRepr, AtomicEthRepr, DethRepr, FethRepr, FixedHeader, IethRepr, ImmDt,
             RdethRepr, RethRepr,
         };
         [

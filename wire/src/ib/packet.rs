@@ -5,7 +5,7 @@ use crate::bytes::out;
 use crate::ib::icrc::ICRC_LEN;
 use crate::ib::opcode::{Headers, PayloadRule};
 use crate::ib::{
-    AethRepr, AtomicAckEthRepr, AtomicEthRepr, BthRepr, DethRepr, ExtHeader, FethRepr, IethRepr, ImmDt,
+    AethRepr, AtomicAckEthRepr, AtomicEthRepr, BthRepr, DethRepr, FethRepr, FixedHeader, IethRepr, ImmDt,
     RdethRepr, RethRepr, bth,
 };
 use crate::{Error, Result};
@@ -43,7 +43,7 @@ pub const fn pad_for(len: usize) -> u8 {
 }
 
 /// Parses the header at `*off` if `present`, advancing `*off`.
-fn take<H: ExtHeader>(body: &[u8], off: &mut usize, present: bool) -> Result<Option<H>> {
+fn take<H: FixedHeader>(body: &[u8], off: &mut usize, present: bool) -> Result<Option<H>> {
     if !present {
         return Ok(None);
     }
@@ -53,7 +53,7 @@ fn take<H: ExtHeader>(body: &[u8], off: &mut usize, present: bool) -> Result<Opt
 }
 
 /// Writes `h` at `*off` if present, advancing `*off`.
-fn put<H: ExtHeader>(b: &mut [u8], off: &mut usize, h: Option<H>) -> Result<()> {
+fn put<H: FixedHeader>(b: &mut [u8], off: &mut usize, h: Option<H>) -> Result<()> {
     if let Some(h) = h {
         *off += h.emit(b.get_mut(*off..).unwrap_or(&mut []))?;
     }

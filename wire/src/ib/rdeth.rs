@@ -2,7 +2,7 @@
 //! RD is decoded for completeness; rxe does not create RD QPs (roce-wire.md §1.1).
 
 use crate::Result;
-use crate::ib::{ExtHeader, emit_word, parse_word};
+use crate::ib::{FixedHeader, emit_word, parse_word};
 
 /// A parsed RDETH.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -13,7 +13,7 @@ pub struct RdethRepr {
     pub ee_context: u32,
 }
 
-impl ExtHeader for RdethRepr {
+impl FixedHeader for RdethRepr {
     const LEN: usize = 4;
 
     fn parse(buf: &[u8]) -> Result<Self> {

@@ -2,7 +2,7 @@
 
 use crate::Result;
 use crate::bytes::{out, read_u32, read_u64, write_u32, write_u64};
-use crate::ib::ExtHeader;
+use crate::ib::FixedHeader;
 
 /// Size of the RETH.
 pub const HEADER_LEN: usize = 16;
@@ -42,7 +42,7 @@ pub struct RethRepr {
     pub dma_len: u32,
 }
 
-impl ExtHeader for RethRepr {
+impl FixedHeader for RethRepr {
     const LEN: usize = HEADER_LEN;
 
     fn parse(buf: &[u8]) -> Result<Self> {
