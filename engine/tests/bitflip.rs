@@ -8,6 +8,7 @@ mod common;
 
 use engine::capture;
 use engine::decode::{self, Verdict};
+use wire::uet::UetConfig;
 
 /// Byte offsets (from the start of the IP header) that identify an IPv4 RoCEv2 frame or that no
 /// check can cover. (The version nibble of byte 0 is handled by the caller.)
@@ -33,7 +34,9 @@ fn every_bit_of_real_frames() {
     let mut checked = 0;
     for (file, nth) in picks {
         let frames = capture::read_file(&shared.join(file)).unwrap();
-        let mut roce = frames.iter().filter(|f| matches!(decode::examine(f, true), Verdict::Good(_)));
+        let mut roce = frames
+            .iter()
+            .filter(|f| matches!(decode::examine(f, true, &UetConfig::default()), Verdict::Good(..)));
         let frame = roce.nth(*nth).unwrap_or_else(|| panic!("{file}: no RoCE frame #{nth}"));
         assert_eq!(&frame.data[12..14], &[0x08, 0x00], "these samples are untagged IPv4");
         let ip = 14;
@@ -48,10 +51,10 @@ fn every_bit_of_real_frames() {
                 }
                 let mut f = frame.clone();
                 f.data[byte] ^= 1 << bit;
-                match decode::examine(&f, true) {
+                match decode::examine(&f, true, &UetConfig::default()) {
                     Verdict::Bad(..) => checked += 1,
-                    Verdict::Good(_) => panic!("{file}: flip of bit {bit} at IP offset {off} not caught"),
-                    Verdict::NotRoce => panic!("{file}: flip of bit {bit} at IP offset {off} hid the frame"),
+                    Verdict::Good(..) => panic!("{file}: flip of bit {bit} at IP offset {off} not caught"),
+                    Verdict::Other => panic!("{file}: flip of bit {bit} at IP offset {off} hid the frame"),
                 }
             }
         }

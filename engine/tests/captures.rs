@@ -4,6 +4,7 @@ mod common;
 
 use engine::capture;
 use engine::decode::{self, Options, Verdict};
+use wire::uet::UetConfig;
 
 #[test]
 fn every_roce_capture_verifies() {
@@ -13,17 +14,18 @@ fn every_roce_capture_verifies() {
     for f in &files {
         let mut out = Vec::new();
         let stats =
-            decode::run(std::slice::from_ref(f), &Options { verify: true, json: false }, &mut out).unwrap();
+            decode::run(std::slice::from_ref(f), &Options { verify: true, ..Options::default() }, &mut out)
+                .unwrap();
         let text = String::from_utf8(out).unwrap();
         assert_eq!(
-            stats.bad,
+            stats.bad(),
             0,
             "{}:\n{}",
             f.display(),
             text.lines().filter(|l| l.contains("BAD")).collect::<Vec<_>>().join("\n")
         );
-        assert!(stats.ok > 0, "{} holds no RoCEv2 frame", f.display());
-        total += stats.ok;
+        assert!(stats.roce.ok > 0, "{} holds no RoCEv2 frame", f.display());
+        total += stats.roce.ok;
     }
     assert_eq!(total, 1760, "RoCEv2 frame count over all captures changed");
 }
@@ -35,7 +37,7 @@ fn huawei_ports_69_and_72_are_detected_by_destination_port() {
     let mut ports = std::collections::BTreeSet::new();
     let mut roce = 0;
     for f in &frames {
-        if let Verdict::Good(r) = decode::examine(f, true) {
+        if let Verdict::Good(_, r) = decode::examine(f, true, &UetConfig::default()) {
             roce += 1;
             ports.insert(r.udp().unwrap().src_port);
             let p = r.roce().unwrap();
@@ -51,7 +53,7 @@ fn rdma_cm_mads_on_qp1_decode() {
     let path = common::shared().join("captures/roce/linlinw5/rdma_cm.pcap");
     let mut gsi = 0;
     for f in &capture::read_file(&path).unwrap() {
-        if let Verdict::Good(r) = decode::examine(f, true) {
+        if let Verdict::Good(_, r) = decode::examine(f, true, &UetConfig::default()) {
             let p = r.roce().unwrap();
             if p.bth.dest_qp == 1 {
                 assert_eq!(p.deth.unwrap().qkey, wire::ib::deth::GSI_QKEY);

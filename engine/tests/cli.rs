@@ -16,7 +16,11 @@ fn decode_verify_good_capture() {
     let out = String::from_utf8(o.stdout).unwrap();
     assert!(out.contains("RC_WRITE_FIRST"), "{out}");
     assert!(out.contains("RETH(va="), "{out}");
-    assert!(out.trim_end().ends_with("roce frames: 20 ok, 0 bad (40 non-RoCE frames skipped)"), "{out}");
+    assert!(
+        out.trim_end()
+            .ends_with("roce frames: 20 ok, 0 bad; uet frames: 0 ok, 0 bad (40 other frames skipped)"),
+        "{out}"
+    );
 }
 
 #[test]

@@ -1,5 +1,6 @@
-//! A whole Ethernet frame: Ethernet (+VLAN) / IPv4 or IPv6 / UDP / transport packet, parsed into one
-//! [`FrameRepr`] that re-emits the frame byte for byte (checksums and ICRC recomputed).
+//! A whole Ethernet frame: Ethernet (+VLAN) / IPv4 or IPv6 / UDP or UET entropy header / RoCEv2 or UET
+//! packet, parsed into one [`FrameRepr`] that re-emits the frame byte for byte (checksums, ICRC and
+//! CRC recomputed).
 
 use crate::bytes::out;
 use crate::ethernet::{EthernetRepr, ethertype};
@@ -7,7 +8,8 @@ use crate::ib::{RoceRepr, icrc};
 use crate::ipv4::{self, Ipv4Repr, PROTO_UDP};
 use crate::ipv6::{self, Ipv6Repr};
 use crate::udp::{self, UdpRepr};
-use crate::{Error, ROCEV2_UDP_PORT, Result, checksum};
+use crate::uet::{self, EntropyRepr, UetConfig, UetRepr};
+use crate::{Error, FixedHeader, ROCEV2_UDP_PORT, Result, checksum};
 
 /// The IP header of a frame.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -78,13 +80,37 @@ pub enum L4Repr<'a> {
         /// The transport packet.
         packet: RoceRepr<'a>,
     },
+    /// UET over UDP to port 4793 (the UDP source port carries the entropy).
+    UetUdp {
+        /// The UDP header.
+        udp: UdpRepr,
+        /// The UET packet.
+        packet: UetRepr<'a>,
+    },
+    /// Native-IP UET: the entropy header, then the UET packet.
+    UetIp {
+        /// The entropy header.
+        entropy: EntropyRepr,
+        /// The UET packet.
+        packet: UetRepr<'a>,
+    },
 }
 
 impl L4Repr<'_> {
     /// Length of the IP payload.
     pub fn buffer_len(&self) -> usize {
+        self.header_len()
+            + match self {
+                L4Repr::Roce { packet, .. } => packet.buffer_len(),
+                L4Repr::UetUdp { packet, .. } | L4Repr::UetIp { packet, .. } => packet.buffer_len(),
+            }
+    }
+
+    /// Length of the UDP or entropy header in front of the transport packet.
+    fn header_len(&self) -> usize {
         match self {
-            L4Repr::Roce { udp, packet } => udp.buffer_len() + packet.buffer_len(),
+            L4Repr::Roce { udp, .. } | L4Repr::UetUdp { udp, .. } => udp.buffer_len(),
+            L4Repr::UetIp { .. } => EntropyRepr::LEN,
         }
     }
 }
@@ -94,27 +120,40 @@ impl L4Repr<'_> {
 pub enum Encapsulation {
     /// RoCEv2 (UDP destination port 4791).
     RoceV2,
+    /// UET over UDP (destination port 4793).
+    UetUdp,
+    /// UET directly over IP (the configured protocol number).
+    UetIp,
 }
 
 /// Says what a frame is from the fields that identify it only (EtherType after VLAN tags, IP version
-/// and protocol, UDP destination port), without validating anything else, so that a damaged RoCEv2
-/// frame is still recognised as one and reported as bad rather than skipped.
+/// and protocol, UDP destination port), without validating anything else, so that a damaged frame
+/// is still recognised and reported as bad rather than skipped. Native-IP UET is recognised when
+/// `config.ip_proto` names its protocol number.
 ///
 /// The UDP header of IPv4 is looked for both after the declared IHL and after a 20-byte header, so
 /// that a damaged IHL does not hide the frame.
-pub fn identify(frame: &[u8]) -> Option<Encapsulation> {
+pub fn identify(frame: &[u8], config: &UetConfig) -> Option<Encapsulation> {
     let u16_at = |at: usize| frame.get(at..at + 2).map(|b| u16::from_be_bytes([b[0], b[1]]));
     // The Ethernet header is not ICRC-covered; parsing it checks nothing but its length and tags.
     let (ethernet, ip) = EthernetRepr::parse(frame).ok()?;
     let first = *frame.get(ip)?;
-    let dports: [Option<u16>; 2] = match ethernet.ethertype {
-        ethertype::IPV4 if first >> 4 == 4 && *frame.get(ip + 9)? == PROTO_UDP => {
-            [u16_at(ip + usize::from(first & 0xF) * 4 + 2), u16_at(ip + 20 + 2)]
+    let (protocol, dports) = match ethernet.ethertype {
+        ethertype::IPV4 if first >> 4 == 4 => {
+            (*frame.get(ip + 9)?, [u16_at(ip + usize::from(first & 0xF) * 4 + 2), u16_at(ip + 20 + 2)])
         }
-        ethertype::IPV6 if first >> 4 == 6 && *frame.get(ip + 6)? == PROTO_UDP => [u16_at(ip + 40 + 2), None],
+        ethertype::IPV6 if first >> 4 == 6 => (*frame.get(ip + 6)?, [u16_at(ip + 40 + 2), None]),
         _ => return None,
     };
-    dports.contains(&Some(ROCEV2_UDP_PORT)).then_some(Encapsulation::RoceV2)
+    if protocol == PROTO_UDP {
+        if dports.contains(&Some(ROCEV2_UDP_PORT)) {
+            return Some(Encapsulation::RoceV2);
+        }
+        if dports.contains(&Some(uet::UDP_PORT)) {
+            return Some(Encapsulation::UetUdp);
+        }
+    }
+    (Some(protocol) == config.ip_proto).then_some(Encapsulation::UetIp)
 }
 
 /// A whole parsed frame.
@@ -131,57 +170,72 @@ pub struct FrameRepr<'a> {
 }
 
 impl<'a> FrameRepr<'a> {
-    /// Parses a frame, verifying lengths and the IPv4 and (non-zero) UDP checksums but not the
-    /// ICRC; see [`FrameRepr::parse_verified`].
+    /// Parses a RoCEv2 or UDP-encapsulated UET frame with the default UET configuration; see
+    /// [`FrameRepr::parse_with`].
     pub fn parse(frame: &'a [u8]) -> Result<FrameRepr<'a>> {
+        Self::parse_with(frame, &UetConfig::default())
+    }
+
+    /// Parses a frame, verifying lengths and the IPv4 and (non-zero) UDP checksums but neither the
+    /// ICRC nor the UET CRC; see [`FrameRepr::verify_crc`].
+    pub fn parse_with(frame: &'a [u8], config: &UetConfig) -> Result<FrameRepr<'a>> {
         let (ethernet, ip_at) = EthernetRepr::parse(frame)?;
         let ip_buf = &frame[ip_at..];
-        let (ip, ip_payload, ip_len) = match ethernet.ethertype {
+        let (ip, ip_payload, ip_len, protocol) = match ethernet.ethertype {
             ethertype::IPV4 => {
                 let p = ipv4::Packet::new_checked(ip_buf)?;
                 let r = Ipv4Repr::parse(&p)?;
                 if r.is_fragment() {
                     return Err(Error::Unsupported("IPv4 fragment"));
                 }
-                if r.protocol != PROTO_UDP {
-                    return Err(Error::Unsupported("IP protocol other than UDP"));
-                }
-                (IpRepr::V4(r), p.payload(), usize::from(p.total_len()))
+                (IpRepr::V4(r), p.payload(), usize::from(p.total_len()), r.protocol)
             }
             ethertype::IPV6 => {
                 let p = ipv6::Packet::new_checked(ip_buf)?;
                 let r = Ipv6Repr::parse(&p)?;
-                if r.next_header != PROTO_UDP {
-                    return Err(Error::Unsupported("IPv6 next header other than UDP"));
-                }
-                (IpRepr::V6(r), p.payload(), ipv6::HEADER_LEN + r.payload_len)
+                (IpRepr::V6(r), p.payload(), ipv6::HEADER_LEN + r.payload_len, r.next_header)
             }
             _ => return Err(Error::Unsupported("EtherType other than IPv4/IPv6")),
         };
-        let udp_packet = udp::Packet::new_checked(ip_payload)?;
-        let udp = UdpRepr::parse(&udp_packet, ip.udp_pseudo_sum(ip_payload.len()))?;
-        let l4 = match udp.dst_port {
-            ROCEV2_UDP_PORT => L4Repr::Roce { udp, packet: RoceRepr::parse(udp_packet.payload())? },
-            _ => return Err(Error::Unsupported("UDP destination port")),
+        let l4 = if protocol == PROTO_UDP {
+            let udp_packet = udp::Packet::new_checked(ip_payload)?;
+            let udp = UdpRepr::parse(&udp_packet, ip.udp_pseudo_sum(ip_payload.len()))?;
+            match udp.dst_port {
+                ROCEV2_UDP_PORT => L4Repr::Roce { udp, packet: RoceRepr::parse(udp_packet.payload())? },
+                uet::UDP_PORT => {
+                    L4Repr::UetUdp { udp, packet: UetRepr::parse(udp_packet.payload(), config)? }
+                }
+                _ => return Err(Error::Unsupported("UDP destination port")),
+            }
+        } else if Some(protocol) == config.ip_proto {
+            let entropy = EntropyRepr::parse(ip_payload)?;
+            L4Repr::UetIp { entropy, packet: UetRepr::parse(&ip_payload[EntropyRepr::LEN..], config)? }
+        } else {
+            return Err(Error::Unsupported("IP protocol other than UDP or UET"));
         };
         Ok(FrameRepr { ethernet, ip, l4, trailer: &ip_buf[ip_len..] })
     }
 
-    /// Parses a frame and verifies its ICRC.
-    pub fn parse_verified(frame: &'a [u8]) -> Result<FrameRepr<'a>> {
-        let r = Self::parse(frame)?;
-        r.verify_icrc(frame)?;
+    /// Parses a frame and verifies its ICRC (RoCEv2) or CRC trailer (UET with CRC).
+    pub fn parse_verified(frame: &'a [u8], config: &UetConfig) -> Result<FrameRepr<'a>> {
+        let r = Self::parse_with(frame, config)?;
+        r.verify_crc(frame)?;
         Ok(r)
     }
 
-    /// Verifies the ICRC of `frame`, the bytes this repr was parsed from (the IP datagram is found
-    /// from the header lengths of the repr, so nothing is parsed again).
-    pub fn verify_icrc(&self, frame: &[u8]) -> Result<()> {
+    /// Verifies the ICRC (RoCEv2) or the CRC trailer (UET, when present) of `frame`, the bytes this
+    /// repr was parsed from. The datagram is found from the header lengths of the repr, so nothing
+    /// is parsed again.
+    pub fn verify_crc(&self, frame: &[u8]) -> Result<()> {
         let ip_at = self.ethernet.buffer_len();
-        let ip_end = ip_at + self.ip.buffer_len() + self.l4.buffer_len();
+        let l4_at = ip_at + self.ip.buffer_len();
+        let ip_end = l4_at + self.l4.buffer_len();
         let ip_packet = frame.get(ip_at..ip_end).ok_or(Error::Truncated("IP datagram"))?;
-        match self.l4 {
+        match &self.l4 {
             L4Repr::Roce { .. } => icrc::verify(ip_packet),
+            L4Repr::UetUdp { packet, .. } | L4Repr::UetIp { packet, .. } => {
+                packet.verify_crc(&frame[l4_at + self.l4.header_len()..ip_end])
+            }
         }
     }
 
@@ -191,7 +245,7 @@ impl<'a> FrameRepr<'a> {
     }
 
     /// Writes the whole frame, computing the IPv4 checksum, the UDP checksum (if the repr asks
-    /// for one) and the ICRC. The IP payload length comes from `l4`.
+    /// for one), and the ICRC or UET CRC. The IP payload length comes from `l4`.
     pub fn emit(&self, buf: &mut [u8]) -> Result<usize> {
         let len = self.buffer_len();
         let b = out(buf, len)?;
@@ -202,14 +256,25 @@ impl<'a> FrameRepr<'a> {
         let l4_len = self.l4.buffer_len();
         let l4_at = ip_at + self.ip.emit(&mut b[ip_at..], l4_len)?;
         let ip_end = l4_at + l4_len;
-        match self.l4 {
+        let body = l4_at + self.l4.header_len();
+        match &self.l4 {
             L4Repr::Roce { udp, packet } => {
-                let at = l4_at + udp.emit(&mut b[l4_at..], packet.buffer_len())?;
-                packet.emit(&mut b[at..])?;
+                udp.emit(&mut b[l4_at..], packet.buffer_len())?;
+                packet.emit(&mut b[body..])?;
                 // The ICRC masks the UDP checksum, and the UDP checksum covers the ICRC.
                 icrc::fill(&mut b[ip_at..ip_end])?;
-                udp.fill_checksum(&mut b[l4_at..ip_end], self.ip.udp_pseudo_sum(l4_len))?;
             }
+            L4Repr::UetUdp { udp, packet } => {
+                udp.emit(&mut b[l4_at..], packet.buffer_len())?;
+                packet.emit(&mut b[body..])?;
+            }
+            L4Repr::UetIp { entropy, packet } => {
+                entropy.emit(&mut b[l4_at..])?;
+                packet.emit(&mut b[body..])?;
+            }
+        }
+        if let Some(udp) = self.udp() {
+            udp.fill_checksum(&mut b[l4_at..ip_end], self.ip.udp_pseudo_sum(l4_len))?;
         }
         b[ip_end..].copy_from_slice(self.trailer);
         Ok(len)
@@ -219,13 +284,23 @@ impl<'a> FrameRepr<'a> {
     pub fn roce(&self) -> Option<&RoceRepr<'a>> {
         match &self.l4 {
             L4Repr::Roce { packet, .. } => Some(packet),
+            _ => None,
+        }
+    }
+
+    /// The UET packet, if this is a UET frame.
+    pub fn uet(&self) -> Option<&UetRepr<'a>> {
+        match &self.l4 {
+            L4Repr::UetUdp { packet, .. } | L4Repr::UetIp { packet, .. } => Some(packet),
+            L4Repr::Roce { .. } => None,
         }
     }
 
     /// The UDP header, if the frame has one.
     pub fn udp(&self) -> Option<&UdpRepr> {
         match &self.l4 {
-            L4Repr::Roce { udp, .. } => Some(udp),
+            L4Repr::Roce { udp, .. } | L4Repr::UetUdp { udp, .. } => Some(udp),
+            L4Repr::UetIp { .. } => None,
         }
     }
 }
@@ -242,6 +317,10 @@ mod tests {
     use std::vec;
     use std::vec::Vec;
 
+    fn identify_default(frame: &[u8]) -> Option<Encapsulation> {
+        identify(frame, &UetConfig::default())
+    }
+
     fn hex(s: &str) -> Vec<u8> {
         (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap()).collect()
     }
@@ -250,8 +329,8 @@ mod tests {
     fn real_frames_reemit_exactly() {
         for f in [CNP_FRAME, READ_REQ_FRAME] {
             let bytes = hex(f);
-            assert_eq!(identify(&bytes), Some(Encapsulation::RoceV2));
-            let r = FrameRepr::parse_verified(&bytes).unwrap();
+            assert_eq!(identify_default(&bytes), Some(Encapsulation::RoceV2));
+            let r = FrameRepr::parse_verified(&bytes, &UetConfig::default()).unwrap();
             let mut o = vec![0u8; r.buffer_len()];
             assert_eq!(r.emit(&mut o), Ok(bytes.len()));
             assert_eq!(o, bytes);
@@ -281,7 +360,7 @@ mod tests {
         let n = b.len();
         b[n - 1] ^= 0x40;
         assert!(FrameRepr::parse(&b).is_ok());
-        assert!(matches!(FrameRepr::parse_verified(&b), Err(Error::BadIcrc { .. })));
+        assert!(matches!(FrameRepr::parse_verified(&b, &UetConfig::default()), Err(Error::BadIcrc { .. })));
         let mut b = hex(READ_REQ_FRAME);
         b[14 + 20 + 5] -= 1; // UDP length one short of the IP payload
         assert!(matches!(FrameRepr::parse(&b), Err(Error::BadLength(_))));
@@ -302,15 +381,55 @@ mod tests {
     fn identify_ignores_other_traffic() {
         let mut b = hex(READ_REQ_FRAME);
         b[14 + 20 + 3] = 0x35; // UDP port 4661
-        assert_eq!(identify(&b), None);
-        assert_eq!(identify(&[0u8; 10]), None);
+        assert_eq!(identify_default(&b), None);
+        assert_eq!(identify_default(&[0u8; 10]), None);
         let mut arp = hex(READ_REQ_FRAME);
         arp[12..14].copy_from_slice(&ethertype::ARP.to_be_bytes());
-        assert_eq!(identify(&arp), None);
+        assert_eq!(identify_default(&arp), None);
         let mut ihl = hex(READ_REQ_FRAME);
         ihl[14] = 0x46; // damaged IHL: still RoCE by the option-less offset
-        assert_eq!(identify(&ihl), Some(Encapsulation::RoceV2));
+        assert_eq!(identify_default(&ihl), Some(Encapsulation::RoceV2));
         assert!(FrameRepr::parse(&ihl).is_err());
+    }
+
+    /// xdp2_uet_pds.pcap frame 1: UET over UDP 4793 with a computed UDP checksum.
+    const UET_FRAME: &str = "aabbccddeeff001122334455080045000054000100004011f743c0a80102c0a801028a6912b90040e01a119012349876543234569abc022b123477abcdef067809abfedcba9876543210fedcba981122334455667788aabbddddeeff001199887766";
+
+    #[test]
+    fn uet_sample_frame_reemits_exactly() {
+        let bytes = hex(UET_FRAME);
+        assert_eq!(identify_default(&bytes), Some(Encapsulation::UetUdp));
+        let r = FrameRepr::parse_verified(&bytes, &UetConfig::default()).unwrap();
+        assert_eq!(r.udp().unwrap().checksum, UdpChecksum::Computed);
+        assert!(r.uet().unwrap().pds().is_some() && r.roce().is_none());
+        let mut o = vec![0u8; r.buffer_len()];
+        assert_eq!(r.emit(&mut o), Ok(bytes.len()));
+        assert_eq!(o, bytes);
+    }
+
+    #[test]
+    fn native_ip_needs_the_protocol_number() {
+        let mut b = hex(UET_FRAME);
+        // Turn it into native IP: protocol 253, entropy header instead of the UDP header.
+        let entropy_and_packet: Vec<u8> = [&[0x8a, 0x69, 0, 0][..], &b[42..]].concat();
+        b.truncate(34);
+        b.extend_from_slice(&entropy_and_packet);
+        let total = (b.len() - 14) as u16;
+        b[16..18].copy_from_slice(&total.to_be_bytes());
+        b[23] = uet::DEFAULT_IP_PROTO;
+        b[24..26].copy_from_slice(&[0, 0]);
+        let c = checksum::finish(checksum::sum(&b[14..34]));
+        b[24..26].copy_from_slice(&c.to_be_bytes());
+        let cfg = UetConfig { crc: false, ip_proto: Some(uet::DEFAULT_IP_PROTO) };
+        assert_eq!(identify_default(&b), None);
+        assert_eq!(FrameRepr::parse(&b), Err(Error::Unsupported("IP protocol other than UDP or UET")));
+        assert_eq!(identify(&b, &cfg), Some(Encapsulation::UetIp));
+        let r = FrameRepr::parse_verified(&b, &cfg).unwrap();
+        let L4Repr::UetIp { entropy, .. } = r.l4 else { panic!("native UET expected") };
+        assert_eq!(entropy.entropy, 0x8a69);
+        let mut o = vec![0u8; r.buffer_len()];
+        r.emit(&mut o).unwrap();
+        assert_eq!(o, b);
     }
 
     fn arb_ip() -> impl Strategy<Value = IpRepr<'static>> {
@@ -350,13 +469,47 @@ mod tests {
             let f = FrameRepr { ethernet, ip, l4: L4Repr::Roce { udp, packet }, trailer: &trailer };
             let mut b = vec![0u8; f.buffer_len()];
             prop_assert_eq!(f.emit(&mut b), Ok(b.len()));
-            prop_assert_eq!(identify(&b), Some(Encapsulation::RoceV2));
-            prop_assert_eq!(FrameRepr::parse_verified(&b), Ok(f));
+            prop_assert_eq!(identify_default(&b), Some(Encapsulation::RoceV2));
+            prop_assert_eq!(FrameRepr::parse_verified(&b, &UetConfig::default()), Ok(f));
+        }
+
+        #[test]
+        fn whole_uet_frame_roundtrip(
+            ip in arb_ip(),
+            native in any::<bool>(),
+            port in any::<u16>(),
+            d in crate::uet::packet::tests::arb_uet(),
+        ) {
+            let packet = crate::uet::packet::tests::build(&d);
+            let cfg = UetConfig { crc: d.1, ip_proto: Some(uet::DEFAULT_IP_PROTO) };
+            let (l4, protocol) = if native {
+                (L4Repr::UetIp { entropy: EntropyRepr { entropy: port, reserved: 0 }, packet }, uet::DEFAULT_IP_PROTO)
+            } else {
+                let udp = UdpRepr { src_port: port, dst_port: uet::UDP_PORT, checksum: UdpChecksum::Computed };
+                (L4Repr::UetUdp { udp, packet }, PROTO_UDP)
+            };
+            let mut ip = ip;
+            match &mut ip {
+                IpRepr::V4(r) => { r.protocol = protocol; r.payload_len = l4.buffer_len() }
+                IpRepr::V6(r) => { r.next_header = protocol; r.payload_len = l4.buffer_len() }
+            }
+            let ethernet = EthernetRepr {
+                dst_addr: EthernetAddress([2, 0, 0, 0, 0, 1]),
+                src_addr: EthernetAddress([2, 0, 0, 0, 0, 2]),
+                vlan_tags: [None, None],
+                ethertype: ip.ethertype(),
+            };
+            let f = FrameRepr { ethernet, ip, l4, trailer: &[] };
+            let mut b = vec![0u8; f.buffer_len()];
+            prop_assert_eq!(f.emit(&mut b), Ok(b.len()));
+            let want = if native { Encapsulation::UetIp } else { Encapsulation::UetUdp };
+            prop_assert_eq!(identify(&b, &cfg), Some(want));
+            prop_assert_eq!(FrameRepr::parse_verified(&b, &cfg), Ok(f));
         }
 
         #[test]
         fn parse_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
-            let _ = identify(&bytes);
+            let _ = identify_default(&bytes);
             if let Ok(r) = FrameRepr::parse(&bytes) {
                 let mut o = vec![0u8; r.buffer_len()];
                 prop_assert_eq!(r.emit(&mut o), Ok(bytes.len()));

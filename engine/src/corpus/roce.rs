@@ -1,4 +1,4 @@
-//! The frame corpora of `softrdma gen`. `gen roce`: a deterministic corpus of well-formed RoCEv2 frames, one or more of every opcode
+//! `softrdma gen roce`: a deterministic corpus of well-formed RoCEv2 frames, one or more of every opcode
 //! the wire layer knows, over IPv4 and IPv6, for checking dissectors (Wireshark) and as round-trip
 //! vectors. IPv4 frames carry a zero UDP checksum (as rxe sends); IPv6 frames a correct one.
 //!
@@ -6,32 +6,15 @@
 //! READ_REQUEST, COMPARE_SWAP, FETCH_ADD and ATOMIC_ACKNOWLEDGE (it reads the headers 8 bytes early),
 //! although the layout here is rxe's own (`rxe_opcode.c`: RDETH, DETH, then RETH or AtomicETH).
 
-use std::net::{Ipv4Addr, Ipv6Addr};
-
-use wire::ethernet::EthernetAddress;
+use super::{Generated, emit_frame, ip_header};
 use wire::ib::opcode::{Headers, PayloadRule};
 use wire::ib::packet::pad_for;
 use wire::ib::{
     AethRepr, AtomicAckEthRepr, AtomicEthRepr, BthRepr, DethRepr, FethRepr, IethRepr, ImmDt, NakCode, Opcode,
     Operation, RdethRepr, RethRepr, RoceRepr, Transport,
 };
-use wire::{EthernetRepr, FrameRepr, IpRepr, Ipv4Repr, Ipv6Repr, L4Repr, UdpChecksum, UdpRepr};
-
-/// What a generated frame is, for tests that compare a dissector's reading with it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Generated {
-    /// The frame bytes.
-    pub bytes: Vec<u8>,
-    /// BTH opcode.
-    pub opcode: u8,
-    /// BTH destination QP.
-    pub dest_qp: u32,
-    /// BTH PSN.
-    pub psn: u32,
-}
-
-const MAC_A: EthernetAddress = EthernetAddress([0x02, 0x53, 0x52, 0x00, 0x00, 0x01]);
-const MAC_B: EthernetAddress = EthernetAddress([0x02, 0x53, 0x52, 0x00, 0x00, 0x02]);
+use wire::ipv4::PROTO_UDP;
+use wire::{L4Repr, UdpChecksum, UdpRepr};
 
 /// The opcodes of the RoCE corpus: every opcode of the table except RD.
 pub fn roce_opcodes() -> Vec<Opcode> {
@@ -109,45 +92,19 @@ fn frame(op: Opcode, n: u32, ipv6: bool, aeth: Option<AethRepr>) -> Generated {
     p.immdt = h.contains(Headers::IMMDT).then_some(ImmDt(0xdead_0000 + n));
     p.ieth = h.contains(Headers::IETH).then_some(IethRepr { rkey: 0x3c4 + n });
 
-    let ip = if ipv6 {
-        IpRepr::V6(Ipv6Repr {
-            traffic_class: 0,
-            flow_label: 0,
-            next_header: wire::ipv4::PROTO_UDP,
-            hop_limit: 64,
-            src_addr: Ipv6Addr::new(0xfd00, 0x5352, 0, 0, 0, 0, 0, 1),
-            dst_addr: Ipv6Addr::new(0xfd00, 0x5352, 0, 0, 0, 0, 0, 2),
-            payload_len: 0,
-        })
-    } else {
-        IpRepr::V4(Ipv4Repr {
-            dscp_ecn: 0,
-            ident: 0,
-            flags_frag: wire::ipv4::DONT_FRAGMENT,
-            ttl: 64,
-            protocol: wire::ipv4::PROTO_UDP,
-            src_addr: Ipv4Addr::new(10, 77, 0, 1),
-            dst_addr: Ipv4Addr::new(10, 77, 0, 2),
-            options: &[],
-            payload_len: 0,
-        })
-    };
     let udp = UdpRepr {
         src_port: 0xC000 | (dest_qp as u16 & 0x3fff),
         dst_port: wire::ROCEV2_UDP_PORT,
         checksum: if ipv6 { UdpChecksum::Computed } else { UdpChecksum::Zero },
     };
-    let ethernet =
-        EthernetRepr { dst_addr: MAC_B, src_addr: MAC_A, vlan_tags: [None; 2], ethertype: ip.ethertype() };
-    let f = FrameRepr { ethernet, ip, l4: L4Repr::Roce { udp, packet: p }, trailer: &[] };
-    let mut bytes = vec![0u8; f.buffer_len()];
-    f.emit(&mut bytes).expect("generated frames are consistent by construction");
+    let bytes = emit_frame(ip_header(ipv6, PROTO_UDP), L4Repr::Roce { udp, packet: p });
     Generated { bytes, opcode: op.0, dest_qp, psn: bth.psn }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use wire::FrameRepr;
 
     #[test]
     fn corpus_is_deterministic_and_verifies() {
@@ -157,7 +114,7 @@ mod tests {
         assert_eq!(roce_opcodes().len(), 40);
         assert_eq!(a.len(), 2 * 40 + 6);
         for g in &a {
-            let r = FrameRepr::parse_verified(&g.bytes).unwrap();
+            let r = FrameRepr::parse_verified(&g.bytes, &Default::default()).unwrap();
             let p = r.roce().unwrap();
             assert_eq!((p.bth.opcode.0, p.bth.dest_qp, p.bth.psn), (g.opcode, g.dest_qp, g.psn));
         }
