@@ -299,6 +299,21 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn ackccx_vector_with_16_byte_state() {
+        // Frame 12's header with the chosen 16-byte CCX state.
+        let b = hex("4a3298762468ace03456789ae0879988123456789abcdef0112233445566778899aabbccddeeff00");
+        let r = AckRepr::parse(&b).unwrap();
+        assert_eq!(r.pds_type(), PdsType::AckCcx);
+        let AckCc::Ccx(info, state) = r.cc else { panic!("ACK_CCX expected") };
+        assert_eq!((info.cc_type, info.mpr, info.sack_psn_offset), (0xe, 0x87, -0x6678));
+        assert_eq!((state[0], state[15]), (0x11, 0x00));
+        assert_eq!(r.sack_base_psn(), Some(0x2468_ace0 - 0x6678));
+        let mut o = [0u8; ACK_CCX_LEN];
+        r.emit(&mut o).unwrap();
+        assert_eq!(o[..], b[..]);
+    }
+
+    #[test]
     fn sack_bitmap() {
         let info = AckCcInfo { cc_type: 0, cc_flags: 0, mpr: 0, sack_psn_offset: -2, sack_bitmap: 0b101 };
         let r = AckRepr {

@@ -172,6 +172,11 @@ pub(crate) mod tests {
         let r = RequestRepr::parse(&hex("119412349876543234568876")).unwrap();
         assert_eq!((r.use_rsv_pdc(), r.psn_offset()), (Some(true), Some(0x876)));
         assert_eq!(r.start_psn(), Some(0x9876_5432 - 0x876));
+        // Frames 5 (ROD) and 3 (RUD_CC).
+        let r = RequestRepr::parse(&hex("199012349876543234569abc")).unwrap();
+        assert_eq!((r.pds_type(), r.cc), (PdsType::RodReq, None));
+        let r = RequestRepr::parse(&hex("699012349876543234569abc77887766")).unwrap();
+        assert_eq!(r.pds_type(), PdsType::RudCcReq);
         // Frame 7: ROD_CC with ccc_id 0x77, credit_target 0x887766.
         let b = hex("719012349876543234569abc77887766");
         let r = RequestRepr::parse(&b).unwrap();
