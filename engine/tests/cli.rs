@@ -2,11 +2,7 @@
 
 mod common;
 
-use std::process::Command;
-
-fn softrdma(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_softrdma")).args(args).output().unwrap()
-}
+use common::softrdma;
 
 #[test]
 fn decode_verify_good_capture() {
@@ -29,8 +25,7 @@ fn decode_verify_flags_a_corrupted_frame_and_fails() {
     let mut bytes = std::fs::read(src).unwrap();
     let n = bytes.len();
     bytes[n - 10] ^= 0x04; // a reserved byte of the CNP body
-    let dir = std::env::temp_dir().join(format!("softrdma-cli-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = common::scratch_dir("cli");
     let bad = dir.join("bad.pcap");
     std::fs::write(&bad, &bytes).unwrap();
 

@@ -5,17 +5,16 @@ mod common;
 
 use std::process::Command;
 
+use common::softrdma;
 use engine::corpus;
 
 #[test]
 fn gen_roce_decodes_and_verifies() {
-    let dir = std::env::temp_dir().join(format!("softrdma-gen-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = common::scratch_dir("gen-roce");
     let out = dir.join("roce.pcap");
-    let bin = env!("CARGO_BIN_EXE_softrdma");
-    let o = Command::new(bin).args(["gen", "roce", "--out", out.to_str().unwrap()]).output().unwrap();
+    let o = softrdma(&["gen", "roce", "--out", out.to_str().unwrap()]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let o = Command::new(bin).args(["decode", "--verify", out.to_str().unwrap()]).output().unwrap();
+    let o = softrdma(&["decode", "--verify", out.to_str().unwrap()]);
     assert!(o.status.success());
     let text = String::from_utf8(o.stdout).unwrap();
     assert!(

@@ -2,8 +2,7 @@
 
 mod common;
 
-use std::process::Command;
-
+use common::softrdma;
 use engine::capture;
 use engine::decode::{self, Fault, Verdict};
 use wire::uet::UetConfig;
@@ -55,16 +54,11 @@ fn xdp2_cp_frames_decode_with_the_16_byte_layout() {
 
 #[test]
 fn gen_uet_verifies_over_udp_and_native_ip() {
-    let dir = std::env::temp_dir().join(format!("softrdma-gen-uet-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = common::scratch_dir("gen-uet");
     let out = dir.join("uet.pcap");
-    let bin = env!("CARGO_BIN_EXE_softrdma");
-    let o = Command::new(bin).args(["gen", "uet", "--out", out.to_str().unwrap()]).output().unwrap();
+    let o = softrdma(&["gen", "uet", "--out", out.to_str().unwrap()]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let o = Command::new(bin)
-        .args(["decode", "--verify", "--uet-ip-proto", "253", out.to_str().unwrap()])
-        .output()
-        .unwrap();
+    let o = softrdma(&["decode", "--verify", "--uet-ip-proto", "253", out.to_str().unwrap()]);
     assert!(o.status.success());
     let text = String::from_utf8(o.stdout).unwrap();
     assert!(
@@ -74,12 +68,11 @@ fn gen_uet_verifies_over_udp_and_native_ip() {
     );
     assert!(text.contains("UET/IP entropy=") && text.contains("TSS SDI="), "{text}");
     // Without the protocol number, native-IP frames are not UET: they are skipped, not bad.
-    let o = Command::new(bin).args(["decode", "--verify", out.to_str().unwrap()]).output().unwrap();
+    let o = softrdma(&["decode", "--verify", out.to_str().unwrap()]);
     let text = String::from_utf8(o.stdout).unwrap();
     assert!(text.trim_end().ends_with("uet frames: 40 ok, 0 bad (41 other frames skipped)"), "{text}");
     // A bad protocol number is a clear CLI error.
-    let o =
-        Command::new(bin).args(["decode", "--uet-ip-proto", "300", out.to_str().unwrap()]).output().unwrap();
+    let o = softrdma(&["decode", "--uet-ip-proto", "300", out.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(2));
     std::fs::remove_dir_all(dir).unwrap();
 }

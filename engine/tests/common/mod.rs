@@ -31,3 +31,15 @@ pub fn files_with_ext(dir: &Path, ext: &str) -> Vec<PathBuf> {
     out.sort();
     out
 }
+
+/// Runs the `softrdma` binary built for these tests.
+pub fn softrdma(args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_softrdma")).args(args).output().unwrap()
+}
+
+/// A fresh scratch directory for one test (removed by the test when it passes).
+pub fn scratch_dir(tag: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("softrdma-{tag}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
