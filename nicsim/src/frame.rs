@@ -1,0 +1,181 @@
+//! Page-aligned frame buffers.
+//!
+//! `../shared/notes/performance.md` (the glibc memcpy cliff): copying 4 KiB between addresses whose
+//! difference modulo 4096 is 1..=31 is 25-50x slower. Memory regions and frame buffers are both
+//! page-aligned, so the distance between a payload in a frame and its place in a region is the header
+//! length (54 bytes and more), never inside that window.
+
+use bytemuck::{Pod, Zeroable};
+
+/// Size of one page of frame or region memory.
+pub const PAGE: usize = 4096;
+
+/// One page-aligned page.
+#[derive(Clone, Copy, Pod, Zeroable)]
+#[repr(C, align(4096))]
+pub struct Page(pub [u8; PAGE]);
+
+/// Page-aligned, zeroed memory of `len` bytes (rounded up to whole pages inside).
+#[derive(Clone)]
+pub struct AlignedBuf {
+    pages: Vec<Page>,
+    len: usize,
+}
+
+impl AlignedBuf {
+    /// Zeroed memory of `len` bytes.
+    pub fn zeroed(len: usize) -> AlignedBuf {
+        AlignedBuf { pages: vec![Page([0; PAGE]); len.div_ceil(PAGE)], len }
+    }
+
+    /// The bytes.
+    pub fn as_slice(&self) -> &[u8] {
+        &bytemuck::cast_slice(&self.pages)[..self.len]
+    }
+
+    /// The bytes, writable.
+    pub fn as_mut_slice(&mut self) -> &mut [u8] {
+        &mut bytemuck::cast_slice_mut(&mut self.pages)[..self.len]
+    }
+
+    /// Length in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True if empty.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+impl std::fmt::Debug for AlignedBuf {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "AlignedBuf({} bytes)", self.len)
+    }
+}
+
+/// Largest frame a [`Frame`] holds: a 4096-byte payload plus every header RoCEv2 or UET adds, with
+/// room for two VLAN tags and IPv6.
+pub const FRAME_CAPACITY: usize = 2 * PAGE;
+
+/// One Ethernet frame (no FCS) in a page-aligned buffer of [`FRAME_CAPACITY`] bytes.
+#[derive(Clone)]
+pub struct Frame {
+    buf: AlignedBuf,
+    len: usize,
+}
+
+impl Frame {
+    /// An empty frame.
+    pub fn new() -> Frame {
+        Frame { buf: AlignedBuf::zeroed(FRAME_CAPACITY), len: 0 }
+    }
+
+    /// A frame holding a copy of `bytes` (at most [`FRAME_CAPACITY`] of them).
+    pub fn from_bytes(bytes: &[u8]) -> Frame {
+        let mut f = Frame::new();
+        let n = bytes.len().min(FRAME_CAPACITY);
+        f.buf.as_mut_slice()[..n].copy_from_slice(&bytes[..n]);
+        f.len = n;
+        f
+    }
+
+    /// The frame's bytes.
+    pub fn as_slice(&self) -> &[u8] {
+        &self.buf.as_slice()[..self.len]
+    }
+
+    /// The frame's bytes, writable.
+    pub fn as_mut_slice(&mut self) -> &mut [u8] {
+        &mut self.buf.as_mut_slice()[..self.len]
+    }
+
+    /// The whole buffer, to build a frame in; then call [`Frame::set_len`].
+    pub fn buffer_mut(&mut self) -> &mut [u8] {
+        self.buf.as_mut_slice()
+    }
+
+    /// Sets the frame length (clamped to the capacity).
+    pub fn set_len(&mut self, len: usize) {
+        self.len = len.min(FRAME_CAPACITY);
+    }
+
+    /// Frame length.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True for an empty frame.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+impl Default for Frame {
+    fn default() -> Self {
+        Frame::new()
+    }
+}
+
+impl std::fmt::Debug for Frame {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Frame({} bytes)", self.len)
+    }
+}
+
+/// A free list of frames, so a steady stream allocates nothing.
+#[derive(Debug, Default)]
+pub struct FramePool {
+    free: Vec<Frame>,
+}
+
+impl FramePool {
+    /// Most frames kept on the free list.
+    const KEEP: usize = 4096;
+
+    /// A frame from the free list (contents unspecified, length 0), or a new one.
+    pub fn get(&mut self) -> Frame {
+        let mut f = self.free.pop().unwrap_or_default();
+        f.len = 0;
+        f
+    }
+
+    /// Returns a frame to the free list.
+    pub fn put(&mut self, f: Frame) {
+        if self.free.len() < Self::KEEP {
+            self.free.push(f);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn aligned_and_sized() {
+        let mut f = Frame::from_bytes(&[1, 2, 3]);
+        assert_eq!(f.as_slice(), &[1, 2, 3]);
+        assert_eq!(f.buffer_mut().as_ptr() as usize % PAGE, 0);
+        assert_eq!(f.buffer_mut().len(), FRAME_CAPACITY);
+        let b = AlignedBuf::zeroed(5000);
+        assert_eq!(b.len(), 5000);
+        assert_eq!(b.as_slice().as_ptr() as usize % PAGE, 0);
+        assert!(b.as_slice().iter().all(|&x| x == 0));
+        let big = Frame::from_bytes(&vec![7; FRAME_CAPACITY + 10]);
+        assert_eq!(big.len(), FRAME_CAPACITY);
+    }
+
+    #[test]
+    fn pool_reuses() {
+        let mut p = FramePool::default();
+        let mut f = p.get();
+        f.set_len(10);
+        let addr = f.buffer_mut().as_ptr();
+        p.put(f);
+        let mut g = p.get();
+        assert_eq!(g.len(), 0);
+        assert_eq!(g.buffer_mut().as_ptr(), addr);
+    }
+}

@@ -1,0 +1,186 @@
+use super::*;
+
+const A: [u8; 6] = [2, 0, 0, 0, 0, 1];
+const B: [u8; 6] = [2, 0, 0, 0, 0, 2];
+const C: [u8; 6] = [2, 0, 0, 0, 0, 3];
+
+fn frame(dst: [u8; 6], src: [u8; 6], n: u32, len: usize) -> Frame {
+    let mut b = vec![0u8; len.max(18)];
+    b[0..6].copy_from_slice(&dst);
+    b[6..12].copy_from_slice(&src);
+    b[14..18].copy_from_slice(&n.to_be_bytes());
+    Frame::from_bytes(&b)
+}
+
+fn tag(f: &Frame) -> u32 {
+    u32::from_be_bytes(f.as_slice()[14..18].try_into().unwrap())
+}
+
+fn pair(seed: u64, cfg: LinkConfig) -> (Network, PortId, PortId) {
+    let mut net = Network::new(seed);
+    let a = net.add_port(A);
+    let b = net.add_port(B);
+    net.connect(a, b, cfg, cfg).unwrap();
+    (net, a, b)
+}
+
+/// Sends `n` frames a->b one microsecond apart and returns what b got, with arrival times.
+fn run(net: &mut Network, a: PortId, b: PortId, n: u32) -> Vec<(Duration, Vec<u8>)> {
+    let mut got = Vec::new();
+    for i in 0..n {
+        net.transmit(a, frame(B, A, i, 100)).unwrap();
+        net.advance_to(net.now() + Duration::from_micros(1));
+        while let Some(f) = net.receive(b) {
+            got.push((net.now(), f.as_slice().to_vec()));
+        }
+    }
+    while let Some(t) = net.next_event() {
+        net.advance_to(t);
+        while let Some(f) = net.receive(b) {
+            got.push((net.now(), f.as_slice().to_vec()));
+        }
+    }
+    got
+}
+
+fn lossy() -> LinkConfig {
+    LinkConfig { loss: 0.1, reorder: 0.1, duplicate: 0.1, corrupt: 0.1, ..LinkConfig::default() }
+}
+
+#[test]
+fn same_seed_same_run() {
+    let (mut n1, a1, b1) = pair(7, lossy());
+    let (mut n2, a2, b2) = pair(7, lossy());
+    let (mut n3, a3, b3) = pair(8, lossy());
+    let r1 = run(&mut n1, a1, b1, 500);
+    assert_eq!(r1, run(&mut n2, a2, b2, 500));
+    assert_ne!(r1, run(&mut n3, a3, b3, 500));
+    assert_eq!(n1.total_stats(), n2.total_stats());
+}
+
+#[test]
+fn latency_is_one_way_delay() {
+    let cfg = LinkConfig { latency: Duration::from_micros(5), ..LinkConfig::default() };
+    let (mut net, a, b) = pair(1, cfg);
+    net.transmit(a, frame(B, A, 1, 64)).unwrap();
+    assert!(net.receive(b).is_none());
+    assert_eq!(net.next_event(), Some(Duration::from_micros(5)));
+    net.advance_to(Duration::from_micros(4));
+    assert!(net.receive(b).is_none());
+    net.advance_to(Duration::from_micros(5));
+    assert_eq!(tag(&net.receive(b).unwrap()), 1);
+    assert!(net.receive(a).is_none());
+}
+
+#[test]
+fn bandwidth_serializes_and_tail_drops() {
+    // 1 Gb/s: a 1000-byte frame takes 8 us on the wire; the queue holds 3000 bytes.
+    let cfg = LinkConfig {
+        latency: Duration::ZERO,
+        bandwidth_bps: 1_000_000_000,
+        queue_limit: 3000,
+        ..LinkConfig::default()
+    };
+    let (mut net, a, b) = pair(1, cfg);
+    for i in 0..5 {
+        net.transmit(a, frame(B, A, i, 1000)).unwrap();
+    }
+    let st = net.egress_stats(a).unwrap();
+    assert_eq!((st.offered, st.tail_dropped), (5, 2), "{st:?}");
+    let mut arrivals = Vec::new();
+    while let Some(t) = net.next_event() {
+        net.advance_to(t);
+        while let Some(f) = net.receive(b) {
+            arrivals.push((t.as_nanos(), tag(&f)));
+        }
+    }
+    assert_eq!(arrivals, vec![(8000, 0), (16000, 1), (24000, 2)]);
+}
+
+#[test]
+fn impairment_rates_follow_probabilities() {
+    let cfg = LinkConfig { loss: 0.3, ..LinkConfig::default() };
+    let (mut net, a, b) = pair(3, cfg);
+    let got = run(&mut net, a, b, 10_000);
+    let lost = 10_000 - got.len();
+    assert!((2700..3300).contains(&lost), "lost {lost}");
+    assert_eq!(net.egress_stats(a).unwrap().lost as usize, lost);
+
+    let (mut net, a, b) = pair(3, LinkConfig { duplicate: 0.2, ..LinkConfig::default() });
+    let got = run(&mut net, a, b, 5_000);
+    assert!((5_800..6_200).contains(&got.len()), "{}", got.len());
+
+    let (mut net, a, b) = pair(3, LinkConfig { corrupt: 1.0, ..LinkConfig::default() });
+    let orig = frame(B, A, 0xABCD, 100);
+    for _ in 0..200 {
+        net.transmit(a, orig.clone()).unwrap();
+        net.advance_to(net.now() + Duration::from_micros(2));
+        let got = net.receive(b).expect("corruption does not drop");
+        let bits: u32 = got.as_slice().iter().zip(orig.as_slice()).map(|(x, y)| (x ^ y).count_ones()).sum();
+        assert_eq!(bits, 1);
+    }
+    assert_eq!(net.egress_stats(a).unwrap().corrupted, 200);
+}
+
+#[test]
+fn reorder_lets_later_frames_overtake() {
+    let cfg = LinkConfig { reorder: 0.2, reorder_window: Duration::from_micros(20), ..LinkConfig::default() };
+    let (mut net, a, b) = pair(5, cfg);
+    let tags: Vec<u32> = run(&mut net, a, b, 1000)
+        .iter()
+        .map(|(_, f)| u32::from_be_bytes(f[14..18].try_into().unwrap()))
+        .collect();
+    assert_eq!(tags.len(), 1000, "reordering loses nothing");
+    let inversions = tags.windows(2).filter(|w| w[0] > w[1]).count();
+    assert!(inversions > 50, "only {inversions} inversions");
+    let mut sorted = tags.clone();
+    sorted.sort();
+    assert_eq!(sorted, (0..1000).collect::<Vec<_>>());
+}
+
+#[test]
+fn switch_learns_and_floods() {
+    let mut net = Network::new(1);
+    let sw = net.add_switch();
+    let ports: Vec<PortId> = [A, B, C].iter().map(|&m| net.add_port(m)).collect();
+    for &p in &ports {
+        net.attach(p, sw, LinkConfig::default(), LinkConfig::default()).unwrap();
+    }
+    net.transmit(ports[0], frame(C, A, 1, 64)).unwrap();
+    net.transmit(ports[1], frame([0xff; 6], B, 2, 64)).unwrap();
+    net.advance_to(Duration::from_millis(1));
+    let drain = |net: &mut Network, p: PortId| {
+        let mut v = Vec::new();
+        while let Some(f) = net.receive(p) {
+            v.push(tag(&f));
+        }
+        v
+    };
+    assert_eq!(drain(&mut net, ports[2]), vec![1, 2]);
+    assert_eq!(drain(&mut net, ports[0]), vec![2]);
+    assert_eq!(drain(&mut net, ports[1]), Vec::<u32>::new());
+    assert_eq!(net.attach(ports[0], sw, LinkConfig::default(), LinkConfig::default()), Err(Error::PortInUse(0)));
+}
+
+#[test]
+fn tap_sees_frames_before_impairments() {
+    let (mut net, a, b) = pair(9, LinkConfig { loss: 1.0, ..LinkConfig::default() });
+    net.enable_tap();
+    assert!(run(&mut net, a, b, 10).is_empty());
+    let tap = net.take_tap();
+    assert_eq!(tap.len(), 10);
+    assert!(tap.iter().all(|r| r.port == a.0 && r.bytes.len() == 100));
+    assert_eq!(tap[3].time, Duration::from_micros(3));
+}
+
+#[test]
+fn bad_config_and_ports_are_errors() {
+    let mut net = Network::new(0);
+    let a = net.add_port(A);
+    let b = net.add_port(B);
+    let bad = LinkConfig { loss: 1.5, ..LinkConfig::default() };
+    assert!(matches!(net.connect(a, b, bad, bad), Err(Error::BadConfig(_))));
+    assert_eq!(net.transmit(a, Frame::new()), Err(Error::NotConnected(0)));
+    assert_eq!(net.transmit(PortId(9), Frame::new()), Err(Error::NoSuchPort(9)));
+    assert_eq!(net.connect(a, a, LinkConfig::default(), LinkConfig::default()), Err(Error::PortInUse(0)));
+}
