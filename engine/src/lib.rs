@@ -3,4 +3,8 @@
 
 pub mod capture;
 pub mod corpus;
+pub mod datapath;
 pub mod decode;
+pub mod roce;
+pub mod simpair;
+pub mod verbs;

@@ -62,7 +62,7 @@ impl IpRepr<'_> {
     }
 
     /// Writes the header for `payload_len` bytes of payload.
-    fn emit(&self, buf: &mut [u8], payload_len: usize) -> Result<usize> {
+    pub fn emit(&self, buf: &mut [u8], payload_len: usize) -> Result<usize> {
         match *self {
             IpRepr::V4(r) => Ipv4Repr { payload_len, ..r }.emit(buf),
             IpRepr::V6(r) => Ipv6Repr { payload_len, ..r }.emit(buf),

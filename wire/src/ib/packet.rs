@@ -148,18 +148,15 @@ impl<'a> RoceRepr<'a> {
         self.header_len() + self.payload.len() + usize::from(self.bth.pad_count) + ICRC_LEN
     }
 
-    /// Writes the packet at the start of `buf`, with zero pad bytes and a zero ICRC slot (the ICRC
-    /// covers the IP and UDP headers, so the frame layer fills it with [`crate::ib::icrc::fill`]).
-    pub fn emit(&self, buf: &mut [u8]) -> Result<usize> {
+    /// Writes the BTH and the extension headers (not the payload, pad or ICRC) at the start of `buf`
+    /// and returns their length. A transport that gathers the payload straight from memory into the
+    /// frame uses this; the caller makes the payload fit the opcode and the BTH pad count.
+    pub fn emit_header(&self, buf: &mut [u8]) -> Result<usize> {
         let info = self.bth.opcode.info().ok_or(Error::UnknownOpcode(self.bth.opcode.0))?;
         if self.headers() != info.headers {
             return Err(Error::Inconsistent("extension headers do not match the opcode"));
         }
-        if self.check_payload().is_err() {
-            return Err(Error::Inconsistent("payload length not allowed for this opcode"));
-        }
-        let len = self.buffer_len();
-        let b = out(buf, len)?;
+        let b = out(buf, self.header_len())?;
         let mut off = self.bth.emit(b)?;
         put(b, &mut off, self.rdeth)?;
         put(b, &mut off, self.deth)?;
@@ -170,6 +167,18 @@ impl<'a> RoceRepr<'a> {
         put(b, &mut off, self.atomic_ack_eth)?;
         put(b, &mut off, self.immdt)?;
         put(b, &mut off, self.ieth)?;
+        Ok(off)
+    }
+
+    /// Writes the packet at the start of `buf`, with zero pad bytes and a zero ICRC slot (the ICRC
+    /// covers the IP and UDP headers, so the frame layer fills it with [`crate::ib::icrc::fill`]).
+    pub fn emit(&self, buf: &mut [u8]) -> Result<usize> {
+        if self.check_payload().is_err() {
+            return Err(Error::Inconsistent("payload length not allowed for this opcode"));
+        }
+        let len = self.buffer_len();
+        let b = out(buf, len)?;
+        let off = self.emit_header(b)?;
         b[off..off + self.payload.len()].copy_from_slice(self.payload);
         b[off + self.payload.len()..].fill(0);
         Ok(len)

@@ -1,0 +1,28 @@
+//! Datapaths: where a device's frames go. The progress engine in [`crate::verbs::Context`] is the
+//! only caller; it takes time from the datapath, so the simulated network runs on virtual time.
+
+pub mod sim;
+
+use nicsim::Frame;
+use std::net::IpAddr;
+use std::time::Duration;
+
+/// One port of a backend, as the progress engine sees it.
+pub trait Datapath {
+    /// The time the protocol cores are given: virtual for the simulator, monotonic otherwise.
+    fn now(&self) -> Duration;
+    /// The port's MAC address.
+    fn mac(&self) -> [u8; 6];
+    /// The port's GID as an IP address.
+    fn gid(&self) -> IpAddr;
+    /// The MAC of a neighbour, if known.
+    fn resolve(&self, ip: IpAddr) -> Option<[u8; 6]>;
+    /// A buffer to build a frame in.
+    fn alloc(&mut self) -> Frame;
+    /// Sends a frame.
+    fn transmit(&mut self, frame: Frame) -> Result<(), &'static str>;
+    /// The next received frame, if any.
+    fn receive(&mut self) -> Option<Frame>;
+    /// Returns a buffer.
+    fn recycle(&mut self, frame: Frame);
+}

@@ -1,0 +1,231 @@
+//! The RC completer: consumes ACKs, NAKs, READ responses and atomic ACKs, completes send work
+//! requests in order, and starts retries (roce-wire.md §1.5, §1.6).
+
+use super::Kind;
+use super::requester::Requester;
+use crate::verbs::{MemTable, WcStatus};
+use std::time::Duration;
+use wire::ib::aeth::rnr_timer_us;
+use wire::ib::{AethKind, NakCode, Operation, RoceRepr, psn};
+
+/// A completer failure: request `index` fails with `status` and the QP goes to the error state.
+pub(crate) type Fatal = (usize, WcStatus);
+
+/// rnr_retry 7 means "retry forever" (IBTA; roce-wire.md §3).
+const RNR_FOREVER: u8 = 7;
+
+impl Requester {
+    /// Handles a response packet (any RC response opcode) at time `now`.
+    pub(crate) fn handle_response(
+        &mut self,
+        now: Duration,
+        op: Operation,
+        pkt: &RoceRepr<'_>,
+        mem: &mut MemTable,
+    ) -> Result<(), Fatal> {
+        let p = pkt.bth.psn;
+        if psn::diff(p, self.high_psn) >= 0 || psn::diff(p, self.comp_psn) < 0 {
+            // Never sent, or older than everything outstanding: a late duplicate.
+            return Ok(());
+        }
+        match op {
+            Operation::Acknowledge => self.acknowledge(now, p, pkt),
+            Operation::ReadResponseFirst
+            | Operation::ReadResponseMiddle
+            | Operation::ReadResponseLast
+            | Operation::ReadResponseOnly => self.read_response(now, p, op, pkt.payload, mem),
+            Operation::AtomicAcknowledge => {
+                let orig = pkt.atomic_ack_eth.map(|a| a.orig).unwrap_or(0);
+                self.atomic_ack(now, p, orig, mem)
+            }
+            _ => Ok(()),
+        }
+    }
+
+    fn acknowledge(&mut self, now: Duration, p: u32, pkt: &RoceRepr<'_>) -> Result<(), Fatal> {
+        let Some(aeth) = pkt.aeth else { return Ok(()) };
+        match aeth.kind() {
+            AethKind::Ack { .. } => {
+                if self.ack_upto(now, p) {
+                    // The ACK covers a READ or atomic whose response never came.
+                    self.retry_once(now)?;
+                }
+                Ok(())
+            }
+            AethKind::RnrNak { timer } => {
+                let lost = self.ack_upto(now, psn::add(p, psn::MASK));
+                if lost {
+                    return self.retry_once(now);
+                }
+                if self.rnr_left == 0 {
+                    return Err((0, WcStatus::RnrRetryExcErr));
+                }
+                if self.rnr_left != RNR_FOREVER {
+                    self.rnr_left -= 1;
+                }
+                self.rnr_until = Some(now + Duration::from_micros(u64::from(rnr_timer_us(timer))));
+                self.retrans_at = None;
+                self.retried_at = Some(self.comp_psn);
+                self.rewind();
+                Ok(())
+            }
+            AethKind::Nak(NakCode::PsnSequenceError) => {
+                // Implicitly acknowledges every PSN before it (§1.6), then go back N.
+                self.ack_upto(now, psn::add(p, psn::MASK));
+                self.retry_once(now)
+            }
+            AethKind::Nak(code) => {
+                self.ack_upto(now, psn::add(p, psn::MASK));
+                let status = match code {
+                    NakCode::RemoteAccessError => WcStatus::RemAccessErr,
+                    NakCode::RemoteOperationalError => WcStatus::RemOpErr,
+                    _ => WcStatus::RemInvReqErr,
+                };
+                Err((0, status))
+            }
+            AethKind::Reserved(_) => Ok(()),
+        }
+    }
+
+    /// Completes SEND/WRITE requests whose PSNs are all at or before `a` and moves `comp_psn`.
+    /// Returns true if a READ or atomic is covered without its response (lost: retry).
+    pub(crate) fn ack_upto(&mut self, now: Duration, a: u32) -> bool {
+        if psn::diff(a, self.comp_psn) < 0 {
+            return false;
+        }
+        let before = self.comp_psn;
+        let mut lost = false;
+        while let Some(w) = self.sq.front() {
+            if !w.sent {
+                break;
+            }
+            match w.kind {
+                Kind::Send | Kind::Write => {
+                    if psn::diff(w.last_psn, a) <= 0 {
+                        self.comp_psn = psn::add(w.last_psn, 1);
+                        self.complete_front(WcStatus::Success);
+                    } else {
+                        if psn::diff(a, w.first_psn) >= 0 {
+                            self.comp_psn = psn::add(a, 1);
+                        }
+                        break;
+                    }
+                }
+                Kind::Read | Kind::Atomic => {
+                    lost = psn::diff(w.last_psn, a) <= 0;
+                    break;
+                }
+            }
+        }
+        if self.comp_psn != before {
+            self.progressed(now);
+        }
+        lost
+    }
+
+    fn read_response(
+        &mut self,
+        now: Duration,
+        p: u32,
+        op: Operation,
+        payload: &[u8],
+        mem: &mut MemTable,
+    ) -> Result<(), Fatal> {
+        if self.ack_upto(now, psn::add(p, psn::MASK)) {
+            return self.retry_once(now);
+        }
+        let mtu = self.cfg.mtu;
+        let Some(w) = self.sq.front() else { return Ok(()) };
+        if w.kind != Kind::Read || !w.sent || psn::diff(p, w.first_psn) < 0 {
+            return Ok(());
+        }
+        if psn::diff(p, w.last_psn) > 0 || p != self.comp_psn {
+            // A response beyond this READ, or a gap inside it: responses were lost.
+            return self.retry_once(now);
+        }
+        let offset = psn::diff(p, w.first_psn) as u32 * mtu;
+        let expected = (w.len - offset.min(w.len)).min(mtu);
+        let at_end = p == w.last_psn;
+        let opcode_fits = match op {
+            Operation::ReadResponseLast | Operation::ReadResponseOnly => at_end,
+            _ => !at_end,
+        };
+        if !opcode_fits || payload.len() != expected as usize {
+            // Not what this position needs: ignore it, the timer recovers.
+            return Ok(());
+        }
+        mem.scatter(&w.wr.sg_list, u64::from(offset), payload).map_err(|_| (0, WcStatus::LocProtErr))?;
+        self.comp_psn = psn::add(p, 1);
+        if at_end {
+            self.complete_front(WcStatus::Success);
+        }
+        self.progressed(now);
+        Ok(())
+    }
+
+    fn atomic_ack(&mut self, now: Duration, p: u32, orig: u64, mem: &mut MemTable) -> Result<(), Fatal> {
+        if self.ack_upto(now, psn::add(p, psn::MASK)) {
+            return self.retry_once(now);
+        }
+        let Some(w) = self.sq.front() else { return Ok(()) };
+        if w.kind != Kind::Atomic || !w.sent || w.first_psn != p || p != self.comp_psn {
+            return Ok(());
+        }
+        mem.scatter(&w.wr.sg_list, 0, &orig.to_ne_bytes()).map_err(|_| (0, WcStatus::LocProtErr))?;
+        self.comp_psn = psn::add(p, 1);
+        self.complete_front(WcStatus::Success);
+        self.progressed(now);
+        Ok(())
+    }
+
+    /// Forward progress: retry budgets are full again, the requester never resends what is now
+    /// acknowledged, and the timer restarts if anything is still outstanding.
+    fn progressed(&mut self, now: Duration) {
+        self.retry_left = self.cfg.retry_cnt;
+        self.rnr_left = self.cfg.rnr_retry;
+        self.retried_at = None;
+        if psn::diff(self.psn, self.comp_psn) < 0 {
+            self.rewind();
+        }
+        self.retrans_at = if self.outstanding() { self.cfg.timeout.map(|t| now + t) } else { None };
+    }
+
+    /// Starts a go-back-N retry unless one already started at this `comp_psn`.
+    fn retry_once(&mut self, now: Duration) -> Result<(), Fatal> {
+        if self.retried_at == Some(self.comp_psn) {
+            return Ok(());
+        }
+        self.retry(now)
+    }
+
+    /// A counted go-back-N retry: fails the oldest request once `retry_cnt` retries are spent.
+    pub(crate) fn retry(&mut self, now: Duration) -> Result<(), Fatal> {
+        if self.retry_left == 0 {
+            return Err((0, WcStatus::RetryExcErr));
+        }
+        self.retry_left -= 1;
+        self.retried_at = Some(self.comp_psn);
+        self.rewind();
+        self.retrans_at = self.cfg.timeout.map(|t| now + t);
+        Ok(())
+    }
+
+    /// Timer expiry: the end of an RNR wait, or a retransmission timeout.
+    pub(crate) fn handle_timeout(&mut self, now: Duration) -> Result<(), Fatal> {
+        if self.rnr_until.is_some_and(|t| t <= now) {
+            self.rnr_until = None;
+            if self.outstanding() {
+                self.retrans_at = self.cfg.timeout.map(|t| now + t);
+            }
+        }
+        if self.retrans_at.is_some_and(|t| t <= now) {
+            self.retrans_at = None;
+            if self.outstanding() {
+                // A timeout always retries, even at a comp_psn that already saw one.
+                self.retried_at = None;
+                self.retry(now)?;
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,206 @@
+//! The L2-L4 headers of one connection and the frame builder: Ethernet, IPv4 or IPv6, UDP to port
+//! 4791, then BTH and extension headers, the payload gathered in place, pad and ICRC
+//! (roce-wire.md §1.3, §1.4).
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use wire::ib::icrc::{self, ICRC_LEN};
+use wire::ib::packet::pad_for;
+use wire::ib::RoceRepr;
+use wire::ethernet::ethertype;
+use wire::{EthernetAddress, EthernetRepr, IpRepr, Ipv4Repr, Ipv6Repr, UdpChecksum, UdpRepr};
+
+/// RoCEv2 UDP destination port.
+pub const ROCE_PORT: u16 = 4791;
+const PROTO_UDP: u8 = 17;
+
+/// Where a connection's frames go and how they are addressed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Path {
+    /// Our MAC.
+    pub src_mac: [u8; 6],
+    /// Next hop MAC.
+    pub dst_mac: [u8; 6],
+    /// Our GID as an IP address.
+    pub src_ip: IpAddr,
+    /// Peer GID as an IP address.
+    pub dst_ip: IpAddr,
+    /// UDP source port.
+    pub src_port: u16,
+    /// IP traffic class.
+    pub traffic_class: u8,
+    /// IP TTL / hop limit.
+    pub hop_limit: u8,
+    /// IPv6 flow label.
+    pub flow_label: u32,
+}
+
+/// An IPv4-mapped IPv6 address as IPv4.
+pub fn canonical(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
+        v4 => v4,
+    }
+}
+
+/// rxe's UDP source port for a connection (`rdma_get_udp_sport`, roce-wire.md §1.4): from the flow
+/// label, or when it is 0 from the two QP numbers, so both ends pick the same port.
+pub fn udp_sport(flow_label: u32, lqpn: u32, rqpn: u32) -> u16 {
+    let fl = if flow_label != 0 {
+        flow_label & 0xF_FFFF
+    } else {
+        let mut v = u64::from(lqpn) * u64::from(rqpn);
+        v ^= v >> 20;
+        v ^= v >> 40;
+        (v & 0xF_FFFF) as u32
+    };
+    let low = (fl & 0x3FFF) ^ ((fl & 0xF_C000) >> 14);
+    0xC000 | low as u16
+}
+
+/// Why a frame could not be built.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BuildError {
+    /// The headers or the buffer were wrong.
+    Wire(wire::Error),
+    /// The payload source failed (the memory region is gone or too short).
+    Payload(crate::verbs::MemError),
+}
+
+impl Path {
+    /// Whether frames on this path use IPv4.
+    pub fn is_v4(&self) -> bool {
+        matches!((canonical(self.src_ip), canonical(self.dst_ip)), (IpAddr::V4(_), IpAddr::V4(_)))
+    }
+
+    /// Bytes of Ethernet, IP and UDP header.
+    pub fn header_len(&self) -> usize {
+        if self.is_v4() { 14 + 20 + 8 } else { 14 + 40 + 8 }
+    }
+
+    /// Builds a whole frame at the start of `buf`: `packet`'s headers (its payload is ignored and its
+    /// pad count is set here), then `payload_len` bytes that `fill` writes in place, pad and ICRC.
+    pub fn emit(
+        &self,
+        buf: &mut [u8],
+        packet: &RoceRepr<'_>,
+        payload_len: usize,
+        fill: impl FnOnce(&mut [u8]) -> Result<(), crate::verbs::MemError>,
+    ) -> Result<usize, BuildError> {
+        let mut packet = *packet;
+        packet.bth.pad_count = pad_for(payload_len);
+        packet.payload = &[];
+        let pad = usize::from(packet.bth.pad_count);
+        let roce_len = packet.header_len() + payload_len + pad + ICRC_LEN;
+        let ip = match (canonical(self.src_ip), canonical(self.dst_ip)) {
+            (IpAddr::V4(src_addr), IpAddr::V4(dst_addr)) => IpRepr::V4(Ipv4Repr {
+                dscp_ecn: self.traffic_class,
+                ident: 0,
+                flags_frag: 0x4000,
+                ttl: self.hop_limit,
+                protocol: PROTO_UDP,
+                src_addr,
+                dst_addr,
+                options: &[],
+                payload_len: 0,
+            }),
+            (s, d) => IpRepr::V6(Ipv6Repr {
+                traffic_class: self.traffic_class,
+                flow_label: self.flow_label & 0xF_FFFF,
+                next_header: PROTO_UDP,
+                hop_limit: self.hop_limit,
+                src_addr: v6(s),
+                dst_addr: v6(d),
+                payload_len: 0,
+            }),
+        };
+        let eth = EthernetRepr {
+            dst_addr: EthernetAddress(self.dst_mac),
+            src_addr: EthernetAddress(self.src_mac),
+            vlan_tags: [None; 2],
+            ethertype: if self.is_v4() { ethertype::IPV4 } else { ethertype::IPV6 },
+        };
+        let total = self.header_len() + roce_len;
+        if buf.len() < total {
+            return Err(BuildError::Wire(wire::Error::BufferTooSmall));
+        }
+        let ip_at = eth.emit(buf).map_err(BuildError::Wire)?;
+        let udp_at = ip_at + ip.emit(&mut buf[ip_at..], 8 + roce_len).map_err(BuildError::Wire)?;
+        let udp = UdpRepr { src_port: self.src_port, dst_port: ROCE_PORT, checksum: UdpChecksum::Zero };
+        let bth_at = udp_at + udp.emit(&mut buf[udp_at..], roce_len).map_err(BuildError::Wire)?;
+        let pay_at = bth_at + packet.emit_header(&mut buf[bth_at..]).map_err(BuildError::Wire)?;
+        fill(&mut buf[pay_at..pay_at + payload_len]).map_err(BuildError::Payload)?;
+        buf[pay_at + payload_len..total - ICRC_LEN].fill(0);
+        icrc::fill(&mut buf[ip_at..total]).map_err(BuildError::Wire)?;
+        Ok(total)
+    }
+}
+
+fn v6(ip: IpAddr) -> Ipv6Addr {
+    match ip {
+        IpAddr::V4(v4) => v4.to_ipv6_mapped(),
+        IpAddr::V6(v6) => v6,
+    }
+}
+
+/// The IPv4 address `a.b.c.d` as its RoCEv2 GID `::ffff:a.b.c.d`.
+pub fn gid_of(ip: Ipv4Addr) -> Ipv6Addr {
+    ip.to_ipv6_mapped()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use wire::ib::{BthRepr, Opcode, RethRepr};
+    use wire::uet::UetConfig;
+
+    #[test]
+    fn rxe_source_port() {
+        // roce-wire.md §1.4: QPs 0x1b and 0x1d both send from 49935 in the linlinw5 captures.
+        assert_eq!(udp_sport(0, 0x1b, 0x1d), 49935);
+        assert_eq!(udp_sport(0, 0x1d, 0x1b), 49935);
+    }
+
+    fn path(src: IpAddr, dst: IpAddr) -> Path {
+        Path {
+            src_mac: [2, 0, 0, 0, 0, 1],
+            dst_mac: [2, 0, 0, 0, 0, 2],
+            src_ip: src,
+            dst_ip: dst,
+            src_port: 49935,
+            traffic_class: 0,
+            hop_limit: 64,
+            flow_label: 0,
+        }
+    }
+
+    #[test]
+    fn frames_parse_and_verify() {
+        let v4 = path("10.0.0.1".parse().unwrap(), "::ffff:10.0.0.2".parse().unwrap());
+        let v6 = path("fd00::1".parse().unwrap(), "fd00::2".parse().unwrap());
+        for p in [v4, v6] {
+            let mut bth = BthRepr::new(Opcode(0x0A), 0x11, 77);
+            bth.ack_req = true;
+            let mut pkt = RoceRepr::new(bth, &[]);
+            pkt.reth = Some(RethRepr { va: 0x1000, rkey: 5, dma_len: 7 });
+            let mut buf = [0u8; 256];
+            let n = p
+                .emit(&mut buf, &pkt, 7, |b| {
+                    b.copy_from_slice(b"payload");
+                    Ok(())
+                })
+                .unwrap();
+            assert_eq!(n, p.header_len() + 12 + 16 + 7 + 1 + 4);
+            let f = wire::FrameRepr::parse_verified(&buf[..n], &UetConfig::default()).unwrap();
+            let r = f.roce().unwrap();
+            assert_eq!(r.payload, b"payload");
+            assert_eq!((r.bth.psn, r.bth.dest_qp, r.bth.pad_count), (77, 0x11, 1));
+            assert_eq!(f.ip.dst_addr(), canonical(p.dst_ip));
+        }
+        let mut small = [0u8; 40];
+        let pkt = RoceRepr::new(BthRepr::new(Opcode(0x04), 1, 1), &[]);
+        assert_eq!(
+            v4.emit(&mut small, &pkt, 0, |_| Ok(())),
+            Err(BuildError::Wire(wire::Error::BufferTooSmall))
+        );
+    }
+}

@@ -1,0 +1,448 @@
+//! One RC queue pair: the state machine of `modify_qp`, work request checks, and the glue between
+//! the requester, completer and responder and the frames on the wire.
+
+use super::path::{Path, canonical, udp_sport};
+use super::requester::{ReqConfig, Requester, SendWqe, ack_timeout};
+use super::responder::{RecvWqe, RespConfig, Responder};
+use super::{Kind, TxPayload};
+use crate::verbs::mem::sge_len;
+use crate::verbs::{
+    Access, MemTable, Mtu, QpAttr, QpCap, QpState, RecvWr, SendFlags, SendWr, VerbsError, WcOpcode, WcStatus,
+    WorkCompletion, WrOpcode,
+};
+use std::net::IpAddr;
+use std::time::Duration;
+use wire::ib::{RoceRepr, Transport, psn};
+
+/// Largest message (rxe's `RXE_PORT_MAX_MSG_SZ`, roce-wire.md §1.8).
+pub const MAX_MSG_SIZE: u64 = 0x80_0000;
+/// Largest `max_rd_atomic` / `max_dest_rd_atomic` (rxe's device maximum).
+const MAX_RD_ATOMIC: u8 = 128;
+
+/// What a QP is created with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QpConfig {
+    /// QP number.
+    pub qpn: u32,
+    /// Protection domain.
+    pub pd: u32,
+    /// Queue sizes.
+    pub cap: QpCap,
+    /// Generate a completion for every send request, signaled or not.
+    pub sq_sig_all: bool,
+    /// The device's MAC.
+    pub mac: [u8; 6],
+    /// The device's GID.
+    pub gid: IpAddr,
+}
+
+/// Which completion queue a completion belongs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CqSide {
+    /// The send CQ.
+    Send,
+    /// The receive CQ.
+    Recv,
+}
+
+/// A reliable-connected QP (see the module documentation of [`crate::roce`]).
+#[derive(Debug)]
+pub struct RcQp {
+    cfg: QpConfig,
+    state: QpState,
+    access: Access,
+    attr: QpAttr,
+    path: Option<Path>,
+    req: Requester,
+    resp: Responder,
+}
+
+fn need<T>(v: Option<T>, name: &'static str) -> Result<T, VerbsError> {
+    v.ok_or(VerbsError::MissingAttr(name))
+}
+
+fn check_attr(a: &QpAttr) -> Result<(), VerbsError> {
+    let bad = |c: bool, name| if c { Err(VerbsError::InvalidAttr(name)) } else { Ok(()) };
+    bad(a.retry_cnt.is_some_and(|v| v > 7), "retry_cnt")?;
+    bad(a.rnr_retry.is_some_and(|v| v > 7), "rnr_retry")?;
+    bad(a.min_rnr_timer.is_some_and(|v| v > 31), "min_rnr_timer")?;
+    bad(a.timeout.is_some_and(|v| v > 31), "timeout")?;
+    bad(a.sq_psn.is_some_and(|v| v > psn::MASK), "sq_psn")?;
+    bad(a.rq_psn.is_some_and(|v| v > psn::MASK), "rq_psn")?;
+    bad(a.dest_qp_num.is_some_and(|v| v > psn::MASK || v == 0), "dest_qp_num")?;
+    bad(a.max_rd_atomic.is_some_and(|v| v > MAX_RD_ATOMIC), "max_rd_atomic")?;
+    bad(a.max_dest_rd_atomic.is_some_and(|v| v > MAX_RD_ATOMIC), "max_dest_rd_atomic")?;
+    bad(a.ah_attr.is_some_and(|av| av.flow_label > 0xF_FFFF), "ah_attr.flow_label")
+}
+
+impl RcQp {
+    /// A new QP in the RESET state.
+    pub fn new(cfg: QpConfig) -> RcQp {
+        let mtu = Mtu::Mtu256.bytes();
+        let req_cfg = ReqConfig {
+            qpn: cfg.qpn,
+            dest_qp: 0,
+            mtu,
+            timeout: None,
+            retry_cnt: 0,
+            rnr_retry: 0,
+            max_rd_atomic: 1,
+            sq_sig_all: cfg.sq_sig_all,
+        };
+        let resp_cfg = RespConfig {
+            qpn: cfg.qpn,
+            dest_qp: 0,
+            pd: cfg.pd,
+            mtu,
+            access: Access::NONE,
+            max_dest_rd_atomic: 1,
+            min_rnr_timer: 0,
+        };
+        RcQp {
+            cfg,
+            state: QpState::Reset,
+            access: Access::NONE,
+            attr: QpAttr::default(),
+            path: None,
+            req: Requester::new(req_cfg, 0),
+            resp: Responder::new(resp_cfg, 0),
+        }
+    }
+
+    /// QP number.
+    pub fn qpn(&self) -> u32 {
+        self.cfg.qpn
+    }
+
+    /// Current state.
+    pub fn state(&self) -> QpState {
+        self.state
+    }
+
+    /// The attributes set so far (`ibv_query_qp`).
+    pub fn attr(&self) -> QpAttr {
+        self.attr
+    }
+
+    /// Protection domain.
+    pub fn pd(&self) -> u32 {
+        self.cfg.pd
+    }
+
+    /// The path frames take (after RTR).
+    pub fn path(&self) -> Option<&Path> {
+        self.path.as_ref()
+    }
+
+    /// Moves the QP to `target` with the attributes that transition needs (`ibv_modify_qp`).
+    /// `ah_attr.dmac` must be resolved before INIT -> RTR.
+    pub fn modify(&mut self, target: QpState, a: &QpAttr) -> Result<(), VerbsError> {
+        use QpState::*;
+        check_attr(a)?;
+        match (self.state, target) {
+            (_, Reset) => {
+                *self = RcQp::new(self.cfg);
+            }
+            (_, Error) => self.to_error(None),
+            (Reset, Init) | (Init, Init) => {
+                self.access = a.qp_access_flags.unwrap_or(self.access);
+                self.attr.qp_access_flags = Some(self.access);
+                self.state = Init;
+            }
+            (Init, Rtr) => {
+                let av = need(a.ah_attr, "ah_attr")?;
+                let mtu = need(a.path_mtu, "path_mtu")?;
+                let dest = need(a.dest_qp_num, "dest_qp_num")?;
+                let rq_psn = need(a.rq_psn, "rq_psn")?;
+                let max_dest = need(a.max_dest_rd_atomic, "max_dest_rd_atomic")?;
+                let min_rnr = need(a.min_rnr_timer, "min_rnr_timer")?;
+                let dmac = av.dmac.ok_or(VerbsError::Unreachable)?;
+                if let Some(acc) = a.qp_access_flags {
+                    self.access = acc;
+                }
+                self.path = Some(Path {
+                    src_mac: self.cfg.mac,
+                    dst_mac: dmac,
+                    src_ip: canonical(self.cfg.gid),
+                    dst_ip: canonical(av.dgid),
+                    src_port: udp_sport(av.flow_label, self.cfg.qpn, dest),
+                    traffic_class: av.traffic_class,
+                    hop_limit: av.hop_limit,
+                    flow_label: av.flow_label,
+                });
+                let cfg = RespConfig {
+                    qpn: self.cfg.qpn,
+                    dest_qp: dest,
+                    pd: self.cfg.pd,
+                    mtu: mtu.bytes(),
+                    access: self.access,
+                    max_dest_rd_atomic: usize::from(max_dest.max(1)),
+                    min_rnr_timer: min_rnr,
+                };
+                let rq = std::mem::take(&mut self.resp.rq);
+                self.resp = Responder::new(cfg, rq_psn);
+                self.resp.rq = rq;
+                self.attr = QpAttr {
+                    ah_attr: Some(av),
+                    path_mtu: Some(mtu),
+                    dest_qp_num: Some(dest),
+                    rq_psn: Some(rq_psn),
+                    max_dest_rd_atomic: Some(max_dest),
+                    min_rnr_timer: Some(min_rnr),
+                    qp_access_flags: Some(self.access),
+                    ..self.attr
+                };
+                self.state = Rtr;
+            }
+            (Rtr, Rts) => {
+                let sq_psn = need(a.sq_psn, "sq_psn")?;
+                let timeout = need(a.timeout, "timeout")?;
+                let retry_cnt = need(a.retry_cnt, "retry_cnt")?;
+                let rnr_retry = need(a.rnr_retry, "rnr_retry")?;
+                let max_rd = need(a.max_rd_atomic, "max_rd_atomic")?;
+                let cfg = ReqConfig {
+                    qpn: self.cfg.qpn,
+                    dest_qp: self.resp.cfg.dest_qp,
+                    mtu: self.resp.cfg.mtu,
+                    timeout: ack_timeout(timeout),
+                    retry_cnt,
+                    rnr_retry,
+                    // rxe rounds up to a power of two (roce-wire.md §1.6).
+                    max_rd_atomic: usize::from(max_rd.max(1)).next_power_of_two(),
+                    sq_sig_all: self.cfg.sq_sig_all,
+                };
+                let sq = std::mem::take(&mut self.req.sq);
+                self.req = Requester::new(cfg, sq_psn);
+                self.req.sq = sq;
+                self.attr = QpAttr {
+                    sq_psn: Some(sq_psn),
+                    timeout: Some(timeout),
+                    retry_cnt: Some(retry_cnt),
+                    rnr_retry: Some(rnr_retry),
+                    max_rd_atomic: Some(max_rd),
+                    ..self.attr
+                };
+                self.state = Rts;
+            }
+            (Rts, Rts) => {
+                if let Some(t) = a.min_rnr_timer {
+                    self.resp.cfg.min_rnr_timer = t;
+                    self.attr.min_rnr_timer = Some(t);
+                }
+                if let Some(acc) = a.qp_access_flags {
+                    self.access = acc;
+                    self.resp.cfg.access = acc;
+                    self.attr.qp_access_flags = Some(acc);
+                }
+            }
+            (from, to) => return Err(VerbsError::InvalidTransition(from, to)),
+        }
+        Ok(())
+    }
+
+    /// Moves to the error state: the failing send request (if any) completes with its status and
+    /// everything else is flushed.
+    fn to_error(&mut self, failed: Option<(usize, WcStatus)>) {
+        let (index, status) = failed.unwrap_or((usize::MAX, WcStatus::WrFlushErr));
+        self.req.fail(index, status);
+        self.resp.flush();
+        self.state = QpState::Error;
+    }
+
+    /// Queues a send request after checking it (`ibv_post_send`).
+    pub fn post_send(&mut self, wr: &SendWr, mem: &MemTable) -> Result<(), VerbsError> {
+        match self.state {
+            QpState::Rts | QpState::Error => {}
+            s => return Err(VerbsError::InvalidState(s)),
+        }
+        let cap = self.cfg.cap;
+        if self.req.sq.len() >= cap.max_send_wr as usize {
+            return Err(VerbsError::QueueFull);
+        }
+        if wr.sg_list.len() > cap.max_send_sge as usize {
+            return Err(VerbsError::TooManySge);
+        }
+        let len = sge_len(&wr.sg_list);
+        if len > MAX_MSG_SIZE {
+            return Err(VerbsError::InvalidWr("message longer than the maximum message size"));
+        }
+        let kind = Kind::of(&wr.opcode);
+        let inline = wr.flags.contains(SendFlags::INLINE);
+        if inline && !matches!(kind, Kind::Send | Kind::Write) {
+            return Err(VerbsError::InvalidWr("only SEND and WRITE take inline data"));
+        }
+        if inline && len > u64::from(cap.max_inline_data) {
+            return Err(VerbsError::InvalidWr("inline data longer than max_inline_data"));
+        }
+        if kind == Kind::Atomic && len != 8 {
+            return Err(VerbsError::InvalidWr("an atomic needs 8 bytes of local buffer"));
+        }
+        if let WrOpcode::AtomicCmpAndSwp { remote_addr, .. } | WrOpcode::AtomicFetchAndAdd { remote_addr, .. } =
+            wr.opcode
+        {
+            if remote_addr % 8 != 0 {
+                return Err(VerbsError::InvalidWr("atomic remote address not 8-byte aligned"));
+            }
+        }
+        let need = if matches!(kind, Kind::Read | Kind::Atomic) { Access::LOCAL_WRITE } else { Access::NONE };
+        let data = if inline {
+            let mut v = vec![0u8; len as usize];
+            mem.gather(&wr.sg_list, 0, &mut v).map_err(VerbsError::InvalidSge)?;
+            Some(v)
+        } else {
+            for sge in &wr.sg_list {
+                mem.check_local(self.cfg.pd, sge, need).map_err(VerbsError::InvalidSge)?;
+            }
+            None
+        };
+        let wqe = SendWqe::new(wr.clone(), data, len as u32);
+        if self.state == QpState::Error {
+            let wc = self.req.wc(&wqe, WcStatus::WrFlushErr);
+            self.req.done.push_back(wc);
+            return Ok(());
+        }
+        self.req.sq.push_back(wqe);
+        Ok(())
+    }
+
+    /// Queues a receive request after checking it (`ibv_post_recv`).
+    pub fn post_recv(&mut self, wr: &RecvWr, mem: &MemTable) -> Result<(), VerbsError> {
+        if self.state == QpState::Reset {
+            return Err(VerbsError::InvalidState(QpState::Reset));
+        }
+        let cap = self.cfg.cap;
+        if self.resp.rq.len() >= cap.max_recv_wr as usize {
+            return Err(VerbsError::QueueFull);
+        }
+        if wr.sg_list.len() > cap.max_recv_sge as usize {
+            return Err(VerbsError::TooManySge);
+        }
+        for sge in &wr.sg_list {
+            mem.check_local(self.cfg.pd, sge, Access::LOCAL_WRITE).map_err(VerbsError::InvalidSge)?;
+        }
+        if self.state == QpState::Error {
+            self.resp.done.push_back(WorkCompletion {
+                wr_id: wr.wr_id,
+                status: WcStatus::WrFlushErr,
+                opcode: WcOpcode::Recv,
+                byte_len: 0,
+                imm_data: None,
+                invalidated_rkey: None,
+                qp_num: self.cfg.qpn,
+                src_qp: self.resp.cfg.dest_qp,
+            });
+            return Ok(());
+        }
+        self.resp.rq.push_back(RecvWqe { len: Responder::recv_len(wr), wr: wr.clone() });
+        Ok(())
+    }
+
+    /// Handles a packet addressed to this QP (its ICRC already checked) at time `now`. Packets the
+    /// QP must ignore (wrong state, transport, source address or P_Key) are dropped silently, as
+    /// rxe does (roce-wire.md §1.7 "Silent drops").
+    pub fn handle_packet(&mut self, now: Duration, src: IpAddr, pkt: &RoceRepr<'_>, mem: &mut MemTable) {
+        if !matches!(self.state, QpState::Rtr | QpState::Rts) {
+            return;
+        }
+        let Some(path) = &self.path else { return };
+        if canonical(src) != path.dst_ip || pkt.bth.pkey & 0x7FFF != 0x7FFF {
+            return;
+        }
+        let Some(info) = pkt.bth.opcode.info() else { return };
+        if info.transport != Transport::Rc {
+            return;
+        }
+        if info.operation.is_response() {
+            if self.state == QpState::Rts {
+                if let Err(fatal) = self.req.handle_response(now, info.operation, pkt, mem) {
+                    self.to_error(Some(fatal));
+                }
+            }
+        } else if self.resp.handle_request(info.operation, pkt, mem).is_err() {
+            self.to_error(None);
+        }
+    }
+
+    /// The next deadline at which [`handle_timeout`](Self::handle_timeout) has work.
+    pub fn poll_timeout(&self) -> Option<Duration> {
+        if self.state == QpState::Rts { self.req.poll_timeout() } else { None }
+    }
+
+    /// Runs the timers due at `now`.
+    pub fn handle_timeout(&mut self, now: Duration) {
+        if self.state != QpState::Rts {
+            return;
+        }
+        if let Err(fatal) = self.req.handle_timeout(now) {
+            self.to_error(Some(fatal));
+        }
+    }
+
+    /// True if [`poll_transmit`](Self::poll_transmit) may have a frame.
+    pub fn wants_transmit(&self) -> bool {
+        self.resp.has_reply() || (self.state == QpState::Rts && self.req.next < self.req.sq.len())
+    }
+
+    /// Writes the next frame into `buf` (responses first, then requests); returns its length.
+    pub fn poll_transmit(&mut self, now: Duration, mem: &MemTable, buf: &mut [u8]) -> Option<usize> {
+        let path = self.path?;
+        loop {
+            let (desc, from_responder) = match self.state {
+                QpState::Rtr | QpState::Rts | QpState::Error if self.resp.has_reply() => (self.resp.poll()?, true),
+                QpState::Rts => (self.req.poll(now)?, false),
+                _ => return None,
+            };
+            let psn = desc.packet.bth.psn;
+            let built = match desc.payload {
+                TxPayload::None => path.emit(buf, &desc.packet, 0, |_| Ok(())),
+                TxPayload::Wqe { index, offset, len } => {
+                    let w = &self.req.sq[index];
+                    path.emit(buf, &desc.packet, len as usize, |dst| match &w.inline {
+                        Some(data) => {
+                            dst.copy_from_slice(&data[offset as usize..(offset + len) as usize]);
+                            Ok(())
+                        }
+                        None => mem.gather(&w.wr.sg_list, u64::from(offset), dst),
+                    })
+                }
+                TxPayload::Remote { rkey, va, len } => path.emit(buf, &desc.packet, len as usize, |dst| {
+                    dst.copy_from_slice(mem.remote(self.cfg.pd, rkey, va, len as usize, Access::REMOTE_READ)?);
+                    Ok(())
+                }),
+            };
+            match built {
+                Ok(n) => return Some(n),
+                Err(_) if from_responder => {
+                    // The region went away under a READ response: NAK, then the error state.
+                    self.resp.read_failed(psn);
+                    self.to_error(None);
+                }
+                Err(_) => {
+                    let index = match desc.payload {
+                        TxPayload::Wqe { index, .. } => index,
+                        _ => 0,
+                    };
+                    self.to_error(Some((index, WcStatus::LocProtErr)));
+                }
+            }
+        }
+    }
+
+    /// The next completion and the CQ it belongs on.
+    pub fn poll_completion(&mut self) -> Option<(CqSide, WorkCompletion)> {
+        if let Some(wc) = self.req.done.pop_front() {
+            return Some((CqSide::Send, wc));
+        }
+        self.resp.done.pop_front().map(|wc| (CqSide::Recv, wc))
+    }
+
+    /// Send requests posted and not yet completed.
+    pub fn send_queue_len(&self) -> usize {
+        self.req.sq.len()
+    }
+
+    /// Receive requests posted and not yet consumed.
+    pub fn recv_queue_len(&self) -> usize {
+        self.resp.rq.len()
+    }
+}

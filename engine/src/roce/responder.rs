@@ -1,0 +1,514 @@
+//! The RC responder: checks PSNs, executes SEND, WRITE, READ and atomics against the memory table,
+//! and queues ACKs, NAKs, READ responses and atomic ACKs (roce-wire.md §1.7).
+
+use super::{TxDesc, TxPayload};
+use crate::verbs::{Access, MemTable, RecvWr, WcOpcode, WcStatus, WorkCompletion, mem::sge_len};
+use std::collections::VecDeque;
+use wire::ib::aeth::CREDITS_INVALID;
+use wire::ib::{AethRepr, AtomicAckEthRepr, BthRepr, NakCode, Opcode, Operation, RoceRepr, Transport, psn};
+
+/// Largest RDMA length a RETH may carry (roce-wire.md §1.7: "RETH length must be <= 2^31").
+const MAX_DMA_LEN: u32 = 1 << 31;
+/// Replies waiting to be sent; duplicates beyond this are dropped (the requester retries).
+const MAX_REPLIES: usize = 1024;
+
+/// A receive work request on the receive queue.
+#[derive(Debug)]
+pub(crate) struct RecvWqe {
+    pub(crate) wr: RecvWr,
+    pub(crate) len: u64,
+}
+
+/// Responder settings taken from the QP attributes.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RespConfig {
+    pub(crate) qpn: u32,
+    pub(crate) dest_qp: u32,
+    pub(crate) pd: u32,
+    pub(crate) mtu: u32,
+    pub(crate) access: Access,
+    pub(crate) max_dest_rd_atomic: usize,
+    pub(crate) min_rnr_timer: u8,
+}
+
+/// A message being received across several packets.
+#[derive(Debug, Clone, Copy)]
+enum InProgress {
+    None,
+    Send { offset: u32 },
+    Write { va: u64, rkey: u32, remaining: u32, total: u32 },
+}
+
+/// What a READ or atomic left behind, to answer its duplicates (responder resources).
+#[derive(Debug, Clone, Copy)]
+enum Resource {
+    Read { first_psn: u32, last_psn: u32, va: u64, rkey: u32, len: u32 },
+    Atomic { psn: u32, orig: u64 },
+}
+
+/// A queued response.
+#[derive(Debug, Clone, Copy)]
+enum Reply {
+    Ack { psn: u32, aeth: AethRepr },
+    AtomicAck { psn: u32, msn: u32, orig: u64 },
+    Read { psn: u32, va: u64, rkey: u32, remaining: u32, first: bool, msn: u32 },
+}
+
+/// A responder failure: the NAK is queued; the QP goes to the error state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct RespFatal;
+
+/// Responder state of one RC QP.
+#[derive(Debug)]
+pub(crate) struct Responder {
+    pub(crate) cfg: RespConfig,
+    pub(crate) rq: VecDeque<RecvWqe>,
+    /// Expected PSN.
+    pub(crate) epsn: u32,
+    /// Messages completed (24 bits).
+    pub(crate) msn: u32,
+    nak_sent: bool,
+    cur: InProgress,
+    resources: VecDeque<Resource>,
+    replies: VecDeque<Reply>,
+    /// Completions for the receive CQ.
+    pub(crate) done: VecDeque<WorkCompletion>,
+}
+
+fn family(op: Operation) -> Option<(Kind, bool, bool)> {
+    use Operation::*;
+    // (kind, first packet of a message, last packet of a message)
+    Some(match op {
+        SendFirst => (Kind::Send, true, false),
+        SendMiddle => (Kind::Send, false, false),
+        SendLast | SendLastImm | SendLastInv => (Kind::Send, false, true),
+        SendOnly | SendOnlyImm | SendOnlyInv => (Kind::Send, true, true),
+        WriteFirst => (Kind::Write, true, false),
+        WriteMiddle => (Kind::Write, false, false),
+        WriteLast | WriteLastImm => (Kind::Write, false, true),
+        WriteOnly | WriteOnlyImm => (Kind::Write, true, true),
+        ReadRequest => (Kind::Read, true, true),
+        CompareSwap | FetchAdd => (Kind::Atomic, true, true),
+        _ => return None,
+    })
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Send,
+    Write,
+    Read,
+    Atomic,
+}
+
+impl Responder {
+    pub(crate) fn new(cfg: RespConfig, rq_psn: u32) -> Responder {
+        Responder {
+            cfg,
+            rq: VecDeque::new(),
+            epsn: rq_psn,
+            msn: 0,
+            nak_sent: false,
+            cur: InProgress::None,
+            resources: VecDeque::new(),
+            replies: VecDeque::new(),
+            done: VecDeque::new(),
+        }
+    }
+
+    fn queue(&mut self, r: Reply) {
+        if self.replies.len() < MAX_REPLIES {
+            self.replies.push_back(r);
+        }
+    }
+
+    fn ack(&mut self, psn: u32) {
+        let aeth = AethRepr::ack(CREDITS_INVALID, self.msn);
+        self.queue(Reply::Ack { psn, aeth });
+    }
+
+    /// Queues a NAK that ends the connection and drops everything else queued.
+    fn fatal(&mut self, psn: u32, code: NakCode) -> RespFatal {
+        self.replies.clear();
+        self.replies.push_back(Reply::Ack { psn, aeth: AethRepr::nak(code, self.msn) });
+        RespFatal
+    }
+
+    /// Fails the receive request at the head of the queue (it is then flushed with the rest).
+    fn fail_recv(&mut self, status: WcStatus) {
+        if let Some(w) = self.rq.pop_front() {
+            let wc = self.wc(w.wr.wr_id, status, WcOpcode::Recv, 0);
+            self.done.push_back(wc);
+        }
+    }
+
+    fn wc(&self, wr_id: u64, status: WcStatus, opcode: WcOpcode, byte_len: u32) -> WorkCompletion {
+        WorkCompletion {
+            wr_id,
+            status,
+            opcode,
+            byte_len,
+            imm_data: None,
+            invalidated_rkey: None,
+            qp_num: self.cfg.qpn,
+            src_qp: self.cfg.dest_qp,
+        }
+    }
+
+    /// Flushes every receive request (QP to error) and forgets queued responses except a final NAK.
+    pub(crate) fn flush(&mut self) {
+        for w in std::mem::take(&mut self.rq) {
+            let wc = self.wc(w.wr.wr_id, WcStatus::WrFlushErr, WcOpcode::Recv, 0);
+            self.done.push_back(wc);
+        }
+        self.replies.retain(|r| matches!(r, Reply::Ack { aeth, .. } if aeth.syndrome >= 0x60));
+        self.cur = InProgress::None;
+    }
+
+    /// Handles a request packet.
+    pub(crate) fn handle_request(
+        &mut self,
+        op: Operation,
+        pkt: &RoceRepr<'_>,
+        mem: &mut MemTable,
+    ) -> Result<(), RespFatal> {
+        let Some((kind, first, last)) = family(op) else { return Ok(()) };
+        let p = pkt.bth.psn;
+        let d = psn::diff(p, self.epsn);
+        if d > 0 {
+            // One NAK per gap, carrying the expected PSN; then silence until it arrives.
+            if !self.nak_sent {
+                self.nak_sent = true;
+                let aeth = AethRepr::nak(NakCode::PsnSequenceError, self.msn);
+                self.queue(Reply::Ack { psn: self.epsn, aeth });
+            }
+            return Ok(());
+        }
+        if d < 0 {
+            self.duplicate(kind, p, pkt);
+            return Ok(());
+        }
+        let in_sequence = match self.cur {
+            InProgress::None => first,
+            InProgress::Send { .. } => !first && kind == Kind::Send,
+            InProgress::Write { .. } => !first && kind == Kind::Write,
+        };
+        if !in_sequence {
+            return Err(self.fatal(p, NakCode::InvalidRequest));
+        }
+        let need = match kind {
+            Kind::Send => Access::NONE,
+            Kind::Write => Access::REMOTE_WRITE,
+            Kind::Read => Access::REMOTE_READ,
+            Kind::Atomic => Access::REMOTE_ATOMIC,
+        };
+        if !self.cfg.access.contains(need) {
+            return Err(self.fatal(p, NakCode::InvalidRequest));
+        }
+        let n = pkt.payload.len() as u32;
+        let mtu = self.cfg.mtu;
+        let length_ok = match (first, last) {
+            (_, false) => n == mtu,
+            (false, true) => (1..=mtu).contains(&n),
+            (true, true) => n <= mtu,
+        };
+        if !length_ok {
+            return Err(self.fatal(p, NakCode::InvalidRequest));
+        }
+        match kind {
+            Kind::Send => self.send(op, last, pkt, mem)?,
+            Kind::Write => self.write(op, first, last, pkt, mem)?,
+            Kind::Read => return self.read(pkt, mem),
+            Kind::Atomic => return self.atomic(op, pkt, mem),
+        }
+        Ok(())
+    }
+
+    /// Finishes a SEND or WRITE packet that was accepted: the next PSN, and an ACK if asked for.
+    fn accepted(&mut self, p: u32, ack_req: bool) {
+        self.epsn = psn::add(p, 1);
+        self.nak_sent = false;
+        if ack_req {
+            self.ack(p);
+        }
+    }
+
+    fn send(
+        &mut self,
+        op: Operation,
+        last: bool,
+        pkt: &RoceRepr<'_>,
+        mem: &mut MemTable,
+    ) -> Result<(), RespFatal> {
+        let p = pkt.bth.psn;
+        let offset = match self.cur {
+            InProgress::Send { offset } => offset,
+            _ => 0,
+        };
+        let Some(w) = self.rq.front() else {
+            // Only a FIRST or ONLY can find the queue empty: a message keeps its WQE.
+            self.rnr_nak(p);
+            return Ok(());
+        };
+        if u64::from(offset) + pkt.payload.len() as u64 > w.len {
+            self.fail_recv(WcStatus::LocLenErr);
+            return Err(self.fatal(p, NakCode::InvalidRequest));
+        }
+        if mem.scatter(&w.wr.sg_list, u64::from(offset), pkt.payload).is_err() {
+            self.fail_recv(WcStatus::LocProtErr);
+            return Err(self.fatal(p, NakCode::RemoteOperationalError));
+        }
+        let offset = offset + pkt.payload.len() as u32;
+        if last {
+            let mut invalidated = None;
+            if matches!(op, Operation::SendLastInv | Operation::SendOnlyInv) {
+                let rkey = pkt.ieth.map(|i| i.rkey).unwrap_or(0);
+                if mem.invalidate(self.cfg.pd, rkey).is_err() {
+                    self.fail_recv(WcStatus::LocQpOpErr);
+                    return Err(self.fatal(p, NakCode::InvalidRequest));
+                }
+                invalidated = Some(rkey);
+            }
+            let Some(w) = self.rq.pop_front() else { return Ok(()) };
+            let mut wc = self.wc(w.wr.wr_id, WcStatus::Success, WcOpcode::Recv, offset);
+            wc.imm_data = pkt.immdt.map(|i| i.0);
+            wc.invalidated_rkey = invalidated;
+            self.done.push_back(wc);
+            self.msn = psn::add(self.msn, 1);
+            self.cur = InProgress::None;
+        } else {
+            self.cur = InProgress::Send { offset };
+        }
+        self.accepted(p, pkt.bth.ack_req);
+        Ok(())
+    }
+
+    fn rnr_nak(&mut self, p: u32) {
+        let aeth = AethRepr::rnr_nak(self.cfg.min_rnr_timer, self.msn);
+        self.queue(Reply::Ack { psn: p, aeth });
+    }
+
+    fn write(
+        &mut self,
+        op: Operation,
+        first: bool,
+        last: bool,
+        pkt: &RoceRepr<'_>,
+        mem: &mut MemTable,
+    ) -> Result<(), RespFatal> {
+        let p = pkt.bth.psn;
+        let (mut va, rkey, mut remaining, total) = match (first, self.cur, pkt.reth) {
+            (true, _, Some(reth)) => {
+                if reth.dma_len > MAX_DMA_LEN {
+                    return Err(self.fatal(p, NakCode::InvalidRequest));
+                }
+                if reth.dma_len > 0
+                    && mem
+                        .check_remote(self.cfg.pd, reth.rkey, reth.va, u64::from(reth.dma_len), Access::REMOTE_WRITE)
+                        .is_err()
+                {
+                    return Err(self.fatal(p, NakCode::RemoteAccessError));
+                }
+                (reth.va, reth.rkey, reth.dma_len, reth.dma_len)
+            }
+            (false, InProgress::Write { va, rkey, remaining, total }, _) => (va, rkey, remaining, total),
+            _ => return Err(self.fatal(p, NakCode::InvalidRequest)),
+        };
+        let imm = matches!(op, Operation::WriteLastImm | Operation::WriteOnlyImm);
+        if imm && self.rq.is_empty() {
+            self.rnr_nak(p);
+            return Ok(());
+        }
+        let n = pkt.payload.len() as u32;
+        if n > remaining || (last && n != remaining) {
+            return Err(self.fatal(p, NakCode::InvalidRequest));
+        }
+        if n > 0 {
+            match mem.remote_mut(self.cfg.pd, rkey, va, n as usize, Access::REMOTE_WRITE) {
+                Ok(dst) => dst.copy_from_slice(pkt.payload),
+                Err(_) => return Err(self.fatal(p, NakCode::RemoteAccessError)),
+            }
+        }
+        va = va.wrapping_add(u64::from(n));
+        remaining -= n;
+        if last {
+            if imm {
+                if let Some(w) = self.rq.pop_front() {
+                    let mut wc = self.wc(w.wr.wr_id, WcStatus::Success, WcOpcode::RecvRdmaWithImm, total);
+                    wc.imm_data = pkt.immdt.map(|i| i.0);
+                    self.done.push_back(wc);
+                }
+            }
+            self.msn = psn::add(self.msn, 1);
+            self.cur = InProgress::None;
+        } else {
+            self.cur = InProgress::Write { va, rkey, remaining, total };
+        }
+        self.accepted(p, pkt.bth.ack_req);
+        Ok(())
+    }
+
+    fn push_resource(&mut self, r: Resource) {
+        // rxe reuses the oldest resource when all are taken.
+        if self.resources.len() >= self.cfg.max_dest_rd_atomic.max(1) {
+            self.resources.pop_front();
+        }
+        self.resources.push_back(r);
+    }
+
+    fn read(&mut self, pkt: &RoceRepr<'_>, mem: &MemTable) -> Result<(), RespFatal> {
+        let p = pkt.bth.psn;
+        let Some(reth) = pkt.reth else { return Err(self.fatal(p, NakCode::InvalidRequest)) };
+        if reth.dma_len > MAX_DMA_LEN {
+            return Err(self.fatal(p, NakCode::InvalidRequest));
+        }
+        if reth.dma_len > 0
+            && mem
+                .check_remote(self.cfg.pd, reth.rkey, reth.va, u64::from(reth.dma_len), Access::REMOTE_READ)
+                .is_err()
+        {
+            return Err(self.fatal(p, NakCode::RemoteAccessError));
+        }
+        let npkts = reth.dma_len.div_ceil(self.cfg.mtu).max(1);
+        let last_psn = psn::add(p, npkts - 1);
+        self.push_resource(Resource::Read { first_psn: p, last_psn, va: reth.va, rkey: reth.rkey, len: reth.dma_len });
+        // The MSN counts the READ when it arrives (§1.7).
+        self.msn = psn::add(self.msn, 1);
+        self.epsn = psn::add(p, npkts);
+        self.nak_sent = false;
+        let msn = self.msn;
+        self.queue(Reply::Read { psn: p, va: reth.va, rkey: reth.rkey, remaining: reth.dma_len, first: true, msn });
+        Ok(())
+    }
+
+    fn atomic(&mut self, op: Operation, pkt: &RoceRepr<'_>, mem: &mut MemTable) -> Result<(), RespFatal> {
+        let p = pkt.bth.psn;
+        let Some(a) = pkt.atomic_eth else { return Err(self.fatal(p, NakCode::InvalidRequest)) };
+        if a.va % 8 != 0 {
+            return Err(self.fatal(p, NakCode::InvalidRequest));
+        }
+        let Ok(target) = mem.remote_mut(self.cfg.pd, a.rkey, a.va, 8, Access::REMOTE_ATOMIC) else {
+            return Err(self.fatal(p, NakCode::RemoteAccessError));
+        };
+        let mut word = [0u8; 8];
+        word.copy_from_slice(target);
+        let orig = u64::from_ne_bytes(word);
+        let new = match op {
+            Operation::CompareSwap if orig == a.compare => a.swap_add,
+            Operation::CompareSwap => orig,
+            _ => orig.wrapping_add(a.swap_add),
+        };
+        target.copy_from_slice(&new.to_ne_bytes());
+        self.push_resource(Resource::Atomic { psn: p, orig });
+        self.msn = psn::add(self.msn, 1);
+        self.epsn = psn::add(p, 1);
+        self.nak_sent = false;
+        let msn = self.msn;
+        self.queue(Reply::AtomicAck { psn: p, msn, orig });
+        Ok(())
+    }
+
+    /// A request older than the expected PSN (§1.7 "Duplicate requests").
+    fn duplicate(&mut self, kind: Kind, p: u32, pkt: &RoceRepr<'_>) {
+        match kind {
+            Kind::Send | Kind::Write => self.ack(psn::add(self.epsn, psn::MASK)),
+            Kind::Read => {
+                let Some(reth) = pkt.reth else { return };
+                let found = self.resources.iter().find_map(|r| match *r {
+                    Resource::Read { first_psn, last_psn, va, rkey, len }
+                        if psn::diff(p, first_psn) >= 0 && psn::diff(p, last_psn) <= 0 =>
+                    {
+                        Some((first_psn, va, rkey, len))
+                    }
+                    _ => None,
+                });
+                let Some((first_psn, va, rkey, len)) = found else { return };
+                let end = va + u64::from(len);
+                let subset = reth.rkey == rkey && reth.va >= va && reth.va + u64::from(reth.dma_len) <= end;
+                if subset {
+                    let msn = self.msn;
+                    self.queue(Reply::Read {
+                        psn: p,
+                        va: reth.va,
+                        rkey,
+                        remaining: reth.dma_len,
+                        first: p == first_psn,
+                        msn,
+                    });
+                }
+            }
+            Kind::Atomic => {
+                let orig = self.resources.iter().find_map(|r| match *r {
+                    Resource::Atomic { psn, orig } if psn == p => Some(orig),
+                    _ => None,
+                });
+                if let Some(orig) = orig {
+                    let msn = self.msn;
+                    self.queue(Reply::AtomicAck { psn: p, msn, orig });
+                }
+            }
+        }
+    }
+
+    /// True if a response is waiting.
+    pub(crate) fn has_reply(&self) -> bool {
+        !self.replies.is_empty()
+    }
+
+    /// The next response packet.
+    pub(crate) fn poll(&mut self) -> Option<TxDesc> {
+        let op = |o: Operation| Opcode::new(Transport::Rc, o).unwrap_or(Opcode(0));
+        let dest = self.cfg.dest_qp;
+        let mtu = self.cfg.mtu;
+        let reply = self.replies.front_mut()?;
+        match *reply {
+            Reply::Ack { psn, aeth } => {
+                self.replies.pop_front();
+                let mut pkt = RoceRepr::new(BthRepr::new(op(Operation::Acknowledge), dest, psn), &[]);
+                pkt.aeth = Some(aeth);
+                Some(TxDesc { packet: pkt, payload: TxPayload::None })
+            }
+            Reply::AtomicAck { psn, msn, orig } => {
+                self.replies.pop_front();
+                let mut pkt = RoceRepr::new(BthRepr::new(op(Operation::AtomicAcknowledge), dest, psn), &[]);
+                pkt.aeth = Some(AethRepr::ack(CREDITS_INVALID, msn));
+                pkt.atomic_ack_eth = Some(AtomicAckEthRepr { orig });
+                Some(TxDesc { packet: pkt, payload: TxPayload::None })
+            }
+            Reply::Read { psn: p, va, rkey, remaining, first, msn } => {
+                let n = remaining.min(mtu);
+                let last = remaining <= mtu;
+                let o = match (first, last) {
+                    (true, true) => Operation::ReadResponseOnly,
+                    (true, false) => Operation::ReadResponseFirst,
+                    (false, true) => Operation::ReadResponseLast,
+                    (false, false) => Operation::ReadResponseMiddle,
+                };
+                let mut pkt = RoceRepr::new(BthRepr::new(op(o), dest, p), &[]);
+                if o != Operation::ReadResponseMiddle {
+                    pkt.aeth = Some(AethRepr::ack(CREDITS_INVALID, msn));
+                }
+                if last {
+                    self.replies.pop_front();
+                } else if let Reply::Read { psn, va, remaining, first, .. } = reply {
+                    *psn = psn::add(*psn, 1);
+                    *va = va.wrapping_add(u64::from(n));
+                    *remaining -= n;
+                    *first = false;
+                }
+                let payload = if n > 0 { TxPayload::Remote { rkey, va, len: n } } else { TxPayload::None };
+                Some(TxDesc { packet: pkt, payload })
+            }
+        }
+    }
+
+    /// A READ response could not read its memory (the region went away): NAK and fail.
+    pub(crate) fn read_failed(&mut self, psn: u32) -> RespFatal {
+        self.fatal(psn, NakCode::RemoteAccessError)
+    }
+
+    /// Total length of a receive request's buffers.
+    pub(crate) fn recv_len(wr: &RecvWr) -> u64 {
+        sge_len(&wr.sg_list)
+    }
+}

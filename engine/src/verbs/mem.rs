@@ -1,0 +1,297 @@
+//! Memory regions and the one table every transport consults before it touches a byte
+//! (notes/architecture.md: "Memory regions are looked up by key in one table").
+//!
+//! A region's memory belongs to the device (page-aligned, see `nicsim::AlignedBuf`); the device gives
+//! it a virtual address range of its own, which is what SGEs, RETHs and AtomicETHs name. The L_Key
+//! and R_Key are equal: a slot index and a generation byte, so a stale key never names a new region.
+
+use super::types::{Access, Sge};
+use nicsim::{AlignedBuf, PAGE};
+
+/// Why a memory access was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum MemError {
+    /// No live region has this key.
+    BadKey,
+    /// The range is not inside the region.
+    OutOfRange,
+    /// The region does not grant the access.
+    Access,
+    /// The region belongs to another protection domain.
+    WrongPd,
+    /// The R_Key was invalidated (SEND_WITH_INV).
+    Invalidated,
+}
+
+impl std::fmt::Display for MemError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            MemError::BadKey => "no memory region has this key",
+            MemError::OutOfRange => "range outside the memory region",
+            MemError::Access => "memory region does not allow this access",
+            MemError::WrongPd => "memory region belongs to another protection domain",
+            MemError::Invalidated => "remote key was invalidated",
+        })
+    }
+}
+
+impl std::error::Error for MemError {}
+
+#[derive(Debug)]
+struct Region {
+    pd: u32,
+    addr: u64,
+    access: Access,
+    key: u32,
+    remote_valid: bool,
+    data: AlignedBuf,
+}
+
+impl Region {
+    fn offset(&self, addr: u64, len: u64) -> Result<usize, MemError> {
+        let off = addr.checked_sub(self.addr).ok_or(MemError::OutOfRange)?;
+        let end = off.checked_add(len).ok_or(MemError::OutOfRange)?;
+        if end > self.data.len() as u64 {
+            return Err(MemError::OutOfRange);
+        }
+        Ok(off as usize)
+    }
+}
+
+/// All memory regions of a device.
+#[derive(Debug)]
+pub struct MemTable {
+    slots: Vec<Option<Region>>,
+    generation: u8,
+    next_addr: u64,
+}
+
+impl Default for MemTable {
+    fn default() -> Self {
+        MemTable { slots: Vec::new(), generation: 0, next_addr: 0x7f00_0000_0000 }
+    }
+}
+
+impl MemTable {
+    /// Registers `len` zeroed bytes for `pd`; returns the key and the base virtual address.
+    pub fn register(&mut self, pd: u32, len: usize, access: Access) -> Option<(u32, u64)> {
+        let index = match self.slots.iter().position(Option::is_none) {
+            Some(i) => i,
+            None => {
+                self.slots.push(None);
+                self.slots.len() - 1
+            }
+        };
+        if index >= 1 << 24 {
+            return None;
+        }
+        self.generation = self.generation.wrapping_add(1);
+        let key = (index as u32) << 8 | u32::from(self.generation);
+        let addr = self.next_addr;
+        // A guard page between regions keeps off-by-one ranges from landing in a neighbour.
+        let span = (len as u64).div_ceil(PAGE as u64) * PAGE as u64 + PAGE as u64;
+        self.next_addr = self.next_addr.checked_add(span)?;
+        let data = AlignedBuf::zeroed(len);
+        self.slots[index] = Some(Region { pd, addr, access, key, remote_valid: true, data });
+        Some((key, addr))
+    }
+
+    fn get(&self, key: u32) -> Result<&Region, MemError> {
+        match self.slots.get((key >> 8) as usize) {
+            Some(Some(r)) if r.key == key => Ok(r),
+            _ => Err(MemError::BadKey),
+        }
+    }
+
+    fn get_mut(&mut self, key: u32) -> Result<&mut Region, MemError> {
+        match self.slots.get_mut((key >> 8) as usize) {
+            Some(Some(r)) if r.key == key => Ok(r),
+            _ => Err(MemError::BadKey),
+        }
+    }
+
+    /// Removes a region.
+    pub fn deregister(&mut self, key: u32) -> Result<(), MemError> {
+        self.get(key)?;
+        self.slots[(key >> 8) as usize] = None;
+        Ok(())
+    }
+
+    /// True if any region belongs to `pd`.
+    pub fn pd_in_use(&self, pd: u32) -> bool {
+        self.slots.iter().flatten().any(|r| r.pd == pd)
+    }
+
+    /// The whole region, for the application.
+    pub fn bytes(&self, key: u32) -> Result<&[u8], MemError> {
+        Ok(self.get(key)?.data.as_slice())
+    }
+
+    /// The whole region, writable, for the application.
+    pub fn bytes_mut(&mut self, key: u32) -> Result<&mut [u8], MemError> {
+        Ok(self.get_mut(key)?.data.as_mut_slice())
+    }
+
+    /// Checks a local SGE: live key, in range, and `need` granted (LOCAL_WRITE for receive buffers).
+    pub fn check_local(&self, pd: u32, sge: &Sge, need: Access) -> Result<(), MemError> {
+        let r = self.get(sge.lkey)?;
+        if r.pd != pd {
+            return Err(MemError::WrongPd);
+        }
+        if !r.access.contains(need) {
+            return Err(MemError::Access);
+        }
+        r.offset(sge.addr, u64::from(sge.length)).map(drop)
+    }
+
+    /// Checks remote access to `len` bytes at `va` under `rkey` for a QP of `pd`.
+    pub fn check_remote(&self, pd: u32, rkey: u32, va: u64, len: u64, need: Access) -> Result<(), MemError> {
+        let r = self.get(rkey)?;
+        if r.pd != pd {
+            return Err(MemError::WrongPd);
+        }
+        if !r.remote_valid {
+            return Err(MemError::Invalidated);
+        }
+        if !r.access.contains(need) {
+            return Err(MemError::Access);
+        }
+        r.offset(va, len).map(drop)
+    }
+
+    /// Remote bytes for a READ response or atomic, after [`check_remote`](Self::check_remote).
+    pub fn remote(&self, pd: u32, rkey: u32, va: u64, len: usize, need: Access) -> Result<&[u8], MemError> {
+        self.check_remote(pd, rkey, va, len as u64, need)?;
+        let r = self.get(rkey)?;
+        let off = r.offset(va, len as u64)?;
+        Ok(&r.data.as_slice()[off..off + len])
+    }
+
+    /// Remote bytes, writable (RDMA WRITE, atomics).
+    pub fn remote_mut(
+        &mut self,
+        pd: u32,
+        rkey: u32,
+        va: u64,
+        len: usize,
+        need: Access,
+    ) -> Result<&mut [u8], MemError> {
+        self.check_remote(pd, rkey, va, len as u64, need)?;
+        let r = self.get_mut(rkey)?;
+        let off = r.offset(va, len as u64)?;
+        Ok(&mut r.data.as_mut_slice()[off..off + len])
+    }
+
+    /// Invalidates an R_Key of `pd` (SEND_WITH_INV): remote access through it fails from now on.
+    pub fn invalidate(&mut self, pd: u32, rkey: u32) -> Result<(), MemError> {
+        let r = self.get_mut(rkey)?;
+        if r.pd != pd {
+            return Err(MemError::WrongPd);
+        }
+        r.remote_valid = false;
+        Ok(())
+    }
+
+    /// Copies bytes `offset..offset + dst.len()` of the message an SGE list describes into `dst`.
+    pub fn gather(&self, sges: &[Sge], mut offset: u64, mut dst: &mut [u8]) -> Result<(), MemError> {
+        for sge in sges {
+            if dst.is_empty() {
+                break;
+            }
+            let len = u64::from(sge.length);
+            if offset >= len {
+                offset -= len;
+                continue;
+            }
+            let n = ((len - offset) as usize).min(dst.len());
+            let r = self.get(sge.lkey)?;
+            let at = r.offset(sge.addr + offset, n as u64)?;
+            let (head, rest) = dst.split_at_mut(n);
+            head.copy_from_slice(&r.data.as_slice()[at..at + n]);
+            dst = rest;
+            offset = 0;
+        }
+        if dst.is_empty() { Ok(()) } else { Err(MemError::OutOfRange) }
+    }
+
+    /// Copies `src` into bytes `offset..` of the buffer an SGE list describes; needs LOCAL_WRITE.
+    /// Fails with `OutOfRange` (and writes nothing) if the list is too short.
+    pub fn scatter(&mut self, sges: &[Sge], mut offset: u64, mut src: &[u8]) -> Result<(), MemError> {
+        let total: u64 = sges.iter().map(|s| u64::from(s.length)).sum();
+        if offset + src.len() as u64 > total {
+            return Err(MemError::OutOfRange);
+        }
+        for sge in sges {
+            if src.is_empty() {
+                break;
+            }
+            let len = u64::from(sge.length);
+            if offset >= len {
+                offset -= len;
+                continue;
+            }
+            let n = ((len - offset) as usize).min(src.len());
+            let r = self.get_mut(sge.lkey)?;
+            if !r.access.contains(Access::LOCAL_WRITE) {
+                return Err(MemError::Access);
+            }
+            let at = r.offset(sge.addr + offset, n as u64)?;
+            let (head, rest) = src.split_at(n);
+            r.data.as_mut_slice()[at..at + n].copy_from_slice(head);
+            src = rest;
+            offset = 0;
+        }
+        Ok(())
+    }
+}
+
+/// Total length of an SGE list.
+pub fn sge_len(sges: &[Sge]) -> u64 {
+    sges.iter().map(|s| u64::from(s.length)).sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_ranges_and_access() {
+        let mut m = MemTable::default();
+        let (k, a) = m.register(1, 100, Access::LOCAL_WRITE | Access::REMOTE_READ).unwrap();
+        assert_eq!(a % PAGE as u64, 0);
+        assert!(m.check_remote(1, k, a, 100, Access::REMOTE_READ).is_ok());
+        assert_eq!(m.check_remote(1, k, a + 1, 100, Access::REMOTE_READ), Err(MemError::OutOfRange));
+        assert_eq!(m.check_remote(1, k, a - 1, 1, Access::REMOTE_READ), Err(MemError::OutOfRange));
+        assert_eq!(m.check_remote(1, k, u64::MAX, 2, Access::REMOTE_READ), Err(MemError::OutOfRange));
+        assert_eq!(m.check_remote(1, k, a, 8, Access::REMOTE_WRITE), Err(MemError::Access));
+        assert_eq!(m.check_remote(2, k, a, 8, Access::REMOTE_READ), Err(MemError::WrongPd));
+        assert_eq!(m.check_remote(1, k ^ 1, a, 8, Access::REMOTE_READ), Err(MemError::BadKey));
+        m.deregister(k).unwrap();
+        let (k2, a2) = m.register(1, 100, Access::ALL).unwrap();
+        assert_ne!(k, k2, "a new registration never reuses a key");
+        assert_ne!(a, a2);
+        assert_eq!(m.bytes(k), Err(MemError::BadKey));
+        m.invalidate(1, k2).unwrap();
+        assert_eq!(m.check_remote(1, k2, a2, 1, Access::REMOTE_READ), Err(MemError::Invalidated));
+    }
+
+    #[test]
+    fn gather_and_scatter_across_sges() {
+        let mut m = MemTable::default();
+        let (k1, a1) = m.register(1, 10, Access::LOCAL_WRITE).unwrap();
+        let (k2, a2) = m.register(1, 10, Access::LOCAL_WRITE).unwrap();
+        let sges = [Sge { addr: a1 + 2, length: 3, lkey: k1 }, Sge { addr: a2, length: 5, lkey: k2 }];
+        m.scatter(&sges, 1, &[1, 2, 3, 4, 5, 6]).unwrap();
+        assert_eq!(&m.bytes(k1).unwrap()[..6], &[0, 0, 0, 1, 2, 0]);
+        assert_eq!(&m.bytes(k2).unwrap()[..6], &[3, 4, 5, 6, 0, 0]);
+        let mut out = [0u8; 4];
+        m.gather(&sges, 2, &mut out).unwrap();
+        assert_eq!(out, [2, 3, 4, 5]);
+        assert_eq!(m.scatter(&sges, 5, &[9; 4]), Err(MemError::OutOfRange));
+        assert_eq!(&m.bytes(k2).unwrap()[..6], &[3, 4, 5, 6, 0, 0], "failed scatter writes nothing");
+        let mut big = [0u8; 9];
+        assert_eq!(m.gather(&sges, 0, &mut big), Err(MemError::OutOfRange));
+        let (ro, ra) = m.register(1, 10, Access::NONE).unwrap();
+        assert_eq!(m.scatter(&[Sge { addr: ra, length: 4, lkey: ro }], 0, &[1]), Err(MemError::Access));
+    }
+}

@@ -1,0 +1,19 @@
+//! The verbs API: devices, protection domains, memory regions, completion queues and RC queue
+//! pairs, shaped after libibverbs, with a busy-polling progress call.
+//!
+//! A [`Context`] is one opened device (one port of a datapath). It owns every object created on it;
+//! the application holds small `Copy` handles. Nothing runs in the background: [`Context::progress`]
+//! receives frames, runs timers, sends frames and moves completions to their CQs.
+
+mod context;
+mod error;
+pub mod mem;
+mod types;
+
+pub use context::{Context, Cq, Mr, Pd, Qp, QpInitAttr, Stats};
+pub use error::VerbsError;
+pub use mem::{MemError, MemTable};
+pub use types::{
+    Access, AddressVector, Mtu, QpAttr, QpCap, QpState, RecvWr, SendFlags, SendWr, Sge, WcOpcode, WcStatus,
+    WorkCompletion, WrOpcode,
+};

@@ -1,0 +1,364 @@
+//! The value types of the verbs API: access flags, scatter/gather entries, work requests, work
+//! completions and QP attributes (named after libibverbs' `ibv_*` types).
+
+use std::net::IpAddr;
+
+/// Memory region and QP access flags (`ibv_access_flags`, same bit values).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct Access(pub u32);
+
+impl Access {
+    /// No access beyond local read.
+    pub const NONE: Access = Access(0);
+    /// The local HCA may write (receive buffers, READ and atomic results).
+    pub const LOCAL_WRITE: Access = Access(1);
+    /// Remote peers may RDMA WRITE.
+    pub const REMOTE_WRITE: Access = Access(2);
+    /// Remote peers may RDMA READ.
+    pub const REMOTE_READ: Access = Access(4);
+    /// Remote peers may run atomics.
+    pub const REMOTE_ATOMIC: Access = Access(8);
+    /// Every flag.
+    pub const ALL: Access = Access(15);
+
+    /// True if every flag of `other` is set.
+    pub const fn contains(self, other: Access) -> bool {
+        self.0 & other.0 == other.0
+    }
+}
+
+impl std::ops::BitOr for Access {
+    type Output = Access;
+    fn bitor(self, o: Access) -> Access {
+        Access(self.0 | o.0)
+    }
+}
+
+/// A scatter/gather element: `length` bytes at virtual address `addr` of the region `lkey` names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Sge {
+    /// Virtual address inside the region.
+    pub addr: u64,
+    /// Bytes.
+    pub length: u32,
+    /// Local key of the region.
+    pub lkey: u32,
+}
+
+/// Send work request flags (`ibv_send_flags`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct SendFlags(pub u32);
+
+impl SendFlags {
+    /// No flags: no completion unless the request fails (on a QP created with `sq_sig_all = false`).
+    pub const NONE: SendFlags = SendFlags(0);
+    /// Wait for earlier READs and atomics to complete before starting.
+    pub const FENCE: SendFlags = SendFlags(1);
+    /// Generate a completion.
+    pub const SIGNALED: SendFlags = SendFlags(2);
+    /// Set the solicited event bit.
+    pub const SOLICITED: SendFlags = SendFlags(4);
+    /// Copy the data at post time (up to `max_inline_data`); the lkeys are not checked.
+    pub const INLINE: SendFlags = SendFlags(8);
+
+    /// True if every flag of `other` is set.
+    pub const fn contains(self, other: SendFlags) -> bool {
+        self.0 & other.0 == other.0
+    }
+}
+
+impl std::ops::BitOr for SendFlags {
+    type Output = SendFlags;
+    fn bitor(self, o: SendFlags) -> SendFlags {
+        SendFlags(self.0 | o.0)
+    }
+}
+
+/// What a send work request does (`ibv_wr_opcode` with its operands).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum WrOpcode {
+    /// SEND.
+    Send,
+    /// SEND with immediate data.
+    SendWithImm {
+        /// Immediate data, as the receiver sees it.
+        imm: u32,
+    },
+    /// SEND that invalidates a remote key at the receiver.
+    SendWithInv {
+        /// The receiver's R_Key to invalidate.
+        invalidate_rkey: u32,
+    },
+    /// RDMA WRITE.
+    RdmaWrite {
+        /// Remote virtual address.
+        remote_addr: u64,
+        /// Remote key.
+        rkey: u32,
+    },
+    /// RDMA WRITE with immediate data (consumes a receive request at the target).
+    RdmaWriteWithImm {
+        /// Remote virtual address.
+        remote_addr: u64,
+        /// Remote key.
+        rkey: u32,
+        /// Immediate data.
+        imm: u32,
+    },
+    /// RDMA READ into the local scatter list.
+    RdmaRead {
+        /// Remote virtual address.
+        remote_addr: u64,
+        /// Remote key.
+        rkey: u32,
+    },
+    /// 64-bit compare and swap; the original value lands in the local 8-byte SGE.
+    AtomicCmpAndSwp {
+        /// Remote virtual address (8-byte aligned).
+        remote_addr: u64,
+        /// Remote key.
+        rkey: u32,
+        /// Value to compare with.
+        compare: u64,
+        /// Value to store if equal.
+        swap: u64,
+    },
+    /// 64-bit fetch and add; the original value lands in the local 8-byte SGE.
+    AtomicFetchAndAdd {
+        /// Remote virtual address (8-byte aligned).
+        remote_addr: u64,
+        /// Remote key.
+        rkey: u32,
+        /// Value to add.
+        add: u64,
+    },
+}
+
+impl WrOpcode {
+    /// The completion opcode of this request.
+    pub fn wc_opcode(&self) -> WcOpcode {
+        match self {
+            WrOpcode::Send | WrOpcode::SendWithImm { .. } | WrOpcode::SendWithInv { .. } => WcOpcode::Send,
+            WrOpcode::RdmaWrite { .. } | WrOpcode::RdmaWriteWithImm { .. } => WcOpcode::RdmaWrite,
+            WrOpcode::RdmaRead { .. } => WcOpcode::RdmaRead,
+            WrOpcode::AtomicCmpAndSwp { .. } => WcOpcode::CompSwap,
+            WrOpcode::AtomicFetchAndAdd { .. } => WcOpcode::FetchAdd,
+        }
+    }
+}
+
+/// A send work request (`ibv_send_wr`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SendWr {
+    /// Returned in the completion.
+    pub wr_id: u64,
+    /// Operation and operands.
+    pub opcode: WrOpcode,
+    /// Local data (gathered for SEND/WRITE, scattered for READ and atomics).
+    pub sg_list: Vec<Sge>,
+    /// Flags.
+    pub flags: SendFlags,
+}
+
+/// A receive work request (`ibv_recv_wr`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecvWr {
+    /// Returned in the completion.
+    pub wr_id: u64,
+    /// Where incoming SEND data goes.
+    pub sg_list: Vec<Sge>,
+}
+
+/// Completion status (`ibv_wc_status`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum WcStatus {
+    /// Success.
+    Success,
+    /// Local length error: a received message is longer than the receive buffers.
+    LocLenErr,
+    /// Local QP operation error.
+    LocQpOpErr,
+    /// Local protection error: an SGE no longer names a usable region.
+    LocProtErr,
+    /// Flushed because the QP went to the error state.
+    WrFlushErr,
+    /// The responder rejected the request as invalid (NAK 0x61).
+    RemInvReqErr,
+    /// The responder found a bad R_Key, range or access right (NAK 0x62).
+    RemAccessErr,
+    /// The responder could not complete the operation (NAK 0x63).
+    RemOpErr,
+    /// Transport retries exhausted (timeouts or PSN sequence errors).
+    RetryExcErr,
+    /// RNR retries exhausted.
+    RnrRetryExcErr,
+}
+
+/// Completion opcode (`ibv_wc_opcode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum WcOpcode {
+    /// A send request completed.
+    Send,
+    /// An RDMA WRITE completed.
+    RdmaWrite,
+    /// An RDMA READ completed.
+    RdmaRead,
+    /// A compare and swap completed.
+    CompSwap,
+    /// A fetch and add completed.
+    FetchAdd,
+    /// A SEND arrived.
+    Recv,
+    /// An RDMA WRITE with immediate data arrived.
+    RecvRdmaWithImm,
+}
+
+/// A work completion (`ibv_wc`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct WorkCompletion {
+    /// The request's `wr_id`.
+    pub wr_id: u64,
+    /// Status.
+    pub status: WcStatus,
+    /// Opcode (for flushed receives: `Recv`).
+    pub opcode: WcOpcode,
+    /// Bytes transferred (received bytes for receives, the message length for sends/READ/atomics).
+    pub byte_len: u32,
+    /// Immediate data of SEND_WITH_IMM or WRITE_WITH_IMM.
+    pub imm_data: Option<u32>,
+    /// The R_Key a SEND_WITH_INV invalidated.
+    pub invalidated_rkey: Option<u32>,
+    /// The local QP number.
+    pub qp_num: u32,
+    /// The remote QP number (receives).
+    pub src_qp: u32,
+}
+
+/// QP states (`ibv_qp_state`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum QpState {
+    /// Created or reset.
+    Reset,
+    /// Initialised: receives may be posted.
+    Init,
+    /// Ready to receive.
+    Rtr,
+    /// Ready to send.
+    Rts,
+    /// Error: everything outstanding is flushed.
+    Error,
+}
+
+/// Path MTU (`ibv_mtu`): 256..4096 bytes of payload per packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Mtu {
+    /// 256 bytes.
+    Mtu256,
+    /// 512 bytes.
+    Mtu512,
+    /// 1024 bytes.
+    Mtu1024,
+    /// 2048 bytes.
+    Mtu2048,
+    /// 4096 bytes.
+    Mtu4096,
+}
+
+impl Mtu {
+    /// Bytes.
+    pub const fn bytes(self) -> u32 {
+        match self {
+            Mtu::Mtu256 => 256,
+            Mtu::Mtu512 => 512,
+            Mtu::Mtu1024 => 1024,
+            Mtu::Mtu2048 => 2048,
+            Mtu::Mtu4096 => 4096,
+        }
+    }
+
+    /// The MTU of `bytes`, if it is one of the five.
+    pub const fn from_bytes(bytes: u32) -> Option<Mtu> {
+        Some(match bytes {
+            256 => Mtu::Mtu256,
+            512 => Mtu::Mtu512,
+            1024 => Mtu::Mtu1024,
+            2048 => Mtu::Mtu2048,
+            4096 => Mtu::Mtu4096,
+            _ => return None,
+        })
+    }
+}
+
+/// Where the peer is (`ibv_ah_attr` for RoCEv2): its GID and, optionally, its MAC (otherwise the
+/// device resolves it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct AddressVector {
+    /// Destination GID as an IP address (an IPv4 address stands for the GID `::ffff:a.b.c.d`).
+    pub dgid: IpAddr,
+    /// Destination MAC, if known.
+    pub dmac: Option<[u8; 6]>,
+    /// IP traffic class (DSCP and ECN).
+    pub traffic_class: u8,
+    /// IP TTL / hop limit.
+    pub hop_limit: u8,
+    /// IPv6 flow label (0: derive the UDP source port from the QP numbers, as rxe does).
+    pub flow_label: u32,
+}
+
+impl AddressVector {
+    /// A peer at `dgid`, TTL 64, traffic class 0.
+    pub fn new(dgid: IpAddr) -> AddressVector {
+        AddressVector { dgid, dmac: None, traffic_class: 0, hop_limit: 64, flow_label: 0 }
+    }
+}
+
+/// QP capacities (`ibv_qp_cap`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct QpCap {
+    /// Send queue depth.
+    pub max_send_wr: u32,
+    /// Receive queue depth.
+    pub max_recv_wr: u32,
+    /// SGEs per send request.
+    pub max_send_sge: u32,
+    /// SGEs per receive request.
+    pub max_recv_sge: u32,
+    /// Bytes of inline data per send request.
+    pub max_inline_data: u32,
+}
+
+impl Default for QpCap {
+    fn default() -> Self {
+        QpCap { max_send_wr: 128, max_recv_wr: 128, max_send_sge: 4, max_recv_sge: 4, max_inline_data: 256 }
+    }
+}
+
+/// Attributes for `modify_qp` (`ibv_qp_attr`); a transition reads the ones it needs and rejects a
+/// missing one with [`crate::verbs::VerbsError::MissingAttr`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct QpAttr {
+    /// Remote access the responder allows (RESET -> INIT).
+    pub qp_access_flags: Option<Access>,
+    /// Path MTU (INIT -> RTR).
+    pub path_mtu: Option<Mtu>,
+    /// Remote QP number (INIT -> RTR).
+    pub dest_qp_num: Option<u32>,
+    /// First expected receive PSN (INIT -> RTR).
+    pub rq_psn: Option<u32>,
+    /// Address vector (INIT -> RTR).
+    pub ah_attr: Option<AddressVector>,
+    /// READs/atomics the responder accepts at once (INIT -> RTR).
+    pub max_dest_rd_atomic: Option<u8>,
+    /// RNR NAK timer code 0..=31 (INIT -> RTR).
+    pub min_rnr_timer: Option<u8>,
+    /// First send PSN (RTR -> RTS).
+    pub sq_psn: Option<u32>,
+    /// Local ACK timeout: 4.096 us x 2^timeout, 0 = none (RTR -> RTS).
+    pub timeout: Option<u8>,
+    /// Retries after timeouts or sequence errors, 0..=7 (RTR -> RTS).
+    pub retry_cnt: Option<u8>,
+    /// RNR retries, 0..=7, 7 = forever (RTR -> RTS).
+    pub rnr_retry: Option<u8>,
+    /// READs/atomics the requester issues at once (RTR -> RTS).
+    pub max_rd_atomic: Option<u8>,
+}
