@@ -5,6 +5,7 @@ pub mod capture;
 pub mod corpus;
 pub mod datapath;
 pub mod decode;
+pub mod perf;
 pub mod roce;
 pub mod simpair;
 pub mod verbs;

@@ -3,7 +3,9 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use engine::perf::{self, AtomicOp, Mode, PerfConfig, PerfOp};
+use engine::verbs::Mtu;
 use engine::{capture, corpus, decode};
 use wire::uet::UetConfig;
 
@@ -37,6 +39,9 @@ enum Command {
         #[arg(required = true)]
         files: Vec<PathBuf>,
     },
+    /// Measure bandwidth or latency between two endpoints over the simulated network (one process,
+    /// one thread), perftest style, checking every delivered byte.
+    Perf(PerfArgs),
     /// Write a deterministic corpus of well-formed frames to a pcap file.
     Gen {
         /// Which corpus.
@@ -58,9 +63,225 @@ enum GenKind {
     Uet,
 }
 
+#[derive(Args)]
+struct PerfArgs {
+    /// Operation to measure.
+    #[arg(value_enum)]
+    op: OpArg,
+    /// Transport (RC; UC and UD come later).
+    #[arg(long, value_enum, default_value = "rc")]
+    transport: TransportArg,
+    /// Message size in bytes [default: 65536 for bw, 2 for lat, 8 for atomic].
+    #[arg(long, conflicts_with = "all_sizes", value_parser = clap::value_parser!(u32).range(1..=0x80_0000))]
+    size: Option<u32>,
+    /// Every size from 2 bytes to 8 MiB (fewer iterations for large sizes, as the table shows).
+    #[arg(long)]
+    all_sizes: bool,
+    /// Messages per QP and size [default: 5000 for bw, 1000 for lat].
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    iters: Option<u64>,
+    /// Queue pairs.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=256))]
+    qps: u16,
+    /// Bandwidth or latency.
+    #[arg(long, value_enum, default_value = "bw")]
+    mode: ModeArg,
+    /// Path MTU: 256, 512, 1024, 2048 or 4096.
+    #[arg(long, default_value_t = 4096, value_parser = parse_mtu)]
+    mtu: u32,
+    /// Messages in flight per QP (bw mode).
+    #[arg(long, default_value_t = 128, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    tx_depth: u32,
+    /// Probability a frame is lost (each direction).
+    #[arg(long, default_value_t = 0.0, value_parser = parse_prob)]
+    loss: f64,
+    /// Probability a frame is delayed past later ones.
+    #[arg(long, default_value_t = 0.0, value_parser = parse_prob)]
+    reorder: f64,
+    /// Probability a frame is delivered twice.
+    #[arg(long, default_value_t = 0.0, value_parser = parse_prob)]
+    dup: f64,
+    /// Probability a frame gets a flipped bit (the ICRC check drops it).
+    #[arg(long, default_value_t = 0.0, value_parser = parse_prob)]
+    corrupt: f64,
+    /// One-way link latency in microseconds (virtual time).
+    #[arg(long, default_value_t = 1.0, value_parser = parse_latency)]
+    latency_us: f64,
+    /// Seed of the simulated impairments.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Retries without progress before RETRY_EXC_ERR (0-7 is verbs' retry_cnt; more uses the
+    /// max_retries extension, for very lossy links).
+    #[arg(long, default_value_t = 1000)]
+    retries: u32,
+    /// Which atomic `perf atomic` runs.
+    #[arg(long, value_enum, default_value = "fetch-add")]
+    atomic: AtomicArg,
+    /// Write every frame the endpoints send (before impairments) to this pcap file.
+    #[arg(long, value_name = "FILE")]
+    pcap: Option<PathBuf>,
+    /// Skip the single-thread TX+RX baseline printed under bandwidth rows.
+    #[arg(long)]
+    no_baseline: bool,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum OpArg {
+    Send,
+    Write,
+    Read,
+    Atomic,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum TransportArg {
+    Rc,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum ModeArg {
+    Bw,
+    Lat,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum AtomicArg {
+    FetchAdd,
+    CmpSwap,
+}
+
+fn parse_mtu(s: &str) -> Result<u32, String> {
+    let v: u32 = s.parse().map_err(|_| format!("{s:?} is not a number"))?;
+    Mtu::from_bytes(v).map(|_| v).ok_or_else(|| "the MTU must be 256, 512, 1024, 2048 or 4096".into())
+}
+
+fn parse_prob(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(p) if (0.0..=1.0).contains(&p) => Ok(p),
+        _ => Err(format!("{s:?} is not a probability between 0 and 1")),
+    }
+}
+
+fn parse_latency(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if (0.0..=1e6).contains(&v) => Ok(v),
+        _ => Err(format!("{s:?} is not a latency between 0 and 1000000 microseconds")),
+    }
+}
+
+fn run_perf(a: PerfArgs) -> ExitCode {
+    let op = match a.op {
+        OpArg::Send => PerfOp::Send,
+        OpArg::Write => PerfOp::Write,
+        OpArg::Read => PerfOp::Read,
+        OpArg::Atomic => PerfOp::Atomic,
+    };
+    let mode = match a.mode {
+        ModeArg::Bw => Mode::Bw,
+        ModeArg::Lat => Mode::Lat,
+    };
+    let TransportArg::Rc = a.transport;
+    if op == PerfOp::Atomic && (a.all_sizes || a.size.is_some_and(|s| s != 8)) {
+        eprintln!("softrdma perf: atomics move 8 bytes; --size and --all-sizes do not apply");
+        return ExitCode::from(2);
+    }
+    let sizes = if a.all_sizes {
+        perf::all_sizes()
+    } else {
+        let default = match (op, mode) {
+            (PerfOp::Atomic, _) => 8,
+            (_, Mode::Bw) => 65536,
+            (_, Mode::Lat) => 2,
+        };
+        vec![a.size.map_or(default, |s| s as usize)]
+    };
+    let iters = a.iters.unwrap_or(if mode == Mode::Bw { 5000 } else { 1000 });
+    let link = nicsim::LinkConfig {
+        latency: std::time::Duration::from_nanos((a.latency_us * 1000.0) as u64),
+        loss: a.loss,
+        reorder: a.reorder,
+        duplicate: a.dup,
+        corrupt: a.corrupt,
+        ..nicsim::LinkConfig::default()
+    };
+    let cfg = PerfConfig {
+        op,
+        atomic: if matches!(a.atomic, AtomicArg::CmpSwap) { AtomicOp::CmpSwap } else { AtomicOp::FetchAdd },
+        sizes: sizes.clone(),
+        iters,
+        qps: a.qps as usize,
+        mode,
+        mtu: Mtu::from_bytes(a.mtu).unwrap_or(Mtu::Mtu4096),
+        link,
+        seed: a.seed,
+        tx_depth: a.tx_depth as usize,
+        retries: a.retries,
+        tap: a.pcap.is_some(),
+        baseline: !a.no_baseline,
+    };
+    println!("{}", perf::header(&cfg));
+    println!("{}", if mode == Mode::Bw { perf::BW_COLUMNS } else { perf::LAT_COLUMNS });
+    let (mut verified, mut errors) = (0u64, 0u64);
+    let mut tap = Vec::new();
+    for &size in &sizes {
+        let run_cfg = PerfConfig {
+            iters: if a.all_sizes { perf::sweep_iters(iters, size) } else { iters },
+            ..cfg.clone()
+        };
+        let result = perf::Bench::new(&run_cfg, size).and_then(|mut b| {
+            let line = match mode {
+                Mode::Bw => {
+                    let r = b.run_bw()?;
+                    let mut s = perf::bw_line(&r);
+                    if let Some(base) = perf::baseline_line(&r) {
+                        s = format!("{s}\n{base}");
+                    }
+                    (s, r.verified, r.errors)
+                }
+                Mode::Lat => {
+                    let r = b.run_lat()?;
+                    (perf::lat_line(&r), r.verified, r.errors)
+                }
+            };
+            tap.extend(b.pair().net.with(|n| n.take_tap()));
+            Ok(line)
+        });
+        match result {
+            Ok((line, v, e)) => {
+                println!("{line}");
+                verified += v;
+                errors += e;
+            }
+            Err(e) => {
+                eprintln!("softrdma perf: size {size}: {e}");
+                errors += 1;
+            }
+        }
+    }
+    println!("{}", "-".repeat(87));
+    if mode == Mode::Lat {
+        println!(" latency: wall-clock time from post to completion, one message outstanding");
+    }
+    if let Some(path) = &a.pcap {
+        let written = std::fs::File::create(path)
+            .map_err(|e| e.to_string())
+            .and_then(|f| nicsim::write_pcap(std::io::BufWriter::new(f), &tap).map_err(|e| e.to_string()));
+        match written {
+            Ok(()) => println!(" wrote {} frames to {}", tap.len(), path.display()),
+            Err(e) => {
+                eprintln!("softrdma perf: writing {}: {e}", path.display());
+                return ExitCode::from(2);
+            }
+        }
+    }
+    println!("verified: {verified} messages, {errors} errors");
+    if errors == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
+        Command::Perf(args) => run_perf(args),
         Command::Decode { verify, json, uet_ip_proto, uet_crc, files } => {
             let uet = UetConfig { crc: uet_crc, ip_proto: uet_ip_proto };
             let opts = decode::Options { verify, json, uet };

@@ -25,6 +25,8 @@ pub struct PairConfig {
     pub timeout: u8,
     /// Transport retries.
     pub retry_cnt: u8,
+    /// The `max_retries` extension (None: `retry_cnt` as verbs defines it).
+    pub max_retries: Option<u32>,
     /// RNR retries (7: forever).
     pub rnr_retry: u8,
     /// RNR NAK timer code.
@@ -48,6 +50,7 @@ impl Default for PairConfig {
             // 4.096 us x 2^8 = 1 ms: many round trips of the 1 us default link.
             timeout: 8,
             retry_cnt: 7,
+            max_retries: None,
             rnr_retry: 7,
             min_rnr_timer: 1,
             max_rd_atomic: 16,
@@ -172,6 +175,7 @@ fn connect(
         retry_cnt: Some(cfg.retry_cnt),
         rnr_retry: Some(cfg.rnr_retry),
         max_rd_atomic: Some(cfg.max_rd_atomic),
+        max_retries: cfg.max_retries,
         ..QpAttr::default()
     };
     ctx.modify_qp(qp, QpState::Rts, &rts)

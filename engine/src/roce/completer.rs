@@ -181,7 +181,7 @@ impl Requester {
     /// Forward progress: retry budgets are full again, the requester never resends what is now
     /// acknowledged, and the timer restarts if anything is still outstanding.
     fn progressed(&mut self, now: Duration) {
-        self.retry_left = self.cfg.retry_cnt;
+        self.retry_left = self.cfg.retry_limit;
         self.rnr_left = self.cfg.rnr_retry;
         self.retried_at = None;
         if psn::diff(self.psn, self.comp_psn) < 0 {
@@ -203,7 +203,9 @@ impl Requester {
         if self.retry_left == 0 {
             return Err((0, WcStatus::RetryExcErr));
         }
-        self.retry_left -= 1;
+        if self.retry_left != u32::MAX {
+            self.retry_left -= 1;
+        }
         self.retried_at = Some(self.comp_psn);
         self.rewind();
         self.retrans_at = self.cfg.timeout.map(|t| now + t);

@@ -84,7 +84,7 @@ impl RcQp {
             dest_qp: 0,
             mtu,
             timeout: None,
-            retry_cnt: 0,
+            retry_limit: 0,
             rnr_retry: 0,
             max_rd_atomic: 1,
             sq_sig_all: cfg.sq_sig_all,
@@ -205,7 +205,7 @@ impl RcQp {
                     dest_qp: self.resp.cfg.dest_qp,
                     mtu: self.resp.cfg.mtu,
                     timeout: ack_timeout(timeout),
-                    retry_cnt,
+                    retry_limit: a.max_retries.unwrap_or(u32::from(retry_cnt)),
                     rnr_retry,
                     // rxe rounds up to a power of two (roce-wire.md §1.6).
                     max_rd_atomic: usize::from(max_rd.max(1)).next_power_of_two(),
@@ -220,6 +220,7 @@ impl RcQp {
                     retry_cnt: Some(retry_cnt),
                     rnr_retry: Some(rnr_retry),
                     max_rd_atomic: Some(max_rd),
+                    max_retries: a.max_retries,
                     ..self.attr
                 };
                 self.state = Rts;

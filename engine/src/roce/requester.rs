@@ -50,7 +50,8 @@ pub(crate) struct ReqConfig {
     pub(crate) mtu: u32,
     /// Local ACK timeout; `None` for timeout 0 (no retransmission timer).
     pub(crate) timeout: Option<Duration>,
-    pub(crate) retry_cnt: u8,
+    /// Retries allowed without forward progress (`retry_cnt` or the `max_retries` extension).
+    pub(crate) retry_limit: u32,
     pub(crate) rnr_retry: u8,
     pub(crate) max_rd_atomic: usize,
     pub(crate) sq_sig_all: bool,
@@ -77,7 +78,7 @@ pub(crate) struct Requester {
     /// One past the highest PSN ever sent: responses beyond it are bogus.
     pub(crate) high_psn: u32,
     noack: u32,
-    pub(crate) retry_left: u8,
+    pub(crate) retry_left: u32,
     pub(crate) rnr_left: u8,
     pub(crate) retrans_at: Option<Duration>,
     pub(crate) rnr_until: Option<Duration>,
@@ -98,7 +99,7 @@ impl Requester {
             comp_psn: sq_psn,
             high_psn: sq_psn,
             noack: 0,
-            retry_left: cfg.retry_cnt,
+            retry_left: cfg.retry_limit,
             rnr_left: cfg.rnr_retry,
             retrans_at: None,
             rnr_until: None,

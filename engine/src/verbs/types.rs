@@ -361,4 +361,8 @@ pub struct QpAttr {
     pub rnr_retry: Option<u8>,
     /// READs/atomics the requester issues at once (RTR -> RTS).
     pub max_rd_atomic: Option<u8>,
+    /// softrdma extension, no verbs equivalent (RTR -> RTS, optional): the retry budget after
+    /// timeouts and sequence errors, replacing `retry_cnt`'s 0..=7 (`u32::MAX` retries forever,
+    /// which is what rxe does for `retry_cnt = 7`). For links lossier than real fabrics.
+    pub max_retries: Option<u32>,
 }

@@ -1,0 +1,576 @@
+//! `softrdma perf`: perftest-style bandwidth and latency runs of two endpoints over the simulated
+//! network in one process, checking every delivered byte.
+//!
+//! Each QP has a ring of message slots on both sides. Source slots are filled with a pattern once;
+//! before message `n` is posted its slot gets `n` stamped in its first 8 bytes. When message `n`
+//! completes (the receive for SEND, the requester's completion for WRITE, READ and atomics) the
+//! delivered slot must hold the stamp `n` and the source pattern after it, byte for byte.
+
+pub mod baseline;
+
+use crate::simpair::{PairConfig, SimPair};
+use crate::verbs::{Access, Mr, Mtu, QpCap, RecvWr, SendFlags, SendWr, Sge, VerbsError, WcStatus, WorkCompletion, WrOpcode};
+use hdrhistogram::Histogram;
+use nicsim::LinkConfig;
+use std::time::{Duration, Instant};
+
+/// The operation measured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PerfOp {
+    /// SEND / RECV.
+    Send,
+    /// RDMA WRITE.
+    Write,
+    /// RDMA READ.
+    Read,
+    /// 64-bit atomics.
+    Atomic,
+}
+
+impl PerfOp {
+    fn title(self) -> &'static str {
+        match self {
+            PerfOp::Send => "Send",
+            PerfOp::Write => "RDMA_Write",
+            PerfOp::Read => "RDMA_Read",
+            PerfOp::Atomic => "Atomic",
+        }
+    }
+}
+
+/// Which atomic `perf atomic` runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AtomicOp {
+    /// FETCH_AND_ADD of 1: the returned values count up.
+    FetchAdd,
+    /// CMP_AND_SWP of n -> n+1: every swap succeeds.
+    CmpSwap,
+}
+
+/// Bandwidth or latency.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Keep `tx_depth` messages in flight per QP.
+    Bw,
+    /// One message at a time.
+    Lat,
+}
+
+/// A perf run.
+#[derive(Debug, Clone)]
+pub struct PerfConfig {
+    /// Operation.
+    pub op: PerfOp,
+    /// Which atomic.
+    pub atomic: AtomicOp,
+    /// Message sizes, one table row each.
+    pub sizes: Vec<usize>,
+    /// Messages per QP and size.
+    pub iters: u64,
+    /// QP pairs.
+    pub qps: usize,
+    /// Bandwidth or latency.
+    pub mode: Mode,
+    /// Path MTU.
+    pub mtu: Mtu,
+    /// The simulated cable (both directions).
+    pub link: LinkConfig,
+    /// Seed of the impairments.
+    pub seed: u64,
+    /// Messages in flight per QP (bw mode).
+    pub tx_depth: usize,
+    /// Retries without progress: 0..=7 is verbs' `retry_cnt`, more uses the `max_retries` extension.
+    pub retries: u32,
+    /// Keep every frame the tap sees (for `--pcap`).
+    pub tap: bool,
+    /// Also run the TX+RX baseline (bw mode).
+    pub baseline: bool,
+}
+
+/// One bandwidth row.
+#[derive(Debug, Clone, Copy)]
+pub struct BwRow {
+    /// Message size.
+    pub size: usize,
+    /// Messages per QP.
+    pub iters: u64,
+    /// Payload bytes over all QPs.
+    pub bytes: u64,
+    /// Wall-clock time.
+    pub wall: Duration,
+    /// Virtual time on the simulated network.
+    pub virtual_time: Duration,
+    /// Best rate over a window of completions, bytes per second.
+    pub peak: f64,
+    /// Messages checked.
+    pub verified: u64,
+    /// Messages that failed a check or completed with an error.
+    pub errors: u64,
+    /// The baseline at the same size and byte count, if run.
+    pub baseline: Option<baseline::Baseline>,
+}
+
+impl BwRow {
+    /// Average payload bytes per wall-clock second.
+    pub fn average(&self) -> f64 {
+        self.bytes as f64 / self.wall.as_secs_f64().max(1e-9)
+    }
+}
+
+/// One latency row.
+#[derive(Debug, Clone)]
+pub struct LatRow {
+    /// Message size.
+    pub size: usize,
+    /// Wall-clock nanoseconds from post to completion.
+    pub wall_ns: Histogram<u64>,
+    /// Virtual nanoseconds from post to completion.
+    pub virtual_ns: Histogram<u64>,
+    /// Messages checked.
+    pub verified: u64,
+    /// Errors.
+    pub errors: u64,
+}
+
+/// Why a perf run stopped.
+#[derive(Debug)]
+pub enum PerfError {
+    /// A verbs call failed.
+    Verbs(VerbsError),
+    /// Work is outstanding but nothing can happen any more.
+    Stalled(&'static str),
+}
+
+impl std::fmt::Display for PerfError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PerfError::Verbs(e) => write!(f, "{e}"),
+            PerfError::Stalled(why) => write!(f, "stalled: {why}"),
+        }
+    }
+}
+
+impl std::error::Error for PerfError {}
+
+impl From<VerbsError> for PerfError {
+    fn from(e: VerbsError) -> Self {
+        PerfError::Verbs(e)
+    }
+}
+
+fn post_err((_, e): (usize, VerbsError)) -> PerfError {
+    PerfError::Verbs(e)
+}
+
+/// Per-QP rings.
+struct Lane {
+    slots: usize,
+    /// Source of SEND/WRITE data (on a) or READ data (on b).
+    src: Mr,
+    /// Where data lands: b for SEND/WRITE, a for READ and atomics.
+    dst: Mr,
+    /// The atomic target on b.
+    counter: Option<Mr>,
+    posted: u64,
+    completed: u64,
+    received: u64,
+    /// Wall and virtual time of the outstanding post (latency mode).
+    post_time: Option<(Instant, Duration)>,
+}
+
+fn fill_pattern(bytes: &mut [u8], salt: u64) {
+    let mut x = salt.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    for chunk in bytes.chunks_mut(8) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        chunk.copy_from_slice(&x.to_le_bytes()[..chunk.len()]);
+    }
+}
+
+/// The bench: a connected pair and the lanes.
+pub struct Bench {
+    cfg: PerfConfig,
+    pair: SimPair,
+    lanes: Vec<Lane>,
+    size: usize,
+    wcs: Vec<WorkCompletion>,
+    verified: u64,
+    errors: u64,
+    lat: Vec<(Duration, Duration)>,
+}
+
+impl std::fmt::Debug for Bench {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Bench").field("size", &self.size).field("verified", &self.verified).finish()
+    }
+}
+
+impl Bench {
+    /// Connects the QPs and registers the rings for messages of `size` bytes.
+    pub fn new(cfg: &PerfConfig, size: usize) -> Result<Bench, PerfError> {
+        let depth = if cfg.mode == Mode::Lat { 1 } else { cfg.tx_depth.max(1) };
+        // Rings of at most 64 MiB per side and QP.
+        let slots = depth.min((64 << 20) / size.max(1)).max(1);
+        let cap = QpCap {
+            max_send_wr: slots as u32,
+            max_recv_wr: slots as u32,
+            max_send_sge: 1,
+            max_recv_sge: 1,
+            max_inline_data: 0,
+        };
+        let pc = PairConfig {
+            seed: cfg.seed,
+            link: cfg.link,
+            mtu: cfg.mtu,
+            qps: cfg.qps,
+            cap,
+            retry_cnt: cfg.retries.min(7) as u8,
+            max_retries: (cfg.retries > 7).then_some(cfg.retries),
+            max_rd_atomic: 16,
+            cq_depth: 2 * slots * cfg.qps + 16,
+            ..PairConfig::default()
+        };
+        let mut pair = SimPair::new(&pc)?;
+        if cfg.tap {
+            pair.net.with(|n| n.enable_tap());
+        }
+        let ring = slots * size.max(8);
+        let mut lanes = Vec::new();
+        for q in 0..cfg.qps {
+            let lw = Access::LOCAL_WRITE;
+            let (src, dst, counter) = match cfg.op {
+                PerfOp::Send => (pair.a.reg_mr(pair.pd_a, ring, lw)?, pair.b.reg_mr(pair.pd_b, ring, lw)?, None),
+                PerfOp::Write => (
+                    pair.a.reg_mr(pair.pd_a, ring, lw)?,
+                    pair.b.reg_mr(pair.pd_b, ring, lw | Access::REMOTE_WRITE)?,
+                    None,
+                ),
+                PerfOp::Read => (
+                    pair.b.reg_mr(pair.pd_b, ring, Access::REMOTE_READ)?,
+                    pair.a.reg_mr(pair.pd_a, ring, lw)?,
+                    None,
+                ),
+                PerfOp::Atomic => (
+                    pair.a.reg_mr(pair.pd_a, 8, lw)?,
+                    pair.a.reg_mr(pair.pd_a, slots * 8, lw)?,
+                    Some(pair.b.reg_mr(pair.pd_b, 8, lw | Access::REMOTE_ATOMIC)?),
+                ),
+            };
+            let src_ctx = if cfg.op == PerfOp::Read { &mut pair.b } else { &mut pair.a };
+            fill_pattern(src_ctx.mr_bytes_mut(&src)?, cfg.seed ^ q as u64);
+            lanes.push(Lane { slots, src, dst, counter, posted: 0, completed: 0, received: 0, post_time: None });
+        }
+        let mut bench = Bench { cfg: cfg.clone(), pair, lanes, size, wcs: Vec::new(), verified: 0, errors: 0, lat: Vec::new() };
+        if cfg.op == PerfOp::Send {
+            for q in 0..cfg.qps {
+                for s in 0..slots {
+                    bench.post_recv(q, s)?;
+                }
+            }
+        }
+        Ok(bench)
+    }
+
+    /// The simulated pair (for the tap and counters).
+    pub fn pair(&mut self) -> &mut SimPair {
+        &mut self.pair
+    }
+
+    fn post_recv(&mut self, q: usize, slot: usize) -> Result<(), PerfError> {
+        let l = &self.lanes[q];
+        let sge = Sge { addr: l.dst.addr + (slot * self.size) as u64, length: self.size as u32, lkey: l.dst.lkey };
+        let qb = self.pair.qps[q].1;
+        self.pair.b.post_recv(qb, &[RecvWr { wr_id: (q << 32 | slot) as u64, sg_list: vec![sge] }]).map_err(post_err)
+    }
+
+    fn post(&mut self, q: usize) -> Result<(), PerfError> {
+        let size = self.size;
+        let l = &mut self.lanes[q];
+        let n = l.posted;
+        let slot = (n % l.slots as u64) as usize;
+        let at = slot * size;
+        let stamp = n.to_le_bytes();
+        let k = size.min(8);
+        let (qa, _) = self.pair.qps[q];
+        let wr = match self.cfg.op {
+            PerfOp::Send | PerfOp::Write => {
+                self.pair.a.mr_bytes_mut(&l.src)?[at..at + k].copy_from_slice(&stamp[..k]);
+                let sge = Sge { addr: l.src.addr + at as u64, length: size as u32, lkey: l.src.lkey };
+                let opcode = if self.cfg.op == PerfOp::Send {
+                    WrOpcode::Send
+                } else {
+                    WrOpcode::RdmaWrite { remote_addr: l.dst.addr + at as u64, rkey: l.dst.rkey }
+                };
+                SendWr { wr_id: n, opcode, sg_list: vec![sge], flags: SendFlags::SIGNALED }
+            }
+            PerfOp::Read => {
+                self.pair.b.mr_bytes_mut(&l.src)?[at..at + k].copy_from_slice(&stamp[..k]);
+                let sge = Sge { addr: l.dst.addr + at as u64, length: size as u32, lkey: l.dst.lkey };
+                let opcode = WrOpcode::RdmaRead { remote_addr: l.src.addr + at as u64, rkey: l.src.rkey };
+                SendWr { wr_id: n, opcode, sg_list: vec![sge], flags: SendFlags::SIGNALED }
+            }
+            PerfOp::Atomic => {
+                let c = l.counter.ok_or(PerfError::Stalled("atomic lane without a counter"))?;
+                let sge = Sge { addr: l.dst.addr + (slot * 8) as u64, length: 8, lkey: l.dst.lkey };
+                let opcode = match self.cfg.atomic {
+                    AtomicOp::FetchAdd => WrOpcode::AtomicFetchAndAdd { remote_addr: c.addr, rkey: c.rkey, add: 1 },
+                    AtomicOp::CmpSwap => {
+                        WrOpcode::AtomicCmpAndSwp { remote_addr: c.addr, rkey: c.rkey, compare: n, swap: n + 1 }
+                    }
+                };
+                SendWr { wr_id: n, opcode, sg_list: vec![sge], flags: SendFlags::SIGNALED }
+            }
+        };
+        self.pair.a.post_send(qa, &[wr]).map_err(post_err)?;
+        if self.cfg.mode == Mode::Lat {
+            l.post_time = Some((Instant::now(), self.pair.net.now()));
+        }
+        l.posted += 1;
+        Ok(())
+    }
+
+    /// Checks message `n` of lane `q` landed in `dst_slot` of `dst` intact.
+    fn check(&self, q: usize, n: u64, dst_bytes: &[u8], slot: usize) -> bool {
+        let l = &self.lanes[q];
+        let size = self.size;
+        let src_ctx = if self.cfg.op == PerfOp::Read { &self.pair.b } else { &self.pair.a };
+        let Ok(src) = src_ctx.mr_bytes(&l.src) else { return false };
+        let at = slot * size;
+        let k = size.min(8);
+        dst_bytes[..k] == n.to_le_bytes()[..k] && dst_bytes[k..size] == src[at + k..at + size]
+    }
+
+    fn lane_of(&self, wc: &WorkCompletion) -> Option<usize> {
+        self.pair.qps.iter().position(|(a, b)| wc.qp_num == a.qpn() || wc.qp_num == b.qpn())
+    }
+
+    /// Polls both CQs, checking data; returns completions of requests (per lane).
+    fn poll(&mut self) -> Result<(), PerfError> {
+        let size = self.size;
+        let mut wcs = std::mem::take(&mut self.wcs);
+        // Receives first, so their buffers are posted again before the sender needs them.
+        wcs.clear();
+        self.pair.b.poll_cq(self.pair.cq_b, &mut wcs, 256)?;
+        for wc in &wcs {
+            let Some(q) = self.lane_of(wc) else { continue };
+            let slot = (wc.wr_id & 0xFFFF_FFFF) as usize;
+            let n = self.lanes[q].received;
+            self.lanes[q].received += 1;
+            if wc.status != WcStatus::Success {
+                self.errors += 1;
+                continue;
+            }
+            let dst = self.pair.b.mr_bytes(&self.lanes[q].dst)?;
+            let ok = wc.byte_len as usize == size && self.check(q, n, &dst[slot * size..(slot + 1) * size], slot);
+            if ok { self.verified += 1 } else { self.errors += 1 }
+            self.post_recv(q, slot)?;
+        }
+        wcs.clear();
+        self.pair.a.poll_cq(self.pair.cq_a, &mut wcs, 256)?;
+        for wc in &wcs {
+            let Some(q) = self.lane_of(wc) else { continue };
+            let n = wc.wr_id;
+            let l = &self.lanes[q];
+            let slot = (n % l.slots as u64) as usize;
+            let ok = wc.status == WcStatus::Success
+                && match self.cfg.op {
+                    PerfOp::Send => true,
+                    PerfOp::Write => {
+                        let dst = self.pair.b.mr_bytes(&l.dst)?;
+                        self.check(q, n, &dst[slot * size..(slot + 1) * size], slot)
+                    }
+                    PerfOp::Read => {
+                        let dst = self.pair.a.mr_bytes(&l.dst)?;
+                        self.check(q, n, &dst[slot * size..(slot + 1) * size], slot)
+                    }
+                    PerfOp::Atomic => {
+                        let dst = self.pair.a.mr_bytes(&l.dst)?;
+                        let orig = u64::from_ne_bytes(dst[slot * 8..slot * 8 + 8].try_into().unwrap_or([0xFF; 8]));
+                        orig == n
+                    }
+                };
+            match (self.cfg.op, ok) {
+                // A SEND is checked when it is received.
+                (PerfOp::Send, true) => {}
+                (_, true) => self.verified += 1,
+                (_, false) => self.errors += 1,
+            }
+            if let Some((t0, v0)) = self.lanes[q].post_time.take() {
+                self.lat.push((t0.elapsed(), self.pair.net.now().saturating_sub(v0)));
+            }
+            self.lanes[q].completed += 1;
+        }
+        self.wcs = wcs;
+        Ok(())
+    }
+}
+
+impl Bench {
+    fn all_done(&self, iters: u64) -> bool {
+        self.lanes.iter().all(|l| l.completed >= iters && (self.cfg.op != PerfOp::Send || l.received >= iters))
+    }
+
+    fn step(&mut self) -> Result<(), PerfError> {
+        if !self.pair.step()? {
+            return Err(PerfError::Stalled("work outstanding but no frame or timer pending"));
+        }
+        self.poll()
+    }
+
+    /// Bandwidth mode: `tx_depth` messages in flight per QP until `iters` complete on each.
+    pub fn run_bw(&mut self) -> Result<BwRow, PerfError> {
+        let iters = self.cfg.iters;
+        let depth = self.lanes.first().map_or(1, |l| l.slots) as u64;
+        let total = iters * self.lanes.len() as u64;
+        let window = (total / 20).max(1);
+        let v0 = self.pair.net.now();
+        let start = Instant::now();
+        let (mut mark_t, mut mark_n, mut peak) = (start, 0u64, 0f64);
+        while !self.all_done(iters) {
+            for q in 0..self.lanes.len() {
+                while self.lanes[q].posted < iters && self.lanes[q].posted - self.lanes[q].completed < depth {
+                    self.post(q)?;
+                }
+            }
+            self.step()?;
+            let done: u64 = self.lanes.iter().map(|l| l.completed).sum();
+            if done >= mark_n + window {
+                let now = Instant::now();
+                let rate = ((done - mark_n) * self.size as u64) as f64 / (now - mark_t).as_secs_f64().max(1e-9);
+                peak = peak.max(rate);
+                (mark_t, mark_n) = (now, done);
+            }
+        }
+        let wall = start.elapsed();
+        let bytes = total * self.size as u64;
+        let avg = bytes as f64 / wall.as_secs_f64().max(1e-9);
+        let baseline =
+            self.cfg.baseline.then(|| baseline::run(self.size, self.cfg.mtu.bytes() as usize, total, 0));
+        Ok(BwRow {
+            size: self.size,
+            iters,
+            bytes,
+            wall,
+            virtual_time: self.pair.net.now() - v0,
+            peak: peak.max(avg),
+            verified: self.verified,
+            errors: self.errors,
+            baseline,
+        })
+    }
+
+    /// Latency mode: one message at a time, `iters` times on QP 0.
+    pub fn run_lat(&mut self) -> Result<LatRow, PerfError> {
+        let mut wall = Histogram::<u64>::new_with_bounds(1, 3_600_000_000_000, 3).map_err(|_| PerfError::Stalled("histogram"))?;
+        let mut virt = wall.clone();
+        for _ in 0..self.cfg.iters {
+            self.post(0)?;
+            let target = self.lanes[0].posted;
+            while self.lanes[0].completed < target
+                || (self.cfg.op == PerfOp::Send && self.lanes[0].received < target)
+            {
+                self.step()?;
+            }
+        }
+        for (w, v) in self.lat.drain(..) {
+            wall.saturating_record(w.as_nanos().max(1) as u64);
+            virt.saturating_record(v.as_nanos().max(1) as u64);
+        }
+        Ok(LatRow { size: self.size, wall_ns: wall, virtual_ns: virt, verified: self.verified, errors: self.errors })
+    }
+}
+
+/// Sizes perftest's `-a` runs: 2 bytes to 8 MiB in powers of two.
+pub fn all_sizes() -> Vec<usize> {
+    (1..=23).map(|s| 1usize << s).collect()
+}
+
+/// Messages to run at `size` when sweeping every size: at most ~256 MiB per QP, at least 16.
+pub fn sweep_iters(iters: u64, size: usize) -> u64 {
+    iters.min(((256u64 << 20) / size.max(1) as u64).max(16))
+}
+
+const LINE: &str = "---------------------------------------------------------------------------------------";
+
+/// The header perftest prints above a table.
+pub fn header(cfg: &PerfConfig) -> String {
+    let l = &cfg.link;
+    let mode = if cfg.mode == Mode::Bw { "BW" } else { "Latency" };
+    let op = match (cfg.op, cfg.atomic) {
+        (PerfOp::Atomic, AtomicOp::FetchAdd) => "Atomic FETCH_AND_ADD",
+        (PerfOp::Atomic, AtomicOp::CmpSwap) => "Atomic CMP_AND_SWAP",
+        (o, _) => o.title(),
+    };
+    format!(
+        "{LINE}\n                    {op} {mode} Test\n Transport: RC over nicsim (in-process, one thread)   \
+         Number of qps: {}   MTU: {}   tx depth: {}\n Link: latency {:?} each way, loss {}, reorder {}, \
+         dup {}, corrupt {}, seed {}\n{LINE}",
+        cfg.qps,
+        cfg.mtu.bytes(),
+        if cfg.mode == Mode::Bw { cfg.tx_depth } else { 1 },
+        l.latency,
+        l.loss,
+        l.reorder,
+        l.duplicate,
+        l.corrupt,
+        cfg.seed
+    )
+}
+
+fn mb(bytes_per_sec: f64) -> f64 {
+    bytes_per_sec / (1u64 << 20) as f64
+}
+
+/// Column titles of the bandwidth table.
+pub const BW_COLUMNS: &str =
+    " #bytes     #iterations    BW peak[MB/sec]    BW average[MB/sec]   MsgRate[Mpps]   BW average[Gb/sec]";
+
+/// One bandwidth table line.
+pub fn bw_line(r: &BwRow) -> String {
+    let avg = r.average();
+    let msgs = r.bytes as f64 / r.size.max(1) as f64;
+    format!(
+        " {:<10} {:<14} {:<18.2} {:<20.2} {:<15.6} {:.2}",
+        r.size,
+        r.iters,
+        mb(r.peak),
+        mb(avg),
+        msgs / r.wall.as_secs_f64().max(1e-9) / 1e6,
+        avg * 8.0 / 1e9
+    )
+}
+
+/// The baseline comparison under a bandwidth line.
+pub fn baseline_line(r: &BwRow) -> Option<String> {
+    let b = r.baseline?;
+    Some(format!(
+        " baseline (one thread, plain loop: headers + copy + ICRC, then ICRC check + copy): {:.2} MB/sec \
+         ({:.2} Gb/sec{})\n engine / baseline: {:.3}",
+        mb(b.bytes_per_sec()),
+        b.bytes_per_sec() * 8.0 / 1e9,
+        if b.intact { "" } else { ", DATA NOT INTACT" },
+        r.average() / b.bytes_per_sec()
+    ))
+}
+
+/// Column titles of the latency table.
+pub const LAT_COLUMNS: &str =
+    " #bytes #iterations  t_min[usec]  t_max[usec]  t_typical[usec]  t_avg[usec]  99%[usec]  99.9%[usec]";
+
+/// One latency table line (wall-clock times, post to completion).
+pub fn lat_line(r: &LatRow) -> String {
+    let h = &r.wall_ns;
+    let us = |ns: u64| ns as f64 / 1000.0;
+    format!(
+        " {:<6} {:<12} {:<12.2} {:<12.2} {:<16.2} {:<12.2} {:<10.2} {:.2}",
+        r.size,
+        h.len(),
+        us(h.min()),
+        us(h.max()),
+        us(h.value_at_quantile(0.5)),
+        h.mean() / 1000.0,
+        us(h.value_at_quantile(0.99)),
+        us(h.value_at_quantile(0.999))
+    )
+}
