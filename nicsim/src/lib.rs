@@ -72,6 +72,9 @@ struct Link {
     to: Node,
     busy_until: Duration,
     stats: LinkStats,
+    /// Frames in flight in arrival order (the common case: latency and serialization keep a link
+    /// first-in first-out); frames that must overtake or be overtaken go to the network's heap.
+    fifo: VecDeque<Event>,
 }
 
 #[derive(Debug)]
@@ -87,6 +90,7 @@ struct Switch {
     macs: HashMap<[u8; 6], usize>,
 }
 
+#[derive(Debug)]
 struct Event {
     at: Duration,
     seq: u64,
@@ -129,7 +133,7 @@ impl std::fmt::Debug for Network {
         f.debug_struct("Network")
             .field("now", &self.now)
             .field("ports", &self.ports.len())
-            .field("in_flight", &self.events.len())
+            .field("in_flight", &(self.events.len() + self.links.iter().map(|l| l.fifo.len()).sum::<usize>()))
             .finish()
     }
 }
@@ -173,7 +177,13 @@ impl Network {
     }
 
     fn add_link(&mut self, cfg: LinkConfig, to: Node) -> usize {
-        self.links.push(Link { cfg, to, busy_until: Duration::ZERO, stats: LinkStats::default() });
+        self.links.push(Link {
+            cfg,
+            to,
+            busy_until: Duration::ZERO,
+            stats: LinkStats::default(),
+            fifo: VecDeque::new(),
+        });
         self.links.len() - 1
     }
 
@@ -335,12 +345,31 @@ impl Network {
 
     fn push(&mut self, at: Duration, link: usize, frame: Frame) {
         self.seq += 1;
-        self.events.push(Reverse(Event { at, seq: self.seq, link, frame }));
+        let ev = Event { at, seq: self.seq, link, frame };
+        let fifo = &mut self.links[link].fifo;
+        if fifo.back().is_none_or(|last| last.at <= at) {
+            fifo.push_back(ev);
+        } else {
+            self.events.push(Reverse(ev));
+        }
+    }
+
+    /// The earliest (time, sequence) in flight and where it waits: `None` for the heap, or a link.
+    fn earliest(&self) -> Option<(Duration, u64, Option<usize>)> {
+        let mut best = self.events.peek().map(|e| (e.0.at, e.0.seq, None));
+        for (i, l) in self.links.iter().enumerate() {
+            if let Some(e) = l.fifo.front() {
+                if best.is_none_or(|(at, seq, _)| (e.at, e.seq) < (at, seq)) {
+                    best = Some((e.at, e.seq, Some(i)));
+                }
+            }
+        }
+        best
     }
 
     /// When the next frame reaches a port or switch, if any is in flight.
     pub fn next_event(&self) -> Option<Duration> {
-        self.events.peek().map(|e| e.0.at)
+        self.earliest().map(|(at, _, _)| at)
     }
 
     /// Moves time forward to `t` (never backward), delivering every frame due by then.
@@ -350,8 +379,15 @@ impl Network {
     }
 
     fn deliver_due(&mut self) {
-        while self.events.peek().is_some_and(|e| e.0.at <= self.now) {
-            let Some(Reverse(ev)) = self.events.pop() else { break };
+        while let Some((at, _, from)) = self.earliest() {
+            if at > self.now {
+                break;
+            }
+            let ev = match from {
+                Some(l) => self.links[l].fifo.pop_front(),
+                None => self.events.pop().map(|r| r.0),
+            };
+            let Some(ev) = ev else { break };
             match self.links[ev.link].to {
                 Node::Port(p) => self.ports[p].rx.push_back(ev.frame),
                 Node::Switch(s, ingress) => self.switch(s, ingress, ev.frame, ev.at),

@@ -18,7 +18,10 @@ const PREFIX: [u8; 8] = [0xFF; 8];
 /// are ignored). The IP header length and version come from the datagram itself.
 pub fn compute(ip_packet: &[u8]) -> Result<u32> {
     let first = *ip_packet.first().ok_or(Error::Truncated("IP header"))?;
-    let mut ip_hdr = [0u8; 60];
+    // The masked prefix, IP, UDP and BTH headers go into one buffer so the CRC runs over them in
+    // one pass: [8 x 0xFF | IP header (20-60) | UDP (8) | BTH (12)].
+    let mut head = [0u8; 8 + 60 + 8 + 12];
+    head[..8].copy_from_slice(&PREFIX);
     let ip_len = match first >> 4 {
         4 => {
             let hlen = usize::from(first & 0x0F) * 4;
@@ -26,21 +29,23 @@ pub fn compute(ip_packet: &[u8]) -> Result<u32> {
                 return Err(Error::BadLength("IPv4 IHL below 5"));
             }
             need(ip_packet.len(), hlen, "IPv4 header")?;
-            ip_hdr[..hlen].copy_from_slice(&ip_packet[..hlen]);
-            ip_hdr[1] = 0xFF; // TOS
-            ip_hdr[8] = 0xFF; // TTL
-            ip_hdr[10] = 0xFF; // header checksum
-            ip_hdr[11] = 0xFF;
+            let h = &mut head[8..8 + hlen];
+            h.copy_from_slice(&ip_packet[..hlen]);
+            h[1] = 0xFF; // TOS
+            h[8] = 0xFF; // TTL
+            h[10] = 0xFF; // header checksum
+            h[11] = 0xFF;
             hlen
         }
         6 => {
             need(ip_packet.len(), 40, "IPv6 header")?;
-            ip_hdr[..40].copy_from_slice(&ip_packet[..40]);
-            ip_hdr[0] |= 0x0F; // traffic class (low nibble of byte 0, high of byte 1)
-            ip_hdr[1] = 0xFF; // traffic class and flow label
-            ip_hdr[2] = 0xFF;
-            ip_hdr[3] = 0xFF;
-            ip_hdr[7] = 0xFF; // hop limit
+            let h = &mut head[8..48];
+            h.copy_from_slice(&ip_packet[..40]);
+            h[0] |= 0x0F; // traffic class (low nibble of byte 0, high of byte 1)
+            h[1] = 0xFF; // traffic class and flow label
+            h[2] = 0xFF;
+            h[3] = 0xFF;
+            h[7] = 0xFF; // hop limit
             40
         }
         _ => return Err(Error::BadVersion("IP")),
@@ -48,20 +53,14 @@ pub fn compute(ip_packet: &[u8]) -> Result<u32> {
     let bth_at = ip_len + 8;
     need(ip_packet.len(), bth_at + 12 + ICRC_LEN, "ICRC-covered packet")?;
     let end = ip_packet.len() - ICRC_LEN;
-
-    let mut udp = [0u8; 8];
-    udp.copy_from_slice(&ip_packet[ip_len..bth_at]);
-    udp[6] = 0xFF;
-    udp[7] = 0xFF;
-    let mut bth = [0u8; 12];
-    bth.copy_from_slice(&ip_packet[bth_at..bth_at + 12]);
-    bth[4] = 0xFF;
+    let head_len = 8 + bth_at + 12;
+    head[8 + ip_len..head_len].copy_from_slice(&ip_packet[ip_len..bth_at + 12]);
+    head[8 + ip_len + 6] = 0xFF; // UDP checksum
+    head[8 + ip_len + 7] = 0xFF;
+    head[8 + bth_at + 4] = 0xFF; // BTH byte 4: FECN, BECN, resv6
 
     let mut h = crc32fast::Hasher::new();
-    h.update(&PREFIX);
-    h.update(&ip_hdr[..ip_len]);
-    h.update(&udp);
-    h.update(&bth);
+    h.update(&head[..head_len]);
     h.update(&ip_packet[bth_at + 12..end]);
     Ok(h.finalize())
 }
