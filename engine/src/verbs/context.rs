@@ -279,20 +279,23 @@ impl Context {
     pub fn post_send(&mut self, qp: Qp, wrs: &[SendWr]) -> Result<(), (usize, VerbsError)> {
         let i = qp.0.wrapping_sub(FIRST_QPN) as usize;
         let Some(Some(e)) = self.qps.get_mut(i) else { return Err((0, VerbsError::InvalidHandle("QP"))) };
-        for (n, wr) in wrs.iter().enumerate() {
-            e.qp.post_send(wr, &self.mem).map_err(|err| (n, err))?;
+        let posted = wrs.iter().enumerate().try_for_each(|(n, wr)| e.qp.post_send(wr, &self.mem).map_err(|err| (n, err)));
+        if e.qp.state() == QpState::Error {
+            // Requests posted in the error state complete at once.
+            self.flush_completions();
         }
-        Ok(())
+        posted
     }
 
     /// Posts receive requests (`ibv_post_recv`), with the same partial-failure rule as `post_send`.
     pub fn post_recv(&mut self, qp: Qp, wrs: &[RecvWr]) -> Result<(), (usize, VerbsError)> {
         let i = qp.0.wrapping_sub(FIRST_QPN) as usize;
         let Some(Some(e)) = self.qps.get_mut(i) else { return Err((0, VerbsError::InvalidHandle("QP"))) };
-        for (n, wr) in wrs.iter().enumerate() {
-            e.qp.post_recv(wr, &self.mem).map_err(|err| (n, err))?;
+        let posted = wrs.iter().enumerate().try_for_each(|(n, wr)| e.qp.post_recv(wr, &self.mem).map_err(|err| (n, err)));
+        if e.qp.state() == QpState::Error {
+            self.flush_completions();
         }
-        Ok(())
+        posted
     }
 
     /// The earliest timer of any QP.
