@@ -100,8 +100,14 @@ impl SimPair {
         let cq_b = b.create_cq(cfg.cq_depth)?;
         let mut qps = Vec::new();
         for i in 0..cfg.qps {
-            let qa = a.create_qp(pd_a, &QpInitAttr { send_cq: cq_a, recv_cq: cq_a, cap: cfg.cap, sq_sig_all: false })?;
-            let qb = b.create_qp(pd_b, &QpInitAttr { send_cq: cq_b, recv_cq: cq_b, cap: cfg.cap, sq_sig_all: false })?;
+            let qa = a.create_qp(
+                pd_a,
+                &QpInitAttr { send_cq: cq_a, recv_cq: cq_a, cap: cfg.cap, sq_sig_all: false },
+            )?;
+            let qb = b.create_qp(
+                pd_b,
+                &QpInitAttr { send_cq: cq_b, recv_cq: cq_b, cap: cfg.cap, sq_sig_all: false },
+            )?;
             let psn_a = initial_psn(cfg.seed, 2 * i as u64);
             let psn_b = initial_psn(cfg.seed, 2 * i as u64 + 1);
             connect(&mut a, qa, qb, b.gid(), psn_a, psn_b, cfg)?;

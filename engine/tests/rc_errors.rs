@@ -1,11 +1,11 @@
 //! RC error paths and verbs misuse over the simulated network (issue 4, acceptance 2).
 
 use engine::simpair::{PairConfig, SimPair};
-use engine::verbs::{
-    Access, AddressVector, Mr, Mtu, QpAttr, QpCap, QpInitAttr, QpState, RecvWr, SendFlags, SendWr, Sge, VerbsError,
-    WcOpcode, WcStatus, WorkCompletion, WrOpcode,
-};
 use engine::verbs::MemError;
+use engine::verbs::{
+    Access, AddressVector, Mr, Mtu, QpAttr, QpCap, QpInitAttr, QpState, RecvWr, SendFlags, SendWr, Sge,
+    VerbsError, WcOpcode, WcStatus, WorkCompletion, WrOpcode,
+};
 use nicsim::LinkConfig;
 use std::time::Duration;
 use wire::FrameRepr;
@@ -83,7 +83,11 @@ fn remote_access_errors_leave_target_memory_untouched() {
             wr(1, WrOpcode::RdmaWrite { remote_addr: d.addr, rkey: d.rkey ^ 0x100 }, vec![sge(s, 0, 100)])
         }),
         ("range past the end", rw, |s, d| {
-            wr(1, WrOpcode::RdmaWrite { remote_addr: d.addr + 32768 - 50, rkey: d.rkey }, vec![sge(s, 0, 100)])
+            wr(
+                1,
+                WrOpcode::RdmaWrite { remote_addr: d.addr + 32768 - 50, rkey: d.rkey },
+                vec![sge(s, 0, 100)],
+            )
         }),
         ("address below the region", rw, |s, d| {
             wr(1, WrOpcode::RdmaWrite { remote_addr: d.addr - 8, rkey: d.rkey }, vec![sge(s, 0, 100)])
@@ -95,13 +99,21 @@ fn remote_access_errors_leave_target_memory_untouched() {
             wr(1, WrOpcode::RdmaWrite { remote_addr: d.addr, rkey: d.rkey }, vec![sge(s, 0, 100)])
         }),
         ("WRITE_WITH_IMM without REMOTE_WRITE", lw, |s, d| {
-            wr(1, WrOpcode::RdmaWriteWithImm { remote_addr: d.addr, rkey: d.rkey, imm: 5 }, vec![sge(s, 0, 10)])
+            wr(
+                1,
+                WrOpcode::RdmaWriteWithImm { remote_addr: d.addr, rkey: d.rkey, imm: 5 },
+                vec![sge(s, 0, 10)],
+            )
         }),
         ("READ without REMOTE_READ", rw, |s, d| {
             wr(1, WrOpcode::RdmaRead { remote_addr: d.addr, rkey: d.rkey }, vec![sge(s, 0, 100)])
         }),
         ("atomic without REMOTE_ATOMIC", rw | Access::REMOTE_READ, |s, d| {
-            wr(1, WrOpcode::AtomicFetchAndAdd { remote_addr: d.addr, rkey: d.rkey, add: 1 }, vec![sge(s, 0, 8)])
+            wr(
+                1,
+                WrOpcode::AtomicFetchAndAdd { remote_addr: d.addr, rkey: d.rkey, add: 1 },
+                vec![sge(s, 0, 8)],
+            )
         }),
     ];
     for (name, access, make) in cases {
@@ -113,7 +125,11 @@ fn remote_access_errors_leave_target_memory_untouched() {
         p.a.post_send(qa, &[w, wr(2, WrOpcode::Send, vec![])]).unwrap();
         let wcs = until_a(&mut p, 2, Duration::from_secs(1));
         assert_eq!(wcs.len(), 2, "{name}: {wcs:?}");
-        assert_eq!((wcs[0].status, wcs[0].opcode, wcs[0].wr_id), (WcStatus::RemAccessErr, want_op, 1), "{name}");
+        assert_eq!(
+            (wcs[0].status, wcs[0].opcode, wcs[0].wr_id),
+            (WcStatus::RemAccessErr, want_op, 1),
+            "{name}"
+        );
         assert_eq!((wcs[1].status, wcs[1].wr_id), (WcStatus::WrFlushErr, 2), "{name}: the rest is flushed");
         assert!(p.b.mr_bytes(&dst).unwrap().iter().all(|&x| x == FILL), "{name}: target memory changed");
         let naks: Vec<_> = tap(&mut p).into_iter().filter(|t| !t.0 && t.4.is_some()).collect();
@@ -122,7 +138,11 @@ fn remote_access_errors_leave_target_memory_untouched() {
             "{name}: no NAK 0x62 on the wire: {naks:?}"
         );
         assert_eq!(p.a.query_qp(qa).unwrap().0, QpState::Error, "{name}");
-        assert_eq!(p.b.query_qp(qb).unwrap().0, QpState::Error, "{name}: rxe moves the responder to error too");
+        assert_eq!(
+            p.b.query_qp(qb).unwrap().0,
+            QpState::Error,
+            "{name}: rxe moves the responder to error too"
+        );
         let flushed = drain(&mut p, false);
         assert_eq!(flushed.len(), 1, "{name}: the receive is flushed");
         assert_eq!(flushed[0].status, WcStatus::WrFlushErr);
@@ -145,7 +165,10 @@ fn rnr_nak_then_success_when_the_receive_comes_late() {
     let wcs = until_a(&mut p, 1, Duration::from_secs(1));
     assert_eq!((wcs[0].status, wcs[0].opcode), (WcStatus::Success, WcOpcode::Send));
     let r = drain(&mut p, false);
-    assert_eq!((r[0].wr_id, r[0].status, r[0].byte_len, r[0].imm_data), (5, WcStatus::Success, 3000, Some(77)));
+    assert_eq!(
+        (r[0].wr_id, r[0].status, r[0].byte_len, r[0].imm_data),
+        (5, WcStatus::Success, 3000, Some(77))
+    );
     assert!(p.b.mr_bytes(&recv_mr).unwrap()[..3000].iter().all(|&x| x == 0x11));
 }
 
@@ -154,7 +177,8 @@ fn rnr_retry_exceeded() {
     let cfg = PairConfig { min_rnr_timer: 1, rnr_retry: 2, ..PairConfig::default() };
     let (mut p, src, _) = setup(cfg, Access::LOCAL_WRITE);
     let (qa, _) = p.qps[0];
-    p.a.post_send(qa, &[wr(1, WrOpcode::Send, vec![sge(&src, 0, 10)]), wr(2, WrOpcode::Send, vec![])]).unwrap();
+    p.a.post_send(qa, &[wr(1, WrOpcode::Send, vec![sge(&src, 0, 10)]), wr(2, WrOpcode::Send, vec![])])
+        .unwrap();
     let wcs = until_a(&mut p, 2, Duration::from_secs(1));
     assert_eq!(wcs[0].status, WcStatus::RnrRetryExcErr);
     assert_eq!(wcs[1].status, WcStatus::WrFlushErr);
@@ -175,7 +199,8 @@ fn retry_exceeded_when_the_peer_is_gone() {
     });
     let t0 = p.net.now();
     let write = WrOpcode::RdmaWrite { remote_addr: dst.addr, rkey: dst.rkey };
-    p.a.post_send(qa, &[wr(1, write, vec![sge(&src, 0, 2000)]), wr(2, write, vec![sge(&src, 0, 10)])]).unwrap();
+    p.a.post_send(qa, &[wr(1, write, vec![sge(&src, 0, 2000)]), wr(2, write, vec![sge(&src, 0, 10)])])
+        .unwrap();
     let wcs = until_a(&mut p, 2, Duration::from_secs(1));
     assert_eq!((wcs[0].wr_id, wcs[0].status), (1, WcStatus::RetryExcErr));
     assert_eq!((wcs[1].wr_id, wcs[1].status), (2, WcStatus::WrFlushErr));
@@ -199,8 +224,14 @@ fn qp_flush_on_error() {
     p.b.modify_qp(qb, QpState::Error, &QpAttr::default()).unwrap();
     let a = drain(&mut p, true);
     let b = drain(&mut p, false);
-    assert_eq!(a.iter().map(|w| (w.wr_id, w.status)).collect::<Vec<_>>(), (0..4).map(|i| (i, WcStatus::WrFlushErr)).collect::<Vec<_>>());
-    assert_eq!(b.iter().map(|w| (w.wr_id, w.opcode)).collect::<Vec<_>>(), (10..14).map(|i| (i, WcOpcode::Recv)).collect::<Vec<_>>());
+    assert_eq!(
+        a.iter().map(|w| (w.wr_id, w.status)).collect::<Vec<_>>(),
+        (0..4).map(|i| (i, WcStatus::WrFlushErr)).collect::<Vec<_>>()
+    );
+    assert_eq!(
+        b.iter().map(|w| (w.wr_id, w.opcode)).collect::<Vec<_>>(),
+        (10..14).map(|i| (i, WcOpcode::Recv)).collect::<Vec<_>>()
+    );
     assert!(b.iter().all(|w| w.status == WcStatus::WrFlushErr));
     // Posting in the error state completes at once with a flush error.
     p.a.post_send(qa, &[wr(7, WrOpcode::Send, vec![])]).unwrap();
@@ -213,7 +244,8 @@ fn qp_flush_on_error() {
         p.a.modify_qp(qa, QpState::Rts, &QpAttr::default()),
         Err(VerbsError::InvalidTransition(QpState::Reset, QpState::Rts))
     );
-    p.a.modify_qp(qa, QpState::Init, &QpAttr { qp_access_flags: Some(Access::NONE), ..QpAttr::default() }).unwrap();
+    p.a.modify_qp(qa, QpState::Init, &QpAttr { qp_access_flags: Some(Access::NONE), ..QpAttr::default() })
+        .unwrap();
 }
 
 #[test]
@@ -294,17 +326,32 @@ fn verbs_misuse_gives_typed_errors() {
     let (qa, _) = p.qps[0];
     let e = |r: Result<(), (usize, VerbsError)>| r.unwrap_err().1;
     // SGEs: out of range, unknown key, another PD's region, too many.
-    assert_eq!(e(p.a.post_send(qa, &[wr(1, WrOpcode::Send, vec![sge(&src, 32000, 1000)])])), VerbsError::InvalidSge(MemError::OutOfRange));
+    assert_eq!(
+        e(p.a.post_send(qa, &[wr(1, WrOpcode::Send, vec![sge(&src, 32000, 1000)])])),
+        VerbsError::InvalidSge(MemError::OutOfRange)
+    );
     let bogus = Sge { addr: src.addr, length: 4, lkey: src.lkey ^ 0x7700 };
-    assert_eq!(e(p.a.post_send(qa, &[wr(1, WrOpcode::Send, vec![bogus])])), VerbsError::InvalidSge(MemError::BadKey));
+    assert_eq!(
+        e(p.a.post_send(qa, &[wr(1, WrOpcode::Send, vec![bogus])])),
+        VerbsError::InvalidSge(MemError::BadKey)
+    );
     let pd2 = p.a.alloc_pd();
     let other = p.a.reg_mr(pd2, 64, Access::LOCAL_WRITE).unwrap();
-    assert_eq!(e(p.a.post_send(qa, &[wr(1, WrOpcode::Send, vec![sge(&other, 0, 4)])])), VerbsError::InvalidSge(MemError::WrongPd));
-    assert_eq!(e(p.a.post_send(qa, &[wr(1, WrOpcode::Send, vec![sge(&src, 0, 1), sge(&src, 1, 1)])])), VerbsError::TooManySge);
+    assert_eq!(
+        e(p.a.post_send(qa, &[wr(1, WrOpcode::Send, vec![sge(&other, 0, 4)])])),
+        VerbsError::InvalidSge(MemError::WrongPd)
+    );
+    assert_eq!(
+        e(p.a.post_send(qa, &[wr(1, WrOpcode::Send, vec![sge(&src, 0, 1), sge(&src, 1, 1)])])),
+        VerbsError::TooManySge
+    );
     // READ into memory without LOCAL_WRITE.
     let ro = p.a.reg_mr(p.pd_a, 64, Access::NONE).unwrap();
     let read = WrOpcode::RdmaRead { remote_addr: dst.addr, rkey: dst.rkey };
-    assert_eq!(e(p.a.post_send(qa, &[wr(1, read, vec![sge(&ro, 0, 8)])])), VerbsError::InvalidSge(MemError::Access));
+    assert_eq!(
+        e(p.a.post_send(qa, &[wr(1, read, vec![sge(&ro, 0, 8)])])),
+        VerbsError::InvalidSge(MemError::Access)
+    );
     // Atomics need one 8-byte buffer and an aligned target; inline has a limit.
     let fadd = WrOpcode::AtomicFetchAndAdd { remote_addr: dst.addr, rkey: dst.rkey, add: 1 };
     assert!(matches!(e(p.a.post_send(qa, &[wr(1, fadd, vec![sge(&src, 0, 4)])])), VerbsError::InvalidWr(_)));
@@ -320,10 +367,21 @@ fn verbs_misuse_gives_typed_errors() {
     p.a.dereg_mr(&src).unwrap();
     assert_eq!(p.a.mr_bytes(&src), Err(VerbsError::Memory(MemError::BadKey)));
     // Wrong state, missing and bad attributes, bad transitions.
-    let q = p.a.create_qp(p.pd_a, &QpInitAttr { send_cq: p.cq_a, recv_cq: p.cq_a, cap: QpCap::default(), sq_sig_all: false }).unwrap();
+    let q =
+        p.a.create_qp(
+            p.pd_a,
+            &QpInitAttr { send_cq: p.cq_a, recv_cq: p.cq_a, cap: QpCap::default(), sq_sig_all: false },
+        )
+        .unwrap();
     assert_eq!(e(p.a.post_send(q, &[s()])), VerbsError::InvalidState(QpState::Reset));
-    assert_eq!(e(p.a.post_recv(q, &[RecvWr { wr_id: 0, sg_list: vec![] }])), VerbsError::InvalidState(QpState::Reset));
-    assert_eq!(p.a.modify_qp(q, QpState::Rtr, &QpAttr::default()), Err(VerbsError::InvalidTransition(QpState::Reset, QpState::Rtr)));
+    assert_eq!(
+        e(p.a.post_recv(q, &[RecvWr { wr_id: 0, sg_list: vec![] }])),
+        VerbsError::InvalidState(QpState::Reset)
+    );
+    assert_eq!(
+        p.a.modify_qp(q, QpState::Rtr, &QpAttr::default()),
+        Err(VerbsError::InvalidTransition(QpState::Reset, QpState::Rtr))
+    );
     p.a.modify_qp(q, QpState::Init, &QpAttr::default()).unwrap();
     assert_eq!(e(p.a.post_send(q, &[s()])), VerbsError::InvalidState(QpState::Init));
     let mut rtr = QpAttr {
@@ -342,12 +400,22 @@ fn verbs_misuse_gives_typed_errors() {
     assert_eq!(p.a.modify_qp(q, QpState::Rtr, &rtr), Err(VerbsError::Unreachable));
     rtr.ah_attr = Some(AddressVector::new(p.b.gid()));
     p.a.modify_qp(q, QpState::Rtr, &rtr).unwrap();
-    let rts = QpAttr { sq_psn: Some(0), timeout: Some(14), retry_cnt: Some(8), rnr_retry: Some(7), max_rd_atomic: Some(1), ..QpAttr::default() };
+    let rts = QpAttr {
+        sq_psn: Some(0),
+        timeout: Some(14),
+        retry_cnt: Some(8),
+        rnr_retry: Some(7),
+        max_rd_atomic: Some(1),
+        ..QpAttr::default()
+    };
     assert_eq!(p.a.modify_qp(q, QpState::Rts, &rts), Err(VerbsError::InvalidAttr("retry_cnt")));
     // Object lifetimes and handles.
     assert_eq!(p.a.dealloc_pd(p.pd_a), Err(VerbsError::Busy("PD")));
     assert_eq!(p.a.destroy_cq(p.cq_a), Err(VerbsError::Busy("CQ")));
-    assert_eq!(p.a.reg_mr(p.pd_a, 8, Access::REMOTE_WRITE).map(drop), Err(VerbsError::InvalidAttr("access: REMOTE_WRITE/ATOMIC need LOCAL_WRITE")));
+    assert_eq!(
+        p.a.reg_mr(p.pd_a, 8, Access::REMOTE_WRITE).map(drop),
+        Err(VerbsError::InvalidAttr("access: REMOTE_WRITE/ATOMIC need LOCAL_WRITE"))
+    );
     p.a.destroy_qp(q).unwrap();
     assert_eq!(p.a.query_qp(q).map(drop), Err(VerbsError::InvalidHandle("QP")));
     assert_eq!(p.a.create_cq(0).map(drop), Err(VerbsError::InvalidAttr("cq depth")));

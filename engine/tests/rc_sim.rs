@@ -98,9 +98,8 @@ fn run(seed: u64, link: LinkConfig, mtu: Mtu, max_retries: Option<u32>) -> Resul
         let data = pattern(seed, i, m.len);
         match m.op {
             Op::Read => p.b.mr_bytes_mut(&w.b_mem).unwrap()[i * SLOT..][..m.len].copy_from_slice(&data),
-            Op::Cas | Op::Fadd => {
-                p.b.mr_bytes_mut(&w.b_mem).unwrap()[i * SLOT..][..8].copy_from_slice(&(i as u64 * 1000).to_ne_bytes())
-            }
+            Op::Cas | Op::Fadd => p.b.mr_bytes_mut(&w.b_mem).unwrap()[i * SLOT..][..8]
+                .copy_from_slice(&(i as u64 * 1000).to_ne_bytes()),
             _ => p.a.mr_bytes_mut(&w.a_src).unwrap()[i * SLOT..][..m.len].copy_from_slice(&data),
         }
     }
@@ -109,7 +108,8 @@ fn run(seed: u64, link: LinkConfig, mtu: Mtu, max_retries: Option<u32>) -> Resul
         (0..msgs.len()).filter(|&i| matches!(msgs[i].op, Op::Send | Op::SendImm | Op::WriteImm)).collect();
     for (k, _) in consumers.iter().enumerate() {
         let sge = Sge { addr: w.b_recv.addr + (k * SLOT) as u64, length: SLOT as u32, lkey: w.b_recv.lkey };
-        p.b.post_recv(qb, &[RecvWr { wr_id: 1_000 + k as u64, sg_list: vec![sge] }]).map_err(|e| format!("{e:?}"))?;
+        p.b.post_recv(qb, &[RecvWr { wr_id: 1_000 + k as u64, sg_list: vec![sge] }])
+            .map_err(|e| format!("{e:?}"))?;
     }
     // Post everything, at most 8 outstanding.
     let mut posted = 0;
@@ -120,14 +120,15 @@ fn run(seed: u64, link: LinkConfig, mtu: Mtu, max_retries: Option<u32>) -> Resul
         .run_until(limit, |p| {
             let mut wcs = Vec::new();
             p.a.poll_cq(p.cq_a, &mut wcs, 64).unwrap();
-            send_wcs.extend(wcs.drain(..));
+            send_wcs.append(&mut wcs);
             p.b.poll_cq(p.cq_b, &mut wcs, 64).unwrap();
             recv_wcs.extend(wcs);
             while posted < msgs.len() && posted - send_wcs.len() < 8 {
                 let i = posted;
                 let m = &msgs[i];
                 let local = if matches!(m.op, Op::Read | Op::Cas | Op::Fadd) { &w.a_dst } else { &w.a_src };
-                let sge = Sge { addr: local.addr + (i * SLOT) as u64, length: m.len as u32, lkey: local.lkey };
+                let sge =
+                    Sge { addr: local.addr + (i * SLOT) as u64, length: m.len as u32, lkey: local.lkey };
                 let remote_addr = w.b_mem.addr + (i * SLOT) as u64;
                 let rkey = w.b_mem.rkey;
                 let opcode = match m.op {
@@ -182,14 +183,20 @@ fn run(seed: u64, link: LinkConfig, mtu: Mtu, max_retries: Option<u32>) -> Resul
             Op::Cas => WcOpcode::CompSwap,
             Op::Fadd => WcOpcode::FetchAdd,
         };
-        if wc.wr_id != i as u64 || wc.status != WcStatus::Success || wc.opcode != want || wc.byte_len != m.len as u32 {
+        if wc.wr_id != i as u64
+            || wc.status != WcStatus::Success
+            || wc.opcode != want
+            || wc.byte_len != m.len as u32
+        {
             return Err(format!("send completion {i} ({:?}, {} bytes) is {wc:?}", m.op, m.len));
         }
         let data = pattern(seed, i, m.len);
         let b_slot = &p.b.mr_bytes(&w.b_mem).unwrap()[i * SLOT..][..SLOT];
         let a_dst = &p.a.mr_bytes(&w.a_dst).unwrap()[i * SLOT..][..SLOT];
         let ok = match m.op {
-            Op::Write | Op::WriteImm => b_slot[..m.len] == data[..] && b_slot[m.len..].iter().all(|&x| x == 0),
+            Op::Write | Op::WriteImm => {
+                b_slot[..m.len] == data[..] && b_slot[m.len..].iter().all(|&x| x == 0)
+            }
             Op::Read => a_dst[..m.len] == data[..] && a_dst[m.len..].iter().all(|&x| x == 0),
             Op::Cas | Op::Fadd => {
                 let orig = u64::from_ne_bytes(a_dst[..8].try_into().unwrap());
@@ -291,7 +298,9 @@ fn loss_30_percent() {
 fn loss_30_percent_spec_retry_count() {
     let mut exhausted = 0;
     for seed in 3000..3200 {
-        if let Err(e) = run(seed, lossy(0.30), [Mtu::Mtu256, Mtu::Mtu1024, Mtu::Mtu4096][(seed % 3) as usize], None) {
+        if let Err(e) =
+            run(seed, lossy(0.30), [Mtu::Mtu256, Mtu::Mtu1024, Mtu::Mtu4096][(seed % 3) as usize], None)
+        {
             assert!(e.contains("RetryExcErr") || e.contains("WrFlushErr"), "seed {seed}: {e}");
             exhausted += 1;
         }
@@ -301,7 +310,8 @@ fn loss_30_percent_spec_retry_count() {
 
 #[test]
 fn reordering() {
-    let link = LinkConfig { reorder: 0.2, reorder_window: Duration::from_micros(20), ..LinkConfig::default() };
+    let link =
+        LinkConfig { reorder: 0.2, reorder_window: Duration::from_micros(20), ..LinkConfig::default() };
     sweep("reorder 20%", link, 4000..4200);
 }
 

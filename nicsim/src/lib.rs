@@ -224,7 +224,13 @@ impl Network {
     /// Connects a port to a switch: `up` impairs what the port sends, `down` what the switch sends
     /// to it. The switch forwards by destination MAC (learnt from source MACs, plus the port's own
     /// MAC from the start) and floods unknown and group destinations.
-    pub fn attach(&mut self, port: PortId, sw: SwitchId, up: LinkConfig, down: LinkConfig) -> Result<(), Error> {
+    pub fn attach(
+        &mut self,
+        port: PortId,
+        sw: SwitchId,
+        up: LinkConfig,
+        down: LinkConfig,
+    ) -> Result<(), Error> {
         self.free_port(port)?;
         if sw.0 >= self.switches.len() {
             return Err(Error::NoSuchSwitch(sw.0));

@@ -159,7 +159,10 @@ fn switch_learns_and_floods() {
     assert_eq!(drain(&mut net, ports[2]), vec![1, 2]);
     assert_eq!(drain(&mut net, ports[0]), vec![2]);
     assert_eq!(drain(&mut net, ports[1]), Vec::<u32>::new());
-    assert_eq!(net.attach(ports[0], sw, LinkConfig::default(), LinkConfig::default()), Err(Error::PortInUse(0)));
+    assert_eq!(
+        net.attach(ports[0], sw, LinkConfig::default(), LinkConfig::default()),
+        Err(Error::PortInUse(0))
+    );
 }
 
 #[test]

@@ -9,7 +9,9 @@
 pub mod baseline;
 
 use crate::simpair::{PairConfig, SimPair};
-use crate::verbs::{Access, Mr, Mtu, QpCap, RecvWr, SendFlags, SendWr, Sge, VerbsError, WcStatus, WorkCompletion, WrOpcode};
+use crate::verbs::{
+    Access, Mr, Mtu, QpCap, RecvWr, SendFlags, SendWr, Sge, VerbsError, WcStatus, WorkCompletion, WrOpcode,
+};
 use hdrhistogram::Histogram;
 use nicsim::LinkConfig;
 use std::time::{Duration, Instant};
@@ -248,7 +250,9 @@ impl Bench {
         for q in 0..cfg.qps {
             let lw = Access::LOCAL_WRITE;
             let (src, dst, counter) = match cfg.op {
-                PerfOp::Send => (pair.a.reg_mr(pair.pd_a, ring, lw)?, pair.b.reg_mr(pair.pd_b, ring, lw)?, None),
+                PerfOp::Send => {
+                    (pair.a.reg_mr(pair.pd_a, ring, lw)?, pair.b.reg_mr(pair.pd_b, ring, lw)?, None)
+                }
                 PerfOp::Write => (
                     pair.a.reg_mr(pair.pd_a, ring, lw)?,
                     pair.b.reg_mr(pair.pd_b, ring, lw | Access::REMOTE_WRITE)?,
@@ -267,9 +271,28 @@ impl Bench {
             };
             let src_ctx = if cfg.op == PerfOp::Read { &mut pair.b } else { &mut pair.a };
             fill_pattern(src_ctx.mr_bytes_mut(&src)?, cfg.seed ^ q as u64);
-            lanes.push(Lane { slots, src, dst, counter, posted: 0, completed: 0, received: 0, post_time: None });
+            lanes.push(Lane {
+                slots,
+                src,
+                dst,
+                counter,
+                posted: 0,
+                completed: 0,
+                received: 0,
+                post_time: None,
+            });
         }
-        let mut bench = Bench { cfg: cfg.clone(), pair, lanes, size, wcs: Vec::new(), verified: 0, errors: 0, lat: Vec::new(), check_clock: Default::default() };
+        let mut bench = Bench {
+            cfg: cfg.clone(),
+            pair,
+            lanes,
+            size,
+            wcs: Vec::new(),
+            verified: 0,
+            errors: 0,
+            lat: Vec::new(),
+            check_clock: Default::default(),
+        };
         if cfg.op == PerfOp::Send {
             for q in 0..cfg.qps {
                 for s in 0..slots {
@@ -287,9 +310,13 @@ impl Bench {
 
     fn post_recv(&mut self, q: usize, slot: usize) -> Result<(), PerfError> {
         let l = &self.lanes[q];
-        let sge = Sge { addr: l.dst.addr + (slot * self.size) as u64, length: self.size as u32, lkey: l.dst.lkey };
+        let sge =
+            Sge { addr: l.dst.addr + (slot * self.size) as u64, length: self.size as u32, lkey: l.dst.lkey };
         let qb = self.pair.qps[q].1;
-        self.pair.b.post_recv(qb, &[RecvWr { wr_id: (q << 32 | slot) as u64, sg_list: vec![sge] }]).map_err(post_err)
+        self.pair
+            .b
+            .post_recv(qb, &[RecvWr { wr_id: (q << 32 | slot) as u64, sg_list: vec![sge] }])
+            .map_err(post_err)
     }
 
     fn post(&mut self, q: usize) -> Result<(), PerfError> {
@@ -322,10 +349,15 @@ impl Bench {
                 let c = l.counter.ok_or(PerfError::Stalled("atomic lane without a counter"))?;
                 let sge = Sge { addr: l.dst.addr + (slot * 8) as u64, length: 8, lkey: l.dst.lkey };
                 let opcode = match self.cfg.atomic {
-                    AtomicOp::FetchAdd => WrOpcode::AtomicFetchAndAdd { remote_addr: c.addr, rkey: c.rkey, add: 1 },
-                    AtomicOp::CmpSwap => {
-                        WrOpcode::AtomicCmpAndSwp { remote_addr: c.addr, rkey: c.rkey, compare: n, swap: n + 1 }
+                    AtomicOp::FetchAdd => {
+                        WrOpcode::AtomicFetchAndAdd { remote_addr: c.addr, rkey: c.rkey, add: 1 }
                     }
+                    AtomicOp::CmpSwap => WrOpcode::AtomicCmpAndSwp {
+                        remote_addr: c.addr,
+                        rkey: c.rkey,
+                        compare: n,
+                        swap: n + 1,
+                    },
                 };
                 SendWr { wr_id: n, opcode, sg_list: vec![sge], flags: SendFlags::SIGNALED }
             }
@@ -377,8 +409,13 @@ impl Bench {
                 continue;
             }
             let dst = self.pair.b.mr_bytes(&self.lanes[q].dst)?;
-            let ok = wc.byte_len as usize == size && self.check(q, n, &dst[slot * size..(slot + 1) * size], slot);
-            if ok { self.verified += 1 } else { self.errors += 1 }
+            let ok =
+                wc.byte_len as usize == size && self.check(q, n, &dst[slot * size..(slot + 1) * size], slot);
+            if ok {
+                self.verified += 1
+            } else {
+                self.errors += 1
+            }
             self.post_recv(q, slot)?;
         }
         wcs.clear();
@@ -401,7 +438,8 @@ impl Bench {
                     }
                     PerfOp::Atomic => {
                         let dst = self.pair.a.mr_bytes(&l.dst)?;
-                        let orig = u64::from_ne_bytes(dst[slot * 8..slot * 8 + 8].try_into().unwrap_or([0xFF; 8]));
+                        let orig =
+                            u64::from_ne_bytes(dst[slot * 8..slot * 8 + 8].try_into().unwrap_or([0xFF; 8]));
                         orig == n
                     }
                 };
@@ -423,7 +461,9 @@ impl Bench {
 
 impl Bench {
     fn all_done(&self, iters: u64) -> bool {
-        self.lanes.iter().all(|l| l.completed >= iters && (self.cfg.op != PerfOp::Send || l.received >= iters))
+        self.lanes
+            .iter()
+            .all(|l| l.completed >= iters && (self.cfg.op != PerfOp::Send || l.received >= iters))
     }
 
     fn step(&mut self) -> Result<(), PerfError> {
@@ -452,7 +492,8 @@ impl Bench {
             let done: u64 = self.lanes.iter().map(|l| l.completed).sum();
             if done >= mark_n + window {
                 let now = Instant::now();
-                let rate = ((done - mark_n) * self.size as u64) as f64 / (now - mark_t).as_secs_f64().max(1e-9);
+                let rate =
+                    ((done - mark_n) * self.size as u64) as f64 / (now - mark_t).as_secs_f64().max(1e-9);
                 peak = peak.max(rate);
                 (mark_t, mark_n) = (now, done);
             }
@@ -479,7 +520,8 @@ impl Bench {
 
     /// Latency mode: one message at a time, `iters` times on QP 0.
     pub fn run_lat(&mut self) -> Result<LatRow, PerfError> {
-        let mut wall = Histogram::<u64>::new_with_bounds(1, 3_600_000_000_000, 3).map_err(|_| PerfError::Stalled("histogram"))?;
+        let mut wall = Histogram::<u64>::new_with_bounds(1, 3_600_000_000_000, 3)
+            .map_err(|_| PerfError::Stalled("histogram"))?;
         let mut virt = wall.clone();
         for _ in 0..self.cfg.iters {
             self.post(0)?;
@@ -494,7 +536,13 @@ impl Bench {
             wall.saturating_record(w.as_nanos().max(1) as u64);
             virt.saturating_record(v.as_nanos().max(1) as u64);
         }
-        Ok(LatRow { size: self.size, wall_ns: wall, virtual_ns: virt, verified: self.verified, errors: self.errors })
+        Ok(LatRow {
+            size: self.size,
+            wall_ns: wall,
+            virtual_ns: virt,
+            verified: self.verified,
+            errors: self.errors,
+        })
     }
 }
 

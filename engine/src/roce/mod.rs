@@ -45,9 +45,17 @@ impl Kind {
 pub(crate) enum TxPayload {
     None,
     /// Bytes `offset..offset + len` of send queue entry `index` (its SGEs or inline data).
-    Wqe { index: usize, offset: u32, len: u32 },
+    Wqe {
+        index: usize,
+        offset: u32,
+        len: u32,
+    },
     /// Remote-readable memory (READ responses).
-    Remote { rkey: u32, va: u64, len: u32 },
+    Remote {
+        rkey: u32,
+        va: u64,
+        len: u32,
+    },
 }
 
 /// A packet to send: headers, and where its payload is.

@@ -3,10 +3,10 @@
 //! (roce-wire.md §1.3, §1.4).
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use wire::ethernet::ethertype;
+use wire::ib::RoceRepr;
 use wire::ib::icrc::{self, ICRC_LEN};
 use wire::ib::packet::pad_for;
-use wire::ib::RoceRepr;
-use wire::ethernet::ethertype;
 use wire::{EthernetAddress, EthernetRepr, IpRepr, Ipv4Repr, Ipv6Repr, UdpChecksum, UdpRepr};
 
 /// RoCEv2 UDP destination port.

@@ -143,7 +143,7 @@ impl RcQp {
             (_, Reset) => {
                 *self = RcQp::new(self.cfg);
             }
-            (_, Error) => self.to_error(None),
+            (_, Error) => self.enter_error(None),
             (Reset, Init) | (Init, Init) => {
                 self.access = a.qp_access_flags.unwrap_or(self.access);
                 self.attr.qp_access_flags = Some(self.access);
@@ -243,7 +243,7 @@ impl RcQp {
 
     /// Moves to the error state: the failing send request (if any) completes with its status and
     /// everything else is flushed.
-    fn to_error(&mut self, failed: Option<(usize, WcStatus)>) {
+    fn enter_error(&mut self, failed: Option<(usize, WcStatus)>) {
         let (index, status) = failed.unwrap_or((usize::MAX, WcStatus::WrFlushErr));
         self.req.fail(index, status);
         self.resp.flush();
@@ -278,8 +278,8 @@ impl RcQp {
         if kind == Kind::Atomic && len != 8 {
             return Err(VerbsError::InvalidWr("an atomic needs 8 bytes of local buffer"));
         }
-        if let WrOpcode::AtomicCmpAndSwp { remote_addr, .. } | WrOpcode::AtomicFetchAndAdd { remote_addr, .. } =
-            wr.opcode
+        if let WrOpcode::AtomicCmpAndSwp { remote_addr, .. }
+        | WrOpcode::AtomicFetchAndAdd { remote_addr, .. } = wr.opcode
         {
             if remote_addr % 8 != 0 {
                 return Err(VerbsError::InvalidWr("atomic remote address not 8-byte aligned"));
@@ -356,11 +356,11 @@ impl RcQp {
         if info.operation.is_response() {
             if self.state == QpState::Rts {
                 if let Err(fatal) = self.req.handle_response(now, info.operation, pkt, mem) {
-                    self.to_error(Some(fatal));
+                    self.enter_error(Some(fatal));
                 }
             }
         } else if self.resp.handle_request(info.operation, pkt, mem).is_err() {
-            self.to_error(None);
+            self.enter_error(None);
         }
     }
 
@@ -375,7 +375,7 @@ impl RcQp {
             return;
         }
         if let Err(fatal) = self.req.handle_timeout(now) {
-            self.to_error(Some(fatal));
+            self.enter_error(Some(fatal));
         }
     }
 
@@ -389,7 +389,9 @@ impl RcQp {
         let path = self.path?;
         loop {
             let (desc, from_responder) = match self.state {
-                QpState::Rtr | QpState::Rts | QpState::Error if self.resp.has_reply() => (self.resp.poll()?, true),
+                QpState::Rtr | QpState::Rts | QpState::Error if self.resp.has_reply() => {
+                    (self.resp.poll()?, true)
+                }
                 QpState::Rts => (self.req.poll(now)?, false),
                 _ => return None,
             };
@@ -407,7 +409,13 @@ impl RcQp {
                     })
                 }
                 TxPayload::Remote { rkey, va, len } => path.emit(buf, &desc.packet, len as usize, |dst| {
-                    dst.copy_from_slice(mem.remote(self.cfg.pd, rkey, va, len as usize, Access::REMOTE_READ)?);
+                    dst.copy_from_slice(mem.remote(
+                        self.cfg.pd,
+                        rkey,
+                        va,
+                        len as usize,
+                        Access::REMOTE_READ,
+                    )?);
                     Ok(())
                 }),
             };
@@ -416,14 +424,14 @@ impl RcQp {
                 Err(_) if from_responder => {
                     // The region went away under a READ response: NAK, then the error state.
                     self.resp.read_failed(psn);
-                    self.to_error(None);
+                    self.enter_error(None);
                 }
                 Err(_) => {
                     let index = match desc.payload {
                         TxPayload::Wqe { index, .. } => index,
                         _ => 0,
                     };
-                    self.to_error(Some((index, WcStatus::LocProtErr)));
+                    self.enter_error(Some((index, WcStatus::LocProtErr)));
                 }
             }
         }

@@ -6,7 +6,9 @@ use super::{Kind, TxDesc, TxPayload};
 use crate::verbs::{SendFlags, SendWr, WcStatus, WorkCompletion, WrOpcode};
 use std::collections::VecDeque;
 use std::time::Duration;
-use wire::ib::{AtomicEthRepr, BthRepr, IethRepr, ImmDt, Opcode, Operation, RethRepr, RoceRepr, Transport, psn};
+use wire::ib::{
+    AtomicEthRepr, BthRepr, IethRepr, ImmDt, Opcode, Operation, RethRepr, RoceRepr, Transport, psn,
+};
 
 /// `RXE_MAX_UNACKED_PSNS`: the requester stops when it is this far ahead of the oldest unacked PSN.
 pub const MAX_UNACKED_PSNS: i32 = 128;
@@ -187,12 +189,16 @@ impl Requester {
                         pkt.ieth = Some(IethRepr { rkey: invalidate_rkey });
                         SendOnlyInv
                     }
-                    (WrOpcode::Send | WrOpcode::SendWithImm { .. } | WrOpcode::SendWithInv { .. }, true, false) => {
-                        SendFirst
-                    }
-                    (WrOpcode::Send | WrOpcode::SendWithImm { .. } | WrOpcode::SendWithInv { .. }, false, false) => {
-                        SendMiddle
-                    }
+                    (
+                        WrOpcode::Send | WrOpcode::SendWithImm { .. } | WrOpcode::SendWithInv { .. },
+                        true,
+                        false,
+                    ) => SendFirst,
+                    (
+                        WrOpcode::Send | WrOpcode::SendWithImm { .. } | WrOpcode::SendWithInv { .. },
+                        false,
+                        false,
+                    ) => SendMiddle,
                     (WrOpcode::Send, false, true) => SendLast,
                     (WrOpcode::SendWithImm { imm }, false, true) => {
                         pkt.immdt = Some(ImmDt(imm));
@@ -238,7 +244,8 @@ impl Requester {
             (Kind::Read, WrOpcode::RdmaRead { remote_addr, rkey }) => {
                 bth.opcode = op(Operation::ReadRequest);
                 let rest = w.len - offset;
-                pkt.reth = Some(RethRepr { va: remote_addr.wrapping_add(u64::from(offset)), rkey, dma_len: rest });
+                pkt.reth =
+                    Some(RethRepr { va: remote_addr.wrapping_add(u64::from(offset)), rkey, dma_len: rest });
                 bth.ack_req = true;
                 consumed = rest.div_ceil(mtu).max(1);
                 message_done = true;

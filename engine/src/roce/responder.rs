@@ -304,7 +304,13 @@ impl Responder {
                 }
                 if reth.dma_len > 0
                     && mem
-                        .check_remote(self.cfg.pd, reth.rkey, reth.va, u64::from(reth.dma_len), Access::REMOTE_WRITE)
+                        .check_remote(
+                            self.cfg.pd,
+                            reth.rkey,
+                            reth.va,
+                            u64::from(reth.dma_len),
+                            Access::REMOTE_WRITE,
+                        )
                         .is_err()
                 {
                     return Err(self.fatal(p, NakCode::RemoteAccessError));
@@ -371,13 +377,26 @@ impl Responder {
         }
         let npkts = reth.dma_len.div_ceil(self.cfg.mtu).max(1);
         let last_psn = psn::add(p, npkts - 1);
-        self.push_resource(Resource::Read { first_psn: p, last_psn, va: reth.va, rkey: reth.rkey, len: reth.dma_len });
+        self.push_resource(Resource::Read {
+            first_psn: p,
+            last_psn,
+            va: reth.va,
+            rkey: reth.rkey,
+            len: reth.dma_len,
+        });
         // The MSN counts the READ when it arrives (§1.7).
         self.msn = psn::add(self.msn, 1);
         self.epsn = psn::add(p, npkts);
         self.nak_sent = false;
         let msn = self.msn;
-        self.queue(Reply::Read { psn: p, va: reth.va, rkey: reth.rkey, remaining: reth.dma_len, first: true, msn });
+        self.queue(Reply::Read {
+            psn: p,
+            va: reth.va,
+            rkey: reth.rkey,
+            remaining: reth.dma_len,
+            first: true,
+            msn,
+        });
         Ok(())
     }
 

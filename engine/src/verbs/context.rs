@@ -211,7 +211,12 @@ impl Context {
     }
 
     /// Moves up to `max` completions into `out` (`ibv_poll_cq`); returns how many.
-    pub fn poll_cq(&mut self, cq: Cq, out: &mut Vec<WorkCompletion>, max: usize) -> Result<usize, VerbsError> {
+    pub fn poll_cq(
+        &mut self,
+        cq: Cq,
+        out: &mut Vec<WorkCompletion>,
+        max: usize,
+    ) -> Result<usize, VerbsError> {
         let c = self.cq_mut(cq)?;
         if c.overrun {
             return Err(VerbsError::CqOverrun);
@@ -237,7 +242,8 @@ impl Context {
         if qpn > 0xFF_FFFF {
             return Err(VerbsError::OutOfResources);
         }
-        let cfg = QpConfig { qpn, pd: pd.0, cap: c, sq_sig_all: init.sq_sig_all, mac: self.mac(), gid: self.gid() };
+        let cfg =
+            QpConfig { qpn, pd: pd.0, cap: c, sq_sig_all: init.sq_sig_all, mac: self.mac(), gid: self.gid() };
         self.qps.push(Some(QpEntry { qp: RcQp::new(cfg), send_cq: init.send_cq.0, recv_cq: init.recv_cq.0 }));
         Ok(Qp(qpn))
     }
@@ -279,7 +285,10 @@ impl Context {
     pub fn post_send(&mut self, qp: Qp, wrs: &[SendWr]) -> Result<(), (usize, VerbsError)> {
         let i = qp.0.wrapping_sub(FIRST_QPN) as usize;
         let Some(Some(e)) = self.qps.get_mut(i) else { return Err((0, VerbsError::InvalidHandle("QP"))) };
-        let posted = wrs.iter().enumerate().try_for_each(|(n, wr)| e.qp.post_send(wr, &self.mem).map_err(|err| (n, err)));
+        let posted = wrs
+            .iter()
+            .enumerate()
+            .try_for_each(|(n, wr)| e.qp.post_send(wr, &self.mem).map_err(|err| (n, err)));
         if e.qp.state() == QpState::Error {
             // Requests posted in the error state complete at once.
             self.flush_completions();
@@ -291,7 +300,10 @@ impl Context {
     pub fn post_recv(&mut self, qp: Qp, wrs: &[RecvWr]) -> Result<(), (usize, VerbsError)> {
         let i = qp.0.wrapping_sub(FIRST_QPN) as usize;
         let Some(Some(e)) = self.qps.get_mut(i) else { return Err((0, VerbsError::InvalidHandle("QP"))) };
-        let posted = wrs.iter().enumerate().try_for_each(|(n, wr)| e.qp.post_recv(wr, &self.mem).map_err(|err| (n, err)));
+        let posted = wrs
+            .iter()
+            .enumerate()
+            .try_for_each(|(n, wr)| e.qp.post_recv(wr, &self.mem).map_err(|err| (n, err)));
         if e.qp.state() == QpState::Error {
             self.flush_completions();
         }
@@ -360,7 +372,8 @@ impl Context {
             self.stats.rx_unknown += 1;
             return;
         };
-        let to_us = f.ethernet.dst_addr.0 == self.dp.mac() && canonical(f.ip.dst_addr()) == canonical(self.dp.gid());
+        let to_us =
+            f.ethernet.dst_addr.0 == self.dp.mac() && canonical(f.ip.dst_addr()) == canonical(self.dp.gid());
         let index = pkt.bth.dest_qp.wrapping_sub(FIRST_QPN) as usize;
         match self.qps.get_mut(index) {
             Some(Some(e)) if to_us => e.qp.handle_packet(now, f.ip.src_addr(), pkt, &mut self.mem),
