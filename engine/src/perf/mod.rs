@@ -13,7 +13,7 @@ use crate::verbs::{
     Access, Mr, Mtu, QpCap, RecvWr, SendFlags, SendWr, Sge, VerbsError, WcStatus, WorkCompletion, WrOpcode,
 };
 use hdrhistogram::Histogram;
-use nicsim::LinkConfig;
+pub use nicsim::LinkConfig;
 use std::time::{Duration, Instant};
 
 /// The operation measured.
