@@ -54,11 +54,24 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     }
     let gb = |x: f64| x / 1e9;
-    let (w, e, b) = (summarize(&engine_wall).unwrap(), summarize(&engine_only).unwrap(), summarize(&base).unwrap());
+    let (w, e, b) =
+        (summarize(&engine_wall).unwrap(), summarize(&engine_only).unwrap(), summarize(&base).unwrap());
     println!("write_bw: {SIZE}-byte RDMA WRITEs, MTU 4096, one thread, {rounds} interleaved rounds");
-    println!("  engine (wall clock, data checks included): p50 {:.2} GB/s, best {:.2} GB/s", gb(w.p50), gb(w.best));
-    println!("  engine (data checks excluded):             p50 {:.2} GB/s, best {:.2} GB/s", gb(e.p50), gb(e.best));
-    println!("  baseline TX+RX plain loop:                 p50 {:.2} GB/s, best {:.2} GB/s", gb(b.p50), gb(b.best));
+    println!(
+        "  engine (wall clock, data checks included): p50 {:.2} GB/s, best {:.2} GB/s",
+        gb(w.p50),
+        gb(w.best)
+    );
+    println!(
+        "  engine (data checks excluded):             p50 {:.2} GB/s, best {:.2} GB/s",
+        gb(e.p50),
+        gb(e.best)
+    );
+    println!(
+        "  baseline TX+RX plain loop:                 p50 {:.2} GB/s, best {:.2} GB/s",
+        gb(b.p50),
+        gb(b.best)
+    );
     println!("  ratio engine/baseline: p50 {:.3} (with checks {:.3})", e.p50 / b.p50, w.p50 / b.p50);
     let mut shifted = Vec::new();
     for shift in SHIFTS {
@@ -66,7 +79,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let s = summarize(&rates).unwrap();
         // MIDDLE payloads sit 54 bytes into a page-aligned frame.
         let d = (shift + 4096 - 54) % 4096;
-        println!("  baseline, destination shifted {shift:>3} bytes ((dst - src) mod 4096 = {d:>4}): p50 {:.2} GB/s", gb(s.p50));
+        println!(
+            "  baseline, destination shifted {shift:>3} bytes ((dst - src) mod 4096 = {d:>4}): p50 {:.2} GB/s",
+            gb(s.p50)
+        );
         shifted.push(serde_json::json!({"shift": shift, "p50_bytes_per_sec": s.p50}));
     }
     let json = serde_json::json!({

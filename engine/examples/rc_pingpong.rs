@@ -53,15 +53,18 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         };
         ctx[i].modify_qp(qp, QpState::Rts, &rts)?;
     }
-    let recv = |c: &mut Context, s: &(engine::verbs::Mr, engine::verbs::Cq, engine::verbs::Qp, std::net::IpAddr)| {
-        let sge = Sge { addr: s.0.addr, length: size as u32, lkey: s.0.lkey };
-        c.post_recv(s.2, &[RecvWr { wr_id: 1, sg_list: vec![sge] }]).map_err(|(_, e)| e)
-    };
-    let send = |c: &mut Context, s: &(engine::verbs::Mr, engine::verbs::Cq, engine::verbs::Qp, std::net::IpAddr)| {
-        let sge = Sge { addr: s.0.addr, length: size as u32, lkey: s.0.lkey };
-        let wr = SendWr { wr_id: 2, opcode: WrOpcode::Send, sg_list: vec![sge], flags: SendFlags::SIGNALED };
-        c.post_send(s.2, &[wr]).map_err(|(_, e)| e)
-    };
+    let recv =
+        |c: &mut Context, s: &(engine::verbs::Mr, engine::verbs::Cq, engine::verbs::Qp, std::net::IpAddr)| {
+            let sge = Sge { addr: s.0.addr, length: size as u32, lkey: s.0.lkey };
+            c.post_recv(s.2, &[RecvWr { wr_id: 1, sg_list: vec![sge] }]).map_err(|(_, e)| e)
+        };
+    let send =
+        |c: &mut Context, s: &(engine::verbs::Mr, engine::verbs::Cq, engine::verbs::Qp, std::net::IpAddr)| {
+            let sge = Sge { addr: s.0.addr, length: size as u32, lkey: s.0.lkey };
+            let wr =
+                SendWr { wr_id: 2, opcode: WrOpcode::Send, sg_list: vec![sge], flags: SendFlags::SIGNALED };
+            c.post_send(s.2, &[wr]).map_err(|(_, e)| e)
+        };
     recv(&mut ctx[0], &side[0])?;
     recv(&mut ctx[1], &side[1])?;
 
@@ -92,7 +95,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             }
         }
         if work == 0 {
-            let next = [net.next_event(), ctx[0].next_deadline(), ctx[1].next_deadline()].into_iter().flatten().min();
+            let next = [net.next_event(), ctx[0].next_deadline(), ctx[1].next_deadline()]
+                .into_iter()
+                .flatten()
+                .min();
             match next {
                 Some(t) => net.advance_to(t),
                 None => return Err("stalled".into()),
@@ -103,6 +109,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let bytes = 2 * size as u64 * iters;
     println!("{bytes} bytes in {secs:.2} seconds = {:.2} Mbit/sec", bytes as f64 * 8.0 / secs / 1e6);
     println!("{iters} iters in {secs:.2} seconds = {:.2} usec/iter", secs * 1e6 / iters as f64);
-    println!("virtual time: {:?} ({:.2} usec/iter on the simulated 1 us cable)", net.now(), net.now().as_secs_f64() * 1e6 / iters as f64);
+    println!(
+        "virtual time: {:?} ({:.2} usec/iter on the simulated 1 us cable)",
+        net.now(),
+        net.now().as_secs_f64() * 1e6 / iters as f64
+    );
     Ok(())
 }

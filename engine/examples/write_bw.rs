@@ -55,6 +55,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     assert!(p.b.mr_bytes(&dst)? == p.a.mr_bytes(&src)?, "the target holds the source bytes");
     let bytes = size as u64 * iters;
     println!(" #bytes  #iterations  BW average[MB/sec]  BW average[Gb/sec]");
-    println!(" {size:<7} {iters:<12} {:<19.2} {:.2}", bytes as f64 / secs / 1048576.0, bytes as f64 * 8.0 / secs / 1e9);
+    println!(
+        " {size:<7} {iters:<12} {:<19.2} {:.2}",
+        bytes as f64 / secs / 1048576.0,
+        bytes as f64 * 8.0 / secs / 1e9
+    );
     Ok(())
 }

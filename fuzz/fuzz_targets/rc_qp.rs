@@ -64,7 +64,12 @@ fn setup() -> (RcQp, MemTable) {
     ];
     for (i, op) in ops.into_iter().enumerate() {
         let len = if matches!(op, WrOpcode::AtomicFetchAndAdd { .. }) { 8 } else { 700 };
-        let wr = SendWr { wr_id: i as u64, opcode: op, sg_list: vec![sge(8192 + i as u64 * 1024, len)], flags: SendFlags::SIGNALED };
+        let wr = SendWr {
+            wr_id: i as u64,
+            opcode: op,
+            sg_list: vec![sge(8192 + i as u64 * 1024, len)],
+            flags: SendFlags::SIGNALED,
+        };
         qp.post_send(&wr, &mem).unwrap();
     }
     (qp, mem)
@@ -77,7 +82,8 @@ fuzz_target!(|data: &[u8]| {
     let mut rest = data;
     loop {
         while let Some(n) = qp.poll_transmit(now, &mem, &mut buf) {
-            let f = FrameRepr::parse_verified(&buf[..n], &Default::default()).expect("the QP sends valid frames");
+            let f =
+                FrameRepr::parse_verified(&buf[..n], &Default::default()).expect("the QP sends valid frames");
             assert!(f.roce().is_some());
         }
         while qp.poll_completion().is_some() {}
