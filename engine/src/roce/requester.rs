@@ -325,3 +325,197 @@ impl Requester {
         self.rnr_until = None;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::verbs::{Access, MemTable, Sge, WcOpcode};
+    use wire::ib::{AethRepr, NakCode};
+
+    const MTU: u32 = 256;
+
+    fn setup(sq_psn: u32) -> (Requester, MemTable, u32, u64) {
+        let mut mem = MemTable::default();
+        let (key, addr) = mem.register(1, 65536, Access::LOCAL_WRITE).unwrap();
+        let cfg = ReqConfig {
+            qpn: 0x11,
+            dest_qp: 0x12,
+            mtu: MTU,
+            timeout: ack_timeout(8),
+            retry_limit: 2,
+            rnr_retry: 7,
+            max_rd_atomic: 2,
+            sq_sig_all: true,
+        };
+        (Requester::new(cfg, sq_psn), mem, key, addr)
+    }
+
+    fn push(r: &mut Requester, wr_id: u64, opcode: WrOpcode, key: u32, addr: u64, len: u32) {
+        let sg_list = vec![Sge { addr, length: len, lkey: key }];
+        r.sq.push_back(SendWqe::new(
+            SendWr { wr_id, opcode, sg_list, flags: SendFlags::SIGNALED },
+            None,
+            len,
+        ));
+    }
+
+    /// Every packet the requester sends now: (opcode, PSN, AckReq).
+    fn drain(r: &mut Requester, now: Duration) -> Vec<(u8, u32, bool)> {
+        std::iter::from_fn(|| r.poll(now))
+            .map(|d| (d.packet.bth.opcode.0, d.packet.bth.psn, d.packet.bth.ack_req))
+            .collect()
+    }
+
+    fn ack(
+        r: &mut Requester,
+        mem: &mut MemTable,
+        now: Duration,
+        psn: u32,
+        aeth: AethRepr,
+    ) -> Result<(), (usize, WcStatus)> {
+        let mut p = RoceRepr::new(BthRepr::new(Opcode(0x11), 0x11, psn), &[]);
+        p.aeth = Some(aeth);
+        r.handle_response(now, Operation::Acknowledge, &p, mem)
+    }
+
+    #[test]
+    fn segments_by_mtu_across_the_psn_wrap() {
+        let (mut r, _, key, addr) = setup(0xFF_FFFF);
+        push(&mut r, 1, WrOpcode::RdmaWrite { remote_addr: 0x1000, rkey: 9 }, key, addr, 600);
+        push(&mut r, 2, WrOpcode::RdmaRead { remote_addr: 0x1000, rkey: 9 }, key, addr, 600);
+        push(&mut r, 3, WrOpcode::SendWithImm { imm: 7 }, key, addr, 0);
+        let pkts = drain(&mut r, Duration::ZERO);
+        // WRITE FIRST/MIDDLE/LAST, READ (3 PSNs), SEND_ONLY_IMM.
+        assert_eq!(
+            pkts,
+            vec![
+                (0x06, 0xFF_FFFF, false),
+                (0x07, 0, false),
+                (0x08, 1, true),
+                (0x0C, 2, true),
+                (0x05, 5, true)
+            ]
+        );
+        assert_eq!((r.sq[1].first_psn, r.sq[1].last_psn), (2, 4));
+        assert_eq!(r.high_psn, 6);
+    }
+
+    #[test]
+    fn window_of_128_unacknowledged_psns() {
+        let (mut r, mut mem, key, addr) = setup(100);
+        for i in 0..200 {
+            push(&mut r, i, WrOpcode::Send, key, addr, 8);
+        }
+        assert_eq!(drain(&mut r, Duration::ZERO).len(), 128);
+        ack(&mut r, &mut mem, Duration::ZERO, 100 + 9, AethRepr::ack(0x1F, 10)).unwrap();
+        assert_eq!(r.done.len(), 10);
+        assert_eq!(drain(&mut r, Duration::ZERO).len(), 10, "ten more fit once ten are acknowledged");
+    }
+
+    #[test]
+    fn nak_sequence_error_goes_back_n_and_acks_what_came_before() {
+        let (mut r, mut mem, key, addr) = setup(0);
+        for i in 0..5 {
+            push(&mut r, i, WrOpcode::Send, key, addr, 8);
+        }
+        assert_eq!(drain(&mut r, Duration::ZERO).len(), 5);
+        ack(&mut r, &mut mem, Duration::ZERO, 2, AethRepr::nak(NakCode::PsnSequenceError, 2)).unwrap();
+        let done: Vec<u64> = r.done.iter().map(|w| w.wr_id).collect();
+        assert_eq!(done, vec![0, 1]);
+        assert_eq!(drain(&mut r, Duration::ZERO).iter().map(|p| p.1).collect::<Vec<_>>(), vec![2, 3, 4]);
+        // The same NAK again (a duplicate on the wire) does not start another retry.
+        ack(&mut r, &mut mem, Duration::ZERO, 2, AethRepr::nak(NakCode::PsnSequenceError, 2)).unwrap();
+        assert!(drain(&mut r, Duration::ZERO).is_empty());
+    }
+
+    #[test]
+    fn timeouts_retry_then_fail_with_retry_exceeded() {
+        let (mut r, mut mem, key, addr) = setup(0);
+        push(&mut r, 1, WrOpcode::Send, key, addr, 600);
+        let t = ack_timeout(8).unwrap();
+        assert_eq!(drain(&mut r, Duration::ZERO).len(), 3);
+        assert_eq!(r.poll_timeout(), Some(t));
+        // retry_limit 2: two timeouts resend everything, the third fails.
+        for round in 1..=2u32 {
+            let now = t * round;
+            r.handle_timeout(now).unwrap();
+            assert_eq!(drain(&mut r, now).iter().map(|p| p.1).collect::<Vec<_>>(), vec![0, 1, 2]);
+        }
+        // An ACK of the first packet is progress: the budget is full again.
+        ack(&mut r, &mut mem, t * 2, 0, AethRepr::ack(0x1F, 0)).unwrap();
+        assert_eq!(r.retry_left, 2);
+        for round in 3..=4u32 {
+            r.handle_timeout(t * round).unwrap();
+            assert_eq!(drain(&mut r, t * round).iter().map(|p| p.1).collect::<Vec<_>>(), vec![1, 2]);
+        }
+        assert_eq!(r.handle_timeout(t * 5), Err((0, WcStatus::RetryExcErr)));
+    }
+
+    fn resp(op: u8, psn: u32, payload: &[u8]) -> RoceRepr<'_> {
+        let mut p = RoceRepr::new(BthRepr::new(Opcode(op), 0x11, psn), payload);
+        if op != 0x0E {
+            p.aeth = Some(AethRepr::ack(0x1F, 1));
+        }
+        p
+    }
+
+    #[test]
+    fn read_responses_land_in_order_and_gaps_retry_the_rest() {
+        let (mut r, mut mem, key, addr) = setup(10);
+        push(&mut r, 1, WrOpcode::RdmaRead { remote_addr: 0x8000, rkey: 9 }, key, addr, 600);
+        assert_eq!(drain(&mut r, Duration::ZERO), vec![(0x0C, 10, true)]);
+        let data: Vec<u8> = (0..600).map(|i| (i % 251) as u8).collect();
+        r.handle_response(
+            Duration::ZERO,
+            Operation::ReadResponseFirst,
+            &resp(0x0D, 10, &data[..256]),
+            &mut mem,
+        )
+        .unwrap();
+        // PSN 11 lost: the LAST at 12 is a gap, so the READ is asked for again from PSN 11.
+        r.handle_response(
+            Duration::ZERO,
+            Operation::ReadResponseLast,
+            &resp(0x0F, 12, &data[512..]),
+            &mut mem,
+        )
+        .unwrap();
+        let again: Vec<_> = std::iter::from_fn(|| r.poll(Duration::ZERO)).collect();
+        assert_eq!(again.len(), 1);
+        let reth = again[0].packet.reth.unwrap();
+        assert_eq!((again[0].packet.bth.psn, reth.va, reth.dma_len), (11, 0x8000 + 256, 344));
+        r.handle_response(
+            Duration::ZERO,
+            Operation::ReadResponseMiddle,
+            &resp(0x0E, 11, &data[256..512]),
+            &mut mem,
+        )
+        .unwrap();
+        r.handle_response(
+            Duration::ZERO,
+            Operation::ReadResponseLast,
+            &resp(0x0F, 12, &data[512..]),
+            &mut mem,
+        )
+        .unwrap();
+        let wc = r.done.pop_front().unwrap();
+        assert_eq!(
+            (wc.wr_id, wc.status, wc.opcode, wc.byte_len),
+            (1, WcStatus::Success, WcOpcode::RdmaRead, 600)
+        );
+        assert_eq!(&mem.bytes(key).unwrap()[..600], &data[..]);
+    }
+
+    #[test]
+    fn rnr_nak_waits_the_timer_then_resends() {
+        let (mut r, mut mem, key, addr) = setup(0);
+        push(&mut r, 1, WrOpcode::Send, key, addr, 8);
+        assert_eq!(drain(&mut r, Duration::ZERO).len(), 1);
+        // Timer code 14 = 1.28 ms.
+        ack(&mut r, &mut mem, Duration::ZERO, 0, AethRepr::rnr_nak(14, 0)).unwrap();
+        assert!(drain(&mut r, Duration::from_millis(1)).is_empty());
+        assert_eq!(r.poll_timeout(), Some(Duration::from_micros(1280)));
+        r.handle_timeout(Duration::from_micros(1280)).unwrap();
+        assert_eq!(drain(&mut r, Duration::from_micros(1280)), vec![(0x04, 0, true)]);
+    }
+}
