@@ -442,8 +442,12 @@ impl Responder {
                     _ => None,
                 });
                 let Some((first_psn, va, rkey, len)) = found else { return };
+                // The original range passed the memory check, so `va + len` does not overflow; the
+                // duplicate's range is the peer's and may.
                 let end = va + u64::from(len);
-                let subset = reth.rkey == rkey && reth.va >= va && reth.va + u64::from(reth.dma_len) <= end;
+                let subset = reth.rkey == rkey
+                    && reth.va >= va
+                    && reth.va.checked_add(u64::from(reth.dma_len)).is_some_and(|e| e <= end);
                 if subset {
                     let msn = self.msn;
                     self.queue(Reply::Read {
