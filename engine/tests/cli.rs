@@ -64,3 +64,52 @@ fn bad_arguments_give_clear_errors() {
     let o = softrdma(&["frobnicate"]);
     assert_eq!(o.status.code(), Some(2));
 }
+
+#[test]
+fn perf_runs_every_operation_and_mode_and_checks_the_data() {
+    let runs: [&[&str]; 5] = [
+        &["perf", "write", "--all-sizes", "--iters", "16", "--no-baseline"],
+        &["perf", "read", "--size", "5000", "--mtu", "1024", "--iters", "300", "--qps", "3"],
+        &["perf", "send", "--mode", "lat", "--iters", "200", "--loss", "0.1", "--seed", "9"],
+        &["perf", "atomic", "--atomic", "cmp-swap", "--iters", "300"],
+        &["perf", "atomic", "--mode", "lat", "--iters", "100"],
+    ];
+    let outs: Vec<String> = runs
+        .iter()
+        .map(|args| {
+            let o = softrdma(args);
+            let out = String::from_utf8_lossy(&o.stdout).into_owned();
+            assert!(o.status.success(), "{args:?}:\n{out}{}", String::from_utf8_lossy(&o.stderr));
+            out
+        })
+        .collect();
+    // All sizes: 23 rows from 2 bytes to 8 MiB.
+    assert!(outs[0].contains("\n 2          16 ") && outs[0].contains("\n 8388608    16 "), "{}", outs[0]);
+    assert!(outs[0].contains("verified: 368 messages, 0 errors"), "{}", outs[0]);
+    // Three QPs of 300 messages, with the baseline line.
+    assert!(outs[1].contains("verified: 900 messages, 0 errors") && outs[1].contains("engine / baseline:"));
+    // Latency tables have the perftest columns; a lossy link still delivers everything.
+    assert!(outs[2].contains("t_typical[usec]") && outs[2].contains("verified: 200 messages, 0 errors"));
+    assert!(
+        outs[3].contains("Atomic CMP_AND_SWAP BW") && outs[3].contains("verified: 300 messages, 0 errors")
+    );
+    assert!(outs[4].contains("verified: 100 messages, 0 errors"), "{}", outs[4]);
+}
+
+#[test]
+fn perf_rejects_bad_arguments() {
+    let bad: [(&[&str], &str); 6] = [
+        (&["perf", "write", "--mtu", "1000"], "256, 512, 1024, 2048 or 4096"),
+        (&["perf", "write", "--loss", "1.5"], "probability"),
+        (&["perf", "write", "--size", "0"], "--size"),
+        (&["perf", "atomic", "--size", "16"], "atomics move 8 bytes"),
+        (&["perf", "write", "--qps", "0"], "--qps"),
+        (&["perf", "fly"], "invalid value"),
+    ];
+    for (args, why) in bad {
+        let o = softrdma(args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains(why), "{args:?}: {err}");
+    }
+}

@@ -546,13 +546,13 @@ impl Bench {
     }
 }
 
-/// Message slots per QP ring: `depth`, but no more than twice what the PSN window lets be in flight
-/// (128 packets) and at least 2, so rings of large messages stay cache-sized (perftest also reuses
-/// one small buffer). In-flight messages never exceed the slots, so no slot is reused before its
-/// message was checked.
+/// Message slots per QP ring: `depth`, but no more than the messages the 128-PSN window lets be in
+/// flight plus two, and at least 2, so rings of large messages stay cache-sized (perftest also
+/// reuses one small buffer). In-flight messages never exceed the slots, so no slot is reused before
+/// its message was checked.
 pub fn ring_slots(depth: usize, size: usize, mtu: usize) -> usize {
     let in_window = (crate::roce::MAX_UNACKED_PSNS as usize * mtu).div_ceil(size.max(1));
-    depth.min(2 * in_window).max(2.min(depth))
+    depth.min(in_window + 2).max(2.min(depth))
 }
 
 /// Sizes perftest's `-a` runs: 2 bytes to 8 MiB in powers of two.
@@ -578,7 +578,7 @@ pub fn header(cfg: &PerfConfig) -> String {
     };
     format!(
         "{LINE}\n                    {op} {mode} Test\n Transport: RC over nicsim (in-process, one thread)   \
-         Number of qps: {}   MTU: {}   tx depth: {} (at most 2 x the 128-PSN window)\n Link: latency {:?} each way, loss {}, reorder {}, \
+         Number of qps: {}   MTU: {}   tx depth: {} (at most what the 128-PSN window holds + 2)\n Link: latency {:?} each way, loss {}, reorder {}, \
          dup {}, corrupt {}, seed {}\n{LINE}",
         cfg.qps,
         cfg.mtu.bytes(),
