@@ -80,7 +80,7 @@ struct PerfArgs {
     /// Messages per QP and size [default: 5000 for bw, 1000 for lat].
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     iters: Option<u64>,
-    /// Queue pairs.
+    /// Queue pairs (bandwidth mode).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=256))]
     qps: u16,
     /// Bandwidth or latency.
@@ -183,6 +183,10 @@ fn run_perf(a: PerfArgs) -> ExitCode {
     let TransportArg::Rc = a.transport;
     if op == PerfOp::Atomic && (a.all_sizes || a.size.is_some_and(|s| s != 8)) {
         eprintln!("softrdma perf: atomics move 8 bytes; --size and --all-sizes do not apply");
+        return ExitCode::from(2);
+    }
+    if mode == Mode::Lat && a.qps > 1 {
+        eprintln!("softrdma perf: latency runs use one QP; --qps applies to bandwidth runs");
         return ExitCode::from(2);
     }
     let sizes = if a.all_sizes {

@@ -98,7 +98,8 @@ fn perf_runs_every_operation_and_mode_and_checks_the_data() {
 
 #[test]
 fn perf_rejects_bad_arguments() {
-    let bad: [(&[&str], &str); 6] = [
+    let bad: [(&[&str], &str); 7] = [
+        (&["perf", "send", "--mode", "lat", "--qps", "2"], "latency runs use one QP"),
         (&["perf", "write", "--mtu", "1000"], "256, 512, 1024, 2048 or 4096"),
         (&["perf", "write", "--loss", "1.5"], "probability"),
         (&["perf", "write", "--size", "0"], "--size"),
