@@ -459,45 +459,34 @@ mod tests {
         p
     }
 
+    /// Hands the requester a READ response carrying `data[range]`.
+    fn feed(
+        r: &mut Requester,
+        mem: &mut MemTable,
+        data: &[u8],
+        op: Operation,
+        code: u8,
+        psn: u32,
+        range: std::ops::Range<usize>,
+    ) {
+        r.handle_response(Duration::ZERO, op, &resp(code, psn, &data[range]), mem).unwrap();
+    }
+
     #[test]
     fn read_responses_land_in_order_and_gaps_retry_the_rest() {
         let (mut r, mut mem, key, addr) = setup(10);
         push(&mut r, 1, WrOpcode::RdmaRead { remote_addr: 0x8000, rkey: 9 }, key, addr, 600);
         assert_eq!(drain(&mut r, Duration::ZERO), vec![(0x0C, 10, true)]);
         let data: Vec<u8> = (0..600).map(|i| (i % 251) as u8).collect();
-        r.handle_response(
-            Duration::ZERO,
-            Operation::ReadResponseFirst,
-            &resp(0x0D, 10, &data[..256]),
-            &mut mem,
-        )
-        .unwrap();
+        feed(&mut r, &mut mem, &data, Operation::ReadResponseFirst, 0x0D, 10, 0..256);
         // PSN 11 lost: the LAST at 12 is a gap, so the READ is asked for again from PSN 11.
-        r.handle_response(
-            Duration::ZERO,
-            Operation::ReadResponseLast,
-            &resp(0x0F, 12, &data[512..]),
-            &mut mem,
-        )
-        .unwrap();
+        feed(&mut r, &mut mem, &data, Operation::ReadResponseLast, 0x0F, 12, 512..600);
         let again: Vec<_> = std::iter::from_fn(|| r.poll(Duration::ZERO)).collect();
         assert_eq!(again.len(), 1);
         let reth = again[0].packet.reth.unwrap();
         assert_eq!((again[0].packet.bth.psn, reth.va, reth.dma_len), (11, 0x8000 + 256, 344));
-        r.handle_response(
-            Duration::ZERO,
-            Operation::ReadResponseMiddle,
-            &resp(0x0E, 11, &data[256..512]),
-            &mut mem,
-        )
-        .unwrap();
-        r.handle_response(
-            Duration::ZERO,
-            Operation::ReadResponseLast,
-            &resp(0x0F, 12, &data[512..]),
-            &mut mem,
-        )
-        .unwrap();
+        feed(&mut r, &mut mem, &data, Operation::ReadResponseMiddle, 0x0E, 11, 256..512);
+        feed(&mut r, &mut mem, &data, Operation::ReadResponseLast, 0x0F, 12, 512..600);
         let wc = r.done.pop_front().unwrap();
         assert_eq!(
             (wc.wr_id, wc.status, wc.opcode, wc.byte_len),

@@ -283,28 +283,28 @@ impl Context {
     /// Posts send requests (`ibv_post_send`). They are checked one by one; on the first bad one
     /// the call returns its index and error, and the ones before it stay posted.
     pub fn post_send(&mut self, qp: Qp, wrs: &[SendWr]) -> Result<(), (usize, VerbsError)> {
-        let i = qp.0.wrapping_sub(FIRST_QPN) as usize;
-        let Some(Some(e)) = self.qps.get_mut(i) else { return Err((0, VerbsError::InvalidHandle("QP"))) };
-        let posted = wrs
-            .iter()
-            .enumerate()
-            .try_for_each(|(n, wr)| e.qp.post_send(wr, &self.mem).map_err(|err| (n, err)));
-        if e.qp.state() == QpState::Error {
-            // Requests posted in the error state complete at once.
-            self.flush_completions();
-        }
-        posted
+        self.post(qp, wrs, RcQp::post_send)
     }
 
     /// Posts receive requests (`ibv_post_recv`), with the same partial-failure rule as `post_send`.
     pub fn post_recv(&mut self, qp: Qp, wrs: &[RecvWr]) -> Result<(), (usize, VerbsError)> {
+        self.post(qp, wrs, RcQp::post_recv)
+    }
+
+    fn post<W>(
+        &mut self,
+        qp: Qp,
+        wrs: &[W],
+        post_one: fn(&mut RcQp, &W, &MemTable) -> Result<(), VerbsError>,
+    ) -> Result<(), (usize, VerbsError)> {
         let i = qp.0.wrapping_sub(FIRST_QPN) as usize;
         let Some(Some(e)) = self.qps.get_mut(i) else { return Err((0, VerbsError::InvalidHandle("QP"))) };
         let posted = wrs
             .iter()
             .enumerate()
-            .try_for_each(|(n, wr)| e.qp.post_recv(wr, &self.mem).map_err(|err| (n, err)));
+            .try_for_each(|(n, wr)| post_one(&mut e.qp, wr, &self.mem).map_err(|err| (n, err)));
         if e.qp.state() == QpState::Error {
+            // Requests posted in the error state complete at once, with a flush error.
             self.flush_completions();
         }
         posted

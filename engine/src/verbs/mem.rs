@@ -193,55 +193,74 @@ impl MemTable {
     }
 
     /// Copies bytes `offset..offset + dst.len()` of the message an SGE list describes into `dst`.
-    pub fn gather(&self, sges: &[Sge], mut offset: u64, mut dst: &mut [u8]) -> Result<(), MemError> {
-        for sge in sges {
-            if dst.is_empty() {
-                break;
-            }
-            let len = u64::from(sge.length);
-            if offset >= len {
-                offset -= len;
-                continue;
-            }
-            let n = ((len - offset) as usize).min(dst.len());
+    pub fn gather(&self, sges: &[Sge], offset: u64, dst: &mut [u8]) -> Result<(), MemError> {
+        let mut done = 0;
+        for (sge, at, n) in spans(sges, offset, dst.len())? {
             let r = self.get(sge.lkey)?;
-            let at = r.offset(sge.addr + offset, n as u64)?;
-            let (head, rest) = dst.split_at_mut(n);
-            head.copy_from_slice(&r.data.as_slice()[at..at + n]);
-            dst = rest;
-            offset = 0;
+            let from = r.offset(sge.addr + at, n as u64)?;
+            dst[done..done + n].copy_from_slice(&r.data.as_slice()[from..from + n]);
+            done += n;
         }
-        if dst.is_empty() { Ok(()) } else { Err(MemError::OutOfRange) }
+        Ok(())
     }
 
     /// Copies `src` into bytes `offset..` of the buffer an SGE list describes; needs LOCAL_WRITE.
-    /// Fails with `OutOfRange` (and writes nothing) if the list is too short.
-    pub fn scatter(&mut self, sges: &[Sge], mut offset: u64, mut src: &[u8]) -> Result<(), MemError> {
-        let total: u64 = sges.iter().map(|s| u64::from(s.length)).sum();
-        if offset + src.len() as u64 > total {
-            return Err(MemError::OutOfRange);
-        }
-        for sge in sges {
-            if src.is_empty() {
-                break;
-            }
-            let len = u64::from(sge.length);
-            if offset >= len {
-                offset -= len;
-                continue;
-            }
-            let n = ((len - offset) as usize).min(src.len());
-            let r = self.get_mut(sge.lkey)?;
+    /// Every piece is checked before the first byte is written, so a failure writes nothing.
+    pub fn scatter(&mut self, sges: &[Sge], offset: u64, src: &[u8]) -> Result<(), MemError> {
+        let pieces = spans(sges, offset, src.len())?;
+        for (sge, at, n) in pieces.clone() {
+            let r = self.get(sge.lkey)?;
             if !r.access.contains(Access::LOCAL_WRITE) {
                 return Err(MemError::Access);
             }
-            let at = r.offset(sge.addr + offset, n as u64)?;
-            let (head, rest) = src.split_at(n);
-            r.data.as_mut_slice()[at..at + n].copy_from_slice(head);
-            src = rest;
-            offset = 0;
+            r.offset(sge.addr + at, n as u64)?;
+        }
+        let mut done = 0;
+        for (sge, at, n) in pieces {
+            let r = self.get_mut(sge.lkey)?;
+            let to = r.offset(sge.addr + at, n as u64)?;
+            r.data.as_mut_slice()[to..to + n].copy_from_slice(&src[done..done + n]);
+            done += n;
         }
         Ok(())
+    }
+}
+
+/// The pieces of bytes `offset..offset + len` of an SGE list's message: (SGE, offset inside it,
+/// length), or `OutOfRange` if the list is shorter. An iterator, so the per-packet path allocates
+/// nothing; `scatter` walks it twice.
+fn spans(sges: &[Sge], offset: u64, len: usize) -> Result<Spans<'_>, MemError> {
+    if offset.saturating_add(len as u64) > sge_len(sges) {
+        return Err(MemError::OutOfRange);
+    }
+    Ok(Spans { sges: sges.iter(), offset, len })
+}
+
+#[derive(Clone)]
+struct Spans<'a> {
+    sges: std::slice::Iter<'a, Sge>,
+    offset: u64,
+    len: usize,
+}
+
+impl Iterator for Spans<'_> {
+    type Item = (Sge, u64, usize);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        while self.len > 0 {
+            let sge = *self.sges.next()?;
+            let l = u64::from(sge.length);
+            if self.offset >= l {
+                self.offset -= l;
+                continue;
+            }
+            let at = self.offset;
+            let n = ((l - at) as usize).min(self.len);
+            self.len -= n;
+            self.offset = 0;
+            return Some((sge, at, n));
+        }
+        None
     }
 }
 
