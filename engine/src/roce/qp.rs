@@ -1,7 +1,7 @@
 //! One RC queue pair: the state machine of `modify_qp`, work request checks, and the glue between
 //! the requester, completer and responder and the frames on the wire.
 
-use super::path::{Path, canonical, udp_sport};
+use super::path::{HeaderTemplate, Path, canonical, udp_sport};
 use super::requester::{ReqConfig, Requester, SendWqe, ack_timeout};
 use super::responder::{RecvWqe, RespConfig, Responder};
 use super::{Kind, TxPayload};
@@ -53,6 +53,8 @@ pub struct RcQp {
     access: Access,
     attr: QpAttr,
     path: Option<Path>,
+    /// The path's headers, built once at RTR.
+    template: Option<HeaderTemplate>,
     req: Requester,
     resp: Responder,
 }
@@ -104,6 +106,7 @@ impl RcQp {
             access: Access::NONE,
             attr: QpAttr::default(),
             path: None,
+            template: None,
             req: Requester::new(req_cfg, 0),
             resp: Responder::new(resp_cfg, 0),
         }
@@ -160,7 +163,7 @@ impl RcQp {
                 if let Some(acc) = a.qp_access_flags {
                     self.access = acc;
                 }
-                self.path = Some(Path {
+                let path = Path {
                     src_mac: self.cfg.mac,
                     dst_mac: dmac,
                     src_ip: canonical(self.cfg.gid),
@@ -169,7 +172,9 @@ impl RcQp {
                     traffic_class: av.traffic_class,
                     hop_limit: av.hop_limit,
                     flow_label: av.flow_label,
-                });
+                };
+                self.template = Some(path.template());
+                self.path = Some(path);
                 let cfg = RespConfig {
                     qpn: self.cfg.qpn,
                     dest_qp: dest,
@@ -386,7 +391,7 @@ impl RcQp {
 
     /// Writes the next frame into `buf` (responses first, then requests); returns its length.
     pub fn poll_transmit(&mut self, now: Duration, mem: &MemTable, buf: &mut [u8]) -> Option<usize> {
-        let path = self.path?;
+        let path = self.template?;
         loop {
             let (desc, from_responder) = match self.state {
                 QpState::Rtr | QpState::Rts | QpState::Error if self.resp.has_reply() => {
