@@ -5,8 +5,8 @@
 
 use engine::datapath::sim::SimNet;
 use engine::verbs::{
-    Access, AddressVector, Context, Mtu, QpAttr, QpCap, QpInitAttr, QpState, RecvWr, SendFlags, SendWr, Sge,
-    WcStatus, WorkCompletion, WrOpcode,
+    Access, AddressVector, Context, Mtu, QpAttr, QpInitAttr, QpState, RecvWr, SendWr, Sge, WcStatus,
+    WorkCompletion, WrOpcode,
 };
 use nicsim::LinkConfig;
 use std::time::Instant;
@@ -24,7 +24,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let pd = c.alloc_pd();
         let mr = c.reg_mr(pd, size, Access::LOCAL_WRITE)?;
         let cq = c.create_cq(16)?;
-        let init = QpInitAttr { send_cq: cq, recv_cq: cq, cap: QpCap::default(), sq_sig_all: false };
+        let init = QpInitAttr::rc(cq);
         let qp = c.create_qp(pd, &init)?;
         c.modify_qp(qp, QpState::Init, &QpAttr { qp_access_flags: Some(Access::NONE), ..QpAttr::default() })?;
         side.push((mr, cq, qp, c.gid()));
@@ -61,8 +61,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let send =
         |c: &mut Context, s: &(engine::verbs::Mr, engine::verbs::Cq, engine::verbs::Qp, std::net::IpAddr)| {
             let sge = Sge { addr: s.0.addr, length: size as u32, lkey: s.0.lkey };
-            let wr =
-                SendWr { wr_id: 2, opcode: WrOpcode::Send, sg_list: vec![sge], flags: SendFlags::SIGNALED };
+            let wr = SendWr::new(2, WrOpcode::Send, vec![sge]);
             c.post_send(s.2, &[wr]).map_err(|(_, e)| e)
         };
     recv(&mut ctx[0], &side[0])?;

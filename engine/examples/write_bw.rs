@@ -6,7 +6,7 @@
 //! tool (several QPs, impairments, data checks, the baseline).
 
 use engine::simpair::{PairConfig, SimPair};
-use engine::verbs::{Access, Mtu, SendFlags, SendWr, Sge, WcStatus, WrOpcode};
+use engine::verbs::{Access, Mtu, SendWr, Sge, WcStatus, WrOpcode};
 use std::time::Instant;
 
 const DEPTH: u64 = 16;
@@ -30,12 +30,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut wcs = Vec::new();
     while completed < iters {
         while posted < iters && posted - completed < DEPTH {
-            let wr = SendWr {
-                wr_id: posted,
-                opcode: WrOpcode::RdmaWrite { remote_addr, rkey },
-                sg_list: vec![Sge { addr: src.addr, length: size as u32, lkey: src.lkey }],
-                flags: SendFlags::SIGNALED,
-            };
+            let sge = Sge { addr: src.addr, length: size as u32, lkey: src.lkey };
+            let wr = SendWr::new(posted, WrOpcode::RdmaWrite { remote_addr, rkey }, vec![sge]);
             p.a.post_send(qp, &[wr]).map_err(|(_, e)| e)?;
             posted += 1;
         }

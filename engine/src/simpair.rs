@@ -3,7 +3,8 @@
 
 use crate::datapath::sim::SimNet;
 use crate::verbs::{
-    Access, AddressVector, Context, Cq, Mtu, Pd, Qp, QpAttr, QpCap, QpInitAttr, QpState, VerbsError,
+    Access, AddressVector, Ah, Context, Cq, Mtu, Pd, Qp, QpAttr, QpCap, QpInitAttr, QpState, QpType, Srq,
+    SrqAttr, VerbsError,
 };
 use nicsim::LinkConfig;
 use std::time::Duration;
@@ -11,6 +12,12 @@ use std::time::Duration;
 /// How to build a [`SimPair`].
 #[derive(Debug, Clone, Copy)]
 pub struct PairConfig {
+    /// RC, UC or UD.
+    pub qp_type: QpType,
+    /// Give every QP on both sides one shared receive queue per side (RC and UD).
+    pub srq: bool,
+    /// Q_Key of UD QPs.
+    pub qkey: u32,
     /// Seed of the network's impairments (and of the initial PSNs).
     pub seed: u64,
     /// Both directions of the cable.
@@ -42,6 +49,9 @@ pub struct PairConfig {
 impl Default for PairConfig {
     fn default() -> Self {
         PairConfig {
+            qp_type: QpType::Rc,
+            srq: false,
+            qkey: 0x1111_2222,
             seed: 1,
             link: LinkConfig::default(),
             mtu: Mtu::Mtu1024,
@@ -77,8 +87,12 @@ pub struct SimPair {
     pub cq_a: Cq,
     /// CQ on `b` (send and receive).
     pub cq_b: Cq,
-    /// Connected QP pairs.
+    /// Connected QP pairs (for UD: `qps[i].0` sends to `qps[i].1` and back through the AHs).
     pub qps: Vec<(Qp, Qp)>,
+    /// The SRQs of `a` and `b` when the pair has them.
+    pub srqs: Option<(Srq, Srq)>,
+    /// UD address handles: on `a` pointing at `b`, and on `b` pointing at `a`.
+    pub ahs: Option<(Ah, Ah)>,
 }
 
 /// A PSN derived from the seed, often near the 24-bit wrap so wrapping is exercised.
@@ -98,23 +112,40 @@ impl SimPair {
         let pd_b = b.alloc_pd();
         let cq_a = a.create_cq(cfg.cq_depth)?;
         let cq_b = b.create_cq(cfg.cq_depth)?;
+        let srqs = if cfg.srq {
+            let attr =
+                SrqAttr { max_wr: cfg.cap.max_recv_wr.max(1), max_sge: cfg.cap.max_recv_sge, srq_limit: 0 };
+            Some((a.create_srq(pd_a, &attr)?, b.create_srq(pd_b, &attr)?))
+        } else {
+            None
+        };
+        let ahs = if cfg.qp_type == QpType::Ud {
+            Some((
+                a.create_ah(pd_a, &AddressVector::new(b.gid()))?,
+                b.create_ah(pd_b, &AddressVector::new(a.gid()))?,
+            ))
+        } else {
+            None
+        };
+        let init = |cq: Cq, srq: Option<Srq>| QpInitAttr {
+            qp_type: cfg.qp_type,
+            send_cq: cq,
+            recv_cq: cq,
+            srq,
+            cap: cfg.cap,
+            sq_sig_all: false,
+        };
         let mut qps = Vec::new();
         for i in 0..cfg.qps {
-            let qa = a.create_qp(
-                pd_a,
-                &QpInitAttr { send_cq: cq_a, recv_cq: cq_a, cap: cfg.cap, sq_sig_all: false },
-            )?;
-            let qb = b.create_qp(
-                pd_b,
-                &QpInitAttr { send_cq: cq_b, recv_cq: cq_b, cap: cfg.cap, sq_sig_all: false },
-            )?;
+            let qa = a.create_qp(pd_a, &init(cq_a, srqs.map(|s| s.0)))?;
+            let qb = b.create_qp(pd_b, &init(cq_b, srqs.map(|s| s.1)))?;
             let psn_a = initial_psn(cfg.seed, 2 * i as u64);
             let psn_b = initial_psn(cfg.seed, 2 * i as u64 + 1);
             connect(&mut a, qa, qb, b.gid(), psn_a, psn_b, cfg)?;
             connect(&mut b, qb, qa, a.gid(), psn_b, psn_a, cfg)?;
             qps.push((qa, qb));
         }
-        Ok(SimPair { net, a, b, pd_a, pd_b, cq_a, cq_b, qps })
+        Ok(SimPair { net, a, b, pd_a, pd_b, cq_a, cq_b, qps, srqs, ahs })
     }
 
     /// One step: both contexts make progress; if neither had anything to do, virtual time jumps
@@ -164,6 +195,11 @@ fn connect(
     rq_psn: u32,
     cfg: &PairConfig,
 ) -> Result<(), VerbsError> {
+    if cfg.qp_type == QpType::Ud {
+        ctx.modify_qp(qp, QpState::Init, &QpAttr { qkey: Some(cfg.qkey), ..QpAttr::default() })?;
+        ctx.modify_qp(qp, QpState::Rtr, &QpAttr::default())?;
+        return ctx.modify_qp(qp, QpState::Rts, &QpAttr { sq_psn: Some(sq_psn), ..QpAttr::default() });
+    }
     ctx.modify_qp(qp, QpState::Init, &QpAttr { qp_access_flags: Some(cfg.access), ..QpAttr::default() })?;
     let rtr = QpAttr {
         ah_attr: Some(AddressVector::new(remote_gid)),

@@ -44,7 +44,7 @@ fn sge(mr: &Mr, off: u64, len: u32) -> Sge {
 }
 
 fn wr(wr_id: u64, opcode: WrOpcode, sg: Vec<Sge>) -> SendWr {
-    SendWr { wr_id, opcode, sg_list: sg, flags: SendFlags::SIGNALED }
+    SendWr::new(wr_id, opcode, sg)
 }
 
 /// The RoCE packets the tap saw, parsed: (sent by a?, opcode, psn, ack_req, AETH kind).
@@ -367,12 +367,7 @@ fn verbs_misuse_gives_typed_errors() {
     p.a.dereg_mr(&src).unwrap();
     assert_eq!(p.a.mr_bytes(&src), Err(VerbsError::Memory(MemError::BadKey)));
     // Wrong state, missing and bad attributes, bad transitions.
-    let q =
-        p.a.create_qp(
-            p.pd_a,
-            &QpInitAttr { send_cq: p.cq_a, recv_cq: p.cq_a, cap: QpCap::default(), sq_sig_all: false },
-        )
-        .unwrap();
+    let q = p.a.create_qp(p.pd_a, &QpInitAttr::rc(p.cq_a)).unwrap();
     assert_eq!(e(p.a.post_send(q, &[s()])), VerbsError::InvalidState(QpState::Reset));
     assert_eq!(
         e(p.a.post_recv(q, &[RecvWr { wr_id: 0, sg_list: vec![] }])),

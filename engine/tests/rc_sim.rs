@@ -6,9 +6,7 @@
 //! `SOFTRDMA_SEED=<seed> cargo test -p engine --test rc_sim`.
 
 use engine::simpair::{PairConfig, SimPair};
-use engine::verbs::{
-    Access, Mr, Mtu, RecvWr, SendFlags, SendWr, Sge, WcOpcode, WcStatus, WorkCompletion, WrOpcode,
-};
+use engine::verbs::{Access, Mr, Mtu, RecvWr, SendWr, Sge, WcOpcode, WcStatus, WorkCompletion, WrOpcode};
 use nicsim::LinkConfig;
 use std::time::Duration;
 
@@ -146,7 +144,7 @@ fn run(seed: u64, link: LinkConfig, mtu: Mtu, max_retries: Option<u32>) -> Resul
                     Op::Fadd => WrOpcode::AtomicFetchAndAdd { remote_addr, rkey, add: u64::from(m.imm) },
                 };
                 let sg_list = if m.len == 0 { vec![] } else { vec![sge] };
-                let wr = SendWr { wr_id: i as u64, opcode, sg_list, flags: SendFlags::SIGNALED };
+                let wr = SendWr::new(i as u64, opcode, sg_list);
                 p.a.post_send(qa, &[wr]).unwrap();
                 posted += 1;
             }

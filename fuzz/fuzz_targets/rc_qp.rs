@@ -5,7 +5,7 @@
 //! Input: chunks of `[u16 big-endian length][BTH and the rest]`.
 #![no_main]
 
-use engine::roce::{QpConfig, RcQp};
+use engine::roce::{QpConfig, QueuePair};
 use engine::verbs::{
     Access, AddressVector, MemTable, Mtu, QpAttr, QpCap, QpState, RecvWr, SendFlags, SendWr, Sge, WrOpcode,
 };
@@ -17,7 +17,7 @@ use wire::ib::RoceRepr;
 
 const PEER: IpAddr = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2));
 
-fn setup() -> (RcQp, MemTable) {
+fn setup() -> (QueuePair, MemTable) {
     let mut mem = MemTable::default();
     let (key, addr) = mem.register(0, 65536, Access::ALL).unwrap();
     let cfg = QpConfig {
@@ -28,7 +28,7 @@ fn setup() -> (RcQp, MemTable) {
         mac: [2, 0, 0, 0, 0, 1],
         gid: IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1)),
     };
-    let mut qp = RcQp::new(cfg);
+    let mut qp = QueuePair::new(cfg);
     let access = Access::REMOTE_WRITE | Access::REMOTE_READ | Access::REMOTE_ATOMIC;
     qp.modify(QpState::Init, &QpAttr { qp_access_flags: Some(access), ..QpAttr::default() }).unwrap();
     let mut av = AddressVector::new(PEER);

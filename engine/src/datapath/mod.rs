@@ -25,4 +25,13 @@ pub trait Datapath {
     fn receive(&mut self) -> Option<Frame>;
     /// Returns a buffer.
     fn recycle(&mut self, frame: Frame);
+    /// The largest RoCE payload per packet the link carries (rxe: the largest IB MTU below the
+    /// netdev MTU minus 80, roce-wire.md §1.8).
+    fn port_mtu(&self) -> crate::verbs::Mtu {
+        crate::verbs::Mtu::Mtu4096
+    }
+    /// Whether the link is up.
+    fn link_up(&self) -> bool {
+        true
+    }
 }

@@ -10,7 +10,7 @@ pub mod baseline;
 
 use crate::simpair::{PairConfig, SimPair};
 use crate::verbs::{
-    Access, Mr, Mtu, QpCap, RecvWr, SendFlags, SendWr, Sge, VerbsError, WcStatus, WorkCompletion, WrOpcode,
+    Access, Mr, Mtu, QpCap, RecvWr, SendWr, Sge, VerbsError, WcStatus, WorkCompletion, WrOpcode,
 };
 use hdrhistogram::Histogram;
 pub use nicsim::LinkConfig;
@@ -337,13 +337,13 @@ impl Bench {
                 } else {
                     WrOpcode::RdmaWrite { remote_addr: l.dst.addr + at as u64, rkey: l.dst.rkey }
                 };
-                SendWr { wr_id: n, opcode, sg_list: vec![sge], flags: SendFlags::SIGNALED }
+                SendWr::new(n, opcode, vec![sge])
             }
             PerfOp::Read => {
                 self.pair.b.mr_bytes_mut(&l.src)?[at..at + k].copy_from_slice(&stamp[..k]);
                 let sge = Sge { addr: l.dst.addr + at as u64, length: size as u32, lkey: l.dst.lkey };
                 let opcode = WrOpcode::RdmaRead { remote_addr: l.src.addr + at as u64, rkey: l.src.rkey };
-                SendWr { wr_id: n, opcode, sg_list: vec![sge], flags: SendFlags::SIGNALED }
+                SendWr::new(n, opcode, vec![sge])
             }
             PerfOp::Atomic => {
                 let c = l.counter.ok_or(PerfError::Stalled("atomic lane without a counter"))?;
@@ -359,7 +359,7 @@ impl Bench {
                         swap: n + 1,
                     },
                 };
-                SendWr { wr_id: n, opcode, sg_list: vec![sge], flags: SendFlags::SIGNALED }
+                SendWr::new(n, opcode, vec![sge])
             }
         };
         self.pair.a.post_send(qa, &[wr]).map_err(post_err)?;

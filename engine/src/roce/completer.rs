@@ -28,6 +28,11 @@ impl Requester {
             // Never sent, or older than everything outstanding: a late duplicate.
             return Ok(());
         }
+        if let Some(aeth) = pkt.aeth {
+            if let AethKind::Ack { credits } = aeth.kind() {
+                self.update_credits(credits, aeth.msn);
+            }
+        }
         match op {
             Operation::Acknowledge => self.acknowledge(now, p, pkt),
             Operation::ReadResponseFirst

@@ -1,10 +1,10 @@
 //! The RoCEv2 transports as sans-IO state machines (roce-wire.md §1.6, §1.7).
 //!
-//! An [`RcQp`] owns a requester (send queue to packets, go-back-N), a completer (ACKs and responses
+//! An [`QueuePair`] owns a requester (send queue to packets, go-back-N), a completer (ACKs and responses
 //! to completions, retries) and a responder (requests to memory, ACKs, NAKs and READ responses). It
-//! takes `now` and parsed packets in ([`RcQp::handle_packet`], [`RcQp::handle_timeout`]) and gives
-//! frames, deadlines and completions out ([`RcQp::poll_transmit`], [`RcQp::poll_timeout`],
-//! [`RcQp::poll_completion`]); it never reads a clock or does I/O. Memory is reached only through
+//! takes `now` and parsed packets in ([`QueuePair::handle_packet`], [`QueuePair::handle_timeout`]) and gives
+//! frames, deadlines and completions out ([`QueuePair::poll_transmit`], [`QueuePair::poll_timeout`],
+//! [`QueuePair::poll_completion`]); it never reads a clock or does I/O. Memory is reached only through
 //! the [`MemTable`](crate::verbs::MemTable) the caller passes in.
 
 mod completer;
@@ -14,7 +14,9 @@ mod requester;
 mod responder;
 
 pub use path::Path;
-pub use qp::{CqSide, MAX_MSG_SIZE, QpConfig, RcQp};
+pub use qp::{CqSide, MAX_MSG_SIZE, QpConfig, QueuePair, ud_sport};
+pub use responder::{GRH_LEN, RecvWqe, RespDrops, RxMeta};
+
 pub use requester::{MAX_PKT_PER_ACK, MAX_UNACKED_PSNS, ack_timeout};
 
 use crate::verbs::WrOpcode;
@@ -63,4 +65,8 @@ pub(crate) enum TxPayload {
 pub(crate) struct TxDesc {
     pub(crate) packet: RoceRepr<'static>,
     pub(crate) payload: TxPayload,
+    /// The headers of a UD destination (otherwise the QP's path).
+    pub(crate) template: Option<path::HeaderTemplate>,
+    /// Sending this packet completes the oldest send request (UC and UD).
+    pub(crate) completes: bool,
 }

@@ -1,15 +1,16 @@
-//! One RC queue pair: the state machine of `modify_qp`, work request checks, and the glue between
-//! the requester, completer and responder and the frames on the wire.
+//! One queue pair (RC, UC or UD): the state machine of `modify_qp`, work request checks, and the
+//! glue between the requester, completer and responder and the frames on the wire.
 
 use super::path::{HeaderTemplate, Path, canonical, udp_sport};
-use super::requester::{ReqConfig, Requester, SendWqe, ack_timeout};
-use super::responder::{RecvWqe, RespConfig, Responder};
+use super::requester::{ReqConfig, Requester, SendWqe, UdSend, ack_timeout};
+use super::responder::{RecvWqe, RespConfig, RespDrops, Responder, RxMeta};
 use super::{Kind, TxPayload};
 use crate::verbs::mem::sge_len;
 use crate::verbs::{
-    Access, MemTable, Mtu, QpAttr, QpCap, QpState, RecvWr, SendFlags, SendWr, VerbsError, WcOpcode, WcStatus,
-    WorkCompletion, WrOpcode,
+    Access, MemTable, Mtu, QpAttr, QpCap, QpState, QpType, RecvWr, SendFlags, SendWr, VerbsError, WcOpcode,
+    WcStatus, WorkCompletion, WrOpcode,
 };
+use std::collections::VecDeque;
 use std::net::IpAddr;
 use std::time::Duration;
 use wire::ib::{RoceRepr, Transport, psn};
@@ -22,6 +23,12 @@ const MAX_RD_ATOMIC: u8 = 128;
 /// What a QP is created with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct QpConfig {
+    /// RC, UC or UD.
+    pub qp_type: QpType,
+    /// Receive WQEs come from an SRQ (passed to [`QueuePair::handle_packet`]).
+    pub srq: bool,
+    /// The port MTU (UD messages must fit one packet of it).
+    pub port_mtu: Mtu,
     /// QP number.
     pub qpn: u32,
     /// Protection domain.
@@ -45,10 +52,12 @@ pub enum CqSide {
     Recv,
 }
 
-/// A reliable-connected QP (see the module documentation of [`crate::roce`]).
+/// A queue pair (see the module documentation of [`crate::roce`]).
 #[derive(Debug)]
-pub struct RcQp {
+pub struct QueuePair {
     cfg: QpConfig,
+    /// The QP's own receive queue (unused with an SRQ).
+    rq: VecDeque<RecvWqe>,
     state: QpState,
     access: Access,
     attr: QpAttr,
@@ -77,11 +86,29 @@ fn check_attr(a: &QpAttr) -> Result<(), VerbsError> {
     bad(a.ah_attr.is_some_and(|av| av.flow_label > 0xF_FFFF), "ah_attr.flow_label")
 }
 
-impl RcQp {
+fn transport(t: QpType) -> Transport {
+    match t {
+        QpType::Rc => Transport::Rc,
+        QpType::Uc => Transport::Uc,
+        QpType::Ud => Transport::Ud,
+    }
+}
+
+/// rxe's UDP source port of a UD QP: `0xC000 + (hash_32(qpn, 14) & 0x3fff)` (roce-wire.md §1.4).
+pub fn ud_sport(qpn: u32) -> u16 {
+    let h = qpn.wrapping_mul(0x61C8_8647) >> 18;
+    0xC000 + (h & 0x3FFF) as u16
+}
+
+impl QueuePair {
     /// A new QP in the RESET state.
-    pub fn new(cfg: QpConfig) -> RcQp {
-        let mtu = Mtu::Mtu256.bytes();
+    pub fn new(cfg: QpConfig) -> QueuePair {
+        // rxe: path_mtu 256 until modify_qp; UD uses the port MTU.
+        let mtu = if cfg.qp_type == QpType::Ud { cfg.port_mtu.bytes() } else { Mtu::Mtu256.bytes() };
+        let t = transport(cfg.qp_type);
         let req_cfg = ReqConfig {
+            transport: t,
+            qkey: 0,
             qpn: cfg.qpn,
             dest_qp: 0,
             mtu,
@@ -92,6 +119,7 @@ impl RcQp {
             sq_sig_all: cfg.sq_sig_all,
         };
         let resp_cfg = RespConfig {
+            transport: t,
             qpn: cfg.qpn,
             dest_qp: 0,
             pd: cfg.pd,
@@ -99,9 +127,12 @@ impl RcQp {
             access: Access::NONE,
             max_dest_rd_atomic: 1,
             min_rnr_timer: 0,
+            qkey: 0,
+            srq: cfg.srq,
         };
-        RcQp {
+        QueuePair {
             cfg,
+            rq: VecDeque::new(),
             state: QpState::Reset,
             access: Access::NONE,
             attr: QpAttr::default(),
@@ -132,33 +163,66 @@ impl RcQp {
         self.cfg.pd
     }
 
+    /// Transport service.
+    pub fn qp_type(&self) -> QpType {
+        self.cfg.qp_type
+    }
+
+    /// Packets the responder dropped on purpose (Q_Key mismatches, no receive WQE, UC gaps).
+    pub fn drops(&self) -> RespDrops {
+        self.resp.drops
+    }
+
     /// The path frames take (after RTR).
     pub fn path(&self) -> Option<&Path> {
         self.path.as_ref()
     }
 
     /// Moves the QP to `target` with the attributes that transition needs (`ibv_modify_qp`).
-    /// `ah_attr.dmac` must be resolved before INIT -> RTR.
+    /// `ah_attr.dmac` must be resolved before INIT -> RTR. What each transition needs:
+    /// RESET -> INIT: `qp_access_flags` (RC, UC; optional) or `qkey` (UD);
+    /// INIT -> RTR: `ah_attr`, `path_mtu`, `dest_qp_num`, `rq_psn`, and on RC `max_dest_rd_atomic` and
+    /// `min_rnr_timer` (UD: nothing); RTR -> RTS: `sq_psn`, and on RC `timeout`, `retry_cnt`,
+    /// `rnr_retry`, `max_rd_atomic`.
     pub fn modify(&mut self, target: QpState, a: &QpAttr) -> Result<(), VerbsError> {
         use QpState::*;
         check_attr(a)?;
+        let ty = self.cfg.qp_type;
         match (self.state, target) {
             (_, Reset) => {
-                *self = RcQp::new(self.cfg);
+                *self = QueuePair::new(self.cfg);
             }
             (_, Error) => self.enter_error(None),
             (Reset, Init) | (Init, Init) => {
-                self.access = a.qp_access_flags.unwrap_or(self.access);
-                self.attr.qp_access_flags = Some(self.access);
+                if ty == QpType::Ud {
+                    let qkey = if self.state == Reset {
+                        need(a.qkey, "qkey")?
+                    } else {
+                        a.qkey.unwrap_or(self.req.cfg.qkey)
+                    };
+                    self.req.cfg.qkey = qkey;
+                    self.resp.cfg.qkey = qkey;
+                    self.attr.qkey = Some(qkey);
+                } else {
+                    self.access = a.qp_access_flags.unwrap_or(self.access);
+                    self.attr.qp_access_flags = Some(self.access);
+                }
                 self.state = Init;
             }
+            (Init, Rtr) if ty == QpType::Ud => self.state = Rtr,
             (Init, Rtr) => {
                 let av = need(a.ah_attr, "ah_attr")?;
                 let mtu = need(a.path_mtu, "path_mtu")?;
                 let dest = need(a.dest_qp_num, "dest_qp_num")?;
                 let rq_psn = need(a.rq_psn, "rq_psn")?;
-                let max_dest = need(a.max_dest_rd_atomic, "max_dest_rd_atomic")?;
-                let min_rnr = need(a.min_rnr_timer, "min_rnr_timer")?;
+                let (max_dest, min_rnr) = if ty == QpType::Rc {
+                    (
+                        need(a.max_dest_rd_atomic, "max_dest_rd_atomic")?,
+                        need(a.min_rnr_timer, "min_rnr_timer")?,
+                    )
+                } else {
+                    (0, 0)
+                };
                 let dmac = av.dmac.ok_or(VerbsError::Unreachable)?;
                 if let Some(acc) = a.qp_access_flags {
                     self.access = acc;
@@ -176,24 +240,21 @@ impl RcQp {
                 self.template = Some(path.template());
                 self.path = Some(path);
                 let cfg = RespConfig {
-                    qpn: self.cfg.qpn,
                     dest_qp: dest,
-                    pd: self.cfg.pd,
                     mtu: mtu.bytes(),
                     access: self.access,
                     max_dest_rd_atomic: usize::from(max_dest.max(1)),
                     min_rnr_timer: min_rnr,
+                    ..self.resp.cfg
                 };
-                let rq = std::mem::take(&mut self.resp.rq);
                 self.resp = Responder::new(cfg, rq_psn);
-                self.resp.rq = rq;
                 self.attr = QpAttr {
                     ah_attr: Some(av),
                     path_mtu: Some(mtu),
                     dest_qp_num: Some(dest),
                     rq_psn: Some(rq_psn),
-                    max_dest_rd_atomic: Some(max_dest),
-                    min_rnr_timer: Some(min_rnr),
+                    max_dest_rd_atomic: (ty == QpType::Rc).then_some(max_dest),
+                    min_rnr_timer: (ty == QpType::Rc).then_some(min_rnr),
                     qp_access_flags: Some(self.access),
                     ..self.attr
                 };
@@ -201,33 +262,38 @@ impl RcQp {
             }
             (Rtr, Rts) => {
                 let sq_psn = need(a.sq_psn, "sq_psn")?;
-                let timeout = need(a.timeout, "timeout")?;
-                let retry_cnt = need(a.retry_cnt, "retry_cnt")?;
-                let rnr_retry = need(a.rnr_retry, "rnr_retry")?;
-                let max_rd = need(a.max_rd_atomic, "max_rd_atomic")?;
-                let cfg = ReqConfig {
-                    qpn: self.cfg.qpn,
+                let mut cfg = ReqConfig {
                     dest_qp: self.resp.cfg.dest_qp,
                     mtu: self.resp.cfg.mtu,
-                    timeout: ack_timeout(timeout),
-                    retry_limit: a.max_retries.unwrap_or(u32::from(retry_cnt)),
-                    rnr_retry,
-                    // rxe rounds up to a power of two (roce-wire.md §1.6).
-                    max_rd_atomic: usize::from(max_rd.max(1)).next_power_of_two(),
-                    sq_sig_all: self.cfg.sq_sig_all,
+                    timeout: None,
+                    retry_limit: 0,
+                    rnr_retry: 0,
+                    max_rd_atomic: 1,
+                    ..self.req.cfg
                 };
+                self.attr.sq_psn = Some(sq_psn);
+                if ty == QpType::Rc {
+                    let timeout = need(a.timeout, "timeout")?;
+                    let retry_cnt = need(a.retry_cnt, "retry_cnt")?;
+                    let rnr_retry = need(a.rnr_retry, "rnr_retry")?;
+                    let max_rd = need(a.max_rd_atomic, "max_rd_atomic")?;
+                    cfg.timeout = ack_timeout(timeout);
+                    cfg.retry_limit = a.max_retries.unwrap_or(u32::from(retry_cnt));
+                    cfg.rnr_retry = rnr_retry;
+                    // rxe rounds up to a power of two (roce-wire.md §1.6).
+                    cfg.max_rd_atomic = usize::from(max_rd.max(1)).next_power_of_two();
+                    self.attr = QpAttr {
+                        timeout: Some(timeout),
+                        retry_cnt: Some(retry_cnt),
+                        rnr_retry: Some(rnr_retry),
+                        max_rd_atomic: Some(max_rd),
+                        max_retries: a.max_retries,
+                        ..self.attr
+                    };
+                }
                 let sq = std::mem::take(&mut self.req.sq);
                 self.req = Requester::new(cfg, sq_psn);
                 self.req.sq = sq;
-                self.attr = QpAttr {
-                    sq_psn: Some(sq_psn),
-                    timeout: Some(timeout),
-                    retry_cnt: Some(retry_cnt),
-                    rnr_retry: Some(rnr_retry),
-                    max_rd_atomic: Some(max_rd),
-                    max_retries: a.max_retries,
-                    ..self.attr
-                };
                 self.state = Rts;
             }
             (Rts, Rts) => {
@@ -251,12 +317,18 @@ impl RcQp {
     fn enter_error(&mut self, failed: Option<(usize, WcStatus)>) {
         let (index, status) = failed.unwrap_or((usize::MAX, WcStatus::WrFlushErr));
         self.req.fail(index, status);
-        self.resp.flush();
+        self.resp.flush(Some(&mut self.rq));
         self.state = QpState::Error;
     }
 
     /// Queues a send request after checking it (`ibv_post_send`).
-    pub fn post_send(&mut self, wr: &SendWr, mem: &MemTable) -> Result<(), VerbsError> {
+    /// `ud_path` is the destination's path (from the address handle) for UD requests.
+    pub fn post_send(
+        &mut self,
+        wr: &SendWr,
+        mem: &MemTable,
+        ud_path: Option<&Path>,
+    ) -> Result<(), VerbsError> {
         match self.state {
             QpState::Rts | QpState::Error => {}
             s => return Err(VerbsError::InvalidState(s)),
@@ -273,6 +345,42 @@ impl RcQp {
             return Err(VerbsError::InvalidWr("message longer than the maximum message size"));
         }
         let kind = Kind::of(&wr.opcode);
+        let ud = match self.cfg.qp_type {
+            QpType::Rc => None,
+            QpType::Uc => {
+                if !matches!(kind, Kind::Send | Kind::Write)
+                    || matches!(wr.opcode, WrOpcode::SendWithInv { .. })
+                {
+                    return Err(VerbsError::InvalidWr(
+                        "UC carries SEND, SEND_WITH_IMM, WRITE and WRITE_WITH_IMM",
+                    ));
+                }
+                None
+            }
+            QpType::Ud => {
+                if !matches!(wr.opcode, WrOpcode::Send | WrOpcode::SendWithImm { .. }) {
+                    return Err(VerbsError::InvalidWr("UD carries SEND and SEND_WITH_IMM"));
+                }
+                if len > u64::from(self.cfg.port_mtu.bytes()) {
+                    return Err(VerbsError::InvalidWr("a UD message must fit one packet of the port MTU"));
+                }
+                let dest = wr.ud.ok_or(VerbsError::InvalidWr("a UD send needs an address handle"))?;
+                let path = ud_path.ok_or(VerbsError::InvalidHandle("AH"))?;
+                if dest.remote_qpn == 0 || dest.remote_qpn > psn::MASK {
+                    return Err(VerbsError::InvalidWr("remote QPN out of range"));
+                }
+                let path = Path {
+                    src_mac: self.cfg.mac,
+                    src_ip: canonical(self.cfg.gid),
+                    src_port: ud_sport(self.cfg.qpn),
+                    ..*path
+                };
+                // A Q_Key with the top bit set means "use the QP's own" (IBTA).
+                let qkey =
+                    if dest.remote_qkey & 0x8000_0000 != 0 { self.req.cfg.qkey } else { dest.remote_qkey };
+                Some(UdSend { template: path.template(), qpn: dest.remote_qpn, qkey })
+            }
+        };
         let inline = wr.flags.contains(SendFlags::INLINE);
         if inline && !matches!(kind, Kind::Send | Kind::Write) {
             return Err(VerbsError::InvalidWr("only SEND and WRITE take inline data"));
@@ -301,7 +409,7 @@ impl RcQp {
             }
             None
         };
-        let wqe = SendWqe::new(wr.clone(), data, len as u32);
+        let wqe = SendWqe::new(wr.clone(), data, len as u32, ud);
         if self.state == QpState::Error {
             let wc = self.req.wc(&wqe, WcStatus::WrFlushErr);
             self.req.done.push_back(wc);
@@ -316,8 +424,11 @@ impl RcQp {
         if self.state == QpState::Reset {
             return Err(VerbsError::InvalidState(QpState::Reset));
         }
+        if self.cfg.srq {
+            return Err(VerbsError::InvalidWr("this QP takes its receives from an SRQ"));
+        }
         let cap = self.cfg.cap;
-        if self.resp.rq.len() >= cap.max_recv_wr as usize {
+        if self.rq.len() >= cap.max_recv_wr as usize {
             return Err(VerbsError::QueueFull);
         }
         if wr.sg_list.len() > cap.max_recv_sge as usize {
@@ -336,35 +447,54 @@ impl RcQp {
                 invalidated_rkey: None,
                 qp_num: self.cfg.qpn,
                 src_qp: self.resp.cfg.dest_qp,
+                src_gid: None,
+                solicited: false,
             });
             return Ok(());
         }
-        self.resp.rq.push_back(RecvWqe { len: Responder::recv_len(wr), wr: wr.clone() });
+        self.rq.push_back(RecvWqe::new(wr.clone()));
         Ok(())
     }
 
-    /// Handles a packet addressed to this QP (its ICRC already checked) at time `now`. Packets the
-    /// QP must ignore (wrong state, transport, source address or P_Key) are dropped silently, as
-    /// rxe does (roce-wire.md §1.7 "Silent drops").
-    pub fn handle_packet(&mut self, now: Duration, src: IpAddr, pkt: &RoceRepr<'_>, mem: &mut MemTable) {
-        if !matches!(self.state, QpState::Rtr | QpState::Rts) {
-            return;
-        }
-        let Some(path) = &self.path else { return };
-        if canonical(src) != path.dst_ip || pkt.bth.pkey & 0x7FFF != 0x7FFF {
+    /// Handles a packet addressed to this QP (its ICRC already checked) at time `now`. Receive WQEs
+    /// come from `srq` when the QP has one, else from its own queue. Packets the QP must ignore
+    /// (wrong state, transport, source address, P_Key or Q_Key) are dropped silently, as rxe does
+    /// (roce-wire.md §1.7 "Silent drops").
+    pub fn handle_packet(
+        &mut self,
+        now: Duration,
+        meta: &RxMeta<'_>,
+        pkt: &RoceRepr<'_>,
+        mem: &mut MemTable,
+        srq: Option<&mut VecDeque<RecvWqe>>,
+    ) {
+        if !matches!(self.state, QpState::Rtr | QpState::Rts) || pkt.bth.pkey & 0x7FFF != 0x7FFF {
             return;
         }
         let Some(info) = pkt.bth.opcode.info() else { return };
-        if info.transport != Transport::Rc {
+        let t = transport(self.cfg.qp_type);
+        if info.transport != t {
             return;
         }
+        let rq = match srq {
+            Some(q) if self.cfg.srq => q,
+            _ => &mut self.rq,
+        };
+        if t == Transport::Ud {
+            self.resp.handle_ud(info.operation, pkt, meta, mem, rq);
+            return;
+        }
+        match &self.path {
+            Some(path) if canonical(meta.src) == path.dst_ip => {}
+            _ => return,
+        }
         if info.operation.is_response() {
-            if self.state == QpState::Rts {
+            if self.state == QpState::Rts && t == Transport::Rc {
                 if let Err(fatal) = self.req.handle_response(now, info.operation, pkt, mem) {
                     self.enter_error(Some(fatal));
                 }
             }
-        } else if self.resp.handle_request(info.operation, pkt, mem).is_err() {
+        } else if self.resp.handle_request(info.operation, pkt, mem, rq).is_err() {
             self.enter_error(None);
         }
     }
@@ -391,7 +521,7 @@ impl RcQp {
 
     /// Writes the next frame into `buf` (responses first, then requests); returns its length.
     pub fn poll_transmit(&mut self, now: Duration, mem: &MemTable, buf: &mut [u8]) -> Option<usize> {
-        let path = self.template?;
+        let own = self.template;
         loop {
             let (desc, from_responder) = match self.state {
                 QpState::Rtr | QpState::Rts | QpState::Error if self.resp.has_reply() => {
@@ -401,6 +531,7 @@ impl RcQp {
                 _ => return None,
             };
             let psn = desc.packet.bth.psn;
+            let path = desc.template.or(own)?;
             let built = match desc.payload {
                 TxPayload::None => path.emit(buf, &desc.packet, 0, |_| Ok(())),
                 TxPayload::Wqe { index, offset, len } => {
@@ -425,7 +556,12 @@ impl RcQp {
                 }),
             };
             match built {
-                Ok(n) => return Some(n),
+                Ok(n) => {
+                    if desc.completes {
+                        self.req.complete_front(WcStatus::Success);
+                    }
+                    return Some(n);
+                }
                 Err(_) if from_responder => {
                     // The region went away under a READ response: NAK, then the error state.
                     self.resp.read_failed(psn);
@@ -455,8 +591,8 @@ impl RcQp {
         self.req.sq.len()
     }
 
-    /// Receive requests posted and not yet consumed.
+    /// Receive requests posted to the QP's own queue and not yet consumed.
     pub fn recv_queue_len(&self) -> usize {
-        self.resp.rq.len()
+        self.rq.len()
     }
 }

@@ -1,13 +1,16 @@
-//! The RC requester: turns send work requests into packets, with go-back-N retransmission
-//! (roce-wire.md §1.6). The completer, which consumes ACKs, NAKs and responses, is in
-//! `completer.rs` and shares this state.
+//! The requester: turns send work requests into packets (roce-wire.md §1.6). On RC with AckReq,
+//! end-to-end credits and go-back-N retransmission (the completer, which consumes ACKs, NAKs and
+//! responses, is in `completer.rs` and shares this state); on UC and UD a request completes when its
+//! last packet is sent; UD packets carry a DETH and go where the request's address handle says.
 
+use super::path::HeaderTemplate;
 use super::{Kind, TxDesc, TxPayload};
 use crate::verbs::{SendFlags, SendWr, WcStatus, WorkCompletion, WrOpcode};
 use std::collections::VecDeque;
 use std::time::Duration;
+use wire::ib::aeth::credit_count;
 use wire::ib::{
-    AtomicEthRepr, BthRepr, IethRepr, ImmDt, Opcode, Operation, RethRepr, RoceRepr, Transport, psn,
+    AtomicEthRepr, BthRepr, DethRepr, IethRepr, ImmDt, Opcode, Operation, RethRepr, RoceRepr, Transport, psn,
 };
 
 /// `RXE_MAX_UNACKED_PSNS`: the requester stops when it is this far ahead of the oldest unacked PSN.
@@ -15,10 +18,21 @@ pub const MAX_UNACKED_PSNS: i32 = 128;
 /// `RXE_MAX_PKT_PER_ACK`: AckReq at least every this many packets.
 pub const MAX_PKT_PER_ACK: u32 = 64;
 
+/// Where a UD send goes, resolved at post time.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct UdSend {
+    pub(crate) template: HeaderTemplate,
+    pub(crate) qpn: u32,
+    pub(crate) qkey: u32,
+}
+
 /// A send work request on the send queue.
 #[derive(Debug)]
 pub(crate) struct SendWqe {
     pub(crate) wr: SendWr,
+    pub(crate) ud: Option<UdSend>,
+    /// Message sequence number at the responder (for credits), set when first sent.
+    pub(crate) ssn: u32,
     /// The data of an INLINE request, copied at post time.
     pub(crate) inline: Option<Vec<u8>>,
     pub(crate) len: u32,
@@ -30,9 +44,14 @@ pub(crate) struct SendWqe {
 }
 
 impl SendWqe {
-    pub(crate) fn new(wr: SendWr, inline: Option<Vec<u8>>, len: u32) -> SendWqe {
+    pub(crate) fn new(wr: SendWr, inline: Option<Vec<u8>>, len: u32, ud: Option<UdSend>) -> SendWqe {
         let kind = Kind::of(&wr.opcode);
-        SendWqe { wr, inline, len, kind, sent: false, first_psn: 0, last_psn: 0 }
+        SendWqe { wr, ud, ssn: 0, inline, len, kind, sent: false, first_psn: 0, last_psn: 0 }
+    }
+
+    /// True for messages that use a receive WQE at the responder (and so need a credit).
+    fn consumes_rwqe(&self) -> bool {
+        matches!(self.kind, Kind::Send) || matches!(self.wr.opcode, WrOpcode::RdmaWriteWithImm { .. })
     }
 
     /// PSNs the request uses: one per packet, READ as many as response packets, atomics one.
@@ -47,6 +66,10 @@ impl SendWqe {
 /// Requester settings taken from the QP attributes.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct ReqConfig {
+    /// RC, UC or UD.
+    pub(crate) transport: Transport,
+    /// The QP's Q_Key (UD).
+    pub(crate) qkey: u32,
     pub(crate) qpn: u32,
     pub(crate) dest_qp: u32,
     pub(crate) mtu: u32,
@@ -88,6 +111,11 @@ pub(crate) struct Requester {
     pub(crate) retried_at: Option<u32>,
     /// Completions for the send CQ.
     pub(crate) done: VecDeque<WorkCompletion>,
+    /// Next message sequence number.
+    next_ssn: u32,
+    /// Messages below this SSN may start (MSN + credits of the last ACK); `None` = no limit
+    /// (credit code 31, what rxe always sends).
+    pub(crate) credit_limit: Option<u32>,
 }
 
 impl Requester {
@@ -107,7 +135,16 @@ impl Requester {
             rnr_until: None,
             retried_at: None,
             done: VecDeque::new(),
+            next_ssn: 0,
+            // No credits are known before the first ACK: one message may go as a probe.
+            credit_limit: Some(0),
         }
+    }
+
+    /// Takes the end-to-end credits of an ACK (roce-wire.md §3): the responder accepts messages
+    /// below `msn + credits`; code 31 means no limit.
+    pub(crate) fn update_credits(&mut self, code: u8, msn: u32) {
+        self.credit_limit = credit_count(code).map(|c| psn::add(msn, c));
     }
 
     /// True while some sent request is not complete.
@@ -158,18 +195,35 @@ impl Requester {
         if w.wr.flags.contains(SendFlags::FENCE) && self.offset == 0 && self.read_atomic_in_flight() > 0 {
             return None;
         }
+        if self.cfg.transport == Transport::Rc && !w.sent && w.consumes_rwqe() {
+            // Credits: beyond the limit only as a probe, with nothing else outstanding.
+            if let Some(limit) = self.credit_limit {
+                if psn::diff(self.next_ssn, limit) >= 0 && self.outstanding() {
+                    return None;
+                }
+            }
+        }
         let psn = self.psn;
         let index = self.next;
         let offset = self.offset;
+        let transport = self.cfg.transport;
         let w = &mut self.sq[index];
         if offset == 0 {
             w.first_psn = psn;
             w.last_psn = psn::add(psn, w.npkts(mtu) - 1);
+            if !w.sent {
+                w.ssn = self.next_ssn;
+                self.next_ssn = psn::add(self.next_ssn, 1);
+            }
             w.sent = true;
         }
-        let mut bth = BthRepr::new(Opcode(0), self.cfg.dest_qp, psn);
+        let dest_qp = w.ud.map_or(self.cfg.dest_qp, |u| u.qpn);
+        let mut bth = BthRepr::new(Opcode(0), dest_qp, psn);
         let mut pkt = RoceRepr::new(bth, &[]);
-        let op = |o: Operation| Opcode::new(Transport::Rc, o).unwrap_or(Opcode(0));
+        if let Some(u) = w.ud {
+            pkt.deth = Some(DethRepr { qkey: u.qkey, reserved: 0, src_qp: self.cfg.qpn });
+        }
+        let op = |o: Operation| Opcode::new(transport, o).unwrap_or(Opcode(0));
         let mut payload = TxPayload::None;
         let consumed;
         let message_done;
@@ -233,7 +287,8 @@ impl Requester {
                 bth.opcode = op(o);
                 bth.solicited = last && w.wr.flags.contains(SendFlags::SOLICITED);
                 self.noack += 1;
-                bth.ack_req = last || self.noack >= MAX_PKT_PER_ACK;
+                // UC and UD never ask for an ACK (§1.6).
+                bth.ack_req = transport == Transport::Rc && (last || self.noack >= MAX_PKT_PER_ACK);
                 if n > 0 {
                     payload = TxPayload::Wqe { index, offset, len: n };
                 }
@@ -279,10 +334,13 @@ impl Requester {
             self.next += 1;
             self.offset = 0;
         }
-        if self.retrans_at.is_none() {
+        let reliable = transport == Transport::Rc;
+        if reliable && self.retrans_at.is_none() {
             self.retrans_at = self.cfg.timeout.map(|t| now + t);
         }
-        Some(TxDesc { packet: pkt, payload })
+        let template = self.sq[index].ud.map(|u| u.template);
+        // UC and UD complete a request when its last packet is on the wire.
+        Some(TxDesc { packet: pkt, payload, template, completes: !reliable && message_done })
     }
 
     /// Completes the oldest request with `status` (a completion is generated if the request is
@@ -309,6 +367,8 @@ impl Requester {
             invalidated_rkey: None,
             qp_num: self.cfg.qpn,
             src_qp: self.cfg.dest_qp,
+            src_gid: None,
+            solicited: false,
         }
     }
 
@@ -338,6 +398,8 @@ mod tests {
         let mut mem = MemTable::default();
         let (key, addr) = mem.register(1, 65536, Access::LOCAL_WRITE).unwrap();
         let cfg = ReqConfig {
+            transport: Transport::Rc,
+            qkey: 0,
             qpn: 0x11,
             dest_qp: 0x12,
             mtu: MTU,
@@ -347,16 +409,15 @@ mod tests {
             max_rd_atomic: 2,
             sq_sig_all: true,
         };
-        (Requester::new(cfg, sq_psn), mem, key, addr)
+        let mut r = Requester::new(cfg, sq_psn);
+        // A peer like rxe: "no credit information" (credits have their own test).
+        r.credit_limit = None;
+        (r, mem, key, addr)
     }
 
     fn push(r: &mut Requester, wr_id: u64, opcode: WrOpcode, key: u32, addr: u64, len: u32) {
         let sg_list = vec![Sge { addr, length: len, lkey: key }];
-        r.sq.push_back(SendWqe::new(
-            SendWr { wr_id, opcode, sg_list, flags: SendFlags::SIGNALED },
-            None,
-            len,
-        ));
+        r.sq.push_back(SendWqe::new(SendWr::new(wr_id, opcode, sg_list), None, len, None));
     }
 
     /// Every packet the requester sends now: (opcode, PSN, AckReq).
@@ -493,6 +554,24 @@ mod tests {
             (1, WcStatus::Success, WcOpcode::RdmaRead, 600)
         );
         assert_eq!(&mem.bytes(key).unwrap()[..600], &data[..]);
+    }
+
+    #[test]
+    fn credits_hold_back_sends_beyond_the_limit_but_allow_a_probe() {
+        let (mut r, mut mem, key, addr) = setup(0);
+        r.credit_limit = Some(0);
+        for i in 0..4 {
+            push(&mut r, i, WrOpcode::Send, key, addr, 8);
+        }
+        push(&mut r, 9, WrOpcode::RdmaWrite { remote_addr: 0x1000, rkey: 1 }, key, addr, 8);
+        // No credits known: one probe.
+        assert_eq!(drain(&mut r, Duration::ZERO), vec![(0x04, 0, true)]);
+        // ACK: MSN 1, code 2 = two more receive WQEs, so messages 1 and 2 may go.
+        ack(&mut r, &mut mem, Duration::ZERO, 0, AethRepr::ack(2, 1)).unwrap();
+        assert_eq!(drain(&mut r, Duration::ZERO).iter().map(|p| p.1).collect::<Vec<_>>(), vec![1, 2]);
+        // Code 31 (rxe): no limit; the last SEND and the WRITE (no receive WQE needed) go.
+        ack(&mut r, &mut mem, Duration::ZERO, 2, AethRepr::ack(0x1F, 3)).unwrap();
+        assert_eq!(drain(&mut r, Duration::ZERO).iter().map(|p| p.1).collect::<Vec<_>>(), vec![3, 4]);
     }
 
     #[test]

@@ -1,27 +1,43 @@
-//! The RC responder: checks PSNs, executes SEND, WRITE, READ and atomics against the memory table,
-//! and queues ACKs, NAKs, READ responses and atomic ACKs (roce-wire.md §1.7).
+//! The responder: checks PSNs, executes SEND, WRITE, READ and atomics against the memory table,
+//! and queues ACKs, NAKs, READ responses and atomic ACKs (roce-wire.md §1.7). RC as rxe does it;
+//! UC without any response (a gap or an error loses the message); UD single-packet SENDs with a Q_Key
+//! check and the 40-byte GRH area in front of the data (§1.8).
+//!
+//! Receive WQEs come from the queue the caller passes in: the QP's own receive queue or its SRQ. A
+//! message keeps the WQE it started with until it ends.
 
 use super::{TxDesc, TxPayload};
 use crate::verbs::{Access, MemTable, RecvWr, WcOpcode, WcStatus, WorkCompletion, mem::sge_len};
 use std::collections::VecDeque;
-use wire::ib::aeth::CREDITS_INVALID;
+use std::net::IpAddr;
+use wire::ib::aeth::{CREDITS_INVALID, credit_code_for};
 use wire::ib::{AethRepr, AtomicAckEthRepr, BthRepr, NakCode, Opcode, Operation, RoceRepr, Transport, psn};
 
 /// Largest RDMA length a RETH may carry (roce-wire.md §1.7: "RETH length must be <= 2^31").
 const MAX_DMA_LEN: u32 = 1 << 31;
 /// Replies waiting to be sent; duplicates beyond this are dropped (the requester retries).
 const MAX_REPLIES: usize = 1024;
+/// Bytes of GRH area in front of UD receive data.
+pub const GRH_LEN: usize = 40;
 
-/// A receive work request on the receive queue.
+/// A receive work request on a receive queue or SRQ.
 #[derive(Debug)]
-pub(crate) struct RecvWqe {
+pub struct RecvWqe {
     pub(crate) wr: RecvWr,
     pub(crate) len: u64,
+}
+
+impl RecvWqe {
+    /// A receive WQE for `wr` (its SGEs are checked by whoever posts it).
+    pub fn new(wr: RecvWr) -> RecvWqe {
+        RecvWqe { len: sge_len(&wr.sg_list), wr }
+    }
 }
 
 /// Responder settings taken from the QP attributes.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct RespConfig {
+    pub(crate) transport: Transport,
     pub(crate) qpn: u32,
     pub(crate) dest_qp: u32,
     pub(crate) pd: u32,
@@ -29,13 +45,26 @@ pub(crate) struct RespConfig {
     pub(crate) access: Access,
     pub(crate) max_dest_rd_atomic: usize,
     pub(crate) min_rnr_timer: u8,
+    /// The Q_Key UD packets must carry.
+    pub(crate) qkey: u32,
+    /// Receive WQEs come from an SRQ: ACKs carry no credits.
+    pub(crate) srq: bool,
+}
+
+/// What a UD receive needs from the headers below BTH.
+#[derive(Debug, Clone, Copy)]
+pub struct RxMeta<'a> {
+    /// Source address of the IP header.
+    pub src: IpAddr,
+    /// The IP header as received (IPv4 with options, or IPv6).
+    pub ip_header: &'a [u8],
 }
 
 /// A message being received across several packets.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug)]
 enum InProgress {
     None,
-    Send { offset: u32 },
+    Send { wqe: RecvWqe, offset: u32 },
     Write { va: u64, rkey: u32, remaining: u32, total: u32 },
 }
 
@@ -58,21 +87,34 @@ enum Reply {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct RespFatal;
 
-/// Responder state of one RC QP.
+/// Counters of packets the responder dropped on purpose.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RespDrops {
+    /// UD packets whose Q_Key did not match.
+    pub qkey: u64,
+    /// UD or UC messages dropped for want of a receive WQE.
+    pub no_wqe: u64,
+    /// UC messages dropped after a PSN gap or an error.
+    pub uc_aborted: u64,
+}
+
+/// Responder state of one QP.
 #[derive(Debug)]
 pub(crate) struct Responder {
     pub(crate) cfg: RespConfig,
-    pub(crate) rq: VecDeque<RecvWqe>,
     /// Expected PSN.
     pub(crate) epsn: u32,
     /// Messages completed (24 bits).
     pub(crate) msn: u32,
     nak_sent: bool,
+    /// UC: the rest of the current message is being dropped.
+    uc_drop: bool,
     cur: InProgress,
     resources: VecDeque<Resource>,
     replies: VecDeque<Reply>,
     /// Completions for the receive CQ.
     pub(crate) done: VecDeque<WorkCompletion>,
+    pub(crate) drops: RespDrops,
 }
 
 fn family(op: Operation) -> Option<(Kind, bool, bool)> {
@@ -105,14 +147,15 @@ impl Responder {
     pub(crate) fn new(cfg: RespConfig, rq_psn: u32) -> Responder {
         Responder {
             cfg,
-            rq: VecDeque::new(),
             epsn: rq_psn,
             msn: 0,
             nak_sent: false,
+            uc_drop: false,
             cur: InProgress::None,
             resources: VecDeque::new(),
             replies: VecDeque::new(),
             done: VecDeque::new(),
+            drops: RespDrops::default(),
         }
     }
 
@@ -122,22 +165,39 @@ impl Responder {
         }
     }
 
-    fn ack(&mut self, psn: u32) {
-        let aeth = AethRepr::ack(CREDITS_INVALID, self.msn);
+    /// An ACK with the credits the queue allows (roce-wire.md §3): the receive WQEs still posted,
+    /// or "no credit information" with an SRQ.
+    fn ack(&mut self, psn: u32, rq: &VecDeque<RecvWqe>) {
+        let credits = if self.cfg.srq { CREDITS_INVALID } else { credit_code_for(rq.len() as u32) };
+        let aeth = AethRepr::ack(credits, self.msn);
         self.queue(Reply::Ack { psn, aeth });
     }
 
-    /// Queues a NAK that ends the connection and drops everything else queued.
-    fn fatal(&mut self, psn: u32, code: NakCode) -> RespFatal {
+    /// An error in a request. RC: NAK `code`, drop everything else queued, and fail (the QP goes to
+    /// the error state). UC: the message is dropped silently and its receive WQE goes back.
+    fn reject(&mut self, psn: u32, code: NakCode, rq: &mut VecDeque<RecvWqe>) -> Result<(), RespFatal> {
+        if self.cfg.transport == Transport::Uc {
+            self.abort_uc(rq);
+            return Ok(());
+        }
         self.replies.clear();
         self.replies.push_back(Reply::Ack { psn, aeth: AethRepr::nak(code, self.msn) });
-        RespFatal
+        Err(RespFatal)
     }
 
-    /// Fails the receive request at the head of the queue (it is then flushed with the rest).
+    /// UC: gives up the message in progress; its receive WQE returns to the head of the queue.
+    fn abort_uc(&mut self, rq: &mut VecDeque<RecvWqe>) {
+        if let InProgress::Send { wqe, .. } = std::mem::replace(&mut self.cur, InProgress::None) {
+            rq.push_front(wqe);
+        }
+        self.uc_drop = true;
+        self.drops.uc_aborted += 1;
+    }
+
+    /// Fails the receive WQE of the message in progress with `status` (RC errors).
     fn fail_recv(&mut self, status: WcStatus) {
-        if let Some(w) = self.rq.pop_front() {
-            let wc = self.wc(w.wr.wr_id, status, WcOpcode::Recv, 0);
+        if let InProgress::Send { wqe, .. } = std::mem::replace(&mut self.cur, InProgress::None) {
+            let wc = self.wc(wqe.wr.wr_id, status, WcOpcode::Recv, 0);
             self.done.push_back(wc);
         }
     }
@@ -152,30 +212,55 @@ impl Responder {
             invalidated_rkey: None,
             qp_num: self.cfg.qpn,
             src_qp: self.cfg.dest_qp,
+            src_gid: None,
+            solicited: false,
         }
     }
 
-    /// Flushes every receive request (QP to error) and forgets queued responses except a final NAK.
-    pub(crate) fn flush(&mut self) {
-        for w in std::mem::take(&mut self.rq) {
+    /// Flushes the receive queue passed in (the QP's own; an SRQ keeps its WQEs) and the message in
+    /// progress (QP to error), and forgets queued responses except a final NAK.
+    pub(crate) fn flush(&mut self, rq: Option<&mut VecDeque<RecvWqe>>) {
+        let in_progress = match std::mem::replace(&mut self.cur, InProgress::None) {
+            InProgress::Send { wqe, .. } => Some(wqe),
+            _ => None,
+        };
+        let own = rq.map(std::mem::take).unwrap_or_default();
+        for w in in_progress.into_iter().chain(own) {
             let wc = self.wc(w.wr.wr_id, WcStatus::WrFlushErr, WcOpcode::Recv, 0);
             self.done.push_back(wc);
         }
         self.replies.retain(|r| matches!(r, Reply::Ack { aeth, .. } if aeth.syndrome >= 0x60));
-        self.cur = InProgress::None;
     }
 
-    /// Handles a request packet.
+    /// Handles a request packet (RC or UC) with receive WQEs from `rq`.
     pub(crate) fn handle_request(
         &mut self,
         op: Operation,
         pkt: &RoceRepr<'_>,
         mem: &mut MemTable,
+        rq: &mut VecDeque<RecvWqe>,
     ) -> Result<(), RespFatal> {
         let Some((kind, first, last)) = family(op) else { return Ok(()) };
         let p = pkt.bth.psn;
         let d = psn::diff(p, self.epsn);
-        if d > 0 {
+        if self.cfg.transport == Transport::Uc {
+            // UC (§1.7): duplicates are dropped; after a gap the message in progress is lost and
+            // the responder waits for the next FIRST or ONLY.
+            if d < 0 {
+                return Ok(());
+            }
+            if d > 0 && !self.uc_drop {
+                self.abort_uc(rq);
+            }
+            if self.uc_drop {
+                if !first {
+                    self.epsn = psn::add(p, 1);
+                    return Ok(());
+                }
+                self.uc_drop = false;
+            }
+            self.epsn = p;
+        } else if d > 0 {
             // One NAK per gap, carrying the expected PSN; then silence until it arrives.
             if !self.nak_sent {
                 self.nak_sent = true;
@@ -183,9 +268,8 @@ impl Responder {
                 self.queue(Reply::Ack { psn: self.epsn, aeth });
             }
             return Ok(());
-        }
-        if d < 0 {
-            self.duplicate(kind, p, pkt);
+        } else if d < 0 {
+            self.duplicate(kind, p, pkt, rq);
             return Ok(());
         }
         let in_sequence = match self.cur {
@@ -194,7 +278,7 @@ impl Responder {
             InProgress::Write { .. } => !first && kind == Kind::Write,
         };
         if !in_sequence {
-            return Err(self.fatal(p, NakCode::InvalidRequest));
+            return self.reject(p, NakCode::InvalidRequest, rq);
         }
         let need = match kind {
             Kind::Send => Access::NONE,
@@ -203,7 +287,7 @@ impl Responder {
             Kind::Atomic => Access::REMOTE_ATOMIC,
         };
         if !self.cfg.access.contains(need) {
-            return Err(self.fatal(p, NakCode::InvalidRequest));
+            return self.reject(p, NakCode::InvalidRequest, rq);
         }
         let n = pkt.payload.len() as u32;
         let mtu = self.cfg.mtu;
@@ -213,50 +297,65 @@ impl Responder {
             (true, true) => n <= mtu,
         };
         if !length_ok {
-            return Err(self.fatal(p, NakCode::InvalidRequest));
+            return self.reject(p, NakCode::InvalidRequest, rq);
         }
         match kind {
-            Kind::Send => self.send(op, last, pkt, mem)?,
-            Kind::Write => self.write(op, first, last, pkt, mem)?,
-            Kind::Read => return self.read(pkt, mem),
-            Kind::Atomic => return self.atomic(op, pkt, mem),
+            Kind::Send => self.send(op, first, last, pkt, mem, rq),
+            Kind::Write => self.write(op, first, last, pkt, mem, rq),
+            Kind::Read => self.read(pkt, mem, rq),
+            Kind::Atomic => self.atomic(op, pkt, mem, rq),
         }
-        Ok(())
     }
 
     /// Finishes a SEND or WRITE packet that was accepted: the next PSN, and an ACK if asked for.
-    fn accepted(&mut self, p: u32, ack_req: bool) {
+    fn accepted(&mut self, p: u32, ack_req: bool, rq: &VecDeque<RecvWqe>) {
         self.epsn = psn::add(p, 1);
         self.nak_sent = false;
-        if ack_req {
-            self.ack(p);
+        if ack_req && self.cfg.transport == Transport::Rc {
+            self.ack(p, rq);
         }
+    }
+
+    /// No receive WQE for a message: RNR NAK on RC; UC drops the message.
+    fn no_wqe(&mut self, p: u32, rq: &mut VecDeque<RecvWqe>) -> Result<(), RespFatal> {
+        if self.cfg.transport == Transport::Uc {
+            self.drops.no_wqe += 1;
+            self.abort_uc(rq);
+            return Ok(());
+        }
+        let aeth = AethRepr::rnr_nak(self.cfg.min_rnr_timer, self.msn);
+        self.queue(Reply::Ack { psn: p, aeth });
+        Ok(())
     }
 
     fn send(
         &mut self,
         op: Operation,
+        first: bool,
         last: bool,
         pkt: &RoceRepr<'_>,
         mem: &mut MemTable,
+        rq: &mut VecDeque<RecvWqe>,
     ) -> Result<(), RespFatal> {
         let p = pkt.bth.psn;
-        let offset = match self.cur {
-            InProgress::Send { offset } => offset,
-            _ => 0,
+        let (wqe, offset) = match std::mem::replace(&mut self.cur, InProgress::None) {
+            InProgress::Send { wqe, offset } => (wqe, offset),
+            _ if first => match rq.pop_front() {
+                Some(w) => (w, 0),
+                None => return self.no_wqe(p, rq),
+            },
+            // in_sequence guarantees a FIRST/ONLY when nothing is in progress.
+            _ => return Ok(()),
         };
-        let Some(w) = self.rq.front() else {
-            // Only a FIRST or ONLY can find the queue empty: a message keeps its WQE.
-            self.rnr_nak(p);
-            return Ok(());
-        };
-        if u64::from(offset) + pkt.payload.len() as u64 > w.len {
+        self.cur = InProgress::Send { wqe, offset };
+        let InProgress::Send { wqe, .. } = &self.cur else { return Ok(()) };
+        if u64::from(offset) + pkt.payload.len() as u64 > wqe.len {
             self.fail_recv(WcStatus::LocLenErr);
-            return Err(self.fatal(p, NakCode::InvalidRequest));
+            return self.reject(p, NakCode::InvalidRequest, rq);
         }
-        if mem.scatter(&w.wr.sg_list, u64::from(offset), pkt.payload).is_err() {
+        if mem.scatter(&wqe.wr.sg_list, u64::from(offset), pkt.payload).is_err() {
             self.fail_recv(WcStatus::LocProtErr);
-            return Err(self.fatal(p, NakCode::RemoteOperationalError));
+            return self.reject(p, NakCode::RemoteOperationalError, rq);
         }
         let offset = offset + pkt.payload.len() as u32;
         if last {
@@ -265,27 +364,24 @@ impl Responder {
                 let rkey = pkt.ieth.map(|i| i.rkey).unwrap_or(0);
                 if mem.invalidate(self.cfg.pd, rkey).is_err() {
                     self.fail_recv(WcStatus::LocQpOpErr);
-                    return Err(self.fatal(p, NakCode::InvalidRequest));
+                    return self.reject(p, NakCode::InvalidRequest, rq);
                 }
                 invalidated = Some(rkey);
             }
-            let Some(w) = self.rq.pop_front() else { return Ok(()) };
-            let mut wc = self.wc(w.wr.wr_id, WcStatus::Success, WcOpcode::Recv, offset);
+            let InProgress::Send { wqe, .. } = std::mem::replace(&mut self.cur, InProgress::None) else {
+                return Ok(());
+            };
+            let mut wc = self.wc(wqe.wr.wr_id, WcStatus::Success, WcOpcode::Recv, offset);
             wc.imm_data = pkt.immdt.map(|i| i.0);
             wc.invalidated_rkey = invalidated;
+            wc.solicited = pkt.bth.solicited;
             self.done.push_back(wc);
             self.msn = psn::add(self.msn, 1);
-            self.cur = InProgress::None;
-        } else {
-            self.cur = InProgress::Send { offset };
+        } else if let InProgress::Send { offset: o, .. } = &mut self.cur {
+            *o = offset;
         }
-        self.accepted(p, pkt.bth.ack_req);
+        self.accepted(p, pkt.bth.ack_req, rq);
         Ok(())
-    }
-
-    fn rnr_nak(&mut self, p: u32) {
-        let aeth = AethRepr::rnr_nak(self.cfg.min_rnr_timer, self.msn);
-        self.queue(Reply::Ack { psn: p, aeth });
     }
 
     fn write(
@@ -295,12 +391,13 @@ impl Responder {
         last: bool,
         pkt: &RoceRepr<'_>,
         mem: &mut MemTable,
+        rq: &mut VecDeque<RecvWqe>,
     ) -> Result<(), RespFatal> {
         let p = pkt.bth.psn;
-        let (mut va, rkey, mut remaining, total) = match (first, self.cur, pkt.reth) {
+        let (mut va, rkey, mut remaining, total) = match (first, &self.cur, pkt.reth) {
             (true, _, Some(reth)) => {
                 if reth.dma_len > MAX_DMA_LEN {
-                    return Err(self.fatal(p, NakCode::InvalidRequest));
+                    return self.reject(p, NakCode::InvalidRequest, rq);
                 }
                 if reth.dma_len > 0
                     && mem
@@ -313,35 +410,35 @@ impl Responder {
                         )
                         .is_err()
                 {
-                    return Err(self.fatal(p, NakCode::RemoteAccessError));
+                    return self.reject(p, NakCode::RemoteAccessError, rq);
                 }
                 (reth.va, reth.rkey, reth.dma_len, reth.dma_len)
             }
-            (false, InProgress::Write { va, rkey, remaining, total }, _) => (va, rkey, remaining, total),
-            _ => return Err(self.fatal(p, NakCode::InvalidRequest)),
+            (false, &InProgress::Write { va, rkey, remaining, total }, _) => (va, rkey, remaining, total),
+            _ => return self.reject(p, NakCode::InvalidRequest, rq),
         };
         let imm = matches!(op, Operation::WriteLastImm | Operation::WriteOnlyImm);
-        if imm && self.rq.is_empty() {
-            self.rnr_nak(p);
-            return Ok(());
+        if imm && rq.is_empty() {
+            return self.no_wqe(p, rq);
         }
         let n = pkt.payload.len() as u32;
         if n > remaining || (last && n != remaining) {
-            return Err(self.fatal(p, NakCode::InvalidRequest));
+            return self.reject(p, NakCode::InvalidRequest, rq);
         }
         if n > 0 {
             match mem.remote_mut(self.cfg.pd, rkey, va, n as usize, Access::REMOTE_WRITE) {
                 Ok(dst) => dst.copy_from_slice(pkt.payload),
-                Err(_) => return Err(self.fatal(p, NakCode::RemoteAccessError)),
+                Err(_) => return self.reject(p, NakCode::RemoteAccessError, rq),
             }
         }
         va = va.wrapping_add(u64::from(n));
         remaining -= n;
         if last {
             if imm {
-                if let Some(w) = self.rq.pop_front() {
+                if let Some(w) = rq.pop_front() {
                     let mut wc = self.wc(w.wr.wr_id, WcStatus::Success, WcOpcode::RecvRdmaWithImm, total);
                     wc.imm_data = pkt.immdt.map(|i| i.0);
+                    wc.solicited = pkt.bth.solicited;
                     self.done.push_back(wc);
                 }
             }
@@ -350,7 +447,7 @@ impl Responder {
         } else {
             self.cur = InProgress::Write { va, rkey, remaining, total };
         }
-        self.accepted(p, pkt.bth.ack_req);
+        self.accepted(p, pkt.bth.ack_req, rq);
         Ok(())
     }
 
@@ -362,18 +459,23 @@ impl Responder {
         self.resources.push_back(r);
     }
 
-    fn read(&mut self, pkt: &RoceRepr<'_>, mem: &MemTable) -> Result<(), RespFatal> {
+    fn read(
+        &mut self,
+        pkt: &RoceRepr<'_>,
+        mem: &MemTable,
+        rq: &mut VecDeque<RecvWqe>,
+    ) -> Result<(), RespFatal> {
         let p = pkt.bth.psn;
-        let Some(reth) = pkt.reth else { return Err(self.fatal(p, NakCode::InvalidRequest)) };
+        let Some(reth) = pkt.reth else { return self.reject(p, NakCode::InvalidRequest, rq) };
         if reth.dma_len > MAX_DMA_LEN {
-            return Err(self.fatal(p, NakCode::InvalidRequest));
+            return self.reject(p, NakCode::InvalidRequest, rq);
         }
         if reth.dma_len > 0
             && mem
                 .check_remote(self.cfg.pd, reth.rkey, reth.va, u64::from(reth.dma_len), Access::REMOTE_READ)
                 .is_err()
         {
-            return Err(self.fatal(p, NakCode::RemoteAccessError));
+            return self.reject(p, NakCode::RemoteAccessError, rq);
         }
         let npkts = reth.dma_len.div_ceil(self.cfg.mtu).max(1);
         let last_psn = psn::add(p, npkts - 1);
@@ -400,14 +502,20 @@ impl Responder {
         Ok(())
     }
 
-    fn atomic(&mut self, op: Operation, pkt: &RoceRepr<'_>, mem: &mut MemTable) -> Result<(), RespFatal> {
+    fn atomic(
+        &mut self,
+        op: Operation,
+        pkt: &RoceRepr<'_>,
+        mem: &mut MemTable,
+        rq: &mut VecDeque<RecvWqe>,
+    ) -> Result<(), RespFatal> {
         let p = pkt.bth.psn;
-        let Some(a) = pkt.atomic_eth else { return Err(self.fatal(p, NakCode::InvalidRequest)) };
+        let Some(a) = pkt.atomic_eth else { return self.reject(p, NakCode::InvalidRequest, rq) };
         if a.va % 8 != 0 {
-            return Err(self.fatal(p, NakCode::InvalidRequest));
+            return self.reject(p, NakCode::InvalidRequest, rq);
         }
         let Ok(target) = mem.remote_mut(self.cfg.pd, a.rkey, a.va, 8, Access::REMOTE_ATOMIC) else {
-            return Err(self.fatal(p, NakCode::RemoteAccessError));
+            return self.reject(p, NakCode::RemoteAccessError, rq);
         };
         let mut word = [0u8; 8];
         word.copy_from_slice(target);
@@ -428,9 +536,9 @@ impl Responder {
     }
 
     /// A request older than the expected PSN (§1.7 "Duplicate requests").
-    fn duplicate(&mut self, kind: Kind, p: u32, pkt: &RoceRepr<'_>) {
+    fn duplicate(&mut self, kind: Kind, p: u32, pkt: &RoceRepr<'_>, rq: &VecDeque<RecvWqe>) {
         match kind {
-            Kind::Send | Kind::Write => self.ack(psn::add(self.epsn, psn::MASK)),
+            Kind::Send | Kind::Write => self.ack(psn::add(self.epsn, psn::MASK), rq),
             Kind::Read => {
                 let Some(reth) = pkt.reth else { return };
                 let found = self.resources.iter().find_map(|r| match *r {
@@ -489,14 +597,14 @@ impl Responder {
                 self.replies.pop_front();
                 let mut pkt = RoceRepr::new(BthRepr::new(op(Operation::Acknowledge), dest, psn), &[]);
                 pkt.aeth = Some(aeth);
-                Some(TxDesc { packet: pkt, payload: TxPayload::None })
+                Some(TxDesc { packet: pkt, payload: TxPayload::None, template: None, completes: false })
             }
             Reply::AtomicAck { psn, msn, orig } => {
                 self.replies.pop_front();
                 let mut pkt = RoceRepr::new(BthRepr::new(op(Operation::AtomicAcknowledge), dest, psn), &[]);
                 pkt.aeth = Some(AethRepr::ack(CREDITS_INVALID, msn));
                 pkt.atomic_ack_eth = Some(AtomicAckEthRepr { orig });
-                Some(TxDesc { packet: pkt, payload: TxPayload::None })
+                Some(TxDesc { packet: pkt, payload: TxPayload::None, template: None, completes: false })
             }
             Reply::Read { psn: p, va, rkey, remaining, first, msn } => {
                 let n = remaining.min(mtu);
@@ -520,19 +628,64 @@ impl Responder {
                     *first = false;
                 }
                 let payload = if n > 0 { TxPayload::Remote { rkey, va, len: n } } else { TxPayload::None };
-                Some(TxDesc { packet: pkt, payload })
+                Some(TxDesc { packet: pkt, payload, template: None, completes: false })
             }
         }
     }
 
     /// A READ response could not read its memory (the region went away): NAK and fail.
     pub(crate) fn read_failed(&mut self, psn: u32) -> RespFatal {
-        self.fatal(psn, NakCode::RemoteAccessError)
+        self.replies.clear();
+        self.replies.push_back(Reply::Ack { psn, aeth: AethRepr::nak(NakCode::RemoteAccessError, self.msn) });
+        RespFatal
     }
 
-    /// Total length of a receive request's buffers.
-    pub(crate) fn recv_len(wr: &RecvWr) -> u64 {
-        sge_len(&wr.sg_list)
+    /// Handles a UD packet (SEND_ONLY or SEND_ONLY_IMM with DETH): Q_Key check, one receive WQE,
+    /// the 40-byte GRH area (for IPv4: 20 zero bytes, then the IPv4 header, as rxe writes it), then
+    /// the payload. PSNs are not checked. Nothing is ever sent back.
+    pub(crate) fn handle_ud(
+        &mut self,
+        op: Operation,
+        pkt: &RoceRepr<'_>,
+        meta: &RxMeta<'_>,
+        mem: &mut MemTable,
+        rq: &mut VecDeque<RecvWqe>,
+    ) {
+        let Some(deth) = pkt.deth else { return };
+        if !matches!(op, Operation::SendOnly | Operation::SendOnlyImm) {
+            return;
+        }
+        if deth.qkey != self.cfg.qkey {
+            self.drops.qkey += 1;
+            return;
+        }
+        let Some(w) = rq.pop_front() else {
+            self.drops.no_wqe += 1;
+            return;
+        };
+        let mut grh = [0u8; GRH_LEN];
+        let h = meta.ip_header;
+        match h.first().map(|b| b >> 4) {
+            Some(4) if h.len() >= 20 => grh[20..].copy_from_slice(&h[..20]),
+            Some(6) if h.len() >= 40 => grh.copy_from_slice(&h[..40]),
+            _ => {}
+        }
+        let total = GRH_LEN + pkt.payload.len();
+        let mut wc = self.wc(w.wr.wr_id, WcStatus::Success, WcOpcode::Recv, total as u32);
+        if total as u64 > w.len {
+            wc.status = WcStatus::LocLenErr;
+            wc.byte_len = 0;
+        } else if mem.scatter(&w.wr.sg_list, 0, &grh).is_err()
+            || mem.scatter(&w.wr.sg_list, GRH_LEN as u64, pkt.payload).is_err()
+        {
+            wc.status = WcStatus::LocProtErr;
+            wc.byte_len = 0;
+        }
+        wc.imm_data = pkt.immdt.map(|i| i.0);
+        wc.src_qp = deth.src_qp;
+        wc.src_gid = Some(meta.src);
+        wc.solicited = pkt.bth.solicited;
+        self.done.push_back(wc);
     }
 }
 
@@ -548,6 +701,9 @@ mod tests {
         let (key, addr) = mem.register(1, 4096, Access::ALL).unwrap();
         mem.bytes_mut(key).unwrap().iter_mut().enumerate().for_each(|(i, b)| *b = i as u8);
         let cfg = RespConfig {
+            transport: Transport::Rc,
+            qkey: 0,
+            srq: false,
             qpn: 0x11,
             dest_qp: 0x12,
             pd: 1,
@@ -581,48 +737,53 @@ mod tests {
     #[test]
     fn one_nak_per_gap_with_the_expected_psn() {
         let (mut r, mut mem, ..) = setup();
+        let mut rq = VecDeque::new();
         for psn in [3, 4, 5] {
-            r.handle_request(Operation::SendOnly, &pkt(Operation::SendOnly, psn), &mut mem).unwrap();
+            r.handle_request(Operation::SendOnly, &pkt(Operation::SendOnly, psn), &mut mem, &mut rq).unwrap();
         }
         assert_eq!(replies(&mut r), vec![(0x11, 0, Some(0x60), TxPayload::None)]);
         // The expected PSN clears the NAK state: the next gap gets its own NAK.
-        r.rq.push_back(RecvWqe { wr: RecvWr { wr_id: 1, sg_list: vec![] }, len: 0 });
-        r.handle_request(Operation::SendOnly, &pkt(Operation::SendOnly, 0), &mut mem).unwrap();
-        r.handle_request(Operation::SendOnly, &pkt(Operation::SendOnly, 7), &mut mem).unwrap();
+        rq.push_back(RecvWqe::new(RecvWr { wr_id: 1, sg_list: vec![] }));
+        r.handle_request(Operation::SendOnly, &pkt(Operation::SendOnly, 0), &mut mem, &mut rq).unwrap();
+        r.handle_request(Operation::SendOnly, &pkt(Operation::SendOnly, 7), &mut mem, &mut rq).unwrap();
+        // The ACK advertises the receive WQEs left: none (credit code 0).
         assert_eq!(
             replies(&mut r),
-            vec![(0x11, 0, Some(0x1F), TxPayload::None), (0x11, 1, Some(0x60), TxPayload::None)]
+            vec![(0x11, 0, Some(0x00), TxPayload::None), (0x11, 1, Some(0x60), TxPayload::None)]
         );
     }
 
     #[test]
     fn duplicate_send_is_acked_again_not_delivered_again() {
         let (mut r, mut mem, ..) = setup();
-        r.rq.push_back(RecvWqe { wr: RecvWr { wr_id: 1, sg_list: vec![] }, len: 0 });
-        r.rq.push_back(RecvWqe { wr: RecvWr { wr_id: 2, sg_list: vec![] }, len: 0 });
-        r.handle_request(Operation::SendOnly, &pkt(Operation::SendOnly, 0), &mut mem).unwrap();
-        r.handle_request(Operation::SendOnly, &pkt(Operation::SendOnly, 0), &mut mem).unwrap();
+        let mut rq = VecDeque::new();
+        rq.push_back(RecvWqe::new(RecvWr { wr_id: 1, sg_list: vec![] }));
+        rq.push_back(RecvWqe::new(RecvWr { wr_id: 2, sg_list: vec![] }));
+        r.handle_request(Operation::SendOnly, &pkt(Operation::SendOnly, 0), &mut mem, &mut rq).unwrap();
+        r.handle_request(Operation::SendOnly, &pkt(Operation::SendOnly, 0), &mut mem, &mut rq).unwrap();
         assert_eq!(r.done.len(), 1, "delivered once");
-        assert_eq!(r.rq.len(), 1, "the second receive is still posted");
+        assert_eq!(rq.len(), 1, "the second receive is still posted");
         // The duplicate is acknowledged with the PSN before the expected one, MSN 1.
         let acks = replies(&mut r);
         assert_eq!(acks.len(), 2);
-        assert_eq!((acks[1].1, acks[1].2), (0, Some(0x1F)));
+        // Credit code 1: one receive WQE left.
+        assert_eq!((acks[1].1, acks[1].2), (0, Some(0x01)));
         assert_eq!(r.msn, 1);
     }
 
     #[test]
     fn duplicate_read_replays_a_subset_with_the_same_rkey_only() {
         let (mut r, mut mem, key, addr) = setup();
+        let mut rq = VecDeque::new();
         // 600 bytes at MTU 256: PSNs 0, 1, 2.
-        r.handle_request(Operation::ReadRequest, &read(0, addr, key, 600), &mut mem).unwrap();
+        r.handle_request(Operation::ReadRequest, &read(0, addr, key, 600), &mut mem, &mut rq).unwrap();
         let first = replies(&mut r);
         let ops: Vec<(u8, u32)> = first.iter().map(|x| (x.0, x.1)).collect();
         assert_eq!(ops, vec![(0x0D, 0), (0x0E, 1), (0x0F, 2)]);
         assert_eq!(first[2].3, TxPayload::Remote { rkey: key, va: addr + 512, len: 88 });
         assert_eq!(r.epsn, 3);
         // The requester lost PSN 1 and 2 and asks again from PSN 1 for the rest.
-        r.handle_request(Operation::ReadRequest, &read(1, addr + 256, key, 344), &mut mem).unwrap();
+        r.handle_request(Operation::ReadRequest, &read(1, addr + 256, key, 344), &mut mem, &mut rq).unwrap();
         let replay: Vec<(u8, u32, TxPayload)> =
             replies(&mut r).into_iter().map(|x| (x.0, x.1, x.3)).collect();
         assert_eq!(
@@ -633,8 +794,9 @@ mod tests {
             ]
         );
         // Another R_Key, or more than the original range: dropped silently.
-        r.handle_request(Operation::ReadRequest, &read(1, addr + 256, key ^ 1, 100), &mut mem).unwrap();
-        r.handle_request(Operation::ReadRequest, &read(0, addr, key, 601), &mut mem).unwrap();
+        r.handle_request(Operation::ReadRequest, &read(1, addr + 256, key ^ 1, 100), &mut mem, &mut rq)
+            .unwrap();
+        r.handle_request(Operation::ReadRequest, &read(0, addr, key, 601), &mut mem, &mut rq).unwrap();
         assert!(replies(&mut r).is_empty());
         assert_eq!(r.epsn, 3);
     }
@@ -642,11 +804,12 @@ mod tests {
     #[test]
     fn duplicate_atomic_replays_the_cached_value_without_executing_again() {
         let (mut r, mut mem, key, addr) = setup();
+        let mut rq = VecDeque::new();
         let mut fadd = pkt(Operation::FetchAdd, 0);
         fadd.atomic_eth = Some(AtomicEthRepr { va: addr + 8, rkey: key, swap_add: 100, compare: 0 });
         let before = u64::from_ne_bytes(mem.bytes(key).unwrap()[8..16].try_into().unwrap());
         for _ in 0..3 {
-            r.handle_request(Operation::FetchAdd, &fadd, &mut mem).unwrap();
+            r.handle_request(Operation::FetchAdd, &fadd, &mut mem, &mut rq).unwrap();
         }
         let after = u64::from_ne_bytes(mem.bytes(key).unwrap()[8..16].try_into().unwrap());
         assert_eq!(after, before + 100, "executed once");
@@ -659,7 +822,8 @@ mod tests {
     #[test]
     fn missing_receive_gives_rnr_nak_and_keeps_the_psn() {
         let (mut r, mut mem, ..) = setup();
-        r.handle_request(Operation::SendOnly, &pkt(Operation::SendOnly, 0), &mut mem).unwrap();
+        let mut rq = VecDeque::new();
+        r.handle_request(Operation::SendOnly, &pkt(Operation::SendOnly, 0), &mut mem, &mut rq).unwrap();
         assert_eq!(replies(&mut r), vec![(0x11, 0, Some(0x20 | 5), TxPayload::None)]);
         assert_eq!(r.epsn, 0);
     }
@@ -667,12 +831,13 @@ mod tests {
     #[test]
     fn write_outside_the_region_is_nakd_before_any_byte_moves() {
         let (mut r, mut mem, key, addr) = setup();
+        let mut rq = VecDeque::new();
         let before = mem.bytes(key).unwrap().to_vec();
         let data = [0xEEu8; 256];
         let mut w = pkt(Operation::WriteFirst, 0);
         w.reth = Some(RethRepr { va: addr + 4000, rkey: key, dma_len: 1000 });
         w.payload = &data;
-        assert_eq!(r.handle_request(Operation::WriteFirst, &w, &mut mem), Err(RespFatal));
+        assert_eq!(r.handle_request(Operation::WriteFirst, &w, &mut mem, &mut rq), Err(RespFatal));
         assert_eq!(replies(&mut r), vec![(0x11, 0, Some(0x62), TxPayload::None)]);
         assert_eq!(mem.bytes(key).unwrap(), &before[..]);
     }

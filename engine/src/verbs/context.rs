@@ -1,11 +1,15 @@
 //! An opened device and the objects on it, plus the progress engine.
 
+use super::cq::{Channel, CqState, signal};
 use super::error::VerbsError;
 use super::mem::MemTable;
-use super::types::{Access, QpAttr, QpCap, QpState, RecvWr, SendWr, WorkCompletion};
+use super::types::{
+    Access, AddressVector, Mtu, QpAttr, QpCap, QpState, QpType, RecvWr, SendWr, WorkCompletion,
+};
 use crate::datapath::Datapath;
-use crate::roce::path::canonical;
-use crate::roce::{CqSide, QpConfig, RcQp};
+use crate::roce::path::{Path, canonical};
+use crate::roce::{CqSide, QpConfig, QueuePair, RecvWqe, RespDrops, RxMeta};
+use rustix::fd::BorrowedFd;
 use std::collections::VecDeque;
 use std::net::IpAddr;
 use std::time::Duration;
@@ -18,6 +22,31 @@ pub struct Pd(u32);
 /// A completion queue.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Cq(u32);
+
+/// A shared receive queue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Srq(u32);
+
+/// An address handle: where UD sends go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Ah(u32);
+
+/// A completion channel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct CompChannel(u32);
+
+/// Asynchronous events (`ibv_get_async_event`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum AsyncEvent {
+    /// A QP went to the error state on its own (a transport error; not a `modify_qp`).
+    QpFatal(Qp),
+    /// An armed SRQ has fewer receive WQEs than its limit (the limit is disarmed).
+    SrqLimitReached(Srq),
+    /// The port's link came up.
+    PortActive,
+    /// The port's link went down.
+    PortError,
+}
 
 /// A queue pair; its number is the QPN peers send to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -43,17 +72,46 @@ pub struct Mr {
     pub length: usize,
 }
 
-/// What a QP is created with (`ibv_qp_init_attr`; the type is RC).
+/// What a QP is created with (`ibv_qp_init_attr`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct QpInitAttr {
+    /// RC, UC or UD.
+    pub qp_type: QpType,
     /// CQ for send completions.
     pub send_cq: Cq,
     /// CQ for receive completions.
     pub recv_cq: Cq,
-    /// Queue sizes.
+    /// Take receive WQEs from this SRQ instead of the QP's own queue.
+    pub srq: Option<Srq>,
+    /// Queue sizes (`max_recv_wr` and `max_recv_sge` do not apply with an SRQ).
     pub cap: QpCap,
     /// Complete every send request, signaled or not.
     pub sq_sig_all: bool,
+}
+
+impl QpInitAttr {
+    /// An RC QP with default capacities, completing on `cq`.
+    pub fn rc(cq: Cq) -> QpInitAttr {
+        QpInitAttr {
+            qp_type: QpType::Rc,
+            send_cq: cq,
+            recv_cq: cq,
+            srq: None,
+            cap: QpCap::default(),
+            sq_sig_all: false,
+        }
+    }
+}
+
+/// What an SRQ is created with (`ibv_srq_init_attr`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SrqAttr {
+    /// Receive WQEs it holds.
+    pub max_wr: u32,
+    /// SGEs per receive WQE.
+    pub max_sge: u32,
+    /// Raise [`AsyncEvent::SrqLimitReached`] when fewer WQEs remain (0: not armed).
+    pub srq_limit: u32,
 }
 
 /// Datapath counters of a context.
@@ -67,20 +125,32 @@ pub struct Stats {
     pub rx_bad: u64,
     /// RoCE frames for another address or an unknown QP.
     pub rx_unknown: u64,
-}
-
-#[derive(Debug)]
-struct CqState {
-    depth: usize,
-    entries: VecDeque<WorkCompletion>,
-    overrun: bool,
+    /// Packets QPs dropped on purpose (UD Q_Key mismatches, no receive WQE, UC gaps), summed over
+    /// the QPs that exist now.
+    pub drops: RespDrops,
 }
 
 #[derive(Debug)]
 struct QpEntry {
-    qp: RcQp,
+    qp: QueuePair,
     send_cq: u32,
     recv_cq: u32,
+    srq: Option<u32>,
+    /// The QP's error state has been reported (or was asked for).
+    error_known: bool,
+}
+
+#[derive(Debug)]
+struct SrqState {
+    pd: u32,
+    attr: SrqAttr,
+    wqes: VecDeque<RecvWqe>,
+}
+
+#[derive(Debug)]
+struct AhState {
+    pd: u32,
+    path: Path,
 }
 
 /// First QP number handed out (QP0 and QP1 are special in verbs; rxe also starts at 17).
@@ -96,7 +166,12 @@ pub struct Context {
     mem: MemTable,
     pds: Vec<bool>,
     cqs: Vec<Option<CqState>>,
+    channels: Vec<Option<Channel>>,
     qps: Vec<Option<QpEntry>>,
+    srqs: Vec<Option<SrqState>>,
+    ahs: Vec<Option<AhState>>,
+    events: VecDeque<AsyncEvent>,
+    link_up: bool,
     stats: Stats,
     uet: UetConfig,
 }
@@ -110,15 +185,31 @@ impl std::fmt::Debug for Context {
 impl Context {
     /// Opens the device behind a datapath.
     pub fn open(dp: impl Datapath + 'static) -> Context {
+        let link_up = dp.link_up();
         Context {
             dp: Box::new(dp),
             mem: MemTable::default(),
             pds: Vec::new(),
             cqs: Vec::new(),
+            channels: Vec::new(),
             qps: Vec::new(),
+            srqs: Vec::new(),
+            ahs: Vec::new(),
+            events: VecDeque::from([if link_up { AsyncEvent::PortActive } else { AsyncEvent::PortError }]),
+            link_up,
             stats: Stats::default(),
             uet: UetConfig::default(),
         }
+    }
+
+    /// The port MTU (the largest path MTU, and the UD message limit).
+    pub fn port_mtu(&self) -> Mtu {
+        self.dp.port_mtu()
+    }
+
+    /// The next asynchronous event (`ibv_get_async_event`); the first is the port state at open.
+    pub fn poll_async_event(&mut self) -> Option<AsyncEvent> {
+        self.events.pop_front()
     }
 
     /// The device's GID (as an IP address).
@@ -133,7 +224,14 @@ impl Context {
 
     /// Datapath counters.
     pub fn stats(&self) -> Stats {
-        self.stats
+        let mut st = self.stats;
+        for e in self.qps.iter().flatten() {
+            let d = e.qp.drops();
+            st.drops.qkey += d.qkey;
+            st.drops.no_wqe += d.no_wqe;
+            st.drops.uc_aborted += d.uc_aborted;
+        }
+        st
     }
 
     /// Allocates a protection domain.
@@ -152,7 +250,11 @@ impl Context {
     /// Frees a protection domain with no regions or QPs.
     pub fn dealloc_pd(&mut self, pd: Pd) -> Result<(), VerbsError> {
         self.pd_ok(pd)?;
-        if self.mem.pd_in_use(pd.0) || self.qps.iter().flatten().any(|e| e.qp.pd() == pd.0) {
+        if self.mem.pd_in_use(pd.0)
+            || self.qps.iter().flatten().any(|e| e.qp.pd() == pd.0)
+            || self.srqs.iter().flatten().any(|s| s.pd == pd.0)
+            || self.ahs.iter().flatten().any(|a| a.pd == pd.0)
+        {
             return Err(VerbsError::Busy("PD"));
         }
         self.pds[pd.0 as usize] = false;
@@ -189,25 +291,192 @@ impl Context {
 
     /// Creates a completion queue of `depth` entries.
     pub fn create_cq(&mut self, depth: usize) -> Result<Cq, VerbsError> {
+        self.create_cq_with_channel(depth, None)
+    }
+
+    /// Creates a completion queue whose notifications go to a completion channel.
+    pub fn create_cq_with_channel(
+        &mut self,
+        depth: usize,
+        channel: Option<CompChannel>,
+    ) -> Result<Cq, VerbsError> {
         if depth == 0 {
             return Err(VerbsError::InvalidAttr("cq depth"));
         }
-        self.cqs.push(Some(CqState { depth, entries: VecDeque::new(), overrun: false }));
+        if let Some(ch) = channel {
+            self.channel(ch)?;
+        }
+        self.cqs.push(Some(CqState::new(depth, channel.map(|c| c.0))));
         Ok(Cq(self.cqs.len() as u32 - 1))
+    }
+
+    /// Creates a completion channel (`ibv_create_comp_channel`): an eventfd.
+    pub fn create_comp_channel(&mut self) -> Result<CompChannel, VerbsError> {
+        self.channels.push(Some(Channel::new()?));
+        Ok(CompChannel(self.channels.len() as u32 - 1))
+    }
+
+    fn channel(&mut self, ch: CompChannel) -> Result<&mut Channel, VerbsError> {
+        self.channels
+            .get_mut(ch.0 as usize)
+            .and_then(Option::as_mut)
+            .ok_or(VerbsError::InvalidHandle("channel"))
+    }
+
+    /// The channel's file descriptor: readable while a CQ event waits (for epoll, poll, select).
+    pub fn comp_channel_fd(&mut self, ch: CompChannel) -> Result<BorrowedFd<'_>, VerbsError> {
+        Ok(self.channel(ch)?.fd())
+    }
+
+    /// Destroys a channel no CQ uses.
+    pub fn destroy_comp_channel(&mut self, ch: CompChannel) -> Result<(), VerbsError> {
+        self.channel(ch)?;
+        if self.cqs.iter().flatten().any(|c| c.channel == Some(ch.0)) {
+            return Err(VerbsError::Busy("completion channel"));
+        }
+        self.channels[ch.0 as usize] = None;
+        Ok(())
+    }
+
+    /// Arms a CQ (`ibv_req_notify_cq`): the next completion (with `solicited_only`, the next
+    /// solicited or failed one) signals its channel once.
+    pub fn req_notify_cq(&mut self, cq: Cq, solicited_only: bool) -> Result<(), VerbsError> {
+        let c = self.cq_mut(cq)?;
+        if c.channel.is_none() {
+            return Err(VerbsError::InvalidWr("the CQ has no completion channel"));
+        }
+        c.armed = Some(solicited_only);
+        Ok(())
+    }
+
+    /// The next CQ with a notification on `ch` (`ibv_get_cq_event`, non-blocking: wait on
+    /// [`comp_channel_fd`](Self::comp_channel_fd) first). Acknowledge it with `ack_cq_events`.
+    pub fn get_cq_event(&mut self, ch: CompChannel) -> Result<Option<Cq>, VerbsError> {
+        let Some(cq) = self.channel(ch)?.take() else { return Ok(None) };
+        if let Some(Some(c)) = self.cqs.get_mut(cq as usize) {
+            c.unacked += 1;
+        }
+        Ok(Some(Cq(cq)))
+    }
+
+    /// Acknowledges `n` events of a CQ (`ibv_ack_cq_events`); a CQ with unacknowledged events
+    /// cannot be destroyed.
+    pub fn ack_cq_events(&mut self, cq: Cq, n: u32) -> Result<(), VerbsError> {
+        let c = self.cq_mut(cq)?;
+        c.unacked = c.unacked.saturating_sub(n);
+        Ok(())
     }
 
     fn cq_mut(&mut self, cq: Cq) -> Result<&mut CqState, VerbsError> {
         self.cqs.get_mut(cq.0 as usize).and_then(Option::as_mut).ok_or(VerbsError::InvalidHandle("CQ"))
     }
 
-    /// Destroys a CQ no QP uses.
+    /// Destroys a CQ no QP uses and with every event acknowledged.
     pub fn destroy_cq(&mut self, cq: Cq) -> Result<(), VerbsError> {
-        self.cq_mut(cq)?;
-        if self.qps.iter().flatten().any(|e| e.send_cq == cq.0 || e.recv_cq == cq.0) {
+        let c = self.cq_mut(cq)?;
+        let (unacked, channel) = (c.unacked, c.channel);
+        if unacked > 0 || self.qps.iter().flatten().any(|e| e.send_cq == cq.0 || e.recv_cq == cq.0) {
             return Err(VerbsError::Busy("CQ"));
+        }
+        if let Some(Some(ch)) = channel.and_then(|c| self.channels.get_mut(c as usize)) {
+            ch.forget(cq.0);
         }
         self.cqs[cq.0 as usize] = None;
         Ok(())
+    }
+
+    /// Creates a shared receive queue (`ibv_create_srq`).
+    pub fn create_srq(&mut self, pd: Pd, attr: &SrqAttr) -> Result<Srq, VerbsError> {
+        self.pd_ok(pd)?;
+        if attr.max_wr == 0 || attr.max_wr > 16384 || attr.max_sge > 32 || attr.srq_limit > attr.max_wr {
+            return Err(VerbsError::InvalidAttr("srq: max_wr 1..=16384, max_sge <= 32, srq_limit <= max_wr"));
+        }
+        self.srqs.push(Some(SrqState { pd: pd.0, attr: *attr, wqes: VecDeque::new() }));
+        Ok(Srq(self.srqs.len() as u32 - 1))
+    }
+
+    fn srq_mut(&mut self, srq: Srq) -> Result<&mut SrqState, VerbsError> {
+        self.srqs.get_mut(srq.0 as usize).and_then(Option::as_mut).ok_or(VerbsError::InvalidHandle("SRQ"))
+    }
+
+    /// Arms (or with 0 disarms) the SRQ limit event (`ibv_modify_srq` with `IBV_SRQ_LIMIT`).
+    pub fn modify_srq_limit(&mut self, srq: Srq, limit: u32) -> Result<(), VerbsError> {
+        let s = self.srq_mut(srq)?;
+        if limit > s.attr.max_wr {
+            return Err(VerbsError::InvalidAttr("srq_limit above max_wr"));
+        }
+        s.attr.srq_limit = limit;
+        Ok(())
+    }
+
+    /// Receive WQEs an SRQ holds now.
+    pub fn srq_len(&mut self, srq: Srq) -> Result<usize, VerbsError> {
+        Ok(self.srq_mut(srq)?.wqes.len())
+    }
+
+    /// Posts receive requests to an SRQ (`ibv_post_srq_recv`), with `post_recv`'s partial-failure
+    /// rule.
+    pub fn post_srq_recv(&mut self, srq: Srq, wrs: &[RecvWr]) -> Result<(), (usize, VerbsError)> {
+        let s = self
+            .srqs
+            .get_mut(srq.0 as usize)
+            .and_then(Option::as_mut)
+            .ok_or((0, VerbsError::InvalidHandle("SRQ")))?;
+        for (n, wr) in wrs.iter().enumerate() {
+            if s.wqes.len() >= s.attr.max_wr as usize {
+                return Err((n, VerbsError::QueueFull));
+            }
+            if wr.sg_list.len() > s.attr.max_sge as usize {
+                return Err((n, VerbsError::TooManySge));
+            }
+            for sge in &wr.sg_list {
+                self.mem
+                    .check_local(s.pd, sge, Access::LOCAL_WRITE)
+                    .map_err(|e| (n, VerbsError::InvalidSge(e)))?;
+            }
+            s.wqes.push_back(RecvWqe::new(wr.clone()));
+        }
+        Ok(())
+    }
+
+    /// Destroys an SRQ no QP uses.
+    pub fn destroy_srq(&mut self, srq: Srq) -> Result<(), VerbsError> {
+        self.srq_mut(srq)?;
+        if self.qps.iter().flatten().any(|e| e.srq == Some(srq.0)) {
+            return Err(VerbsError::Busy("SRQ"));
+        }
+        self.srqs[srq.0 as usize] = None;
+        Ok(())
+    }
+
+    /// Creates an address handle for UD sends (`ibv_create_ah`); the MAC is resolved now unless
+    /// `av.dmac` gives it.
+    pub fn create_ah(&mut self, pd: Pd, av: &AddressVector) -> Result<Ah, VerbsError> {
+        self.pd_ok(pd)?;
+        let dmac = av.dmac.or_else(|| self.dp.resolve(av.dgid)).ok_or(VerbsError::Unreachable)?;
+        let path = Path {
+            src_mac: self.mac(),
+            dst_mac: dmac,
+            src_ip: canonical(self.gid()),
+            dst_ip: canonical(av.dgid),
+            src_port: 0,
+            traffic_class: av.traffic_class,
+            hop_limit: av.hop_limit,
+            flow_label: av.flow_label,
+        };
+        self.ahs.push(Some(AhState { pd: pd.0, path }));
+        Ok(Ah(self.ahs.len() as u32 - 1))
+    }
+
+    /// Destroys an address handle.
+    pub fn destroy_ah(&mut self, ah: Ah) -> Result<(), VerbsError> {
+        match self.ahs.get_mut(ah.0 as usize) {
+            Some(slot @ Some(_)) => {
+                *slot = None;
+                Ok(())
+            }
+            _ => Err(VerbsError::InvalidHandle("AH")),
+        }
     }
 
     /// Moves up to `max` completions into `out` (`ibv_poll_cq`); returns how many.
@@ -226,11 +495,19 @@ impl Context {
         Ok(n)
     }
 
-    /// Creates an RC QP in the RESET state (`ibv_create_qp`).
+    /// Creates a QP in the RESET state (`ibv_create_qp`).
     pub fn create_qp(&mut self, pd: Pd, init: &QpInitAttr) -> Result<Qp, VerbsError> {
         self.pd_ok(pd)?;
         self.cq_mut(init.send_cq)?;
         self.cq_mut(init.recv_cq)?;
+        if let Some(srq) = init.srq {
+            if self.srq_mut(srq)?.pd != pd.0 {
+                return Err(VerbsError::InvalidAttr("srq: another protection domain"));
+            }
+            if init.qp_type == QpType::Uc {
+                return Err(VerbsError::InvalidAttr("srq: RC and UD QPs only"));
+            }
+        }
         let c = init.cap;
         if c.max_send_wr == 0 || c.max_send_wr > 16384 || c.max_recv_wr > 16384 {
             return Err(VerbsError::InvalidAttr("cap: work queue depth must be 1..=16384"));
@@ -242,9 +519,24 @@ impl Context {
         if qpn > 0xFF_FFFF {
             return Err(VerbsError::OutOfResources);
         }
-        let cfg =
-            QpConfig { qpn, pd: pd.0, cap: c, sq_sig_all: init.sq_sig_all, mac: self.mac(), gid: self.gid() };
-        self.qps.push(Some(QpEntry { qp: RcQp::new(cfg), send_cq: init.send_cq.0, recv_cq: init.recv_cq.0 }));
+        let cfg = QpConfig {
+            qp_type: init.qp_type,
+            srq: init.srq.is_some(),
+            port_mtu: self.port_mtu(),
+            qpn,
+            pd: pd.0,
+            cap: c,
+            sq_sig_all: init.sq_sig_all,
+            mac: self.mac(),
+            gid: self.gid(),
+        };
+        self.qps.push(Some(QpEntry {
+            qp: QueuePair::new(cfg),
+            send_cq: init.send_cq.0,
+            recv_cq: init.recv_cq.0,
+            srq: init.srq.map(|s| s.0),
+            error_known: false,
+        }));
         Ok(Qp(qpn))
     }
 
@@ -269,7 +561,10 @@ impl Context {
                 av.dmac = self.dp.resolve(av.dgid);
             }
         }
-        self.entry(qp)?.qp.modify(state, &attr)?;
+        let e = self.entry(qp)?;
+        e.qp.modify(state, &attr)?;
+        // Errors asked for are not async events; a reset QP may fail again later.
+        e.error_known = state == QpState::Error;
         self.flush_completions();
         Ok(())
     }
@@ -283,28 +578,36 @@ impl Context {
     /// Posts send requests (`ibv_post_send`). They are checked one by one; on the first bad one
     /// the call returns its index and error, and the ones before it stay posted.
     pub fn post_send(&mut self, qp: Qp, wrs: &[SendWr]) -> Result<(), (usize, VerbsError)> {
-        self.post(qp, wrs, RcQp::post_send)
+        let i = qp.0.wrapping_sub(FIRST_QPN) as usize;
+        let Some(Some(e)) = self.qps.get_mut(i) else { return Err((0, VerbsError::InvalidHandle("QP"))) };
+        let ahs = &self.ahs;
+        let pd = e.qp.pd();
+        let posted = wrs.iter().enumerate().try_for_each(|(n, wr)| {
+            let path = match wr.ud {
+                Some(ud) => match ahs.get(ud.ah.0 as usize) {
+                    Some(Some(a)) if a.pd == pd => Some(&a.path),
+                    _ => return Err((n, VerbsError::InvalidHandle("AH"))),
+                },
+                None => None,
+            };
+            e.qp.post_send(wr, &self.mem, path).map_err(|err| (n, err))
+        });
+        if e.qp.state() == QpState::Error {
+            // Requests posted in the error state complete at once, with a flush error.
+            self.flush_completions();
+        }
+        posted
     }
 
     /// Posts receive requests (`ibv_post_recv`), with the same partial-failure rule as `post_send`.
     pub fn post_recv(&mut self, qp: Qp, wrs: &[RecvWr]) -> Result<(), (usize, VerbsError)> {
-        self.post(qp, wrs, RcQp::post_recv)
-    }
-
-    fn post<W>(
-        &mut self,
-        qp: Qp,
-        wrs: &[W],
-        post_one: fn(&mut RcQp, &W, &MemTable) -> Result<(), VerbsError>,
-    ) -> Result<(), (usize, VerbsError)> {
         let i = qp.0.wrapping_sub(FIRST_QPN) as usize;
         let Some(Some(e)) = self.qps.get_mut(i) else { return Err((0, VerbsError::InvalidHandle("QP"))) };
         let posted = wrs
             .iter()
             .enumerate()
-            .try_for_each(|(n, wr)| post_one(&mut e.qp, wr, &self.mem).map_err(|err| (n, err)));
+            .try_for_each(|(n, wr)| e.qp.post_recv(wr, &self.mem).map_err(|err| (n, err)));
         if e.qp.state() == QpState::Error {
-            // Requests posted in the error state complete at once, with a flush error.
             self.flush_completions();
         }
         posted
@@ -326,6 +629,11 @@ impl Context {
     pub fn progress(&mut self) -> Result<usize, VerbsError> {
         let now = self.dp.now();
         let mut work = 0;
+        let up = self.dp.link_up();
+        if up != self.link_up {
+            self.link_up = up;
+            self.events.push_back(if up { AsyncEvent::PortActive } else { AsyncEvent::PortError });
+        }
         for _ in 0..RX_BUDGET {
             let Some(frame) = self.dp.receive() else { break };
             work += 1;
@@ -359,7 +667,26 @@ impl Context {
             }
         }
         self.flush_completions();
+        self.check_events();
         Ok(work)
+    }
+
+    /// Raises QP-fatal and SRQ-limit events.
+    fn check_events(&mut self) {
+        for e in self.qps.iter_mut().flatten() {
+            if e.qp.state() == QpState::Error && !e.error_known {
+                e.error_known = true;
+                self.events.push_back(AsyncEvent::QpFatal(Qp(e.qp.qpn())));
+            }
+        }
+        for (i, s) in self.srqs.iter_mut().enumerate() {
+            if let Some(s) = s {
+                if s.attr.srq_limit > 0 && (s.wqes.len() as u32) < s.attr.srq_limit {
+                    s.attr.srq_limit = 0;
+                    self.events.push_back(AsyncEvent::SrqLimitReached(Srq(i as u32)));
+                }
+            }
+        }
     }
 
     fn receive(&mut self, now: Duration, frame: &[u8]) {
@@ -375,8 +702,17 @@ impl Context {
         let to_us =
             f.ethernet.dst_addr.0 == self.dp.mac() && canonical(f.ip.dst_addr()) == canonical(self.dp.gid());
         let index = pkt.bth.dest_qp.wrapping_sub(FIRST_QPN) as usize;
+        let ip_at = f.ethernet.buffer_len();
+        let meta = RxMeta { src: f.ip.src_addr(), ip_header: &frame[ip_at..ip_at + f.ip.buffer_len()] };
         match self.qps.get_mut(index) {
-            Some(Some(e)) if to_us => e.qp.handle_packet(now, f.ip.src_addr(), pkt, &mut self.mem),
+            Some(Some(e)) if to_us => {
+                let srq = e
+                    .srq
+                    .and_then(|s| self.srqs.get_mut(s as usize))
+                    .and_then(Option::as_mut)
+                    .map(|s| &mut s.wqes);
+                e.qp.handle_packet(now, &meta, pkt, &mut self.mem, srq);
+            }
             _ => self.stats.rx_unknown += 1,
         }
     }
@@ -386,10 +722,8 @@ impl Context {
             while let Some((side, wc)) = e.qp.poll_completion() {
                 let cq = if side == CqSide::Send { e.send_cq } else { e.recv_cq };
                 if let Some(Some(c)) = self.cqs.get_mut(cq as usize) {
-                    if c.entries.len() >= c.depth {
-                        c.overrun = true;
-                    } else {
-                        c.entries.push_back(wc);
+                    if let Some(ch) = c.push(wc) {
+                        signal(&mut self.channels, ch, cq);
                     }
                 }
             }

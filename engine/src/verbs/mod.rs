@@ -6,14 +6,15 @@
 //! receives frames, runs timers, sends frames and moves completions to their CQs.
 
 mod context;
+mod cq;
 mod error;
 pub mod mem;
 mod types;
 
-pub use context::{Context, Cq, Mr, Pd, Qp, QpInitAttr, Stats};
+pub use context::{Ah, AsyncEvent, CompChannel, Context, Cq, Mr, Pd, Qp, QpInitAttr, Srq, SrqAttr, Stats};
 pub use error::VerbsError;
 pub use mem::{MemError, MemTable};
 pub use types::{
-    Access, AddressVector, Mtu, QpAttr, QpCap, QpState, RecvWr, SendFlags, SendWr, Sge, WcOpcode, WcStatus,
-    WorkCompletion, WrOpcode,
+    Access, AddressVector, Mtu, QpAttr, QpCap, QpState, QpType, RecvWr, SendFlags, SendWr, Sge, UdDest,
+    WcOpcode, WcStatus, WorkCompletion, WrOpcode,
 };

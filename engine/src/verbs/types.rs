@@ -147,6 +147,17 @@ impl WrOpcode {
     }
 }
 
+/// Where a UD send goes (`ibv_send_wr.wr.ud`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct UdDest {
+    /// Address handle of the destination port.
+    pub ah: crate::verbs::Ah,
+    /// Destination QP number.
+    pub remote_qpn: u32,
+    /// Destination Q_Key; with the top bit set, the QP's own Q_Key is sent instead (IBTA).
+    pub remote_qkey: u32,
+}
+
 /// A send work request (`ibv_send_wr`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SendWr {
@@ -158,6 +169,15 @@ pub struct SendWr {
     pub sg_list: Vec<Sge>,
     /// Flags.
     pub flags: SendFlags,
+    /// The destination of a send on a UD QP (`None` on RC and UC).
+    pub ud: Option<UdDest>,
+}
+
+impl SendWr {
+    /// A signaled request with no UD destination.
+    pub fn new(wr_id: u64, opcode: WrOpcode, sg_list: Vec<Sge>) -> SendWr {
+        SendWr { wr_id, opcode, sg_list, flags: SendFlags::SIGNALED, ud: None }
+    }
 }
 
 /// A receive work request (`ibv_recv_wr`).
@@ -230,8 +250,23 @@ pub struct WorkCompletion {
     pub invalidated_rkey: Option<u32>,
     /// The local QP number.
     pub qp_num: u32,
-    /// The remote QP number (receives).
+    /// The remote QP number (receives; from the DETH on UD).
     pub src_qp: u32,
+    /// The sender's GID as an IP address (UD receives, whose buffer starts with the 40-byte GRH area).
+    pub src_gid: Option<IpAddr>,
+    /// The SEND carried the solicited-event bit (receives).
+    pub solicited: bool,
+}
+
+/// Transport service of a QP (`ibv_qp_type`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum QpType {
+    /// Reliable connected.
+    Rc,
+    /// Unreliable connected: SEND and WRITE, no ACKs, a gap loses the message.
+    Uc,
+    /// Unreliable datagram: single-packet SENDs to any QP with the right Q_Key.
+    Ud,
 }
 
 /// QP states (`ibv_qp_state`).
@@ -337,8 +372,10 @@ impl Default for QpCap {
 /// missing one with [`crate::verbs::VerbsError::MissingAttr`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct QpAttr {
-    /// Remote access the responder allows (RESET -> INIT).
+    /// Remote access the responder allows (RESET -> INIT; RC and UC).
     pub qp_access_flags: Option<Access>,
+    /// Q_Key (RESET -> INIT; UD).
+    pub qkey: Option<u32>,
     /// Path MTU (INIT -> RTR).
     pub path_mtu: Option<Mtu>,
     /// Remote QP number (INIT -> RTR).

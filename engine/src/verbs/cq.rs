@@ -1,0 +1,100 @@
+//! Completion queues and completion channels (`ibv_create_comp_channel`, `ibv_req_notify_cq`,
+//! `ibv_get_cq_event`, `ibv_ack_cq_events`).
+//!
+//! A channel is an eventfd: when a completion arrives at a CQ that was armed with
+//! [`Context::req_notify_cq`](super::Context::req_notify_cq), the CQ is queued on its channel and the
+//! eventfd becomes readable, so an application can wait for it with epoll, poll or select next to
+//! its other descriptors.
+
+use super::error::VerbsError;
+use super::types::{WcStatus, WorkCompletion};
+use rustix::event::{EventfdFlags, eventfd};
+use rustix::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::collections::VecDeque;
+
+/// A completion channel's state.
+#[derive(Debug)]
+pub(crate) struct Channel {
+    fd: OwnedFd,
+    /// CQs with an event not yet taken by `get_cq_event`.
+    pending: VecDeque<u32>,
+}
+
+impl Channel {
+    pub(crate) fn new() -> Result<Channel, VerbsError> {
+        let fd = eventfd(0, EventfdFlags::NONBLOCK | EventfdFlags::CLOEXEC)
+            .map_err(|_| VerbsError::OutOfResources)?;
+        Ok(Channel { fd, pending: VecDeque::new() })
+    }
+
+    pub(crate) fn fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+
+    fn signal(&mut self, cq: u32) {
+        self.pending.push_back(cq);
+        // An eventfd counter only fails to take 1 at u64::MAX - 1: then it is readable anyway.
+        let _ = rustix::io::write(&self.fd, &1u64.to_ne_bytes());
+    }
+
+    /// The next CQ with an event; drains the eventfd once nothing is pending.
+    pub(crate) fn take(&mut self) -> Option<u32> {
+        let cq = self.pending.pop_front();
+        if self.pending.is_empty() {
+            let mut b = [0u8; 8];
+            // EAGAIN when already drained: nothing to do.
+            let _ = rustix::io::read(&self.fd, &mut b);
+        }
+        cq
+    }
+
+    pub(crate) fn forget(&mut self, cq: u32) {
+        self.pending.retain(|&c| c != cq);
+    }
+}
+
+/// A completion queue's state.
+#[derive(Debug)]
+pub(crate) struct CqState {
+    pub(crate) depth: usize,
+    pub(crate) entries: VecDeque<WorkCompletion>,
+    pub(crate) overrun: bool,
+    pub(crate) channel: Option<u32>,
+    /// Armed by req_notify_cq: `Some(solicited_only)`.
+    pub(crate) armed: Option<bool>,
+    /// Events delivered by get_cq_event and not yet acknowledged.
+    pub(crate) unacked: u32,
+}
+
+impl CqState {
+    pub(crate) fn new(depth: usize, channel: Option<u32>) -> CqState {
+        CqState { depth, entries: VecDeque::new(), overrun: false, channel, armed: None, unacked: 0 }
+    }
+
+    /// Adds a completion; returns the channel to signal if the CQ was armed for it. A full CQ is
+    /// an overrun: the completion is lost and every later poll reports `CqOverrun`.
+    pub(crate) fn push(&mut self, wc: WorkCompletion) -> Option<u32> {
+        if self.entries.len() >= self.depth {
+            self.overrun = true;
+            return None;
+        }
+        let wake = match self.armed {
+            Some(solicited_only) => !solicited_only || wc.solicited || wc.status != WcStatus::Success,
+            None => false,
+        };
+        self.entries.push_back(wc);
+        if wake {
+            self.armed = None;
+            self.channel
+        } else {
+            None
+        }
+    }
+}
+
+/// Signals channel `ch` for CQ `cq`.
+pub(crate) fn signal(channels: &mut [Option<Channel>], ch: u32, cq: u32) {
+    if let Some(Some(c)) = channels.get_mut(ch as usize) {
+        c.signal(cq);
+    }
+}
