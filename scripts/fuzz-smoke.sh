@@ -31,30 +31,10 @@ PY
 }
 
 seed ethernet_frame "" "$shared/captures/roce" "$shared/captures/uet" "$seeds"
-# rc_qp: the RoCE transport packets (after Ethernet, IPv4 and UDP) of the rxe captures as one input
-# of length-prefixed chunks per capture, so exchanges arrive in their real order.
-mkdir -p fuzz/corpus/rc_qp
-python3 - fuzz/corpus/rc_qp "$shared/captures/roce/linlinw5" "$seeds" <<'PY'
-import pathlib, struct, sys
-out = pathlib.Path(sys.argv[1])
-for d in sys.argv[2:]:
-    for f in sorted(pathlib.Path(d).rglob("*.pcap")):
-        b = f.read_bytes()
-        e = "<" if b[:4] in (b"\xd4\xc3\xb2\xa1", b"\x4d\x3c\xb2\xa1") else ">"
-        off, chunks = 24, b""
-        while off + 16 <= len(b):
-            incl = struct.unpack(e + "I", b[off + 8:off + 12])[0]
-            frame = b[off + 16:off + 16 + incl]
-            off += 16 + incl
-            if len(frame) > 42 and frame[12:14] == b"\x08\x00" and frame[23] == 17 and frame[36:38] == b"\x12\xb7":
-                pkt = frame[42:]
-                chunks += struct.pack(">H", len(pkt)) + pkt
-        if chunks:
-            (out / f.stem).write_bytes(chunks)
-PY
+# qp_packets builds its packets from 16-byte descriptions (see its header) and starts from an empty corpus.
 # uet_frame: first byte 0x02 = native IP with protocol 253, no CRC; second byte unused then.
 seed uet_frame "02fd" "$shared/captures/uet" "$seeds"
-for target in ethernet_frame uet_frame rc_qp; do
+for target in ethernet_frame uet_frame qp_packets; do
     echo "fuzz: $target for ${seconds}s"
     (cd fuzz && cargo fuzz run -s none "$target" -- -max_total_time="$seconds" -print_final_stats=1)
 done
