@@ -72,8 +72,14 @@ struct World {
 }
 
 /// Runs one seeded workload; returns a description of the first problem.
-fn run(seed: u64, link: LinkConfig, mtu: Mtu, max_retries: Option<u32>) -> Result<Duration, String> {
-    let cfg = PairConfig { seed, link, mtu, max_retries, ..PairConfig::default() };
+fn run(
+    seed: u64,
+    link: LinkConfig,
+    mtu: Mtu,
+    max_retries: Option<u32>,
+    srq: bool,
+) -> Result<Duration, String> {
+    let cfg = PairConfig { seed, link, mtu, max_retries, srq, ..PairConfig::default() };
     let pair = SimPair::new(&cfg).map_err(|e| format!("setup: {e}"))?;
     let mut w = World {
         a_src: Mr { lkey: 0, rkey: 0, addr: 0, length: 0 },
@@ -106,8 +112,12 @@ fn run(seed: u64, link: LinkConfig, mtu: Mtu, max_retries: Option<u32>) -> Resul
         (0..msgs.len()).filter(|&i| matches!(msgs[i].op, Op::Send | Op::SendImm | Op::WriteImm)).collect();
     for (k, _) in consumers.iter().enumerate() {
         let sge = Sge { addr: w.b_recv.addr + (k * SLOT) as u64, length: SLOT as u32, lkey: w.b_recv.lkey };
-        p.b.post_recv(qb, &[RecvWr { wr_id: 1_000 + k as u64, sg_list: vec![sge] }])
-            .map_err(|e| format!("{e:?}"))?;
+        let wr = RecvWr { wr_id: 1_000 + k as u64, sg_list: vec![sge] };
+        match p.srqs {
+            Some((_, srq_b)) => p.b.post_srq_recv(srq_b, &[wr]),
+            None => p.b.post_recv(qb, &[wr]),
+        }
+        .map_err(|e| format!("{e:?}"))?;
     }
     // Post everything, at most 8 outstanding.
     let mut posted = 0;
@@ -235,10 +245,16 @@ fn run(seed: u64, link: LinkConfig, mtu: Mtu, max_retries: Option<u32>) -> Resul
 }
 
 fn sweep(name: &str, link: LinkConfig, seeds: std::ops::Range<u64>) {
-    sweep_with(name, link, seeds, None)
+    sweep_with(name, link, seeds, None, false)
 }
 
-fn sweep_with(name: &str, link: LinkConfig, seeds: std::ops::Range<u64>, max_retries: Option<u32>) {
+fn sweep_with(
+    name: &str,
+    link: LinkConfig,
+    seeds: std::ops::Range<u64>,
+    max_retries: Option<u32>,
+    srq: bool,
+) {
     let seeds: Vec<u64> = match std::env::var("SOFTRDMA_SEED") {
         Ok(s) => vec![s.parse().expect("SOFTRDMA_SEED is a number")],
         Err(_) => seeds.collect(),
@@ -248,7 +264,7 @@ fn sweep_with(name: &str, link: LinkConfig, seeds: std::ops::Range<u64>, max_ret
     let mut longest = Duration::ZERO;
     for &seed in &seeds {
         let mtu = mtus[(seed % 3) as usize];
-        match run(seed, link, mtu, max_retries) {
+        match run(seed, link, mtu, max_retries, srq) {
             Ok(t) => longest = longest.max(t),
             Err(e) => failures.push(format!("  seed {seed} (mtu {}): {e}", mtu.bytes())),
         }
@@ -287,7 +303,7 @@ fn loss_10_percent() {
 /// uses the `max_retries` extension (32 retries: a 0.51^32 ~ 4e-10 chance per stall).
 #[test]
 fn loss_30_percent() {
-    sweep_with("loss 30%", lossy(0.30), 3000..3200, Some(32));
+    sweep_with("loss 30%", lossy(0.30), 3000..3200, Some(32), false);
 }
 
 /// The same runs with verbs' retry_cnt = 7: every message completes exactly once or the QP fails
@@ -296,9 +312,8 @@ fn loss_30_percent() {
 fn loss_30_percent_spec_retry_count() {
     let mut exhausted = 0;
     for seed in 3000..3200 {
-        if let Err(e) =
-            run(seed, lossy(0.30), [Mtu::Mtu256, Mtu::Mtu1024, Mtu::Mtu4096][(seed % 3) as usize], None)
-        {
+        let mtu = [Mtu::Mtu256, Mtu::Mtu1024, Mtu::Mtu4096][(seed % 3) as usize];
+        if let Err(e) = run(seed, lossy(0.30), mtu, None, false) {
             assert!(e.contains("RetryExcErr") || e.contains("WrFlushErr"), "seed {seed}: {e}");
             exhausted += 1;
         }
@@ -368,4 +383,23 @@ fn same_seed_same_frames() {
     assert!(first.len() > 1000);
     assert!(first == run(11), "seed 11 twice gave different frames");
     assert!(first != run(12));
+}
+
+/// The same checks with the receives on a shared receive queue (credits are then "no credit
+/// information", so the sender meets RNR NAKs instead).
+#[test]
+fn srq_at_every_loss_rate_and_mixed_impairments() {
+    for (name, link, seeds) in [
+        ("srq loss 0%", lossy(0.0), 8000..8200),
+        ("srq loss 1%", lossy(0.01), 8200..8400),
+        ("srq loss 10%", lossy(0.10), 8400..8600),
+        ("srq loss 30%", lossy(0.30), 8600..8800),
+        (
+            "srq mixed",
+            LinkConfig { loss: 0.05, reorder: 0.1, duplicate: 0.05, corrupt: 0.05, ..LinkConfig::default() },
+            8800..9000,
+        ),
+    ] {
+        sweep_with(name, link, seeds, Some(32), true);
+    }
 }

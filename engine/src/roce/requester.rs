@@ -185,7 +185,8 @@ impl Requester {
         }
         let mtu = self.cfg.mtu;
         let w = self.sq.get(self.next)?;
-        if psn::diff(self.psn, self.comp_psn) >= MAX_UNACKED_PSNS {
+        // The window counts unacknowledged PSNs: RC only (UC and UD are never acknowledged).
+        if self.cfg.transport == Transport::Rc && psn::diff(self.psn, self.comp_psn) >= MAX_UNACKED_PSNS {
             return None;
         }
         let ordered = matches!(w.kind, Kind::Read | Kind::Atomic);
