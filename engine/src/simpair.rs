@@ -44,6 +44,8 @@ pub struct PairConfig {
     pub access: Access,
     /// CQ depth on each side.
     pub cq_depth: usize,
+    /// Complete every send request, signaled or not.
+    pub sq_sig_all: bool,
 }
 
 impl Default for PairConfig {
@@ -66,6 +68,7 @@ impl Default for PairConfig {
             max_rd_atomic: 16,
             access: Access::REMOTE_WRITE | Access::REMOTE_READ | Access::REMOTE_ATOMIC,
             cq_depth: 4096,
+            sq_sig_all: false,
         }
     }
 }
@@ -133,7 +136,7 @@ impl SimPair {
             recv_cq: cq,
             srq,
             cap: cfg.cap,
-            sq_sig_all: false,
+            sq_sig_all: cfg.sq_sig_all,
         };
         let mut qps = Vec::new();
         for i in 0..cfg.qps {

@@ -82,6 +82,8 @@ struct Port {
     mac: [u8; 6],
     egress: Option<usize>,
     rx: VecDeque<Frame>,
+    /// Link state: a down port sends and receives nothing.
+    up: bool,
 }
 
 #[derive(Debug, Default)]
@@ -167,7 +169,7 @@ impl Network {
 
     /// Adds a NIC port with this MAC address.
     pub fn add_port(&mut self, mac: [u8; 6]) -> PortId {
-        self.ports.push(Port { mac, egress: None, rx: VecDeque::new() });
+        self.ports.push(Port { mac, egress: None, rx: VecDeque::new(), up: true });
         PortId(self.ports.len() - 1)
     }
 
@@ -257,6 +259,18 @@ impl Network {
         Ok(())
     }
 
+    /// Brings a port's link up or down (a pulled cable): while down, what it sends is dropped and
+    /// what arrives for it is dropped.
+    pub fn set_port_up(&mut self, port: PortId, up: bool) -> Result<(), Error> {
+        self.ports.get_mut(port.0).ok_or(Error::NoSuchPort(port.0))?.up = up;
+        Ok(())
+    }
+
+    /// Whether a port's link is up.
+    pub fn port_up(&self, port: PortId) -> bool {
+        self.ports.get(port.0).is_some_and(|p| p.up)
+    }
+
     /// Current virtual time.
     pub fn now(&self) -> Duration {
         self.now
@@ -286,6 +300,10 @@ impl Network {
     pub fn transmit(&mut self, port: PortId, frame: Frame) -> Result<(), Error> {
         let p = self.ports.get(port.0).ok_or(Error::NoSuchPort(port.0))?;
         let link = p.egress.ok_or(Error::NotConnected(port.0))?;
+        if !p.up {
+            self.pool.put(frame);
+            return Ok(());
+        }
         if let Some(tap) = &mut self.tap {
             tap.push(TapRecord { time: self.now, port: port.0, bytes: frame.as_slice().to_vec() });
         }
@@ -395,7 +413,8 @@ impl Network {
             };
             let Some(ev) = ev else { break };
             match self.links[ev.link].to {
-                Node::Port(p) => self.ports[p].rx.push_back(ev.frame),
+                Node::Port(p) if self.ports[p].up => self.ports[p].rx.push_back(ev.frame),
+                Node::Port(_) => self.pool.put(ev.frame),
                 Node::Switch(s, ingress) => self.switch(s, ingress, ev.frame, ev.at),
             }
         }

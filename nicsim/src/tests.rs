@@ -187,3 +187,19 @@ fn bad_config_and_ports_are_errors() {
     assert_eq!(net.transmit(PortId(9), Frame::new()), Err(Error::NoSuchPort(9)));
     assert_eq!(net.connect(a, a, LinkConfig::default(), LinkConfig::default()), Err(Error::PortInUse(0)));
 }
+
+#[test]
+fn a_down_port_sends_and_receives_nothing() {
+    let (mut net, a, b) = pair(1, LinkConfig::default());
+    net.set_port_up(b, false).unwrap();
+    assert!(!net.port_up(b) && net.port_up(a));
+    net.transmit(a, frame(B, A, 1, 64)).unwrap();
+    net.transmit(b, frame(A, B, 2, 64)).unwrap();
+    net.advance_to(Duration::from_millis(1));
+    assert!(net.receive(a).is_none() && net.receive(b).is_none());
+    net.set_port_up(b, true).unwrap();
+    net.transmit(a, frame(B, A, 3, 64)).unwrap();
+    net.advance_to(Duration::from_millis(2));
+    assert_eq!(tag(&net.receive(b).unwrap()), 3);
+    assert_eq!(net.set_port_up(PortId(7), true), Err(Error::NoSuchPort(7)));
+}

@@ -183,6 +183,10 @@ impl Datapath for SimPort {
     fn recycle(&mut self, frame: Frame) {
         self.shared.borrow_mut().net.recycle(frame);
     }
+
+    fn link_up(&self) -> bool {
+        self.shared.borrow().net.port_up(self.port)
+    }
 }
 
 #[cfg(test)]
