@@ -22,6 +22,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let rounds: usize = std::env::var("ROUNDS").ok().and_then(|r| r.parse().ok()).unwrap_or(7);
     let cfg = PerfConfig {
         op: PerfOp::Write,
+        qp_type: engine::verbs::QpType::Rc,
+        srq: false,
         atomic: engine::perf::AtomicOp::FetchAdd,
         sizes: vec![SIZE],
         iters: ITERS,

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use engine::perf::{self, AtomicOp, Mode, PerfConfig, PerfOp};
-use engine::verbs::Mtu;
+use engine::verbs::{Mtu, QpType};
 use engine::{capture, corpus, decode};
 use wire::uet::UetConfig;
 
@@ -68,9 +68,13 @@ struct PerfArgs {
     /// Operation to measure.
     #[arg(value_enum)]
     op: OpArg,
-    /// Transport (RC; UC and UD come later).
+    /// Transport: RC; UC (send, write) and UD (send) may lose messages, which are counted, never
+    /// delivered corrupt.
     #[arg(long, value_enum, default_value = "rc")]
     transport: TransportArg,
+    /// Receives come from a shared receive queue (RC and UD).
+    #[arg(long)]
+    srq: bool,
     /// Message size in bytes [default: 65536 for bw, 2 for lat, 8 for atomic].
     #[arg(long, conflicts_with = "all_sizes", value_parser = clap::value_parser!(u32).range(1..=0x80_0000))]
     size: Option<u32>,
@@ -136,6 +140,8 @@ enum OpArg {
 #[derive(Clone, Copy, ValueEnum)]
 enum TransportArg {
     Rc,
+    Uc,
+    Ud,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -180,7 +186,33 @@ fn run_perf(a: PerfArgs) -> ExitCode {
         ModeArg::Bw => Mode::Bw,
         ModeArg::Lat => Mode::Lat,
     };
-    let TransportArg::Rc = a.transport;
+    let qp_type = match a.transport {
+        TransportArg::Rc => QpType::Rc,
+        TransportArg::Uc => QpType::Uc,
+        TransportArg::Ud => QpType::Ud,
+    };
+    let unsupported = match qp_type {
+        QpType::Rc => None,
+        QpType::Uc if matches!(op, PerfOp::Read | PerfOp::Atomic) => Some("UC carries send and write only"),
+        QpType::Ud if op != PerfOp::Send => Some("UD carries send only"),
+        _ => None,
+    };
+    if let Some(why) = unsupported {
+        eprintln!("softrdma perf: {why}");
+        return ExitCode::from(2);
+    }
+    if a.srq && (qp_type == QpType::Uc || op != PerfOp::Send) {
+        eprintln!("softrdma perf: --srq applies to send over RC or UD");
+        return ExitCode::from(2);
+    }
+    if qp_type != QpType::Rc && (a.all_sizes || a.size.is_some_and(|s| s < 8)) {
+        eprintln!("softrdma perf: UC and UD runs need --size >= 8 (each message carries its number)");
+        return ExitCode::from(2);
+    }
+    if qp_type == QpType::Ud && a.size.is_some_and(|s| s > a.mtu) {
+        eprintln!("softrdma perf: a UD message must fit one packet: --size at most --mtu ({})", a.mtu);
+        return ExitCode::from(2);
+    }
     if op == PerfOp::Atomic && (a.all_sizes || a.size.is_some_and(|s| s != 8)) {
         eprintln!("softrdma perf: atomics move 8 bytes; --size and --all-sizes do not apply");
         return ExitCode::from(2);
@@ -194,7 +226,9 @@ fn run_perf(a: PerfArgs) -> ExitCode {
     } else {
         let default = match (op, mode) {
             (PerfOp::Atomic, _) => 8,
+            (_, Mode::Bw) if qp_type == QpType::Ud => a.mtu as usize,
             (_, Mode::Bw) => 65536,
+            (_, Mode::Lat) if qp_type != QpType::Rc => 8,
             (_, Mode::Lat) => 2,
         };
         vec![a.size.map_or(default, |s| s as usize)]
@@ -210,6 +244,8 @@ fn run_perf(a: PerfArgs) -> ExitCode {
     };
     let cfg = PerfConfig {
         op,
+        qp_type,
+        srq: a.srq,
         atomic: if matches!(a.atomic, AtomicArg::CmpSwap) { AtomicOp::CmpSwap } else { AtomicOp::FetchAdd },
         sizes: sizes.clone(),
         iters,
@@ -225,7 +261,7 @@ fn run_perf(a: PerfArgs) -> ExitCode {
     };
     println!("{}", perf::header(&cfg));
     println!("{}", if mode == Mode::Bw { perf::BW_COLUMNS } else { perf::LAT_COLUMNS });
-    let (mut verified, mut errors) = (0u64, 0u64);
+    let (mut verified, mut errors, mut lost, mut dups) = (0u64, 0u64, 0u64, 0u64);
     let mut tap = Vec::new();
     for &size in &sizes {
         let run_cfg = PerfConfig {
@@ -240,21 +276,23 @@ fn run_perf(a: PerfArgs) -> ExitCode {
                     if let Some(base) = perf::baseline_line(&r) {
                         s = format!("{s}\n{base}");
                     }
-                    (s, r.verified, r.errors)
+                    dups += r.duplicates;
+                    (s, r.verified, r.errors, r.lost)
                 }
                 Mode::Lat => {
                     let r = b.run_lat()?;
-                    (perf::lat_line(&r), r.verified, r.errors)
+                    (perf::lat_line(&r), r.verified, r.errors, r.lost)
                 }
             };
             tap.extend(b.pair().net.with(|n| n.take_tap()));
             Ok(line)
         });
         match result {
-            Ok((line, v, e)) => {
+            Ok((line, v, e, l)) => {
                 println!("{line}");
                 verified += v;
                 errors += e;
+                lost += l;
             }
             Err(e) => {
                 eprintln!("softrdma perf: size {size}: {e}");
@@ -276,6 +314,14 @@ fn run_perf(a: PerfArgs) -> ExitCode {
                 eprintln!("softrdma perf: writing {}: {e}", path.display());
                 return ExitCode::from(2);
             }
+        }
+    }
+    if qp_type != QpType::Rc {
+        println!(
+            " lost: {lost} messages (an unreliable transport drops whole messages; none arrived corrupt)"
+        );
+        if dups > 0 {
+            println!(" duplicates: {dups} messages delivered twice by duplicated frames (UD), checked too");
         }
     }
     println!("verified: {verified} messages, {errors} errors");

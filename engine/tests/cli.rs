@@ -97,8 +97,39 @@ fn perf_runs_every_operation_and_mode_and_checks_the_data() {
 }
 
 #[test]
+fn perf_over_uc_ud_and_srq_verifies_what_arrives() {
+    let runs: [(&[&str], bool); 6] = [
+        (&["perf", "send", "--transport", "ud", "--size", "1024", "--loss", "0.05"], true),
+        (&["perf", "send", "--transport", "uc", "--size", "5000", "--mtu", "1024", "--iters", "2000"], false),
+        (&["perf", "write", "--transport", "uc", "--size", "3000", "--loss", "0.1", "--iters", "2000"], true),
+        (
+            &["perf", "send", "--transport", "ud", "--srq", "--qps", "3", "--dup", "0.1", "--iters", "1000"],
+            false,
+        ),
+        (&["perf", "send", "--srq", "--qps", "2", "--iters", "1000", "--size", "4096"], false),
+        (&["perf", "send", "--transport", "uc", "--mode", "lat", "--loss", "0.2", "--iters", "200"], true),
+    ];
+    for (args, lossy) in runs {
+        let o = softrdma(args);
+        let out = String::from_utf8_lossy(&o.stdout);
+        assert!(o.status.success(), "{args:?}:\n{out}{}", String::from_utf8_lossy(&o.stderr));
+        let line = out.lines().find(|l| l.starts_with("verified: ")).unwrap_or_default();
+        let n: u64 = line.trim_start_matches("verified: ").split(' ').next().unwrap().parse().unwrap();
+        assert!(line.ends_with(" 0 errors") && n > 0, "{args:?}: {line}");
+        if lossy {
+            assert!(out.contains(" lost: ") && !out.contains(" lost: 0 messages"), "{args:?}:\n{out}");
+        }
+    }
+}
+
+#[test]
 fn perf_rejects_bad_arguments() {
-    let bad: [(&[&str], &str); 7] = [
+    let bad: [(&[&str], &str); 12] = [
+        (&["perf", "read", "--transport", "uc"], "UC carries send and write only"),
+        (&["perf", "write", "--transport", "ud"], "UD carries send only"),
+        (&["perf", "write", "--srq"], "--srq applies to send over RC or UD"),
+        (&["perf", "send", "--transport", "ud", "--size", "5000"], "must fit one packet"),
+        (&["perf", "send", "--transport", "uc", "--size", "4"], "--size >= 8"),
         (&["perf", "send", "--mode", "lat", "--qps", "2"], "latency runs use one QP"),
         (&["perf", "write", "--mtu", "1000"], "256, 512, 1024, 2048 or 4096"),
         (&["perf", "write", "--loss", "1.5"], "probability"),

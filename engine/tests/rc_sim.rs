@@ -361,6 +361,8 @@ fn same_seed_same_frames() {
             LinkConfig { loss: 0.05, reorder: 0.05, duplicate: 0.05, corrupt: 0.05, ..LinkConfig::default() };
         let cfg = PerfConfig {
             op: PerfOp::Send,
+            qp_type: engine::verbs::QpType::Rc,
+            srq: false,
             atomic: AtomicOp::FetchAdd,
             sizes: vec![3000],
             iters: 200,

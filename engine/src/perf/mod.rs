@@ -8,9 +8,11 @@
 
 pub mod baseline;
 
+use crate::roce::GRH_LEN;
 use crate::simpair::{PairConfig, SimPair};
 use crate::verbs::{
-    Access, Mr, Mtu, QpCap, RecvWr, SendWr, Sge, VerbsError, WcStatus, WorkCompletion, WrOpcode,
+    Access, Mr, Mtu, QpCap, QpType, RecvWr, SendWr, Sge, UdDest, VerbsError, WcOpcode, WcStatus,
+    WorkCompletion, WrOpcode,
 };
 use hdrhistogram::Histogram;
 pub use nicsim::LinkConfig;
@@ -63,6 +65,10 @@ pub enum Mode {
 pub struct PerfConfig {
     /// Operation.
     pub op: PerfOp,
+    /// Transport: RC, or UC (SEND, WRITE) and UD (SEND), which may lose messages.
+    pub qp_type: QpType,
+    /// Receives come from a shared receive queue on the receiving side (RC, UD).
+    pub srq: bool,
     /// Which atomic.
     pub atomic: AtomicOp,
     /// Message sizes, one table row each.
@@ -108,6 +114,10 @@ pub struct BwRow {
     pub verified: u64,
     /// Messages that failed a check or completed with an error.
     pub errors: u64,
+    /// Messages an unreliable transport lost (sent but never delivered).
+    pub lost: u64,
+    /// UD messages delivered a second time by a duplicated frame (checked, not counted as new).
+    pub duplicates: u64,
     /// Wall-clock time spent comparing delivered bytes (part of `wall`).
     pub check_time: Duration,
     /// The baseline at the same size and byte count, if run.
@@ -139,6 +149,8 @@ pub struct LatRow {
     pub verified: u64,
     /// Errors.
     pub errors: u64,
+    /// Messages an unreliable transport lost.
+    pub lost: u64,
 }
 
 /// Why a perf run stopped.
@@ -183,6 +195,12 @@ struct Lane {
     posted: u64,
     completed: u64,
     received: u64,
+    /// UC: the highest message number delivered so far (they must arrive in order).
+    last_delivered: Option<u64>,
+    /// Messages declared lost: sent, not received, and the network went quiet.
+    lost: u64,
+    /// UD: which messages arrived (a duplicated frame delivers a message twice).
+    seen: Vec<bool>,
     /// Wall and virtual time of the outstanding post (latency mode).
     post_time: Option<(Instant, Duration)>,
 }
@@ -207,6 +225,8 @@ pub struct Bench {
     verified: u64,
     errors: u64,
     lat: Vec<(Duration, Duration)>,
+    /// UD messages delivered more than once (duplicated frames).
+    duplicates: u64,
     /// Time spent in `check` (a Cell: checks run under shared borrows of the memory).
     check_clock: std::cell::Cell<Duration>,
 }
@@ -224,12 +244,15 @@ impl Bench {
         let slots = ring_slots(depth, size, cfg.mtu.bytes() as usize);
         let cap = QpCap {
             max_send_wr: slots as u32,
-            max_recv_wr: slots as u32,
+            // One SRQ serves every QP's ring.
+            max_recv_wr: (if cfg.srq { slots * cfg.qps } else { slots }) as u32,
             max_send_sge: 1,
             max_recv_sge: 1,
             max_inline_data: 0,
         };
         let pc = PairConfig {
+            qp_type: cfg.qp_type,
+            srq: cfg.srq,
             seed: cfg.seed,
             link: cfg.link,
             mtu: cfg.mtu,
@@ -246,12 +269,14 @@ impl Bench {
             pair.net.with(|n| n.enable_tap());
         }
         let ring = slots * size.max(8);
+        // UD receives start with the 40-byte GRH area.
+        let recv_ring = slots * bench_recv_len(cfg.qp_type, size);
         let mut lanes = Vec::new();
         for q in 0..cfg.qps {
             let lw = Access::LOCAL_WRITE;
             let (src, dst, counter) = match cfg.op {
                 PerfOp::Send => {
-                    (pair.a.reg_mr(pair.pd_a, ring, lw)?, pair.b.reg_mr(pair.pd_b, ring, lw)?, None)
+                    (pair.a.reg_mr(pair.pd_a, ring, lw)?, pair.b.reg_mr(pair.pd_b, recv_ring, lw)?, None)
                 }
                 PerfOp::Write => (
                     pair.a.reg_mr(pair.pd_a, ring, lw)?,
@@ -279,6 +304,9 @@ impl Bench {
                 posted: 0,
                 completed: 0,
                 received: 0,
+                last_delivered: None,
+                lost: 0,
+                seen: Vec::new(),
                 post_time: None,
             });
         }
@@ -291,9 +319,10 @@ impl Bench {
             verified: 0,
             errors: 0,
             lat: Vec::new(),
+            duplicates: 0,
             check_clock: Default::default(),
         };
-        if cfg.op == PerfOp::Send {
+        if cfg.op == PerfOp::Send || (cfg.op == PerfOp::Write && cfg.qp_type == QpType::Uc) {
             for q in 0..cfg.qps {
                 for s in 0..slots {
                     bench.post_recv(q, s)?;
@@ -308,15 +337,20 @@ impl Bench {
         &mut self.pair
     }
 
+    fn recv_len(&self) -> usize {
+        bench_recv_len(self.cfg.qp_type, self.size)
+    }
+
+    /// Posts receive `slot` of lane `q`'s ring (to the SRQ when there is one).
     fn post_recv(&mut self, q: usize, slot: usize) -> Result<(), PerfError> {
+        let len = self.recv_len();
         let l = &self.lanes[q];
-        let sge =
-            Sge { addr: l.dst.addr + (slot * self.size) as u64, length: self.size as u32, lkey: l.dst.lkey };
-        let qb = self.pair.qps[q].1;
-        self.pair
-            .b
-            .post_recv(qb, &[RecvWr { wr_id: (q << 32 | slot) as u64, sg_list: vec![sge] }])
-            .map_err(post_err)
+        let sge = Sge { addr: l.dst.addr + (slot * len) as u64, length: len as u32, lkey: l.dst.lkey };
+        let wr = RecvWr { wr_id: (q << 32 | slot) as u64, sg_list: vec![sge] };
+        match self.pair.srqs {
+            Some((_, srq)) => self.pair.b.post_srq_recv(srq, &[wr]).map_err(post_err),
+            None => self.pair.b.post_recv(self.pair.qps[q].1, &[wr]).map_err(post_err),
+        }
     }
 
     fn post(&mut self, q: usize) -> Result<(), PerfError> {
@@ -332,12 +366,22 @@ impl Bench {
             PerfOp::Send | PerfOp::Write => {
                 self.pair.a.mr_bytes_mut(&l.src)?[at..at + k].copy_from_slice(&stamp[..k]);
                 let sge = Sge { addr: l.src.addr + at as u64, length: size as u32, lkey: l.src.lkey };
-                let opcode = if self.cfg.op == PerfOp::Send {
-                    WrOpcode::Send
-                } else {
-                    WrOpcode::RdmaWrite { remote_addr: l.dst.addr + at as u64, rkey: l.dst.rkey }
+                let remote_addr = l.dst.addr + at as u64;
+                let opcode = match (self.cfg.op, self.cfg.qp_type) {
+                    (PerfOp::Send, _) => WrOpcode::Send,
+                    // UC has no ACK: the immediate data gives the receiver a completion per
+                    // delivered WRITE to check it by.
+                    (_, QpType::Uc) => {
+                        WrOpcode::RdmaWriteWithImm { remote_addr, rkey: l.dst.rkey, imm: n as u32 }
+                    }
+                    _ => WrOpcode::RdmaWrite { remote_addr, rkey: l.dst.rkey },
                 };
-                SendWr::new(n, opcode, vec![sge])
+                let mut wr = SendWr::new(n, opcode, vec![sge]);
+                if let Some((ah, _)) = self.pair.ahs {
+                    let remote_qpn = self.pair.qps[q].1.qpn();
+                    wr.ud = Some(UdDest { ah, remote_qpn, remote_qkey: 0x8000_0000 });
+                }
+                wr
             }
             PerfOp::Read => {
                 self.pair.b.mr_bytes_mut(&l.src)?[at..at + k].copy_from_slice(&stamp[..k]);
@@ -399,24 +443,76 @@ impl Bench {
         // Receives first, so their buffers are posted again before the sender needs them.
         wcs.clear();
         self.pair.b.poll_cq(self.pair.cq_b, &mut wcs, 256)?;
+        let reliable = self.cfg.qp_type == QpType::Rc;
+        let skip = if self.cfg.qp_type == QpType::Ud { GRH_LEN } else { 0 };
+        let rlen = self.recv_len();
         for wc in &wcs {
+            // The sending lane, and the lane and slot whose buffer the WQE named (with an SRQ,
+            // any QP's message can land in any lane's buffer).
             let Some(q) = self.lane_of(wc) else { continue };
-            let slot = (wc.wr_id & 0xFFFF_FFFF) as usize;
-            let n = self.lanes[q].received;
+            let (bq, slot) = ((wc.wr_id >> 32) as usize, (wc.wr_id & 0xFFFF_FFFF) as usize);
+            if bq >= self.lanes.len() {
+                self.errors += 1;
+                continue;
+            }
             self.lanes[q].received += 1;
             if wc.status != WcStatus::Success {
                 self.errors += 1;
                 continue;
             }
-            let dst = self.pair.b.mr_bytes(&self.lanes[q].dst)?;
-            let ok =
-                wc.byte_len as usize == size && self.check(q, n, &dst[slot * size..(slot + 1) * size], slot);
+            // A WRITE_WITH_IMM names its message in the immediate data and left it in the target
+            // slot; a SEND left it in the receive buffer, stamped.
+            let write_imm = wc.opcode == WcOpcode::RecvRdmaWithImm;
+            let (n, data) = if write_imm {
+                let n = u64::from(wc.imm_data.unwrap_or(u32::MAX));
+                let at = (n % self.lanes[q].slots as u64) as usize * size;
+                (n, self.pair.b.mr_bytes(&self.lanes[q].dst)?.get(at..at + size).unwrap_or(&[]))
+            } else {
+                let buf = &self.pair.b.mr_bytes(&self.lanes[bq].dst)?[slot * rlen..(slot + 1) * rlen];
+                let data = &buf[skip..skip + size];
+                // RC delivers in order: message n is the n-th receive. UC and UD may lose messages,
+                // so the stamp says which one arrived (perf asks for >= 8 bytes there).
+                let n = if reliable {
+                    self.lanes[q].received - 1
+                } else {
+                    u64::from_le_bytes(data[..8].try_into().unwrap_or([0xFF; 8]))
+                };
+                (n, data)
+            };
+            let len_ok =
+                if write_imm { wc.byte_len as usize == size } else { wc.byte_len as usize == skip + size };
+            let mut ok = len_ok
+                && data.len() == size
+                && n < self.lanes[q].posted
+                && self.check(q, n, data, (n % self.lanes[q].slots as u64) as usize);
+            if self.cfg.qp_type == QpType::Uc {
+                ok &= self.lanes[q].last_delivered.is_none_or(|last| n > last);
+                self.lanes[q].last_delivered = Some(n);
+            }
+            if ok && self.cfg.qp_type == QpType::Ud {
+                // A duplicate is correct data, counted apart; it is not a new message.
+                let seen = &mut self.lanes[q].seen;
+                if seen.len() <= n as usize {
+                    seen.resize(n as usize + 1, false);
+                }
+                if std::mem::replace(&mut seen[n as usize], true) {
+                    self.lanes[q].received -= 1;
+                    self.duplicates += 1;
+                    self.post_recv(bq, slot)?;
+                    continue;
+                }
+            }
             if ok {
                 self.verified += 1
             } else {
                 self.errors += 1
             }
-            self.post_recv(q, slot)?;
+            if self.latency_at_receiver() {
+                if let Some((t0, v0)) = self.lanes[q].post_time.take() {
+                    self.lat.push((t0.elapsed(), self.pair.net.now().saturating_sub(v0)));
+                }
+            }
+            self.post_recv(bq, slot)?;
         }
         wcs.clear();
         self.pair.a.poll_cq(self.pair.cq_a, &mut wcs, 256)?;
@@ -428,6 +524,8 @@ impl Bench {
             let ok = wc.status == WcStatus::Success
                 && match self.cfg.op {
                     PerfOp::Send => true,
+                    // UC: checked when the WRITE_WITH_IMM's completion arrives at the receiver.
+                    PerfOp::Write if self.cfg.qp_type == QpType::Uc => true,
                     PerfOp::Write => {
                         let dst = self.pair.b.mr_bytes(&l.dst)?;
                         self.check(q, n, &dst[slot * size..(slot + 1) * size], slot)
@@ -444,12 +542,15 @@ impl Bench {
                     }
                 };
             match (self.cfg.op, ok) {
-                // A SEND is checked when it is received.
+                // A SEND (and a UC WRITE_WITH_IMM) is checked when it is received.
                 (PerfOp::Send, true) => {}
+                (PerfOp::Write, true) if self.cfg.qp_type == QpType::Uc => {}
                 (_, true) => self.verified += 1,
                 (_, false) => self.errors += 1,
             }
-            if let Some((t0, v0)) = self.lanes[q].post_time.take() {
+            // Latency ends at the requester's completion, except on UC/UD where that is only "sent".
+            let at_rx = self.latency_at_receiver();
+            if let Some((t0, v0)) = self.lanes[q].post_time.take_if(|_| !at_rx) {
                 self.lat.push((t0.elapsed(), self.pair.net.now().saturating_sub(v0)));
             }
             self.lanes[q].completed += 1;
@@ -460,17 +561,43 @@ impl Bench {
 }
 
 impl Bench {
-    fn all_done(&self, iters: u64) -> bool {
-        self.lanes
-            .iter()
-            .all(|l| l.completed >= iters && (self.cfg.op != PerfOp::Send || l.received >= iters))
+    /// Whether the receiver checks the data (SEND; WRITE_WITH_IMM on UC) rather than the requester.
+    fn checked_at_receiver(&self) -> bool {
+        self.cfg.op == PerfOp::Send || (self.cfg.op == PerfOp::Write && self.cfg.qp_type == QpType::Uc)
     }
 
-    fn step(&mut self) -> Result<(), PerfError> {
+    /// UC and UD complete a request when it is sent, so latency is measured to its receipt.
+    fn latency_at_receiver(&self) -> bool {
+        self.cfg.qp_type != QpType::Rc && self.checked_at_receiver()
+    }
+
+    fn all_done(&self, iters: u64) -> bool {
+        let rx = self.checked_at_receiver();
+        self.lanes.iter().all(|l| l.completed >= iters && (!rx || l.received + l.lost >= iters))
+    }
+
+    /// One step of both sides. On UC and UD a quiet network with receives missing means they were
+    /// lost: they are counted and the step returns false (RC would be stalled, an error).
+    fn step(&mut self) -> Result<bool, PerfError> {
         if !self.pair.step()? {
+            if self.cfg.qp_type != QpType::Rc && self.lanes.iter().all(|l| l.completed >= l.posted) {
+                self.poll()?;
+                if self.checked_at_receiver() {
+                    for l in &mut self.lanes {
+                        l.lost = l.posted - l.received;
+                    }
+                }
+                return Ok(false);
+            }
             return Err(PerfError::Stalled("work outstanding but no frame or timer pending"));
         }
-        self.poll()
+        self.poll()?;
+        Ok(true)
+    }
+
+    /// Messages sent and never delivered (unreliable transports).
+    fn lost(&self) -> u64 {
+        self.lanes.iter().map(|l| l.lost).sum()
     }
 
     /// Bandwidth mode: `tx_depth` messages in flight per QP until `iters` complete on each.
@@ -482,9 +609,15 @@ impl Bench {
         let v0 = self.pair.net.now();
         let start = Instant::now();
         let (mut mark_t, mut mark_n, mut peak) = (start, 0u64, 0f64);
+        let paced = self.cfg.qp_type != QpType::Rc && self.checked_at_receiver();
         while !self.all_done(iters) {
             for q in 0..self.lanes.len() {
                 while self.lanes[q].posted < iters && self.lanes[q].posted - self.lanes[q].completed < depth {
+                    // UC and UD have no flow control: keep the sender within the receive ring.
+                    let l = &self.lanes[q];
+                    if paced && l.posted - l.received - l.lost >= l.slots as u64 {
+                        break;
+                    }
                     self.post(q)?;
                 }
             }
@@ -513,6 +646,8 @@ impl Bench {
             peak: peak.max(avg),
             verified: self.verified,
             errors: self.errors,
+            lost: self.lost(),
+            duplicates: self.duplicates,
             check_time,
             baseline,
         })
@@ -527,9 +662,13 @@ impl Bench {
             self.post(0)?;
             let target = self.lanes[0].posted;
             while self.lanes[0].completed < target
-                || (self.cfg.op == PerfOp::Send && self.lanes[0].received < target)
+                || (self.checked_at_receiver() && self.lanes[0].received + self.lanes[0].lost < target)
             {
-                self.step()?;
+                if !self.step()? {
+                    // Lost on an unreliable transport: nothing more will come.
+                    self.lanes[0].post_time = None;
+                    break;
+                }
             }
         }
         for (w, v) in self.lat.drain(..) {
@@ -542,6 +681,7 @@ impl Bench {
             virtual_ns: virt,
             verified: self.verified,
             errors: self.errors,
+            lost: self.lost(),
         })
     }
 }
@@ -553,6 +693,11 @@ impl Bench {
 pub fn ring_slots(depth: usize, size: usize, mtu: usize) -> usize {
     let in_window = (crate::roce::MAX_UNACKED_PSNS as usize * mtu).div_ceil(size.max(1));
     depth.min(in_window + 2).max(2.min(depth))
+}
+
+/// Bytes of one receive buffer: the message, after the GRH area on UD.
+fn bench_recv_len(qp_type: QpType, size: usize) -> usize {
+    if qp_type == QpType::Ud { size + GRH_LEN } else { size }
 }
 
 /// Sizes perftest's `-a` runs: 2 bytes to 8 MiB in powers of two.
@@ -571,13 +716,20 @@ const LINE: &str = "------------------------------------------------------------
 pub fn header(cfg: &PerfConfig) -> String {
     let l = &cfg.link;
     let mode = if cfg.mode == Mode::Bw { "BW" } else { "Latency" };
+    let transport = match (cfg.qp_type, cfg.srq) {
+        (QpType::Rc, false) => "RC",
+        (QpType::Rc, true) => "RC with SRQ",
+        (QpType::Uc, _) => "UC",
+        (QpType::Ud, false) => "UD",
+        (QpType::Ud, true) => "UD with SRQ",
+    };
     let op = match (cfg.op, cfg.atomic) {
         (PerfOp::Atomic, AtomicOp::FetchAdd) => "Atomic FETCH_AND_ADD",
         (PerfOp::Atomic, AtomicOp::CmpSwap) => "Atomic CMP_AND_SWAP",
         (o, _) => o.title(),
     };
     format!(
-        "{LINE}\n                    {op} {mode} Test\n Transport: RC over nicsim (in-process, one thread)   \
+        "{LINE}\n                    {op} {mode} Test\n Transport: {transport} over nicsim (in-process, one thread)   \
          Number of qps: {}   MTU: {}   tx depth: {} (at most what the 128-PSN window holds + 2)\n Link: latency {:?} each way, loss {}, reorder {}, \
          dup {}, corrupt {}, seed {}\n{LINE}",
         cfg.qps,
