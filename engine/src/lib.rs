@@ -6,6 +6,7 @@ pub mod corpus;
 pub mod datapath;
 pub mod decode;
 pub mod perf;
+pub mod progress;
 pub mod roce;
 pub mod simpair;
 pub mod verbs;

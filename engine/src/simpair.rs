@@ -130,6 +130,17 @@ impl SimPair {
         } else {
             None
         };
+        let mut pair = SimPair { net, a, b, pd_a, pd_b, cq_a, cq_b, qps: Vec::new(), srqs, ahs };
+        for _ in 0..cfg.qps {
+            let qp = pair.add_qp_pair(cfg, cq_a, cq_b)?;
+            pair.qps.push(qp);
+        }
+        Ok(pair)
+    }
+
+    /// Creates and connects one more QP pair of `cfg`'s type, completing on `cq_a` and `cq_b` (the
+    /// pair's SRQs when it has them). The pair's `qps` list is left as it is.
+    pub fn add_qp_pair(&mut self, cfg: &PairConfig, cq_a: Cq, cq_b: Cq) -> Result<(Qp, Qp), VerbsError> {
         let init = |cq: Cq, srq: Option<Srq>| QpInitAttr {
             qp_type: cfg.qp_type,
             send_cq: cq,
@@ -138,17 +149,15 @@ impl SimPair {
             cap: cfg.cap,
             sq_sig_all: cfg.sq_sig_all,
         };
-        let mut qps = Vec::new();
-        for i in 0..cfg.qps {
-            let qa = a.create_qp(pd_a, &init(cq_a, srqs.map(|s| s.0)))?;
-            let qb = b.create_qp(pd_b, &init(cq_b, srqs.map(|s| s.1)))?;
-            let psn_a = initial_psn(cfg.seed, 2 * i as u64);
-            let psn_b = initial_psn(cfg.seed, 2 * i as u64 + 1);
-            connect(&mut a, qa, qb, b.gid(), psn_a, psn_b, cfg)?;
-            connect(&mut b, qb, qa, a.gid(), psn_b, psn_a, cfg)?;
-            qps.push((qa, qb));
-        }
-        Ok(SimPair { net, a, b, pd_a, pd_b, cq_a, cq_b, qps, srqs, ahs })
+        let qa = self.a.create_qp(self.pd_a, &init(cq_a, self.srqs.map(|s| s.0)))?;
+        let qb = self.b.create_qp(self.pd_b, &init(cq_b, self.srqs.map(|s| s.1)))?;
+        // Initial PSNs from the seed and the QP numbers, so every pair differs.
+        let psn_a = initial_psn(cfg.seed, 2 * u64::from(qa.qpn()));
+        let psn_b = initial_psn(cfg.seed, 2 * u64::from(qb.qpn()) + 1);
+        let (gid_a, gid_b) = (self.a.gid(), self.b.gid());
+        connect(&mut self.a, qa, qb, gid_b, psn_a, psn_b, cfg)?;
+        connect(&mut self.b, qb, qa, gid_a, psn_b, psn_a, cfg)?;
+        Ok((qa, qb))
     }
 
     /// One step: both contexts make progress; if neither had anything to do, virtual time jumps

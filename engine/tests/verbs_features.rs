@@ -184,10 +184,7 @@ fn completion_channel_wakes_epoll_and_solicited_only_filters() {
         epoll::wait(ep, rustix::buffer::spare_capacity(&mut events), Some(&zero)).unwrap();
         events.iter().map(|e| e.data.u64()).collect::<Vec<u64>>()
     };
-    let init = engine::verbs::QpInitAttr { send_cq: cq, recv_cq: cq, ..engine::verbs::QpInitAttr::rc(cq) };
-    let qb2 = p.b.create_qp(p.pd_b, &init).unwrap();
-    let qa2 = p.a.create_qp(p.pd_a, &engine::verbs::QpInitAttr::rc(p.cq_a)).unwrap();
-    connect_pair(&mut p, qa2, qb2);
+    let (qa2, qb2) = p.add_qp_pair(&PairConfig::default(), p.cq_a, cq).unwrap();
     for k in 0..3 {
         p.b.post_recv(qb2, &[RecvWr { wr_id: k, sg_list: vec![sge(&dst, k * 256, 256)] }]).unwrap();
     }
@@ -218,36 +215,6 @@ fn completion_channel_wakes_epoll_and_solicited_only_filters() {
         p.b.req_notify_cq(p.cq_b, false),
         Err(VerbsError::InvalidWr("the CQ has no completion channel"))
     );
-}
-
-/// Connects two fresh RC QPs of the pair (the SimPair way, by hand).
-fn connect_pair(p: &mut SimPair, qa: engine::verbs::Qp, qb: engine::verbs::Qp) {
-    use engine::verbs::{AddressVector, Mtu, QpAttr, QpState};
-    let (gid_a, gid_b) = (p.a.gid(), p.b.gid());
-    for (ctx, me, peer, peer_gid) in [(&mut p.a, qa, qb, gid_b), (&mut p.b, qb, qa, gid_a)] {
-        let access = Access::REMOTE_WRITE;
-        ctx.modify_qp(me, QpState::Init, &QpAttr { qp_access_flags: Some(access), ..QpAttr::default() })
-            .unwrap();
-        let rtr = QpAttr {
-            ah_attr: Some(AddressVector::new(peer_gid)),
-            path_mtu: Some(Mtu::Mtu1024),
-            dest_qp_num: Some(peer.qpn()),
-            rq_psn: Some(0),
-            max_dest_rd_atomic: Some(1),
-            min_rnr_timer: Some(1),
-            ..QpAttr::default()
-        };
-        ctx.modify_qp(me, QpState::Rtr, &rtr).unwrap();
-        let rts = QpAttr {
-            sq_psn: Some(0),
-            timeout: Some(8),
-            retry_cnt: Some(7),
-            rnr_retry: Some(7),
-            max_rd_atomic: Some(1),
-            ..QpAttr::default()
-        };
-        ctx.modify_qp(me, QpState::Rts, &rts).unwrap();
-    }
 }
 
 #[test]
