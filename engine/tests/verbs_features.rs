@@ -323,3 +323,39 @@ fn async_events_qp_fatal_srq_limit_and_port_state() {
     p.b.progress().unwrap();
     assert_eq!(p.b.poll_async_event(), Some(AsyncEvent::PortActive));
 }
+
+#[test]
+fn separate_send_and_receive_cqs_and_one_cq_for_many_qps() {
+    let cfg = PairConfig { qps: 3, ..PairConfig::default() };
+    let (mut p, src, dst) = pair(cfg);
+    // Three QPs on each side already share cq_a / cq_b. One more pair with split CQs on both sides.
+    let send_cq = p.a.create_cq(16).unwrap();
+    let recv_cq = p.b.create_cq(16).unwrap();
+    let (qa, qb) = p.add_qp_pair(&cfg, send_cq, recv_cq).unwrap();
+    p.b.post_recv(qb, &[RecvWr { wr_id: 9, sg_list: vec![sge(&dst, 0, 64)] }]).unwrap();
+    p.a.post_send(qa, &[SendWr::new(1, WrOpcode::Send, vec![sge(&src, 0, 64)])]).unwrap();
+    for &(a, b) in &p.qps.clone() {
+        p.b.post_recv(b, &[RecvWr { wr_id: u64::from(b.qpn()), sg_list: vec![] }]).unwrap();
+        p.a.post_send(a, &[SendWr::new(u64::from(a.qpn()), WrOpcode::Send, vec![])]).unwrap();
+    }
+    run_for(&mut p, Duration::from_millis(1));
+    let mut wcs = Vec::new();
+    p.a.poll_cq(send_cq, &mut wcs, 16).unwrap();
+    assert_eq!(
+        wcs.iter().map(|w| (w.wr_id, w.opcode, w.qp_num)).collect::<Vec<_>>(),
+        vec![(1, WcOpcode::Send, qa.qpn())]
+    );
+    wcs.clear();
+    p.b.poll_cq(recv_cq, &mut wcs, 16).unwrap();
+    assert_eq!(
+        wcs.iter().map(|w| (w.wr_id, w.opcode, w.qp_num)).collect::<Vec<_>>(),
+        vec![(9, WcOpcode::Recv, qb.qpn())]
+    );
+    // The shared CQs hold one completion per QP, each naming its QP.
+    let mut sends: Vec<u32> = drain(&mut p, true).iter().map(|w| w.qp_num).collect();
+    let mut recvs: Vec<u32> = drain(&mut p, false).iter().map(|w| w.qp_num).collect();
+    sends.sort();
+    recvs.sort();
+    assert_eq!(sends, p.qps.iter().map(|q| q.0.qpn()).collect::<Vec<_>>());
+    assert_eq!(recvs, p.qps.iter().map(|q| q.1.qpn()).collect::<Vec<_>>());
+}

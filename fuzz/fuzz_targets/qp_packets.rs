@@ -30,8 +30,10 @@ struct World {
     qp: QueuePair,
     mem: MemTable,
     srq: Option<VecDeque<RecvWqe>>,
-    /// (key, base address) of: a read-only region, a receive region, a remote-writable target.
+    /// (key, base address) of: a read-only region, a local-write-only region no request uses, a
+    /// receive region, a remote-writable target.
     ro: (u32, u64),
+    local: (u32, u64),
     recv: (u32, u64),
     target: (u32, u64),
 }
@@ -41,6 +43,7 @@ fn setup(sel: u8) -> World {
     let use_srq = sel & 0x10 != 0 && qp_type != QpType::Uc;
     let mut mem = MemTable::default();
     let ro = mem.register(0, 4096, Access::REMOTE_READ).unwrap();
+    let local = mem.register(0, 4096, Access::LOCAL_WRITE).unwrap();
     let recv = mem.register(0, 16384, Access::LOCAL_WRITE).unwrap();
     let target = mem.register(0, 8192, Access::ALL).unwrap();
     let cfg = QpConfig {
@@ -121,7 +124,7 @@ fn setup(sel: u8) -> World {
         }
         qp.post_send(&wr, &mem, (qp_type == QpType::Ud).then_some(&path)).unwrap();
     }
-    World { qp, mem, srq, ro, recv, target }
+    World { qp, mem, srq, ro, local, recv, target }
 }
 
 /// An address handle value for UD requests: the QP core takes the path beside the request and
@@ -155,16 +158,18 @@ fn packet<'a>(d: &[u8], payload: &'a [u8], w: &World) -> Option<RoceRepr<'a>> {
     let mut bth = BthRepr::new(op, 0x11, psn);
     bth.ack_req = d[5] & 1 != 0;
     bth.solicited = d[5] & 2 != 0;
-    let key = match d[6] % 4 {
+    let key = match d[6] % 5 {
         0 => w.target.0,
         1 => w.ro.0,
         2 => w.recv.0,
+        3 => w.local.0,
         _ => u32_at(d, 7),
     };
-    let base = match d[6] % 4 {
+    let base = match d[6] % 5 {
         0 => w.target.1,
         1 => w.ro.1,
         2 => w.recv.1,
+        3 => w.local.1,
         _ => u64::from(u32_at(d, 7)) << 12,
     };
     let va = base
@@ -205,6 +210,7 @@ fuzz_target!(|data: &[u8]| {
     let Some((&sel, mut rest)) = data.split_first() else { return };
     let mut w = setup(sel);
     let ro_before = w.mem.bytes(w.ro.0).unwrap().to_vec();
+    let local_before = w.mem.bytes(w.local.0).unwrap().to_vec();
     let ip_header = [0x45u8, 0, 0, 0, 0, 0, 0x40, 0, 64, 17, 0, 0, 10, 0, 0, 2, 10, 0, 0, 1];
     let meta = RxMeta { src: PEER, ip_header: &ip_header };
     let mut buf = vec![0u8; 8192];
@@ -226,7 +232,14 @@ fuzz_target!(|data: &[u8]| {
         if let Some(pkt) = packet(d, payload, &w) {
             w.qp.handle_packet(now, &meta, &pkt, &mut w.mem, w.srq.as_mut());
         }
+        // Remote requests may write only where REMOTE_WRITE/REMOTE_ATOMIC allow, receives only into
+        // posted buffers: the read-only region and the unused local-write region never change.
         assert_eq!(w.mem.bytes(w.ro.0).unwrap(), &ro_before[..], "a region without write access changed");
+        assert_eq!(
+            w.mem.bytes(w.local.0).unwrap(),
+            &local_before[..],
+            "a region without remote access changed"
+        );
         now += Duration::from_micros(3);
         if w.qp.poll_timeout().is_some_and(|t| t <= now) {
             w.qp.handle_timeout(now);
