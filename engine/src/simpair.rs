@@ -198,7 +198,9 @@ impl SimPair {
     }
 }
 
-fn connect(
+/// Takes one QP of a pair through INIT, RTR and RTS towards `remote` at `remote_gid` (UD: INIT
+/// with the Q_Key, RTR, RTS), with `cfg`'s attributes. Any datapath.
+pub fn connect(
     ctx: &mut Context,
     qp: Qp,
     remote: Qp,

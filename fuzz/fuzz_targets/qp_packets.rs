@@ -50,6 +50,7 @@ fn setup(sel: u8) -> World {
         qp_type,
         srq: use_srq,
         port_mtu: Mtu::Mtu1024,
+        fixed_src_port: None,
         qpn: 0x11,
         pd: 0,
         cap: QpCap::default(),

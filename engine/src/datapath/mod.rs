@@ -2,6 +2,7 @@
 //! only caller; it takes time from the datapath, so the simulated network runs on virtual time.
 
 pub mod sim;
+pub mod udp;
 
 use nicsim::Frame;
 use std::net::IpAddr;
@@ -33,5 +34,10 @@ pub trait Datapath {
     /// Whether the link is up.
     fn link_up(&self) -> bool {
         true
+    }
+    /// The UDP source port frames leave with, when the datapath decides it (a kernel socket sends
+    /// from its bound port, and the ICRC covers the port).
+    fn udp_src_port(&self) -> Option<u16> {
+        None
     }
 }

@@ -29,6 +29,9 @@ pub struct QpConfig {
     pub srq: bool,
     /// The port MTU (UD messages must fit one packet of it).
     pub port_mtu: Mtu,
+    /// The UDP source port every frame carries when the datapath fixes it (a kernel UDP socket
+    /// sends from its bound port); otherwise rxe's per-connection or per-QP port.
+    pub fixed_src_port: Option<u16>,
     /// QP number.
     pub qpn: u32,
     /// Protection domain.
@@ -232,7 +235,10 @@ impl QueuePair {
                     dst_mac: dmac,
                     src_ip: canonical(self.cfg.gid),
                     dst_ip: canonical(av.dgid),
-                    src_port: udp_sport(av.flow_label, self.cfg.qpn, dest),
+                    src_port: self
+                        .cfg
+                        .fixed_src_port
+                        .unwrap_or_else(|| udp_sport(av.flow_label, self.cfg.qpn, dest)),
                     traffic_class: av.traffic_class,
                     hop_limit: av.hop_limit,
                     flow_label: av.flow_label,
@@ -372,7 +378,7 @@ impl QueuePair {
                 let path = Path {
                     src_mac: self.cfg.mac,
                     src_ip: canonical(self.cfg.gid),
-                    src_port: ud_sport(self.cfg.qpn),
+                    src_port: self.cfg.fixed_src_port.unwrap_or_else(|| ud_sport(self.cfg.qpn)),
                     ..*path
                 };
                 // A Q_Key with the top bit set means "use the QP's own" (IBTA).

@@ -523,6 +523,7 @@ impl Context {
             qp_type: init.qp_type,
             srq: init.srq.is_some(),
             port_mtu: self.port_mtu(),
+            fixed_src_port: self.dp.udp_src_port(),
             qpn,
             pd: pd.0,
             cap: c,

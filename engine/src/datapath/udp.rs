@@ -1,0 +1,235 @@
+//! The kernel UDP datapath: RoCEv2 over an unprivileged UDP socket bound to port 4791 of one local
+//! IPv4 address (roce-wire.md §1.9).
+//!
+//! **Sending.** The engine builds whole frames; this datapath hands the kernel the UDP payload (BTH
+//! through ICRC) with `sendto`. The ICRC covers the IP header the kernel writes, so the socket is
+//! unconnected with don't-fragment set (`IP_PMTUDISC_DO`): Linux then sends IP ID 0, which is what the
+//! engine's headers say, and every frame leaves from the bound port 4791, which QPs use as their UDP
+//! source port ([`Datapath::udp_src_port`]). TOS, TTL and the UDP checksum are masked by the ICRC.
+//!
+//! **Receiving.** A UDP socket shows neither the IP header nor the sender's IP ID. The datapath
+//! rebuilds the Ethernet, IPv4 and UDP headers from what `recvfrom` does give (addresses, ports,
+//! length) with IP ID 0 and DF, so the engine's ICRC check verifies everything the ICRC covers
+//! provided the sender used ID 0 (softrdma over UDP does; the kernel has already checked the UDP
+//! checksum when there was one). [`RxIcrc::Trust`] is for peers that send other IP IDs (rdma_rxe
+//! picks a random one): the rebuilt frame then gets a freshly computed ICRC, so nothing the ICRC
+//! covers is verified, and [`UdpCounters::icrc_trusted`] says how many frames that was.
+
+use super::Datapath;
+use crate::verbs::Mtu;
+use nicsim::{Frame, FramePool};
+use rustix::net::sockopt::{self, Ipv4PathMtuDiscovery};
+use std::io;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, SocketAddrV4, UdpSocket};
+use std::time::{Duration, Instant};
+use wire::ib::icrc;
+use wire::{checksum, ethernet::ethertype};
+
+/// RoCEv2's UDP port.
+pub const ROCE_PORT: u16 = 4791;
+/// The MAC address frames are built with (the kernel routes; MACs never reach a wire).
+const PLACEHOLDER_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0];
+/// Ethernet + IPv4 + UDP.
+const HEADERS: usize = 14 + 20 + 8;
+
+/// What the receive path verifies of the ICRC.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RxIcrc {
+    /// Verify it over the rebuilt headers, assuming the sender's IP ID was 0 (softrdma peers).
+    Verify,
+    /// Do not verify it (peers with other IP IDs, such as rdma_rxe); counted.
+    Trust,
+}
+
+/// Counters of the UDP datapath.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct UdpCounters {
+    /// Datagrams sent.
+    pub tx: u64,
+    /// Datagrams the kernel refused (full socket buffer: dropped as a full NIC queue would be).
+    pub tx_dropped: u64,
+    /// Datagrams received.
+    pub rx: u64,
+    /// Datagrams too large for a frame buffer (dropped).
+    pub rx_oversized: u64,
+    /// Frames whose ICRC was recomputed instead of verified ([`RxIcrc::Trust`]).
+    pub icrc_trusted: u64,
+}
+
+/// One device on the UDP datapath: a socket on `ip:4791`.
+#[derive(Debug)]
+pub struct UdpPort {
+    socket: UdpSocket,
+    ip: Ipv4Addr,
+    port: u16,
+    start: Instant,
+    pool: FramePool,
+    rx_icrc: RxIcrc,
+    counters: UdpCounters,
+    mtu: Mtu,
+}
+
+impl UdpPort {
+    /// Binds `ip:port` (4791 to talk to RoCEv2 peers), non-blocking, don't-fragment, with large
+    /// socket buffers.
+    pub fn bind(ip: Ipv4Addr, port: u16, rx_icrc: RxIcrc) -> io::Result<UdpPort> {
+        let socket = UdpSocket::bind(SocketAddrV4::new(ip, port))?;
+        let port = socket.local_addr()?.port();
+        socket.set_nonblocking(true)?;
+        sockopt::set_ip_mtu_discover(&socket, Ipv4PathMtuDiscovery::DO)?;
+        // Best effort: the kernel caps these at net.core.[rw]mem_max.
+        let _ = sockopt::set_socket_recv_buffer_size(&socket, 8 << 20);
+        let _ = sockopt::set_socket_send_buffer_size(&socket, 8 << 20);
+        Ok(UdpPort {
+            socket,
+            ip,
+            port,
+            start: Instant::now(),
+            pool: FramePool::default(),
+            rx_icrc,
+            counters: UdpCounters::default(),
+            mtu: Mtu::Mtu4096,
+        })
+    }
+
+    /// Limits the path MTU QPs on this port may use (the largest IB MTU that fits the link: rxe
+    /// takes the netdev MTU minus 80).
+    pub fn with_mtu(mut self, mtu: Mtu) -> UdpPort {
+        self.mtu = mtu;
+        self
+    }
+
+    /// The port's counters.
+    pub fn counters(&self) -> UdpCounters {
+        self.counters
+    }
+
+    /// The socket's local address.
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.socket.local_addr()
+    }
+}
+
+/// Writes Ethernet, IPv4 (ID 0, DF, TTL 64) and UDP headers for `payload` bytes from `src` to `dst`.
+fn rebuild_headers(b: &mut [u8], src: SocketAddrV4, dst: SocketAddrV4, payload: usize) {
+    b[0..6].copy_from_slice(&PLACEHOLDER_MAC);
+    b[6..12].copy_from_slice(&PLACEHOLDER_MAC);
+    b[12..14].copy_from_slice(&ethertype::IPV4.to_be_bytes());
+    let ip = &mut b[14..34];
+    ip.fill(0);
+    ip[0] = 0x45;
+    ip[2..4].copy_from_slice(&((20 + 8 + payload) as u16).to_be_bytes());
+    ip[6] = 0x40; // DF
+    ip[8] = 64;
+    ip[9] = 17;
+    ip[12..16].copy_from_slice(&src.ip().octets());
+    ip[16..20].copy_from_slice(&dst.ip().octets());
+    let c = checksum::finish(checksum::sum(ip));
+    ip[10..12].copy_from_slice(&c.to_be_bytes());
+    let udp = &mut b[34..42];
+    udp[0..2].copy_from_slice(&src.port().to_be_bytes());
+    udp[2..4].copy_from_slice(&dst.port().to_be_bytes());
+    udp[4..6].copy_from_slice(&((8 + payload) as u16).to_be_bytes());
+    udp[6..8].fill(0);
+}
+
+impl Datapath for UdpPort {
+    fn now(&self) -> Duration {
+        self.start.elapsed()
+    }
+
+    fn mac(&self) -> [u8; 6] {
+        PLACEHOLDER_MAC
+    }
+
+    fn gid(&self) -> IpAddr {
+        IpAddr::V4(self.ip)
+    }
+
+    fn resolve(&self, ip: IpAddr) -> Option<[u8; 6]> {
+        ip.is_ipv4().then_some(PLACEHOLDER_MAC)
+    }
+
+    fn alloc(&mut self) -> Frame {
+        self.pool.get()
+    }
+
+    fn transmit(&mut self, frame: Frame) -> Result<(), &'static str> {
+        let f = frame.as_slice();
+        let sent = if f.len() > HEADERS && f[12..14] == ethertype::IPV4.to_be_bytes() {
+            let ihl = usize::from(f[14] & 0x0F) * 4;
+            let dst = Ipv4Addr::new(f[30], f[31], f[32], f[33]);
+            let port = u16::from_be_bytes([f[14 + ihl + 2], f[14 + ihl + 3]]);
+            match f.get(14 + ihl + 8..) {
+                Some(payload) => self.socket.send_to(payload, SocketAddrV4::new(dst, port)).is_ok(),
+                None => false,
+            }
+        } else {
+            false
+        };
+        if sent {
+            self.counters.tx += 1;
+        } else {
+            self.counters.tx_dropped += 1;
+        }
+        self.pool.put(frame);
+        Ok(())
+    }
+
+    fn receive(&mut self) -> Option<Frame> {
+        let mut frame = self.pool.get();
+        loop {
+            let (n, from) = match self.socket.recv_from(&mut frame.buffer_mut()[HEADERS..]) {
+                Ok(r) => r,
+                Err(_) => {
+                    self.pool.put(frame);
+                    return None;
+                }
+            };
+            let SocketAddr::V4(src) = from else { continue };
+            self.counters.rx += 1;
+            if HEADERS + n >= nicsim::FRAME_CAPACITY {
+                self.counters.rx_oversized += 1;
+                continue;
+            }
+            let dst = SocketAddrV4::new(self.ip, self.port);
+            rebuild_headers(frame.buffer_mut(), src, dst, n);
+            frame.set_len(HEADERS + n);
+            if self.rx_icrc == RxIcrc::Trust && icrc::fill(&mut frame.as_mut_slice()[14..]).is_ok() {
+                self.counters.icrc_trusted += 1;
+            }
+            return Some(frame);
+        }
+    }
+
+    fn recycle(&mut self, frame: Frame) {
+        self.pool.put(frame);
+    }
+
+    fn port_mtu(&self) -> Mtu {
+        self.mtu
+    }
+
+    fn udp_src_port(&self) -> Option<u16> {
+        Some(self.port)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rebuilt_headers_parse() {
+        let mut b = [0u8; 64];
+        let src = SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 1), 4791);
+        let dst = SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 2), 4791);
+        rebuild_headers(&mut b, src, dst, 22);
+        let (eth, ip_at) = wire::EthernetRepr::parse(&b).unwrap();
+        assert_eq!((eth.ethertype, ip_at), (ethertype::IPV4, 14));
+        let p = wire::ipv4::Packet::new_checked(&b[14..]).unwrap();
+        let ip = wire::Ipv4Repr::parse(&p).unwrap();
+        assert_eq!((ip.ident, ip.flags_frag, ip.ttl, ip.protocol), (0, 0x4000, 64, 17));
+        assert_eq!((ip.src_addr, ip.dst_addr, ip.payload_len), (*src.ip(), *dst.ip(), 30));
+    }
+}
