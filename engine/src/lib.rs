@@ -9,4 +9,5 @@ pub mod perf;
 pub mod progress;
 pub mod roce;
 pub mod simpair;
+mod sys;
 pub mod verbs;

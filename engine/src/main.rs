@@ -127,6 +127,41 @@ struct PerfArgs {
     /// Skip the single-thread TX+RX baseline printed under bandwidth rows.
     #[arg(long)]
     no_baseline: bool,
+    /// Datapath: the in-process simulated network (both sides here), or kernel UDP sockets (one side
+    /// per process: --server or --connect).
+    #[arg(long, value_enum, default_value = "sim")]
+    backend: BackendArg,
+    /// Wait for a client (real backends); the client chooses the test.
+    #[arg(long, conflicts_with = "connect")]
+    server: bool,
+    /// Connect to the server at this host (real backends).
+    #[arg(long, value_name = "HOST")]
+    connect: Option<String>,
+    /// Local IPv4 address to bind [default: the address routing towards --connect].
+    #[arg(long, value_name = "IP")]
+    local: Option<std::net::Ipv4Addr>,
+    /// TCP port of the out-of-band exchange.
+    #[arg(long, default_value_t = engine::perf::remote::DEFAULT_TCP_PORT)]
+    tcp_port: u16,
+    /// UDP port of RoCEv2 on the UDP backend.
+    #[arg(long, default_value_t = 4791)]
+    udp_port: u16,
+    /// What the UDP backend checks of received ICRCs: verify (softrdma peers, IP ID 0) or trust
+    /// (peers such as rdma_rxe that send other IP IDs; counted).
+    #[arg(long, value_enum, default_value = "verify")]
+    rx_icrc: RxIcrcArg,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum BackendArg {
+    Sim,
+    Udp,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum RxIcrcArg {
+    Verify,
+    Trust,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -242,6 +277,29 @@ fn run_perf(a: PerfArgs) -> ExitCode {
         corrupt: a.corrupt,
         ..nicsim::LinkConfig::default()
     };
+    if a.backend == BackendArg::Udp {
+        let test = perf::remote::Test {
+            op,
+            atomic: if matches!(a.atomic, AtomicArg::CmpSwap) {
+                AtomicOp::CmpSwap
+            } else {
+                AtomicOp::FetchAdd
+            },
+            qp_type,
+            mode,
+            size: sizes[0],
+            iters,
+            qps: a.qps as usize,
+            mtu: Mtu::from_bytes(a.mtu).unwrap_or(Mtu::Mtu4096),
+            depth: a.tx_depth as usize,
+            seed: a.seed,
+        };
+        return run_remote(&a, test);
+    }
+    if a.server || a.connect.is_some() {
+        eprintln!("softrdma perf: --server and --connect need a real datapath (--backend udp)");
+        return ExitCode::from(2);
+    }
     let cfg = PerfConfig {
         op,
         qp_type,
@@ -326,6 +384,134 @@ fn run_perf(a: PerfArgs) -> ExitCode {
     }
     println!("verified: {verified} messages, {errors} errors");
     if errors == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE }
+}
+
+/// One side of a two-process run over the UDP backend.
+fn run_remote(a: &PerfArgs, test: perf::remote::Test) -> ExitCode {
+    use engine::datapath::udp::RxIcrc;
+    use perf::remote;
+    let rx_icrc = if matches!(a.rx_icrc, RxIcrcArg::Trust) { RxIcrc::Trust } else { RxIcrc::Verify };
+    if a.all_sizes {
+        eprintln!("softrdma perf: --all-sizes runs on the simulated backend only");
+        return ExitCode::from(2);
+    }
+    let result = match (&a.connect, a.server) {
+        (None, false) => {
+            eprintln!(
+                "softrdma perf: --backend udp runs one side per process: give --server or --connect HOST"
+            );
+            return ExitCode::from(2);
+        }
+        (None, true) => {
+            let Some(local) = a.local else {
+                eprintln!("softrdma perf: the server needs --local IP (the address clients reach)");
+                return ExitCode::from(2);
+            };
+            println!(" waiting for a client on {local}:{} (UDP {local}:{})", a.tcp_port, a.udp_port);
+            remote::serve(local, a.udp_port, a.tcp_port, rx_icrc).map(|(t, o)| (t, o, false))
+        }
+        (Some(host), _) => {
+            let towards = host.parse().ok().or_else(|| {
+                use std::net::ToSocketAddrs;
+                (host.as_str(), 0).to_socket_addrs().ok()?.find_map(|s| match s.ip() {
+                    std::net::IpAddr::V4(v4) => Some(v4),
+                    std::net::IpAddr::V6(_) => None,
+                })
+            });
+            let Some(local) = a.local.or_else(|| towards.and_then(remote::local_ip_towards)) else {
+                eprintln!("softrdma perf: cannot tell the local address towards {host}: give --local IP");
+                return ExitCode::from(2);
+            };
+            remote::run_client(host, local, a.udp_port, a.tcp_port, rx_icrc, &test)
+                .map(|o| (test.clone(), o, true))
+        }
+    };
+    let (t, o, client): (perf::remote::Test, perf::remote::Outcome, bool) = match result {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("softrdma perf: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let what = match t.op {
+        PerfOp::Send => "Send",
+        PerfOp::Write => "RDMA_Write",
+        PerfOp::Read => "RDMA_Read",
+        PerfOp::Atomic => "Atomic",
+    };
+    let transport = match t.qp_type {
+        QpType::Rc => "RC",
+        QpType::Uc => "UC",
+        QpType::Ud => "UD",
+    };
+    println!("{}", "-".repeat(87));
+    println!(
+        "                    {what} test, {transport} over kernel UDP ({})",
+        if client { "client" } else { "server" }
+    );
+    println!(
+        " Number of qps: {}   MTU: {}   size: {}   iterations: {}",
+        t.qps,
+        t.mtu.bytes(),
+        t.size,
+        t.iters
+    );
+    println!("{}", "-".repeat(87));
+    if client && t.mode == Mode::Lat {
+        let mut h = match hdrhistogram::Histogram::<u64>::new_with_bounds(1, 3_600_000_000_000, 3) {
+            Ok(h) => h,
+            Err(e) => {
+                eprintln!("softrdma perf: {e}");
+                return ExitCode::from(2);
+            }
+        };
+        for &ns in &o.latencies {
+            h.saturating_record(ns);
+        }
+        println!("{}", perf::LAT_COLUMNS);
+        let row = perf::LatRow {
+            size: t.size,
+            wall_ns: h.clone(),
+            virtual_ns: h,
+            verified: o.verified,
+            errors: o.errors,
+            lost: o.lost,
+        };
+        println!("{}", perf::lat_line(&row));
+        if t.qp_type != QpType::Rc {
+            println!(" latency on UC/UD: post to the local completion (sent), not to the receipt");
+        }
+    } else if client {
+        let secs = o.wall.as_secs_f64().max(1e-9);
+        println!("{}", perf::BW_COLUMNS);
+        let msgs = (t.iters * t.qps as u64) as f64;
+        let avg = o.bytes as f64 / secs;
+        println!(
+            " {:<10} {:<14} {:<18} {:<20.2} {:<15.6} {:.2}",
+            t.size,
+            t.iters,
+            "-",
+            avg / (1u64 << 20) as f64,
+            msgs / secs / 1e6,
+            avg * 8.0 / 1e9
+        );
+    }
+    if t.qp_type != QpType::Rc {
+        println!(
+            " lost: {} messages (an unreliable transport drops whole messages; none arrived corrupt)",
+            o.lost
+        );
+    }
+    let who = match (t.op, t.qp_type) {
+        (PerfOp::Send, _) | (PerfOp::Write, QpType::Uc) => "the server checked every message it received",
+        (PerfOp::Write, _) => {
+            "RDMA WRITE has no receive-side signal: the server checked that every target slot holds the last message written to it"
+        }
+        _ => "the client checked every READ response or atomic result",
+    };
+    println!(" checks: {who}");
+    println!("verified: {} messages, {} errors", o.verified, o.errors);
+    if o.errors == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE }
 }
 
 fn main() -> ExitCode {

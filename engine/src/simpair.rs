@@ -155,8 +155,8 @@ impl SimPair {
         let psn_a = initial_psn(cfg.seed, 2 * u64::from(qa.qpn()));
         let psn_b = initial_psn(cfg.seed, 2 * u64::from(qb.qpn()) + 1);
         let (gid_a, gid_b) = (self.a.gid(), self.b.gid());
-        connect(&mut self.a, qa, qb, gid_b, psn_a, psn_b, cfg)?;
-        connect(&mut self.b, qb, qa, gid_a, psn_b, psn_a, cfg)?;
+        connect(&mut self.a, qa, qb.qpn(), gid_b, psn_a, psn_b, cfg)?;
+        connect(&mut self.b, qb, qa.qpn(), gid_a, psn_b, psn_a, cfg)?;
         Ok((qa, qb))
     }
 
@@ -203,7 +203,7 @@ impl SimPair {
 pub fn connect(
     ctx: &mut Context,
     qp: Qp,
-    remote: Qp,
+    remote_qpn: u32,
     remote_gid: std::net::IpAddr,
     sq_psn: u32,
     rq_psn: u32,
@@ -218,7 +218,7 @@ pub fn connect(
     let rtr = QpAttr {
         ah_attr: Some(AddressVector::new(remote_gid)),
         path_mtu: Some(cfg.mtu),
-        dest_qp_num: Some(remote.qpn()),
+        dest_qp_num: Some(remote_qpn),
         rq_psn: Some(rq_psn),
         max_dest_rd_atomic: Some(cfg.max_rd_atomic),
         min_rnr_timer: Some(cfg.min_rnr_timer),

@@ -36,8 +36,8 @@ fn pair(net: u8, qp_type: QpType) -> (Side, Side, PairConfig) {
     let mut a = open(ip_a, qp_type);
     let mut b = open(ip_b, qp_type);
     let cfg = PairConfig { qp_type, timeout: 10, ..PairConfig::default() };
-    connect(&mut a.ctx, a.qp, b.qp, ip_b.into(), 100, 200, &cfg).unwrap();
-    connect(&mut b.ctx, b.qp, a.qp, ip_a.into(), 200, 100, &cfg).unwrap();
+    connect(&mut a.ctx, a.qp, b.qp.qpn(), ip_b.into(), 100, 200, &cfg).unwrap();
+    connect(&mut b.ctx, b.qp, a.qp.qpn(), ip_a.into(), 200, 100, &cfg).unwrap();
     (a, b, cfg)
 }
 

@@ -5,7 +5,8 @@
 //! through ICRC) with `sendto`. The ICRC covers the IP header the kernel writes, so the socket is
 //! unconnected with don't-fragment set (`IP_PMTUDISC_DO`): Linux then sends IP ID 0, which is what the
 //! engine's headers say, and every frame leaves from the bound port 4791, which QPs use as their UDP
-//! source port ([`Datapath::udp_src_port`]). TOS, TTL and the UDP checksum are masked by the ICRC.
+//! source port ([`Datapath::udp_src_port`]). TOS, TTL and the UDP checksum are masked by the ICRC;
+//! the socket sends UDP checksum 0 (`SO_NO_CHECK`), as rxe does.
 //!
 //! **Receiving.** A UDP socket shows neither the IP header nor the sender's IP ID. The datapath
 //! rebuilds the Ethernet, IPv4 and UDP headers from what `recvfrom` does give (addresses, ports,
@@ -77,6 +78,8 @@ impl UdpPort {
         let port = socket.local_addr()?.port();
         socket.set_nonblocking(true)?;
         sockopt::set_ip_mtu_discover(&socket, Ipv4PathMtuDiscovery::DO)?;
+        // UDP checksum 0, as rxe sends (and no checksum offload artifacts in captures).
+        crate::sys::set_udp_no_check(&socket, true)?;
         // Best effort: the kernel caps these at net.core.[rw]mem_max.
         let _ = sockopt::set_socket_recv_buffer_size(&socket, 8 << 20);
         let _ = sockopt::set_socket_send_buffer_size(&socket, 8 << 20);

@@ -7,6 +7,7 @@
 //! delivered slot must hold the stamp `n` and the source pattern after it, byte for byte.
 
 pub mod baseline;
+pub mod remote;
 
 use crate::roce::GRH_LEN;
 use crate::simpair::{PairConfig, SimPair};

@@ -1,0 +1,24 @@
+//! The few system calls no safe wrapper covers. Every `unsafe` block says why it is sound.
+#![allow(unsafe_code)]
+
+use std::io;
+use std::os::fd::{AsFd, AsRawFd};
+
+/// Sets `SO_NO_CHECK` on an IPv4 UDP socket: the kernel sends a UDP checksum of 0, as rdma_rxe does
+/// (roce-wire.md §1.4); the ICRC protects the datagram.
+pub(crate) fn set_udp_no_check(socket: &impl AsFd, on: bool) -> io::Result<()> {
+    let value: libc::c_int = i32::from(on);
+    // SAFETY: the descriptor is open for the duration of the call (borrowed from `socket`), and the
+    // option value points at a live c_int whose size is passed alongside; setsockopt reads exactly
+    // that many bytes and keeps no pointer.
+    let rc = unsafe {
+        libc::setsockopt(
+            socket.as_fd().as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_NO_CHECK,
+            (&value as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc == 0 { Ok(()) } else { Err(io::Error::last_os_error()) }
+}
