@@ -150,6 +150,22 @@ struct PerfArgs {
     /// (peers such as rdma_rxe that send other IP IDs; counted).
     #[arg(long, value_enum, default_value = "verify")]
     rx_icrc: RxIcrcArg,
+    /// Real backends: drop this share of the frames this side sends (seeded by --seed).
+    #[arg(long, default_value_t = 0.0, value_parser = parse_prob)]
+    tx_loss: f64,
+    /// Real backends: send this share of frames after the next one.
+    #[arg(long, default_value_t = 0.0, value_parser = parse_prob)]
+    tx_reorder: f64,
+    /// Real backends: send this share of frames twice.
+    #[arg(long, default_value_t = 0.0, value_parser = parse_prob)]
+    tx_dup: f64,
+    /// Real backends: flip a bit in this share of frames (the peer's ICRC check drops them).
+    #[arg(long, default_value_t = 0.0, value_parser = parse_prob)]
+    tx_corrupt: f64,
+    /// Write every frame this side sends and receives, as the engine built or rebuilt it, to a
+    /// pcap file (on the simulated backend: the same as --pcap).
+    #[arg(long, value_name = "FILE")]
+    capture: Option<PathBuf>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -300,6 +316,12 @@ fn run_perf(a: PerfArgs) -> ExitCode {
         eprintln!("softrdma perf: --server and --connect need a real datapath (--backend udp)");
         return ExitCode::from(2);
     }
+    if a.tx_loss + a.tx_reorder + a.tx_dup + a.tx_corrupt > 0.0 {
+        eprintln!(
+            "softrdma perf: --tx-* faults are for real backends; the simulated link takes --loss, --reorder, --dup, --corrupt"
+        );
+        return ExitCode::from(2);
+    }
     let cfg = PerfConfig {
         op,
         qp_type,
@@ -314,7 +336,7 @@ fn run_perf(a: PerfArgs) -> ExitCode {
         seed: a.seed,
         tx_depth: a.tx_depth as usize,
         retries: a.retries,
-        tap: a.pcap.is_some(),
+        tap: a.pcap.is_some() || a.capture.is_some(),
         baseline: !a.no_baseline,
     };
     println!("{}", perf::header(&cfg));
@@ -362,7 +384,7 @@ fn run_perf(a: PerfArgs) -> ExitCode {
     if mode == Mode::Lat {
         println!(" latency: wall-clock time from post to completion, one message outstanding");
     }
-    if let Some(path) = &a.pcap {
+    if let Some(path) = a.pcap.as_ref().or(a.capture.as_ref()) {
         let written = std::fs::File::create(path)
             .map_err(|e| e.to_string())
             .and_then(|f| nicsim::write_pcap(std::io::BufWriter::new(f), &tap).map_err(|e| e.to_string()));
@@ -391,6 +413,12 @@ fn run_remote(a: &PerfArgs, test: perf::remote::Test) -> ExitCode {
     use engine::datapath::udp::RxIcrc;
     use perf::remote;
     let rx_icrc = if matches!(a.rx_icrc, RxIcrcArg::Trust) { RxIcrc::Trust } else { RxIcrc::Verify };
+    let tx_faults = engine::datapath::wrap::TxFaults {
+        loss: a.tx_loss,
+        reorder: a.tx_reorder,
+        duplicate: a.tx_dup,
+        corrupt: a.tx_corrupt,
+    };
     if a.all_sizes {
         eprintln!("softrdma perf: --all-sizes runs on the simulated backend only");
         return ExitCode::from(2);
@@ -408,7 +436,16 @@ fn run_remote(a: &PerfArgs, test: perf::remote::Test) -> ExitCode {
                 return ExitCode::from(2);
             };
             println!(" waiting for a client on {local}:{} (UDP {local}:{})", a.tcp_port, a.udp_port);
-            remote::serve(local, a.udp_port, a.tcp_port, rx_icrc).map(|(t, o)| (t, o, false))
+            let link = remote::Link {
+                local,
+                udp_port: a.udp_port,
+                tcp_port: a.tcp_port,
+                rx_icrc,
+                tx_faults,
+                seed: a.seed,
+                capture: a.capture.is_some(),
+            };
+            remote::serve(&link).map(|(t, o)| (t, o, false))
         }
         (Some(host), _) => {
             let towards = host.parse().ok().or_else(|| {
@@ -422,8 +459,16 @@ fn run_remote(a: &PerfArgs, test: perf::remote::Test) -> ExitCode {
                 eprintln!("softrdma perf: cannot tell the local address towards {host}: give --local IP");
                 return ExitCode::from(2);
             };
-            remote::run_client(host, local, a.udp_port, a.tcp_port, rx_icrc, &test)
-                .map(|o| (test.clone(), o, true))
+            let link = remote::Link {
+                local,
+                udp_port: a.udp_port,
+                tcp_port: a.tcp_port,
+                rx_icrc,
+                tx_faults,
+                seed: a.seed,
+                capture: a.capture.is_some(),
+            };
+            remote::run_client(host, &link, &test).map(|o| (test.clone(), o, true))
         }
     };
     let (t, o, client): (perf::remote::Test, perf::remote::Outcome, bool) = match result {
@@ -433,6 +478,16 @@ fn run_remote(a: &PerfArgs, test: perf::remote::Test) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if let Some(path) = &a.capture {
+        let written = std::fs::File::create(path).map_err(|e| e.to_string()).and_then(|f| {
+            nicsim::write_pcap(std::io::BufWriter::new(f), &o.captured).map_err(|e| e.to_string())
+        });
+        if let Err(e) = written {
+            eprintln!("softrdma perf: writing {}: {e}", path.display());
+            return ExitCode::from(2);
+        }
+        println!(" wrote {} frames to {}", o.captured.len(), path.display());
+    }
     let what = match t.op {
         PerfOp::Send => "Send",
         PerfOp::Write => "RDMA_Write",

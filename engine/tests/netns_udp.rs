@@ -76,7 +76,8 @@ fn can_run() -> bool {
 
 /// Runs one client/server pair; returns the client's output.
 fn run(n: &Netns, args: &[&str]) -> String {
-    let mut server_args = args.to_vec();
+    // The server takes the test from the client; only the client gets faults and a capture file.
+    let mut server_args: Vec<&str> = args.iter().take(2).copied().collect();
     server_args.extend(["--backend", "udp", "--server", "--local", "10.99.0.2"]);
     let server = n.spawn(&n.b, &server_args);
     let mut client_args = args.to_vec();
@@ -113,6 +114,31 @@ fn perf_between_namespaces_over_kernel_udp() {
     for args in runs {
         run(&n, args);
     }
+    // Seeded faults on the client's egress: RC recovers and every check passes. The client's
+    // --capture holds the frames as the engine built and rebuilt them.
+    let dir = scratch_dir("netns-faults");
+    let cap = dir.join("client.pcap");
+    for op in ["write", "read"] {
+        let out = run(
+            &n,
+            &[
+                "perf",
+                op,
+                "--size",
+                "8192",
+                "--iters",
+                "300",
+                "--tx-loss",
+                "0.1",
+                "--capture",
+                cap.to_str().unwrap(),
+            ],
+        );
+        assert!(out.contains("wrote "), "{out}");
+        let dec = softrdma(&["decode", "--verify", cap.to_str().unwrap()]);
+        assert!(dec.status.success(), "{}", String::from_utf8_lossy(&dec.stdout));
+    }
+    std::fs::remove_dir_all(dir).unwrap();
     // Capture one run on the veth and check every frame the way rxe and Wireshark would.
     let dir = scratch_dir("netns");
     let pcap = dir.join("veth.pcap");

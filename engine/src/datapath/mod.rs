@@ -3,6 +3,7 @@
 
 pub mod sim;
 pub mod udp;
+pub mod wrap;
 
 use nicsim::Frame;
 use std::net::IpAddr;

@@ -10,6 +10,7 @@
 
 use super::{AtomicOp, Mode, PerfOp, fill_pattern, ring_slots};
 use crate::datapath::udp::{RxIcrc, UdpPort};
+use crate::datapath::wrap::{Capture, CaptureLog, Faulty, TxFaults};
 use crate::simpair::{PairConfig, connect};
 use crate::verbs::{
     Access, AddressVector, Ah, Context, Cq, Mr, Mtu, Pd, Qp, QpCap, QpInitAttr, QpType, RecvWr, SendWr, Sge,
@@ -59,6 +60,25 @@ pub struct Test {
     pub seed: u64,
 }
 
+/// How this process's side talks to the network.
+#[derive(Debug, Clone, Copy)]
+pub struct Link {
+    /// Local IPv4 address.
+    pub local: Ipv4Addr,
+    /// UDP port (4791).
+    pub udp_port: u16,
+    /// TCP port of the exchange.
+    pub tcp_port: u16,
+    /// What received ICRCs are checked against.
+    pub rx_icrc: RxIcrc,
+    /// Faults injected on this side's egress.
+    pub tx_faults: TxFaults,
+    /// Seed of the faults.
+    pub seed: u64,
+    /// Keep every frame sent and received (for `--capture`).
+    pub capture: bool,
+}
+
 /// What a remote run found.
 #[derive(Debug, Clone, Default)]
 pub struct Outcome {
@@ -74,6 +94,8 @@ pub struct Outcome {
     pub lost: u64,
     /// Latency mode: wall-clock time from post to completion of each request, in nanoseconds.
     pub latencies: Vec<u64>,
+    /// Frames sent (port 0) and received (port 1), with `Link::capture`.
+    pub captured: Vec<nicsim::TapRecord>,
 }
 
 /// Why a remote run failed.
@@ -106,6 +128,7 @@ struct Lane {
 
 struct Side {
     ctx: Context,
+    capture: Option<CaptureLog>,
     pd: Pd,
     cq: Cq,
     lanes: Vec<Lane>,
@@ -154,16 +177,14 @@ fn read_line(r: &mut BufReader<TcpStream>) -> Result<Value, RemoteError> {
     serde_json::from_str(&line).map_err(|e| RemoteError(format!("bad message from the peer: {e}")))
 }
 
-fn open_side(
-    local: Ipv4Addr,
-    udp_port: u16,
-    rx_icrc: RxIcrc,
-    t: &Test,
-    server: bool,
-) -> Result<Side, RemoteError> {
-    let port = UdpPort::bind(local, udp_port, rx_icrc)
-        .map_err(|e| RemoteError(format!("binding {local}:{udp_port}: {e}")))?;
-    let mut ctx = Context::open(port);
+fn open_side(link: &Link, t: &Test, server: bool) -> Result<Side, RemoteError> {
+    let (local, udp_port) = (link.local, link.udp_port);
+    let port = UdpPort::bind(local, udp_port, link.rx_icrc)
+        .map_err(|e| RemoteError(format!("binding {local}:{udp_port}: {e}")))?
+        .with_mtu(t.mtu);
+    let dp = Capture::new(Faulty::new(port, link.tx_faults, link.seed));
+    let capture = link.capture.then(|| dp.log());
+    let mut ctx = Context::open(dp);
     let pd = ctx.alloc_pd();
     let slots = ring_slots(if t.mode == Mode::Lat { 1 } else { t.depth }, t.size, t.mtu.bytes() as usize);
     let cq = ctx.create_cq(4 * slots * t.qps + 64).map_err(err)?;
@@ -192,7 +213,7 @@ fn open_side(
         }
         lanes.push(Lane { qp, mr, pattern, posted: 0, completed: 0, received: 0 });
     }
-    Ok(Side { ctx, pd, cq, lanes, slots, peer_qpns: Vec::new() })
+    Ok(Side { ctx, capture, pd, cq, lanes, slots, peer_qpns: Vec::new() })
 }
 
 fn hello(side: &Side, psn_base: u32) -> Value {
@@ -236,10 +257,11 @@ fn connect_all(
     {
         return Err(RemoteError("the peer has a different number of QPs".into()));
     }
+    // 4.096 us x 2^10 = 4 ms: many round trips of a LAN or veth.
     let cfg = PairConfig {
         qp_type: t.qp_type,
         mtu: t.mtu,
-        timeout: 14,
+        timeout: 10,
         retry_cnt: 7,
         max_retries: Some(1000),
         ..PairConfig::default()
@@ -276,12 +298,8 @@ fn is_message(pattern: &[u8], size: usize, slots: usize, n: u64, data: &[u8]) ->
 }
 
 /// The server side: waits for a client, runs its test, checks what arrived, reports.
-pub fn serve(
-    local: Ipv4Addr,
-    udp_port: u16,
-    tcp_port: u16,
-    rx_icrc: RxIcrc,
-) -> Result<(Test, Outcome), RemoteError> {
+pub fn serve(link: &Link) -> Result<(Test, Outcome), RemoteError> {
+    let (local, tcp_port) = (link.local, link.tcp_port);
     let listener = TcpListener::bind((local, tcp_port))
         .map_err(|e| RemoteError(format!("listening on {local}:{tcp_port}: {e}")))?;
     let (stream, _) = listener.accept().map_err(err)?;
@@ -289,7 +307,7 @@ pub fn serve(
     let mut stream = stream;
     let c = read_line(&mut reader)?;
     let t = parse_test(&c)?;
-    let mut side = open_side(local, udp_port, rx_icrc, &t, true)?;
+    let mut side = open_side(link, &t, true)?;
     let mine = hello(&side, 0x20_0000);
     connect_all(&mut side, &mine, &c, &t)?;
     // Receives are posted (QPs in RTS) before the client hears back, so none of its sends is early.
@@ -351,6 +369,7 @@ pub fn serve(
     }
     stream.set_nonblocking(false).map_err(err)?;
     send_line(&mut stream, &json!({"verified": out.verified, "errors": out.errors, "lost": out.lost}))?;
+    out.captured = side.capture.map(|c| c.take()).unwrap_or_default();
     Ok((t, out))
 }
 
@@ -413,14 +432,8 @@ fn parse_test(c: &Value) -> Result<Test, RemoteError> {
 }
 
 /// The client side: connects, asks for `t`, runs it, and returns what both sides found.
-pub fn run_client(
-    host: &str,
-    local: Ipv4Addr,
-    udp_port: u16,
-    tcp_port: u16,
-    rx_icrc: RxIcrc,
-    t: &Test,
-) -> Result<Outcome, RemoteError> {
+pub fn run_client(host: &str, link: &Link, t: &Test) -> Result<Outcome, RemoteError> {
+    let tcp_port = link.tcp_port;
     // The server may still be starting: retry a refused connection for a few seconds.
     let give_up = Instant::now() + Duration::from_secs(5);
     let stream = loop {
@@ -434,7 +447,7 @@ pub fn run_client(
     };
     let mut reader = BufReader::new(stream.try_clone().map_err(err)?);
     let mut stream = stream;
-    let mut side = open_side(local, udp_port, rx_icrc, t, false)?;
+    let mut side = open_side(link, t, false)?;
     let mut mine = hello(&side, 0x10_0000);
     for (k, v) in [
         ("op", json!(op_name(t.op))),
@@ -524,6 +537,7 @@ pub fn run_client(
     out.verified += report["verified"].as_u64().unwrap_or(0);
     out.errors += report["errors"].as_u64().unwrap_or(1);
     out.lost += report["lost"].as_u64().unwrap_or(0);
+    out.captured = side.capture.map(|c| c.take()).unwrap_or_default();
     Ok(out)
 }
 
