@@ -162,6 +162,9 @@ struct PerfArgs {
     /// Real backends: flip a bit in this share of frames (the peer's ICRC check drops them).
     #[arg(long, default_value_t = 0.0, value_parser = parse_prob)]
     tx_corrupt: f64,
+    /// Print each side's counters (frames, ICRC drops, retries, timeouts, NAKs, RNR, duplicates).
+    #[arg(long)]
+    counters: bool,
     /// Write every frame this side sends and receives, as the engine built or rebuilt it, to a
     /// pcap file (on the simulated backend: the same as --pcap).
     #[arg(long, value_name = "FILE")]
@@ -365,6 +368,11 @@ fn run_perf(a: PerfArgs) -> ExitCode {
                 }
             };
             tap.extend(b.pair().net.with(|n| n.take_tap()));
+            if a.counters {
+                let (sa, sb) = b.stats();
+                let (ca, cb) = (perf::counters_line("sim0", &sa), perf::counters_line("sim1", &sb));
+                return Ok((format!("{}\n{ca}\n{cb}", line.0), line.1, line.2, line.3));
+            }
             Ok(line)
         });
         match result {
@@ -565,6 +573,9 @@ fn run_remote(a: &PerfArgs, test: perf::remote::Test) -> ExitCode {
         _ => "the client checked every READ response or atomic result",
     };
     println!(" checks: {who}");
+    if a.counters {
+        println!("{}", perf::counters_line(if client { "client" } else { "server" }, &o.stats));
+    }
     println!("verified: {} messages, {} errors", o.verified, o.errors);
     if o.errors == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE }
 }

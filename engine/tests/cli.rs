@@ -145,3 +145,33 @@ fn perf_rejects_bad_arguments() {
         assert!(err.contains(why), "{args:?}: {err}");
     }
 }
+
+#[test]
+fn perf_counters_show_icrc_drops_and_retries() {
+    let o = softrdma(&[
+        "perf",
+        "write",
+        "--size",
+        "8192",
+        "--iters",
+        "300",
+        "--corrupt",
+        "0.05",
+        "--counters",
+        "--no-baseline",
+    ]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{out}");
+    let field = |line: &str, key: &str| -> u64 {
+        line.split(key)
+            .nth(1)
+            .and_then(|t| t.split(|c: char| !c.is_ascii_digit()).find(|x| !x.is_empty()))
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0)
+    };
+    let sim1 = out.lines().find(|l| l.starts_with(" sim1:")).expect("counters of sim1");
+    let sim0 = out.lines().find(|l| l.starts_with(" sim0:")).expect("counters of sim0");
+    assert!(field(sim1, "(bad ") > 0, "corrupted frames are dropped by the ICRC check: {sim1}");
+    assert!(field(sim0, " retries ") > 0, "and recovered by retries: {sim0}");
+    assert!(out.contains("verified: 300 messages, 0 errors"), "{out}");
+}

@@ -338,6 +338,11 @@ impl Bench {
         &mut self.pair
     }
 
+    /// Both sides' counters.
+    pub fn stats(&self) -> (crate::verbs::Stats, crate::verbs::Stats) {
+        (self.pair.a.stats(), self.pair.b.stats())
+    }
+
     fn recv_len(&self) -> usize {
         bench_recv_len(self.cfg.qp_type, self.size)
     }
@@ -803,5 +808,30 @@ pub fn lat_line(r: &LatRow) -> String {
         h.mean() / 1000.0,
         us(h.value_at_quantile(0.99)),
         us(h.value_at_quantile(0.999))
+    )
+}
+
+/// One line of a side's counters, for the end of a run.
+pub fn counters_line(side: &str, st: &crate::verbs::Stats) -> String {
+    let (r, d) = (&st.requests, &st.drops);
+    format!(
+        " {side}: frames tx {} rx {} (bad {}, unknown {}); requests {} retries {} timeouts {}; \
+         NAKs in: seq {} rnr {} error {}; NAKs out: seq {} rnr {}; duplicates {}; dropped: qkey {} no-wqe {} uc {}",
+        st.tx_frames,
+        st.rx_frames,
+        st.rx_bad,
+        st.rx_unknown,
+        r.packets,
+        r.retries,
+        r.timeouts,
+        r.seq_naks,
+        r.rnr_naks,
+        r.error_naks,
+        d.seq_naks_sent,
+        d.rnr_naks_sent,
+        d.duplicates,
+        d.qkey,
+        d.no_wqe,
+        d.uc_aborted
     )
 }

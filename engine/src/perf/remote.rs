@@ -96,6 +96,8 @@ pub struct Outcome {
     pub latencies: Vec<u64>,
     /// Frames sent (port 0) and received (port 1), with `Link::capture`.
     pub captured: Vec<nicsim::TapRecord>,
+    /// This side's counters at the end.
+    pub stats: crate::verbs::Stats,
 }
 
 /// Why a remote run failed.
@@ -369,6 +371,7 @@ pub fn serve(link: &Link) -> Result<(Test, Outcome), RemoteError> {
     }
     stream.set_nonblocking(false).map_err(err)?;
     send_line(&mut stream, &json!({"verified": out.verified, "errors": out.errors, "lost": out.lost}))?;
+    out.stats = side.ctx.stats();
     out.captured = side.capture.map(|c| c.take()).unwrap_or_default();
     Ok((t, out))
 }
@@ -537,6 +540,7 @@ pub fn run_client(host: &str, link: &Link, t: &Test) -> Result<Outcome, RemoteEr
     out.verified += report["verified"].as_u64().unwrap_or(0);
     out.errors += report["errors"].as_u64().unwrap_or(1);
     out.lost += report["lost"].as_u64().unwrap_or(0);
+    out.stats = side.ctx.stats();
     out.captured = side.capture.map(|c| c.take()).unwrap_or_default();
     Ok(out)
 }

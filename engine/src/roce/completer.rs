@@ -58,6 +58,7 @@ impl Requester {
                 Ok(())
             }
             AethKind::RnrNak { timer } => {
+                self.counters.rnr_naks += 1;
                 let lost = self.ack_upto(now, psn::add(p, psn::MASK));
                 if lost {
                     return self.retry_once(now);
@@ -75,11 +76,13 @@ impl Requester {
                 Ok(())
             }
             AethKind::Nak(NakCode::PsnSequenceError) => {
+                self.counters.seq_naks += 1;
                 // Implicitly acknowledges every PSN before it (§1.6), then go back N.
                 self.ack_upto(now, psn::add(p, psn::MASK));
                 self.retry_once(now)
             }
             AethKind::Nak(code) => {
+                self.counters.error_naks += 1;
                 self.ack_upto(now, psn::add(p, psn::MASK));
                 let status = match code {
                     NakCode::RemoteAccessError => WcStatus::RemAccessErr,
@@ -205,6 +208,7 @@ impl Requester {
 
     /// A counted go-back-N retry: fails the oldest request once `retry_cnt` retries are spent.
     pub(crate) fn retry(&mut self, now: Duration) -> Result<(), Fatal> {
+        self.counters.retries += 1;
         if self.retry_left == 0 {
             return Err((0, WcStatus::RetryExcErr));
         }
@@ -227,6 +231,7 @@ impl Requester {
         }
         if self.retrans_at.is_some_and(|t| t <= now) {
             self.retrans_at = None;
+            self.counters.timeouts += u64::from(self.outstanding());
             if self.outstanding() {
                 // A timeout always retries, even at a comp_psn that already saw one.
                 self.retried_at = None;

@@ -17,7 +17,7 @@ pub use path::Path;
 pub use qp::{CqSide, MAX_MSG_SIZE, QpConfig, QueuePair, ud_sport};
 pub use responder::{GRH_LEN, RecvWqe, RespDrops, RxMeta};
 
-pub use requester::{MAX_PKT_PER_ACK, MAX_UNACKED_PSNS, ack_timeout};
+pub use requester::{MAX_PKT_PER_ACK, MAX_UNACKED_PSNS, ReqCounters, ack_timeout};
 
 use crate::verbs::WrOpcode;
 use wire::ib::RoceRepr;

@@ -2,7 +2,7 @@
 //! glue between the requester, completer and responder and the frames on the wire.
 
 use super::path::{HeaderTemplate, Path, canonical, udp_sport};
-use super::requester::{ReqConfig, Requester, SendWqe, UdSend, ack_timeout};
+use super::requester::{ReqConfig, ReqCounters, Requester, SendWqe, UdSend, ack_timeout};
 use super::responder::{RecvWqe, RespConfig, RespDrops, Responder, RxMeta};
 use super::{Kind, TxPayload};
 use crate::verbs::mem::sge_len;
@@ -171,9 +171,15 @@ impl QueuePair {
         self.cfg.qp_type
     }
 
-    /// Packets the responder dropped on purpose (Q_Key mismatches, no receive WQE, UC gaps).
+    /// What the responder dropped or answered specially (Q_Key mismatches, no receive WQE, UC gaps,
+    /// NAKs sent, duplicates).
     pub fn drops(&self) -> RespDrops {
         self.resp.drops
+    }
+
+    /// What the requester sent and received (packets, retries, timeouts, NAKs).
+    pub fn req_counters(&self) -> ReqCounters {
+        self.req.counters
     }
 
     /// The path frames take (after RTR).

@@ -87,6 +87,23 @@ pub fn ack_timeout(code: u8) -> Option<Duration> {
     (code != 0).then(|| Duration::from_nanos(4096u64 << code.min(31)))
 }
 
+/// What a requester saw and did (per QP; `Context::stats` sums them).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ReqCounters {
+    /// Packets sent (first transmissions and retransmissions).
+    pub packets: u64,
+    /// Go-back-N retries started (timeouts, PSN sequence NAKs, lost READ/atomic responses).
+    pub retries: u64,
+    /// Retransmission timer expiries.
+    pub timeouts: u64,
+    /// RNR NAKs received.
+    pub rnr_naks: u64,
+    /// PSN sequence error NAKs received.
+    pub seq_naks: u64,
+    /// Other NAKs received (invalid request, remote access, remote operational).
+    pub error_naks: u64,
+}
+
 /// Requester and completer state of one RC QP.
 #[derive(Debug)]
 pub(crate) struct Requester {
@@ -116,6 +133,7 @@ pub(crate) struct Requester {
     /// Messages below this SSN may start (MSN + credits of the last ACK); `None` = no limit
     /// (credit code 31, what rxe always sends).
     pub(crate) credit_limit: Option<u32>,
+    pub(crate) counters: ReqCounters,
 }
 
 impl Requester {
@@ -138,6 +156,7 @@ impl Requester {
             next_ssn: 0,
             // No credits are known before the first ACK: one message may go as a probe.
             credit_limit: Some(0),
+            counters: ReqCounters::default(),
         }
     }
 
@@ -326,6 +345,7 @@ impl Requester {
         if bth.ack_req {
             self.noack = 0;
         }
+        self.counters.packets += 1;
         pkt.bth = bth;
         self.psn = psn::add(psn, consumed);
         if psn::diff(self.psn, self.high_psn) > 0 {

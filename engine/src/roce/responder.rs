@@ -96,6 +96,12 @@ pub struct RespDrops {
     pub no_wqe: u64,
     /// UC messages dropped after a PSN gap or an error.
     pub uc_aborted: u64,
+    /// PSN sequence error NAKs sent (RC).
+    pub seq_naks_sent: u64,
+    /// RNR NAKs sent (RC).
+    pub rnr_naks_sent: u64,
+    /// Duplicate requests seen (RC).
+    pub duplicates: u64,
 }
 
 /// Responder state of one QP.
@@ -264,6 +270,7 @@ impl Responder {
             // One NAK per gap, carrying the expected PSN; then silence until it arrives.
             if !self.nak_sent {
                 self.nak_sent = true;
+                self.drops.seq_naks_sent += 1;
                 let aeth = AethRepr::nak(NakCode::PsnSequenceError, self.msn);
                 self.queue(Reply::Ack { psn: self.epsn, aeth });
             }
@@ -324,6 +331,7 @@ impl Responder {
             return Ok(());
         }
         let aeth = AethRepr::rnr_nak(self.cfg.min_rnr_timer, self.msn);
+        self.drops.rnr_naks_sent += 1;
         self.queue(Reply::Ack { psn: p, aeth });
         Ok(())
     }
@@ -537,6 +545,7 @@ impl Responder {
 
     /// A request older than the expected PSN (§1.7 "Duplicate requests").
     fn duplicate(&mut self, kind: Kind, p: u32, pkt: &RoceRepr<'_>, rq: &VecDeque<RecvWqe>) {
+        self.drops.duplicates += 1;
         match kind {
             Kind::Send | Kind::Write => self.ack(psn::add(self.epsn, psn::MASK), rq),
             Kind::Read => {

@@ -8,7 +8,7 @@ use super::types::{
 };
 use crate::datapath::Datapath;
 use crate::roce::path::{Path, canonical};
-use crate::roce::{CqSide, QpConfig, QueuePair, RecvWqe, RespDrops, RxMeta};
+use crate::roce::{CqSide, QpConfig, QueuePair, RecvWqe, ReqCounters, RespDrops, RxMeta};
 use rustix::fd::BorrowedFd;
 use std::collections::VecDeque;
 use std::net::IpAddr;
@@ -125,9 +125,11 @@ pub struct Stats {
     pub rx_bad: u64,
     /// RoCE frames for another address or an unknown QP.
     pub rx_unknown: u64,
-    /// Packets QPs dropped on purpose (UD Q_Key mismatches, no receive WQE, UC gaps), summed over
-    /// the QPs that exist now.
+    /// What responders dropped or answered specially (UD Q_Key mismatches, no receive WQE, UC gaps,
+    /// NAKs sent, duplicates), summed over the QPs that exist now.
     pub drops: RespDrops,
+    /// What requesters sent and received (packets, retries, timeouts, NAKs), summed likewise.
+    pub requests: ReqCounters,
 }
 
 #[derive(Debug)]
@@ -230,6 +232,16 @@ impl Context {
             st.drops.qkey += d.qkey;
             st.drops.no_wqe += d.no_wqe;
             st.drops.uc_aborted += d.uc_aborted;
+            st.drops.seq_naks_sent += d.seq_naks_sent;
+            st.drops.rnr_naks_sent += d.rnr_naks_sent;
+            st.drops.duplicates += d.duplicates;
+            let r = e.qp.req_counters();
+            st.requests.packets += r.packets;
+            st.requests.retries += r.retries;
+            st.requests.timeouts += r.timeouts;
+            st.requests.rnr_naks += r.rnr_naks;
+            st.requests.seq_naks += r.seq_naks;
+            st.requests.error_naks += r.error_naks;
         }
         st
     }
