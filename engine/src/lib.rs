@@ -5,6 +5,7 @@ pub mod capture;
 pub mod corpus;
 pub mod datapath;
 pub mod decode;
+pub mod devinfo;
 pub mod perf;
 pub mod progress;
 pub mod roce;

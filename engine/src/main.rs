@@ -42,6 +42,8 @@ enum Command {
     /// Measure bandwidth or latency between two endpoints over the simulated network (one process,
     /// one thread), perftest style, checking every delivered byte.
     Perf(PerfArgs),
+    /// List the backends, their devices, ports, MTUs, GIDs and limits.
+    Devinfo,
     /// Write a deterministic corpus of well-formed frames to a pcap file.
     Gen {
         /// Which corpus.
@@ -584,6 +586,10 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Perf(args) => run_perf(args),
+        Command::Devinfo => {
+            print!("{}", engine::devinfo::report());
+            ExitCode::SUCCESS
+        }
         Command::Decode { verify, json, uet_ip_proto, uet_crc, files } => {
             let uet = UetConfig { crc: uet_crc, ip_proto: uet_ip_proto };
             let opts = decode::Options { verify, json, uet };

@@ -175,3 +175,12 @@ fn perf_counters_show_icrc_drops_and_retries() {
     assert!(field(sim0, " retries ") > 0, "and recovered by retries: {sim0}");
     assert!(out.contains("verified: 300 messages, 0 errors"), "{out}");
 }
+
+#[test]
+fn devinfo_lists_backends_devices_and_limits() {
+    let o = softrdma(&["devinfo"]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success());
+    assert!(out.contains("sim0: port 1 ACTIVE, active_mtu 4096, GID ::ffff:10.0.0.1"), "{out}");
+    assert!(out.contains("lo (127.0.0.1)") && out.contains("max_msg_sz 8388608"), "{out}");
+}

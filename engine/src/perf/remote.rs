@@ -181,6 +181,19 @@ fn read_line(r: &mut BufReader<TcpStream>) -> Result<Value, RemoteError> {
 
 fn open_side(link: &Link, t: &Test, server: bool) -> Result<Side, RemoteError> {
     let (local, udp_port) = (link.local, link.udp_port);
+    // The kernel refuses (DF set) datagrams larger than the link: check the path MTU fits it.
+    if let Some(p) = crate::devinfo::host_ports().into_iter().find(|p| p.ip == local) {
+        if t.mtu.bytes() + 80 > p.mtu {
+            let fits = crate::devinfo::active_mtu(p.mtu).map_or(0, |m| m.bytes());
+            return Err(RemoteError(format!(
+                "path MTU {} needs a netdev MTU of at least {} and {} has {}: use --mtu {fits}",
+                t.mtu.bytes(),
+                t.mtu.bytes() + 80,
+                p.name,
+                p.mtu
+            )));
+        }
+    }
     let port = UdpPort::bind(local, udp_port, link.rx_icrc)
         .map_err(|e| RemoteError(format!("binding {local}:{udp_port}: {e}")))?
         .with_mtu(t.mtu);
