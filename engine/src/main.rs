@@ -41,7 +41,7 @@ enum Command {
     },
     /// Measure bandwidth or latency between two endpoints over the simulated network (one process,
     /// one thread), perftest style, checking every delivered byte.
-    Perf(PerfArgs),
+    Perf(Box<PerfArgs>),
     /// List the backends, their devices, ports, MTUs, GIDs and limits.
     Devinfo,
     /// Write a deterministic corpus of well-formed frames to a pcap file.
@@ -129,8 +129,8 @@ struct PerfArgs {
     /// Skip the single-thread TX+RX baseline printed under bandwidth rows.
     #[arg(long)]
     no_baseline: bool,
-    /// Datapath: the in-process simulated network (both sides here), or kernel UDP sockets (one side
-    /// per process: --server or --connect).
+    /// Datapath: the in-process simulated network (both sides here), kernel UDP sockets or AF_XDP
+    /// (one side per process: --server or --connect; AF_XDP needs --dev and root).
     #[arg(long, value_enum, default_value = "sim")]
     backend: BackendArg,
     /// Wait for a client (real backends); the client chooses the test.
@@ -142,6 +142,15 @@ struct PerfArgs {
     /// Local IPv4 address to bind [default: the address routing towards --connect].
     #[arg(long, value_name = "IP")]
     local: Option<std::net::Ipv4Addr>,
+    /// Interface for AF_XDP.
+    #[arg(long, value_name = "IFACE")]
+    dev: Option<String>,
+    /// Queue of --dev for AF_XDP.
+    #[arg(long, default_value_t = 0)]
+    queue: u32,
+    /// AF_XDP in the driver (native XDP) instead of generic (SKB) mode.
+    #[arg(long)]
+    xdp_driver: bool,
     /// TCP port of the out-of-band exchange.
     #[arg(long, default_value_t = engine::perf::remote::DEFAULT_TCP_PORT)]
     tcp_port: u16,
@@ -177,6 +186,7 @@ struct PerfArgs {
 enum BackendArg {
     Sim,
     Udp,
+    Afxdp,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -298,7 +308,7 @@ fn run_perf(a: PerfArgs) -> ExitCode {
         corrupt: a.corrupt,
         ..nicsim::LinkConfig::default()
     };
-    if a.backend == BackendArg::Udp {
+    if a.backend != BackendArg::Sim {
         let test = perf::remote::Test {
             op,
             atomic: if matches!(a.atomic, AtomicArg::CmpSwap) {
@@ -423,6 +433,16 @@ fn run_remote(a: &PerfArgs, test: perf::remote::Test) -> ExitCode {
     use engine::datapath::udp::RxIcrc;
     use perf::remote;
     let rx_icrc = if matches!(a.rx_icrc, RxIcrcArg::Trust) { RxIcrc::Trust } else { RxIcrc::Verify };
+    let backend = match (a.backend, &a.dev) {
+        (BackendArg::Afxdp, Some(dev)) => {
+            remote::Backend::AfXdp { dev: dev.clone(), queue: a.queue, driver: a.xdp_driver }
+        }
+        (BackendArg::Afxdp, None) => {
+            eprintln!("softrdma perf: --backend afxdp needs --dev IFACE");
+            return ExitCode::from(2);
+        }
+        _ => remote::Backend::Udp,
+    };
     let tx_faults = engine::datapath::wrap::TxFaults {
         loss: a.tx_loss,
         reorder: a.tx_reorder,
@@ -447,6 +467,7 @@ fn run_remote(a: &PerfArgs, test: perf::remote::Test) -> ExitCode {
             };
             println!(" waiting for a client on {local}:{} (UDP {local}:{})", a.tcp_port, a.udp_port);
             let link = remote::Link {
+                backend: backend.clone(),
                 local,
                 udp_port: a.udp_port,
                 tcp_port: a.tcp_port,
@@ -470,6 +491,7 @@ fn run_remote(a: &PerfArgs, test: perf::remote::Test) -> ExitCode {
                 return ExitCode::from(2);
             };
             let link = remote::Link {
+                backend: backend.clone(),
                 local,
                 udp_port: a.udp_port,
                 tcp_port: a.tcp_port,
@@ -511,7 +533,8 @@ fn run_remote(a: &PerfArgs, test: perf::remote::Test) -> ExitCode {
     };
     println!("{}", "-".repeat(87));
     println!(
-        "                    {what} test, {transport} over kernel UDP ({})",
+        "                    {what} test, {transport} over {} ({})",
+        if a.backend == BackendArg::Afxdp { "AF_XDP" } else { "kernel UDP" },
         if client { "client" } else { "server" }
     );
     println!(
@@ -585,7 +608,7 @@ fn run_remote(a: &PerfArgs, test: perf::remote::Test) -> ExitCode {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
-        Command::Perf(args) => run_perf(args),
+        Command::Perf(args) => run_perf(*args),
         Command::Devinfo => {
             print!("{}", engine::devinfo::report());
             ExitCode::SUCCESS

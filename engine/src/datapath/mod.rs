@@ -1,6 +1,7 @@
 //! Datapaths: where a device's frames go. The progress engine in [`crate::verbs::Context`] is the
 //! only caller; it takes time from the datapath, so the simulated network runs on virtual time.
 
+pub mod afxdp;
 pub mod sim;
 pub mod udp;
 pub mod wrap;

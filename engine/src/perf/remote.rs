@@ -9,6 +9,7 @@
 //! the server checks at the end that every target slot holds the last message written to it.
 
 use super::{AtomicOp, Mode, PerfOp, fill_pattern, ring_slots};
+use crate::datapath::afxdp::{AfXdpPort, XdpMode};
 use crate::datapath::udp::{RxIcrc, UdpPort};
 use crate::datapath::wrap::{Capture, CaptureLog, Faulty, TxFaults};
 use crate::simpair::{PairConfig, connect};
@@ -60,9 +61,27 @@ pub struct Test {
     pub seed: u64,
 }
 
+/// The datapath of this process's side.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Backend {
+    /// Kernel UDP sockets.
+    Udp,
+    /// AF_XDP on a queue of an interface.
+    AfXdp {
+        /// Interface.
+        dev: String,
+        /// RX/TX queue.
+        queue: u32,
+        /// Native driver mode instead of generic.
+        driver: bool,
+    },
+}
+
 /// How this process's side talks to the network.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Link {
+    /// Kernel UDP or AF_XDP.
+    pub backend: Backend,
     /// Local IPv4 address.
     pub local: Ipv4Addr,
     /// UDP port (4791).
@@ -194,12 +213,32 @@ fn open_side(link: &Link, t: &Test, server: bool) -> Result<Side, RemoteError> {
             )));
         }
     }
-    let port = UdpPort::bind(local, udp_port, link.rx_icrc)
-        .map_err(|e| RemoteError(format!("binding {local}:{udp_port}: {e}")))?
-        .with_mtu(t.mtu);
-    let dp = Capture::new(Faulty::new(port, link.tx_faults, link.seed));
-    let capture = link.capture.then(|| dp.log());
-    let mut ctx = Context::open(dp);
+    let (mut ctx, capture) = match &link.backend {
+        Backend::Udp => {
+            let port = UdpPort::bind(local, udp_port, link.rx_icrc)
+                .map_err(|e| RemoteError(format!("binding {local}:{udp_port}: {e}")))?
+                .with_mtu(t.mtu);
+            let dp = Capture::new(Faulty::new(port, link.tx_faults, link.seed));
+            let capture = link.capture.then(|| dp.log());
+            (Context::open(dp), capture)
+        }
+        Backend::AfXdp { dev, queue, driver } => {
+            let mode = if *driver { XdpMode::Driver } else { XdpMode::Generic };
+            let port = AfXdpPort::open(dev, *queue, local, mode)
+                .map_err(|e| RemoteError(format!("AF_XDP on {dev} queue {queue}: {e}")))?;
+            let dp = Capture::new(Faulty::new(port, link.tx_faults, link.seed));
+            let capture = link.capture.then(|| dp.log());
+            (Context::open(dp), capture)
+        }
+    };
+    if t.mtu.bytes() > ctx.port_mtu().bytes() {
+        return Err(RemoteError(format!(
+            "path MTU {} is above this datapath's {} (AF_XDP frames are 4096-byte UMEM chunks): use --mtu {}",
+            t.mtu.bytes(),
+            ctx.port_mtu().bytes(),
+            ctx.port_mtu().bytes()
+        )));
+    }
     let pd = ctx.alloc_pd();
     let slots = ring_slots(if t.mode == Mode::Lat { 1 } else { t.depth }, t.size, t.mtu.bytes() as usize);
     let cq = ctx.create_cq(4 * slots * t.qps + 64).map_err(err)?;

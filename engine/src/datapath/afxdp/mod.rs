@@ -1,0 +1,375 @@
+//! The AF_XDP datapath: kernel bypass on one queue of a network interface (needs root, or
+//! CAP_NET_ADMIN + CAP_BPF + CAP_NET_RAW).
+//!
+//! An XDP program (loaded with raw `bpf()` calls, attached through a BPF link so it is detached when
+//! the process exits or is killed) redirects IPv4 UDP to port 4791 on the bound queue into an AF_XDP
+//! socket and passes everything else (ARP, ICMP, TCP, other UDP) to the kernel, so the host keeps its
+//! address and its control traffic. The engine writes whole frames itself: its own MAC, the
+//! neighbour's MAC from the kernel's ARP table (`/proc/net/arp`, asked for with a throwaway UDP
+//! datagram when missing), IPv4 with ID 0 and DF. UMEM chunks are 4096 bytes, so path MTUs are up to
+//! 2048 (a 4096-byte payload needs multi-buffer AF_XDP, `../shared/notes/performance.md`).
+//! Generic (SKB) mode works on any driver, veth included; driver mode is used when asked.
+//!
+//! This module and `engine::sys` are the only places with `unsafe`; every block says why it holds.
+#![allow(unsafe_code)]
+
+mod bpf;
+mod ring;
+
+use super::Datapath;
+use crate::verbs::Mtu;
+use nicsim::{Frame, FramePool};
+use ring::Ring;
+use std::io;
+use std::net::{IpAddr, Ipv4Addr};
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
+use std::ptr::NonNull;
+use std::time::{Duration, Instant};
+
+/// Bytes per UMEM chunk (one frame).
+const CHUNK: usize = 4096;
+/// Chunks in the UMEM: half receive, half transmit.
+const CHUNKS: usize = 4096;
+/// Entries per ring.
+const RING: u32 = 2048;
+
+/// Where the XDP program runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum XdpMode {
+    /// Generic (SKB) XDP: any driver, copies.
+    Generic,
+    /// Native XDP in the driver, when it supports it.
+    Driver,
+}
+
+/// Counters of the AF_XDP datapath.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct XdpCounters {
+    /// Frames sent.
+    pub tx: u64,
+    /// Frames dropped for want of a free UMEM chunk or room in the TX ring.
+    pub tx_dropped: u64,
+    /// Frames received.
+    pub rx: u64,
+}
+
+/// The UMEM: an anonymous, page-aligned mapping shared with the kernel.
+struct Umem {
+    base: NonNull<u8>,
+    len: usize,
+}
+
+impl Umem {
+    fn new(len: usize) -> io::Result<Umem> {
+        // SAFETY: a fresh private anonymous mapping; nothing else refers to it.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_POPULATE,
+                -1,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: mmap succeeded, so the pointer is non-null.
+        Ok(Umem { base: unsafe { NonNull::new_unchecked(p.cast()) }, len })
+    }
+
+    /// Bytes `addr..addr + len` of the UMEM, or `None` outside it.
+    fn chunk(&mut self, addr: u64, len: usize) -> Option<&mut [u8]> {
+        let end = (addr as usize).checked_add(len)?;
+        if end > self.len {
+            return None;
+        }
+        // SAFETY: the range is inside the mapping; the kernel writes a chunk only while it owns it
+        // (on the FILL/RX or TX/COMPLETION rings), and callers touch only chunks they own.
+        Some(unsafe { std::slice::from_raw_parts_mut(self.base.as_ptr().add(addr as usize), len) })
+    }
+}
+
+impl Drop for Umem {
+    fn drop(&mut self) {
+        // SAFETY: the mapping was created with this length; the socket using it is closed first
+        // (field order of `AfXdpPort`).
+        unsafe { libc::munmap(self.base.as_ptr().cast(), self.len) };
+    }
+}
+
+fn setsockopt<T>(fd: &OwnedFd, opt: libc::c_int, v: &T) -> io::Result<()> {
+    // SAFETY: `v` points at a live value of the size passed, laid out as the kernel expects for
+    // SOL_XDP option `opt`; the kernel only reads it during the call.
+    let r = unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_XDP,
+            opt,
+            (v as *const T).cast(),
+            std::mem::size_of::<T>() as u32,
+        )
+    };
+    if r == 0 { Ok(()) } else { Err(io::Error::last_os_error()) }
+}
+
+fn mac_of(dev: &str) -> io::Result<[u8; 6]> {
+    let s = std::fs::read_to_string(format!("/sys/class/net/{dev}/address"))?;
+    let mut mac = [0u8; 6];
+    let parts: Vec<&str> = s.trim().split(':').collect();
+    if parts.len() != 6 {
+        return Err(io::Error::new(io::ErrorKind::InvalidData, format!("{dev}: no MAC address")));
+    }
+    for (m, p) in mac.iter_mut().zip(parts) {
+        *m = u8::from_str_radix(p, 16).map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "bad MAC"))?;
+    }
+    Ok(mac)
+}
+
+/// The MAC of `ip` in the kernel's ARP table, on `dev`, if complete.
+fn arp_lookup(ip: Ipv4Addr, dev: &str) -> Option<[u8; 6]> {
+    let table = std::fs::read_to_string("/proc/net/arp").ok()?;
+    for line in table.lines().skip(1) {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        if f.len() >= 6 && f[0] == ip.to_string() && f[5] == dev && f[2] == "0x2" {
+            let mut mac = [0u8; 6];
+            for (m, p) in mac.iter_mut().zip(f[3].split(':')) {
+                *m = u8::from_str_radix(p, 16).ok()?;
+            }
+            return Some(mac);
+        }
+    }
+    None
+}
+
+/// One AF_XDP device: a queue of an interface with an IPv4 address.
+pub struct AfXdpPort {
+    // Dropped in this order: rings, socket, UMEM, then the link (detaching the program).
+    rx: Ring<libc::xdp_desc>,
+    tx: Ring<libc::xdp_desc>,
+    fill: Ring<u64>,
+    comp: Ring<u64>,
+    xsk: OwnedFd,
+    umem: Umem,
+    _link: OwnedFd,
+    _prog: OwnedFd,
+    _map: OwnedFd,
+    free_tx: Vec<u64>,
+    dev: String,
+    mac: [u8; 6],
+    ip: Ipv4Addr,
+    start: Instant,
+    pool: FramePool,
+    counters: XdpCounters,
+}
+
+impl std::fmt::Debug for AfXdpPort {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AfXdpPort").field("dev", &self.dev).field("ip", &self.ip).finish()
+    }
+}
+
+impl AfXdpPort {
+    /// Opens queue `queue` of `dev`, whose IPv4 address is `ip`: UMEM, rings, socket, XDP program.
+    pub fn open(dev: &str, queue: u32, ip: Ipv4Addr, mode: XdpMode) -> io::Result<AfXdpPort> {
+        let ifindex =
+            nix::net::if_::if_nametoindex(dev).map_err(|e| io::Error::other(format!("{dev}: {e}")))?;
+        let mac = mac_of(dev)?;
+        // SAFETY: socket() has no memory arguments; a non-negative result is a new descriptor.
+        let fd = unsafe { libc::socket(libc::AF_XDP, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: `fd` was just created and is owned by nothing else.
+        let xsk = unsafe { OwnedFd::from_raw_fd(fd) };
+        let umem = Umem::new(CHUNK * CHUNKS)?;
+        let reg = libc::xdp_umem_reg {
+            addr: umem.base.as_ptr() as u64,
+            len: umem.len as u64,
+            chunk_size: CHUNK as u32,
+            headroom: 0,
+            flags: 0,
+            tx_metadata_len: 0,
+        };
+        setsockopt(&xsk, libc::XDP_UMEM_REG, &reg)?;
+        for opt in
+            [libc::XDP_UMEM_FILL_RING, libc::XDP_UMEM_COMPLETION_RING, libc::XDP_RX_RING, libc::XDP_TX_RING]
+        {
+            setsockopt(&xsk, opt, &RING)?;
+        }
+        // SAFETY: a zeroed xdp_mmap_offsets is a valid value (plain integers).
+        let mut off: libc::xdp_mmap_offsets = unsafe { std::mem::zeroed() };
+        let mut len = std::mem::size_of::<libc::xdp_mmap_offsets>() as libc::socklen_t;
+        // SAFETY: `off` and `len` are live and sized for XDP_MMAP_OFFSETS; the kernel writes at most
+        // `len` bytes and updates `len`.
+        let r = unsafe {
+            libc::getsockopt(
+                xsk.as_raw_fd(),
+                libc::SOL_XDP,
+                libc::XDP_MMAP_OFFSETS,
+                (&mut off as *mut libc::xdp_mmap_offsets).cast(),
+                &mut len,
+            )
+        };
+        if r != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let rx = Ring::map(xsk.as_fd(), &off.rx, RING, libc::XDP_PGOFF_RX_RING as u64)?;
+        let tx = Ring::map(xsk.as_fd(), &off.tx, RING, libc::XDP_PGOFF_TX_RING as u64)?;
+        let mut fill = Ring::map(xsk.as_fd(), &off.fr, RING, libc::XDP_UMEM_PGOFF_FILL_RING)?;
+        let comp = Ring::map(xsk.as_fd(), &off.cr, RING, libc::XDP_UMEM_PGOFF_COMPLETION_RING)?;
+        for i in 0..RING as u64 {
+            fill.push(i * CHUNK as u64);
+        }
+        let free_tx = (RING as u64..CHUNKS as u64).map(|i| i * CHUNK as u64).collect();
+        let bind_flags = match mode {
+            XdpMode::Generic => libc::XDP_COPY,
+            XdpMode::Driver => 0,
+        };
+        let sxdp = libc::sockaddr_xdp {
+            sxdp_family: libc::AF_XDP as u16,
+            sxdp_flags: bind_flags,
+            sxdp_ifindex: ifindex,
+            sxdp_queue_id: queue,
+            sxdp_shared_umem_fd: 0,
+        };
+        // SAFETY: `sxdp` is a live sockaddr_xdp and its size is passed; the kernel only reads it.
+        let r = unsafe {
+            libc::bind(
+                xsk.as_raw_fd(),
+                (&sxdp as *const libc::sockaddr_xdp).cast(),
+                std::mem::size_of::<libc::sockaddr_xdp>() as u32,
+            )
+        };
+        if r != 0 {
+            return Err(io::Error::new(
+                io::Error::last_os_error().kind(),
+                format!("binding AF_XDP to {dev} queue {queue}: {}", io::Error::last_os_error()),
+            ));
+        }
+        let map = bpf::create_xskmap(64)?;
+        let flags = match mode {
+            XdpMode::Generic => bpf::XDP_FLAGS_SKB_MODE,
+            XdpMode::Driver => bpf::XDP_FLAGS_DRV_MODE,
+        };
+        let (prog, link) = bpf::load_and_attach(&map, ifindex, 4791, flags)?;
+        bpf::map_set(&map, queue, xsk.as_raw_fd())?;
+        Ok(AfXdpPort {
+            rx,
+            tx,
+            fill,
+            comp,
+            xsk,
+            umem,
+            _link: link,
+            _prog: prog,
+            _map: map,
+            free_tx,
+            dev: dev.to_string(),
+            mac,
+            ip,
+            start: Instant::now(),
+            pool: FramePool::default(),
+            counters: XdpCounters::default(),
+        })
+    }
+
+    /// The port's counters.
+    pub fn counters(&self) -> XdpCounters {
+        self.counters
+    }
+
+    fn reclaim(&mut self) {
+        while let Some(addr) = self.comp.pop() {
+            self.free_tx.push(addr);
+        }
+    }
+}
+
+impl Datapath for AfXdpPort {
+    fn now(&self) -> Duration {
+        self.start.elapsed()
+    }
+
+    fn mac(&self) -> [u8; 6] {
+        self.mac
+    }
+
+    fn gid(&self) -> IpAddr {
+        IpAddr::V4(self.ip)
+    }
+
+    fn resolve(&self, ip: IpAddr) -> Option<[u8; 6]> {
+        let IpAddr::V4(v4) = crate::roce::path::canonical(ip) else { return None };
+        if let Some(mac) = arp_lookup(v4, &self.dev) {
+            return Some(mac);
+        }
+        // Ask the kernel to resolve it: a datagram to the discard port makes it ARP.
+        let s = std::net::UdpSocket::bind((self.ip, 0)).ok()?;
+        let _ = s.send_to(&[], (v4, 9));
+        let until = Instant::now() + Duration::from_secs(1);
+        while Instant::now() < until {
+            if let Some(mac) = arp_lookup(v4, &self.dev) {
+                return Some(mac);
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        None
+    }
+
+    fn alloc(&mut self) -> Frame {
+        self.pool.get()
+    }
+
+    fn transmit(&mut self, frame: Frame) -> Result<(), &'static str> {
+        self.reclaim();
+        let len = frame.len();
+        let addr = match self.free_tx.pop() {
+            Some(a) if len <= CHUNK && self.tx.free() > 0 => a,
+            Some(a) => {
+                self.free_tx.push(a);
+                self.counters.tx_dropped += 1;
+                self.pool.put(frame);
+                return Ok(());
+            }
+            None => {
+                self.counters.tx_dropped += 1;
+                self.pool.put(frame);
+                return Ok(());
+            }
+        };
+        if let Some(dst) = self.umem.chunk(addr, len) {
+            dst.copy_from_slice(frame.as_slice());
+        }
+        self.tx.push(libc::xdp_desc { addr, len: len as u32, options: 0 });
+        // Copy mode transmits in sendmsg: kick it (an empty send; EAGAIN/ENOBUFS are retried by the
+        // next kick).
+        let _ = rustix::net::send(&self.xsk, &[], rustix::net::SendFlags::DONTWAIT);
+        self.counters.tx += 1;
+        self.pool.put(frame);
+        Ok(())
+    }
+
+    fn receive(&mut self) -> Option<Frame> {
+        let d = self.rx.pop()?;
+        let mut frame = self.pool.get();
+        let len = (d.len as usize).min(nicsim::FRAME_CAPACITY);
+        if let Some(src) = self.umem.chunk(d.addr, len) {
+            frame.buffer_mut()[..len].copy_from_slice(src);
+            frame.set_len(len);
+        }
+        // The chunk goes back to the kernel for the next packet (chunk-aligned address).
+        self.fill.push(d.addr - d.addr % CHUNK as u64);
+        self.counters.rx += 1;
+        Some(frame)
+    }
+
+    fn recycle(&mut self, frame: Frame) {
+        self.pool.put(frame);
+    }
+
+    fn port_mtu(&self) -> Mtu {
+        Mtu::Mtu2048
+    }
+}

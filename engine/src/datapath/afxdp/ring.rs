@@ -1,0 +1,108 @@
+//! The four AF_XDP rings, mmapped from the socket: single producer, single consumer, with the
+//! producer and consumer indices shared with the kernel.
+
+use std::io;
+use std::os::fd::{AsRawFd, BorrowedFd};
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+/// One mmapped ring of `size` entries of `T` (u64 addresses for FILL/COMPLETION, `xdp_desc` for
+/// RX/TX).
+pub(crate) struct Ring<T> {
+    map: NonNull<u8>,
+    map_len: usize,
+    producer: NonNull<AtomicU32>,
+    consumer: NonNull<AtomicU32>,
+    desc: NonNull<T>,
+    mask: u32,
+    size: u32,
+}
+
+impl<T: Copy> Ring<T> {
+    /// Maps the ring at page offset `pgoff` of `fd`, laid out as `off` says.
+    pub(crate) fn map(
+        fd: BorrowedFd<'_>,
+        off: &libc::xdp_ring_offset,
+        size: u32,
+        pgoff: u64,
+    ) -> io::Result<Ring<T>> {
+        let map_len = off.desc as usize + size as usize * std::mem::size_of::<T>();
+        // SAFETY: a fresh shared mapping of the socket's ring region: the kernel sized it for `size`
+        // entries when the ring size was set, and `off` comes from XDP_MMAP_OFFSETS for this socket.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                map_len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED | libc::MAP_POPULATE,
+                fd.as_raw_fd(),
+                pgoff as libc::off_t,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        let base = p.cast::<u8>();
+        // SAFETY: the offsets lie inside the mapping just created (the kernel's layout), are aligned
+        // for their types, and `base` is non-null because mmap succeeded.
+        unsafe {
+            Ok(Ring {
+                map: NonNull::new_unchecked(base),
+                map_len,
+                producer: NonNull::new_unchecked(base.add(off.producer as usize).cast()),
+                consumer: NonNull::new_unchecked(base.add(off.consumer as usize).cast()),
+                desc: NonNull::new_unchecked(base.add(off.desc as usize).cast()),
+                mask: size - 1,
+                size,
+            })
+        }
+    }
+
+    fn producer(&self) -> &AtomicU32 {
+        // SAFETY: points into the live mapping; the kernel and this side access it atomically.
+        unsafe { self.producer.as_ref() }
+    }
+
+    fn consumer(&self) -> &AtomicU32 {
+        // SAFETY: as for `producer`.
+        unsafe { self.consumer.as_ref() }
+    }
+
+    /// Producer side: entries that can be written now.
+    pub(crate) fn free(&self) -> u32 {
+        let prod = self.producer().load(Ordering::Relaxed);
+        let cons = self.consumer().load(Ordering::Acquire);
+        self.size - prod.wrapping_sub(cons)
+    }
+
+    /// Producer side: writes one entry and publishes it. The caller checked `free() > 0`.
+    pub(crate) fn push(&mut self, v: T) {
+        let prod = self.producer().load(Ordering::Relaxed);
+        // SAFETY: the index is masked into the ring, and the entry is owned by the producer until
+        // the index is published below.
+        unsafe { self.desc.as_ptr().add((prod & self.mask) as usize).write(v) };
+        self.producer().store(prod.wrapping_add(1), Ordering::Release);
+    }
+
+    /// Consumer side: takes one entry if the kernel produced any.
+    pub(crate) fn pop(&mut self) -> Option<T> {
+        let cons = self.consumer().load(Ordering::Relaxed);
+        let prod = self.producer().load(Ordering::Acquire);
+        if prod == cons {
+            return None;
+        }
+        // SAFETY: the entry at `cons` was published by the kernel (prod != cons) and stays valid
+        // until the consumer index moves past it below.
+        let v = unsafe { self.desc.as_ptr().add((cons & self.mask) as usize).read() };
+        self.consumer().store(cons.wrapping_add(1), Ordering::Release);
+        Some(v)
+    }
+}
+
+impl<T> Drop for Ring<T> {
+    fn drop(&mut self) {
+        // SAFETY: the mapping was created by `map` with this length and nothing refers to it after
+        // the ring is dropped.
+        unsafe { libc::munmap(self.map.as_ptr().cast(), self.map_len) };
+    }
+}
