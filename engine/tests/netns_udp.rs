@@ -92,6 +92,98 @@ fn can_run() -> bool {
     false
 }
 
+/// Starts tshark on `dev` in `ns`, writing RoCEv2 frames to `path`.
+fn capture(n: &Netns, ns: &str, dev: &str, path: &std::path::Path) -> std::process::Child {
+    let _ = n;
+    let child = Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            ns,
+            "tshark",
+            "-q",
+            "-i",
+            dev,
+            "-w",
+            path.to_str().unwrap(),
+            "-f",
+            "udp port 4791",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("tshark (installed by scripts/setup.sh)");
+    std::thread::sleep(Duration::from_secs(2));
+    child
+}
+
+fn stop_capture(mut cap: std::process::Child) {
+    std::thread::sleep(Duration::from_millis(500));
+    let _ = Command::new("kill").args(["-INT", &cap.id().to_string()]).status();
+    let _ = cap.wait();
+}
+
+/// Every RoCE frame of `pcap` passes `softrdma decode --verify`, `icrc_verify.py`, and tshark's
+/// dissector without a malformed frame; at least `min` of them.
+fn check_pcap(pcap: &std::path::Path, min: u64) {
+    let p = pcap.to_str().unwrap();
+    let dec = softrdma(&["decode", "--verify", p]);
+    let text = String::from_utf8_lossy(&dec.stdout);
+    assert!(dec.status.success(), "decode --verify on {p}:\n{text}");
+    let frames: u64 = text
+        .lines()
+        .last()
+        .and_then(|l| l.strip_prefix("roce frames: "))
+        .and_then(|l| l.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    assert!(frames >= min, "too few RoCE frames in {p}: {text}");
+    let icrc = Command::new("python3")
+        .arg(shared().join("tools/icrc_verify.py"))
+        .arg(pcap)
+        .output()
+        .expect("python3");
+    // It prints the file and a tally such as {'ok': 1600}: every RoCE frame must be 'ok'.
+    let tally = String::from_utf8_lossy(&icrc.stdout);
+    let ok: u64 = tally
+        .split("'ok': ")
+        .nth(1)
+        .and_then(|t| t.split(|c: char| !c.is_ascii_digit()).next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    assert!(
+        icrc.status.success() && !tally.contains("BAD") && !tally.contains("trunc") && ok == frames,
+        "icrc_verify.py on {p}: {tally}"
+    );
+    let ts = Command::new("tshark")
+        .args([
+            "-r",
+            p,
+            "--disable-protocol",
+            "rpcordma",
+            "-Y",
+            "_ws.malformed || _ws.expert.severity >= error",
+        ])
+        .output()
+        .expect("tshark");
+    let bad = String::from_utf8_lossy(&ts.stdout);
+    assert!(ts.status.success() && bad.trim().is_empty(), "tshark finds malformed frames in {p}:\n{bad}");
+}
+
+/// Pings `ip` from `ns` with a raw ICMP socket (python3; iputils is not installed).
+fn icmp_reply(ns: &str, ip: &str) -> bool {
+    let script = "import socket,struct,sys\n\
+def cs(b):\n    s=sum(struct.unpack('!%dH'%(len(b)//2),b)); s=(s>>16)+(s&0xffff); s+=s>>16; return (~s)&0xffff\n\
+s=socket.socket(socket.AF_INET,socket.SOCK_RAW,socket.IPPROTO_ICMP); s.settimeout(2)\n\
+h=struct.pack('!BBHHH',8,0,0,0x1234,1)+b'softrdma'; h=h[:2]+struct.pack('!H',cs(h))+h[4:]\n\
+s.sendto(h,(sys.argv[1],0))\n\
+while True:\n    d,a=s.recvfrom(2048)\n    if d[20]==0: print('reply'); break\n";
+    Command::new("ip")
+        .args(["netns", "exec", ns, "python3", "-c", script, ip])
+        .output()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains("reply"))
+}
+
 /// Runs one client/server pair; returns the client's output.
 fn run(n: &Netns, args: &[&str]) -> String {
     run_on(n, "udp", args)
@@ -172,62 +264,14 @@ fn perf_between_namespaces_over_kernel_udp() {
         assert!(dec.status.success(), "{}", String::from_utf8_lossy(&dec.stdout));
     }
     std::fs::remove_dir_all(dir).unwrap();
-    // Capture one run on the veth and check every frame the way rxe and Wireshark would.
+    // Capture runs on the veth and check every frame the way rxe and Wireshark would.
     let dir = scratch_dir("netns");
     let pcap = dir.join("veth.pcap");
-    let mut cap = Command::new("ip")
-        .args([
-            "netns",
-            "exec",
-            &n.b,
-            "tshark",
-            "-q",
-            "-i",
-            &n.veth_b(),
-            "-w",
-            pcap.to_str().unwrap(),
-            "-f",
-            "udp port 4791",
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("tshark (installed by scripts/setup.sh)");
-    std::thread::sleep(Duration::from_secs(2));
+    let cap = capture(&n, &n.b, &n.veth_b(), &pcap);
     run(&n, &["perf", "write", "--size", "3000", "--mtu", "1024", "--iters", "200"]);
     run(&n, &["perf", "read", "--size", "3000", "--mtu", "1024", "--iters", "200"]);
-    std::thread::sleep(Duration::from_millis(500));
-    let _ = Command::new("kill").args(["-INT", &cap.id().to_string()]).status();
-    let _ = cap.wait();
-    let dec = softrdma(&["decode", "--verify", pcap.to_str().unwrap()]);
-    let text = String::from_utf8_lossy(&dec.stdout);
-    assert!(dec.status.success(), "decode --verify on the veth capture:\n{text}");
-    let frames: u64 = text
-        .lines()
-        .last()
-        .and_then(|l| l.strip_prefix("roce frames: "))
-        .and_then(|l| l.split(' ').next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(0);
-    assert!(frames >= 1600, "too few RoCE frames captured: {text}");
-    let icrc = Command::new("python3")
-        .arg(shared().join("tools/icrc_verify.py"))
-        .arg(&pcap)
-        .output()
-        .expect("python3");
-    // It prints the file and a tally such as {'ok': 1600}: every RoCE frame must be 'ok'.
-    let tally = String::from_utf8_lossy(&icrc.stdout);
-    let ok: u64 = tally
-        .split("'ok': ")
-        .nth(1)
-        .and_then(|t| t.split(|c: char| !c.is_ascii_digit()).next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(0);
-    assert!(
-        icrc.status.success() && !tally.contains("BAD") && !tally.contains("trunc") && ok == frames,
-        "icrc_verify.py: {tally}{}",
-        String::from_utf8_lossy(&icrc.stderr)
-    );
+    stop_capture(cap);
+    check_pcap(&pcap, 1600);
     std::fs::remove_dir_all(dir).unwrap();
 }
 
@@ -315,6 +359,7 @@ fn perf_between_namespaces_over_af_xdp() {
         std::thread::sleep(Duration::from_millis(50));
     }
     assert!(attached, "the server attached its XDP program");
+    assert!(icmp_reply(&n.a, "10.99.0.2"), "ICMP echo goes to the kernel while AF_XDP runs");
     server.kill().unwrap();
     let _ = server.wait();
     let _ = client.kill();

@@ -206,6 +206,20 @@ struct Lane {
     post_time: Option<(Instant, Duration)>,
 }
 
+/// Mixed into message stamps so a stamp never starts with an EtherType followed by two zero bytes,
+/// which Wireshark's InfiniBand dissector would take for EtherType-encapsulated payload.
+const STAMP_KEY: u64 = 0x5A5A_5A5A_5A5A_5A5A;
+
+/// The first 8 bytes of message `n`.
+pub(crate) fn stamp(n: u64) -> [u8; 8] {
+    (n ^ STAMP_KEY).to_le_bytes()
+}
+
+/// The message number a buffer's first 8 bytes name (`u64::MAX ^ key` if it is shorter).
+pub(crate) fn unstamp(data: &[u8]) -> u64 {
+    u64::from_le_bytes(data.get(..8).and_then(|d| d.try_into().ok()).unwrap_or([0xFF; 8])) ^ STAMP_KEY
+}
+
 fn fill_pattern(bytes: &mut [u8], salt: u64) {
     let mut x = salt.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
     for chunk in bytes.chunks_mut(8) {
@@ -365,7 +379,7 @@ impl Bench {
         let n = l.posted;
         let slot = (n % l.slots as u64) as usize;
         let at = slot * size;
-        let stamp = n.to_le_bytes();
+        let stamp = stamp(n);
         let k = size.min(8);
         let (qa, _) = self.pair.qps[q];
         let wr = match self.cfg.op {
@@ -435,7 +449,7 @@ impl Bench {
         let Ok(src) = src_ctx.mr_bytes(&l.src) else { return false };
         let at = slot * size;
         let k = size.min(8);
-        dst_bytes[..k] == n.to_le_bytes()[..k] && dst_bytes[k..size] == src[at + k..at + size]
+        dst_bytes[..k] == stamp(n)[..k] && dst_bytes[k..size] == src[at + k..at + size]
     }
 
     fn lane_of(&self, wc: &WorkCompletion) -> Option<usize> {
@@ -478,11 +492,7 @@ impl Bench {
                 let data = &buf[skip..skip + size];
                 // RC delivers in order: message n is the n-th receive. UC and UD may lose messages,
                 // so the stamp says which one arrived (perf asks for >= 8 bytes there).
-                let n = if reliable {
-                    self.lanes[q].received - 1
-                } else {
-                    u64::from_le_bytes(data[..8].try_into().unwrap_or([0xFF; 8]))
-                };
+                let n = if reliable { self.lanes[q].received - 1 } else { unstamp(data) };
                 (n, data)
             };
             let len_ok =

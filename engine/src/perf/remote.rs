@@ -8,7 +8,7 @@
 //! client every READ response and atomic result; for RC WRITE, which has no receive-side signal,
 //! the server checks at the end that every target slot holds the last message written to it.
 
-use super::{AtomicOp, Mode, PerfOp, fill_pattern, ring_slots};
+use super::{AtomicOp, Mode, PerfOp, fill_pattern, ring_slots, stamp, unstamp};
 use crate::datapath::afxdp::{AfXdpPort, XdpMode};
 use crate::datapath::udp::{RxIcrc, UdpPort};
 use crate::datapath::wrap::{Capture, CaptureLog, Faulty, TxFaults};
@@ -348,7 +348,7 @@ fn post_recv(side: &mut Side, q: usize, slot: usize, t: &Test) -> Result<(), Rem
 fn is_message(pattern: &[u8], size: usize, slots: usize, n: u64, data: &[u8]) -> bool {
     let at = (n % slots as u64) as usize * size;
     let k = size.min(8);
-    data.len() == size && data[..k] == n.to_le_bytes()[..k] && data[k..] == pattern[at + k..at + size]
+    data.len() == size && data[..k] == stamp(n)[..k] && data[k..] == pattern[at + k..at + size]
 }
 
 /// The server side: waits for a client, runs its test, checks what arrived, reports.
@@ -448,11 +448,7 @@ fn check_receive(
     let skip = if t.qp_type == QpType::Ud { GRH } else { 0 };
     let rl = recv_len(t);
     let data = &bytes[slot * rl + skip..slot * rl + skip + t.size];
-    let n = if t.qp_type == QpType::Rc {
-        lane.received - 1
-    } else {
-        u64::from_le_bytes(data[..8].try_into().unwrap_or([0xFF; 8]))
-    };
+    let n = if t.qp_type == QpType::Rc { lane.received - 1 } else { unstamp(data) };
     byte_len as usize == skip + t.size && is_message(&lane.pattern, t.size, side.slots, n, data)
 }
 
@@ -614,7 +610,7 @@ fn client_wr(
     };
     let k = t.size.min(8);
     if matches!(t.op, PerfOp::Send | PerfOp::Write) {
-        side.ctx.mr_bytes_mut(&lane.mr).map_err(err)?[at..at + k].copy_from_slice(&n.to_le_bytes()[..k]);
+        side.ctx.mr_bytes_mut(&lane.mr).map_err(err)?[at..at + k].copy_from_slice(&stamp(n)[..k]);
     }
     let remote_addr = raddr + at as u64;
     let (opcode, sg) = match (t.op, t.qp_type) {
