@@ -600,6 +600,8 @@ fn run_remote(a: &PerfArgs, test: perf::remote::Test) -> ExitCode {
     println!(" checks: {who}");
     if a.counters {
         println!("{}", perf::counters_line(if client { "client" } else { "server" }, &o.stats));
+        let dp: Vec<String> = o.datapath.iter().map(|(k, v)| format!("{k} {v}")).collect();
+        println!(" datapath: {}", dp.join(", "));
     }
     println!("verified: {} messages, {} errors", o.verified, o.errors);
     if o.errors == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE }

@@ -42,4 +42,11 @@ pub trait Datapath {
     fn udp_src_port(&self) -> Option<u16> {
         None
     }
+    /// Pushes out frames transmitted since the last call (one system call for a batch); called at
+    /// the end of every progress round.
+    fn flush(&mut self) {}
+    /// The datapath's own counters, named.
+    fn counters(&self) -> Vec<(&'static str, u64)> {
+        Vec::new()
+    }
 }

@@ -216,6 +216,17 @@ impl Datapath for UdpPort {
     fn udp_src_port(&self) -> Option<u16> {
         Some(self.port)
     }
+
+    fn counters(&self) -> Vec<(&'static str, u64)> {
+        let c = self.counters;
+        vec![
+            ("udp datagrams sent", c.tx),
+            ("udp sends refused", c.tx_dropped),
+            ("udp datagrams received", c.rx),
+            ("udp oversized dropped", c.rx_oversized),
+            ("icrc not verified (--rx-icrc trust)", c.icrc_trusted),
+        ]
+    }
 }
 
 #[cfg(test)]

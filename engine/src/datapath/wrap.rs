@@ -151,6 +151,22 @@ impl<D: Datapath> Datapath for Faulty<D> {
     fn udp_src_port(&self) -> Option<u16> {
         self.inner.udp_src_port()
     }
+    fn flush(&mut self) {
+        self.inner.flush();
+    }
+    fn counters(&self) -> Vec<(&'static str, u64)> {
+        let c = *self.counters.borrow();
+        let mut v = self.inner.counters();
+        if self.faults.any() {
+            v.extend([
+                ("tx faults: lost", c.lost),
+                ("tx faults: reordered", c.reordered),
+                ("tx faults: duplicated", c.duplicated),
+                ("tx faults: corrupted", c.corrupted),
+            ]);
+        }
+        v
+    }
 }
 
 /// The frames a [`Capture`] recorded, shared with the code that writes them out.
@@ -217,6 +233,12 @@ impl<D: Datapath> Datapath for Capture<D> {
     }
     fn udp_src_port(&self) -> Option<u16> {
         self.inner.udp_src_port()
+    }
+    fn flush(&mut self) {
+        self.inner.flush();
+    }
+    fn counters(&self) -> Vec<(&'static str, u64)> {
+        self.inner.counters()
     }
 }
 

@@ -825,10 +825,12 @@ pub fn lat_line(r: &LatRow) -> String {
 pub fn counters_line(side: &str, st: &crate::verbs::Stats) -> String {
     let (r, d) = (&st.requests, &st.drops);
     format!(
-        " {side}: frames tx {} rx {} (bad {}, unknown {}); requests {} retries {} timeouts {}; \
+        " {side}: frames tx {} ({} B) rx {} ({} B) (bad {}, unknown {}); requests {} retries {} timeouts {}; \
          NAKs in: seq {} rnr {} error {}; NAKs out: seq {} rnr {}; duplicates {}; dropped: qkey {} no-wqe {} uc {}",
         st.tx_frames,
+        st.tx_bytes,
         st.rx_frames,
+        st.rx_bytes,
         st.rx_bad,
         st.rx_unknown,
         r.packets,

@@ -117,6 +117,8 @@ pub struct Outcome {
     pub captured: Vec<nicsim::TapRecord>,
     /// This side's counters at the end.
     pub stats: crate::verbs::Stats,
+    /// The datapath's own counters at the end.
+    pub datapath: Vec<(&'static str, u64)>,
 }
 
 /// Why a remote run failed.
@@ -377,7 +379,22 @@ pub fn serve(link: &Link) -> Result<(Test, Outcome), RemoteError> {
     let mut out = Outcome::default();
     let mut wcs = Vec::new();
     let mut line = String::new();
+    let mut reported = 0u64;
+    let mut last_report = Instant::now();
     let done = loop {
+        // Flow control for UC and UD (which have none): the client learns how many messages each
+        // lane has received and keeps within the receive ring.
+        let total: u64 = side.lanes.iter().map(|l| l.received).sum();
+        if total != reported && last_report.elapsed() >= Duration::from_micros(200) {
+            let rx: Vec<u64> = side.lanes.iter().map(|l| l.received).collect();
+            let mut msg = json!({ "rx": rx }).to_string();
+            msg.push('\n');
+            // Non-blocking: a full socket buffer only delays the report.
+            if stream.write(msg.as_bytes()).is_ok_and(|n| n == msg.len()) {
+                reported = total;
+                last_report = Instant::now();
+            }
+        }
         side.ctx.progress().map_err(err)?;
         wcs.clear();
         side.ctx.poll_cq(side.cq, &mut wcs, 256).map_err(err)?;
@@ -424,6 +441,7 @@ pub fn serve(link: &Link) -> Result<(Test, Outcome), RemoteError> {
     stream.set_nonblocking(false).map_err(err)?;
     send_line(&mut stream, &json!({"verified": out.verified, "errors": out.errors, "lost": out.lost}))?;
     out.stats = side.ctx.stats();
+    out.datapath = side.ctx.datapath_counters();
     out.captured = side.capture.map(|c| c.take()).unwrap_or_default();
     Ok((t, out))
 }
@@ -524,23 +542,51 @@ pub fn run_client(host: &str, link: &Link, t: &Test) -> Result<Outcome, RemoteEr
     let deadline = start + Duration::from_secs(600);
     let unreliable = t.qp_type != QpType::Rc;
     let mut posted_at = vec![start; side.lanes.len()];
+    // UC/UD pacing: what the server reported received per lane, and what the client gave up on.
+    let mut rx_seen = vec![0u64; side.lanes.len()];
+    let mut settled = vec![0u64; side.lanes.len()];
+    let mut progress_at = Instant::now();
+    let mut inbox = Vec::new();
+    stream.set_nonblocking(true).map_err(err)?;
     while side.lanes.iter().any(|l| l.completed < t.iters) {
         if Instant::now() > deadline {
             return Err(RemoteError("the run took longer than 10 minutes".into()));
         }
         for q in 0..side.lanes.len() {
             while side.lanes[q].posted < t.iters && side.lanes[q].posted - side.lanes[q].completed < depth {
+                // UC and UD have no flow control: stay within half the server's receive ring.
+                if unreliable
+                    && server_checks(t)
+                    && side.lanes[q].posted.saturating_sub(rx_seen[q].max(settled[q])) > depth / 2
+                {
+                    break;
+                }
                 let wr = client_wr(&mut side, q, &remote[q], ah, t)?;
                 side.ctx.post_send(side.lanes[q].qp, &[wr]).map_err(|(_, e)| err(e))?;
                 side.lanes[q].posted += 1;
                 posted_at[q] = Instant::now();
-                if unreliable {
-                    // No flow control on UC/UD: give the server time to post its receives again.
-                    std::thread::sleep(Duration::from_micros(20));
-                }
             }
         }
         side.ctx.progress().map_err(err)?;
+        if unreliable {
+            for msg in poll_lines(&mut stream, &mut inbox)? {
+                if let Ok(rx) = list(&msg, "rx") {
+                    for (q, &r) in rx.iter().enumerate().take(rx_seen.len()) {
+                        if r > rx_seen[q] {
+                            rx_seen[q] = r;
+                            progress_at = Instant::now();
+                        }
+                    }
+                }
+            }
+            // Nothing received for a while: what is outstanding was lost.
+            if progress_at.elapsed() > Duration::from_millis(20) {
+                for (q, l) in side.lanes.iter().enumerate() {
+                    settled[q] = l.posted;
+                }
+                progress_at = Instant::now();
+            }
+        }
         wcs.clear();
         side.ctx.poll_cq(side.cq, &mut wcs, 256).map_err(err)?;
         for wc in &wcs {
@@ -580,15 +626,32 @@ pub fn run_client(host: &str, link: &Link, t: &Test) -> Result<Outcome, RemoteEr
     }
     out.wall = start.elapsed();
     out.bytes = t.iters * t.qps as u64 * if t.op == PerfOp::Atomic { 8 } else { t.size as u64 };
+    stream.set_nonblocking(false).map_err(err)?;
     send_line(
         &mut stream,
         &json!({"done": true, "sent": side.lanes.iter().map(|l| l.posted).collect::<Vec<_>>()}),
     )?;
-    let report = read_line(&mut reader)?;
+    // Progress reports may come before the final one, whole or in part: finish any partial line
+    // from the inbox, then read lines until the report.
+    let mut report = Value::Null;
+    if !inbox.is_empty() {
+        let mut rest = String::new();
+        reader.read_line(&mut rest).map_err(err)?;
+        inbox.extend_from_slice(rest.as_bytes());
+        for msg in inbox_lines(&mut inbox) {
+            if msg.get("verified").is_some() {
+                report = msg;
+            }
+        }
+    }
+    while report.get("verified").is_none() {
+        report = read_line(&mut reader)?;
+    }
     out.verified += report["verified"].as_u64().unwrap_or(0);
     out.errors += report["errors"].as_u64().unwrap_or(1);
     out.lost += report["lost"].as_u64().unwrap_or(0);
     out.stats = side.ctx.stats();
+    out.datapath = side.ctx.datapath_counters();
     out.captured = side.capture.map(|c| c.take()).unwrap_or_default();
     Ok(out)
 }
@@ -635,6 +698,32 @@ fn client_wr(
         wr.ud = Some(UdDest { ah, remote_qpn: side.peer_qpns[q], remote_qkey: 0x8000_0000 });
     }
     Ok(wr)
+}
+
+/// Complete JSON lines that arrived on a non-blocking stream (partial lines wait in `buf`).
+fn poll_lines(stream: &mut TcpStream, buf: &mut Vec<u8>) -> Result<Vec<Value>, RemoteError> {
+    let mut chunk = [0u8; 4096];
+    loop {
+        match std::io::Read::read(stream, &mut chunk) {
+            Ok(0) => return Err(RemoteError("the server closed the connection".into())),
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+            Err(e) => return Err(err(e)),
+        }
+    }
+    Ok(inbox_lines(buf))
+}
+
+/// Takes the complete lines out of `buf`.
+fn inbox_lines(buf: &mut Vec<u8>) -> Vec<Value> {
+    let mut out = Vec::new();
+    while let Some(i) = buf.iter().position(|&b| b == b'\n') {
+        let line: Vec<u8> = buf.drain(..=i).collect();
+        if let Ok(v) = serde_json::from_slice(&line) {
+            out.push(v);
+        }
+    }
+    out
 }
 
 /// The default local address: the first IPv4 address of the host that is not loopback, from the

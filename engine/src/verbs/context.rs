@@ -119,8 +119,12 @@ pub struct SrqAttr {
 pub struct Stats {
     /// Frames sent.
     pub tx_frames: u64,
+    /// Bytes of the frames sent.
+    pub tx_bytes: u64,
     /// Frames received.
     pub rx_frames: u64,
+    /// Bytes of the frames received.
+    pub rx_bytes: u64,
     /// Frames dropped as malformed (bad ICRC, checksum, length...).
     pub rx_bad: u64,
     /// RoCE frames for another address or an unknown QP.
@@ -222,6 +226,11 @@ impl Context {
     /// The device's MAC.
     pub fn mac(&self) -> [u8; 6] {
         self.dp.mac()
+    }
+
+    /// The datapath's own counters (sockets, rings, injected faults), named.
+    pub fn datapath_counters(&self) -> Vec<(&'static str, u64)> {
+        self.dp.counters()
     }
 
     /// Datapath counters.
@@ -668,6 +677,7 @@ impl Context {
                 match e.qp.poll_transmit(now, &self.mem, frame.buffer_mut()) {
                     Some(n) => {
                         frame.set_len(n);
+                        self.stats.tx_bytes += n as u64;
                         self.dp.transmit(frame).map_err(VerbsError::Datapath)?;
                         self.stats.tx_frames += 1;
                         work += 1;
@@ -679,6 +689,7 @@ impl Context {
                 }
             }
         }
+        self.dp.flush();
         self.flush_completions();
         self.check_events();
         Ok(work)
@@ -704,6 +715,7 @@ impl Context {
 
     fn receive(&mut self, now: Duration, frame: &[u8]) {
         self.stats.rx_frames += 1;
+        self.stats.rx_bytes += frame.len() as u64;
         let Ok(f) = wire::FrameRepr::parse_verified(frame, &self.uet) else {
             self.stats.rx_bad += 1;
             return;

@@ -13,6 +13,7 @@ pub(crate) struct Ring<T> {
     map_len: usize,
     producer: NonNull<AtomicU32>,
     consumer: NonNull<AtomicU32>,
+    flags: NonNull<AtomicU32>,
     desc: NonNull<T>,
     mask: u32,
     size: u32,
@@ -51,6 +52,7 @@ impl<T: Copy> Ring<T> {
                 map_len,
                 producer: NonNull::new_unchecked(base.add(off.producer as usize).cast()),
                 consumer: NonNull::new_unchecked(base.add(off.consumer as usize).cast()),
+                flags: NonNull::new_unchecked(base.add(off.flags as usize).cast()),
                 desc: NonNull::new_unchecked(base.add(off.desc as usize).cast()),
                 mask: size - 1,
                 size,
@@ -66,6 +68,17 @@ impl<T: Copy> Ring<T> {
     fn consumer(&self) -> &AtomicU32 {
         // SAFETY: as for `producer`.
         unsafe { self.consumer.as_ref() }
+    }
+
+    /// The ring's flags word (`XDP_RING_NEED_WAKEUP`).
+    pub(crate) fn flags(&self) -> u32 {
+        // SAFETY: points into the live mapping; the kernel writes it atomically.
+        unsafe { self.flags.as_ref() }.load(Ordering::Acquire)
+    }
+
+    /// Producer side: entries written and not yet taken by the kernel.
+    pub(crate) fn pending(&self) -> u32 {
+        self.size - self.free()
     }
 
     /// Producer side: entries that can be written now.
