@@ -453,6 +453,16 @@ fn run_remote(a: &PerfArgs, test: perf::remote::Test) -> ExitCode {
         eprintln!("softrdma perf: --all-sizes runs on the simulated backend only");
         return ExitCode::from(2);
     }
+    let link = |local| remote::Link {
+        backend: backend.clone(),
+        local,
+        udp_port: a.udp_port,
+        tcp_port: a.tcp_port,
+        rx_icrc,
+        tx_faults,
+        seed: a.seed,
+        capture: a.capture.is_some(),
+    };
     let result = match (&a.connect, a.server) {
         (None, false) => {
             eprintln!(
@@ -466,16 +476,7 @@ fn run_remote(a: &PerfArgs, test: perf::remote::Test) -> ExitCode {
                 return ExitCode::from(2);
             };
             println!(" waiting for a client on {local}:{} (UDP {local}:{})", a.tcp_port, a.udp_port);
-            let link = remote::Link {
-                backend: backend.clone(),
-                local,
-                udp_port: a.udp_port,
-                tcp_port: a.tcp_port,
-                rx_icrc,
-                tx_faults,
-                seed: a.seed,
-                capture: a.capture.is_some(),
-            };
+            let link = link(local);
             remote::serve(&link).map(|(t, o)| (t, o, false))
         }
         (Some(host), _) => {
@@ -490,16 +491,7 @@ fn run_remote(a: &PerfArgs, test: perf::remote::Test) -> ExitCode {
                 eprintln!("softrdma perf: cannot tell the local address towards {host}: give --local IP");
                 return ExitCode::from(2);
             };
-            let link = remote::Link {
-                backend: backend.clone(),
-                local,
-                udp_port: a.udp_port,
-                tcp_port: a.tcp_port,
-                rx_icrc,
-                tx_faults,
-                seed: a.seed,
-                capture: a.capture.is_some(),
-            };
+            let link = link(local);
             remote::run_client(host, &link, &test).map(|o| (test.clone(), o, true))
         }
     };

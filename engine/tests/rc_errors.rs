@@ -1,5 +1,8 @@
 //! RC error paths and verbs misuse over the simulated network (issue 4, acceptance 2).
 
+mod common;
+
+use common::{drain, run_for, sge};
 use engine::simpair::{PairConfig, SimPair};
 use engine::verbs::MemError;
 use engine::verbs::{
@@ -11,22 +14,6 @@ use std::time::Duration;
 use wire::FrameRepr;
 use wire::ib::{AethKind, NakCode};
 
-fn drain(p: &mut SimPair, on_a: bool) -> Vec<WorkCompletion> {
-    let mut v = Vec::new();
-    if on_a {
-        p.a.poll_cq(p.cq_a, &mut v, 1000).unwrap();
-    } else {
-        p.b.poll_cq(p.cq_b, &mut v, 1000).unwrap();
-    }
-    v
-}
-
-/// Runs for `d` of virtual time.
-fn run_for(p: &mut SimPair, d: Duration) {
-    let end = p.net.now() + d;
-    p.run_until(end, |_| false).unwrap();
-}
-
 /// Runs until `a` has `n` completions, collecting them.
 fn until_a(p: &mut SimPair, n: usize, limit: Duration) -> Vec<WorkCompletion> {
     let mut got = Vec::new();
@@ -37,10 +24,6 @@ fn until_a(p: &mut SimPair, n: usize, limit: Duration) -> Vec<WorkCompletion> {
     })
     .unwrap();
     got
-}
-
-fn sge(mr: &Mr, off: u64, len: u32) -> Sge {
-    Sge { addr: mr.addr + off, length: len, lkey: mr.lkey }
 }
 
 fn wr(wr_id: u64, opcode: WrOpcode, sg: Vec<Sge>) -> SendWr {

@@ -5,6 +5,9 @@
 //! fields and data, within a bounded virtual time. Failing seeds are printed; replay one with
 //! `SOFTRDMA_SEED=<seed> cargo test -p engine --test rc_sim`.
 
+mod common;
+
+use common::splitmix;
 use engine::simpair::{PairConfig, SimPair};
 use engine::verbs::{Access, Mr, Mtu, RecvWr, SendWr, Sge, WcOpcode, WcStatus, WorkCompletion, WrOpcode};
 use nicsim::LinkConfig;
@@ -12,14 +15,6 @@ use std::time::Duration;
 
 const SLOT: usize = 8192;
 const MESSAGES: usize = 24;
-
-fn splitmix(state: &mut u64) -> u64 {
-    *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    let mut z = *state;
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Op {

@@ -3,6 +3,9 @@
 //! completions carry the sender's QP number and GID and the buffer starts with the 40-byte GRH area;
 //! UD with a shared receive queue passes the same checks. `SOFTRDMA_SEED=<seed>` replays one seed.
 
+mod common;
+
+use common::splitmix;
 use engine::simpair::{PairConfig, SimPair};
 use engine::verbs::{
     Access, Mr, Mtu, QpType, RecvWr, SendWr, Sge, UdDest, WcOpcode, WcStatus, WorkCompletion, WrOpcode,
@@ -14,14 +17,6 @@ use std::time::Duration;
 const SLOT: usize = 8192;
 const MESSAGES: usize = 24;
 const GRH: usize = 40;
-
-fn splitmix(state: &mut u64) -> u64 {
-    *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    let mut z = *state;
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
-}
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Op {

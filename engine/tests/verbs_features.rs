@@ -2,34 +2,18 @@
 //! unsignaled completions, solicited events, the epoll-able completion channel, CQ overrun, Q_Key
 //! mismatch, and async events.
 
+mod common;
+
+use common::{drain, run_for, sge};
 use engine::simpair::{PairConfig, SimPair};
 use engine::verbs::{
-    Access, AsyncEvent, Mr, QpType, RecvWr, SendFlags, SendWr, Sge, SrqAttr, UdDest, VerbsError, WcOpcode,
-    WcStatus, WorkCompletion, WrOpcode,
+    Access, AsyncEvent, Mr, QpType, RecvWr, SendFlags, SendWr, SrqAttr, UdDest, VerbsError, WcOpcode,
+    WcStatus, WrOpcode,
 };
 use rustix::event::epoll;
 use std::time::Duration;
 use wire::FrameRepr;
 use wire::ib::AethKind;
-
-fn drain(p: &mut SimPair, on_a: bool) -> Vec<WorkCompletion> {
-    let mut v = Vec::new();
-    if on_a {
-        p.a.poll_cq(p.cq_a, &mut v, 1000).unwrap();
-    } else {
-        p.b.poll_cq(p.cq_b, &mut v, 1000).unwrap();
-    }
-    v
-}
-
-fn run_for(p: &mut SimPair, d: Duration) {
-    let end = p.net.now() + d;
-    p.run_until(end, |_| false).unwrap();
-}
-
-fn sge(mr: &Mr, off: u64, len: u32) -> Sge {
-    Sge { addr: mr.addr + off, length: len, lkey: mr.lkey }
-}
 
 /// (sent by a?, opcode, PSN, AETH) of every RoCE frame on the tap.
 fn tap(p: &mut SimPair) -> Vec<(bool, u8, u32, Option<AethKind>)> {

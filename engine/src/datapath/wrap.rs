@@ -12,6 +12,48 @@ use std::net::IpAddr;
 use std::rc::Rc;
 use std::time::Duration;
 
+/// The `Datapath` methods a decorator passes straight to the datapath it wraps.
+macro_rules! delegate_datapath {
+    ($inner:ident) => {
+        fn now(&self) -> Duration {
+            self.$inner.now()
+        }
+        fn mac(&self) -> [u8; 6] {
+            self.$inner.mac()
+        }
+        fn gid(&self) -> IpAddr {
+            self.$inner.gid()
+        }
+        fn resolve(&self, ip: IpAddr) -> Option<[u8; 6]> {
+            self.$inner.resolve(ip)
+        }
+        fn alloc(&mut self) -> Frame {
+            self.$inner.alloc()
+        }
+    };
+}
+
+/// The rest of the passed-through methods.
+macro_rules! delegate_datapath_tail {
+    ($inner:ident) => {
+        fn recycle(&mut self, frame: Frame) {
+            self.$inner.recycle(frame);
+        }
+        fn port_mtu(&self) -> Mtu {
+            self.$inner.port_mtu()
+        }
+        fn link_up(&self) -> bool {
+            self.$inner.link_up()
+        }
+        fn udp_src_port(&self) -> Option<u16> {
+            self.$inner.udp_src_port()
+        }
+        fn flush(&mut self) {
+            self.$inner.flush();
+        }
+    };
+}
+
 /// Probabilities (per frame) of what [`Faulty`] does to frames the engine sends.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct TxFaults {
@@ -90,21 +132,7 @@ impl<D: Datapath> Faulty<D> {
 const L2_L4: usize = 14 + 20 + 8;
 
 impl<D: Datapath> Datapath for Faulty<D> {
-    fn now(&self) -> Duration {
-        self.inner.now()
-    }
-    fn mac(&self) -> [u8; 6] {
-        self.inner.mac()
-    }
-    fn gid(&self) -> IpAddr {
-        self.inner.gid()
-    }
-    fn resolve(&self, ip: IpAddr) -> Option<[u8; 6]> {
-        self.inner.resolve(ip)
-    }
-    fn alloc(&mut self) -> Frame {
-        self.inner.alloc()
-    }
+    delegate_datapath!(inner);
     fn transmit(&mut self, mut frame: Frame) -> Result<(), &'static str> {
         let f = self.faults;
         if self.chance(f.loss) {
@@ -139,21 +167,7 @@ impl<D: Datapath> Datapath for Faulty<D> {
         }
         self.inner.receive()
     }
-    fn recycle(&mut self, frame: Frame) {
-        self.inner.recycle(frame);
-    }
-    fn port_mtu(&self) -> Mtu {
-        self.inner.port_mtu()
-    }
-    fn link_up(&self) -> bool {
-        self.inner.link_up()
-    }
-    fn udp_src_port(&self) -> Option<u16> {
-        self.inner.udp_src_port()
-    }
-    fn flush(&mut self) {
-        self.inner.flush();
-    }
+    delegate_datapath_tail!(inner);
     fn counters(&self) -> Vec<(&'static str, u64)> {
         let c = *self.counters.borrow();
         let mut v = self.inner.counters();
@@ -198,21 +212,7 @@ impl<D: Datapath> Capture<D> {
 }
 
 impl<D: Datapath> Datapath for Capture<D> {
-    fn now(&self) -> Duration {
-        self.inner.now()
-    }
-    fn mac(&self) -> [u8; 6] {
-        self.inner.mac()
-    }
-    fn gid(&self) -> IpAddr {
-        self.inner.gid()
-    }
-    fn resolve(&self, ip: IpAddr) -> Option<[u8; 6]> {
-        self.inner.resolve(ip)
-    }
-    fn alloc(&mut self) -> Frame {
-        self.inner.alloc()
-    }
+    delegate_datapath!(inner);
     fn transmit(&mut self, frame: Frame) -> Result<(), &'static str> {
         self.record(0, &frame);
         self.inner.transmit(frame)
@@ -222,21 +222,7 @@ impl<D: Datapath> Datapath for Capture<D> {
         self.record(1, &f);
         Some(f)
     }
-    fn recycle(&mut self, frame: Frame) {
-        self.inner.recycle(frame);
-    }
-    fn port_mtu(&self) -> Mtu {
-        self.inner.port_mtu()
-    }
-    fn link_up(&self) -> bool {
-        self.inner.link_up()
-    }
-    fn udp_src_port(&self) -> Option<u16> {
-        self.inner.udp_src_port()
-    }
-    fn flush(&mut self) {
-        self.inner.flush();
-    }
+    delegate_datapath_tail!(inner);
     fn counters(&self) -> Vec<(&'static str, u64)> {
         self.inner.counters()
     }
