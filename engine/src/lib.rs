@@ -7,6 +7,7 @@ pub mod datapath;
 pub mod decode;
 pub mod devinfo;
 pub mod perf;
+pub mod pingpong;
 pub mod progress;
 pub mod roce;
 pub mod simpair;

@@ -44,6 +44,9 @@ enum Command {
     Perf(Box<PerfArgs>),
     /// List the backends, their devices, ports, MTUs, GIDs and limits.
     Devinfo,
+    /// Ping-pong compatible with rdma-core's ibv_rc_pingpong, ibv_uc_pingpong and ibv_ud_pingpong
+    /// (either side can be the stock tool), over the UDP backend.
+    Pingpong(PingpongArgs),
     /// Write a deterministic corpus of well-formed frames to a pcap file.
     Gen {
         /// Which corpus.
@@ -193,6 +196,40 @@ enum BackendArg {
 enum RxIcrcArg {
     Verify,
     Trust,
+}
+
+#[derive(Args)]
+struct PingpongArgs {
+    /// Transport.
+    #[arg(value_enum)]
+    transport: TransportArg,
+    /// Server to connect to (client role); without it, wait for a client (server role).
+    server: Option<String>,
+    /// TCP port of the exchange.
+    #[arg(short = 'p', long, default_value_t = 18515)]
+    port: u16,
+    /// Message size [default: 4096, UD: 2048].
+    #[arg(short = 's', long)]
+    size: Option<u32>,
+    /// Path MTU.
+    #[arg(short = 'm', long, default_value_t = 1024, value_parser = parse_mtu)]
+    mtu: u32,
+    /// Receives kept posted.
+    #[arg(short = 'r', long = "rx-depth", default_value_t = 500, value_parser = clap::value_parser!(u32).range(2..=16384))]
+    rx_depth: u32,
+    /// Iterations.
+    #[arg(short = 'n', long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..))]
+    iters: u64,
+    /// Accepted for compatibility: the device is the UDP socket on the exchange's local address.
+    #[arg(short = 'd', long = "ib-dev")]
+    ib_dev: Option<String>,
+    /// Accepted for compatibility: the GID is the exchange connection's local address.
+    #[arg(short = 'g', long = "gid-idx")]
+    gid_idx: Option<u32>,
+    /// Verify received ICRCs against headers rebuilt with IP ID 0 (softrdma peers); by default
+    /// they are trusted, because rxe sends IP IDs a UDP socket cannot see.
+    #[arg(long)]
+    verify_icrc: bool,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -428,6 +465,49 @@ fn run_perf(a: PerfArgs) -> ExitCode {
     if errors == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE }
 }
 
+fn run_pingpong(a: &PingpongArgs) -> ExitCode {
+    use engine::datapath::udp::RxIcrc;
+    let qp_type = match a.transport {
+        TransportArg::Rc => QpType::Rc,
+        TransportArg::Uc => QpType::Uc,
+        TransportArg::Ud => QpType::Ud,
+    };
+    let mtu = Mtu::from_bytes(a.mtu).unwrap_or(Mtu::Mtu1024);
+    let size = a.size.map_or(if qp_type == QpType::Ud { 2048 } else { 4096 }, |s| s as usize);
+    if qp_type == QpType::Ud && size > 4096 {
+        eprintln!("softrdma pingpong: a UD message must fit one packet (at most 4096 bytes)");
+        return ExitCode::from(2);
+    }
+    let _ = (&a.ib_dev, a.gid_idx);
+    let o = engine::pingpong::Options {
+        qp_type,
+        server: a.server.clone(),
+        port: a.port,
+        size,
+        mtu,
+        rx_depth: a.rx_depth,
+        iters: a.iters,
+        rx_icrc: if a.verify_icrc { RxIcrc::Verify } else { RxIcrc::Trust },
+        udp_port: 4791,
+    };
+    match engine::pingpong::run(&o) {
+        Ok(r) => {
+            let secs = r.elapsed.as_secs_f64().max(1e-9);
+            println!(
+                "{} bytes in {secs:.2} seconds = {:.2} Mbit/sec",
+                r.bytes,
+                r.bytes as f64 * 8.0 / secs / 1e6
+            );
+            println!("{} iters in {secs:.2} seconds = {:.2} usec/iter", r.iters, secs * 1e6 / r.iters as f64);
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("softrdma pingpong: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
 /// One side of a two-process run over the UDP backend.
 fn run_remote(a: &PerfArgs, test: perf::remote::Test) -> ExitCode {
     use engine::datapath::udp::RxIcrc;
@@ -603,6 +683,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Perf(args) => run_perf(*args),
+        Command::Pingpong(a) => run_pingpong(&a),
         Command::Devinfo => {
             print!("{}", engine::devinfo::report());
             ExitCode::SUCCESS

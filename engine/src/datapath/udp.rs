@@ -150,7 +150,7 @@ impl Datapath for UdpPort {
     }
 
     fn resolve(&self, ip: IpAddr) -> Option<[u8; 6]> {
-        ip.is_ipv4().then_some(PLACEHOLDER_MAC)
+        crate::roce::path::canonical(ip).is_ipv4().then_some(PLACEHOLDER_MAC)
     }
 
     fn alloc(&mut self) -> Frame {

@@ -1,0 +1,296 @@
+//! `softrdma pingpong {rc|uc|ud}`: wire- and exchange-compatible with rdma-core's `ibv_rc_pingpong`,
+//! `ibv_uc_pingpong` and `ibv_ud_pingpong` (libibverbs/examples), so either side can be the stock tool.
+//!
+//! The exchange: TCP to port 18515; each side sends `"%04x:%06x:%06x:%s"` (LID, QPN, PSN, and the GID as
+//! 32 hex digits in byte order) plus a NUL, 52 bytes; the client then sends `"done"` and a NUL. The
+//! server connects its QP before it answers, the client after. Then each side keeps `rx_depth` receives
+//! posted on one buffer and sends its next message once its previous send completed and a message
+//! arrived; the client sends first. RC: RTR with max_dest_rd_atomic 1 and min_rnr_timer 12, RTS with
+//! timeout 14, retry_cnt 7, rnr_retry 7; UD: Q_Key 0x11111111 and a 40-byte GRH area in receive buffers.
+
+use crate::datapath::udp::{RxIcrc, UdpPort};
+use crate::verbs::{
+    Access, AddressVector, Context, Mtu, QpAttr, QpCap, QpInitAttr, QpState, QpType, RecvWr, SendFlags,
+    SendWr, Sge, UdDest, WcStatus, WrOpcode,
+};
+use std::io::{Read, Write};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, TcpListener, TcpStream};
+use std::time::{Duration, Instant};
+
+/// The Q_Key the rdma-core UD example uses.
+pub const UD_QKEY: u32 = 0x1111_1111;
+const RECV_WRID: u64 = 1;
+const SEND_WRID: u64 = 2;
+const MSG_LEN: usize = 52;
+
+/// Options, named as the rdma-core tools name them.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// RC, UC or UD.
+    pub qp_type: QpType,
+    /// Server address (client role), or `None` (server role).
+    pub server: Option<String>,
+    /// TCP port (`-p`).
+    pub port: u16,
+    /// Message size (`-s`).
+    pub size: usize,
+    /// Path MTU (`-m`).
+    pub mtu: Mtu,
+    /// Receives kept posted (`-r`).
+    pub rx_depth: u32,
+    /// Iterations (`-n`).
+    pub iters: u64,
+    /// What the UDP backend checks of received ICRCs (rxe sends IP IDs a socket cannot see).
+    pub rx_icrc: RxIcrc,
+    /// UDP port of RoCEv2.
+    pub udp_port: u16,
+}
+
+/// A peer's address as the tools exchange it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Dest {
+    /// LID (0 on RoCE).
+    pub lid: u16,
+    /// QP number.
+    pub qpn: u32,
+    /// First PSN.
+    pub psn: u32,
+    /// GID.
+    pub gid: Ipv6Addr,
+}
+
+impl Dest {
+    /// The 52-byte message.
+    pub fn to_wire(&self) -> [u8; MSG_LEN] {
+        let gid: String = self.gid.octets().iter().map(|b| format!("{b:02x}")).collect();
+        let text = format!("{:04x}:{:06x}:{:06x}:{gid}", self.lid, self.qpn, self.psn);
+        let mut out = [0u8; MSG_LEN];
+        out[..text.len().min(MSG_LEN - 1)].copy_from_slice(&text.as_bytes()[..text.len().min(MSG_LEN - 1)]);
+        out
+    }
+
+    /// Parses a 52-byte message.
+    pub fn from_wire(b: &[u8]) -> Option<Dest> {
+        let text = std::str::from_utf8(b.split(|&c| c == 0).next()?).ok()?;
+        let mut f = text.split(':');
+        let lid = u16::from_str_radix(f.next()?, 16).ok()?;
+        let qpn = u32::from_str_radix(f.next()?, 16).ok()?;
+        let psn = u32::from_str_radix(f.next()?, 16).ok()?;
+        let g = f.next()?;
+        if g.len() != 32 || f.next().is_some() || qpn > 0xFF_FFFF || psn > 0xFF_FFFF {
+            return None;
+        }
+        let mut bytes = [0u8; 16];
+        for (i, b) in bytes.iter_mut().enumerate() {
+            *b = u8::from_str_radix(g.get(2 * i..2 * i + 2)?, 16).ok()?;
+        }
+        Some(Dest { lid, qpn, psn, gid: Ipv6Addr::from(bytes) })
+    }
+}
+
+/// What a run did.
+#[derive(Debug, Clone, Copy)]
+pub struct Outcome {
+    /// Bytes moved both ways.
+    pub bytes: u64,
+    /// Iterations.
+    pub iters: u64,
+    /// Wall-clock time of the ping-pong.
+    pub elapsed: Duration,
+}
+
+fn err(e: impl std::fmt::Display) -> String {
+    e.to_string()
+}
+
+/// Runs one side; returns what it did, or why it failed.
+pub fn run(o: &Options) -> Result<Outcome, String> {
+    let (mut tcp, local) = match &o.server {
+        Some(host) => {
+            let s = TcpStream::connect((host.as_str(), o.port))
+                .map_err(|e| format!("connecting to {host}:{}: {e}", o.port))?;
+            let l = s.local_addr().map_err(err)?.ip();
+            (s, l)
+        }
+        None => {
+            let l = TcpListener::bind((Ipv4Addr::UNSPECIFIED, o.port))
+                .map_err(|e| format!("listening on port {}: {e}", o.port))?;
+            let (s, _) = l.accept().map_err(err)?;
+            let local = s.local_addr().map_err(err)?.ip();
+            (s, local)
+        }
+    };
+    let IpAddr::V4(local) = local else { return Err("the UDP backend is IPv4 only".into()) };
+    let port = UdpPort::bind(local, o.udp_port, o.rx_icrc)
+        .map_err(|e| format!("binding {local}:{}: {e}", o.udp_port))?
+        .with_mtu(o.mtu);
+    let mut ctx = Context::open(port);
+    let pd = ctx.alloc_pd();
+    let grh = if o.qp_type == QpType::Ud { 40 } else { 0 };
+    let buf_len = o.size + grh;
+    let mr = ctx.reg_mr(pd, buf_len.max(1), Access::LOCAL_WRITE).map_err(err)?;
+    let cq = ctx.create_cq(o.rx_depth as usize + 1).map_err(err)?;
+    let cap = QpCap {
+        max_send_wr: 1,
+        max_recv_wr: o.rx_depth,
+        max_send_sge: 1,
+        max_recv_sge: 1,
+        max_inline_data: 0,
+    };
+    let qp = ctx.create_qp(pd, &QpInitAttr { qp_type: o.qp_type, cap, ..QpInitAttr::rc(cq) }).map_err(err)?;
+    let init = match o.qp_type {
+        QpType::Ud => QpAttr { qkey: Some(UD_QKEY), ..QpAttr::default() },
+        _ => QpAttr { qp_access_flags: Some(Access::NONE), ..QpAttr::default() },
+    };
+    ctx.modify_qp(qp, QpState::Init, &init).map_err(err)?;
+    let nanos =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
+    let my_psn = (std::process::id().wrapping_mul(2_654_435_761) ^ nanos) & 0xFF_FFFF;
+    let me = Dest { lid: 0, qpn: qp.qpn(), psn: my_psn, gid: local.to_ipv6_mapped() };
+    // Receives first, as the tools do, so nothing the peer sends meets an empty queue.
+    let recv = |ctx: &mut Context| -> Result<(), String> {
+        let sge = Sge { addr: mr.addr, length: buf_len as u32, lkey: mr.lkey };
+        ctx.post_recv(qp, &[RecvWr { wr_id: RECV_WRID, sg_list: vec![sge] }]).map_err(|(_, e)| err(e))
+    };
+    for _ in 0..o.rx_depth {
+        recv(&mut ctx)?;
+    }
+    let mut msg = [0u8; MSG_LEN];
+    let peer = if o.server.is_some() {
+        tcp.write_all(&me.to_wire()).map_err(err)?;
+        tcp.read_exact(&mut msg).map_err(|e| format!("reading the server's address: {e}"))?;
+        tcp.write_all(b"done\0").map_err(err)?;
+        let peer = Dest::from_wire(&msg).ok_or("the server sent a malformed address")?;
+        connect(&mut ctx, qp, o, &me, &peer)?;
+        peer
+    } else {
+        tcp.read_exact(&mut msg).map_err(|e| format!("reading the client's address: {e}"))?;
+        let peer = Dest::from_wire(&msg).ok_or("the client sent a malformed address")?;
+        connect(&mut ctx, qp, o, &me, &peer)?;
+        tcp.write_all(&me.to_wire()).map_err(err)?;
+        let mut done = [0u8; 5];
+        tcp.read_exact(&mut done).map_err(|e| format!("waiting for the client's done: {e}"))?;
+        peer
+    };
+    let ah = if o.qp_type == QpType::Ud {
+        Some(ctx.create_ah(pd, &AddressVector::new(IpAddr::V6(peer.gid))).map_err(err)?)
+    } else {
+        None
+    };
+    let send = |ctx: &mut Context| -> Result<(), String> {
+        let sge = Sge { addr: mr.addr + grh as u64, length: o.size as u32, lkey: mr.lkey };
+        let mut wr = SendWr::new(SEND_WRID, WrOpcode::Send, vec![sge]);
+        wr.flags = SendFlags::SIGNALED;
+        wr.ud = ah.map(|ah| UdDest { ah, remote_qpn: peer.qpn, remote_qkey: UD_QKEY });
+        ctx.post_send(qp, &[wr]).map_err(|(_, e)| err(e))
+    };
+    let start = Instant::now();
+    let mut pending = RECV_WRID;
+    if o.server.is_some() {
+        send(&mut ctx)?;
+        pending |= SEND_WRID;
+    }
+    let (mut rcnt, mut scnt, mut routs) = (0u64, 0u64, u64::from(o.rx_depth));
+    let mut wcs = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(60 + o.iters / 100);
+    while rcnt < o.iters || scnt < o.iters {
+        if Instant::now() > deadline {
+            return Err(format!("timed out after {rcnt} receives and {scnt} sends"));
+        }
+        ctx.progress().map_err(err)?;
+        wcs.clear();
+        ctx.poll_cq(cq, &mut wcs, 16).map_err(err)?;
+        for wc in &wcs {
+            if wc.status != WcStatus::Success {
+                return Err(format!("failed status {:?} for wr_id {}", wc.status, wc.wr_id));
+            }
+            match wc.wr_id {
+                SEND_WRID => scnt += 1,
+                RECV_WRID => {
+                    routs -= 1;
+                    if routs <= 1 {
+                        for _ in routs..u64::from(o.rx_depth) {
+                            recv(&mut ctx)?;
+                        }
+                        routs = u64::from(o.rx_depth);
+                    }
+                    rcnt += 1;
+                }
+                id => return Err(format!("completion for unknown wr_id {id}")),
+            }
+            pending &= !wc.wr_id;
+            if scnt < o.iters && pending == 0 {
+                send(&mut ctx)?;
+                pending = RECV_WRID | SEND_WRID;
+            }
+        }
+    }
+    let elapsed = start.elapsed();
+    // Let the last ACKs go out before the socket closes.
+    let settle = Instant::now() + Duration::from_millis(50);
+    while Instant::now() < settle {
+        ctx.progress().map_err(err)?;
+    }
+    println!(
+        "  local address:  LID 0x{:04x}, QPN 0x{:06x}, PSN 0x{:06x}, GID {}",
+        me.lid, me.qpn, me.psn, me.gid
+    );
+    println!(
+        "  remote address: LID 0x{:04x}, QPN 0x{:06x}, PSN 0x{:06x}, GID {}",
+        peer.lid, peer.qpn, peer.psn, peer.gid
+    );
+    Ok(Outcome { bytes: 2 * o.size as u64 * o.iters, iters: o.iters, elapsed })
+}
+
+fn connect(
+    ctx: &mut Context,
+    qp: crate::verbs::Qp,
+    o: &Options,
+    me: &Dest,
+    peer: &Dest,
+) -> Result<(), String> {
+    if o.qp_type == QpType::Ud {
+        ctx.modify_qp(qp, QpState::Rtr, &QpAttr::default()).map_err(err)?;
+        return ctx
+            .modify_qp(qp, QpState::Rts, &QpAttr { sq_psn: Some(me.psn), ..QpAttr::default() })
+            .map_err(err);
+    }
+    let mut av = AddressVector::new(IpAddr::V6(peer.gid));
+    av.hop_limit = 1;
+    let rc = o.qp_type == QpType::Rc;
+    let rtr = QpAttr {
+        ah_attr: Some(av),
+        path_mtu: Some(o.mtu),
+        dest_qp_num: Some(peer.qpn),
+        rq_psn: Some(peer.psn),
+        max_dest_rd_atomic: rc.then_some(1),
+        min_rnr_timer: rc.then_some(12),
+        ..QpAttr::default()
+    };
+    ctx.modify_qp(qp, QpState::Rtr, &rtr).map_err(err)?;
+    let rts = QpAttr {
+        sq_psn: Some(me.psn),
+        timeout: rc.then_some(14),
+        retry_cnt: rc.then_some(7),
+        rnr_retry: rc.then_some(7),
+        max_rd_atomic: rc.then_some(1),
+        ..QpAttr::default()
+    };
+    ctx.modify_qp(qp, QpState::Rts, &rts).map_err(err)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exchange_message_matches_rdma_core() {
+        let d = Dest { lid: 0, qpn: 0x11, psn: 0xABCDE, gid: "::ffff:10.77.0.2".parse().unwrap() };
+        let w = d.to_wire();
+        assert_eq!(&w[..51], b"0000:000011:0abcde:00000000000000000000ffff0a4d0002");
+        assert_eq!(w[51], 0);
+        assert_eq!(Dest::from_wire(&w), Some(d));
+        assert_eq!(Dest::from_wire(b"0000:zz0011:0abcde:00000000000000000000ffff0a4d0002\0"), None);
+        assert_eq!(Dest::from_wire(b"0000:000011:0abcde:0000\0"), None);
+    }
+}
