@@ -95,9 +95,10 @@ struct PerfArgs {
     /// Bandwidth or latency.
     #[arg(long, value_enum, default_value = "bw")]
     mode: ModeArg,
-    /// Path MTU: 256, 512, 1024, 2048 or 4096.
-    #[arg(long, default_value_t = 4096, value_parser = parse_mtu)]
-    mtu: u32,
+    /// Path MTU: 256, 512, 1024, 2048 or 4096 [default: 4096; with --perftest, the largest the
+    /// interface carries, and the smaller of both sides'].
+    #[arg(long, value_parser = parse_mtu)]
+    mtu: Option<u32>,
     /// Messages in flight per QP (bw mode).
     #[arg(long, default_value_t = 128, value_parser = clap::value_parser!(u32).range(1..=4096))]
     tx_depth: u32,
@@ -134,15 +135,25 @@ struct PerfArgs {
     no_baseline: bool,
     /// Datapath: the in-process simulated network (both sides here), kernel UDP sockets or AF_XDP
     /// (one side per process: --server or --connect; AF_XDP needs --dev and root).
-    #[arg(long, value_enum, default_value = "sim")]
-    backend: BackendArg,
+    /// [default: sim; udp with --perftest]
+    #[arg(long, value_enum)]
+    backend: Option<BackendArg>,
+    /// Be the peer of perftest's ib_{write,read,send,atomic}_{bw,lat} (the stock tools): their TCP
+    /// exchange (version, MTU, QP/rkey/address handshakes, reports) and traffic pattern, RC, either
+    /// role (--server, or --connect HOST); the local address is the exchange connection's.
+    #[arg(long)]
+    perftest: bool,
+    /// Receives the SEND receiver keeps posted (--perftest, like perftest's -r).
+    #[arg(long, default_value_t = 512, value_parser = clap::value_parser!(u32).range(1..=16384))]
+    rx_depth: u32,
     /// Wait for a client (real backends); the client chooses the test.
     #[arg(long, conflicts_with = "connect")]
     server: bool,
     /// Connect to the server at this host (real backends).
     #[arg(long, value_name = "HOST")]
     connect: Option<String>,
-    /// Local IPv4 address to bind [default: the address routing towards --connect].
+    /// Local IPv4 address to bind [default: the address routing towards --connect; with
+    /// --perftest, the exchange connection's, which --local fixes for both roles].
     #[arg(long, value_name = "IP")]
     local: Option<std::net::Ipv4Addr>,
     /// Interface for AF_XDP.
@@ -161,9 +172,10 @@ struct PerfArgs {
     #[arg(long, default_value_t = 4791)]
     udp_port: u16,
     /// What the UDP backend checks of received ICRCs: verify (softrdma peers, IP ID 0) or trust
-    /// (peers such as rdma_rxe that send other IP IDs; counted).
-    #[arg(long, value_enum, default_value = "verify")]
-    rx_icrc: RxIcrcArg,
+    /// (peers such as rdma_rxe that send other IP IDs; counted) [default: verify; trust with
+    /// --perftest].
+    #[arg(long, value_enum)]
+    rx_icrc: Option<RxIcrcArg>,
     /// Real backends: drop this share of the frames this side sends (seeded by --seed).
     #[arg(long, default_value_t = 0.0, value_parser = parse_prob)]
     tx_loss: f64,
@@ -183,6 +195,35 @@ struct PerfArgs {
     /// pcap file (on the simulated backend: the same as --pcap).
     #[arg(long, value_name = "FILE")]
     capture: Option<PathBuf>,
+}
+
+impl PerfArgs {
+    fn rx_icrc(&self) -> engine::datapath::udp::RxIcrc {
+        use engine::datapath::udp::RxIcrc;
+        match self.rx_icrc {
+            Some(RxIcrcArg::Trust) => RxIcrc::Trust,
+            Some(RxIcrcArg::Verify) => RxIcrc::Verify,
+            None if self.perftest => RxIcrc::Trust,
+            None => RxIcrc::Verify,
+        }
+    }
+
+    fn tx_faults(&self) -> engine::datapath::wrap::TxFaults {
+        engine::datapath::wrap::TxFaults {
+            loss: self.tx_loss,
+            reorder: self.tx_reorder,
+            duplicate: self.tx_dup,
+            corrupt: self.tx_corrupt,
+        }
+    }
+
+    fn mtu(&self) -> u32 {
+        self.mtu.unwrap_or(4096)
+    }
+
+    fn backend(&self) -> BackendArg {
+        self.backend.unwrap_or(if self.perftest { BackendArg::Udp } else { BackendArg::Sim })
+    }
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -227,9 +268,25 @@ struct PingpongArgs {
     #[arg(short = 'g', long = "gid-idx")]
     gid_idx: Option<u32>,
     /// Verify received ICRCs against headers rebuilt with IP ID 0 (softrdma peers); by default
-    /// they are trusted, because rxe sends IP IDs a UDP socket cannot see.
+    /// the UDP backend trusts them, because rxe sends IP IDs a UDP socket cannot see (AF_XDP always
+    /// verifies: it sees the whole frame).
     #[arg(long)]
     verify_icrc: bool,
+    /// Datapath: kernel UDP sockets, or AF_XDP on --dev (root).
+    #[arg(long, value_enum, default_value = "udp")]
+    backend: BackendArg,
+    /// Interface for AF_XDP (the one carrying the exchange connection's address).
+    #[arg(long, value_name = "IFACE")]
+    dev: Option<String>,
+    /// Queue of --dev for AF_XDP.
+    #[arg(long, default_value_t = 0)]
+    queue: u32,
+    /// Drop this share of the frames this side sends (seeded by --seed).
+    #[arg(long, default_value_t = 0.0, value_parser = parse_prob)]
+    tx_loss: f64,
+    /// Seed of --tx-loss.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -289,6 +346,9 @@ fn run_perf(a: PerfArgs) -> ExitCode {
         ModeArg::Bw => Mode::Bw,
         ModeArg::Lat => Mode::Lat,
     };
+    if a.perftest {
+        return run_perftest(&a, op, mode);
+    }
     let qp_type = match a.transport {
         TransportArg::Rc => QpType::Rc,
         TransportArg::Uc => QpType::Uc,
@@ -312,8 +372,8 @@ fn run_perf(a: PerfArgs) -> ExitCode {
         eprintln!("softrdma perf: UC and UD runs need --size >= 8 (each message carries its number)");
         return ExitCode::from(2);
     }
-    if qp_type == QpType::Ud && a.size.is_some_and(|s| s > a.mtu) {
-        eprintln!("softrdma perf: a UD message must fit one packet: --size at most --mtu ({})", a.mtu);
+    if qp_type == QpType::Ud && a.size.is_some_and(|s| s > a.mtu()) {
+        eprintln!("softrdma perf: a UD message must fit one packet: --size at most --mtu ({})", a.mtu());
         return ExitCode::from(2);
     }
     if op == PerfOp::Atomic && (a.all_sizes || a.size.is_some_and(|s| s != 8)) {
@@ -329,7 +389,7 @@ fn run_perf(a: PerfArgs) -> ExitCode {
     } else {
         let default = match (op, mode) {
             (PerfOp::Atomic, _) => 8,
-            (_, Mode::Bw) if qp_type == QpType::Ud => a.mtu as usize,
+            (_, Mode::Bw) if qp_type == QpType::Ud => a.mtu() as usize,
             (_, Mode::Bw) => 65536,
             (_, Mode::Lat) if qp_type != QpType::Rc => 8,
             (_, Mode::Lat) => 2,
@@ -345,7 +405,7 @@ fn run_perf(a: PerfArgs) -> ExitCode {
         corrupt: a.corrupt,
         ..nicsim::LinkConfig::default()
     };
-    if a.backend != BackendArg::Sim {
+    if a.backend() != BackendArg::Sim {
         let test = perf::remote::Test {
             op,
             atomic: if matches!(a.atomic, AtomicArg::CmpSwap) {
@@ -358,7 +418,7 @@ fn run_perf(a: PerfArgs) -> ExitCode {
             size: sizes[0],
             iters,
             qps: a.qps as usize,
-            mtu: Mtu::from_bytes(a.mtu).unwrap_or(Mtu::Mtu4096),
+            mtu: Mtu::from_bytes(a.mtu()).unwrap_or(Mtu::Mtu4096),
             depth: a.tx_depth as usize,
             seed: a.seed,
         };
@@ -383,7 +443,7 @@ fn run_perf(a: PerfArgs) -> ExitCode {
         iters,
         qps: a.qps as usize,
         mode,
-        mtu: Mtu::from_bytes(a.mtu).unwrap_or(Mtu::Mtu4096),
+        mtu: Mtu::from_bytes(a.mtu()).unwrap_or(Mtu::Mtu4096),
         link,
         seed: a.seed,
         tx_depth: a.tx_depth as usize,
@@ -479,7 +539,24 @@ fn run_pingpong(a: &PingpongArgs) -> ExitCode {
         return ExitCode::from(2);
     }
     let _ = (&a.ib_dev, a.gid_idx);
+    let backend = match (a.backend, &a.dev) {
+        (BackendArg::Udp, _) => perf::remote::Backend::Udp,
+        (BackendArg::Afxdp, Some(dev)) => {
+            perf::remote::Backend::AfXdp { dev: dev.clone(), queue: a.queue, driver: false }
+        }
+        (BackendArg::Afxdp, None) => {
+            eprintln!("softrdma pingpong: --backend afxdp needs --dev IFACE");
+            return ExitCode::from(2);
+        }
+        (BackendArg::Sim, _) => {
+            eprintln!("softrdma pingpong: the peer is another process: --backend udp or afxdp");
+            return ExitCode::from(2);
+        }
+    };
     let o = engine::pingpong::Options {
+        backend,
+        tx_faults: engine::datapath::wrap::TxFaults { loss: a.tx_loss, ..Default::default() },
+        seed: a.seed,
         qp_type,
         server: a.server.clone(),
         port: a.port,
@@ -508,27 +585,117 @@ fn run_pingpong(a: &PingpongArgs) -> ExitCode {
     }
 }
 
-/// One side of a two-process run over the UDP backend.
-fn run_remote(a: &PerfArgs, test: perf::remote::Test) -> ExitCode {
-    use engine::datapath::udp::RxIcrc;
-    use perf::remote;
-    let rx_icrc = if matches!(a.rx_icrc, RxIcrcArg::Trust) { RxIcrc::Trust } else { RxIcrc::Verify };
-    let backend = match (a.backend, &a.dev) {
+/// The real datapath `a` asks for (printing why not, if it cannot be had).
+fn real_backend(a: &PerfArgs) -> Option<perf::remote::Backend> {
+    use perf::remote::Backend;
+    match (a.backend(), &a.dev) {
         (BackendArg::Afxdp, Some(dev)) => {
-            remote::Backend::AfXdp { dev: dev.clone(), queue: a.queue, driver: a.xdp_driver }
+            Some(Backend::AfXdp { dev: dev.clone(), queue: a.queue, driver: a.xdp_driver })
         }
         (BackendArg::Afxdp, None) => {
             eprintln!("softrdma perf: --backend afxdp needs --dev IFACE");
-            return ExitCode::from(2);
+            None
         }
-        _ => remote::Backend::Udp,
+        (BackendArg::Udp, _) => Some(Backend::Udp),
+        (BackendArg::Sim, _) => {
+            eprintln!("softrdma perf: this mode needs a real datapath (--backend udp or afxdp)");
+            None
+        }
+    }
+}
+
+fn write_capture(path: &std::path::Path, frames: &[nicsim::TapRecord]) -> Result<(), ExitCode> {
+    let written = std::fs::File::create(path)
+        .map_err(|e| e.to_string())
+        .and_then(|f| nicsim::write_pcap(std::io::BufWriter::new(f), frames).map_err(|e| e.to_string()));
+    match written {
+        Ok(()) => {
+            println!(" wrote {} frames to {}", frames.len(), path.display());
+            Ok(())
+        }
+        Err(e) => {
+            eprintln!("softrdma perf: writing {}: {e}", path.display());
+            Err(ExitCode::from(2))
+        }
+    }
+}
+
+/// `perf --perftest`: one side against perftest's stock tools.
+fn run_perftest(a: &PerfArgs, op: PerfOp, mode: Mode) -> ExitCode {
+    let refuse = |why: &str| {
+        eprintln!("softrdma perf --perftest: {why}");
+        ExitCode::from(2)
     };
-    let tx_faults = engine::datapath::wrap::TxFaults {
-        loss: a.tx_loss,
-        reorder: a.tx_reorder,
-        duplicate: a.tx_dup,
-        corrupt: a.tx_corrupt,
+    if !matches!(a.transport, TransportArg::Rc) || a.srq || a.qps != 1 || a.all_sizes {
+        return refuse(
+            "perftest peers run RC with one QP and one size (no --transport, --srq, --qps, --all-sizes)",
+        );
+    }
+    if a.loss + a.reorder + a.dup + a.corrupt > 0.0 || a.pcap.is_some() {
+        return refuse("the simulated link's options do not apply: use --tx-loss etc. and --capture");
+    }
+    let server = match (&a.connect, a.server) {
+        (Some(host), _) => Some(host.clone()),
+        (None, true) => None,
+        (None, false) => return refuse("give --server (wait for the stock client) or --connect HOST"),
     };
+    let size = match (op, a.size) {
+        (PerfOp::Atomic, Some(s)) if s != 8 => return refuse("atomics move 8 bytes"),
+        (_, Some(s)) => s as usize,
+        (PerfOp::Atomic, None) => 8,
+        (_, None) if mode == Mode::Bw => 65536,
+        (_, None) => 2,
+    };
+    let Some(backend) = real_backend(a) else { return ExitCode::from(2) };
+    let o = engine::perftest::Options {
+        op,
+        atomic: if matches!(a.atomic, AtomicArg::CmpSwap) { AtomicOp::CmpSwap } else { AtomicOp::FetchAdd },
+        mode,
+        server,
+        tcp_port: a.tcp_port,
+        local: a.local,
+        size,
+        iters: a.iters.unwrap_or(if mode == Mode::Bw { 5000 } else { 1000 }),
+        mtu: a.mtu.and_then(Mtu::from_bytes),
+        tx_depth: a.tx_depth as usize,
+        rx_depth: a.rx_depth as usize,
+        backend,
+        udp_port: a.udp_port,
+        rx_icrc: a.rx_icrc(),
+        tx_faults: a.tx_faults(),
+        seed: a.seed,
+        capture: a.capture.is_some(),
+    };
+    if o.server.is_none() {
+        println!(" waiting for a perftest client on TCP port {}", o.tcp_port);
+    }
+    let out = match engine::perftest::run(&o) {
+        Ok(out) => out,
+        Err(e) => {
+            eprintln!("softrdma perf --perftest: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    println!("{}", engine::perftest::render(&o, &out));
+    if let Some(path) = &a.capture {
+        if let Err(code) = write_capture(path, &out.captured) {
+            return code;
+        }
+    }
+    if a.counters {
+        println!("{}", perf::counters_line(if out.client { "client" } else { "server" }, &out.stats));
+        let dp: Vec<String> = out.datapath.iter().map(|(k, v)| format!("{k} {v}")).collect();
+        println!(" datapath: {}", dp.join(", "));
+    }
+    ExitCode::SUCCESS
+}
+
+/// One side of a two-process run over the UDP backend.
+fn run_remote(a: &PerfArgs, test: perf::remote::Test) -> ExitCode {
+    use perf::remote;
+    let rx_icrc = a.rx_icrc();
+    let Some(backend) = real_backend(a) else { return ExitCode::from(2) };
+    let tx_faults = a.tx_faults();
     if a.all_sizes {
         eprintln!("softrdma perf: --all-sizes runs on the simulated backend only");
         return ExitCode::from(2);
@@ -583,14 +750,9 @@ fn run_remote(a: &PerfArgs, test: perf::remote::Test) -> ExitCode {
         }
     };
     if let Some(path) = &a.capture {
-        let written = std::fs::File::create(path).map_err(|e| e.to_string()).and_then(|f| {
-            nicsim::write_pcap(std::io::BufWriter::new(f), &o.captured).map_err(|e| e.to_string())
-        });
-        if let Err(e) = written {
-            eprintln!("softrdma perf: writing {}: {e}", path.display());
-            return ExitCode::from(2);
+        if let Err(code) = write_capture(path, &o.captured) {
+            return code;
         }
-        println!(" wrote {} frames to {}", o.captured.len(), path.display());
     }
     let what = match t.op {
         PerfOp::Send => "Send",
@@ -606,7 +768,7 @@ fn run_remote(a: &PerfArgs, test: perf::remote::Test) -> ExitCode {
     println!("{}", "-".repeat(87));
     println!(
         "                    {what} test, {transport} over {} ({})",
-        if a.backend == BackendArg::Afxdp { "AF_XDP" } else { "kernel UDP" },
+        if a.backend() == BackendArg::Afxdp { "AF_XDP" } else { "kernel UDP" },
         if client { "client" } else { "server" }
     );
     println!(

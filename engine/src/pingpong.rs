@@ -8,13 +8,16 @@
 //! arrived; the client sends first. RC: RTR with max_dest_rd_atomic 1 and min_rnr_timer 12, RTS with
 //! timeout 14, retry_cnt 7, rnr_retry 7; UD: Q_Key 0x11111111 and a 40-byte GRH area in receive buffers.
 
-use crate::datapath::udp::{RxIcrc, UdpPort};
+use crate::datapath::udp::RxIcrc;
+use crate::datapath::wrap::TxFaults;
+use crate::oob;
+use crate::perf::remote::{Backend, Link, open_context};
 use crate::verbs::{
     Access, AddressVector, Context, Mtu, QpAttr, QpCap, QpInitAttr, QpState, QpType, RecvWr, SendFlags,
     SendWr, Sge, UdDest, WcStatus, WrOpcode,
 };
 use std::io::{Read, Write};
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, TcpListener, TcpStream};
+use std::net::{IpAddr, Ipv6Addr};
 use std::time::{Duration, Instant};
 
 /// The Q_Key the rdma-core UD example uses.
@@ -44,6 +47,12 @@ pub struct Options {
     pub rx_icrc: RxIcrc,
     /// UDP port of RoCEv2.
     pub udp_port: u16,
+    /// Datapath.
+    pub backend: Backend,
+    /// Faults on this side's egress (seeded by `seed`).
+    pub tx_faults: TxFaults,
+    /// Seed of the faults.
+    pub seed: u64,
 }
 
 /// A peer's address as the tools exchange it.
@@ -105,26 +114,19 @@ fn err(e: impl std::fmt::Display) -> String {
 
 /// Runs one side; returns what it did, or why it failed.
 pub fn run(o: &Options) -> Result<Outcome, String> {
-    let (mut tcp, local) = match &o.server {
-        Some(host) => {
-            let s = TcpStream::connect((host.as_str(), o.port))
-                .map_err(|e| format!("connecting to {host}:{}: {e}", o.port))?;
-            let l = s.local_addr().map_err(err)?.ip();
-            (s, l)
-        }
-        None => {
-            let l = TcpListener::bind((Ipv4Addr::UNSPECIFIED, o.port))
-                .map_err(|e| format!("listening on port {}: {e}", o.port))?;
-            let (s, _) = l.accept().map_err(err)?;
-            let local = s.local_addr().map_err(err)?.ip();
-            (s, local)
-        }
+    let (mut tcp, local) = oob::meet(o.server.as_deref(), o.port, None)?;
+    tcp.set_nonblocking(false).map_err(err)?;
+    let link = Link {
+        backend: o.backend.clone(),
+        local,
+        udp_port: o.udp_port,
+        tcp_port: o.port,
+        rx_icrc: o.rx_icrc,
+        tx_faults: o.tx_faults,
+        seed: o.seed,
+        capture: false,
     };
-    let IpAddr::V4(local) = local else { return Err("the UDP backend is IPv4 only".into()) };
-    let port = UdpPort::bind(local, o.udp_port, o.rx_icrc)
-        .map_err(|e| format!("binding {local}:{}: {e}", o.udp_port))?
-        .with_mtu(o.mtu);
-    let mut ctx = Context::open(port);
+    let (mut ctx, _) = open_context(&link, o.mtu).map_err(|e| e.0)?;
     let pd = ctx.alloc_pd();
     let grh = if o.qp_type == QpType::Ud { 40 } else { 0 };
     let buf_len = o.size + grh;
@@ -143,10 +145,7 @@ pub fn run(o: &Options) -> Result<Outcome, String> {
         _ => QpAttr { qp_access_flags: Some(Access::NONE), ..QpAttr::default() },
     };
     ctx.modify_qp(qp, QpState::Init, &init).map_err(err)?;
-    let nanos =
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
-    let my_psn = (std::process::id().wrapping_mul(2_654_435_761) ^ nanos) & 0xFF_FFFF;
-    let me = Dest { lid: 0, qpn: qp.qpn(), psn: my_psn, gid: local.to_ipv6_mapped() };
+    let me = Dest { lid: 0, qpn: qp.qpn(), psn: oob::random_psn(), gid: local.to_ipv6_mapped() };
     // Receives first, as the tools do, so nothing the peer sends meets an empty queue.
     let recv = |ctx: &mut Context| -> Result<(), String> {
         let sge = Sge { addr: mr.addr, length: buf_len as u32, lkey: mr.lkey };

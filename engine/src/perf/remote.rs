@@ -200,26 +200,28 @@ fn read_line(r: &mut BufReader<TcpStream>) -> Result<Value, RemoteError> {
     serde_json::from_str(&line).map_err(|e| RemoteError(format!("bad message from the peer: {e}")))
 }
 
-fn open_side(link: &Link, t: &Test, server: bool) -> Result<Side, RemoteError> {
+/// Opens this side's datapath (UDP or AF_XDP, with `link`'s egress faults and capture) as a verbs
+/// context, after checking that path MTU `mtu` fits the interface.
+pub fn open_context(link: &Link, mtu: Mtu) -> Result<(Context, Option<CaptureLog>), RemoteError> {
     let (local, udp_port) = (link.local, link.udp_port);
     // The kernel refuses (DF set) datagrams larger than the link: check the path MTU fits it.
     if let Some(p) = crate::devinfo::host_ports().into_iter().find(|p| p.ip == local) {
-        if t.mtu.bytes() + 80 > p.mtu {
+        if mtu.bytes() + 80 > p.mtu {
             let fits = crate::devinfo::active_mtu(p.mtu).map_or(0, |m| m.bytes());
             return Err(RemoteError(format!(
                 "path MTU {} needs a netdev MTU of at least {} and {} has {}: use --mtu {fits}",
-                t.mtu.bytes(),
-                t.mtu.bytes() + 80,
+                mtu.bytes(),
+                mtu.bytes() + 80,
                 p.name,
                 p.mtu
             )));
         }
     }
-    let (mut ctx, capture) = match &link.backend {
+    let (ctx, capture) = match &link.backend {
         Backend::Udp => {
             let port = UdpPort::bind(local, udp_port, link.rx_icrc)
                 .map_err(|e| RemoteError(format!("binding {local}:{udp_port}: {e}")))?
-                .with_mtu(t.mtu);
+                .with_mtu(mtu);
             let dp = Capture::new(Faulty::new(port, link.tx_faults, link.seed));
             let capture = link.capture.then(|| dp.log());
             (Context::open(dp), capture)
@@ -233,14 +235,19 @@ fn open_side(link: &Link, t: &Test, server: bool) -> Result<Side, RemoteError> {
             (Context::open(dp), capture)
         }
     };
-    if t.mtu.bytes() > ctx.port_mtu().bytes() {
+    if mtu.bytes() > ctx.port_mtu().bytes() {
         return Err(RemoteError(format!(
             "path MTU {} is above this datapath's {} (AF_XDP frames are 4096-byte UMEM chunks): use --mtu {}",
-            t.mtu.bytes(),
+            mtu.bytes(),
             ctx.port_mtu().bytes(),
             ctx.port_mtu().bytes()
         )));
     }
+    Ok((ctx, capture))
+}
+
+fn open_side(link: &Link, t: &Test, server: bool) -> Result<Side, RemoteError> {
+    let (mut ctx, capture) = open_context(link, t.mtu)?;
     let pd = ctx.alloc_pd();
     let slots = ring_slots(if t.mode == Mode::Lat { 1 } else { t.depth }, t.size, t.mtu.bytes() as usize);
     let cq = ctx.create_cq(4 * slots * t.qps + 64).map_err(err)?;

@@ -1,0 +1,235 @@
+//! The out-of-band TCP connection the rdma-core and perftest tools meet on (port 18515) before any
+//! RoCE traffic, shared by `softrdma pingpong` and `softrdma perf --perftest`.
+
+use std::io::{ErrorKind, Read, Write};
+use std::net::{IpAddr, Ipv4Addr, TcpListener, TcpStream};
+use std::time::{Duration, Instant};
+
+/// How long a client retries a refused or unreachable server (the stock tools retry the same way
+/// while their server starts; a VM's address answers ARP only once it is up).
+pub const CONNECT_RETRY: Duration = Duration::from_secs(60);
+
+/// Connects to `server` (client role) or waits for one client on `port` (server role), from or on
+/// `local` if given (any address otherwise). Returns the stream and this side's address on it: the
+/// local GID defaults to it, so a server needs no address option.
+pub fn meet(
+    server: Option<&str>,
+    port: u16,
+    local: Option<Ipv4Addr>,
+) -> Result<(TcpStream, Ipv4Addr), String> {
+    let stream = match server {
+        Some(host) => {
+            let give_up = Instant::now() + CONNECT_RETRY;
+            loop {
+                let attempt = match local {
+                    None => TcpStream::connect((host, port)),
+                    Some(ip) => connect_from(ip, host, port),
+                };
+                match attempt {
+                    Ok(s) => break s,
+                    Err(e)
+                        if matches!(
+                            e.kind(),
+                            ErrorKind::ConnectionRefused
+                                | ErrorKind::HostUnreachable
+                                | ErrorKind::NetworkUnreachable
+                        ) && Instant::now() < give_up =>
+                    {
+                        std::thread::sleep(Duration::from_millis(100));
+                    }
+                    Err(e) => return Err(format!("connecting to {host}:{port}: {e}")),
+                }
+            }
+        }
+        None => {
+            let l = TcpListener::bind((local.unwrap_or(Ipv4Addr::UNSPECIFIED), port))
+                .map_err(|e| format!("listening on TCP port {port}: {e}"))?;
+            l.accept().map_err(|e| format!("accepting on TCP port {port}: {e}"))?.0
+        }
+    };
+    stream.set_nodelay(true).map_err(|e| e.to_string())?;
+    match stream.local_addr().map_err(|e| e.to_string())?.ip() {
+        IpAddr::V4(ip) => Ok((stream, ip)),
+        IpAddr::V6(ip) => match ip.to_ipv4_mapped() {
+            Some(v4) => Ok((stream, v4)),
+            None => Err(format!("the exchange runs over IPv6 ({ip}); the datapaths are IPv4 only")),
+        },
+    }
+}
+
+/// A TCP connection to `host:port` from `local` (bound before connecting).
+fn connect_from(local: Ipv4Addr, host: &str, port: u16) -> std::io::Result<TcpStream> {
+    use std::net::{SocketAddr, SocketAddrV4, ToSocketAddrs};
+    let to = (host, port)
+        .to_socket_addrs()?
+        .find(SocketAddr::is_ipv4)
+        .ok_or_else(|| std::io::Error::new(ErrorKind::NotFound, format!("{host} has no IPv4 address")))?;
+    let fd = rustix::net::socket(rustix::net::AddressFamily::INET, rustix::net::SocketType::STREAM, None)?;
+    rustix::net::bind(&fd, &SocketAddrV4::new(local, 0))?;
+    rustix::net::connect(&fd, &to)?;
+    Ok(TcpStream::from(fd))
+}
+
+/// A random 24-bit PSN (the tools draw theirs from lrand48 seeded with the time and pid).
+pub fn random_psn() -> u32 {
+    let nanos =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
+    (std::process::id().wrapping_mul(2_654_435_761) ^ nanos.wrapping_mul(0x9E37_79B9)) & 0xFF_FFFF
+}
+
+/// The exchange connection of one side: fixed-size messages, the client writing first and the
+/// server reading first, as perftest's `ctx_xchg_data` does. While it waits for the peer it calls
+/// `idle`, so the engine keeps answering RoCE traffic.
+pub struct Exchange {
+    tcp: TcpStream,
+    client: bool,
+    /// Give up when the peer has sent nothing for this long.
+    pub patience: Duration,
+}
+
+impl Exchange {
+    /// Wraps a connected stream.
+    pub fn new(tcp: TcpStream, client: bool) -> Result<Exchange, String> {
+        tcp.set_nonblocking(true).map_err(|e| e.to_string())?;
+        Ok(Exchange { tcp, client, patience: Duration::from_secs(120) })
+    }
+
+    /// Whether this side is the client.
+    pub fn is_client(&self) -> bool {
+        self.client
+    }
+
+    /// Sends `mine` and receives exactly `theirs.len()` bytes, in the order of this side's role.
+    pub fn xchg(
+        &mut self,
+        mine: &[u8],
+        theirs: &mut [u8],
+        idle: &mut dyn FnMut() -> Result<(), String>,
+    ) -> Result<(), String> {
+        if self.client {
+            self.send(mine, idle)?;
+            self.recv(theirs, idle)
+        } else {
+            self.recv(theirs, idle)?;
+            self.send(mine, idle)
+        }
+    }
+
+    /// Writes all of `buf`.
+    pub fn send(
+        &mut self,
+        mut buf: &[u8],
+        idle: &mut dyn FnMut() -> Result<(), String>,
+    ) -> Result<(), String> {
+        let give_up = Instant::now() + self.patience;
+        while !buf.is_empty() {
+            match self.tcp.write(buf) {
+                Ok(0) => return Err("the peer closed the exchange connection".into()),
+                Ok(n) => buf = &buf[n..],
+                Err(e) if e.kind() == ErrorKind::WouldBlock && Instant::now() < give_up => idle()?,
+                Err(e) if e.kind() == ErrorKind::WouldBlock => return Err("the peer stopped reading".into()),
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) => return Err(format!("exchange connection: {e}")),
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads exactly `buf.len()` bytes.
+    pub fn recv(
+        &mut self,
+        buf: &mut [u8],
+        idle: &mut dyn FnMut() -> Result<(), String>,
+    ) -> Result<(), String> {
+        let mut give_up = Instant::now() + self.patience;
+        let mut got = 0;
+        while got < buf.len() {
+            match self.tcp.read(&mut buf[got..]) {
+                Ok(0) => {
+                    return Err(format!(
+                        "the peer closed the exchange connection ({got} of a {}-byte message read)",
+                        buf.len()
+                    ));
+                }
+                Ok(n) => {
+                    got += n;
+                    give_up = Instant::now() + self.patience;
+                }
+                Err(e) if e.kind() == ErrorKind::WouldBlock && Instant::now() < give_up => idle()?,
+                Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                    return Err(format!("the peer sent nothing for {} s", self.patience.as_secs()));
+                }
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) => return Err(format!("exchange connection: {e}")),
+            }
+        }
+        Ok(())
+    }
+
+    /// Sends `msg` and then reads whatever the peer still sends until it closes (or `linger`
+    /// passes): the tools end with a `"done"` each way.
+    pub fn finish(&mut self, msg: &[u8], linger: Duration, idle: &mut dyn FnMut() -> Result<(), String>) {
+        if self.send(msg, idle).is_err() {
+            return;
+        }
+        let until = Instant::now() + linger;
+        let mut sink = [0u8; 64];
+        while Instant::now() < until {
+            match self.tcp.read(&mut sink) {
+                Ok(0) => return,
+                Ok(_) => {}
+                Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                    if idle().is_err() {
+                        return;
+                    }
+                }
+                Err(_) => return,
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn client_writes_first_server_reads_first() {
+        let l = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+        let port = l.local_addr().unwrap().port();
+        let server = std::thread::spawn(move || {
+            let (s, _) = l.accept().unwrap();
+            let mut x = Exchange::new(s, false).unwrap();
+            let mut got = [0u8; 3];
+            x.xchg(b"srv!", &mut got, &mut || Ok(())).unwrap();
+            assert_eq!(&got, b"cli");
+            let mut more = [0u8; 2];
+            x.xchg(b"ok", &mut more, &mut || Ok(())).unwrap();
+            more
+        });
+        let (s, local) = meet(Some("127.0.0.1"), port, None).unwrap();
+        assert_eq!(local, Ipv4Addr::LOCALHOST);
+        let mut x = Exchange::new(s, true).unwrap();
+        let mut got = [0u8; 4];
+        x.xchg(b"cli", &mut got, &mut || Ok(())).unwrap();
+        assert_eq!(&got, b"srv!");
+        let mut ok = [0u8; 2];
+        x.xchg(b"hi", &mut ok, &mut || Ok(())).unwrap();
+        assert_eq!(&ok, b"ok");
+        assert_eq!(&server.join().unwrap(), b"hi");
+    }
+
+    #[test]
+    fn a_closed_peer_is_an_error_not_a_hang() {
+        let l = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+        let port = l.local_addr().unwrap().port();
+        let t = std::thread::spawn(move || drop(l.accept().unwrap()));
+        let (s, _) = meet(Some("127.0.0.1"), port, Some(Ipv4Addr::new(127, 0, 0, 3))).unwrap();
+        t.join().unwrap();
+        let mut x = Exchange::new(s, true).unwrap();
+        let mut buf = [0u8; 8];
+        let e = x.recv(&mut buf, &mut || Ok(())).unwrap_err();
+        assert!(e.contains("closed"), "{e}");
+        assert!(random_psn() <= 0xFF_FFFF);
+    }
+}
