@@ -4,7 +4,7 @@
 # (host 10.77.0.1, VM 10.77.0.2), runs the matrix, prints one line per case (tool, role, backend,
 # impairment, pass/fail, seconds) and a summary; exits non-zero if a case failed.
 #
-#   scripts/interop-rxe.sh            the whole matrix: ibv_{rc,uc,ud}_pingpong and ib_{write,read,send,
+#   scripts/interop-rxe.sh            the whole matrix: ibv_{rc,uc,ud}_pingpong -c and ib_{write,read,send,
 #                                     atomic}_bw, ib_{write,read,send}_lat, both roles, UDP and AF_XDP,
 #                                     and the RC cases again with 10% loss on the VM's egress (netem)
 #                                     and on softrdma's (--tx-loss 0.1)
@@ -12,7 +12,8 @@
 #                                     of ib_send_lat over AF_XDP (what .ci/run runs)
 #
 # Environment: BACKENDS (default "udp afxdp"), IMPAIRMENTS (default "none vm-loss tx-loss"),
-# FILTER (a grep -E pattern on "tool role backend impairment"), ITERS (perftest iterations, 200).
+# FILTER (a grep -E pattern on "tool role backend impairment"), ITERS (perftest iterations, 200),
+# HOST_EXTRA (more softrdma arguments for every case).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 shared=${SHARED:-../shared}
@@ -22,11 +23,13 @@ bash "$vm/build.sh" >/dev/null 2>&1 || { echo "interop-rxe: building the VM imag
 bash "$vm/net.sh" up >/dev/null 2>&1 || true
 ip link show br-rxe >/dev/null 2>&1 || { echo "interop-rxe: br-rxe did not come up"; exit 2; }
 cargo build --release -q -p engine || exit 2
-bin=target/release/softrdma
+logs=$(mktemp -d /tmp/interop-rxe.XXXXXX)
+# A copy, so that a rebuild while the matrix runs does not change the binary under test.
+cp target/release/softrdma "$logs/softrdma"
+bin=$logs/softrdma
 host=10.77.0.1
 guest=10.77.0.2
 iters=${ITERS:-200}
-logs=$(mktemp -d /tmp/interop-rxe.XXXXXX)
 pass=0; fail=0; failed=()
 
 line() { # tool role backend impairment result seconds
@@ -45,6 +48,8 @@ run_case() {
     [ "$backend" = afxdp ] && extra+=(--backend afxdp --dev br-rxe)
     [ "$imp" = tx-loss ] && extra+=(--tx-loss 0.1)
     [ "$imp" = vm-loss ] && vmopts+=(-e 'loss 10%')
+    # shellcheck disable=SC2206
+    [ -n "${HOST_EXTRA:-}" ] && extra+=($HOST_EXTRA)
     local v h
     if [ "$role" = softrdma-server ]; then
         [ "$kind" = perftest ] && extra+=(--server)
@@ -54,7 +59,11 @@ run_case() {
         sleep 0.3
         timeout 300 bash "$vm/run-vm.sh" -t 280 "${vmopts[@]}" -n 1 -- "$vmcmd $host" >"$logs/$tag.vm" 2>&1
         v=$?
+        # Once the VM is done, softrdma has a few seconds to finish (not the whole timeout).
+        (sleep 15; kill "$pid" 2>/dev/null) &
+        local reaper=$!
         wait "$pid"; h=$?
+        kill "$reaper" 2>/dev/null; wait "$reaper" 2>/dev/null
     else
         if [ "$kind" = perftest ]; then extra+=(--connect "$guest"); else extra+=("$guest"); fi
         timeout 300 bash "$vm/run-vm.sh" -t 280 "${vmopts[@]}" -n 1 -- "$vmcmd" >"$logs/$tag.vm" 2>&1 &
@@ -85,14 +94,15 @@ pingpongs() { # backend impairment (RC only when impaired)
     for t in rc uc; do
         [ "$i" != none ] && [ "$t" != rc ] && continue
         for s in 1 64 4096 65536; do
-            both_roles "ibv_${t}_pingpong -s $s" "ibv_${t}_pingpong -d rxe0 -g 1 -n 100 -s $s -m 1024" \
-                "pingpong $t -n 100 -s $s -m 1024" pingpong "$b" "$i"
+            both_roles "ibv_${t}_pingpong -s $s" "ibv_${t}_pingpong -d rxe0 -g 1 -n 100 -s $s -m 1024 -c" \
+                "pingpong $t -n 100 -s $s -m 1024 -c" pingpong "$b" "$i"
         done
     done
     [ "$i" != none ] && return
+    # ibv_ud_pingpong has no -m: its messages fit the port's active MTU (1024 on br-rxe).
     for s in 1 64 1024; do
-        both_roles "ibv_ud_pingpong -s $s" "ibv_ud_pingpong -d rxe0 -g 1 -n 100 -s $s -m 1024" \
-            "pingpong ud -n 100 -s $s -m 1024" pingpong "$b" "$i"
+        both_roles "ibv_ud_pingpong -s $s" "ibv_ud_pingpong -d rxe0 -g 1 -n 100 -s $s -c" \
+            "pingpong ud -n 100 -s $s -m 1024 -c" pingpong "$b" "$i"
     done
 }
 
@@ -116,8 +126,8 @@ perftests() { # backend impairment
 }
 
 if [ "${1:-}" = quick ]; then
-    both_roles "ibv_rc_pingpong -s 4096" "ibv_rc_pingpong -d rxe0 -g 1 -n 100 -s 4096 -m 1024" \
-        "pingpong rc -n 100 -s 4096 -m 1024" pingpong udp none
+    both_roles "ibv_rc_pingpong -s 4096" "ibv_rc_pingpong -d rxe0 -g 1 -n 100 -s 4096 -m 1024 -c" \
+        "pingpong rc -n 100 -s 4096 -m 1024 -c" pingpong udp none
     both_roles "ib_write_bw" "ib_write_bw -d rxe0 -x 1 -F -n $iters" "perf write --perftest --iters $iters" \
         perftest udp none
     both_roles "ib_send_lat" "ib_send_lat -d rxe0 -x 1 -F -n $iters" \

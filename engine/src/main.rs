@@ -45,7 +45,7 @@ enum Command {
     /// List the backends, their devices, ports, MTUs, GIDs and limits.
     Devinfo,
     /// Ping-pong compatible with rdma-core's ibv_rc_pingpong, ibv_uc_pingpong and ibv_ud_pingpong
-    /// (either side can be the stock tool), over the UDP backend.
+    /// (either side can be the stock tool), over kernel UDP or AF_XDP.
     Pingpong(PingpongArgs),
     /// Write a deterministic corpus of well-formed frames to a pcap file.
     Gen {
@@ -143,6 +143,9 @@ struct PerfArgs {
     /// role (--server, or --connect HOST); the local address is the exchange connection's.
     #[arg(long)]
     perftest: bool,
+    /// RC local ACK timeout exponent, 4.096 us x 2^N (--perftest; perftest's 14 is 67 ms).
+    #[arg(long, default_value_t = 14, value_parser = clap::value_parser!(u8).range(1..=31))]
+    timeout: u8,
     /// Receives the SEND receiver keeps posted (--perftest, like perftest's -r).
     #[arg(long, default_value_t = 512, value_parser = clap::value_parser!(u32).range(1..=16384))]
     rx_depth: u32,
@@ -249,6 +252,10 @@ struct PingpongArgs {
     /// TCP port of the exchange.
     #[arg(short = 'p', long, default_value_t = 18515)]
     port: u16,
+    /// Local IPv4 address (the client connects from it, the server listens on it) [default: any;
+    /// the exchange connection's local address is the GID].
+    #[arg(long, value_name = "IP")]
+    local: Option<std::net::Ipv4Addr>,
     /// Message size [default: 4096, UD: 2048].
     #[arg(short = 's', long)]
     size: Option<u32>,
@@ -261,6 +268,15 @@ struct PingpongArgs {
     /// Iterations.
     #[arg(short = 'n', long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..))]
     iters: u64,
+    /// RC local ACK timeout exponent (4.096 us x 2^N): the tools' 14 is 67 ms. On lossy links a
+    /// shorter one lets the retransmission of a last message whose ACK was lost reach the peer
+    /// before it tears its QP down.
+    #[arg(long, default_value_t = 14, value_parser = clap::value_parser!(u8).range(1..=31))]
+    timeout: u8,
+    /// Validate received buffers, as the tools' -c does (the client zeroes the first byte of each
+    /// 4 KiB page before its first send; every receive must carry them).
+    #[arg(short = 'c', long)]
+    chk: bool,
     /// Accepted for compatibility: the device is the UDP socket on the exchange's local address.
     #[arg(short = 'd', long = "ib-dev")]
     ib_dev: Option<String>,
@@ -560,10 +576,13 @@ fn run_pingpong(a: &PingpongArgs) -> ExitCode {
         qp_type,
         server: a.server.clone(),
         port: a.port,
+        local: a.local,
         size,
         mtu,
         rx_depth: a.rx_depth,
         iters: a.iters,
+        chk: a.chk,
+        timeout: a.timeout,
         rx_icrc: if a.verify_icrc { RxIcrc::Verify } else { RxIcrc::Trust },
         udp_port: 4791,
     };
@@ -657,6 +676,7 @@ fn run_perftest(a: &PerfArgs, op: PerfOp, mode: Mode) -> ExitCode {
         size,
         iters: a.iters.unwrap_or(if mode == Mode::Bw { 5000 } else { 1000 }),
         mtu: a.mtu.and_then(Mtu::from_bytes),
+        timeout: a.timeout,
         tx_depth: a.tx_depth as usize,
         rx_depth: a.rx_depth as usize,
         backend,

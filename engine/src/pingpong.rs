@@ -5,8 +5,10 @@
 //! 32 hex digits in byte order) plus a NUL, 52 bytes; the client then sends `"done"` and a NUL. The
 //! server connects its QP before it answers, the client after. Then each side keeps `rx_depth` receives
 //! posted on one buffer and sends its next message once its previous send completed and a message
-//! arrived; the client sends first. RC: RTR with max_dest_rd_atomic 1 and min_rnr_timer 12, RTS with
-//! timeout 14, retry_cnt 7, rnr_retry 7; UD: Q_Key 0x11111111 and a 40-byte GRH area in receive buffers.
+//! arrived; the client sends first. With `-c` each side checks what the tools check of every
+//! receive: the first byte of each 4 KiB page is the zero the client put there. RC: RTR with
+//! max_dest_rd_atomic 1 and min_rnr_timer 12, RTS with timeout 14, retry_cnt 7, rnr_retry 7; UD:
+//! Q_Key 0x11111111 and a 40-byte GRH area in receive buffers.
 
 use crate::datapath::udp::RxIcrc;
 use crate::datapath::wrap::TxFaults;
@@ -25,6 +27,11 @@ pub const UD_QKEY: u32 = 0x1111_1111;
 const RECV_WRID: u64 = 1;
 const SEND_WRID: u64 = 2;
 const MSG_LEN: usize = 52;
+/// How long a side keeps answering after its last completion: eight ACK timeouts of 67 ms, the
+/// tools' retry count plus one.
+const LINGER: Duration = Duration::from_millis(540);
+/// The page size of the tools' `-c` check.
+const PAGE: usize = 4096;
 
 /// Options, named as the rdma-core tools name them.
 #[derive(Debug, Clone)]
@@ -35,6 +42,9 @@ pub struct Options {
     pub server: Option<String>,
     /// TCP port (`-p`).
     pub port: u16,
+    /// This side's address (the client connects from it, the server listens on it); default: any,
+    /// and the exchange connection's local address becomes the GID.
+    pub local: Option<std::net::Ipv4Addr>,
     /// Message size (`-s`).
     pub size: usize,
     /// Path MTU (`-m`).
@@ -43,6 +53,13 @@ pub struct Options {
     pub rx_depth: u32,
     /// Iterations (`-n`).
     pub iters: u64,
+    /// Local ACK timeout exponent of RC (4.096 us x 2^timeout; the tools use 14, 67 ms). A side
+    /// whose last message's ACK is lost retransmits after it, and the stock tools tear their QP down
+    /// right after their last completion: a shorter timeout lets that retransmission arrive in time.
+    pub timeout: u8,
+    /// Validate received buffers (`-c`): the client zeroes the first byte of every 4 KiB page of its
+    /// buffer before its first send, and every receive must carry those zeros.
+    pub chk: bool,
     /// What the UDP backend checks of received ICRCs (rxe sends IP IDs a socket cannot see).
     pub rx_icrc: RxIcrc,
     /// UDP port of RoCEv2.
@@ -114,7 +131,7 @@ fn err(e: impl std::fmt::Display) -> String {
 
 /// Runs one side; returns what it did, or why it failed.
 pub fn run(o: &Options) -> Result<Outcome, String> {
-    let (mut tcp, local) = oob::meet(o.server.as_deref(), o.port, None)?;
+    let (mut tcp, local) = oob::meet(o.server.as_deref(), o.port, o.local)?;
     tcp.set_nonblocking(false).map_err(err)?;
     let link = Link {
         backend: o.backend.clone(),
@@ -131,6 +148,12 @@ pub fn run(o: &Options) -> Result<Outcome, String> {
     let grh = if o.qp_type == QpType::Ud { 40 } else { 0 };
     let buf_len = o.size + grh;
     let mr = ctx.reg_mr(pd, buf_len.max(1), Access::LOCAL_WRITE).map_err(err)?;
+    // The tools fill their buffer with 0x7b; with -c the client zeroes each page's first byte.
+    let buf = ctx.mr_bytes_mut(&mr).map_err(err)?;
+    buf.fill(0x7b);
+    if o.chk && o.server.is_some() {
+        buf[..o.size].iter_mut().step_by(PAGE).for_each(|b| *b = 0);
+    }
     let cq = ctx.create_cq(o.rx_depth as usize + 1).map_err(err)?;
     let cap = QpCap {
         max_send_wr: 1,
@@ -206,6 +229,16 @@ pub fn run(o: &Options) -> Result<Outcome, String> {
             match wc.wr_id {
                 SEND_WRID => scnt += 1,
                 RECV_WRID => {
+                    if o.chk {
+                        let buf = ctx.mr_bytes(&mr).map_err(err)?;
+                        if let Some(page) = (0..o.size).step_by(PAGE).find(|&i| buf[i] != 0) {
+                            return Err(format!(
+                                "invalid data in page {} of receive {}",
+                                page / PAGE,
+                                rcnt + 1
+                            ));
+                        }
+                    }
                     routs -= 1;
                     if routs <= 1 {
                         for _ in routs..u64::from(o.rx_depth) {
@@ -225,10 +258,13 @@ pub fn run(o: &Options) -> Result<Outcome, String> {
         }
     }
     let elapsed = start.elapsed();
-    // Let the last ACKs go out before the socket closes.
-    let settle = Instant::now() + Duration::from_millis(50);
-    while Instant::now() < settle {
-        ctx.progress().map_err(err)?;
+    // Linger, answering the peer: on a lossy link our ACK of its last message may have been lost,
+    // and the peer retransmits after its ACK timeout (67 ms at the tools' 14) until it gets one.
+    let linger = Instant::now() + LINGER;
+    while Instant::now() < linger {
+        if ctx.progress().map_err(err)? == 0 {
+            std::thread::sleep(Duration::from_micros(50));
+        }
     }
     println!(
         "  local address:  LID 0x{:04x}, QPN 0x{:06x}, PSN 0x{:06x}, GID {}",
@@ -269,7 +305,7 @@ fn connect(
     ctx.modify_qp(qp, QpState::Rtr, &rtr).map_err(err)?;
     let rts = QpAttr {
         sq_psn: Some(me.psn),
-        timeout: rc.then_some(14),
+        timeout: rc.then_some(o.timeout),
         retry_cnt: rc.then_some(7),
         rnr_retry: rc.then_some(7),
         max_rd_atomic: rc.then_some(1),

@@ -32,6 +32,7 @@ fn options(op: PerfOp, mode: Mode, atomic: AtomicOp, tcp_port: u16, net: u8, cli
         size,
         iters: 200,
         mtu: Some(engine::verbs::Mtu::Mtu1024),
+        timeout: 14,
         tx_depth: 128,
         rx_depth: 512,
         backend: Backend::Udp,

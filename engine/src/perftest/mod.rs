@@ -66,6 +66,8 @@ pub struct Options {
     /// Path MTU this side offers (`-m`; default: the largest the interface carries); the smaller of
     /// both sides' is used.
     pub mtu: Option<Mtu>,
+    /// RC local ACK timeout exponent (4.096 us x 2^timeout; perftest uses 14, 67 ms).
+    pub timeout: u8,
     /// Messages in flight (`-t`, bandwidth tests).
     pub tx_depth: usize,
     /// Receives kept posted (`-r`, SEND tests).
@@ -311,7 +313,7 @@ pub fn run(o: &Options) -> Result<Outcome, String> {
     if s.peer.gid.to_ipv4_mapped().is_none() {
         return Err(format!("the peer's GID {} is not an IPv4 one (use its IPv4 GID index, -x)", s.peer.gid));
     }
-    connect(&mut s, mtu)?;
+    connect(&mut s, o, mtu)?;
     if o.op == PerfOp::Send && (!client || o.mode == Mode::Lat) {
         for n in 0..rx_depth as u64 {
             s.post_recv(n, o.size)?;
@@ -336,9 +338,10 @@ pub fn run(o: &Options) -> Result<Outcome, String> {
     }
 
     // 4. Closing: a handshake, the client's report (bandwidth, not SEND), a handshake, "done".
-    // ib_write_lat just closes: keep answering a moment so the peer's last write gets its ACK.
+    // ib_write_lat just closes: keep answering for eight of the peer's ACK timeouts (67 ms at
+    // perftest's 14), so that a last write whose ACK was lost gets one.
     if o.mode == Mode::Lat && o.op == PerfOp::Write {
-        let until = Instant::now() + Duration::from_millis(200);
+        let until = Instant::now() + Duration::from_millis(540);
         while Instant::now() < until {
             tick(&mut s.ctx)?;
         }
@@ -369,7 +372,7 @@ pub fn run(o: &Options) -> Result<Outcome, String> {
     Ok(s.finish(out, capture))
 }
 
-fn connect(s: &mut Side, mtu: Mtu) -> Result<(), String> {
+fn connect(s: &mut Side, o: &Options, mtu: Mtu) -> Result<(), String> {
     let Some(v4) = s.peer.gid.to_ipv4_mapped() else { return Err("the peer's GID is not IPv4".into()) };
     let rtr = QpAttr {
         ah_attr: Some(AddressVector::new(std::net::IpAddr::V4(v4))),
@@ -383,7 +386,7 @@ fn connect(s: &mut Side, mtu: Mtu) -> Result<(), String> {
     s.ctx.modify_qp(s.qp, QpState::Rtr, &rtr).map_err(err)?;
     let rts = QpAttr {
         sq_psn: Some(s.me.psn),
-        timeout: Some(14),
+        timeout: Some(o.timeout),
         retry_cnt: Some(7),
         rnr_retry: Some(7),
         max_rd_atomic: Some(s.peer.out_reads.clamp(1, OUT_READS) as u8),
