@@ -825,7 +825,7 @@ pub fn lat_line(r: &LatRow) -> String {
 pub fn counters_line(side: &str, st: &crate::verbs::Stats) -> String {
     let (r, d) = (&st.requests, &st.drops);
     format!(
-        " {side}: frames tx {} ({} B) rx {} ({} B) (bad {}, unknown {}); requests {} retries {} timeouts {}; \
+        " {side}: frames tx {} ({} B) rx {} ({} B) (bad {}, unknown {}); requests {} retries {} timeouts {} tail probes {}; \
          NAKs in: seq {} rnr {} error {}; NAKs out: seq {} rnr {}; duplicates {}; dropped: qkey {} no-wqe {} uc {}",
         st.tx_frames,
         st.tx_bytes,
@@ -836,6 +836,7 @@ pub fn counters_line(side: &str, st: &crate::verbs::Stats) -> String {
         r.packets,
         r.retries,
         r.timeouts,
+        r.tail_probes,
         r.seq_naks,
         r.rnr_naks,
         r.error_naks,

@@ -71,6 +71,7 @@ impl Requester {
                 }
                 self.rnr_until = Some(now + Duration::from_micros(u64::from(rnr_timer_us(timer))));
                 self.retrans_at = None;
+                self.probe_at = None;
                 self.retried_at = Some(self.comp_psn);
                 self.rewind();
                 Ok(())
@@ -196,6 +197,8 @@ impl Requester {
             self.rewind();
         }
         self.retrans_at = if self.outstanding() { self.cfg.timeout.map(|t| now + t) } else { None };
+        self.probed = false;
+        self.arm_probe(now);
     }
 
     /// Starts a go-back-N retry unless one already started at this `comp_psn`.
@@ -218,6 +221,9 @@ impl Requester {
         self.retried_at = Some(self.comp_psn);
         self.rewind();
         self.retrans_at = self.cfg.timeout.map(|t| now + t);
+        // Everything is resent; the probe re-arms when the tail is on the wire again.
+        self.probe_at = None;
+        self.probed = false;
         Ok(())
     }
 
@@ -237,6 +243,10 @@ impl Requester {
                 self.retried_at = None;
                 self.retry(now)?;
             }
+        }
+        if self.probe_at.is_some_and(|t| t <= now) {
+            self.probe_at = None;
+            self.probe_tail();
         }
         Ok(())
     }

@@ -96,6 +96,8 @@ pub struct ReqCounters {
     pub retries: u64,
     /// Retransmission timer expiries.
     pub timeouts: u64,
+    /// Tail probes: the last packet sent again when its ACK is late (see [`Requester::probe_tail`]).
+    pub tail_probes: u64,
     /// RNR NAKs received.
     pub rnr_naks: u64,
     /// PSN sequence error NAKs received.
@@ -123,6 +125,10 @@ pub(crate) struct Requester {
     pub(crate) retry_left: u32,
     pub(crate) rnr_left: u8,
     pub(crate) retrans_at: Option<Duration>,
+    /// When to send a tail probe (RC, everything sent, some of it unacknowledged).
+    pub(crate) probe_at: Option<Duration>,
+    /// A probe went out since the last forward progress (one per stall).
+    pub(crate) probed: bool,
     pub(crate) rnr_until: Option<Duration>,
     /// The `comp_psn` of the last retry, so one gap does not start many retries.
     pub(crate) retried_at: Option<u32>,
@@ -150,6 +156,8 @@ impl Requester {
             retry_left: cfg.retry_limit,
             rnr_left: cfg.rnr_retry,
             retrans_at: None,
+            probe_at: None,
+            probed: false,
             rnr_until: None,
             retried_at: None,
             done: VecDeque::new(),
@@ -185,12 +193,48 @@ impl Requester {
         };
     }
 
-    /// The earliest deadline: retransmission or the end of an RNR wait.
+    /// The earliest deadline: retransmission, tail probe or the end of an RNR wait.
     pub(crate) fn poll_timeout(&self) -> Option<Duration> {
-        match (self.retrans_at, self.rnr_until) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
+        [self.retrans_at, self.probe_at, self.rnr_until].into_iter().flatten().min()
+    }
+
+    /// How long the ACK of a tail may be late before a probe: 1/16 of the local ACK timeout, at
+    /// most 1 ms.
+    fn probe_delay(&self) -> Option<Duration> {
+        self.cfg.timeout.map(|t| (t / 16).min(Duration::from_millis(1)))
+    }
+
+    /// Arms the tail probe if everything queued is on the wire, some of it is unacknowledged, and
+    /// no probe went out since the last progress.
+    pub(crate) fn arm_probe(&mut self, now: Duration) {
+        let tail = self.cfg.transport == Transport::Rc && self.next == self.sq.len() && self.outstanding();
+        self.probe_at = if tail && !self.probed { self.probe_delay().map(|d| now + d) } else { None };
+    }
+
+    /// A tail probe (as TCP's tail loss probe): when the last packet's ACK is late and nothing else
+    /// is left to send, send that packet once more instead of waiting out the whole ACK timeout.
+    /// The responder answers a duplicate with an ACK, and a gap before it with a PSN sequence NAK,
+    /// so a lost last packet or a lost ACK is repaired after `probe_delay` rather than the full
+    /// timeout, before a peer that has finished tears its QP down. One probe per stall; probes do
+    /// not count as retries. Only SEND and WRITE tails are probed (a READ or atomic request cannot
+    /// be repeated out of order).
+    pub(crate) fn probe_tail(&mut self) {
+        let mtu = self.cfg.mtu;
+        let plain = self.sq.iter().all(|w| matches!(w.kind, Kind::Send | Kind::Write));
+        let Some(last) = self.sq.back() else { return };
+        if !plain
+            || !last.sent
+            || self.next != self.sq.len()
+            || self.psn != self.high_psn
+            || self.rnr_until.is_some()
+        {
+            return;
         }
+        self.probed = true;
+        self.counters.tail_probes += 1;
+        self.offset = (last.npkts(mtu) - 1).saturating_mul(mtu).min(last.len);
+        self.psn = last.last_psn;
+        self.next = self.sq.len() - 1;
     }
 
     fn read_atomic_in_flight(&self) -> usize {
@@ -359,6 +403,9 @@ impl Requester {
         if reliable && self.retrans_at.is_none() {
             self.retrans_at = self.cfg.timeout.map(|t| now + t);
         }
+        if reliable && message_done {
+            self.arm_probe(now);
+        }
         let template = self.sq[index].ud.map(|u| u.template);
         // UC and UD complete a request when its last packet is on the wire.
         Some(TxDesc { packet: pkt, payload, template, completes: !reliable && message_done })
@@ -403,6 +450,7 @@ impl Requester {
         self.next = 0;
         self.offset = 0;
         self.retrans_at = None;
+        self.probe_at = None;
         self.rnr_until = None;
     }
 }
@@ -516,6 +564,13 @@ mod tests {
         push(&mut r, 1, WrOpcode::Send, key, addr, 600);
         let t = ack_timeout(8).unwrap();
         assert_eq!(drain(&mut r, Duration::ZERO).len(), 3);
+        // First the tail probe, at 1/16 of the timeout: the last packet once more, not a retry.
+        let probe = t / 16;
+        assert_eq!(r.poll_timeout(), Some(probe));
+        r.handle_timeout(probe).unwrap();
+        assert_eq!(drain(&mut r, probe), vec![(0x02, 2, true)]);
+        assert_eq!((r.counters.tail_probes, r.counters.retries, r.retry_left), (1, 0, 2));
+        // One probe per stall: next comes the timeout.
         assert_eq!(r.poll_timeout(), Some(t));
         // retry_limit 2: two timeouts resend everything, the third fails.
         for round in 1..=2u32 {
@@ -593,6 +648,30 @@ mod tests {
         // Code 31 (rxe): no limit; the last SEND and the WRITE (no receive WQE needed) go.
         ack(&mut r, &mut mem, Duration::ZERO, 2, AethRepr::ack(0x1F, 3)).unwrap();
         assert_eq!(drain(&mut r, Duration::ZERO).iter().map(|p| p.1).collect::<Vec<_>>(), vec![3, 4]);
+    }
+
+    #[test]
+    fn tail_probes_only_send_and_write_tails_and_rearm_on_progress() {
+        let (mut r, mut mem, key, addr) = setup(0);
+        push(&mut r, 1, WrOpcode::Send, key, addr, 8);
+        push(&mut r, 2, WrOpcode::RdmaWrite { remote_addr: 0x1000, rkey: 9 }, key, addr, 300);
+        assert_eq!(drain(&mut r, Duration::ZERO).len(), 3);
+        let probe = ack_timeout(8).unwrap() / 16;
+        r.handle_timeout(probe).unwrap();
+        // The WRITE's last packet (PSN 2, WRITE_LAST with AckReq).
+        assert_eq!(drain(&mut r, probe), vec![(0x08, 2, true)]);
+        // An ACK of the SEND is progress: the probe re-arms for the rest.
+        ack(&mut r, &mut mem, probe * 2, 0, AethRepr::ack(0x1F, 1)).unwrap();
+        assert_eq!(r.poll_timeout(), Some(probe * 3));
+        // All acknowledged: no probe, no timer.
+        ack(&mut r, &mut mem, probe * 2, 2, AethRepr::ack(0x1F, 2)).unwrap();
+        assert_eq!(r.poll_timeout(), None);
+        // A READ tail is never probed.
+        push(&mut r, 3, WrOpcode::RdmaRead { remote_addr: 0x1000, rkey: 9 }, key, addr, 8);
+        assert_eq!(drain(&mut r, probe * 2).len(), 1);
+        r.handle_timeout(probe * 4).unwrap();
+        assert!(drain(&mut r, probe * 4).is_empty());
+        assert_eq!(r.counters.tail_probes, 1);
     }
 
     #[test]
