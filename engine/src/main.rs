@@ -569,10 +569,15 @@ fn run_pingpong(a: &PingpongArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let o = engine::pingpong::Options {
+    let net = perf::remote::Net {
         backend,
+        rx_icrc: if a.verify_icrc { RxIcrc::Verify } else { RxIcrc::Trust },
         tx_faults: engine::datapath::wrap::TxFaults { loss: a.tx_loss, ..Default::default() },
         seed: a.seed,
+        ..perf::remote::Net::udp()
+    };
+    let o = engine::pingpong::Options {
+        net,
         qp_type,
         server: a.server.clone(),
         port: a.port,
@@ -583,8 +588,6 @@ fn run_pingpong(a: &PingpongArgs) -> ExitCode {
         iters: a.iters,
         chk: a.chk,
         timeout: a.timeout,
-        rx_icrc: if a.verify_icrc { RxIcrc::Verify } else { RxIcrc::Trust },
-        udp_port: 4791,
     };
     match engine::pingpong::run(&o) {
         Ok(r) => {
@@ -679,12 +682,14 @@ fn run_perftest(a: &PerfArgs, op: PerfOp, mode: Mode) -> ExitCode {
         timeout: a.timeout,
         tx_depth: a.tx_depth as usize,
         rx_depth: a.rx_depth as usize,
-        backend,
-        udp_port: a.udp_port,
-        rx_icrc: a.rx_icrc(),
-        tx_faults: a.tx_faults(),
-        seed: a.seed,
-        capture: a.capture.is_some(),
+        net: perf::remote::Net {
+            backend,
+            udp_port: a.udp_port,
+            rx_icrc: a.rx_icrc(),
+            tx_faults: a.tx_faults(),
+            seed: a.seed,
+            capture: a.capture.is_some(),
+        },
     };
     if o.server.is_none() {
         println!(" waiting for a perftest client on TCP port {}", o.tcp_port);

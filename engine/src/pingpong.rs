@@ -10,10 +10,8 @@
 //! max_dest_rd_atomic 1 and min_rnr_timer 12, RTS with timeout 14, retry_cnt 7, rnr_retry 7; UD:
 //! Q_Key 0x11111111 and a 40-byte GRH area in receive buffers.
 
-use crate::datapath::udp::RxIcrc;
-use crate::datapath::wrap::TxFaults;
 use crate::oob;
-use crate::perf::remote::{Backend, Link, open_context};
+use crate::perf::remote::{Net, open_context};
 use crate::verbs::{
     Access, AddressVector, Context, Mtu, QpAttr, QpCap, QpInitAttr, QpState, QpType, RecvWr, SendFlags,
     SendWr, Sge, UdDest, WcStatus, WrOpcode,
@@ -60,16 +58,9 @@ pub struct Options {
     /// Validate received buffers (`-c`): the client zeroes the first byte of every 4 KiB page of its
     /// buffer before its first send, and every receive must carry those zeros.
     pub chk: bool,
-    /// What the UDP backend checks of received ICRCs (rxe sends IP IDs a socket cannot see).
-    pub rx_icrc: RxIcrc,
-    /// UDP port of RoCEv2.
-    pub udp_port: u16,
-    /// Datapath.
-    pub backend: Backend,
-    /// Faults on this side's egress (seeded by `seed`).
-    pub tx_faults: TxFaults,
-    /// Seed of the faults.
-    pub seed: u64,
+    /// Datapath and egress faults (the UDP backend trusts received ICRCs by default: rxe sends IP
+    /// IDs a socket cannot see).
+    pub net: Net,
 }
 
 /// A peer's address as the tools exchange it.
@@ -133,16 +124,7 @@ fn err(e: impl std::fmt::Display) -> String {
 pub fn run(o: &Options) -> Result<Outcome, String> {
     let (mut tcp, local) = oob::meet(o.server.as_deref(), o.port, o.local)?;
     tcp.set_nonblocking(false).map_err(err)?;
-    let link = Link {
-        backend: o.backend.clone(),
-        local,
-        udp_port: o.udp_port,
-        tcp_port: o.port,
-        rx_icrc: o.rx_icrc,
-        tx_faults: o.tx_faults,
-        seed: o.seed,
-        capture: false,
-    };
+    let link = o.net.link(local, o.port);
     let (mut ctx, _) = open_context(&link, o.mtu).map_err(|e| e.0)?;
     let pd = ctx.alloc_pd();
     let grh = if o.qp_type == QpType::Ud { 40 } else { 0 };

@@ -3,8 +3,7 @@
 //! `scripts/interop-rxe.sh`, against rxe in the VM). Also: a peer that breaks the exchange gets a
 //! clear error.
 
-use engine::datapath::udp::RxIcrc;
-use engine::perf::remote::Backend;
+use engine::perf::remote::Net;
 use engine::perf::{AtomicOp, Mode, PerfOp};
 use engine::perftest::{Options, Outcome, messages, run};
 use std::io::{Read, Write};
@@ -35,12 +34,7 @@ fn options(op: PerfOp, mode: Mode, atomic: AtomicOp, tcp_port: u16, net: u8, cli
         timeout: 14,
         tx_depth: 128,
         rx_depth: 512,
-        backend: Backend::Udp,
-        udp_port: 4791,
-        rx_icrc: RxIcrc::Verify,
-        tx_faults: Default::default(),
-        seed: 1,
-        capture: false,
+        net: Net::udp(),
     }
 }
 

@@ -2,8 +2,7 @@
 //! in `scripts/interop-rxe.sh`, against rxe in the VM): RC, UC and UD with the `-c` buffer check,
 //! sizes across the MTU and page boundaries, both roles in one process.
 
-use engine::datapath::udp::RxIcrc;
-use engine::perf::remote::Backend;
+use engine::perf::remote::Net;
 use engine::pingpong::{Options, run};
 use engine::verbs::{Mtu, QpType};
 use std::net::Ipv4Addr;
@@ -24,11 +23,7 @@ fn options(qp_type: QpType, size: usize, tcp_port: u16, client: bool) -> Options
         iters: 100,
         chk: true,
         timeout: 14,
-        rx_icrc: RxIcrc::Verify,
-        udp_port: 4791,
-        backend: Backend::Udp,
-        tx_faults: Default::default(),
-        seed: 1,
+        net: Net::udp(),
     }
 }
 

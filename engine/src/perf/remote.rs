@@ -77,6 +77,52 @@ pub enum Backend {
     },
 }
 
+/// A side's datapath settings before its local address is known (`pingpong`, `perf --perftest`:
+/// the address comes from the exchange connection).
+#[derive(Debug, Clone)]
+pub struct Net {
+    /// Kernel UDP or AF_XDP.
+    pub backend: Backend,
+    /// UDP port (4791).
+    pub udp_port: u16,
+    /// What received ICRCs are checked against (UDP backend).
+    pub rx_icrc: RxIcrc,
+    /// Faults injected on this side's egress.
+    pub tx_faults: TxFaults,
+    /// Seed of the faults.
+    pub seed: u64,
+    /// Keep every frame sent and received.
+    pub capture: bool,
+}
+
+impl Net {
+    /// Kernel UDP on port 4791, verifying ICRCs, no faults, no capture.
+    pub fn udp() -> Net {
+        Net {
+            backend: Backend::Udp,
+            udp_port: crate::datapath::udp::ROCE_PORT,
+            rx_icrc: RxIcrc::Verify,
+            tx_faults: TxFaults::default(),
+            seed: 1,
+            capture: false,
+        }
+    }
+
+    /// The link of a side at `local` whose exchange uses `tcp_port`.
+    pub fn link(&self, local: Ipv4Addr, tcp_port: u16) -> Link {
+        Link {
+            backend: self.backend.clone(),
+            local,
+            udp_port: self.udp_port,
+            tcp_port,
+            rx_icrc: self.rx_icrc,
+            tx_faults: self.tx_faults,
+            seed: self.seed,
+            capture: self.capture,
+        }
+    }
+}
+
 /// How this process's side talks to the network.
 #[derive(Debug, Clone)]
 pub struct Link {

@@ -25,10 +25,9 @@
 
 pub mod messages;
 
-use crate::datapath::udp::RxIcrc;
-use crate::datapath::wrap::{CaptureLog, TxFaults};
+use crate::datapath::wrap::CaptureLog;
 use crate::oob::{self, Exchange};
-use crate::perf::remote::{Backend, Link, open_context};
+use crate::perf::remote::{Backend, Net, open_context};
 use crate::perf::{AtomicOp, Mode, PerfOp};
 use crate::verbs::{
     Access, AddressVector, Context, Cq, Mr, Mtu, Qp, QpAttr, QpCap, QpInitAttr, QpState, QpType, RecvWr,
@@ -72,18 +71,8 @@ pub struct Options {
     pub tx_depth: usize,
     /// Receives kept posted (`-r`, SEND tests).
     pub rx_depth: usize,
-    /// Datapath.
-    pub backend: Backend,
-    /// UDP port of RoCEv2.
-    pub udp_port: u16,
-    /// What the UDP backend checks of received ICRCs.
-    pub rx_icrc: RxIcrc,
-    /// Faults on this side's egress.
-    pub tx_faults: TxFaults,
-    /// Seed of the faults.
-    pub seed: u64,
-    /// Keep every frame for a pcap.
-    pub capture: bool,
+    /// Datapath, egress faults, capture.
+    pub net: Net,
 }
 
 /// What a run measured.
@@ -239,16 +228,7 @@ pub fn run(o: &Options) -> Result<Outcome, String> {
     let (tcp, local) = oob::meet(o.server.as_deref(), o.tcp_port, o.local)?;
     let client = o.server.is_some();
     let mut x = Exchange::new(tcp, client)?;
-    let link = Link {
-        backend: o.backend.clone(),
-        local,
-        udp_port: o.udp_port,
-        tcp_port: o.tcp_port,
-        rx_icrc: o.rx_icrc,
-        tx_faults: o.tx_faults,
-        seed: o.seed,
-        capture: o.capture,
-    };
+    let link = o.net.link(local, o.tcp_port);
     let offer = o.mtu.unwrap_or_else(|| {
         crate::devinfo::host_ports()
             .into_iter()
@@ -593,7 +573,7 @@ pub fn render(o: &Options, out: &Outcome) -> String {
         verb_name(o),
         if out.client { "client" } else { "server" }
     );
-    let datapath = match &o.backend {
+    let datapath = match &o.net.backend {
         Backend::Udp => "kernel UDP".to_string(),
         Backend::AfXdp { dev, queue, .. } => format!("AF_XDP on {dev} queue {queue}"),
     };
