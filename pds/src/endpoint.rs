@@ -1,0 +1,822 @@
+//! One fabric endpoint's PDS: its PDCs, RUDI requests and UUD datagrams, and the packets, deadlines
+//! and events the caller pulls out.
+//!
+//! PDC lookup (uet-wire.md §2): a request with SYN is matched by (source, SPDCID) and creates a
+//! target PDC if none exists; every other packet is matched by its DPDCID, which is the local
+//! [`PdcId`], and must come from the PDC's peer. A request or CP for no PDC is answered with NACK
+//! INV_DPDCID, a SYN beyond `max_pdcs` with NO_PDC_AVAIL, a SYN whose Start_PSN differs from the
+//! PDC's with INVALID_SYN, and a request in the wrong mode with PDC_MODE_MISMATCH. ACKs and NACKs
+//! for no PDC are dropped (never answered).
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::hash::Hash;
+use std::time::Duration;
+
+use bytes::Bytes;
+use wire::uet::pds::nack::FLAG_NT;
+use wire::uet::pds::request::FLAG_RETX;
+use wire::uet::pds::{Mode, NackCode, NackRepr, NextHeader, PdsRepr, RequestRepr, RudiRepr, UudRepr};
+
+use crate::pdc::{Outcome, Pdc, PdcId, Role, TxKind, emit};
+use crate::psn::diff;
+use crate::rudi::Initiator;
+use crate::rx::Verdict;
+use crate::{Config, Event, PdcError};
+
+/// How long a target remembers a closed PDC, to ignore delayed duplicates of its SYN packets
+/// (longer than any packet lives in a data-center network, like TCP's TIME-WAIT).
+pub const CLOSED_LINGER: Duration = Duration::from_secs(1);
+
+/// A packet to send, written into the caller's buffer by [`Endpoint::poll_transmit`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Transmit<A> {
+    /// Destination fabric address.
+    pub dst: A,
+    /// Bytes written: PDS header and what follows it.
+    pub len: usize,
+}
+
+/// Which service delivered a packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeliveryKind {
+    /// A new (never before delivered) packet of a PDC; for ROD, the next in order.
+    Pdc {
+        /// The local PDC.
+        pdc: PdcId,
+        /// Its PSN.
+        psn: u32,
+        /// The PDC's mode.
+        mode: Mode,
+    },
+    /// A RUDI request: answer it with [`Endpoint::rudi_respond`].
+    RudiRequest {
+        /// Its id.
+        pkt_id: u32,
+    },
+    /// The response to a RUDI request this side sent.
+    RudiResponse {
+        /// Its id.
+        pkt_id: u32,
+        /// The cookie given to [`Endpoint::rudi_send`].
+        cookie: u64,
+    },
+    /// A UUD datagram.
+    Uud,
+}
+
+/// Upper-layer bytes handed up by [`Endpoint::handle_packet`], borrowed from the packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Delivery<'a, A> {
+    /// The sender.
+    pub peer: A,
+    /// Which service.
+    pub kind: DeliveryKind,
+    /// The SES header format of `body`.
+    pub next_hdr: NextHeader,
+    /// Everything after the PDS header.
+    pub body: &'a [u8],
+}
+
+/// Why a send was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SendError {
+    /// `max_queued` packets are already waiting on this PDC.
+    QueueFull,
+    /// No such PDC (never opened, failed or closed).
+    UnknownPdc,
+    /// The PDC is closing.
+    Closing,
+    /// `max_pdcs` PDCs exist already.
+    NoPdcAvailable,
+}
+
+impl std::fmt::Display for SendError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            SendError::QueueFull => "send queue full",
+            SendError::UnknownPdc => "no such PDC",
+            SendError::Closing => "PDC is closing",
+            SendError::NoPdcAvailable => "PDC limit reached",
+        })
+    }
+}
+
+impl std::error::Error for SendError {}
+
+/// Counters of an endpoint.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Packets written by `poll_transmit`.
+    pub tx_packets: u64,
+    /// Of which retransmissions (PDC and RUDI).
+    pub tx_retransmits: u64,
+    /// ACKs sent.
+    pub tx_acks: u64,
+    /// NACKs sent.
+    pub tx_nacks: u64,
+    /// Packets queued again after a SACK or NACK showed them lost.
+    pub fast_retransmits: u64,
+    /// Retransmit timer expiries.
+    pub timeouts: u64,
+    /// Packets received (parsed).
+    pub rx_packets: u64,
+    /// Packets that did not parse.
+    pub rx_malformed: u64,
+    /// Sequenced packets received twice (dropped).
+    pub rx_duplicates: u64,
+    /// ROD packets dropped for arriving out of order.
+    pub rx_out_of_order: u64,
+    /// Packets beyond the receive window (dropped).
+    pub rx_out_of_window: u64,
+    /// ACKs, NACKs and RUDI responses for no PDC or request (dropped).
+    pub rx_stale: u64,
+    /// NACKs received.
+    pub rx_nacks: u64,
+}
+
+#[derive(Debug)]
+enum Ctrl {
+    Nack(NackRepr),
+    Rudi { pkt_id: u32, next_hdr: NextHeader, bytes: Bytes },
+    Uud { next_hdr: NextHeader, bytes: Bytes },
+}
+
+/// The PDS of one fabric endpoint, generic over the fabric address `A` (an IP address, a
+/// `SocketAddr`, a simulated port...).
+#[derive(Debug)]
+pub struct Endpoint<A> {
+    cfg: Config,
+    rng: u64,
+    last_start: u32,
+    pdcs: BTreeMap<PdcId, Pdc<A>>,
+    initiated: HashMap<(A, Mode), PdcId>,
+    accepted: HashMap<(A, u16), PdcId>,
+    next_id: PdcId,
+    rr: PdcId,
+    ctrl: VecDeque<(A, Ctrl)>,
+    /// Target PDCs closed recently: (until, peer, peer's PDCID, Start_PSN). A delayed duplicate
+    /// of their SYN packets must not open a new PDC.
+    closed: VecDeque<(Duration, A, u16, u32)>,
+    rudi: Initiator<A>,
+    events: VecDeque<Event<A>>,
+    stats: Stats,
+}
+
+/// What [`Endpoint::pdc_info`] tells about a PDC.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PdcInfo<A> {
+    /// The peer.
+    pub peer: A,
+    /// The peer's PDCID, once known.
+    pub peer_id: Option<u16>,
+    /// Delivery mode.
+    pub mode: Mode,
+    /// Who opened it.
+    pub role: Role,
+    /// Start_PSN of both directions.
+    pub start_psn: u32,
+    /// PSN the next packet sent gets.
+    pub next_psn: u32,
+    /// Lowest PSN not yet received from the peer.
+    pub expected_psn: u32,
+    /// The peer's CLEAR_PSN as last received.
+    pub clear_psn: u32,
+    /// Packets queued or not yet acknowledged.
+    pub unacked: usize,
+    /// Close in progress.
+    pub closing: bool,
+}
+
+impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
+    /// An endpoint; `seed` drives its random Start_PSNs and first RUDI `pkt_id` (the caller
+    /// chooses it, e.g. from the OS or a simulation seed).
+    pub fn new(cfg: Config, seed: u64) -> Endpoint<A> {
+        let mut e = Endpoint {
+            cfg,
+            rng: seed ^ 0x9E37_79B9_7F4A_7C15,
+            last_start: 0,
+            pdcs: BTreeMap::new(),
+            initiated: HashMap::new(),
+            accepted: HashMap::new(),
+            next_id: 1,
+            rr: 0,
+            ctrl: VecDeque::new(),
+            closed: VecDeque::new(),
+            rudi: Initiator::new(0),
+            events: VecDeque::new(),
+            stats: Stats::default(),
+        };
+        e.rudi = Initiator::new(e.random() as u32);
+        e
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &Config {
+        &self.cfg
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> &Stats {
+        &self.stats
+    }
+
+    /// splitmix64.
+    fn random(&mut self) -> u64 {
+        self.rng = self.rng.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.rng;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// A random Start_PSN: non-zero and at least 2^16 away from the previous one (SUET, "§3.5.8.2").
+    fn start_psn(&mut self) -> u32 {
+        loop {
+            let s = self.random() as u32;
+            if s != 0 && diff(s, self.last_start).unsigned_abs() >= 1 << 16 {
+                self.last_start = s;
+                return s;
+            }
+        }
+    }
+
+    fn alloc_id(&mut self) -> Option<PdcId> {
+        if self.pdcs.len() >= self.cfg.max_pdcs.min(usize::from(u16::MAX)) {
+            return None;
+        }
+        while self.next_id == 0 || self.pdcs.contains_key(&self.next_id) {
+            self.next_id = self.next_id.wrapping_add(1);
+        }
+        let id = self.next_id;
+        self.next_id = self.next_id.wrapping_add(1);
+        Some(id)
+    }
+
+    /// The initiator PDC to `peer` in `mode`, opened if there is none (nothing is sent until data
+    /// is queued).
+    pub fn connect(&mut self, peer: A, mode: Mode) -> Result<PdcId, SendError> {
+        if let Some(&id) = self.initiated.get(&(peer, mode)) {
+            return Ok(id);
+        }
+        let id = self.alloc_id().ok_or(SendError::NoPdcAvailable)?;
+        let start = self.start_psn();
+        self.pdcs.insert(id, Pdc::new(id, peer, None, mode, Role::Initiator, start));
+        self.initiated.insert((peer, mode), id);
+        Ok(id)
+    }
+
+    /// Sends `bytes` (an SES header of format `next_hdr` and payload) to `peer` over this side's
+    /// PDC in `mode`, opening it if needed. Returns the PDC and the packet's PSN; an
+    /// [`Event::Acked`] with `cookie` follows when the peer has it.
+    pub fn send(
+        &mut self,
+        peer: A,
+        mode: Mode,
+        next_hdr: NextHeader,
+        bytes: Bytes,
+        cookie: u64,
+    ) -> Result<(PdcId, u32), SendError> {
+        let id = self.connect(peer, mode)?;
+        self.send_on(id, next_hdr, bytes, cookie).map(|psn| (id, psn))
+    }
+
+    /// Sends on an existing PDC, in either role (a target sends responses and read data this way).
+    pub fn send_on(
+        &mut self,
+        pdc: PdcId,
+        next_hdr: NextHeader,
+        bytes: Bytes,
+        cookie: u64,
+    ) -> Result<u32, SendError> {
+        let p = self.pdcs.get_mut(&pdc).ok_or(SendError::UnknownPdc)?;
+        if p.closing {
+            return Err(SendError::Closing);
+        }
+        if p.tx.len() >= self.cfg.max_queued {
+            return Err(SendError::QueueFull);
+        }
+        Ok(p.push(next_hdr, bytes, cookie))
+    }
+
+    /// Closes a PDC: the initiator sends CLOSE_CMD once everything is acknowledged, the target asks
+    /// the initiator with CLOSE_REQ. [`Event::Closed`] follows. A PDC that never sent or received
+    /// anything is dropped at once.
+    pub fn close(&mut self, now: Duration, pdc: PdcId) -> Result<(), SendError> {
+        let p = self.pdcs.get_mut(&pdc).ok_or(SendError::UnknownPdc)?;
+        if p.role == Role::Initiator && p.peer_id.is_none() && p.tx.is_empty() && p.tx.una() == p.start_psn {
+            let peer = p.peer;
+            self.remove(pdc);
+            self.events.push_back(Event::Closed { pdc, peer });
+            return Ok(());
+        }
+        p.close(now);
+        Ok(())
+    }
+
+    /// Sends a RUDI request; returns its `pkt_id`. The response arrives as a
+    /// [`DeliveryKind::RudiResponse`], or [`Event::RudiFailed`] after `max_retries`.
+    pub fn rudi_send(&mut self, peer: A, next_hdr: NextHeader, bytes: Bytes, cookie: u64) -> u32 {
+        self.rudi.push(peer, next_hdr, bytes, cookie)
+    }
+
+    /// Answers the RUDI request `pkt_id` from `peer` (sent once; a lost response is recovered by
+    /// the initiator retransmitting the request).
+    pub fn rudi_respond(&mut self, peer: A, pkt_id: u32, next_hdr: NextHeader, bytes: Bytes) {
+        self.ctrl.push_back((peer, Ctrl::Rudi { pkt_id, next_hdr, bytes }));
+    }
+
+    /// Sends a UUD datagram (no state, no acknowledgement, no retransmission).
+    pub fn uud_send(&mut self, peer: A, next_hdr: NextHeader, bytes: Bytes) {
+        self.ctrl.push_back((peer, Ctrl::Uud { next_hdr, bytes }));
+    }
+
+    /// What is known about a PDC.
+    pub fn pdc_info(&self, pdc: PdcId) -> Option<PdcInfo<A>> {
+        self.pdcs.get(&pdc).map(|p| PdcInfo {
+            peer: p.peer,
+            peer_id: p.peer_id,
+            mode: p.mode,
+            role: p.role,
+            start_psn: p.start_psn,
+            next_psn: p.tx.next_psn(),
+            expected_psn: p.rx.expected(),
+            clear_psn: p.rx.clear_psn(),
+            unacked: p.tx.len(),
+            closing: p.closing,
+        })
+    }
+
+    /// PDCs held.
+    pub fn pdc_count(&self) -> usize {
+        self.pdcs.len()
+    }
+
+    /// RUDI requests waiting for a response.
+    pub fn rudi_outstanding(&self) -> usize {
+        self.rudi.len()
+    }
+
+    /// The next event.
+    pub fn poll_event(&mut self) -> Option<Event<A>> {
+        self.events.pop_front()
+    }
+
+    fn remove(&mut self, pdc: PdcId) -> Option<Pdc<A>> {
+        let p = self.pdcs.remove(&pdc)?;
+        match p.role {
+            Role::Initiator => self.initiated.remove(&(p.peer, p.mode)),
+            Role::Target => self.accepted.remove(&(p.peer, p.peer_id.unwrap_or(0))),
+        };
+        Some(p)
+    }
+
+    fn fail(&mut self, pdc: PdcId, error: PdcError) {
+        if let Some(mut p) = self.remove(pdc) {
+            let unacked = p.tx.drain_unacked();
+            self.events.push_back(Event::Failed { pdc, peer: p.peer, error, unacked });
+        }
+    }
+
+    fn nack(&mut self, dst: A, code: NackCode, psn: u32, dpdcid: u16, payload: u32) {
+        let repr = NackRepr {
+            next_hdr: NextHeader::None,
+            flags: 0,
+            nack_code: code,
+            vendor_code: 0,
+            nack_psn: psn,
+            spdcid: 0,
+            dpdcid,
+            payload,
+            ccx: None,
+        };
+        self.ctrl.push_back((dst, Ctrl::Nack(repr)));
+    }
+
+    fn apply(&mut self, pdc: PdcId, out: Outcome) {
+        let Some(p) = self.pdcs.get(&pdc) else { return };
+        let peer = p.peer;
+        if out.established {
+            self.events.push_back(Event::Established { pdc, peer });
+        }
+        for (psn, cookie) in out.acked {
+            self.events.push_back(Event::Acked { pdc, psn, cookie });
+        }
+        self.stats.fast_retransmits += out.retransmits as u64;
+        match out.dropped {
+            Some(Verdict::Duplicate) => self.stats.rx_duplicates += 1,
+            Some(Verdict::OutOfOrder) => self.stats.rx_out_of_order += 1,
+            Some(Verdict::OutOfWindow) => self.stats.rx_out_of_window += 1,
+            _ => {}
+        }
+        if out.closed {
+            self.remove(pdc);
+            self.events.push_back(Event::Closed { pdc, peer });
+        }
+    }
+
+    /// The PDC a SYN request from `src` belongs to, created if new; `None` if it was NACKed.
+    fn syn_target(&mut self, now: Duration, src: A, r: &RequestRepr) -> Option<PdcId> {
+        let start = r.start_psn().unwrap_or(r.psn);
+        while self.closed.front().is_some_and(|c| c.0 <= now) {
+            self.closed.pop_front();
+        }
+        if self.closed.iter().any(|&(_, peer, id, s)| peer == src && id == r.spdcid && s == start) {
+            self.stats.rx_stale += 1;
+            return None;
+        }
+        if let Some(&id) = self.accepted.get(&(src, r.spdcid)) {
+            let p = &self.pdcs[&id];
+            if p.start_psn != start {
+                self.nack(src, NackCode::InvalidSyn, r.psn, r.spdcid, 0);
+                return None;
+            }
+            return Some(id);
+        }
+        let Some(id) = self.alloc_id() else {
+            self.nack(src, NackCode::NoPdcAvail, r.psn, r.spdcid, 0);
+            return None;
+        };
+        self.pdcs.insert(id, Pdc::new(id, src, Some(r.spdcid), r.mode, Role::Target, start));
+        self.accepted.insert((src, r.spdcid), id);
+        self.events.push_back(Event::Accepted { pdc: id, peer: src, mode: r.mode });
+        Some(id)
+    }
+
+    /// The PDC `dpdcid` if `src` is its peer (and `spdcid` its peer's id, when known).
+    fn lookup(&self, src: A, dpdcid: u16, spdcid: u16) -> Option<PdcId> {
+        let p = self.pdcs.get(&dpdcid)?;
+        (p.peer == src && p.peer_id.is_none_or(|id| id == spdcid || spdcid == 0)).then_some(dpdcid)
+    }
+
+    /// Processes one received PDS packet (`buf` starts at the PDS header; a CRC trailer is already
+    /// checked and removed). Returns the upper-layer bytes to deliver, if any; malformed packets are
+    /// a typed error and change nothing.
+    pub fn handle_packet<'a>(
+        &mut self,
+        now: Duration,
+        src: A,
+        buf: &'a [u8],
+    ) -> Result<Option<Delivery<'a, A>>, wire::Error> {
+        let pds = PdsRepr::parse(buf).inspect_err(|_| self.stats.rx_malformed += 1)?;
+        self.stats.rx_packets += 1;
+        let body = &buf[pds.buffer_len()..];
+        match pds {
+            PdsRepr::Request(r) => {
+                let id = if r.syn() {
+                    self.syn_target(now, src, &r)
+                } else {
+                    let id = self.lookup(src, r.dpdcid, r.spdcid);
+                    if id.is_none() {
+                        self.nack(src, NackCode::InvDpdcid, r.psn, r.spdcid, 0);
+                    }
+                    id
+                };
+                let Some(id) = id else { return Ok(None) };
+                let p = self.pdcs.get_mut(&id).expect("looked up");
+                if p.mode != r.mode {
+                    let (psn, spdcid) = (r.psn, r.spdcid);
+                    self.nack(src, NackCode::PdcModeMismatch, psn, spdcid, 0);
+                    return Ok(None);
+                }
+                let out = p.on_request(&r, now, &self.cfg);
+                let deliver = out.deliver;
+                self.apply(id, out);
+                let kind = DeliveryKind::Pdc { pdc: id, psn: r.psn, mode: r.mode };
+                Ok(deliver.then_some(Delivery { peer: src, kind, next_hdr: r.next_hdr, body }))
+            }
+            PdsRepr::Ack(a) => {
+                match self.lookup(src, a.dpdcid, a.spdcid) {
+                    Some(id) => {
+                        let out = self.pdcs.get_mut(&id).expect("looked up").on_ack(&a);
+                        self.apply(id, out);
+                    }
+                    None => self.stats.rx_stale += 1,
+                }
+                Ok(None)
+            }
+            PdsRepr::Nack(n) => {
+                self.stats.rx_nacks += 1;
+                if n.flags & FLAG_NT != 0 {
+                    // RUDI NACK: the request stays pending; its timer resends it.
+                    return Ok(None);
+                }
+                match self.lookup(src, n.dpdcid, n.spdcid) {
+                    Some(id) => match self.pdcs.get_mut(&id).expect("looked up").on_nack(&n) {
+                        Ok(out) => self.apply(id, out),
+                        Err(code) => self.fail(id, PdcError::Nack(code)),
+                    },
+                    None => self.stats.rx_stale += 1,
+                }
+                Ok(None)
+            }
+            PdsRepr::Cp(c) => {
+                match self.lookup(src, c.dpdcid, c.spdcid) {
+                    Some(id) => {
+                        let out = self.pdcs.get_mut(&id).expect("looked up").on_cp(&c, now, &self.cfg);
+                        self.apply(id, out);
+                    }
+                    None => self.nack(src, NackCode::InvDpdcid, c.psn, c.spdcid, 0),
+                }
+                Ok(None)
+            }
+            PdsRepr::Rudi(r) if !r.response => Ok(Some(Delivery {
+                peer: src,
+                kind: DeliveryKind::RudiRequest { pkt_id: r.pkt_id },
+                next_hdr: r.next_hdr,
+                body,
+            })),
+            PdsRepr::Rudi(r) => match self.rudi.complete(src, r.pkt_id) {
+                Some(cookie) => Ok(Some(Delivery {
+                    peer: src,
+                    kind: DeliveryKind::RudiResponse { pkt_id: r.pkt_id, cookie },
+                    next_hdr: r.next_hdr,
+                    body,
+                })),
+                None => {
+                    self.stats.rx_stale += 1;
+                    Ok(None)
+                }
+            },
+            PdsRepr::Uud(u) => {
+                Ok(Some(Delivery { peer: src, kind: DeliveryKind::Uud, next_hdr: u.next_hdr, body }))
+            }
+        }
+    }
+
+    /// Writes the next packet to send into `buf` (which must hold the largest body plus 16 bytes).
+    pub fn poll_transmit(&mut self, now: Duration, buf: &mut [u8]) -> Option<Transmit<A>> {
+        let t = self.poll_inner(now, buf)?;
+        self.stats.tx_packets += 1;
+        Some(t)
+    }
+
+    fn poll_inner(&mut self, now: Duration, buf: &mut [u8]) -> Option<Transmit<A>> {
+        if let Some((dst, c)) = self.ctrl.pop_front() {
+            let len = match c {
+                Ctrl::Nack(n) => {
+                    self.stats.tx_nacks += 1;
+                    emit(&PdsRepr::Nack(n), &[], buf)
+                }
+                Ctrl::Rudi { pkt_id, next_hdr, bytes } => {
+                    let r = RudiRepr { response: true, next_hdr, flags: 0, reserved: 0, pkt_id };
+                    emit(&PdsRepr::Rudi(r), &bytes, buf)
+                }
+                Ctrl::Uud { next_hdr, bytes } => {
+                    emit(&PdsRepr::Uud(UudRepr { next_hdr, flags: 0, reserved: 0 }), &bytes, buf)
+                }
+            }?;
+            return Some(Transmit { dst, len });
+        }
+        if let Some((pkt_id, p, retx)) = self.rudi.next_to_send(now, &self.cfg) {
+            let flags = if retx { FLAG_RETX } else { 0 };
+            let r = RudiRepr { response: false, next_hdr: p.next_hdr, flags, reserved: 0, pkt_id };
+            let (dst, len) = (p.peer, emit(&PdsRepr::Rudi(r), &p.bytes, buf)?);
+            self.stats.tx_retransmits += u64::from(retx);
+            return Some(Transmit { dst, len });
+        }
+        // Round robin over the PDCs, starting after the one served last.
+        let mut cursor = self.rr;
+        for _ in 0..self.pdcs.len() {
+            let next = self.pdcs.range(cursor.wrapping_add(1)..).next().or_else(|| self.pdcs.iter().next());
+            let id = *next?.0;
+            cursor = id;
+            let p = self.pdcs.get_mut(&id).expect("listed");
+            let Some((len, kind)) = p.poll_transmit(now, &self.cfg, buf) else { continue };
+            let (dst, done) = (p.peer, p.close_done);
+            match kind {
+                TxKind::Ack => self.stats.tx_acks += 1,
+                TxKind::Nack => self.stats.tx_nacks += 1,
+                TxKind::Retransmit => self.stats.tx_retransmits += 1,
+                TxKind::Control | TxKind::Data => {}
+            }
+            self.rr = id;
+            if done {
+                let (peer_id, start) = (p.peer_id.unwrap_or(0), p.start_psn);
+                self.closed.push_back((now + CLOSED_LINGER, dst, peer_id, start));
+                self.remove(id);
+                self.events.push_back(Event::Closed { pdc: id, peer: dst });
+            }
+            return Some(Transmit { dst, len });
+        }
+        None
+    }
+
+    /// The earliest time [`Endpoint::handle_timeout`] has something to do (or a delayed ACK is due).
+    pub fn poll_timeout(&self) -> Option<Duration> {
+        self.pdcs.values().filter_map(|p| p.poll_timeout()).chain(self.rudi.poll_timeout()).min()
+    }
+
+    /// Whether `poll_transmit` would return a packet now (without a deadline passing).
+    pub fn has_transmit(&self) -> bool {
+        !self.ctrl.is_empty() || self.rudi.has_due()
+    }
+
+    /// Runs the timers due at `now`: retransmissions, retry limits (which fail the PDC or the RUDI
+    /// request).
+    pub fn handle_timeout(&mut self, now: Duration) {
+        let mut failed = Vec::new();
+        for (&id, p) in self.pdcs.iter_mut() {
+            match p.handle_timeout(now, &self.cfg) {
+                Ok(n) => self.stats.timeouts += n as u64,
+                Err(()) => failed.push(id),
+            }
+        }
+        for id in failed {
+            self.fail(id, PdcError::RetryExceeded);
+        }
+        for (peer, pkt_id, cookie) in self.rudi.handle_timeout(now, &self.cfg) {
+            self.events.push_back(Event::RudiFailed { peer, pkt_id, cookie });
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::RX_WINDOW;
+    use wire::uet::pds::request::{FLAG_AR, FLAG_SYN};
+
+    const NOW: Duration = Duration::ZERO;
+
+    fn request(mode: Mode, flags: u8, psn: u32, spdcid: u16, dpdcid: u16) -> Vec<u8> {
+        let r = RequestRepr {
+            mode,
+            next_hdr: NextHeader::ReqStd,
+            flags,
+            clear_psn_offset: 0,
+            psn,
+            spdcid,
+            dpdcid,
+            cc: None,
+        };
+        let mut b = vec![0; 16];
+        let n = r.emit(&mut b).unwrap();
+        b.truncate(n);
+        b.extend_from_slice(b"payload");
+        b
+    }
+
+    fn syn(mode: Mode, start: u32, offset: u16, spdcid: u16) -> Vec<u8> {
+        request(
+            mode,
+            FLAG_SYN,
+            start.wrapping_add(u32::from(offset)),
+            spdcid,
+            RequestRepr::syn_word(false, offset),
+        )
+    }
+
+    fn sent(ep: &mut Endpoint<u8>) -> Vec<(u8, PdsRepr)> {
+        let mut buf = [0u8; 2048];
+        std::iter::from_fn(|| {
+            ep.poll_transmit(NOW, &mut buf).map(|t| (t.dst, PdsRepr::parse(&buf[..t.len]).unwrap()))
+        })
+        .collect()
+    }
+
+    fn nacks(ep: &mut Endpoint<u8>) -> Vec<(u8, NackCode, u32, u16)> {
+        sent(ep)
+            .into_iter()
+            .filter_map(|(dst, p)| match p {
+                PdsRepr::Nack(n) => Some((dst, n.nack_code, n.nack_psn, n.dpdcid)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn request_for_no_pdc_is_nacked_inv_dpdcid() {
+        let mut ep = Endpoint::<u8>::new(Config::default(), 1);
+        assert_eq!(ep.handle_packet(NOW, 5, &request(Mode::Rud, 0, 42, 3, 9)), Ok(None));
+        assert_eq!(nacks(&mut ep), [(5, NackCode::InvDpdcid, 42, 3)]);
+        assert_eq!(ep.pdc_count(), 0);
+    }
+
+    #[test]
+    fn syn_opens_a_target_pdc_and_the_checks_that_follow() {
+        let mut ep = Endpoint::<u8>::new(Config::default(), 1);
+        let start = u32::MAX - 1;
+        let first = syn(Mode::Rud, start, 0, 3);
+        let d = ep.handle_packet(NOW, 5, &first).unwrap().unwrap();
+        let DeliveryKind::Pdc { pdc, psn, mode: Mode::Rud } = d.kind else { panic!("{d:?}") };
+        assert_eq!((psn, d.body, d.next_hdr), (start, &b"payload"[..], NextHeader::ReqStd));
+        assert_eq!(ep.poll_event(), Some(Event::Accepted { pdc, peer: 5, mode: Mode::Rud }));
+        let info = ep.pdc_info(pdc).unwrap();
+        assert_eq!(
+            (info.peer_id, info.role, info.start_psn, info.expected_psn),
+            (Some(3), Role::Target, start, start.wrapping_add(1))
+        );
+        // Same SYN again: a duplicate, no second PDC.
+        assert_eq!(ep.handle_packet(NOW, 5, &syn(Mode::Rud, start, 0, 3)), Ok(None));
+        assert_eq!((ep.pdc_count(), ep.stats().rx_duplicates), (1, 1));
+        // A SYN of the same PDC naming another Start_PSN.
+        ep.handle_packet(NOW, 5, &syn(Mode::Rud, start.wrapping_add(7), 0, 3)).unwrap();
+        // The same PDC in the other mode.
+        ep.handle_packet(NOW, 5, &request(Mode::Rod, 0, start.wrapping_add(1), 3, pdc)).unwrap();
+        // Far beyond the window (psn_offset is 12 bits, so use the non-SYN form).
+        let far = start.wrapping_add(1 + RX_WINDOW);
+        ep.handle_packet(NOW, 5, &request(Mode::Rud, 0, far, 3, pdc)).unwrap();
+        // The right PDCID from the wrong peer, and from the right peer with the wrong SPDCID.
+        ep.handle_packet(NOW, 6, &request(Mode::Rud, 0, start, 3, pdc)).unwrap();
+        ep.handle_packet(NOW, 5, &request(Mode::Rud, 0, start, 4, pdc)).unwrap();
+        assert_eq!(
+            nacks(&mut ep),
+            [
+                (5, NackCode::InvalidSyn, start.wrapping_add(7), 3),
+                (5, NackCode::PdcModeMismatch, start.wrapping_add(1), 3),
+                (6, NackCode::InvDpdcid, start, 3),
+                (5, NackCode::InvDpdcid, start, 4),
+                (5, NackCode::PsnOorWindow, far, 3),
+            ]
+        );
+        assert_eq!(ep.stats().rx_out_of_window, 1);
+    }
+
+    #[test]
+    fn pdc_limit_answers_no_pdc_avail() {
+        let mut ep = Endpoint::<u8>::new(Config { max_pdcs: 1, ..Config::default() }, 1);
+        assert!(ep.handle_packet(NOW, 5, &syn(Mode::Rud, 100, 0, 3)).unwrap().is_some());
+        assert_eq!(ep.handle_packet(NOW, 6, &syn(Mode::Rud, 100, 0, 3)), Ok(None));
+        assert_eq!(nacks(&mut ep), [(6, NackCode::NoPdcAvail, 100, 3)]);
+        assert_eq!(ep.connect(9, Mode::Rod), Err(SendError::NoPdcAvailable));
+    }
+
+    #[test]
+    fn malformed_packets_are_errors_and_change_nothing() {
+        let mut ep = Endpoint::<u8>::new(Config::default(), 1);
+        assert_eq!(ep.handle_packet(NOW, 5, &[0x10]), Err(wire::Error::Truncated("PDS prologue")));
+        assert!(ep.handle_packet(NOW, 5, &[0x00, 0x00, 0, 0]).is_err(), "reserved type 0");
+        assert!(ep.handle_packet(NOW, 5, &syn(Mode::Rud, 1, 0, 3)[..11]).is_err(), "truncated request");
+        assert_eq!((ep.stats().rx_malformed, ep.pdc_count()), (3, 0));
+        assert!(sent(&mut ep).is_empty());
+    }
+
+    #[test]
+    fn acks_carry_cumulative_and_selective_state() {
+        let mut ep = Endpoint::<u8>::new(Config::default(), 1);
+        let start = 1000;
+        ep.handle_packet(NOW, 5, &syn(Mode::Rud, start, 0, 3)).unwrap();
+        let pdc = ep.pdc_info(1).map(|_| 1).unwrap();
+        // 1001 lost; 1002 and 1004 arrive out of order: each is acknowledged at once.
+        ep.handle_packet(NOW, 5, &request(Mode::Rud, 0, start + 2, 3, pdc)).unwrap();
+        ep.handle_packet(NOW, 5, &request(Mode::Rud, 0, start + 4, 3, pdc)).unwrap();
+        let acks: Vec<_> = sent(&mut ep)
+            .into_iter()
+            .filter_map(|(_, p)| if let PdsRepr::Ack(a) = p { Some(a) } else { None })
+            .collect();
+        assert_eq!(acks.len(), 1, "coalesced into one ACK by the time it is polled");
+        let a = acks[0];
+        assert_eq!((a.cack_psn, a.ack_psn(), a.spdcid, a.dpdcid), (start, start + 4, pdc, 3));
+        assert_eq!(a.sack_base_psn(), Some(start + 1));
+        assert_eq!(
+            [1, 2, 3, 4].map(|i| a.sack_received(start + i)),
+            [Some(false), Some(true), Some(false), Some(true)]
+        );
+        // In order with AR: acknowledged at once; without, after ack_delay.
+        ep.handle_packet(NOW, 5, &request(Mode::Rud, 0, start + 1, 3, pdc)).unwrap();
+        assert!(sent(&mut ep).is_empty());
+        assert_eq!(ep.poll_timeout(), Some(ep.config().ack_delay));
+        ep.handle_packet(NOW, 5, &request(Mode::Rud, FLAG_AR, start + 3, 3, pdc)).unwrap();
+        let out = sent(&mut ep);
+        assert!(
+            matches!(out[..], [(5, PdsRepr::Ack(a))] if a.cack_psn == start + 4 && a.cc_info().unwrap().sack_bitmap == 0)
+        );
+    }
+
+    #[test]
+    fn fatal_nack_fails_the_initiator() {
+        let mut ep = Endpoint::<u8>::new(Config::default(), 1);
+        let (pdc, _) = ep.send(5, Mode::Rod, NextHeader::ReqStd, Bytes::from_static(b"x"), 11).unwrap();
+        let out = sent(&mut ep);
+        let PdsRepr::Request(r) = out[0].1 else { panic!() };
+        assert!(r.syn() && r.psn_offset() == Some(0) && r.flags & FLAG_AR != 0);
+        let nack = NackRepr {
+            next_hdr: NextHeader::None,
+            flags: 0,
+            nack_code: NackCode::PdcModeMismatch,
+            vendor_code: 0,
+            nack_psn: r.psn,
+            spdcid: 0,
+            dpdcid: pdc,
+            payload: 0,
+            ccx: None,
+        };
+        let mut b = [0u8; 16];
+        nack.emit(&mut b).unwrap();
+        // From someone else: ignored.
+        ep.handle_packet(NOW, 6, &b).unwrap();
+        assert_eq!(ep.poll_event(), None);
+        ep.handle_packet(NOW, 5, &b).unwrap();
+        assert_eq!(
+            ep.poll_event(),
+            Some(Event::Failed {
+                pdc,
+                peer: 5,
+                error: PdcError::Nack(NackCode::PdcModeMismatch),
+                unacked: vec![11]
+            })
+        );
+        assert_eq!(ep.pdc_count(), 0);
+        assert_eq!(ep.send_on(pdc, NextHeader::ReqStd, Bytes::new(), 0), Err(SendError::UnknownPdc));
+    }
+}

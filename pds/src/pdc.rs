@@ -1,0 +1,408 @@
+//! A packet delivery context (uet-wire.md §2 "PSN, PDC and connection semantics").
+//!
+//! A PDC joins two fabric endpoints in one delivery mode (RUD or ROD). The initiator opens it: its
+//! requests carry SYN, `psn_offset` (so the target learns Start_PSN = psn − psn_offset) and no
+//! DPDCID, until an ACK (or any packet) from the target gives it the target's PDCID. Both
+//! directions carry sequenced packets: the initiator's requests, and the target's own requests
+//! (read data, responses) which start at the same Start_PSN in their own sequence space. Each side
+//! has a sending half ([`crate::tx`]) and a receiving half ([`crate::rx`]).
+//!
+//! Close (uet-wire.md "Choices"): the initiator, once everything it sent is acknowledged, sends a
+//! sequenced CP CLOSE_CMD with AR; the target acknowledges it once it has received everything before
+//! it and its own packets are acknowledged, then frees its state. Either side may ask: the target with
+//! CP CLOSE_REQ (repeated every RTO until the CLOSE_CMD comes), or an ACK with REQ = close.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use wire::uet::pds::ack::{FLAG_P, REQ_CLOSE};
+use wire::uet::pds::request::{FLAG_AR, FLAG_RETX, FLAG_SYN};
+use wire::uet::pds::{
+    AckCc, AckCcInfo, AckRepr, CpRepr, CtlType, Mode, NackRepr, NextHeader, NsccState, PdsRepr, RequestRepr,
+};
+
+use crate::psn::{diff, offset16};
+use crate::rx::{RxHalf, Verdict};
+use crate::tx::{Delivered, Payload, TxHalf};
+use crate::{Config, RX_WINDOW};
+
+/// A local PDC identifier (the SPDCID of the packets this side sends). 0 is never used.
+pub type PdcId = u16;
+
+/// Which side opened the PDC.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Role {
+    /// This side sent the SYN.
+    Initiator,
+    /// The peer did.
+    Target,
+}
+
+/// SYN requests carry `psn_offset` in 12 bits: at most this many packets go out before the target's
+/// PDCID is known.
+const SYN_SPAN: u32 = 1 << 12;
+
+#[derive(Debug)]
+pub(crate) struct Pdc<A> {
+    pub(crate) id: PdcId,
+    pub(crate) peer: A,
+    /// The peer's PDCID, once known.
+    pub(crate) peer_id: Option<u16>,
+    pub(crate) mode: Mode,
+    pub(crate) role: Role,
+    pub(crate) start_psn: u32,
+    pub(crate) tx: TxHalf,
+    pub(crate) rx: RxHalf,
+    /// Close asked for locally (or, on the initiator, by the target).
+    pub(crate) closing: bool,
+    close_queued: bool,
+    /// Target: when to send the next CLOSE_REQ.
+    close_req_due: Option<Duration>,
+    /// Target: PSN of the CLOSE_CMD received.
+    close_psn: Option<u32>,
+    /// Target: the ACK that acknowledges the CLOSE_CMD has gone out; the state can go.
+    pub(crate) close_done: bool,
+    /// A PROBE to answer (its `probe_opaque`).
+    probe_reply: Option<u16>,
+}
+
+/// What [`Pdc::poll_transmit`] wrote.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum TxKind {
+    Nack,
+    Ack,
+    /// CLOSE_REQ.
+    Control,
+    /// A request or CLOSE_CMD, first transmission.
+    Data,
+    /// A request or CLOSE_CMD, again.
+    Retransmit,
+}
+
+/// What one packet did to a PDC, for the endpoint to act on.
+#[derive(Debug, Default)]
+pub(crate) struct Outcome {
+    /// The initiator learned the target's PDCID.
+    pub(crate) established: bool,
+    /// The sequenced packet is new: deliver it.
+    pub(crate) deliver: bool,
+    /// Packets newly known received by the peer: `(psn, cookie)`.
+    pub(crate) acked: Vec<(u32, u64)>,
+    /// Our CLOSE_CMD was acknowledged: the PDC is closed.
+    pub(crate) closed: bool,
+    /// Packets queued for retransmission by this packet.
+    pub(crate) retransmits: usize,
+    /// Duplicate, out-of-order (ROD) or out-of-window arrival.
+    pub(crate) dropped: Option<Verdict>,
+}
+
+impl<A: Copy> Pdc<A> {
+    pub(crate) fn new(
+        id: PdcId,
+        peer: A,
+        peer_id: Option<u16>,
+        mode: Mode,
+        role: Role,
+        start_psn: u32,
+    ) -> Pdc<A> {
+        Pdc {
+            id,
+            peer,
+            peer_id,
+            mode,
+            role,
+            start_psn,
+            tx: TxHalf::new(start_psn),
+            rx: RxHalf::new(start_psn),
+            closing: false,
+            close_queued: false,
+            close_req_due: None,
+            close_psn: None,
+            close_done: false,
+            probe_reply: None,
+        }
+    }
+
+    /// Queues upper-layer bytes; returns the PSN.
+    pub(crate) fn push(&mut self, next_hdr: NextHeader, bytes: Bytes, cookie: u64) -> u32 {
+        self.tx.push(Payload::Data { next_hdr, bytes, cookie })
+    }
+
+    /// Starts closing: the initiator sends CLOSE_CMD once drained, the target asks with CLOSE_REQ.
+    pub(crate) fn close(&mut self, now: Duration) {
+        self.closing = true;
+        if self.role == Role::Target && self.close_req_due.is_none() {
+            self.close_req_due = Some(now);
+        }
+    }
+
+    fn learn(&mut self, spdcid: u16, out: &mut Outcome) {
+        if self.peer_id.is_none() && self.role == Role::Initiator && spdcid != 0 {
+            self.peer_id = Some(spdcid);
+            out.established = true;
+        }
+    }
+
+    /// A RUD/ROD request addressed to this PDC.
+    pub(crate) fn on_request(&mut self, r: &RequestRepr, now: Duration, cfg: &Config) -> Outcome {
+        let mut out = Outcome::default();
+        self.learn(r.spdcid, &mut out);
+        self.rx.set_clear_psn(r.clear_psn());
+        let v = self.rx.accept(r.psn, self.mode, r.flags & FLAG_AR != 0, r.flags & FLAG_RETX != 0, now, cfg);
+        match v {
+            Verdict::New => out.deliver = true,
+            other => out.dropped = Some(other),
+        }
+        out
+    }
+
+    /// An ACK for this PDC's sending half.
+    pub(crate) fn on_ack(&mut self, a: &AckRepr) -> Outcome {
+        let mut out = Outcome::default();
+        self.learn(a.spdcid, &mut out);
+        let sack = a.sack_base_psn().zip(a.cc_info().map(|i| i.sack_bitmap));
+        let n = self.tx.on_ack(a.cack_psn, sack, self.mode, &mut sink(&mut out));
+        out.retransmits = n;
+        if a.flags & wire::uet::pds::ack::FLAG_REQ_MASK == REQ_CLOSE && self.role == Role::Initiator {
+            self.closing = true;
+        }
+        if self.role == Role::Target && self.close_psn.is_some() && self.tx.is_empty() {
+            self.rx.ack_now = true;
+        }
+        out
+    }
+
+    /// A NACK for this PDC. Returns `Err(code)` for the codes that end it.
+    pub(crate) fn on_nack(&mut self, n: &NackRepr) -> Result<Outcome, wire::uet::pds::NackCode> {
+        use wire::uet::pds::NackCode as C;
+        let mut out = Outcome::default();
+        self.learn(n.spdcid, &mut out);
+        match n.nack_code {
+            C::RodOoo => {
+                let n = self.tx.go_back(n.nack_psn, n.payload.wrapping_sub(1), &mut sink(&mut out));
+                out.retransmits = n;
+            }
+            // Transient: the packet was not taken; send it again now.
+            C::Trimmed
+            | C::TrimmedLastHop
+            | C::NoPktBuffer
+            | C::NoResource
+            | C::NoBitmap
+            | C::NoSesMsgAvail
+            | C::NoGtdDelAvail
+            | C::PktNotRcvd
+            | C::RcvrInferLoss => {
+                out.retransmits = usize::from(self.tx.resend(n.nack_psn));
+            }
+            // The retransmit timer resends it when the window has moved.
+            C::PsnOorWindow | C::RcvdSesProcg | C::TrimmedAck => {}
+            C::InvDpdcid if self.closing && self.close_queued => out.closed = true,
+            code => return Err(code),
+        }
+        Ok(out)
+    }
+
+    /// A control packet for this PDC.
+    pub(crate) fn on_cp(&mut self, c: &CpRepr, now: Duration, cfg: &Config) -> Outcome {
+        let mut out = Outcome::default();
+        self.learn(c.spdcid, &mut out);
+        match c.ctl_type {
+            CtlType::CloseCmd => {
+                let v = self.rx.accept(c.psn, self.mode, true, c.flags & FLAG_RETX != 0, now, cfg);
+                if v == Verdict::New || v == Verdict::Duplicate {
+                    self.close_psn = Some(c.psn);
+                    self.closing = true;
+                    self.rx.ack_now = true;
+                } else {
+                    out.dropped = Some(v);
+                }
+            }
+            CtlType::CloseReq if self.role == Role::Initiator => self.closing = true,
+            CtlType::AckReq | CtlType::Noop => self.rx.ack_now = true,
+            CtlType::Probe => self.probe_reply = Some(c.probe_opaque),
+            CtlType::ClearCmd => self.rx.set_clear_psn(c.payload),
+            _ => {}
+        }
+        out
+    }
+
+    /// Retransmit timers. `Err` when the retry limit is exceeded.
+    pub(crate) fn handle_timeout(&mut self, now: Duration, cfg: &Config) -> Result<usize, ()> {
+        self.tx.handle_timeout(now, cfg, self.mode)
+    }
+
+    /// Earliest deadline of this PDC.
+    pub(crate) fn poll_timeout(&self) -> Option<Duration> {
+        [self.tx.poll_timeout(), self.rx.ack_due, self.close_req_due].into_iter().flatten().min()
+    }
+
+    /// True if the target has everything up to and including the CLOSE_CMD and nothing of its own
+    /// in flight.
+    fn close_complete(&self) -> bool {
+        self.close_psn.is_some_and(|p| diff(self.rx.expected(), p) > 0) && self.tx.is_empty()
+    }
+
+    /// Writes the next packet this PDC wants to send into `buf`: a NACK, an ACK, a CLOSE_REQ,
+    /// then a (re)transmission. Returns its length and kind.
+    pub(crate) fn poll_transmit(
+        &mut self,
+        now: Duration,
+        cfg: &Config,
+        buf: &mut [u8],
+    ) -> Option<(usize, TxKind)> {
+        let peer_id = self.peer_id.unwrap_or(0);
+        if let Some(n) = self.rx.nack.take() {
+            let repr = NackRepr {
+                next_hdr: NextHeader::None,
+                flags: 0,
+                nack_code: n.code,
+                vendor_code: 0,
+                nack_psn: n.psn,
+                spdcid: self.id,
+                dpdcid: peer_id,
+                payload: n.payload,
+                ccx: None,
+            };
+            return emit(&PdsRepr::Nack(repr), &[], buf).map(|l| (l, TxKind::Nack));
+        }
+        if self.rx.ack_ready(now) || self.probe_reply.is_some() {
+            let len = emit(&PdsRepr::Ack(self.ack()), &[], buf)?;
+            self.rx.acked();
+            self.probe_reply = None;
+            if self.close_complete() {
+                self.close_done = true;
+            }
+            return Some((len, TxKind::Ack));
+        }
+        if self.role == Role::Target
+            && self.close_req_due.is_some_and(|t| t <= now)
+            && self.close_psn.is_none()
+        {
+            self.close_req_due = Some(now + cfg.rto);
+            let repr = CpRepr {
+                ctl_type: CtlType::CloseReq,
+                flags: 0,
+                probe_opaque: 0,
+                psn: self.tx.next_psn(),
+                spdcid: self.id,
+                dpdcid: peer_id,
+                payload: 0,
+            };
+            return emit(&PdsRepr::Cp(repr), &[], buf).map(|l| (l, TxKind::Control));
+        }
+        if self.closing && self.role == Role::Initiator && !self.close_queued && self.tx.is_empty() {
+            self.tx.push(Payload::Close);
+            self.close_queued = true;
+        }
+        let syn = self.role == Role::Initiator && self.peer_id.is_none();
+        let mut window = cfg.window.min(RX_WINDOW);
+        if syn {
+            window =
+                window.min(SYN_SPAN - diff(self.tx.una(), self.start_psn).clamp(0, SYN_SPAN as i32) as u32);
+        }
+        let idx = self.tx.next_to_send(window as usize)?;
+        let retx = self.tx.is_retransmission(idx);
+        let last = idx + 1 == self.tx.len();
+        let (psn, pkt) = self.tx.get(idx);
+        let mut flags = if retx {
+            FLAG_RETX | FLAG_AR
+        } else if last {
+            FLAG_AR
+        } else {
+            0
+        };
+        let dpdcid = if syn {
+            flags |= FLAG_SYN;
+            RequestRepr::syn_word(false, diff(psn, self.start_psn) as u16)
+        } else {
+            peer_id
+        };
+        let clear_psn_offset = offset16(self.tx.una(), psn);
+        let len = match &pkt.payload {
+            Payload::Data { next_hdr, bytes, .. } => {
+                let r = RequestRepr {
+                    mode: self.mode,
+                    next_hdr: *next_hdr,
+                    flags,
+                    clear_psn_offset,
+                    psn,
+                    spdcid: self.id,
+                    dpdcid,
+                    cc: None,
+                };
+                emit(&PdsRepr::Request(r), bytes, buf)?
+            }
+            Payload::Close => {
+                let isrod = if self.mode == Mode::Rod { wire::uet::pds::cp::FLAG_ISROD } else { 0 };
+                let c = CpRepr {
+                    ctl_type: CtlType::CloseCmd,
+                    flags: (flags & !FLAG_SYN) | isrod | FLAG_AR,
+                    probe_opaque: 0,
+                    psn,
+                    spdcid: self.id,
+                    dpdcid: peer_id,
+                    payload: 0,
+                };
+                emit(&PdsRepr::Cp(c), &[], buf)?
+            }
+        };
+        self.tx.mark_sent(idx, now, cfg);
+        Some((len, if retx { TxKind::Retransmit } else { TxKind::Data }))
+    }
+
+    /// The ACK_CC describing the receiving half: cumulative ACK, SACK bitmap from the next expected
+    /// PSN, the window as `mpr`, NSCC state with the out-of-order count.
+    fn ack(&self) -> AckRepr {
+        let cack = self.rx.expected().wrapping_sub(1);
+        let mut flags = if self.rx.retx_seen { wire::uet::pds::ack::FLAG_RETX } else { 0 };
+        let ack_psn_offset = match self.probe_reply {
+            Some(opaque) => {
+                flags |= FLAG_P;
+                opaque as i16
+            }
+            None => offset16(self.rx.ack_psn, cack),
+        };
+        if self.role == Role::Target && self.closing && self.close_psn.is_none() {
+            flags |= REQ_CLOSE;
+        }
+        let info = AckCcInfo {
+            cc_type: 0,
+            cc_flags: 0,
+            mpr: RX_WINDOW.min(255) as u8,
+            sack_psn_offset: 1,
+            sack_bitmap: self.rx.sack_bitmap(),
+        };
+        let nscc = NsccState {
+            service_time: 0,
+            restore_cwnd: false,
+            rcv_cwnd_pend: 0,
+            rcvd_bytes: 0,
+            ooo_count: self.rx.ooo_count,
+        };
+        AckRepr {
+            next_hdr: NextHeader::None,
+            flags,
+            ack_psn_offset,
+            cack_psn: cack,
+            spdcid: self.id,
+            dpdcid: self.peer_id.unwrap_or(0),
+            cc: AckCc::Cc(info, nscc.to_bytes()),
+        }
+    }
+}
+
+/// Collects what the sending half reports into `out`.
+fn sink(out: &mut Outcome) -> impl FnMut(Delivered) + '_ {
+    move |d| match d {
+        Delivered::Data { psn, cookie } => out.acked.push((psn, cookie)),
+        Delivered::Close => out.closed = true,
+    }
+}
+
+/// Writes `pds` and then `body` into `buf`; `None` if it does not fit.
+pub(crate) fn emit(pds: &PdsRepr, body: &[u8], buf: &mut [u8]) -> Option<usize> {
+    let n = pds.emit(buf).ok()?;
+    let end = n + body.len();
+    buf.get_mut(n..end)?.copy_from_slice(body);
+    Some(end)
+}
