@@ -1,0 +1,927 @@
+//! A SES endpoint over a PDS endpoint: operations in, packets out, responses and completions.
+
+use std::collections::{HashMap, VecDeque};
+use std::hash::Hash;
+use std::time::Duration;
+
+use bytes::Bytes;
+use pds::{DeliveryKind, Mode, NextHeader, PdcError, PdcId};
+use wire::FixedHeader;
+use wire::uet::ses::common::{FLAG_EOM, FLAG_HD, FLAG_SOM};
+use wire::uet::ses::{
+    RequestCommon, Response, ResponseData, ResponseHead, ResponseOpcode, ReturnCode, SesHeader, SesOpcode,
+    SesRepr, SomField, StandardRequest,
+};
+
+use crate::key::{Regions, Want};
+use crate::matching::{MsgInfo, Posted, Queues, RecvSpec, Source};
+use crate::{Config, DeliveryMode, EpType, OpKind, delivery_mode};
+
+/// A SES endpoint address: the fabric endpoint and the target's PIDonFEP and resource index.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Addr<A> {
+    /// Fabric endpoint (what the PDS addresses).
+    pub fep: A,
+    /// PIDonFEP of the target process.
+    pub pid_on_fep: u16,
+    /// Resource index of the target service.
+    pub resource_index: u16,
+}
+
+/// Options of an operation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct Opts {
+    /// Returned in the completion.
+    pub context: u64,
+    /// The operation's ordering class is on: ROD.
+    pub ordered: bool,
+    /// Completion data for the target (sends and writes; ignored by reads).
+    pub header_data: Option<u64>,
+}
+
+/// What a completion completes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum CompletionKind {
+    /// A send (tagged or not) this side started.
+    Send,
+    /// A write this side started.
+    Write,
+    /// A read this side started (`data` holds the bytes read).
+    Read,
+    /// A posted receive got a message (`data`, `src`, `tag`, `header_data`).
+    Recv,
+    /// A peer wrote to a region with completion data (`header_data`, `src`, `len`).
+    RemoteWrite,
+}
+
+/// How an operation ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Status {
+    /// Done.
+    Ok,
+    /// The target answered with this return code.
+    Remote(ReturnCode),
+    /// A receive got a message longer than its buffer: the first `len` bytes were placed.
+    Truncated,
+    /// The PDC carrying it failed.
+    Failed(PdcError),
+    /// A RUDI request got no response.
+    Timeout,
+    /// A receive cancelled.
+    Cancelled,
+}
+
+/// A completion.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Completion<A> {
+    /// The context given with the operation or receive.
+    pub context: u64,
+    /// What completed.
+    pub kind: CompletionKind,
+    /// How.
+    pub status: Status,
+    /// Bytes moved.
+    pub len: usize,
+    /// Received or read bytes (`len` of them).
+    pub data: Vec<u8>,
+    /// The sender, for receives and remote writes.
+    pub src: Option<Source<A>>,
+    /// The message tag, for tagged receives.
+    pub tag: Option<u64>,
+    /// Completion data, when the sender gave some.
+    pub header_data: Option<u64>,
+}
+
+impl<A> Completion<A> {
+    fn local(context: u64, kind: CompletionKind, status: Status, len: usize, data: Vec<u8>) -> Completion<A> {
+        Completion { context, kind, status, len, data, src: None, tag: None, header_data: None }
+    }
+}
+
+/// Why an operation was refused before anything was sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Error {
+    /// Longer than `max_message`, or (UUD) than one packet.
+    TooLong,
+    /// The PDC's send queue has no room for the message now; retry after progress.
+    Busy,
+    /// The operation does not exist on this endpoint type (RMA on DGRAM, ...).
+    Unsupported,
+    /// The PDS refused (PDC limit).
+    NoPdc,
+}
+
+impl std::fmt::Display for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Error::TooLong => "message too long",
+            Error::Busy => "send queue full",
+            Error::Unsupported => "operation not supported on this endpoint",
+            Error::NoPdc => "no PDC available",
+        })
+    }
+}
+
+impl std::error::Error for Error {}
+
+/// Counters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Requests answered with a return code other than OK.
+    pub errors_sent: u64,
+    /// Messages kept as unexpected.
+    pub unexpected: u64,
+    /// Packets the SES could not use (bad header, inconsistent lengths, stray responses).
+    pub dropped: u64,
+}
+
+/// Where a response goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Reply<A> {
+    Pdc(PdcId),
+    Rudi(A, u32),
+    None,
+}
+
+/// Where an arriving message's bytes go.
+#[derive(Debug)]
+enum Dest<A> {
+    Recv(Posted<A>),
+    Unexpected(u64),
+    Rma { key: u64, base: u64 },
+    Discard(ReturnCode),
+}
+
+#[derive(Debug)]
+struct InMsg<A> {
+    dest: Dest<A>,
+    info: MsgInfo<A>,
+    total: usize,
+    received: usize,
+    header_data: Option<u64>,
+    job_id: u32,
+}
+
+#[derive(Debug)]
+struct Unexpected<A> {
+    id: u64,
+    info: MsgInfo<A>,
+    data: Vec<u8>,
+    complete: bool,
+    header_data: Option<u64>,
+}
+
+#[derive(Debug)]
+struct OutOp<A> {
+    context: u64,
+    kind: CompletionKind,
+    peer: A,
+    pdc: Option<PdcId>,
+    total: usize,
+    /// Responses still expected (RUDI operations are one request per piece).
+    pieces_left: usize,
+    error: Option<ReturnCode>,
+    data: Vec<u8>,
+    got: usize,
+}
+
+/// The SES of one endpoint. See the crate documentation.
+#[derive(Debug)]
+pub struct Endpoint<A> {
+    cfg: Config,
+    pds: pds::Endpoint<A>,
+    /// Registered memory.
+    pub regions: Regions,
+    queues: Queues<A>,
+    unexpected: VecDeque<Unexpected<A>>,
+    unexpected_bytes: usize,
+    next_unexpected: u64,
+    inbound: HashMap<(A, PdcId, u16), InMsg<A>>,
+    ops: HashMap<u16, OutOp<A>>,
+    next_msg_id: u16,
+    completions: VecDeque<Completion<A>>,
+    stats: Stats,
+}
+
+/// A request packet to build.
+struct Req {
+    opcode: SesOpcode,
+    msg_id: u16,
+    dst: (u16, u16),
+    buffer_offset: u64,
+    key: u64,
+    header_data: Option<u64>,
+    total: usize,
+}
+
+impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
+    /// An endpoint; `seed` goes to the PDS (Start_PSNs).
+    pub fn new(cfg: Config, seed: u64) -> Endpoint<A> {
+        Endpoint {
+            cfg,
+            pds: pds::Endpoint::new(cfg.pds, seed),
+            regions: Regions::default(),
+            queues: Queues::new(),
+            unexpected: VecDeque::new(),
+            unexpected_bytes: 0,
+            next_unexpected: 0,
+            inbound: HashMap::new(),
+            ops: HashMap::new(),
+            next_msg_id: (seed as u16) | 1,
+            completions: VecDeque::new(),
+            stats: Stats::default(),
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &Config {
+        &self.cfg
+    }
+
+    /// The PDS underneath (counters, PDC state, close).
+    pub fn pds(&mut self) -> &mut pds::Endpoint<A> {
+        &mut self.pds
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> &Stats {
+        &self.stats
+    }
+
+    /// Operations waiting for their response.
+    pub fn outstanding(&self) -> usize {
+        self.ops.len()
+    }
+
+    /// Receives posted and not matched yet.
+    pub fn posted_count(&self) -> usize {
+        self.queues.len()
+    }
+
+    /// Messages kept as unexpected.
+    pub fn unexpected_count(&self) -> usize {
+        self.unexpected.len()
+    }
+
+    /// The next completion.
+    pub fn poll_completion(&mut self) -> Option<Completion<A>> {
+        self.completions.pop_front()
+    }
+
+    fn alloc_msg_id(&mut self) -> u16 {
+        while self.ops.contains_key(&self.next_msg_id) {
+            self.next_msg_id = self.next_msg_id.wrapping_add(1);
+        }
+        let id = self.next_msg_id;
+        self.next_msg_id = self.next_msg_id.wrapping_add(1);
+        id
+    }
+
+    /// Sends `data` to `dst`: SEND, or TAGGED_SEND with `tag`; the options' `header_data` is
+    /// delivered with the receive completion. Completes when the target's response arrives.
+    pub fn send(&mut self, dst: Addr<A>, data: &[u8], tag: Option<u64>, opts: Opts) -> Result<u16, Error> {
+        let Opts { context, ordered, header_data } = opts;
+        if self.cfg.ep_type == EpType::Dgram {
+            return self.send_datagram(dst, data, context);
+        }
+        let opcode = if tag.is_some() { SesOpcode::TaggedSend } else { SesOpcode::Send };
+        let mode = delivery_mode(self.cfg.ep_type, self.cfg.profile, OpKind::Message, ordered, 0);
+        let req = |msg_id| Req {
+            opcode,
+            msg_id,
+            dst: (dst.pid_on_fep, dst.resource_index),
+            buffer_offset: 0,
+            key: tag.unwrap_or(0),
+            header_data,
+            total: data.len(),
+        };
+        self.start_pdc_op(dst.fep, mode, CompletionKind::Send, req, data, context)
+    }
+
+    /// Writes `data` at `offset` of the peer's region `key`; the options' `header_data` makes a
+    /// completion on the target.
+    pub fn write(
+        &mut self,
+        dst: Addr<A>,
+        key: u64,
+        offset: u64,
+        data: &[u8],
+        opts: Opts,
+    ) -> Result<u16, Error> {
+        let Opts { context, ordered, header_data } = opts;
+        let kind = if header_data.is_some() { OpKind::RmaWithData } else { OpKind::Rma };
+        let mode = self.rma_mode(kind, ordered, key)?;
+        let req = |msg_id| Req {
+            opcode: SesOpcode::Write,
+            msg_id,
+            dst: (dst.pid_on_fep, dst.resource_index),
+            buffer_offset: offset,
+            key,
+            header_data,
+            total: data.len(),
+        };
+        if mode == DeliveryMode::Rudi {
+            return self.start_rudi_op(dst.fep, CompletionKind::Write, req, data, data.len(), context);
+        }
+        self.start_pdc_op(dst.fep, mode, CompletionKind::Write, req, data, context)
+    }
+
+    /// Reads `len` bytes at `offset` of the peer's region `key`.
+    pub fn read(
+        &mut self,
+        dst: Addr<A>,
+        key: u64,
+        offset: u64,
+        len: usize,
+        opts: Opts,
+    ) -> Result<u16, Error> {
+        let Opts { context, ordered, .. } = opts;
+        let mode = self.rma_mode(OpKind::Rma, ordered, key)?;
+        let req = |msg_id| Req {
+            opcode: SesOpcode::Read,
+            msg_id,
+            dst: (dst.pid_on_fep, dst.resource_index),
+            buffer_offset: offset,
+            key,
+            header_data: None,
+            total: len,
+        };
+        if mode == DeliveryMode::Rudi {
+            return self.start_rudi_op(dst.fep, CompletionKind::Read, req, &[], len, context);
+        }
+        if len > self.cfg.max_message {
+            return Err(Error::TooLong);
+        }
+        let msg_id = self.alloc_msg_id();
+        let pdc_mode = if mode == DeliveryMode::Rod { Mode::Rod } else { Mode::Rud };
+        let pdc = self.pds.connect(dst.fep, pdc_mode).map_err(|_| Error::NoPdc)?;
+        let bytes = request_bytes(&req(msg_id), &self.cfg, true, true, 0, &[]);
+        self.pds.send_on(pdc, NextHeader::ReqStd, bytes, u64::from(msg_id)).map_err(|_| Error::Busy)?;
+        self.ops.insert(msg_id, out_op(context, CompletionKind::Read, dst.fep, Some(pdc), len, 1));
+        Ok(msg_id)
+    }
+
+    fn rma_mode(&self, kind: OpKind, ordered: bool, key: u64) -> Result<DeliveryMode, Error> {
+        match delivery_mode(self.cfg.ep_type, self.cfg.profile, kind, ordered, key) {
+            DeliveryMode::Uud => Err(Error::Unsupported),
+            m => Ok(m),
+        }
+    }
+
+    /// A request segmented over a PDC: one packet per `max_payload` bytes.
+    fn start_pdc_op(
+        &mut self,
+        peer: A,
+        mode: DeliveryMode,
+        kind: CompletionKind,
+        req: impl Fn(u16) -> Req,
+        data: &[u8],
+        context: u64,
+    ) -> Result<u16, Error> {
+        if data.len() > self.cfg.max_message {
+            return Err(Error::TooLong);
+        }
+        let pdc_mode = if mode == DeliveryMode::Rod { Mode::Rod } else { Mode::Rud };
+        let pdc = self.pds.connect(peer, pdc_mode).map_err(|_| Error::NoPdc)?;
+        let step = self.cfg.max_payload.max(1);
+        let packets = data.len().div_ceil(step).max(1);
+        let queued = self.pds.pdc_info(pdc).map_or(0, |i| i.unacked);
+        if queued + packets > self.pds.config().max_queued {
+            return Err(Error::Busy);
+        }
+        let msg_id = self.alloc_msg_id();
+        let r = req(msg_id);
+        for i in 0..packets {
+            let off = i * step;
+            let chunk = &data[off.min(data.len())..(off + step).min(data.len())];
+            let bytes = request_bytes(&r, &self.cfg, i == 0, i + 1 == packets, off, chunk);
+            self.pds.send_on(pdc, NextHeader::ReqStd, bytes, u64::from(msg_id)).expect("room checked");
+        }
+        self.ops.insert(msg_id, out_op(context, kind, peer, Some(pdc), data.len(), 1));
+        Ok(msg_id)
+    }
+
+    /// An RMA over RUDI: each piece is a whole request of its own (SOM|EOM), retransmitted alone.
+    fn start_rudi_op(
+        &mut self,
+        peer: A,
+        kind: CompletionKind,
+        req: impl Fn(u16) -> Req,
+        data: &[u8],
+        len: usize,
+        context: u64,
+    ) -> Result<u16, Error> {
+        if len > self.cfg.max_message {
+            return Err(Error::TooLong);
+        }
+        let msg_id = self.alloc_msg_id();
+        let base = req(msg_id);
+        let step = self.cfg.max_payload.max(1);
+        let pieces = len.div_ceil(step).max(1);
+        for i in 0..pieces {
+            let off = i * step;
+            let n = step.min(len - off.min(len));
+            let piece = Req { buffer_offset: base.buffer_offset + off as u64, total: n, ..req(msg_id) };
+            let chunk = if data.is_empty() { &[][..] } else { &data[off..off + n] };
+            let bytes = request_bytes(&piece, &self.cfg, true, true, 0, chunk);
+            let cookie = (u64::from(msg_id) << 32) | off as u64;
+            self.pds.rudi_send(peer, NextHeader::ReqStd, bytes, cookie);
+        }
+        self.ops.insert(msg_id, out_op(context, kind, peer, None, len, pieces));
+        Ok(msg_id)
+    }
+
+    fn send_datagram(&mut self, dst: Addr<A>, data: &[u8], context: u64) -> Result<u16, Error> {
+        if data.len() > self.cfg.max_payload {
+            return Err(Error::TooLong);
+        }
+        let msg_id = self.alloc_msg_id();
+        let r = Req {
+            opcode: SesOpcode::DatagramSend,
+            msg_id,
+            dst: (dst.pid_on_fep, dst.resource_index),
+            buffer_offset: 0,
+            key: 0,
+            header_data: None,
+            total: data.len(),
+        };
+        self.pds.uud_send(dst.fep, NextHeader::ReqStd, request_bytes(&r, &self.cfg, true, true, 0, data));
+        self.completions.push_back(Completion::local(
+            context,
+            CompletionKind::Send,
+            Status::Ok,
+            data.len(),
+            Vec::new(),
+        ));
+        Ok(msg_id)
+    }
+
+    /// Posts a receive buffer of `len` bytes for messages `spec` accepts. An unexpected message it
+    /// matches is taken at once.
+    pub fn post_recv(&mut self, spec: RecvSpec<A>, len: usize, context: u64) {
+        let posted = Posted { spec, buf: vec![0; len], context };
+        let Some(i) = self.unexpected.iter().position(|u| spec.accepts(&u.info)) else {
+            self.queues.post(posted);
+            return;
+        };
+        let u = self.unexpected.remove(i).expect("found");
+        self.unexpected_bytes -= u.data.len();
+        if u.complete {
+            let mut posted = posted;
+            let n = posted.buf.len().min(u.data.len());
+            posted.buf[..n].copy_from_slice(&u.data[..n]);
+            self.finish_recv(posted, u.info, u.data.len(), u.header_data);
+            return;
+        }
+        // Still arriving: the receive takes its place, with what has come so far.
+        let msg = self.inbound.values_mut().find(|m| matches!(m.dest, Dest::Unexpected(id) if id == u.id));
+        let msg = msg.expect("an incomplete unexpected message has its inbound state");
+        let mut posted = posted;
+        let n = posted.buf.len().min(u.data.len());
+        posted.buf[..n].copy_from_slice(&u.data[..n]);
+        msg.dest = Dest::Recv(posted);
+    }
+
+    /// Cancels a posted receive (a completion with [`Status::Cancelled`] follows); false if no
+    /// receive with that context is waiting.
+    pub fn cancel_recv(&mut self, context: u64) -> bool {
+        let Some(p) = self.queues.cancel(context) else { return false };
+        self.completions.push_back(Completion::local(
+            p.context,
+            CompletionKind::Recv,
+            Status::Cancelled,
+            0,
+            Vec::new(),
+        ));
+        true
+    }
+
+    /// A receive whose buffer holds the (first `buf.len()` bytes of the) message is done.
+    fn finish_recv(&mut self, p: Posted<A>, info: MsgInfo<A>, total: usize, header_data: Option<u64>) {
+        let mut buf = p.buf;
+        let len = total.min(buf.len());
+        buf.truncate(len);
+        let status = if total > len { Status::Truncated } else { Status::Ok };
+        self.completions.push_back(Completion {
+            context: p.context,
+            kind: CompletionKind::Recv,
+            status,
+            len,
+            data: buf,
+            src: Some(info.src),
+            tag: info.tag,
+            header_data,
+        });
+    }
+
+    /// Feeds one received UET packet (the PDS header onwards; CRC already checked).
+    pub fn handle_packet(&mut self, now: Duration, src: A, buf: &[u8]) -> Result<(), wire::Error> {
+        let d = self.pds.handle_packet(now, src, buf)?;
+        if let Some(d) = d {
+            let (reply, piece) = match d.kind {
+                DeliveryKind::Pdc { pdc, .. } => (Reply::Pdc(pdc), 0),
+                DeliveryKind::RudiRequest { pkt_id } => (Reply::Rudi(src, pkt_id), 0),
+                DeliveryKind::RudiResponse { cookie, .. } => (Reply::None, (cookie & 0xFFFF_FFFF) as usize),
+                DeliveryKind::Uud => (Reply::None, 0),
+            };
+            match SesRepr::parse(d.body, d.next_hdr) {
+                Ok(Some(ses)) => {
+                    let payload = &d.body[ses.buffer_len()..];
+                    self.on_ses(src, reply, d.kind, ses, payload, piece);
+                }
+                _ => self.stats.dropped += 1,
+            }
+        }
+        self.drain_pds_events();
+        Ok(())
+    }
+
+    fn on_ses(
+        &mut self,
+        src: A,
+        reply: Reply<A>,
+        kind: DeliveryKind,
+        ses: SesRepr,
+        payload: &[u8],
+        piece: usize,
+    ) {
+        match (ses.header, kind) {
+            (
+                SesHeader::Standard(r),
+                DeliveryKind::Pdc { .. } | DeliveryKind::RudiRequest { .. } | DeliveryKind::Uud,
+            ) => self.on_request(src, reply, &r, payload),
+            (SesHeader::Response(r), DeliveryKind::Pdc { .. } | DeliveryKind::RudiResponse { .. }) => {
+                self.on_response(src, r.message_id, r.head.return_code, &[], 0)
+            }
+            (SesHeader::ResponseData(r), DeliveryKind::Pdc { .. } | DeliveryKind::RudiResponse { .. }) => {
+                let plen = usize::from(r.payload_length());
+                if plen != payload.len() {
+                    self.stats.dropped += 1;
+                    return;
+                }
+                let at = piece + r.message_offset as usize;
+                self.on_response(src, r.read_req_message_id, r.head.return_code, payload, at)
+            }
+            _ => self.stats.dropped += 1,
+        }
+    }
+
+    fn on_request(&mut self, src: A, reply: Reply<A>, r: &StandardRequest, payload: &[u8]) {
+        let c = &r.common;
+        let total = r.request_length as usize;
+        let (offset, header_data) = match r.som_field {
+            SomField::HeaderData(h) => (0, (c.has(FLAG_HD)).then_some(h)),
+            SomField::Segment { payload_length, message_offset, .. } => {
+                if usize::from(payload_length) != payload.len() {
+                    self.stats.dropped += 1;
+                    return;
+                }
+                (message_offset as usize, None)
+            }
+        };
+        if offset.checked_add(payload.len()).is_none_or(|end| end > total) {
+            self.stats.dropped += 1;
+            return;
+        }
+        let pdc = match reply {
+            Reply::Pdc(p) => p,
+            _ => 0,
+        };
+        let key = (src, pdc, r.message_id());
+        let info = MsgInfo {
+            src: Source { fep: src, initiator: r.initiator },
+            tag: (c.opcode == SesOpcode::TaggedSend).then_some(r.memory_key),
+        };
+        if c.opcode == SesOpcode::Read {
+            return self.serve_read(reply, r);
+        }
+        if !self.inbound.contains_key(&key) {
+            let dest = self.destination(c, r, &info, total);
+            self.inbound
+                .insert(key, InMsg { dest, info, total, received: 0, header_data: None, job_id: c.job_id });
+        }
+        let m = self.inbound.get_mut(&key).expect("inserted");
+        m.header_data = m.header_data.or(header_data);
+        match &mut m.dest {
+            Dest::Recv(p) => {
+                let end = (offset + payload.len()).min(p.buf.len());
+                if offset < end {
+                    p.buf[offset..end].copy_from_slice(&payload[..end - offset]);
+                }
+            }
+            Dest::Unexpected(id) => {
+                let id = *id;
+                let u = self.unexpected.iter_mut().find(|u| u.id == id).expect("unexpected entry exists");
+                u.data[offset..offset + payload.len()].copy_from_slice(payload);
+            }
+            Dest::Rma { key, base } => {
+                let region = self.regions.get_mut(*key).expect("checked on the first packet");
+                let at = *base as usize + offset;
+                region.data[at..at + payload.len()].copy_from_slice(payload);
+            }
+            Dest::Discard(_) => {}
+        }
+        m.received += payload.len();
+        if m.received < m.total {
+            return;
+        }
+        let m = self.inbound.remove(&key).expect("present");
+        let rc = match m.dest {
+            Dest::Recv(p) => {
+                let truncated = m.total > p.buf.len();
+                self.finish_recv(p, m.info, m.total, m.header_data);
+                if truncated { ReturnCode::TooLong } else { ReturnCode::Ok }
+            }
+            Dest::Unexpected(id) => {
+                if let Some(u) = self.unexpected.iter_mut().find(|u| u.id == id) {
+                    u.complete = true;
+                    u.header_data = m.header_data;
+                }
+                ReturnCode::Ok
+            }
+            Dest::Rma { .. } => {
+                if let Some(h) = m.header_data {
+                    self.completions.push_back(Completion {
+                        context: 0,
+                        kind: CompletionKind::RemoteWrite,
+                        status: Status::Ok,
+                        len: m.total,
+                        data: Vec::new(),
+                        src: Some(m.info.src),
+                        tag: None,
+                        header_data: Some(h),
+                    });
+                }
+                ReturnCode::Ok
+            }
+            Dest::Discard(rc) => rc,
+        };
+        if c.opcode != SesOpcode::DatagramSend {
+            self.respond(reply, r.message_id(), m.job_id, rc, m.total as u32);
+        }
+    }
+
+    /// Decides, on the first packet of a message to arrive, where its bytes go.
+    fn destination(
+        &mut self,
+        c: &RequestCommon,
+        r: &StandardRequest,
+        info: &MsgInfo<A>,
+        total: usize,
+    ) -> Dest<A> {
+        if c.pid_on_fep() != self.cfg.pid_on_fep {
+            return Dest::Discard(ReturnCode::BadPid);
+        }
+        if c.resource_index() != self.cfg.resource_index {
+            return Dest::Discard(ReturnCode::BadIndex);
+        }
+        if total > self.cfg.max_message {
+            return Dest::Discard(ReturnCode::TooLong);
+        }
+        match c.opcode {
+            SesOpcode::Send | SesOpcode::TaggedSend | SesOpcode::DatagramSend => {
+                if let Some(p) = self.queues.take(info) {
+                    return Dest::Recv(p);
+                }
+                if c.opcode == SesOpcode::DatagramSend
+                    || self.unexpected_bytes + total > self.cfg.unexpected_bytes
+                {
+                    return Dest::Discard(ReturnCode::NoMatch);
+                }
+                self.unexpected_bytes += total;
+                self.next_unexpected += 1;
+                let id = self.next_unexpected;
+                self.stats.unexpected += 1;
+                self.unexpected.push_back(Unexpected {
+                    id,
+                    info: *info,
+                    data: vec![0; total],
+                    complete: false,
+                    header_data: None,
+                });
+                Dest::Unexpected(id)
+            }
+            SesOpcode::Write => {
+                match self.regions.check(r.memory_key, c.job_id, r.buffer_offset, total as u64, Want::Write) {
+                    Ok(()) => Dest::Rma { key: r.memory_key, base: r.buffer_offset },
+                    Err(rc) => Dest::Discard(rc),
+                }
+            }
+            _ => Dest::Discard(ReturnCode::UnsupportedOp),
+        }
+    }
+
+    fn serve_read(&mut self, reply: Reply<A>, r: &StandardRequest) {
+        let c = &r.common;
+        let len = r.request_length as usize;
+        let check = if c.pid_on_fep() != self.cfg.pid_on_fep {
+            Err(ReturnCode::BadPid)
+        } else if c.resource_index() != self.cfg.resource_index {
+            Err(ReturnCode::BadIndex)
+        } else if len > self.cfg.max_message {
+            Err(ReturnCode::TooLong)
+        } else {
+            self.regions.check(r.memory_key, c.job_id, r.buffer_offset, len as u64, Want::Read)
+        };
+        if let Err(rc) = check {
+            return self.respond(reply, r.message_id(), c.job_id, rc, 0);
+        }
+        let step = self.cfg.max_payload.max(1);
+        let region = &self.regions.get(r.memory_key).expect("checked").data;
+        let base = r.buffer_offset as usize;
+        let mut packets = Vec::new();
+        for off in (0..len.max(1)).step_by(step) {
+            let n = step.min(len - off.min(len));
+            let head = ResponseHead {
+                list: 0,
+                opcode: ResponseOpcode::ResponseWData,
+                version: 0,
+                return_code: ReturnCode::Ok,
+            };
+            let rsp = ResponseData {
+                head,
+                message_id: r.message_id(),
+                reserved: 0,
+                job_id: c.job_id,
+                read_req_message_id: r.message_id(),
+                length_word: n as u16,
+                modified_length: len as u32,
+                message_offset: off as u32,
+            };
+            let mut v = vec![0; ResponseData::LEN + n];
+            rsp.emit(&mut v).expect("sized");
+            v[ResponseData::LEN..].copy_from_slice(&region[base + off..base + off + n]);
+            packets.push(Bytes::from(v));
+        }
+        for p in packets {
+            self.reply(reply, NextHeader::RspData, p);
+        }
+    }
+
+    fn respond(&mut self, reply: Reply<A>, msg_id: u16, job_id: u32, rc: ReturnCode, modified: u32) {
+        if rc != ReturnCode::Ok {
+            self.stats.errors_sent += 1;
+        }
+        let head = ResponseHead { list: 0, opcode: ResponseOpcode::Response, version: 0, return_code: rc };
+        let rsp = Response { head, message_id: msg_id, ri_generation: 0, job_id, modified_length: modified };
+        let mut v = vec![0; Response::LEN];
+        rsp.emit(&mut v).expect("sized");
+        self.reply(reply, NextHeader::Rsp, Bytes::from(v));
+    }
+
+    fn reply(&mut self, reply: Reply<A>, nh: NextHeader, bytes: Bytes) {
+        match reply {
+            // A failed/closed PDC has nobody to answer.
+            Reply::Pdc(pdc) => drop(self.pds.send_on(pdc, nh, bytes, 0)),
+            Reply::Rudi(peer, pkt_id) => self.pds.rudi_respond(peer, pkt_id, nh, bytes),
+            Reply::None => {}
+        }
+    }
+
+    fn on_response(&mut self, src: A, msg_id: u16, rc: ReturnCode, data: &[u8], at: usize) {
+        let Some(op) = self.ops.get_mut(&msg_id).filter(|op| op.peer == src) else {
+            self.stats.dropped += 1;
+            return;
+        };
+        if rc != ReturnCode::Ok {
+            op.error = Some(rc);
+            op.pieces_left = 0;
+            op.got = op.total;
+        } else if op.kind == CompletionKind::Read {
+            match at.checked_add(data.len()).filter(|&end| end <= op.total) {
+                Some(end) => {
+                    op.data[at..end].copy_from_slice(data);
+                    op.got += data.len();
+                }
+                None => {
+                    self.stats.dropped += 1;
+                    return;
+                }
+            }
+            // Over a PDC the read is answered by as many RSP_DATA as it takes; over RUDI each
+            // piece by exactly one.
+            if op.pdc.is_none() {
+                op.pieces_left = op.pieces_left.saturating_sub(1);
+            } else if op.got >= op.total {
+                op.pieces_left = 0;
+            }
+        } else {
+            op.pieces_left = op.pieces_left.saturating_sub(1);
+        }
+        if op.pieces_left > 0 {
+            return;
+        }
+        let op = self.ops.remove(&msg_id).expect("present");
+        let status = op.error.map_or(Status::Ok, Status::Remote);
+        let len = if op.error.is_some() { 0 } else { op.total };
+        let data = if op.kind == CompletionKind::Read && op.error.is_none() { op.data } else { Vec::new() };
+        self.completions.push_back(Completion::local(op.context, op.kind, status, len, data));
+    }
+
+    fn drain_pds_events(&mut self) {
+        while let Some(e) = self.pds.poll_event() {
+            match e {
+                pds::Event::Failed { pdc, error, .. } => {
+                    let mut dead: Vec<u16> =
+                        self.ops.iter().filter(|(_, o)| o.pdc == Some(pdc)).map(|(&id, _)| id).collect();
+                    dead.sort_unstable();
+                    for id in dead {
+                        let op = self.ops.remove(&id).expect("listed");
+                        self.completions.push_back(Completion::local(
+                            op.context,
+                            op.kind,
+                            Status::Failed(error),
+                            0,
+                            Vec::new(),
+                        ));
+                    }
+                    self.inbound.retain(|k, _| k.1 != pdc);
+                }
+                pds::Event::RudiFailed { cookie, .. } => {
+                    if let Some(op) = self.ops.remove(&((cookie >> 32) as u16)) {
+                        self.completions.push_back(Completion::local(
+                            op.context,
+                            op.kind,
+                            Status::Timeout,
+                            0,
+                            Vec::new(),
+                        ));
+                    }
+                }
+                pds::Event::Closed { pdc, .. } => self.inbound.retain(|k, _| k.1 != pdc),
+                pds::Event::Established { .. } | pds::Event::Accepted { .. } | pds::Event::Acked { .. } => {}
+            }
+        }
+    }
+
+    /// Writes the next packet to send into `buf` (see [`pds::Endpoint::poll_transmit`]).
+    pub fn poll_transmit(&mut self, now: Duration, buf: &mut [u8]) -> Option<pds::Transmit<A>> {
+        self.pds.poll_transmit(now, buf)
+    }
+
+    /// The next deadline.
+    pub fn poll_timeout(&self) -> Option<Duration> {
+        self.pds.poll_timeout()
+    }
+
+    /// Runs the timers due at `now`.
+    pub fn handle_timeout(&mut self, now: Duration) {
+        self.pds.handle_timeout(now);
+        self.drain_pds_events();
+    }
+}
+
+fn out_op<A>(
+    context: u64,
+    kind: CompletionKind,
+    peer: A,
+    pdc: Option<PdcId>,
+    total: usize,
+    pieces: usize,
+) -> OutOp<A> {
+    let data = if kind == CompletionKind::Read { vec![0; total] } else { Vec::new() };
+    OutOp { context, kind, peer, pdc, total, pieces_left: pieces, error: None, data, got: 0 }
+}
+
+/// The bytes after the PDS header of one request packet: the standard header (SOM form with
+/// header_data on the first packet, segment form after) and the payload.
+fn request_bytes(r: &Req, cfg: &Config, som: bool, eom: bool, offset: usize, chunk: &[u8]) -> Bytes {
+    let mut flags = 0;
+    if som {
+        flags |= FLAG_SOM;
+    }
+    if eom {
+        flags |= FLAG_EOM;
+    }
+    if som && r.header_data.is_some() {
+        flags |= FLAG_HD;
+    }
+    let common = RequestCommon {
+        rsvd: 0,
+        opcode: r.opcode,
+        version: 0,
+        flags,
+        word2: r.msg_id,
+        ri_generation: 0,
+        job_id: cfg.job_id & 0xFF_FFFF,
+        pid_word: r.dst.0 & 0x0FFF,
+        ri_word: r.dst.1 & 0x0FFF,
+    };
+    let som_field = if som {
+        SomField::HeaderData(r.header_data.unwrap_or(0))
+    } else {
+        SomField::Segment { reserved: 0, payload_length: chunk.len() as u16, message_offset: offset as u32 }
+    };
+    let std = StandardRequest {
+        common,
+        buffer_offset: r.buffer_offset,
+        initiator: cfg.initiator,
+        memory_key: r.key,
+        som_field,
+        request_length: r.total as u32,
+    };
+    let mut v = vec![0; StandardRequest::LEN + chunk.len()];
+    std.emit(&mut v).expect("sized");
+    v[StandardRequest::LEN..].copy_from_slice(chunk);
+    Bytes::from(v)
+}

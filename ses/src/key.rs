@@ -1,0 +1,168 @@
+//! Memory keys and registered regions (`../shared/spec/uet-libfabric.md` "Memory keys" and
+//! "JobID ... and authorization").
+//!
+//! A key is 64 bits: the RKEY in bits 0-47, IDEMPOTENT_SAFE in bit 63, OPTIMIZED in bit 62 (the
+//! mapping's table 2-13 was not available; these positions are softrdma's choice, defined here
+//! only). A region is exposed to one JobID or to any JobID.
+
+use std::collections::HashMap;
+
+use wire::uet::ses::ReturnCode;
+
+/// Bits of the key that hold the RKEY.
+pub const RKEY_MASK: u64 = (1 << 48) - 1;
+/// The region may be the target of idempotent (RUDI) operations.
+pub const IDEMPOTENT_SAFE: u64 = 1 << 63;
+/// The region may be addressed with the optimized non-matching header.
+pub const OPTIMIZED: u64 = 1 << 62;
+
+/// The RKEY of a key.
+pub const fn rkey(key: u64) -> u64 {
+    key & RKEY_MASK
+}
+
+/// Remote access rights of a region.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct Access {
+    /// Peers may read it.
+    pub remote_read: bool,
+    /// Peers may write it.
+    pub remote_write: bool,
+}
+
+impl Access {
+    /// Read and write.
+    pub const ALL: Access = Access { remote_read: true, remote_write: true };
+}
+
+/// Which JobIDs may touch a region.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum JobScope {
+    /// Any JobID (`fi_mr_regattr` with auth_key_size 0).
+    Any,
+    /// Only this one.
+    Job(u32),
+}
+
+/// A registered region: its bytes, rights and JobID scope.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Region {
+    /// The memory.
+    pub data: Vec<u8>,
+    /// Remote rights.
+    pub access: Access,
+    /// JobIDs allowed.
+    pub scope: JobScope,
+    /// The key's flags (IDEMPOTENT_SAFE, OPTIMIZED) as registered.
+    pub flags: u64,
+}
+
+/// Why a key could not be registered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum KeyError {
+    /// The key uses bits outside RKEY and the two flags.
+    Malformed,
+    /// The RKEY is registered already.
+    InUse,
+}
+
+/// The regions of an endpoint, by RKEY.
+#[derive(Debug, Default)]
+pub struct Regions {
+    map: HashMap<u64, Region>,
+}
+
+/// What a remote access wants.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Want {
+    Read,
+    Write,
+}
+
+impl Regions {
+    /// Registers `data` under `key` (a user-provided key; the flag bits are kept with the region).
+    pub fn register(
+        &mut self,
+        key: u64,
+        data: Vec<u8>,
+        access: Access,
+        scope: JobScope,
+    ) -> Result<(), KeyError> {
+        if key & !(RKEY_MASK | IDEMPOTENT_SAFE | OPTIMIZED) != 0 {
+            return Err(KeyError::Malformed);
+        }
+        if self.map.contains_key(&rkey(key)) {
+            return Err(KeyError::InUse);
+        }
+        self.map.insert(rkey(key), Region { data, access, scope, flags: key & !RKEY_MASK });
+        Ok(())
+    }
+
+    /// Removes a region, returning it.
+    pub fn deregister(&mut self, key: u64) -> Option<Region> {
+        self.map.remove(&rkey(key))
+    }
+
+    /// A region.
+    pub fn get(&self, key: u64) -> Option<&Region> {
+        self.map.get(&rkey(key))
+    }
+
+    /// A region, writable by the local side.
+    pub fn get_mut(&mut self, key: u64) -> Option<&mut Region> {
+        self.map.get_mut(&rkey(key))
+    }
+
+    /// Checks a remote access of `len` bytes at `offset` by `job_id`; the SES return code if
+    /// refused (BAD_MKEY, BAD_JOB_ID, PERM_VIOLATION, BAD_ADDR).
+    pub(crate) fn check(
+        &self,
+        key: u64,
+        job_id: u32,
+        offset: u64,
+        len: u64,
+        want: Want,
+    ) -> Result<(), ReturnCode> {
+        let r = self.get(key).ok_or(ReturnCode::BadMkey)?;
+        if let JobScope::Job(j) = r.scope {
+            if j != job_id {
+                return Err(ReturnCode::BadJobId);
+            }
+        }
+        let allowed = match want {
+            Want::Read => r.access.remote_read,
+            Want::Write => r.access.remote_write,
+        };
+        if !allowed {
+            return Err(ReturnCode::PermViolation);
+        }
+        match offset.checked_add(len) {
+            Some(end) if end <= r.data.len() as u64 => Ok(()),
+            _ => Err(ReturnCode::BadAddr),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn checks_in_order() {
+        let mut r = Regions::default();
+        let key = 0x1234 | IDEMPOTENT_SAFE;
+        r.register(key, vec![0; 100], Access { remote_read: true, remote_write: false }, JobScope::Job(7))
+            .unwrap();
+        assert_eq!(r.register(0x1234, vec![], Access::ALL, JobScope::Any), Err(KeyError::InUse));
+        assert_eq!(r.register(1 << 50, vec![], Access::ALL, JobScope::Any), Err(KeyError::Malformed));
+        assert_eq!(r.get(0x1234).unwrap().flags, IDEMPOTENT_SAFE);
+        assert_eq!(r.check(0x99, 7, 0, 1, Want::Read), Err(ReturnCode::BadMkey));
+        assert_eq!(r.check(key, 8, 0, 1, Want::Read), Err(ReturnCode::BadJobId));
+        assert_eq!(r.check(key, 7, 0, 1, Want::Write), Err(ReturnCode::PermViolation));
+        assert_eq!(r.check(key, 7, 90, 11, Want::Read), Err(ReturnCode::BadAddr));
+        assert_eq!(r.check(key, 7, u64::MAX, 2, Want::Read), Err(ReturnCode::BadAddr));
+        assert_eq!(r.check(key, 7, 90, 10, Want::Read), Ok(()));
+        assert!(r.deregister(key).is_some());
+        assert_eq!(r.check(key, 7, 0, 1, Want::Read), Err(ReturnCode::BadMkey));
+    }
+}

@@ -1,0 +1,222 @@
+//! SES semantics over a clean simulated link (issue 8, acceptance 2): every return-code path,
+//! wildcard tagged matching, unexpected messages (complete and still arriving), truncation,
+//! completion data, RUDI RMA.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{Sim, addr, pattern};
+use nicsim::LinkConfig;
+use ses::key::IDEMPOTENT_SAFE;
+use ses::{Access, CompletionKind, Config, JobScope, Opts, RecvSpec, ReturnCode, Source, Status};
+
+const LIMIT: Duration = Duration::from_secs(5);
+
+fn cfgs() -> [Config; 2] {
+    let a =
+        Config { initiator: 10, pid_on_fep: 1, resource_index: 3, max_payload: 1000, ..Config::default() };
+    let b =
+        Config { initiator: 20, pid_on_fep: 2, resource_index: 5, max_payload: 1000, ..Config::default() };
+    [a, b]
+}
+
+fn sim() -> Sim {
+    Sim::new(1, cfgs(), LinkConfig::default())
+}
+
+fn b(sim: &Sim) -> ses::Addr<u8> {
+    addr(sim.eps[1].config(), 1)
+}
+
+fn wait(sim: &mut Sim, side: usize, context: u64) -> ses::Completion<u8> {
+    assert!(
+        sim.run_until(LIMIT, |s| s.completion(side, context).is_some()),
+        "no completion {context} on side {side}"
+    );
+    sim.completion(side, context).unwrap().clone()
+}
+
+fn any() -> RecvSpec<u8> {
+    RecvSpec { tag: None, src: None }
+}
+
+#[test]
+fn untagged_in_posted_order_with_segmentation_and_header_data() {
+    let mut sim = sim();
+    sim.eps[1].post_recv(any(), 5000, 100);
+    sim.eps[1].post_recv(any(), 5000, 101);
+    let m1 = pattern(1, 3500);
+    let m2 = pattern(2, 0);
+    let dst = b(&sim);
+    sim.eps[0].send(dst, &m1, None, Opts { header_data: Some(0xfeed), ordered: false, context: 1 }).unwrap();
+    sim.eps[0].send(dst, &m2, None, Opts { header_data: None, ordered: true, context: 2 }).unwrap();
+    for (ctx, rctx, m, hd) in [(1, 100, &m1, Some(0xfeed)), (2, 101, &m2, None)] {
+        let c = wait(&mut sim, 0, ctx);
+        assert_eq!((c.kind, c.status, c.len), (CompletionKind::Send, Status::Ok, m.len()));
+        let r = wait(&mut sim, 1, rctx);
+        assert_eq!((r.kind, r.status, &r.data, r.header_data), (CompletionKind::Recv, Status::Ok, m, hd));
+        assert_eq!(r.src, Some(Source { fep: 0, initiator: 10 }));
+    }
+    assert_eq!(sim.eps[0].outstanding(), 0);
+}
+
+#[test]
+fn wildcard_tags_and_source_matching() {
+    let mut sim = sim();
+    let from_a = Source { fep: 0u8, initiator: 10 };
+    let other = Source { fep: 0u8, initiator: 11 };
+    sim.eps[1].post_recv(RecvSpec { tag: Some((0x5500, 0xFF)), src: Some(other) }, 100, 1); // wrong initiator
+    sim.eps[1].post_recv(RecvSpec { tag: Some((0x5500, 0xFF)), src: Some(from_a) }, 100, 2);
+    sim.eps[1].post_recv(RecvSpec { tag: Some((0x5500, 0)), src: None }, 100, 3); // exact
+    sim.eps[1].post_recv(any(), 100, 4);
+    let dst = b(&sim);
+    sim.eps[0]
+        .send(dst, b"wild", Some(0x55AA), Opts { header_data: None, ordered: true, context: 10 })
+        .unwrap();
+    sim.eps[0]
+        .send(dst, b"exact", Some(0x5500), Opts { header_data: None, ordered: true, context: 11 })
+        .unwrap();
+    sim.eps[0].send(dst, b"plain", None, Opts { header_data: None, ordered: true, context: 12 }).unwrap();
+    for c in [10, 11, 12] {
+        assert_eq!(wait(&mut sim, 0, c).status, Status::Ok);
+    }
+    let r2 = wait(&mut sim, 1, 2);
+    assert_eq!((r2.data.as_slice(), r2.tag), (&b"wild"[..], Some(0x55AA)));
+    assert_eq!(wait(&mut sim, 1, 3).data, b"exact");
+    assert_eq!(wait(&mut sim, 1, 4).data, b"plain");
+    assert!(sim.completion(1, 1).is_none(), "the receive for another initiator stays posted");
+    assert_eq!(sim.eps[1].posted_count(), 1);
+    assert!(sim.eps[1].cancel_recv(1));
+    assert_eq!(wait(&mut sim, 1, 1).status, Status::Cancelled);
+}
+
+#[test]
+fn unexpected_messages_complete_and_in_flight() {
+    let mut sim = sim();
+    let dst = b(&sim);
+    let whole = pattern(3, 2500);
+    sim.eps[0]
+        .send(dst, &whole, Some(7), Opts { header_data: Some(99), ordered: false, context: 1 })
+        .unwrap();
+    // The sender completes: the message is delivered into the unexpected store.
+    assert_eq!(wait(&mut sim, 0, 1).status, Status::Ok);
+    assert_eq!(sim.eps[1].unexpected_count(), 1);
+    // A receive posted later takes it at once.
+    sim.eps[1].post_recv(RecvSpec { tag: Some((0, u64::MAX)), src: None }, 4000, 50);
+    let r = wait(&mut sim, 1, 50);
+    assert_eq!((r.status, &r.data, r.tag, r.header_data), (Status::Ok, &whole, Some(7), Some(99)));
+    assert_eq!(sim.eps[1].unexpected_count(), 0);
+
+    // A message still arriving when the receive is posted: 3 packets, the receive comes after the
+    // first has been delivered.
+    let slow =
+        LinkConfig { latency: Duration::from_micros(1), bandwidth_bps: 100_000_000, ..LinkConfig::default() };
+    let mut sim = Sim::new(2, cfgs(), slow);
+    let dst = b(&sim);
+    let msg = pattern(4, 2900);
+    sim.eps[0].send(dst, &msg, None, Opts { header_data: None, ordered: false, context: 1 }).unwrap();
+    assert!(sim.run_until(LIMIT, |s| s.eps[1].unexpected_count() == 1));
+    sim.eps[1].post_recv(any(), 2900, 60);
+    let r = wait(&mut sim, 1, 60);
+    assert_eq!((r.status, &r.data), (Status::Ok, &msg));
+    assert_eq!(wait(&mut sim, 0, 1).status, Status::Ok);
+}
+
+#[test]
+fn return_codes() {
+    let mut sim = sim();
+    let key = 0x42;
+    sim.eps[1]
+        .regions
+        .register(key, vec![0; 64], Access { remote_read: true, remote_write: false }, JobScope::Job(1))
+        .unwrap();
+    sim.eps[1].regions.register(0x43, vec![0; 64], Access::ALL, JobScope::Job(2)).unwrap();
+    let dst = b(&sim);
+    let wrong_pid = ses::Addr { pid_on_fep: 9, ..dst };
+    let wrong_ri = ses::Addr { resource_index: 9, ..dst };
+    sim.eps[0].write(dst, 0x99, 0, b"x", Opts { header_data: None, ordered: false, context: 1 }).unwrap();
+    sim.eps[0].write(dst, key, 0, b"x", Opts { header_data: None, ordered: false, context: 2 }).unwrap();
+    sim.eps[0].read(dst, key, 60, 8, Opts { header_data: None, ordered: false, context: 3 }).unwrap();
+    sim.eps[0].read(dst, 0x43, 0, 8, Opts { header_data: None, ordered: false, context: 4 }).unwrap();
+    sim.eps[0]
+        .write(wrong_pid, 0x43, 0, b"x", Opts { header_data: None, ordered: false, context: 5 })
+        .unwrap();
+    sim.eps[0].send(wrong_ri, b"x", None, Opts { header_data: None, ordered: false, context: 6 }).unwrap();
+    let want = [
+        (1, ReturnCode::BadMkey),
+        (2, ReturnCode::PermViolation),
+        (3, ReturnCode::BadAddr),
+        (4, ReturnCode::BadJobId),
+        (5, ReturnCode::BadPid),
+        (6, ReturnCode::BadIndex),
+    ];
+    for (ctx, rc) in want {
+        let c = wait(&mut sim, 0, ctx);
+        assert_eq!((c.status, c.len), (Status::Remote(rc), 0), "context {ctx}");
+    }
+    assert_eq!(sim.eps[1].regions.get(key).unwrap().data, vec![0; 64], "refused writes changed nothing");
+    assert_eq!(sim.eps[1].stats().errors_sent, 6);
+
+    // NO_MATCH: nothing posted and no room for unexpected messages.
+    let mut cfg = cfgs();
+    cfg[1].unexpected_bytes = 100;
+    let mut sim = Sim::new(3, cfg, LinkConfig::default());
+    let dst = b(&sim);
+    sim.eps[0]
+        .send(dst, &pattern(5, 80), None, Opts { header_data: None, ordered: false, context: 1 })
+        .unwrap();
+    sim.eps[0]
+        .send(dst, &pattern(6, 80), None, Opts { header_data: None, ordered: false, context: 2 })
+        .unwrap();
+    assert_eq!(wait(&mut sim, 0, 1).status, Status::Ok);
+    assert_eq!(wait(&mut sim, 0, 2).status, Status::Remote(ReturnCode::NoMatch));
+
+    // TOO_LONG: the receive is smaller than the message (the receiver sees a truncated
+    // completion with the bytes that fit); and a message above max_message.
+    cfg[1].max_message = 10_000;
+    let mut sim = Sim::new(4, cfg, LinkConfig::default());
+    let dst = b(&sim);
+    sim.eps[1].post_recv(any(), 1500, 70);
+    let msg = pattern(7, 2200);
+    sim.eps[0].send(dst, &msg, None, Opts { header_data: None, ordered: false, context: 1 }).unwrap();
+    assert_eq!(wait(&mut sim, 0, 1).status, Status::Remote(ReturnCode::TooLong));
+    let r = wait(&mut sim, 1, 70);
+    assert_eq!(
+        (r.status, r.len, &r.data[..], r.src.map(|s| s.initiator)),
+        (Status::Truncated, 1500, &msg[..1500], Some(10))
+    );
+    sim.eps[1].regions.register(1, vec![0; 20_000], Access::ALL, JobScope::Any).unwrap();
+    sim.eps[0]
+        .write(dst, 1, 0, &pattern(8, 10_001), Opts { header_data: None, ordered: false, context: 2 })
+        .unwrap();
+    assert_eq!(wait(&mut sim, 0, 2).status, Status::Remote(ReturnCode::TooLong));
+}
+
+#[test]
+fn rma_write_read_with_completion_data_and_rudi() {
+    for key in [0x10, 0x11 | IDEMPOTENT_SAFE] {
+        let mut sim = sim();
+        sim.eps[1].regions.register(key, vec![0; 10_000], Access::ALL, JobScope::Job(1)).unwrap();
+        let dst = b(&sim);
+        let data = pattern(9, 4321);
+        let hd = (key & IDEMPOTENT_SAFE == 0).then_some(0xabcd);
+        sim.eps[0].write(dst, key, 100, &data, Opts { header_data: hd, ordered: false, context: 1 }).unwrap();
+        assert_eq!(wait(&mut sim, 0, 1).status, Status::Ok);
+        assert_eq!(&sim.eps[1].regions.get(key).unwrap().data[100..100 + data.len()], &data[..]);
+        if hd.is_some() {
+            let t = sim.done[1]
+                .iter()
+                .find(|c| c.kind == CompletionKind::RemoteWrite)
+                .expect("target completion");
+            assert_eq!((t.header_data, t.len), (hd, data.len()));
+        }
+        sim.eps[0].read(dst, key, 50, 4500, Opts { header_data: None, ordered: false, context: 2 }).unwrap();
+        let r = wait(&mut sim, 0, 2);
+        assert_eq!((r.status, r.len), (Status::Ok, 4500));
+        assert_eq!(r.data, sim.eps[1].regions.get(key).unwrap().data[50..4550]);
+        // RUDI went without any PDC; the others opened one.
+        let pdcs = sim.eps[0].pds().pdc_count();
+        assert_eq!(pdcs, usize::from(key & IDEMPOTENT_SAFE == 0), "key {key:#x}");
+    }
+}
