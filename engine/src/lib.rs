@@ -14,4 +14,5 @@ pub mod progress;
 pub mod roce;
 pub mod simpair;
 mod sys;
+pub mod uet;
 pub mod verbs;

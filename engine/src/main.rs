@@ -74,9 +74,11 @@ struct PerfArgs {
     #[arg(value_enum)]
     op: OpArg,
     /// Transport: RC; UC (send, write) and UD (send) may lose messages, which are counted, never
-    /// delivered corrupt.
+    /// delivered corrupt. UET: RUD, ROD (send, tsend, write, read), RUDI (write, read to an
+    /// idempotent-safe key), UUD (send; datagrams may be lost) - on the simulated network, with an
+    /// RC run of the same operation printed for comparison.
     #[arg(long, value_enum, default_value = "rc")]
-    transport: TransportArg,
+    transport: PerfTransportArg,
     /// Receives come from a shared receive queue (RC and UD).
     #[arg(long)]
     srq: bool,
@@ -308,6 +310,8 @@ struct PingpongArgs {
 #[derive(Clone, Copy, ValueEnum)]
 enum OpArg {
     Send,
+    /// Tagged send (UET transports).
+    Tsend,
     Write,
     Read,
     Atomic,
@@ -318,6 +322,17 @@ enum TransportArg {
     Rc,
     Uc,
     Ud,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum PerfTransportArg {
+    Rc,
+    Uc,
+    Ud,
+    Rud,
+    Rod,
+    Rudi,
+    Uud,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -352,7 +367,21 @@ fn parse_latency(s: &str) -> Result<f64, String> {
 }
 
 fn run_perf(a: PerfArgs) -> ExitCode {
+    let uet = match a.transport {
+        PerfTransportArg::Rud => Some(ses::DeliveryMode::Rud),
+        PerfTransportArg::Rod => Some(ses::DeliveryMode::Rod),
+        PerfTransportArg::Rudi => Some(ses::DeliveryMode::Rudi),
+        PerfTransportArg::Uud => Some(ses::DeliveryMode::Uud),
+        _ => None,
+    };
+    if let Some(transport) = uet {
+        return run_uet_perf(&a, transport);
+    }
     let op = match a.op {
+        OpArg::Tsend => {
+            eprintln!("softrdma perf: tsend is a UET operation (--transport rud, rod or uud)");
+            return ExitCode::from(2);
+        }
         OpArg::Send => PerfOp::Send,
         OpArg::Write => PerfOp::Write,
         OpArg::Read => PerfOp::Read,
@@ -366,9 +395,9 @@ fn run_perf(a: PerfArgs) -> ExitCode {
         return run_perftest(&a, op, mode);
     }
     let qp_type = match a.transport {
-        TransportArg::Rc => QpType::Rc,
-        TransportArg::Uc => QpType::Uc,
-        TransportArg::Ud => QpType::Ud,
+        PerfTransportArg::Uc => QpType::Uc,
+        PerfTransportArg::Ud => QpType::Ud,
+        _ => QpType::Rc,
     };
     let unsupported = match qp_type {
         QpType::Rc => None,
@@ -541,6 +570,140 @@ fn run_perf(a: PerfArgs) -> ExitCode {
     if errors == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE }
 }
 
+/// `softrdma perf OP --transport rud|rod|rudi|uud`: UET on the simulated network, then RC with the
+/// same operation, size, messages and link for comparison.
+fn run_uet_perf(a: &PerfArgs, transport: ses::DeliveryMode) -> ExitCode {
+    use engine::perf::uet::{UetBench, UetOp, UetPerfConfig};
+    let refuse = |why: &str| {
+        eprintln!("softrdma perf: {why}");
+        ExitCode::from(2)
+    };
+    let op = match a.op {
+        OpArg::Send => UetOp::Send,
+        OpArg::Tsend => UetOp::Tsend,
+        OpArg::Write => UetOp::Write,
+        OpArg::Read => UetOp::Read,
+        OpArg::Atomic => return refuse("UET atomics are not implemented (send, tsend, write, read)"),
+    };
+    if a.backend() != BackendArg::Sim || a.perftest || a.server || a.connect.is_some() {
+        return refuse("UET transports run on the simulated network (--backend sim) for now");
+    }
+    if a.srq || a.qps != 1 || a.all_sizes {
+        return refuse("UET runs take one size and no --srq / --qps");
+    }
+    let mode = if matches!(a.mode, ModeArg::Lat) { Mode::Lat } else { Mode::Bw };
+    let size = a.size.map_or(if mode == Mode::Bw { 65536 } else { 2 }, |s| s as usize);
+    let iters = a.iters.unwrap_or(if mode == Mode::Bw { 5000 } else { 1000 });
+    let link = nicsim::LinkConfig {
+        latency: std::time::Duration::from_nanos((a.latency_us * 1000.0) as u64),
+        loss: a.loss,
+        reorder: a.reorder,
+        duplicate: a.dup,
+        corrupt: a.corrupt,
+        ..nicsim::LinkConfig::default()
+    };
+    let cfg = UetPerfConfig {
+        op,
+        transport,
+        size,
+        iters,
+        depth: a.tx_depth as usize,
+        max_payload: a.mtu() as usize,
+        link,
+        seed: a.seed,
+        max_retries: a.retries,
+    };
+    if let Err(why) = cfg.check() {
+        return refuse(why);
+    }
+    let name = |t: ses::DeliveryMode| format!("{t:?}").to_uppercase();
+    let what = match op {
+        UetOp::Send => "Send",
+        UetOp::Tsend => "Tagged_Send",
+        UetOp::Write => "RMA_Write",
+        UetOp::Read => "RMA_Read",
+    };
+    let rule = "-".repeat(87);
+    println!("{rule}\n                    {what} test, UET {} over the simulated network", name(transport));
+    println!(
+        " size: {size}   messages: {iters}   payload per packet: {}   in flight: {}\n{rule}",
+        cfg.max_payload, cfg.depth
+    );
+    println!("{}", if mode == Mode::Bw { perf::BW_COLUMNS } else { perf::LAT_COLUMNS });
+    let mut bench = match UetBench::new(cfg) {
+        Ok(b) => b,
+        Err(e) => return refuse(&e.to_string()),
+    };
+    if a.pcap.is_some() {
+        bench.enable_tap();
+    }
+    let (line, verified, errors, lost) = match mode {
+        Mode::Bw => bench.run_bw().map(|r| (perf::bw_line(&r), r.verified, r.errors, r.lost)),
+        Mode::Lat => bench.run_lat().map(|r| (perf::lat_line(&r), r.verified, r.errors, r.lost)),
+    }
+    .unwrap_or_else(|e| (format!(" UET run failed: {e}"), 0, 1, 0));
+    println!("{line}");
+    if a.counters {
+        for c in bench.counters() {
+            println!("{c}");
+        }
+    }
+    if let Some(path) = &a.pcap {
+        let tap = bench.take_tap();
+        let written = std::fs::File::create(path)
+            .map_err(|e| e.to_string())
+            .and_then(|f| nicsim::write_pcap(std::io::BufWriter::new(f), &tap).map_err(|e| e.to_string()));
+        match written {
+            Ok(()) => println!(" wrote {} frames to {}", tap.len(), path.display()),
+            Err(e) => return refuse(&format!("writing {}: {e}", path.display())),
+        }
+    }
+    // The same operation over RC on the same simulated link, in the same run.
+    let rc_op = match op {
+        UetOp::Send | UetOp::Tsend => PerfOp::Send,
+        UetOp::Write => PerfOp::Write,
+        UetOp::Read => PerfOp::Read,
+    };
+    let rc = PerfConfig {
+        op: rc_op,
+        qp_type: QpType::Rc,
+        srq: false,
+        atomic: AtomicOp::FetchAdd,
+        sizes: vec![size],
+        iters,
+        qps: 1,
+        mode,
+        mtu: Mtu::from_bytes(a.mtu()).unwrap_or(Mtu::Mtu4096),
+        link,
+        seed: a.seed,
+        tx_depth: a.tx_depth as usize,
+        retries: a.retries,
+        tap: false,
+        baseline: false,
+    };
+    let rc_line = perf::Bench::new(&rc, size).and_then(|mut b| match mode {
+        Mode::Bw => b.run_bw().map(|r| perf::bw_line(&r)),
+        Mode::Lat => b.run_lat().map(|r| perf::lat_line(&r)),
+    });
+    match rc_line {
+        Ok(l) => println!(" RC, same operation and link, same run:\n{l}"),
+        Err(e) => println!(" RC comparison failed: {e}"),
+    }
+    println!("{rule}");
+    if mode == Mode::Lat {
+        println!(
+            " latency: wall-clock time from post to completion (sends: until received), one message outstanding"
+        );
+    }
+    if transport == ses::DeliveryMode::Uud {
+        println!(
+            " lost: {lost} messages (an unreliable transport drops whole messages; none arrived corrupt)"
+        );
+    }
+    println!("verified: {verified} messages, {errors} errors");
+    if errors == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE }
+}
+
 fn run_pingpong(a: &PingpongArgs) -> ExitCode {
     use engine::datapath::udp::RxIcrc;
     let qp_type = match a.transport {
@@ -648,7 +811,7 @@ fn run_perftest(a: &PerfArgs, op: PerfOp, mode: Mode) -> ExitCode {
         eprintln!("softrdma perf --perftest: {why}");
         ExitCode::from(2)
     };
-    if !matches!(a.transport, TransportArg::Rc) || a.srq || a.qps != 1 || a.all_sizes {
+    if a.transport != PerfTransportArg::Rc || a.srq || a.qps != 1 || a.all_sizes {
         return refuse(
             "perftest peers run RC with one QP and one size (no --transport, --srq, --qps, --all-sizes)",
         );

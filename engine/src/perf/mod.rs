@@ -8,6 +8,7 @@
 
 pub mod baseline;
 pub mod remote;
+pub mod uet;
 
 use crate::roce::GRH_LEN;
 use crate::simpair::{PairConfig, SimPair};
