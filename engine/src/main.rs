@@ -585,8 +585,8 @@ fn run_uet_perf(a: &PerfArgs, transport: ses::DeliveryMode) -> ExitCode {
         OpArg::Read => UetOp::Read,
         OpArg::Atomic => return refuse("UET atomics are not implemented (send, tsend, write, read)"),
     };
-    if a.backend() != BackendArg::Sim || a.perftest || a.server || a.connect.is_some() {
-        return refuse("UET transports run on the simulated network (--backend sim) for now");
+    if a.perftest {
+        return refuse("--perftest peers speak RoCE (RC)");
     }
     if a.srq || a.qps != 1 || a.all_sizes {
         return refuse("UET runs take one size and no --srq / --qps");
@@ -605,6 +605,7 @@ fn run_uet_perf(a: &PerfArgs, transport: ses::DeliveryMode) -> ExitCode {
     let cfg = UetPerfConfig {
         op,
         transport,
+        lat: mode == Mode::Lat,
         size,
         iters,
         depth: a.tx_depth as usize,
@@ -613,8 +614,17 @@ fn run_uet_perf(a: &PerfArgs, transport: ses::DeliveryMode) -> ExitCode {
         seed: a.seed,
         max_retries: a.retries,
     };
-    if let Err(why) = cfg.check() {
-        return refuse(why);
+    // A server takes the test from its client.
+    if !a.server {
+        if let Err(why) = cfg.check() {
+            return refuse(why);
+        }
+    }
+    if a.backend() != BackendArg::Sim {
+        return run_uet_remote(a, cfg);
+    }
+    if a.server || a.connect.is_some() {
+        return refuse("--server and --connect need a real datapath (--backend udp or afxdp)");
     }
     let name = |t: ses::DeliveryMode| format!("{t:?}").to_uppercase();
     let what = match op {
@@ -702,6 +712,95 @@ fn run_uet_perf(a: &PerfArgs, transport: ses::DeliveryMode) -> ExitCode {
     }
     println!("verified: {verified} messages, {errors} errors");
     if errors == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE }
+}
+
+/// A UET run with one side per process over kernel UDP or AF_XDP (UDP port 4793).
+fn run_uet_remote(a: &PerfArgs, cfg: engine::perf::uet::UetPerfConfig) -> ExitCode {
+    use engine::perf::uet;
+    use perf::remote;
+    let Some(backend) = real_backend(a) else { return ExitCode::from(2) };
+    let link = |local| remote::Link {
+        backend: backend.clone(),
+        local,
+        udp_port: wire::uet::UDP_PORT,
+        tcp_port: a.tcp_port,
+        rx_icrc: a.rx_icrc(),
+        tx_faults: a.tx_faults(),
+        seed: a.seed,
+        capture: a.capture.is_some(),
+    };
+    let result = match (&a.connect, a.server) {
+        (None, false) => {
+            eprintln!(
+                "softrdma perf: a real datapath runs one side per process: give --server or --connect HOST"
+            );
+            return ExitCode::from(2);
+        }
+        (None, true) => {
+            let Some(local) = a.local else {
+                eprintln!("softrdma perf: the server needs --local IP (the address clients reach)");
+                return ExitCode::from(2);
+            };
+            println!(
+                " waiting for a client on {local}:{} (UET on UDP {local}:{})",
+                a.tcp_port,
+                wire::uet::UDP_PORT
+            );
+            uet::serve(&link(local)).map(|(c, o)| (c, o, false))
+        }
+        (Some(host), _) => {
+            let towards: Option<std::net::Ipv4Addr> = host.parse().ok();
+            let Some(local) = a.local.or_else(|| towards.and_then(remote::local_ip_towards)) else {
+                eprintln!("softrdma perf: cannot tell the local address towards {host}: give --local IP");
+                return ExitCode::from(2);
+            };
+            uet::run_client(host, &link(local), &cfg).map(|o| (cfg, o, true))
+        }
+    };
+    let (cfg, o, client) = match result {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("softrdma perf: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    if let (Some(path), Some(log)) = (&a.capture, &o.capture) {
+        let frames = log.borrow().clone();
+        if let Err(code) = write_capture(path, &frames) {
+            return code;
+        }
+    }
+    let rule = "-".repeat(87);
+    println!("{rule}");
+    println!(
+        "                    {:?} test, UET {} over {} ({})",
+        cfg.op,
+        format!("{:?}", cfg.transport).to_uppercase(),
+        if a.backend() == BackendArg::Afxdp { "AF_XDP" } else { "kernel UDP" },
+        if client { "client" } else { "server" }
+    );
+    println!(
+        " size: {}   messages: {}   payload per packet: {}\n{rule}",
+        cfg.size, cfg.iters, cfg.max_payload
+    );
+    if let Some(r) = &o.bw {
+        println!("{}\n{}", perf::BW_COLUMNS, perf::bw_line(r));
+    }
+    if let Some(r) = &o.lat {
+        println!("{}\n{}", perf::LAT_COLUMNS, perf::lat_line(r));
+    }
+    if a.counters {
+        println!("{}", o.counters);
+    }
+    println!("{rule}");
+    if cfg.transport == ses::DeliveryMode::Uud {
+        println!(
+            " lost: {} messages (an unreliable transport drops whole messages; none arrived corrupt)",
+            o.lost
+        );
+    }
+    println!("verified: {} messages, {} errors", o.verified, o.errors);
+    if o.errors == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE }
 }
 
 fn run_pingpong(a: &PingpongArgs) -> ExitCode {

@@ -6,6 +6,7 @@
 //! 4793 with a valid IPv4 checksum and a valid (or, from a kernel socket that already checked it,
 //! absent) UDP checksum.
 
+use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::Duration;
 
@@ -43,6 +44,8 @@ pub struct UetNode<D> {
     /// Require a UDP checksum on received frames (simulated links, where nobody else checks).
     require_checksum: bool,
     stats: NodeStats,
+    /// Next-hop MACs already resolved (a lookup may read the kernel's ARP table).
+    macs: HashMap<Ipv4Addr, [u8; 6]>,
 }
 
 /// The UDP source port for traffic to `dst`: 0xC000 | 14 bits of a hash, fixed per destination
@@ -63,7 +66,7 @@ impl<D: Datapath> UetNode<D> {
             IpAddr::V4(ip) => ip,
             IpAddr::V6(_) => return Err("UET nodes use IPv4 addresses"),
         };
-        Ok(UetNode { dp, ip, ses, require_checksum, stats: NodeStats::default() })
+        Ok(UetNode { dp, ip, ses, require_checksum, stats: NodeStats::default(), macs: HashMap::new() })
     }
 
     /// This node's address.
@@ -153,11 +156,13 @@ impl<D: Datapath> UetNode<D> {
                 return moved;
             };
             moved = true;
-            let Some(dst_mac) = self.dp.resolve(IpAddr::V4(t.dst)) else {
+            let known = self.macs.get(&t.dst).copied();
+            let Some(dst_mac) = known.or_else(|| self.dp.resolve(IpAddr::V4(t.dst))) else {
                 self.stats.tx_unresolved += 1;
                 self.dp.recycle(frame);
                 continue;
             };
+            self.macs.insert(t.dst, dst_mac);
             let len = HEADERS + t.len;
             if write_headers(frame.buffer_mut(), self.dp.mac(), dst_mac, self.ip, t.dst, t.len).is_err() {
                 self.dp.recycle(frame);

@@ -1,18 +1,32 @@
-//! `softrdma perf` over UET: two [`UetNode`]s on the simulated network, SEND / TAGGED_SEND / WRITE /
-//! READ in a delivery mode (RUD, ROD, RUDI, UUD), every message checked, in the table format of the
-//! RoCE runs so that both can be compared in one run.
+//! `softrdma perf` over UET: SEND / TAGGED_SEND / WRITE / READ in a delivery mode (RUD, ROD, RUDI,
+//! UUD), every message checked, in the table format of the RoCE runs. Both sides in this process on
+//! the simulated network ([`UetBench`]), or one side per process over kernel UDP or AF_XDP
+//! ([`serve`], [`run_client`]), meeting on TCP like the RoCE runs of [`super::remote`].
+//!
+//! The initiator ([`Initiator`]) posts operations and checks READ data; the target ([`Target`])
+//! holds the receive buffers and the RMA region (slot `s` starts as message `s`) and checks every
+//! received message. A WRITE is checked in this process at each completion (the slot holds exactly
+//! that message); between processes the server checks at the end that each slot holds the last
+//! message written to it.
 
 use std::collections::HashMap;
-use std::net::Ipv4Addr;
+use std::io::{BufRead, BufReader, Write};
+use std::net::{Ipv4Addr, TcpListener, TcpStream};
 use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
 use nicsim::LinkConfig;
+use serde_json::{Value, json};
 use ses::key::IDEMPOTENT_SAFE;
 use ses::{Access, Addr, Completion, CompletionKind, DeliveryMode, EpType, JobScope, Opts, RecvSpec, Status};
 
+use super::remote::{Backend, Link, RemoteError};
 use super::{BwRow, LatRow, PerfError};
+use crate::datapath::Datapath;
+use crate::datapath::afxdp::{AfXdpPort, XdpMode};
 use crate::datapath::sim::{SimNet, SimPort};
+use crate::datapath::udp::{RxIcrc, UdpPort};
+use crate::datapath::wrap::{Capture, CaptureLog, Faulty};
 use crate::uet::UetNode;
 
 /// UET operations.
@@ -35,6 +49,8 @@ pub struct UetPerfConfig {
     pub op: UetOp,
     /// Delivery mode.
     pub transport: DeliveryMode,
+    /// Bandwidth or latency.
+    pub lat: bool,
     /// Message size.
     pub size: usize,
     /// Messages.
@@ -43,7 +59,7 @@ pub struct UetPerfConfig {
     pub depth: usize,
     /// Payload bytes per packet.
     pub max_payload: usize,
-    /// The link, both directions.
+    /// The simulated link, both directions (in-process runs).
     pub link: LinkConfig,
     /// Seed of the network and the endpoints.
     pub seed: u64,
@@ -64,8 +80,75 @@ impl UetPerfConfig {
                 Err("a UUD datagram must fit one packet")
             }
             _ if self.size > 1 << 30 => Err("messages are at most 1 GiB"),
+            _ if self.max_payload == 0 || self.max_payload > 16383 => {
+                Err("payload per packet is 1 to 16383 bytes")
+            }
             _ => Ok(()),
         }
+    }
+
+    fn depth(&self) -> usize {
+        if self.lat { 1 } else { self.depth.max(1) }
+    }
+
+    fn key(&self) -> u64 {
+        if self.transport == DeliveryMode::Rudi { KEY | IDEMPOTENT_SAFE } else { KEY }
+    }
+
+    fn receives(&self) -> bool {
+        matches!(self.op, UetOp::Send | UetOp::Tsend)
+    }
+
+    fn ses_config(&self) -> ses::Config {
+        let pds = pds::Config { max_retries: self.max_retries, ..pds::Config::default() };
+        let ep_type = if self.transport == DeliveryMode::Uud { EpType::Dgram } else { EpType::Rdm };
+        ses::Config { pds, ep_type, max_payload: self.max_payload, initiator: 1, ..ses::Config::default() }
+    }
+
+    fn to_json(self) -> Value {
+        json!({
+            "op": format!("{:?}", self.op),
+            "transport": format!("{:?}", self.transport),
+            "lat": self.lat,
+            "size": self.size,
+            "iters": self.iters,
+            "depth": self.depth,
+            "max_payload": self.max_payload,
+            "seed": self.seed,
+            "max_retries": self.max_retries,
+        })
+    }
+
+    fn from_json(v: &Value) -> Result<UetPerfConfig, RemoteError> {
+        let n = |k: &str| v[k].as_u64().ok_or_else(|| RemoteError(format!("the client's test lacks {k}")));
+        let op = match v["op"].as_str() {
+            Some("Send") => UetOp::Send,
+            Some("Tsend") => UetOp::Tsend,
+            Some("Write") => UetOp::Write,
+            Some("Read") => UetOp::Read,
+            _ => return Err(RemoteError("the client asked for an unknown operation".into())),
+        };
+        let transport = match v["transport"].as_str() {
+            Some("Rud") => DeliveryMode::Rud,
+            Some("Rod") => DeliveryMode::Rod,
+            Some("Rudi") => DeliveryMode::Rudi,
+            Some("Uud") => DeliveryMode::Uud,
+            _ => return Err(RemoteError("the client asked for an unknown transport".into())),
+        };
+        let cfg = UetPerfConfig {
+            op,
+            transport,
+            lat: v["lat"].as_bool().unwrap_or(false),
+            size: n("size")? as usize,
+            iters: n("iters")?,
+            depth: n("depth")? as usize,
+            max_payload: n("max_payload")? as usize,
+            link: LinkConfig::default(),
+            seed: n("seed")?,
+            max_retries: n("max_retries")? as u32,
+        };
+        cfg.check().map_err(|e| RemoteError(e.into()))?;
+        Ok(cfg)
     }
 }
 
@@ -81,118 +164,62 @@ fn message(i: u64, size: usize, buf: &mut Vec<u8>) {
     }
 }
 
-/// The index a received message claims, and whether it is intact.
+/// The index a received message claims, if it is intact (0 for messages under 8 bytes).
 fn check(data: &[u8], size: usize, scratch: &mut Vec<u8>) -> Option<u64> {
     if data.len() != size {
         return None;
     }
     let i = if size >= 8 { u64::from_le_bytes(data[..8].try_into().ok()?) } else { 0 };
     message(i, size, scratch);
-    if size >= 8 {
-        (scratch[..] == *data).then_some(i)
-    } else {
-        (scratch[8.min(size)..] == data[8.min(size)..]).then_some(i)
+    (scratch[..] == *data).then_some(i)
+}
+
+fn ses_error(e: ses::Error) -> PerfError {
+    match e {
+        ses::Error::Busy => PerfError::Stalled("UET send queue full"),
+        ses::Error::TooLong => PerfError::Stalled("message too long"),
+        ses::Error::Unsupported => PerfError::Stalled("operation not supported on this endpoint"),
+        ses::Error::NoPdc => PerfError::Stalled("no PDC"),
     }
 }
 
-/// Two nodes joined by a simulated cable.
-pub struct UetBench {
+/// The side that posts operations.
+#[derive(Debug)]
+pub struct Initiator<D> {
+    node: UetNode<D>,
     cfg: UetPerfConfig,
-    net: SimNet,
-    a: UetNode<SimPort>,
-    b: UetNode<SimPort>,
     dst: Addr<Ipv4Addr>,
     scratch: Vec<u8>,
-    verified: u64,
-    errors: u64,
     /// Region slots not in use by an RMA in flight (RUD completes out of order, so a slot is
     /// reused only once its own operation is done).
     free: Vec<usize>,
-    /// The slot of each RMA in flight, by message index.
     slot_of: HashMap<u64, usize>,
+    /// The last message written to each slot.
+    last_write: Vec<Option<u64>>,
+    verified: u64,
+    errors: u64,
 }
 
-impl std::fmt::Debug for UetBench {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("UetBench").field("cfg", &self.cfg).finish_non_exhaustive()
-    }
-}
-
-impl UetBench {
-    /// Builds the two nodes (B holds the target region for RMA).
-    pub fn new(cfg: UetPerfConfig) -> Result<UetBench, PerfError> {
-        cfg.check().map_err(PerfError::Stalled)?;
-        let (net, pa, pb) = SimNet::pair(cfg.seed, cfg.link, cfg.link);
-        let pds = pds::Config { max_retries: cfg.max_retries, ..pds::Config::default() };
-        let ep_type = if cfg.transport == DeliveryMode::Uud { EpType::Dgram } else { EpType::Rdm };
-        let scfg = ses::Config {
-            pds,
-            ep_type,
-            max_payload: cfg.max_payload,
-            initiator: 1,
-            ..ses::Config::default()
-        };
-        let a = UetNode::new(pa, ses::Endpoint::new(scfg, cfg.seed * 2), true).map_err(PerfError::Stalled)?;
-        let mut b =
-            UetNode::new(pb, ses::Endpoint::new(scfg, cfg.seed * 2 + 1), true).map_err(PerfError::Stalled)?;
-        let dst = Addr { fep: b.ip(), pid_on_fep: 0, resource_index: 0 };
-        if matches!(cfg.op, UetOp::Write | UetOp::Read) {
-            let key = if cfg.transport == DeliveryMode::Rudi { KEY | IDEMPOTENT_SAFE } else { KEY };
-            let mut region = vec![0u8; cfg.size * cfg.depth.max(1)];
-            let mut m = Vec::new();
-            for slot in 0..cfg.depth.max(1) {
-                message(slot as u64, cfg.size, &mut m);
-                region[slot * cfg.size..(slot + 1) * cfg.size].copy_from_slice(&m);
-            }
-            b.ses()
-                .regions
-                .register(key, region, Access::ALL, JobScope::Any)
-                .map_err(|_| PerfError::Stalled("key"))?;
-        }
-        let free = (0..cfg.depth.max(1)).rev().collect();
-        Ok(UetBench {
+impl<D: Datapath> Initiator<D> {
+    fn new(node: UetNode<D>, cfg: UetPerfConfig, target: Ipv4Addr) -> Initiator<D> {
+        let dst = Addr { fep: target, pid_on_fep: 0, resource_index: 0 };
+        let free = (0..cfg.depth()).rev().collect();
+        let last_write = vec![None; cfg.depth()];
+        Initiator {
+            node,
             cfg,
-            net,
-            a,
-            b,
             dst,
             scratch: Vec::new(),
-            verified: 0,
-            errors: 0,
             free,
             slot_of: HashMap::new(),
-        })
-    }
-
-    fn key(&self) -> u64 {
-        if self.cfg.transport == DeliveryMode::Rudi { KEY | IDEMPOTENT_SAFE } else { KEY }
-    }
-
-    fn opts(&self, context: u64) -> Opts {
-        Opts { context, ordered: self.cfg.transport == DeliveryMode::Rod, header_data: None }
-    }
-
-    /// One round of both nodes; advances virtual time when nothing moved. `false` when nothing
-    /// can happen any more.
-    fn step(&mut self) -> bool {
-        let moved = self.a.progress() | self.b.progress();
-        if moved {
-            return true;
-        }
-        let next =
-            [self.net.next_event(), self.a.poll_timeout(), self.b.poll_timeout()].into_iter().flatten().min();
-        match next {
-            Some(t) => {
-                self.net.advance_to(t.max(self.net.now() + Duration::from_nanos(1)));
-                true
-            }
-            None => false,
+            last_write,
+            verified: 0,
+            errors: 0,
         }
     }
 
     fn post(&mut self, i: u64) -> Result<(), PerfError> {
         let size = self.cfg.size;
-        let mut m = std::mem::take(&mut self.scratch);
         let slot = if matches!(self.cfg.op, UetOp::Write | UetOp::Read) {
             let slot = self.free.pop().ok_or(PerfError::Stalled("no free slot"))?;
             self.slot_of.insert(i, slot);
@@ -200,194 +227,152 @@ impl UetBench {
         } else {
             0
         };
-        let (dst, key, opts) = (self.dst, self.key(), self.opts(i));
+        let opts = Opts { context: i, ordered: self.cfg.transport == DeliveryMode::Rod, header_data: None };
+        let (dst, key) = (self.dst, self.cfg.key());
+        let mut m = std::mem::take(&mut self.scratch);
         let r = match self.cfg.op {
             UetOp::Send | UetOp::Tsend => {
                 message(i, size, &mut m);
                 let tag = (self.cfg.op == UetOp::Tsend).then_some(TAG);
-                self.a.ses().send(dst, &m, tag, opts)
+                self.node.ses().send(dst, &m, tag, opts)
             }
             UetOp::Write => {
                 message(i, size, &mut m);
-                self.a.ses().write(dst, key, (slot * size) as u64, &m, opts)
+                self.node.ses().write(dst, key, (slot * size) as u64, &m, opts)
             }
-            UetOp::Read => self.a.ses().read(dst, key, (slot * size) as u64, size, opts),
+            UetOp::Read => self.node.ses().read(dst, key, (slot * size) as u64, size, opts),
         };
         self.scratch = m;
-        r.map(|_| ()).map_err(|e| match e {
-            ses::Error::Busy => PerfError::Stalled("UET send queue full"),
-            ses::Error::TooLong => PerfError::Stalled("message too long"),
-            ses::Error::Unsupported => PerfError::Stalled("operation not supported on this endpoint"),
-            ses::Error::NoPdc => PerfError::Stalled("no PDC"),
-        })
+        r.map(|_| ()).map_err(ses_error)
     }
 
-    fn post_recv(&mut self, context: u64) {
-        let tag = (self.cfg.op == UetOp::Tsend).then_some((TAG, 0));
-        let size = self.cfg.size;
-        self.b.ses().post_recv(RecvSpec { tag, src: None }, size, context);
-    }
-
-    /// Checks an initiator completion; returns the message index.
-    fn initiator_done(&mut self, c: &Completion<Ipv4Addr>) -> u64 {
+    /// Takes a completion: frees its slot, checks READ data. Returns `(index, slot)`.
+    fn complete(&mut self, c: &Completion<Ipv4Addr>) -> (u64, Option<usize>) {
         let slot = self.slot_of.remove(&c.context);
         if let Some(s) = slot {
             self.free.push(s);
         }
         if c.status != Status::Ok {
             self.errors += 1;
-            return c.context;
+            return (c.context, slot);
         }
-        match self.cfg.op {
-            UetOp::Read => {
-                if slot.is_some()
-                    && check(&c.data, self.cfg.size, &mut self.scratch) == slot.map(|s| s as u64)
-                {
-                    self.verified += 1;
-                } else {
-                    self.errors += 1;
-                }
+        match (self.cfg.op, slot) {
+            (UetOp::Read, Some(s)) if check(&c.data, self.cfg.size, &mut self.scratch) == Some(s as u64) => {
+                self.verified += 1
             }
-            UetOp::Write => {
-                // Delivered: the target region's slot holds exactly this message now.
-                let slot = slot.unwrap_or(usize::MAX);
-                let size = self.cfg.size;
-                let key = self.key();
-                let region = self
-                    .b
-                    .ses()
-                    .regions
-                    .get(key)
-                    .and_then(|r| r.data.get(slot * size..(slot + 1) * size))
-                    .map(<[u8]>::to_vec);
-                match region.and_then(|d| check(&d, size, &mut self.scratch)) {
-                    Some(i) if i == c.context || size < 8 => self.verified += 1,
-                    _ => self.errors += 1,
-                }
-            }
-            UetOp::Send | UetOp::Tsend => {}
+            (UetOp::Read, _) => self.errors += 1,
+            (UetOp::Write, Some(s)) => self.last_write[s] = Some(c.context),
+            _ => {}
         }
-        c.context
+        (c.context, slot)
+    }
+}
+
+/// The side that receives messages and holds the RMA region.
+#[derive(Debug)]
+pub struct Target<D> {
+    node: UetNode<D>,
+    cfg: UetPerfConfig,
+    scratch: Vec<u8>,
+    posted: u64,
+    received: u64,
+    verified: u64,
+    errors: u64,
+}
+
+impl<D: Datapath> Target<D> {
+    fn new(mut node: UetNode<D>, cfg: UetPerfConfig) -> Result<Target<D>, PerfError> {
+        if matches!(cfg.op, UetOp::Write | UetOp::Read) {
+            let mut region = vec![0u8; cfg.size * cfg.depth()];
+            let mut m = Vec::new();
+            for slot in 0..cfg.depth() {
+                message(slot as u64, cfg.size, &mut m);
+                region[slot * cfg.size..(slot + 1) * cfg.size].copy_from_slice(&m);
+            }
+            let key = cfg.key();
+            node.ses()
+                .regions
+                .register(key, region, Access::ALL, JobScope::Any)
+                .map_err(|_| PerfError::Stalled("key"))?;
+        }
+        let mut t = Target { node, cfg, scratch: Vec::new(), posted: 0, received: 0, verified: 0, errors: 0 };
+        // UUD has no flow control: every datagram gets a receive up front.
+        let first = if cfg.transport == DeliveryMode::Uud { cfg.iters } else { cfg.depth() as u64 };
+        if cfg.receives() {
+            for _ in 0..first.min(cfg.iters) {
+                t.post_recv();
+            }
+        }
+        Ok(t)
     }
 
-    fn target_done(&mut self, c: &Completion<Ipv4Addr>) {
+    fn post_recv(&mut self) {
+        let tag = (self.cfg.op == UetOp::Tsend).then_some((TAG, 0));
+        let (size, ctx) = (self.cfg.size, self.posted);
+        self.node.ses().post_recv(RecvSpec { tag, src: None }, size, ctx);
+        self.posted += 1;
+    }
+
+    /// Takes a completion: checks the message and posts the next receive.
+    fn complete(&mut self, c: &Completion<Ipv4Addr>) {
         if c.kind != CompletionKind::Recv {
             return;
         }
+        self.received += 1;
         if c.status == Status::Ok && check(&c.data, self.cfg.size, &mut self.scratch).is_some() {
             self.verified += 1;
         } else {
             self.errors += 1;
         }
+        if self.posted < self.cfg.iters {
+            self.post_recv();
+        }
     }
 
-    fn receives(&self) -> bool {
-        matches!(self.cfg.op, UetOp::Send | UetOp::Tsend)
+    /// Whether region slot `slot` holds message `i`.
+    fn slot_holds(&mut self, slot: usize, i: u64) -> bool {
+        let (size, key) = (self.cfg.size, self.cfg.key());
+        let data = self
+            .node
+            .ses()
+            .regions
+            .get(key)
+            .and_then(|r| r.data.get(slot * size..(slot + 1) * size))
+            .map(<[u8]>::to_vec);
+        data.is_some_and(|d| check(&d, size, &mut self.scratch).is_some_and(|got| got == i || size < 8))
     }
 
-    /// Bandwidth: `depth` operations in flight until `iters` complete (and, for sends, are
-    /// received and checked).
-    pub fn run_bw(&mut self) -> Result<BwRow, PerfError> {
-        let (iters, depth) = (self.cfg.iters, self.cfg.depth.max(1) as u64);
-        if self.receives() {
-            for r in 0..depth.min(iters) {
-                self.post_recv(r);
-            }
+    fn drain(&mut self) {
+        while let Some(c) = self.node.ses().poll_completion() {
+            self.complete(&c);
         }
-        let (mut posted, mut completed, mut received, mut recv_posted) = (0u64, 0u64, 0u64, depth.min(iters));
-        // UUD: datagrams still unreceived when the network falls silent are lost.
-        let mut lost = 0u64;
-        let v0 = self.net.now();
-        let start = Instant::now();
-        let uud = self.cfg.transport == DeliveryMode::Uud;
-        while completed < iters || (self.receives() && received + lost < iters) {
-            // UUD has no flow control: keep the sender within the posted receives.
-            while posted < iters && posted - completed < depth && (!uud || posted - received - lost < depth) {
-                self.post(posted)?;
-                posted += 1;
-            }
-            let moved = self.step();
-            while let Some(c) = self.a.ses().poll_completion() {
-                self.initiator_done(&c);
-                completed += 1;
-            }
-            while let Some(c) = self.b.ses().poll_completion() {
-                self.target_done(&c);
-                received += 1;
-                if recv_posted < iters {
-                    self.post_recv(recv_posted);
-                    recv_posted += 1;
-                }
-            }
-            if !moved {
-                if !uud {
-                    return Err(PerfError::Stalled("UET run made no progress"));
-                }
-                lost = posted - received;
-            }
-        }
-        let wall = start.elapsed();
-        let bytes = iters * self.cfg.size as u64;
-        Ok(BwRow {
-            size: self.cfg.size,
-            iters,
-            bytes,
-            wall,
-            virtual_time: self.net.now() - v0,
-            peak: bytes as f64 / wall.as_secs_f64().max(1e-9),
-            verified: self.verified,
-            errors: self.errors,
-            lost,
-            duplicates: 0,
-            check_time: Duration::ZERO,
-            baseline: None,
-        })
     }
+}
 
-    /// Latency: one operation at a time, post to completion (for sends: until received too).
-    pub fn run_lat(&mut self) -> Result<LatRow, PerfError> {
-        let mut wall = Histogram::<u64>::new_with_bounds(1, 3_600_000_000_000, 3)
-            .map_err(|_| PerfError::Stalled("histogram"))?;
-        let mut virt = wall.clone();
-        let mut lost = 0;
-        for i in 0..self.cfg.iters {
-            if self.receives() {
-                self.post_recv(i);
-            }
-            let (t0, v0) = (Instant::now(), self.net.now());
-            self.post(i)?;
-            let (mut sent, mut got) = (false, !self.receives());
-            while !(sent && got) {
-                let moved = self.step();
-                if let Some(c) = self.a.ses().poll_completion() {
-                    self.initiator_done(&c);
-                    sent = true;
-                }
-                if let Some(c) = self.b.ses().poll_completion() {
-                    self.target_done(&c);
-                    got = true;
-                }
-                if !moved {
-                    if self.cfg.transport == DeliveryMode::Uud {
-                        lost += 1;
-                        self.b.ses().cancel_recv(i);
-                        while self.b.ses().poll_completion().is_some() {}
-                        break;
-                    }
-                    return Err(PerfError::Stalled("UET run made no progress"));
-                }
-            }
-            wall.saturating_record(t0.elapsed().as_nanos().max(1) as u64);
-            virt.saturating_record((self.net.now() - v0).as_nanos().max(1) as u64);
-        }
-        Ok(LatRow {
-            size: self.cfg.size,
-            wall_ns: wall,
-            virtual_ns: virt,
-            verified: self.verified,
-            errors: self.errors,
-            lost,
-        })
+/// Both sides on a simulated cable in this process.
+pub struct UetBench {
+    net: SimNet,
+    a: Initiator<SimPort>,
+    b: Target<SimPort>,
+}
+
+impl std::fmt::Debug for UetBench {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UetBench").field("cfg", &self.a.cfg).finish_non_exhaustive()
+    }
+}
+
+impl UetBench {
+    /// Builds the two nodes.
+    pub fn new(cfg: UetPerfConfig) -> Result<UetBench, PerfError> {
+        cfg.check().map_err(PerfError::Stalled)?;
+        let (net, pa, pb) = SimNet::pair(cfg.seed, cfg.link, cfg.link);
+        let scfg = cfg.ses_config();
+        let a = UetNode::new(pa, ses::Endpoint::new(scfg, cfg.seed * 2), true).map_err(PerfError::Stalled)?;
+        let b =
+            UetNode::new(pb, ses::Endpoint::new(scfg, cfg.seed * 2 + 1), true).map_err(PerfError::Stalled)?;
+        let target = b.ip();
+        Ok(UetBench { net, a: Initiator::new(a, cfg, target), b: Target::new(b, cfg)? })
     }
 
     /// Records every frame either node sends (before the link's impairments).
@@ -400,28 +385,444 @@ impl UetBench {
         self.net.with(|n| n.take_tap())
     }
 
+    /// One round of both nodes, then virtual time moves to the next event if nothing moved;
+    /// `false` when nothing can happen any more.
+    fn step(&mut self) -> bool {
+        if self.a.node.progress() | self.b.node.progress() {
+            return true;
+        }
+        let next = [self.net.next_event(), self.a.node.poll_timeout(), self.b.node.poll_timeout()]
+            .into_iter()
+            .flatten()
+            .min();
+        let Some(t) = next else { return false };
+        self.net.advance_to(t.max(self.net.now() + Duration::from_nanos(1)));
+        true
+    }
+
+    /// Takes the initiator's completions (checking WRITEs against the target's region); returns
+    /// how many.
+    fn initiator_completions(&mut self) -> u64 {
+        let mut n = 0;
+        while let Some(c) = self.a.node.ses().poll_completion() {
+            let ok = c.status == Status::Ok;
+            if let (_, Some(slot)) = self.a.complete(&c) {
+                if self.a.cfg.op == UetOp::Write && ok {
+                    if self.b.slot_holds(slot, c.context) {
+                        self.a.verified += 1;
+                    } else {
+                        self.a.errors += 1;
+                    }
+                }
+            }
+            n += 1;
+        }
+        n
+    }
+
+    fn totals(&self) -> (u64, u64) {
+        (self.a.verified + self.b.verified, self.a.errors + self.b.errors)
+    }
+
+    /// Bandwidth: `depth` operations in flight until `iters` complete (and, for sends, are
+    /// received and checked).
+    pub fn run_bw(&mut self) -> Result<BwRow, PerfError> {
+        let cfg = self.a.cfg;
+        let (iters, depth) = (cfg.iters, cfg.depth() as u64);
+        let uud = cfg.transport == DeliveryMode::Uud;
+        let (mut posted, mut completed, mut lost) = (0u64, 0u64, 0u64);
+        let v0 = self.net.now();
+        let start = Instant::now();
+        while completed < iters || (cfg.receives() && self.b.received + lost < iters) {
+            while posted < iters
+                && posted - completed < depth
+                && (!uud || posted - self.b.received - lost < depth)
+            {
+                self.a.post(posted)?;
+                posted += 1;
+            }
+            let moved = self.step();
+            completed += self.initiator_completions();
+            self.b.drain();
+            if !moved {
+                if !uud {
+                    return Err(PerfError::Stalled("UET run made no progress"));
+                }
+                // UUD: what has not arrived when the network falls silent is lost.
+                lost = posted - self.b.received;
+            }
+        }
+        let wall = start.elapsed();
+        let bytes = iters * cfg.size as u64;
+        let (verified, errors) = self.totals();
+        Ok(BwRow {
+            size: cfg.size,
+            iters,
+            bytes,
+            wall,
+            virtual_time: self.net.now() - v0,
+            peak: bytes as f64 / wall.as_secs_f64().max(1e-9),
+            verified,
+            errors,
+            lost,
+            duplicates: 0,
+            check_time: Duration::ZERO,
+            baseline: None,
+        })
+    }
+
+    /// Latency: one operation at a time, post to completion (sends: until received too).
+    pub fn run_lat(&mut self) -> Result<LatRow, PerfError> {
+        let cfg = self.a.cfg;
+        let mut wall = Histogram::<u64>::new_with_bounds(1, 3_600_000_000_000, 3)
+            .map_err(|_| PerfError::Stalled("histogram"))?;
+        let mut virt = wall.clone();
+        let mut lost = 0;
+        for i in 0..cfg.iters {
+            let (t0, v0, seen) = (Instant::now(), self.net.now(), self.b.received);
+            self.a.post(i)?;
+            let mut sent = false;
+            while !(sent && (!cfg.receives() || self.b.received > seen)) {
+                let moved = self.step();
+                sent |= self.initiator_completions() > 0;
+                self.b.drain();
+                if !moved {
+                    if cfg.transport != DeliveryMode::Uud {
+                        return Err(PerfError::Stalled("UET run made no progress"));
+                    }
+                    lost += 1;
+                    break;
+                }
+            }
+            wall.saturating_record(t0.elapsed().as_nanos().max(1) as u64);
+            virt.saturating_record((self.net.now() - v0).as_nanos().max(1) as u64);
+        }
+        let (verified, errors) = self.totals();
+        Ok(LatRow { size: cfg.size, wall_ns: wall, virtual_ns: virt, verified, errors, lost })
+    }
+
     /// PDS counters of both sides and the nodes' frame counters.
     pub fn counters(&mut self) -> [String; 2] {
-        let line = |name: &str, n: &mut UetNode<SimPort>| {
-            let f = n.stats();
-            let p = *n.ses().pds().stats();
-            format!(
-                " {name}: frames tx {} rx {} (bad {}); PDS packets tx {} retransmits {} (SACK/NACK {}, timer {}) ACKs {} NACKs {}; rx duplicates {} out-of-order drops {}",
-                f.tx_frames,
-                f.rx_frames,
-                f.rx_bad,
-                p.tx_packets,
-                p.tx_retransmits,
-                p.fast_retransmits,
-                p.timeouts,
-                p.tx_acks,
-                p.tx_nacks,
-                p.rx_duplicates,
-                p.rx_out_of_order
-            )
-        };
-        [line("initiator", &mut self.a), line("target", &mut self.b)]
+        [counters_line("initiator", &mut self.a.node), counters_line("target", &mut self.b.node)]
     }
+}
+
+/// One line of a node's frame and PDS counters.
+pub fn counters_line<D: Datapath>(name: &str, n: &mut UetNode<D>) -> String {
+    let f = n.stats();
+    let p = *n.ses().pds().stats();
+    format!(
+        " {name}: frames tx {} rx {} (bad {}); PDS packets tx {} retransmits {} (SACK/NACK {}, timer {}) ACKs {} NACKs {}; rx duplicates {} out-of-order drops {}",
+        f.tx_frames,
+        f.rx_frames,
+        f.rx_bad,
+        p.tx_packets,
+        p.tx_retransmits,
+        p.fast_retransmits,
+        p.timeouts,
+        p.tx_acks,
+        p.tx_nacks,
+        p.rx_duplicates,
+        p.rx_out_of_order
+    )
+}
+
+/// What a two-process run found (the client's view, with the server's checks).
+#[derive(Default)]
+pub struct RemoteOutcome {
+    /// Bandwidth row (bandwidth mode).
+    pub bw: Option<BwRow>,
+    /// Latency row (latency mode).
+    pub lat: Option<LatRow>,
+    /// Messages checked on both sides.
+    pub verified: u64,
+    /// Failed checks and error completions on both sides.
+    pub errors: u64,
+    /// UUD datagrams that never arrived.
+    pub lost: u64,
+    /// This side's counters.
+    pub counters: String,
+    /// Frames this side sent and received, when capturing.
+    pub capture: Option<CaptureLog>,
+}
+
+fn err(e: impl std::fmt::Display) -> RemoteError {
+    RemoteError(e.to_string())
+}
+
+fn send_json(s: &mut TcpStream, v: &Value) -> Result<(), RemoteError> {
+    let mut line = v.to_string();
+    line.push('\n');
+    s.write_all(line.as_bytes()).map_err(err)
+}
+
+/// Reads whole JSON lines from a non-blocking stream into `buf`; returns those complete.
+fn poll_json(stream: &mut TcpStream, buf: &mut Vec<u8>) -> Result<Vec<Value>, RemoteError> {
+    let mut chunk = [0u8; 4096];
+    let mut closed = false;
+    loop {
+        match std::io::Read::read(stream, &mut chunk) {
+            Ok(0) => {
+                closed = true;
+                break;
+            }
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+            Err(e) => return Err(err(e)),
+        }
+    }
+    let mut out = Vec::new();
+    while let Some(at) = buf.iter().position(|&b| b == b'\n') {
+        let line: Vec<u8> = buf.drain(..=at).collect();
+        out.push(
+            serde_json::from_slice(&line)
+                .map_err(|e| RemoteError(format!("bad message from the peer: {e}")))?,
+        );
+    }
+    if closed && out.is_empty() {
+        return Err(RemoteError("the peer closed the connection".into()));
+    }
+    Ok(out)
+}
+
+/// Runs `f` with this side's UET node on `link`'s datapath (UDP port 4793, or AF_XDP steering
+/// UDP 4793), with its egress faults and capture.
+fn with_node<R>(
+    link: &Link,
+    cfg: &UetPerfConfig,
+    seed: u64,
+    f: &mut dyn FnMut(UetNodeAny) -> Result<R, RemoteError>,
+) -> Result<R, RemoteError> {
+    let port = wire::uet::UDP_PORT;
+    let ses = ses::Endpoint::new(cfg.ses_config(), seed);
+    match &link.backend {
+        Backend::Udp => {
+            let p = UdpPort::bind(link.local, port, RxIcrc::Verify)
+                .map_err(|e| RemoteError(format!("binding {}:{port}: {e}", link.local)))?;
+            let dp = Capture::new(Faulty::new(p, link.tx_faults, link.seed));
+            let log = link.capture.then(|| dp.log());
+            // The kernel checked the UDP checksum (and sends none we could check): accept 0.
+            let node = UetNode::new(dp, ses, false).map_err(err)?;
+            f(UetNodeAny::Udp(Box::new(node), log))
+        }
+        Backend::AfXdp { dev, queue, driver } => {
+            let mode = if *driver { XdpMode::Driver } else { XdpMode::Generic };
+            let p = AfXdpPort::open_port(dev, *queue, link.local, mode, port)
+                .map_err(|e| RemoteError(format!("AF_XDP on {dev} queue {queue}: {e}")))?;
+            let dp = Capture::new(Faulty::new(p, link.tx_faults, link.seed));
+            let log = link.capture.then(|| dp.log());
+            let node = UetNode::new(dp, ses, true).map_err(err)?;
+            f(UetNodeAny::AfXdp(Box::new(node), log))
+        }
+    }
+}
+
+/// A node on one of the real datapaths.
+enum UetNodeAny {
+    /// Kernel UDP.
+    Udp(Box<UetNode<Capture<Faulty<UdpPort>>>>, Option<CaptureLog>),
+    /// AF_XDP.
+    AfXdp(Box<UetNode<Capture<Faulty<AfXdpPort>>>>, Option<CaptureLog>),
+}
+
+impl std::fmt::Debug for UetNodeAny {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            UetNodeAny::Udp(..) => "UetNodeAny::Udp",
+            UetNodeAny::AfXdp(..) => "UetNodeAny::AfXdp",
+        })
+    }
+}
+
+/// Waits for one client on `link`'s TCP port, takes its test, serves it, and reports its checks.
+pub fn serve(link: &Link) -> Result<(UetPerfConfig, RemoteOutcome), RemoteError> {
+    let (local, tcp_port) = (link.local, link.tcp_port);
+    let listener = TcpListener::bind((local, tcp_port))
+        .map_err(|e| RemoteError(format!("listening on {local}:{tcp_port}: {e}")))?;
+    let (stream, _) = listener.accept().map_err(err)?;
+    let mut reader = BufReader::new(stream.try_clone().map_err(err)?);
+    let mut stream = stream;
+    let mut line = String::new();
+    reader.read_line(&mut line).map_err(err)?;
+    let hello: Value =
+        serde_json::from_str(&line).map_err(|e| RemoteError(format!("bad test from the client: {e}")))?;
+    let cfg = UetPerfConfig::from_json(&hello["uet"])?;
+    let out = with_node(link, &cfg, cfg.seed * 2 + 1, &mut |any| match any {
+        UetNodeAny::Udp(node, log) => serve_on(*node, log, cfg, &mut stream),
+        UetNodeAny::AfXdp(node, log) => serve_on(*node, log, cfg, &mut stream),
+    })?;
+    Ok((cfg, out))
+}
+
+fn serve_on<D: Datapath>(
+    node: UetNode<D>,
+    capture: Option<CaptureLog>,
+    cfg: UetPerfConfig,
+    stream: &mut TcpStream,
+) -> Result<RemoteOutcome, RemoteError> {
+    let mut t = Target::new(node, cfg).map_err(err)?;
+    send_json(stream, &json!({"ready": true}))?;
+    stream.set_nonblocking(true).map_err(err)?;
+    let mut buf = Vec::new();
+    let mut last_heard = Instant::now();
+    let done = loop {
+        let moved = t.node.progress();
+        t.drain();
+        if let Some(v) = poll_json(stream, &mut buf)?.into_iter().find(|v| v.get("done").is_some()) {
+            break v;
+        }
+        if moved {
+            last_heard = Instant::now();
+        } else if last_heard.elapsed() > Duration::from_secs(60) {
+            return Err(RemoteError("nothing happened for 60 s".into()));
+        } else {
+            std::thread::yield_now();
+        }
+    };
+    // Datagrams in flight when the client finished may still arrive; answer retransmissions.
+    let until = Instant::now() + Duration::from_millis(300);
+    while Instant::now() < until {
+        t.node.progress();
+        t.drain();
+    }
+    if cfg.op == UetOp::Write {
+        for pair in done["done"]["last"].as_array().into_iter().flatten() {
+            let (slot, i) = (pair[0].as_u64().unwrap_or(u64::MAX) as usize, pair[1].as_u64().unwrap_or(0));
+            if t.slot_holds(slot, i) {
+                t.verified += 1;
+            } else {
+                t.errors += 1;
+            }
+        }
+    }
+    let lost = if cfg.receives() { cfg.iters.saturating_sub(t.received) } else { 0 };
+    let result = json!({"verified": t.verified, "errors": t.errors, "received": t.received, "lost": lost});
+    stream.set_nonblocking(false).map_err(err)?;
+    send_json(stream, &json!({ "result": result }))?;
+    let counters = counters_line("server", &mut t.node);
+    Ok(RemoteOutcome {
+        verified: t.verified,
+        errors: t.errors,
+        lost,
+        counters,
+        capture,
+        ..RemoteOutcome::default()
+    })
+}
+
+/// Connects to a server, gives it the test, runs it and collects both sides' checks.
+pub fn run_client(host: &str, link: &Link, cfg: &UetPerfConfig) -> Result<RemoteOutcome, RemoteError> {
+    let tcp_port = link.tcp_port;
+    let give_up = Instant::now() + Duration::from_secs(5);
+    let stream = loop {
+        match TcpStream::connect((host, tcp_port)) {
+            Ok(s) => break s,
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused && Instant::now() < give_up => {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            Err(e) => return Err(RemoteError(format!("connecting to {host}:{tcp_port}: {e}"))),
+        }
+    };
+    let server_ip = match stream.peer_addr().map_err(err)?.ip() {
+        std::net::IpAddr::V4(v4) => v4,
+        std::net::IpAddr::V6(_) => return Err(RemoteError("UET runs use IPv4".into())),
+    };
+    let mut stream = stream;
+    send_json(&mut stream, &json!({ "uet": cfg.to_json() }))?;
+    let mut reader = BufReader::new(stream.try_clone().map_err(err)?);
+    let mut line = String::new();
+    reader.read_line(&mut line).map_err(err)?;
+    if !line.contains("ready") {
+        return Err(RemoteError(format!("the server did not start the test: {}", line.trim())));
+    }
+    with_node(link, cfg, cfg.seed * 2, &mut |any| match any {
+        UetNodeAny::Udp(node, log) => client_on(*node, log, *cfg, server_ip, &mut stream),
+        UetNodeAny::AfXdp(node, log) => client_on(*node, log, *cfg, server_ip, &mut stream),
+    })
+}
+
+fn client_on<D: Datapath>(
+    node: UetNode<D>,
+    capture: Option<CaptureLog>,
+    cfg: UetPerfConfig,
+    server: Ipv4Addr,
+    stream: &mut TcpStream,
+) -> Result<RemoteOutcome, RemoteError> {
+    let mut a = Initiator::new(node, cfg, server);
+    let (iters, depth) = (cfg.iters, cfg.depth() as u64);
+    let (mut posted, mut completed) = (0u64, 0u64);
+    let mut hist = Histogram::<u64>::new_with_bounds(1, 3_600_000_000_000, 3).map_err(err)?;
+    let start = Instant::now();
+    let mut last_progress = Instant::now();
+    let mut posted_at = Instant::now();
+    while completed < iters {
+        while posted < iters && posted - completed < depth {
+            a.post(posted).map_err(err)?;
+            posted += 1;
+            posted_at = Instant::now();
+        }
+        let moved = a.node.progress();
+        while let Some(c) = a.node.ses().poll_completion() {
+            a.complete(&c);
+            completed += 1;
+            if cfg.lat {
+                hist.saturating_record(posted_at.elapsed().as_nanos().max(1) as u64);
+            }
+            last_progress = Instant::now();
+        }
+        if !moved && last_progress.elapsed() > Duration::from_secs(60) {
+            return Err(RemoteError(format!("nothing completed for 60 s ({completed} of {iters})")));
+        }
+    }
+    let wall = start.elapsed();
+    let last: Vec<Value> =
+        a.last_write.iter().enumerate().filter_map(|(s, i)| i.map(|i| json!([s, i]))).collect();
+    send_json(stream, &json!({"done": {"last": last}}))?;
+    stream.set_nonblocking(true).map_err(err)?;
+    let mut buf = Vec::new();
+    let result = loop {
+        a.node.progress();
+        if let Some(v) = poll_json(stream, &mut buf)?.into_iter().find(|v| v.get("result").is_some()) {
+            break v["result"].clone();
+        }
+        if start.elapsed() > wall + Duration::from_secs(60) {
+            return Err(RemoteError("the server did not report".into()));
+        }
+        std::thread::yield_now();
+    };
+    let n = |k: &str| result[k].as_u64().unwrap_or(0);
+    let verified = a.verified + n("verified");
+    let errors = a.errors + n("errors");
+    let lost = n("lost");
+    let bytes = iters * cfg.size as u64;
+    let mut out = RemoteOutcome {
+        verified,
+        errors,
+        lost,
+        counters: counters_line("client", &mut a.node),
+        capture,
+        ..RemoteOutcome::default()
+    };
+    if cfg.lat {
+        out.lat =
+            Some(LatRow { size: cfg.size, wall_ns: hist.clone(), virtual_ns: hist, verified, errors, lost });
+    } else {
+        out.bw = Some(BwRow {
+            size: cfg.size,
+            iters,
+            bytes,
+            wall,
+            virtual_time: Duration::ZERO,
+            peak: bytes as f64 / wall.as_secs_f64().max(1e-9),
+            verified,
+            errors,
+            lost,
+            duplicates: 0,
+            check_time: Duration::ZERO,
+            baseline: None,
+        });
+    }
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -432,6 +833,7 @@ mod tests {
         UetPerfConfig {
             op,
             transport,
+            lat: false,
             size: 5000,
             iters: 200,
             depth: 16,
@@ -453,13 +855,13 @@ mod tests {
             (UetOp::Read, DeliveryMode::Rod),
             (UetOp::Read, DeliveryMode::Rudi),
         ] {
-            let mut b = UetBench::new(cfg(op, t, lossy)).unwrap();
-            let r = b.run_bw().unwrap();
-            assert_eq!((r.errors, r.lost), (0, 0), "{op:?} {t:?}");
-            assert_eq!(r.verified, 200, "{op:?} {t:?}");
-            let mut b = UetBench::new(UetPerfConfig { iters: 20, ..cfg(op, t, lossy) }).unwrap();
-            let l = b.run_lat().unwrap();
-            assert_eq!((l.errors, l.wall_ns.len()), (0, 20), "{op:?} {t:?}");
+            let r = UetBench::new(cfg(op, t, lossy)).unwrap().run_bw().unwrap();
+            assert_eq!((r.verified, r.errors, r.lost), (200, 0, 0), "{op:?} {t:?}");
+            let l = UetBench::new(UetPerfConfig { iters: 20, lat: true, ..cfg(op, t, lossy) })
+                .unwrap()
+                .run_lat()
+                .unwrap();
+            assert_eq!((l.verified, l.errors, l.wall_ns.len()), (20, 0, 20), "{op:?} {t:?}");
         }
     }
 
@@ -475,5 +877,18 @@ mod tests {
         assert!(
             UetBench::new(UetPerfConfig { op: UetOp::Send, transport: DeliveryMode::Rudi, ..c }).is_err()
         );
+    }
+
+    #[test]
+    fn the_test_travels_as_json() {
+        let c = cfg(UetOp::Tsend, DeliveryMode::Rod, LinkConfig::default());
+        let back = UetPerfConfig::from_json(&c.to_json()).unwrap();
+        assert_eq!(
+            (back.op, back.transport, back.size, back.iters, back.depth),
+            (c.op, c.transport, 5000, 200, 16)
+        );
+        let mut bad = c.to_json();
+        bad["transport"] = json!("Rudi");
+        assert!(UetPerfConfig::from_json(&bad).is_err(), "tsend over RUDI is refused");
     }
 }

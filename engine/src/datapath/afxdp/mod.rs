@@ -175,8 +175,20 @@ impl std::fmt::Debug for AfXdpPort {
 }
 
 impl AfXdpPort {
-    /// Opens queue `queue` of `dev`, whose IPv4 address is `ip`: UMEM, rings, socket, XDP program.
+    /// Opens queue `queue` of `dev`, whose IPv4 address is `ip`: UMEM, rings, socket, XDP program
+    /// steering UDP port 4791 (RoCEv2).
     pub fn open(dev: &str, queue: u32, ip: Ipv4Addr, mode: XdpMode) -> io::Result<AfXdpPort> {
+        Self::open_port(dev, queue, ip, mode, 4791)
+    }
+
+    /// [`AfXdpPort::open`], steering UDP destination port `udp_port` (4793 for UET).
+    pub fn open_port(
+        dev: &str,
+        queue: u32,
+        ip: Ipv4Addr,
+        mode: XdpMode,
+        udp_port: u16,
+    ) -> io::Result<AfXdpPort> {
         let ifindex =
             nix::net::if_::if_nametoindex(dev).map_err(|e| io::Error::other(format!("{dev}: {e}")))?;
         let mac = mac_of(dev)?;
@@ -258,7 +270,7 @@ impl AfXdpPort {
             XdpMode::Generic => bpf::XDP_FLAGS_SKB_MODE,
             XdpMode::Driver => bpf::XDP_FLAGS_DRV_MODE,
         };
-        let (prog, link) = bpf::load_and_attach(&map, ifindex, 4791, flags)?;
+        let (prog, link) = bpf::load_and_attach(&map, ifindex, udp_port, flags)?;
         bpf::map_set(&map, queue, xsk.as_raw_fd())?;
         Ok(AfXdpPort {
             rx,
