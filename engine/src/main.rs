@@ -714,48 +714,62 @@ fn run_uet_perf(a: &PerfArgs, transport: ses::DeliveryMode) -> ExitCode {
     if errors == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE }
 }
 
-/// A UET run with one side per process over kernel UDP or AF_XDP (UDP port 4793).
-fn run_uet_remote(a: &PerfArgs, cfg: engine::perf::uet::UetPerfConfig) -> ExitCode {
-    use engine::perf::uet;
-    use perf::remote;
-    let Some(backend) = real_backend(a) else { return ExitCode::from(2) };
-    let link = |local| remote::Link {
+/// Which side this process is on a real datapath, with its link: `Ok((None, link))` for a server,
+/// `Ok((Some(host), link))` for a client. `udp_port` is the protocol's port (4791 or 4793).
+fn remote_side(a: &PerfArgs, udp_port: u16) -> Result<(Option<String>, perf::remote::Link), ExitCode> {
+    let Some(backend) = real_backend(a) else { return Err(ExitCode::from(2)) };
+    let link = |local| perf::remote::Link {
         backend: backend.clone(),
         local,
-        udp_port: wire::uet::UDP_PORT,
+        udp_port,
         tcp_port: a.tcp_port,
         rx_icrc: a.rx_icrc(),
         tx_faults: a.tx_faults(),
         seed: a.seed,
         capture: a.capture.is_some(),
     };
-    let result = match (&a.connect, a.server) {
+    match (&a.connect, a.server) {
         (None, false) => {
             eprintln!(
                 "softrdma perf: a real datapath runs one side per process: give --server or --connect HOST"
             );
-            return ExitCode::from(2);
+            Err(ExitCode::from(2))
         }
         (None, true) => {
             let Some(local) = a.local else {
                 eprintln!("softrdma perf: the server needs --local IP (the address clients reach)");
-                return ExitCode::from(2);
+                return Err(ExitCode::from(2));
             };
-            println!(
-                " waiting for a client on {local}:{} (UET on UDP {local}:{})",
-                a.tcp_port,
-                wire::uet::UDP_PORT
-            );
-            uet::serve(&link(local)).map(|(c, o)| (c, o, false))
+            println!(" waiting for a client on {local}:{} (UDP {local}:{udp_port})", a.tcp_port);
+            Ok((None, link(local)))
         }
         (Some(host), _) => {
-            let towards: Option<std::net::Ipv4Addr> = host.parse().ok();
-            let Some(local) = a.local.or_else(|| towards.and_then(remote::local_ip_towards)) else {
+            let towards = host.parse().ok().or_else(|| {
+                use std::net::ToSocketAddrs;
+                (host.as_str(), 0).to_socket_addrs().ok()?.find_map(|s| match s.ip() {
+                    std::net::IpAddr::V4(v4) => Some(v4),
+                    std::net::IpAddr::V6(_) => None,
+                })
+            });
+            let Some(local) = a.local.or_else(|| towards.and_then(perf::remote::local_ip_towards)) else {
                 eprintln!("softrdma perf: cannot tell the local address towards {host}: give --local IP");
-                return ExitCode::from(2);
+                return Err(ExitCode::from(2));
             };
-            uet::run_client(host, &link(local), &cfg).map(|o| (cfg, o, true))
+            Ok((Some(host.clone()), link(local)))
         }
+    }
+}
+
+/// A UET run with one side per process over kernel UDP or AF_XDP (UDP port 4793).
+fn run_uet_remote(a: &PerfArgs, cfg: engine::perf::uet::UetPerfConfig) -> ExitCode {
+    use engine::perf::uet;
+    let (host, link) = match remote_side(a, wire::uet::UDP_PORT) {
+        Ok(r) => r,
+        Err(code) => return code,
+    };
+    let result = match host {
+        None => uet::serve(&link).map(|(c, o)| (c, o, false)),
+        Some(host) => uet::run_client(&host, &link, &cfg).map(|o| (cfg, o, true)),
     };
     let (cfg, o, client) = match result {
         Ok(r) => r,
@@ -980,54 +994,17 @@ fn run_perftest(a: &PerfArgs, op: PerfOp, mode: Mode) -> ExitCode {
 /// One side of a two-process run over the UDP backend.
 fn run_remote(a: &PerfArgs, test: perf::remote::Test) -> ExitCode {
     use perf::remote;
-    let rx_icrc = a.rx_icrc();
-    let Some(backend) = real_backend(a) else { return ExitCode::from(2) };
-    let tx_faults = a.tx_faults();
     if a.all_sizes {
         eprintln!("softrdma perf: --all-sizes runs on the simulated backend only");
         return ExitCode::from(2);
     }
-    let link = |local| remote::Link {
-        backend: backend.clone(),
-        local,
-        udp_port: a.udp_port,
-        tcp_port: a.tcp_port,
-        rx_icrc,
-        tx_faults,
-        seed: a.seed,
-        capture: a.capture.is_some(),
+    let (host, link) = match remote_side(a, a.udp_port) {
+        Ok(r) => r,
+        Err(code) => return code,
     };
-    let result = match (&a.connect, a.server) {
-        (None, false) => {
-            eprintln!(
-                "softrdma perf: --backend udp runs one side per process: give --server or --connect HOST"
-            );
-            return ExitCode::from(2);
-        }
-        (None, true) => {
-            let Some(local) = a.local else {
-                eprintln!("softrdma perf: the server needs --local IP (the address clients reach)");
-                return ExitCode::from(2);
-            };
-            println!(" waiting for a client on {local}:{} (UDP {local}:{})", a.tcp_port, a.udp_port);
-            let link = link(local);
-            remote::serve(&link).map(|(t, o)| (t, o, false))
-        }
-        (Some(host), _) => {
-            let towards = host.parse().ok().or_else(|| {
-                use std::net::ToSocketAddrs;
-                (host.as_str(), 0).to_socket_addrs().ok()?.find_map(|s| match s.ip() {
-                    std::net::IpAddr::V4(v4) => Some(v4),
-                    std::net::IpAddr::V6(_) => None,
-                })
-            });
-            let Some(local) = a.local.or_else(|| towards.and_then(remote::local_ip_towards)) else {
-                eprintln!("softrdma perf: cannot tell the local address towards {host}: give --local IP");
-                return ExitCode::from(2);
-            };
-            let link = link(local);
-            remote::run_client(host, &link, &test).map(|o| (test.clone(), o, true))
-        }
+    let result = match host {
+        None => remote::serve(&link).map(|(t, o)| (t, o, false)),
+        Some(host) => remote::run_client(&host, &link, &test).map(|o| (test.clone(), o, true)),
     };
     let (t, o, client): (perf::remote::Test, perf::remote::Outcome, bool) = match result {
         Ok(r) => r,

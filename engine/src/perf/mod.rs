@@ -127,6 +127,34 @@ pub struct BwRow {
 }
 
 impl BwRow {
+    /// A row from totals alone: `iters` messages of `size` bytes in `wall` (peak = average, no
+    /// baseline, no check time).
+    pub fn measured(
+        size: usize,
+        iters: u64,
+        wall: Duration,
+        virtual_time: Duration,
+        verified: u64,
+        errors: u64,
+        lost: u64,
+    ) -> BwRow {
+        let bytes = iters * size as u64;
+        BwRow {
+            size,
+            iters,
+            bytes,
+            wall,
+            virtual_time,
+            peak: bytes as f64 / wall.as_secs_f64().max(1e-9),
+            verified,
+            errors,
+            lost,
+            duplicates: 0,
+            check_time: Duration::ZERO,
+            baseline: None,
+        }
+    }
+
     /// Average payload bytes per wall-clock second.
     pub fn average(&self) -> f64 {
         self.bytes as f64 / self.wall.as_secs_f64().max(1e-9)

@@ -553,20 +553,24 @@ fn parse_test(c: &Value) -> Result<Test, RemoteError> {
     })
 }
 
-/// The client side: connects, asks for `t`, runs it, and returns what both sides found.
-pub fn run_client(host: &str, link: &Link, t: &Test) -> Result<Outcome, RemoteError> {
-    let tcp_port = link.tcp_port;
-    // The server may still be starting: retry a refused connection for a few seconds.
+/// Connects to the exchange port, retrying a refused connection for a few seconds (the server may
+/// still be starting).
+pub fn connect_retry(host: &str, tcp_port: u16) -> Result<TcpStream, RemoteError> {
     let give_up = Instant::now() + Duration::from_secs(5);
-    let stream = loop {
+    loop {
         match TcpStream::connect((host, tcp_port)) {
-            Ok(s) => break s,
+            Ok(s) => return Ok(s),
             Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused && Instant::now() < give_up => {
                 std::thread::sleep(Duration::from_millis(50));
             }
             Err(e) => return Err(RemoteError(format!("connecting to {host}:{tcp_port}: {e}"))),
         }
-    };
+    }
+}
+
+/// The client side: connects, asks for `t`, runs it, and returns what both sides found.
+pub fn run_client(host: &str, link: &Link, t: &Test) -> Result<Outcome, RemoteError> {
+    let stream = connect_retry(host, link.tcp_port)?;
     let mut reader = BufReader::new(stream.try_clone().map_err(err)?);
     let mut stream = stream;
     let mut side = open_side(link, t, false)?;

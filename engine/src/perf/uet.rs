@@ -453,22 +453,8 @@ impl UetBench {
             }
         }
         let wall = start.elapsed();
-        let bytes = iters * cfg.size as u64;
         let (verified, errors) = self.totals();
-        Ok(BwRow {
-            size: cfg.size,
-            iters,
-            bytes,
-            wall,
-            virtual_time: self.net.now() - v0,
-            peak: bytes as f64 / wall.as_secs_f64().max(1e-9),
-            verified,
-            errors,
-            lost,
-            duplicates: 0,
-            check_time: Duration::ZERO,
-            baseline: None,
-        })
+        Ok(BwRow::measured(cfg.size, iters, wall, self.net.now() - v0, verified, errors, lost))
     }
 
     /// Latency: one operation at a time, post to completion (sends: until received too).
@@ -671,12 +657,12 @@ fn serve_on<D: Datapath>(
         if let Some(v) = poll_json(stream, &mut buf)?.into_iter().find(|v| v.get("done").is_some()) {
             break v;
         }
+        // Busy polling, as the RoCE runs do: a yield would hand the core to any other busy
+        // process for a whole time slice (milliseconds of latency).
         if moved {
             last_heard = Instant::now();
         } else if last_heard.elapsed() > Duration::from_secs(60) {
             return Err(RemoteError("nothing happened for 60 s".into()));
-        } else {
-            std::thread::yield_now();
         }
     };
     // Datagrams in flight when the client finished may still arrive; answer retransmissions.
@@ -712,17 +698,7 @@ fn serve_on<D: Datapath>(
 
 /// Connects to a server, gives it the test, runs it and collects both sides' checks.
 pub fn run_client(host: &str, link: &Link, cfg: &UetPerfConfig) -> Result<RemoteOutcome, RemoteError> {
-    let tcp_port = link.tcp_port;
-    let give_up = Instant::now() + Duration::from_secs(5);
-    let stream = loop {
-        match TcpStream::connect((host, tcp_port)) {
-            Ok(s) => break s,
-            Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused && Instant::now() < give_up => {
-                std::thread::sleep(Duration::from_millis(50));
-            }
-            Err(e) => return Err(RemoteError(format!("connecting to {host}:{tcp_port}: {e}"))),
-        }
-    };
+    let stream = super::remote::connect_retry(host, link.tcp_port)?;
     let server_ip = match stream.peer_addr().map_err(err)?.ip() {
         std::net::IpAddr::V4(v4) => v4,
         std::net::IpAddr::V6(_) => return Err(RemoteError("UET runs use IPv4".into())),
@@ -794,7 +770,6 @@ fn client_on<D: Datapath>(
     let verified = a.verified + n("verified");
     let errors = a.errors + n("errors");
     let lost = n("lost");
-    let bytes = iters * cfg.size as u64;
     let mut out = RemoteOutcome {
         verified,
         errors,
@@ -807,20 +782,7 @@ fn client_on<D: Datapath>(
         out.lat =
             Some(LatRow { size: cfg.size, wall_ns: hist.clone(), virtual_ns: hist, verified, errors, lost });
     } else {
-        out.bw = Some(BwRow {
-            size: cfg.size,
-            iters,
-            bytes,
-            wall,
-            virtual_time: Duration::ZERO,
-            peak: bytes as f64 / wall.as_secs_f64().max(1e-9),
-            verified,
-            errors,
-            lost,
-            duplicates: 0,
-            check_time: Duration::ZERO,
-            baseline: None,
-        });
+        out.bw = Some(BwRow::measured(cfg.size, iters, wall, Duration::ZERO, verified, errors, lost));
     }
     Ok(out)
 }
