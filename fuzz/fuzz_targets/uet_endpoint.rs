@@ -1,0 +1,57 @@
+//! Feeds arbitrary UET packets (PDS header onwards) from two peers into a SES endpoint that has work
+//! of its own outstanding (an open RUD and ROD PDC with sends in flight, a RUDI read, posted tagged and
+//! untagged receives, a read-only and a writable region), running its timers and transmissions in
+//! between. Checks: no panic; everything it sends parses as a PDS header (and the SES header its
+//! next_hdr announces); the read-only region never changes.
+//!
+//! Input: chunks of `[time step: u8][len: u8][len bytes]`; the low bit of the time step picks the peer.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use ses::{Access, Addr, Config, Endpoint, JobScope, Opts, RecvSpec};
+use std::time::Duration;
+use wire::uet::{PdsRepr, SesRepr};
+
+const RO: u64 = 0x10;
+const RW: u64 = 0x20 | ses::key::IDEMPOTENT_SAFE;
+
+fuzz_target!(|data: &[u8]| {
+    let cfg = Config { max_payload: 512, unexpected_bytes: 4096, ..Config::default() };
+    let mut ep: Endpoint<u8> = Endpoint::new(cfg, 7);
+    let ro_bytes: Vec<u8> = (0..256u32).map(|i| i as u8).collect();
+    ep.regions
+        .register(RO, ro_bytes.clone(), Access { remote_read: true, remote_write: false }, JobScope::Any)
+        .unwrap();
+    ep.regions.register(RW, vec![0; 2048], Access::ALL, JobScope::Job(1)).unwrap();
+    ep.post_recv(RecvSpec { tag: None, src: None }, 1000, 1);
+    ep.post_recv(RecvSpec { tag: Some((0x5500, 0xFF)), src: None }, 1000, 2);
+    let peer = |fep| Addr { fep, pid_on_fep: 0, resource_index: 0 };
+    let _ = ep.send(peer(1), &[7; 1300], None, Opts { context: 3, ..Opts::default() });
+    let _ = ep.send(peer(2), &[8; 100], Some(9), Opts { context: 4, ordered: true, header_data: Some(5) });
+    let _ = ep.read(peer(1), RW, 0, 700, Opts { context: 5, ..Opts::default() });
+    let mut now = Duration::ZERO;
+    let mut out = vec![0u8; 4096];
+    let mut rest = data;
+    while rest.len() >= 2 {
+        let (step, len) = (rest[0], usize::from(rest[1]));
+        let pkt = &rest[2..(2 + len).min(rest.len())];
+        rest = &rest[(2 + len).min(rest.len())..];
+        now += Duration::from_micros(u64::from(step) * 50);
+        let _ = ep.handle_packet(now, 1 + (step & 1), pkt);
+        if ep.poll_timeout().is_some_and(|t| t <= now) {
+            ep.handle_timeout(now);
+        }
+        let mut sent = 0;
+        while let Some(t) = ep.poll_transmit(now, &mut out) {
+            let bytes = &out[..t.len];
+            let pds = PdsRepr::parse(bytes).expect("what the endpoint sends parses");
+            if let Some(nh) = pds.next_header() {
+                SesRepr::parse(&bytes[pds.buffer_len()..], nh).expect("its SES header parses");
+            }
+            sent += 1;
+            assert!(sent < 10_000, "poll_transmit never ends");
+        }
+        while ep.poll_completion().is_some() {}
+    }
+    assert_eq!(ep.regions.get(RO).unwrap().data, ro_bytes, "a read-only region changed");
+});
