@@ -79,7 +79,9 @@ pub fn random_psn() -> u32 {
 
 /// The exchange connection of one side: fixed-size messages, the client writing first and the
 /// server reading first, as perftest's `ctx_xchg_data` does. While it waits for the peer it calls
-/// `idle`, so the engine keeps answering RoCE traffic.
+/// `idle`, so the engine keeps answering RoCE traffic; `idle` returns whether the peer showed signs
+/// of life there (RoCE frames received), which counts like bytes on the connection: a bandwidth run
+/// through a lossy link can keep the connection silent for minutes.
 pub struct Exchange {
     tcp: TcpStream,
     client: bool,
@@ -104,7 +106,7 @@ impl Exchange {
         &mut self,
         mine: &[u8],
         theirs: &mut [u8],
-        idle: &mut dyn FnMut() -> Result<(), String>,
+        idle: &mut dyn FnMut() -> Result<bool, String>,
     ) -> Result<(), String> {
         if self.client {
             self.send(mine, idle)?;
@@ -119,14 +121,18 @@ impl Exchange {
     pub fn send(
         &mut self,
         mut buf: &[u8],
-        idle: &mut dyn FnMut() -> Result<(), String>,
+        idle: &mut dyn FnMut() -> Result<bool, String>,
     ) -> Result<(), String> {
-        let give_up = Instant::now() + self.patience;
+        let mut give_up = Instant::now() + self.patience;
         while !buf.is_empty() {
             match self.tcp.write(buf) {
                 Ok(0) => return Err("the peer closed the exchange connection".into()),
                 Ok(n) => buf = &buf[n..],
-                Err(e) if e.kind() == ErrorKind::WouldBlock && Instant::now() < give_up => idle()?,
+                Err(e) if e.kind() == ErrorKind::WouldBlock && Instant::now() < give_up => {
+                    if idle()? {
+                        give_up = Instant::now() + self.patience;
+                    }
+                }
                 Err(e) if e.kind() == ErrorKind::WouldBlock => return Err("the peer stopped reading".into()),
                 Err(e) if e.kind() == ErrorKind::Interrupted => {}
                 Err(e) => return Err(format!("exchange connection: {e}")),
@@ -139,7 +145,7 @@ impl Exchange {
     pub fn recv(
         &mut self,
         buf: &mut [u8],
-        idle: &mut dyn FnMut() -> Result<(), String>,
+        idle: &mut dyn FnMut() -> Result<bool, String>,
     ) -> Result<(), String> {
         let mut give_up = Instant::now() + self.patience;
         let mut got = 0;
@@ -155,7 +161,11 @@ impl Exchange {
                     got += n;
                     give_up = Instant::now() + self.patience;
                 }
-                Err(e) if e.kind() == ErrorKind::WouldBlock && Instant::now() < give_up => idle()?,
+                Err(e) if e.kind() == ErrorKind::WouldBlock && Instant::now() < give_up => {
+                    if idle()? {
+                        give_up = Instant::now() + self.patience;
+                    }
+                }
                 Err(e) if e.kind() == ErrorKind::WouldBlock => {
                     return Err(format!("the peer sent nothing for {} s", self.patience.as_secs()));
                 }
@@ -168,7 +178,7 @@ impl Exchange {
 
     /// Sends `msg` and then reads whatever the peer still sends until it closes (or `linger`
     /// passes): the tools end with a `"done"` each way.
-    pub fn finish(&mut self, msg: &[u8], linger: Duration, idle: &mut dyn FnMut() -> Result<(), String>) {
+    pub fn finish(&mut self, msg: &[u8], linger: Duration, idle: &mut dyn FnMut() -> Result<bool, String>) {
         if self.send(msg, idle).is_err() {
             return;
         }
@@ -201,20 +211,20 @@ mod tests {
             let (s, _) = l.accept().unwrap();
             let mut x = Exchange::new(s, false).unwrap();
             let mut got = [0u8; 3];
-            x.xchg(b"srv!", &mut got, &mut || Ok(())).unwrap();
+            x.xchg(b"srv!", &mut got, &mut || Ok(false)).unwrap();
             assert_eq!(&got, b"cli");
             let mut more = [0u8; 2];
-            x.xchg(b"ok", &mut more, &mut || Ok(())).unwrap();
+            x.xchg(b"ok", &mut more, &mut || Ok(false)).unwrap();
             more
         });
         let (s, local) = meet(Some("127.0.0.1"), port, None).unwrap();
         assert_eq!(local, Ipv4Addr::LOCALHOST);
         let mut x = Exchange::new(s, true).unwrap();
         let mut got = [0u8; 4];
-        x.xchg(b"cli", &mut got, &mut || Ok(())).unwrap();
+        x.xchg(b"cli", &mut got, &mut || Ok(false)).unwrap();
         assert_eq!(&got, b"srv!");
         let mut ok = [0u8; 2];
-        x.xchg(b"hi", &mut ok, &mut || Ok(())).unwrap();
+        x.xchg(b"hi", &mut ok, &mut || Ok(false)).unwrap();
         assert_eq!(&ok, b"ok");
         assert_eq!(&server.join().unwrap(), b"hi");
     }
@@ -228,7 +238,7 @@ mod tests {
         t.join().unwrap();
         let mut x = Exchange::new(s, true).unwrap();
         let mut buf = [0u8; 8];
-        let e = x.recv(&mut buf, &mut || Ok(())).unwrap_err();
+        let e = x.recv(&mut buf, &mut || Ok(false)).unwrap_err();
         assert!(e.contains("closed"), "{e}");
         assert!(random_psn() <= 0xFF_FFFF);
     }

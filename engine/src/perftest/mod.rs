@@ -106,11 +106,14 @@ fn err(e: impl std::fmt::Display) -> String {
 }
 
 /// One round of the engine; a short nap when there was nothing to do (used while waiting on TCP).
-fn tick(ctx: &mut Context) -> Result<(), String> {
+/// One round of the engine while the exchange waits; whether the peer sent RoCE frames meanwhile
+/// (a sign of life while its exchange connection is silent).
+fn tick(ctx: &mut Context) -> Result<bool, String> {
+    let before = ctx.stats().rx_frames;
     if ctx.progress().map_err(err)? == 0 {
         std::thread::sleep(Duration::from_micros(20));
     }
-    Ok(())
+    Ok(ctx.stats().rx_frames != before)
 }
 
 struct Side {
@@ -126,6 +129,8 @@ struct Side {
     me: Dest,
     peer: Dest,
     last_progress: Instant,
+    /// Frames received when `last_progress` was last set.
+    rx_seen: u64,
 }
 
 impl Side {
@@ -148,10 +153,14 @@ impl Side {
         if let Some(bad) = wcs.iter().find(|w| w.status != WcStatus::Success) {
             return Err(format!("completion with status {:?} (wr_id {})", bad.status, bad.wr_id));
         }
-        if !wcs.is_empty() {
+        // Alive while completions come or the peer's frames still arrive (a lossy link can take
+        // a long time between completions while the peer retransmits).
+        let rx = self.ctx.stats().rx_frames;
+        if !wcs.is_empty() || rx != self.rx_seen {
             self.last_progress = Instant::now();
+            self.rx_seen = rx;
         } else if self.last_progress.elapsed() > STALL {
-            return Err(format!("nothing completed for {} s", STALL.as_secs()));
+            return Err(format!("nothing completed and nothing received for {} s", STALL.as_secs()));
         }
         Ok(())
     }
@@ -286,8 +295,20 @@ pub fn run(o: &Options) -> Result<Outcome, String> {
         gid,
         srqn: 0,
     };
-    let mut s =
-        Side { ctx, x, cq, qp, mr, half, cycle, cache_line, me, peer: me, last_progress: Instant::now() };
+    let mut s = Side {
+        ctx,
+        x,
+        cq,
+        qp,
+        mr,
+        half,
+        cycle,
+        cache_line,
+        me,
+        peer: me,
+        last_progress: Instant::now(),
+        rx_seen: 0,
+    };
     s.peer = s.hand_shake()?;
     s.peer = s.hand_shake()?;
     if s.peer.gid.to_ipv4_mapped().is_none() {
