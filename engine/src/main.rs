@@ -203,6 +203,18 @@ struct PerfArgs {
 }
 
 impl PerfArgs {
+    /// The simulated cable's settings (both directions) from `--latency-us`, `--loss`, `--reorder`,
+    /// `--dup` and `--corrupt`.
+    fn sim_link(&self) -> nicsim::LinkConfig {
+        nicsim::LinkConfig {
+            latency: std::time::Duration::from_nanos((self.latency_us * 1000.0) as u64),
+            loss: self.loss,
+            reorder: self.reorder,
+            duplicate: self.dup,
+            corrupt: self.corrupt,
+            ..nicsim::LinkConfig::default()
+        }
+    }
     fn rx_icrc(&self) -> engine::datapath::udp::RxIcrc {
         use engine::datapath::udp::RxIcrc;
         match self.rx_icrc {
@@ -442,14 +454,7 @@ fn run_perf(a: PerfArgs) -> ExitCode {
         vec![a.size.map_or(default, |s| s as usize)]
     };
     let iters = a.iters.unwrap_or(if mode == Mode::Bw { 5000 } else { 1000 });
-    let link = nicsim::LinkConfig {
-        latency: std::time::Duration::from_nanos((a.latency_us * 1000.0) as u64),
-        loss: a.loss,
-        reorder: a.reorder,
-        duplicate: a.dup,
-        corrupt: a.corrupt,
-        ..nicsim::LinkConfig::default()
-    };
+    let link = a.sim_link();
     if a.backend() != BackendArg::Sim {
         let test = perf::remote::Test {
             op,
@@ -594,14 +599,7 @@ fn run_uet_perf(a: &PerfArgs, transport: ses::DeliveryMode) -> ExitCode {
     let mode = if matches!(a.mode, ModeArg::Lat) { Mode::Lat } else { Mode::Bw };
     let size = a.size.map_or(if mode == Mode::Bw { 65536 } else { 2 }, |s| s as usize);
     let iters = a.iters.unwrap_or(if mode == Mode::Bw { 5000 } else { 1000 });
-    let link = nicsim::LinkConfig {
-        latency: std::time::Duration::from_nanos((a.latency_us * 1000.0) as u64),
-        loss: a.loss,
-        reorder: a.reorder,
-        duplicate: a.dup,
-        corrupt: a.corrupt,
-        ..nicsim::LinkConfig::default()
-    };
+    let link = a.sim_link();
     let cfg = UetPerfConfig {
         op,
         transport,
