@@ -513,11 +513,17 @@ impl QueuePair {
 
     /// The next deadline at which [`handle_timeout`](Self::handle_timeout) has work.
     pub fn poll_timeout(&self) -> Option<Duration> {
-        if self.state == QpState::Rts { self.req.poll_timeout() } else { None }
+        let req = if self.state == QpState::Rts { self.req.poll_timeout() } else { None };
+        let resp =
+            if matches!(self.state, QpState::Rtr | QpState::Rts) { self.resp.poll_timeout() } else { None };
+        [req, resp].into_iter().flatten().min()
     }
 
     /// Runs the timers due at `now`.
     pub fn handle_timeout(&mut self, now: Duration) {
+        if matches!(self.state, QpState::Rtr | QpState::Rts) {
+            self.resp.handle_timeout(now);
+        }
         if self.state != QpState::Rts {
             return;
         }
