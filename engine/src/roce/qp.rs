@@ -513,17 +513,11 @@ impl QueuePair {
 
     /// The next deadline at which [`handle_timeout`](Self::handle_timeout) has work.
     pub fn poll_timeout(&self) -> Option<Duration> {
-        let req = if self.state == QpState::Rts { self.req.poll_timeout() } else { None };
-        let resp =
-            if matches!(self.state, QpState::Rtr | QpState::Rts) { self.resp.poll_timeout() } else { None };
-        [req, resp].into_iter().flatten().min()
+        if self.state == QpState::Rts { self.req.poll_timeout() } else { None }
     }
 
     /// Runs the timers due at `now`.
     pub fn handle_timeout(&mut self, now: Duration) {
-        if matches!(self.state, QpState::Rtr | QpState::Rts) {
-            self.resp.handle_timeout(now);
-        }
         if self.state != QpState::Rts {
             return;
         }

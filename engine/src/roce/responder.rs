@@ -10,7 +10,6 @@ use super::{TxDesc, TxPayload};
 use crate::verbs::{Access, MemTable, RecvWr, WcOpcode, WcStatus, WorkCompletion, mem::sge_len};
 use std::collections::VecDeque;
 use std::net::IpAddr;
-use std::time::Duration;
 use wire::ib::aeth::{CREDITS_INVALID, credit_code_for};
 use wire::ib::{AethRepr, AtomicAckEthRepr, BthRepr, NakCode, Opcode, Operation, RoceRepr, Transport, psn};
 
@@ -99,20 +98,11 @@ pub struct RespDrops {
     pub uc_aborted: u64,
     /// PSN sequence error NAKs sent (RC).
     pub seq_naks_sent: u64,
-    /// Of which sent again after going unanswered for `NAK_REFRESH` (RC).
-    pub seq_nak_refreshes: u64,
     /// RNR NAKs sent (RC).
     pub rnr_naks_sent: u64,
     /// Duplicate requests seen (RC).
     pub duplicates: u64,
 }
-
-/// How long a sequence NAK may stay unanswered (the expected PSN has not arrived) before it is sent
-/// again. IBTA's rule is one NAK per gap and the requester's ACK timeout does the rest; but rxe has
-/// been seen (10 % loss on its egress, ib_send_bw) restarting one PSN past the NAK'd one after a NAK
-/// and then staying silent for good, the missing packet never resent. The same NAK again restarts it.
-/// Long compared with any ACK timeout a peer recovers with on its own (67 ms for the stock tools).
-pub(crate) const NAK_REFRESH: Duration = Duration::from_millis(200);
 
 /// Responder state of one QP.
 #[derive(Debug)]
@@ -123,8 +113,6 @@ pub(crate) struct Responder {
     /// Messages completed (24 bits).
     pub(crate) msn: u32,
     nak_sent: bool,
-    /// When the outstanding sequence NAK was (re)sent, as the timers saw it.
-    nak_stamp: Option<Duration>,
     /// UC: the rest of the current message is being dropped.
     uc_drop: bool,
     cur: InProgress,
@@ -168,7 +156,6 @@ impl Responder {
             epsn: rq_psn,
             msn: 0,
             nak_sent: false,
-            nak_stamp: None,
             uc_drop: false,
             cur: InProgress::None,
             resources: VecDeque::new(),
@@ -283,8 +270,9 @@ impl Responder {
             // One NAK per gap, carrying the expected PSN; then silence until it arrives.
             if !self.nak_sent {
                 self.nak_sent = true;
-                self.nak_stamp = None;
-                self.seq_nak();
+                self.drops.seq_naks_sent += 1;
+                let aeth = AethRepr::nak(NakCode::PsnSequenceError, self.msn);
+                self.queue(Reply::Ack { psn: self.epsn, aeth });
             }
             return Ok(());
         } else if d < 0 {
@@ -602,36 +590,6 @@ impl Responder {
         }
     }
 
-    fn seq_nak(&mut self) {
-        self.drops.seq_naks_sent += 1;
-        let aeth = AethRepr::nak(NakCode::PsnSequenceError, self.msn);
-        self.queue(Reply::Ack { psn: self.epsn, aeth });
-    }
-
-    /// When [`Responder::handle_timeout`] has work: an outstanding sequence NAK to refresh (RC).
-    pub(crate) fn poll_timeout(&self) -> Option<Duration> {
-        if !self.nak_sent || self.cfg.transport != Transport::Rc {
-            return None;
-        }
-        Some(self.nak_stamp.map_or(Duration::ZERO, |t| t + NAK_REFRESH))
-    }
-
-    /// Sends the sequence NAK again if it has gone unanswered for [`NAK_REFRESH`].
-    pub(crate) fn handle_timeout(&mut self, now: Duration) {
-        if !self.nak_sent || self.cfg.transport != Transport::Rc {
-            return;
-        }
-        match self.nak_stamp {
-            None => self.nak_stamp = Some(now),
-            Some(t) if now >= t + NAK_REFRESH => {
-                self.nak_stamp = Some(now);
-                self.drops.seq_nak_refreshes += 1;
-                self.seq_nak();
-            }
-            Some(_) => {}
-        }
-    }
-
     /// True if a response is waiting.
     pub(crate) fn has_reply(&self) -> bool {
         !self.replies.is_empty()
@@ -802,28 +760,6 @@ mod tests {
             replies(&mut r),
             vec![(0x11, 0, Some(0x00), TxPayload::None), (0x11, 1, Some(0x60), TxPayload::None)]
         );
-    }
-
-    #[test]
-    fn an_unanswered_sequence_nak_is_refreshed() {
-        let (mut r, mut mem, ..) = setup();
-        let mut rq = VecDeque::new();
-        r.handle_request(Operation::SendOnly, &pkt(Operation::SendOnly, 2), &mut mem, &mut rq).unwrap();
-        assert_eq!(replies(&mut r).len(), 1);
-        // The timers stamp the NAK, then nothing until NAK_REFRESH has passed.
-        let t0 = Duration::from_secs(1);
-        assert_eq!(r.poll_timeout(), Some(Duration::ZERO));
-        r.handle_timeout(t0);
-        assert_eq!(r.poll_timeout(), Some(t0 + NAK_REFRESH));
-        r.handle_timeout(t0 + NAK_REFRESH / 2);
-        assert!(replies(&mut r).is_empty());
-        r.handle_timeout(t0 + NAK_REFRESH);
-        assert_eq!(replies(&mut r), vec![(0x11, 0, Some(0x60), TxPayload::None)]);
-        assert_eq!((r.drops.seq_naks_sent, r.drops.seq_nak_refreshes), (2, 1));
-        // The expected PSN arrives: no NAK outstanding, no timer.
-        rq.push_back(RecvWqe::new(RecvWr { wr_id: 1, sg_list: vec![] }));
-        r.handle_request(Operation::SendOnly, &pkt(Operation::SendOnly, 0), &mut mem, &mut rq).unwrap();
-        assert_eq!(r.poll_timeout(), None);
     }
 
     #[test]
