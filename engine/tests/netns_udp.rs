@@ -114,10 +114,23 @@ fn capture(n: &Netns, ns: &str, dev: &str, path: &std::path::Path) -> std::proce
             "udp port 4791",
         ])
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(Stdio::piped())
         .spawn()
         .expect("tshark (installed by scripts/setup.sh)");
-    std::thread::sleep(Duration::from_secs(2));
+    // Traffic must not start before tshark captures (it can take seconds on a loaded machine):
+    // wait for its "Capturing on" line, then keep draining its stderr.
+    let mut child = child;
+    let stderr = child.stderr.take().expect("piped");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
+            if line.contains("Capturing on") {
+                let _ = tx.send(());
+            }
+        }
+    });
+    assert!(rx.recv_timeout(Duration::from_secs(60)).is_ok(), "tshark did not start capturing within 60 s");
     child
 }
 
