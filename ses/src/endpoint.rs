@@ -615,9 +615,13 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
                 u.data[offset..offset + payload.len()].copy_from_slice(payload);
             }
             Dest::Rma { key, base } => {
-                let region = self.regions.get_mut(*key).expect("checked on the first packet");
+                // Checked on the first packet; the region may have been deregistered (or replaced
+                // by a smaller one) since: then the rest of the write is refused, never a panic.
                 let at = *base as usize + offset;
-                region.data[at..at + payload.len()].copy_from_slice(payload);
+                match self.regions.get_mut(*key).and_then(|r| r.data.get_mut(at..at + payload.len())) {
+                    Some(dst) => dst.copy_from_slice(payload),
+                    None => m.dest = Dest::Discard(ReturnCode::BadMkey),
+                }
             }
             Dest::Discard(_) => {}
         }

@@ -220,3 +220,21 @@ fn rma_write_read_with_completion_data_and_rudi() {
         assert_eq!(pdcs, usize::from(key & IDEMPOTENT_SAFE == 0), "key {key:#x}");
     }
 }
+
+#[test]
+fn a_region_deregistered_during_a_write_refuses_the_rest() {
+    let slow =
+        LinkConfig { latency: Duration::from_micros(1), bandwidth_bps: 100_000_000, ..LinkConfig::default() };
+    let mut sim = Sim::new(5, cfgs(), slow);
+    sim.eps[1].regions.register(0x77, vec![0; 8000], Access::ALL, JobScope::Any).unwrap();
+    let dst = b(&sim);
+    let data = pattern(11, 5000);
+    sim.eps[0].write(dst, 0x77, 0, &data, Opts { context: 1, ..Opts::default() }).unwrap();
+    // Once the first packet has landed, the target deregisters the region.
+    assert!(
+        sim.run_until(LIMIT, |s| s.eps[1].regions.get(0x77).is_some_and(|r| r.data[..1000] == data[..1000]))
+    );
+    let gone = sim.eps[1].regions.deregister(0x77).unwrap();
+    assert_ne!(gone.data[..5000], data[..], "the write was still arriving");
+    assert_eq!(wait(&mut sim, 0, 1).status, Status::Remote(ReturnCode::BadMkey));
+}
