@@ -118,7 +118,7 @@ fn capture(n: &Netns, ns: &str, dev: &str, path: &std::path::Path) -> std::proce
         .spawn()
         .expect("tshark (installed by scripts/setup.sh)");
     // Traffic must not start before tshark captures (it can take seconds on a loaded machine):
-    // wait for its "Capturing on" line, then keep draining its stderr.
+    // wait for its "Capturing on" line (then keep draining its stderr), and 2 s more.
     let mut child = child;
     let stderr = child.stderr.take().expect("piped");
     let (tx, rx) = std::sync::mpsc::channel();
@@ -131,6 +131,8 @@ fn capture(n: &Netns, ns: &str, dev: &str, path: &std::path::Path) -> std::proce
         }
     });
     assert!(rx.recv_timeout(Duration::from_secs(60)).is_ok(), "tshark did not start capturing within 60 s");
+    // dumpcap says so before its capture filter is live: give it the 2 s this used to wait in all.
+    std::thread::sleep(Duration::from_secs(2));
     child
 }
 
