@@ -475,7 +475,11 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
         }
         // Still arriving: the receive takes its place, with what has come so far.
         let msg = self.inbound.values_mut().find(|m| matches!(m.dest, Dest::Unexpected(id) if id == u.id));
-        let msg = msg.expect("an incomplete unexpected message has its inbound state");
+        let Some(msg) = msg else {
+            // Not reachable while `forget_pdc` keeps both in step; never a panic if it were.
+            self.queues.post(posted);
+            return;
+        };
         let mut posted = posted;
         let n = posted.buf.len().min(u.data.len());
         posted.buf[..n].copy_from_slice(&u.data[..n]);
@@ -839,7 +843,7 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
                             Vec::new(),
                         ));
                     }
-                    self.inbound.retain(|k, _| k.1 != pdc);
+                    self.forget_pdc(pdc);
                 }
                 pds::Event::RudiFailed { cookie, .. } => {
                     if let Some(op) = self.ops.remove(&((cookie >> 32) as u16)) {
@@ -852,8 +856,26 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
                         ));
                     }
                 }
-                pds::Event::Closed { pdc, .. } => self.inbound.retain(|k, _| k.1 != pdc),
+                pds::Event::Closed { pdc, .. } => self.forget_pdc(pdc),
                 pds::Event::Established { .. } | pds::Event::Accepted { .. } | pds::Event::Acked { .. } => {}
+            }
+        }
+    }
+
+    /// Drops the partly received messages of a PDC that failed or closed: an unexpected one is
+    /// discarded with its bytes, a receive it had taken is posted again (at the back of its queue).
+    fn forget_pdc(&mut self, pdc: PdcId) {
+        let gone: Vec<_> = self.inbound.keys().filter(|k| k.1 == pdc).copied().collect();
+        for key in gone {
+            match self.inbound.remove(&key).map(|m| m.dest) {
+                Some(Dest::Unexpected(id)) => {
+                    if let Some(i) = self.unexpected.iter().position(|u| u.id == id) {
+                        let u = self.unexpected.remove(i).expect("found");
+                        self.unexpected_bytes -= u.data.len();
+                    }
+                }
+                Some(Dest::Recv(p)) => self.queues.post(p),
+                _ => {}
             }
         }
     }

@@ -406,14 +406,19 @@ fn is_message(pattern: &[u8], size: usize, slots: usize, n: u64, data: &[u8]) ->
     data.len() == size && data[..k] == stamp(n)[..k] && data[k..] == pattern[at + k..at + size]
 }
 
-/// The server side: waits for a client, runs its test, checks what arrived, reports.
-pub fn serve(link: &Link) -> Result<(Test, Outcome), RemoteError> {
+/// Waits on `link`'s TCP port for one client: its stream, and a line reader over it.
+pub fn accept_one(link: &Link) -> Result<(TcpStream, BufReader<TcpStream>), RemoteError> {
     let (local, tcp_port) = (link.local, link.tcp_port);
     let listener = TcpListener::bind((local, tcp_port))
         .map_err(|e| RemoteError(format!("listening on {local}:{tcp_port}: {e}")))?;
     let (stream, _) = listener.accept().map_err(err)?;
-    let mut reader = BufReader::new(stream.try_clone().map_err(err)?);
-    let mut stream = stream;
+    let reader = BufReader::new(stream.try_clone().map_err(err)?);
+    Ok((stream, reader))
+}
+
+/// The server side: waits for a client, runs its test, checks what arrived, reports.
+pub fn serve(link: &Link) -> Result<(Test, Outcome), RemoteError> {
+    let (mut stream, mut reader) = accept_one(link)?;
     let c = read_line(&mut reader)?;
     let t = parse_test(&c)?;
     let mut side = open_side(link, &t, true)?;

@@ -11,7 +11,7 @@
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
-use std::net::{Ipv4Addr, TcpListener, TcpStream};
+use std::net::{Ipv4Addr, TcpStream};
 use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
@@ -622,12 +622,7 @@ impl std::fmt::Debug for UetNodeAny {
 
 /// Waits for one client on `link`'s TCP port, takes its test, serves it, and reports its checks.
 pub fn serve(link: &Link) -> Result<(UetPerfConfig, RemoteOutcome), RemoteError> {
-    let (local, tcp_port) = (link.local, link.tcp_port);
-    let listener = TcpListener::bind((local, tcp_port))
-        .map_err(|e| RemoteError(format!("listening on {local}:{tcp_port}: {e}")))?;
-    let (stream, _) = listener.accept().map_err(err)?;
-    let mut reader = BufReader::new(stream.try_clone().map_err(err)?);
-    let mut stream = stream;
+    let (mut stream, mut reader) = super::remote::accept_one(link)?;
     let mut line = String::new();
     reader.read_line(&mut line).map_err(err)?;
     let hello: Value =
