@@ -92,9 +92,12 @@ impl<T: AsRef<[u8]>> Packet<T> {
         Ipv4Addr::new(b[16], b[17], b[18], b[19])
     }
 
-    /// True if the header checksum verifies.
+    /// True if the header checksum verifies. A field of 0xFFFF is refused even where the one's
+    /// complement sum accepts it (the "negative zero" of a header whose checksum is 0x0000): no
+    /// RFC 791 sender writes it, and every accepted header then re-emits byte for byte.
     pub fn verify_checksum(&self) -> bool {
-        checksum::finish(checksum::sum(&self.buffer.as_ref()[..self.header_len()])) == 0
+        self.checksum() != 0xFFFF
+            && checksum::finish(checksum::sum(&self.buffer.as_ref()[..self.header_len()])) == 0
     }
 }
 
@@ -222,6 +225,25 @@ pub(crate) mod tests {
         let mut out = [0u8; 20];
         r.emit(&mut out).unwrap();
         assert_eq!(out, buf[..20]);
+    }
+
+    #[test]
+    fn negative_zero_checksum_is_refused() {
+        // The fuzz case: a header whose checksum is 0x0000 carrying 0xFFFF instead. Find one by
+        // adjusting the identification field until the computed checksum is 0.
+        let mut h = HDR;
+        let id = (0u16..=u16::MAX)
+            .find(|&id| {
+                h[4..6].copy_from_slice(&id.to_be_bytes());
+                checksum::finish(checksum::sum(&h)) == 0
+            })
+            .expect("some identification makes the checksum 0");
+        h[4..6].copy_from_slice(&id.to_be_bytes());
+        let mut buf = [0u8; 60];
+        buf[..20].copy_from_slice(&h);
+        assert!(Packet::new_checked(&buf[..]).unwrap().verify_checksum(), "0x0000 verifies");
+        buf[10..12].copy_from_slice(&[0xFF, 0xFF]);
+        assert!(!Packet::new_checked(&buf[..]).unwrap().verify_checksum(), "0xFFFF is refused");
     }
 
     #[test]
