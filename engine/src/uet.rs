@@ -231,7 +231,7 @@ mod tests {
         let mut na = UetNode::new(a, ses::Endpoint::new(cfg, 1), true).unwrap();
         let mut nb = UetNode::new(b, ses::Endpoint::new(cfg, 2), true).unwrap();
         let dst = Addr { fep: nb.ip(), pid_on_fep: 0, resource_index: 0 };
-        nb.ses().post_recv(RecvSpec { tag: None, src: None }, 10_000, 7);
+        nb.ses().post_recv(RecvSpec::any(), 10_000, 7);
         let msg: Vec<u8> = (0..9000u32).map(|i| (i * 7) as u8).collect();
         na.ses().send(dst, &msg, None, Opts { context: 1, ..Opts::default() }).unwrap();
         let (mut sent, mut got) = (None, None);

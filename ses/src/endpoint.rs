@@ -1,6 +1,6 @@
 //! A SES endpoint over a PDS endpoint: operations in, packets out, responses and completions.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::hash::Hash;
 use std::time::Duration;
 
@@ -9,13 +9,13 @@ use pds::{DeliveryKind, Mode, NextHeader, PdcError, PdcId};
 use wire::FixedHeader;
 use wire::uet::ses::common::{FLAG_EOM, FLAG_HD, FLAG_SOM};
 use wire::uet::ses::{
-    RequestCommon, Response, ResponseData, ResponseHead, ResponseOpcode, ReturnCode, SesHeader, SesOpcode,
-    SesRepr, SomField, StandardRequest,
+    AmoDatatype, AmoOpcode, AtomicExt, CasExt, RequestCommon, Response, ResponseData, ResponseHead,
+    ResponseOpcode, ReturnCode, SesExt, SesHeader, SesOpcode, SesRepr, SomField, StandardRequest,
 };
 
 use crate::key::{Regions, Want};
 use crate::matching::{MsgInfo, Posted, Queues, RecvSpec, Source};
-use crate::{Config, DeliveryMode, EpType, OpKind, delivery_mode};
+use crate::{Config, DeliveryMode, EpType, OpKind, amo, delivery_mode};
 
 /// A SES endpoint address: the fabric endpoint and the target's PIDonFEP and resource index.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -37,6 +37,9 @@ pub struct Opts {
     pub ordered: bool,
     /// Completion data for the target (sends and writes; ignored by reads).
     pub header_data: Option<u64>,
+    /// The JobID to put in the request (the destination's auth key with the AV JobID method);
+    /// `None`: the endpoint's own (`Config::job_id`).
+    pub job_id: Option<u32>,
 }
 
 /// What a completion completes.
@@ -52,6 +55,10 @@ pub enum CompletionKind {
     Recv,
     /// A peer wrote to a region with completion data (`header_data`, `src`, `len`).
     RemoteWrite,
+    /// A non-fetching atomic this side started.
+    Atomic,
+    /// A fetching or compare atomic this side started (`data` holds the old value).
+    FetchAtomic,
 }
 
 /// How an operation ended.
@@ -109,6 +116,8 @@ pub enum Error {
     Unsupported,
     /// The PDS refused (PDC limit).
     NoPdc,
+    /// Atomic operands of the wrong length for the datatype (or empty).
+    BadOperand,
 }
 
 impl std::fmt::Display for Error {
@@ -118,6 +127,7 @@ impl std::fmt::Display for Error {
             Error::Busy => "send queue full",
             Error::Unsupported => "operation not supported on this endpoint",
             Error::NoPdc => "no PDC available",
+            Error::BadOperand => "atomic operand length does not fit the datatype",
         })
     }
 }
@@ -201,6 +211,8 @@ pub struct Endpoint<A> {
     next_msg_id: u16,
     completions: VecDeque<Completion<A>>,
     stats: Stats,
+    /// JobIDs served besides the endpoint's own.
+    jobs: HashSet<u32>,
 }
 
 /// A request packet to build.
@@ -212,6 +224,8 @@ struct Req {
     key: u64,
     header_data: Option<u64>,
     total: usize,
+    ext: Option<SesExt>,
+    job_id: u32,
 }
 
 impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
@@ -230,6 +244,7 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
             next_msg_id: (seed as u16) | 1,
             completions: VecDeque::new(),
             stats: Stats::default(),
+            jobs: HashSet::new(),
         }
     }
 
@@ -268,6 +283,25 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
         self.completions.pop_front()
     }
 
+    fn job_of(&self, opts: &Opts) -> u32 {
+        opts.job_id.unwrap_or(self.cfg.job_id) & 0xFF_FFFF
+    }
+
+    /// Also serves requests carrying `job_id` (a JobID of the AV method's auth keys); requests
+    /// whose JobID is neither this nor the endpoint's own are answered BAD_JOB_ID, untouched.
+    pub fn authorize_job(&mut self, job_id: u32) {
+        self.jobs.insert(job_id & 0xFF_FFFF);
+    }
+
+    /// Stops serving `job_id` (not the endpoint's own).
+    pub fn revoke_job(&mut self, job_id: u32) {
+        self.jobs.remove(&(job_id & 0xFF_FFFF));
+    }
+
+    fn job_authorized(&self, job_id: u32) -> bool {
+        job_id == self.cfg.job_id & 0xFF_FFFF || self.jobs.contains(&job_id)
+    }
+
     fn alloc_msg_id(&mut self) -> u16 {
         while self.ops.contains_key(&self.next_msg_id) {
             self.next_msg_id = self.next_msg_id.wrapping_add(1);
@@ -280,9 +314,10 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
     /// Sends `data` to `dst`: SEND, or TAGGED_SEND with `tag`; the options' `header_data` is
     /// delivered with the receive completion. Completes when the target's response arrives.
     pub fn send(&mut self, dst: Addr<A>, data: &[u8], tag: Option<u64>, opts: Opts) -> Result<u16, Error> {
-        let Opts { context, ordered, header_data } = opts;
+        let Opts { context, ordered, header_data, .. } = opts;
+        let job_id = self.job_of(&opts);
         if self.cfg.ep_type == EpType::Dgram {
-            return self.send_datagram(dst, data, context);
+            return self.send_datagram(dst, data, context, job_id);
         }
         let opcode = if tag.is_some() { SesOpcode::TaggedSend } else { SesOpcode::Send };
         let mode = delivery_mode(self.cfg.ep_type, self.cfg.profile, OpKind::Message, ordered, 0);
@@ -294,6 +329,8 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
             key: tag.unwrap_or(0),
             header_data,
             total: data.len(),
+            ext: None,
+            job_id,
         };
         self.start_pdc_op(dst.fep, mode, CompletionKind::Send, req, data, context)
     }
@@ -308,7 +345,8 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
         data: &[u8],
         opts: Opts,
     ) -> Result<u16, Error> {
-        let Opts { context, ordered, header_data } = opts;
+        let Opts { context, ordered, header_data, .. } = opts;
+        let job_id = self.job_of(&opts);
         let kind = if header_data.is_some() { OpKind::RmaWithData } else { OpKind::Rma };
         let mode = self.rma_mode(kind, ordered, key)?;
         let req = |msg_id| Req {
@@ -319,6 +357,8 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
             key,
             header_data,
             total: data.len(),
+            ext: None,
+            job_id,
         };
         if mode == DeliveryMode::Rudi {
             return self.start_rudi_op(dst.fep, CompletionKind::Write, req, data, data.len(), context);
@@ -336,6 +376,7 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
         opts: Opts,
     ) -> Result<u16, Error> {
         let Opts { context, ordered, .. } = opts;
+        let job_id = self.job_of(&opts);
         let mode = self.rma_mode(OpKind::Rma, ordered, key)?;
         let req = |msg_id| Req {
             opcode: SesOpcode::Read,
@@ -345,6 +386,8 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
             key,
             header_data: None,
             total: len,
+            ext: None,
+            job_id,
         };
         if mode == DeliveryMode::Rudi {
             return self.start_rudi_op(dst.fep, CompletionKind::Read, req, &[], len, context);
@@ -352,12 +395,142 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
         if len > self.cfg.max_message {
             return Err(Error::TooLong);
         }
+        self.start_single(dst.fep, mode, CompletionKind::Read, req, &[], len, context)
+    }
+
+    /// A non-fetching atomic (ATOMIC): `op` on consecutive `dt` elements at `offset` of the peer's
+    /// region `key`, one element per operand in `operands` (a batch, in one packet). See [`amo`]
+    /// for the supported opcodes, datatypes and byte order. The compare-and-swap opcodes go
+    /// through [`Endpoint::compare_atomic`] (refused here with [`Error::Unsupported`]).
+    ///
+    /// [`amo`]: crate::amo
+    #[allow(clippy::too_many_arguments)]
+    pub fn atomic(
+        &mut self,
+        dst: Addr<A>,
+        key: u64,
+        offset: u64,
+        op: AmoOpcode,
+        dt: AmoDatatype,
+        operands: &[u8],
+        opts: Opts,
+    ) -> Result<u16, Error> {
+        let size = amo::element_size(dt).ok_or(Error::Unsupported)?;
+        if op.is_compare_swap() {
+            return Err(Error::Unsupported);
+        }
+        if operands.is_empty() || operands.len() % size != 0 {
+            return Err(Error::BadOperand);
+        }
+        let ext = SesExt::Atomic(atomic_ext(op, dt));
+        self.start_atomic(dst, key, offset, SesOpcode::Atomic, ext, operands, operands.len(), opts)
+    }
+
+    /// A fetching atomic (FETCHING_ATOMIC) on one `dt` element: the completion's `data` holds the
+    /// element's value before `op` (READ only fetches; `operand` is then ignored by the target).
+    #[allow(clippy::too_many_arguments)]
+    pub fn fetch_atomic(
+        &mut self,
+        dst: Addr<A>,
+        key: u64,
+        offset: u64,
+        op: AmoOpcode,
+        dt: AmoDatatype,
+        operand: &[u8],
+        opts: Opts,
+    ) -> Result<u16, Error> {
+        let size = amo::element_size(dt).ok_or(Error::Unsupported)?;
+        if op.is_compare_swap() {
+            return Err(Error::Unsupported);
+        }
+        if operand.len() != size {
+            return Err(Error::BadOperand);
+        }
+        let ext = SesExt::Atomic(atomic_ext(op, dt));
+        self.start_atomic(dst, key, offset, SesOpcode::FetchingAtomic, ext, operand, size, opts)
+    }
+
+    /// A compare atomic (FETCHING_ATOMIC with the compare-and-swap extension, `op` one of CSWAP,
+    /// CSWAP_NE/LE/LT/GE/GT) on one `dt` element; the completion's `data` holds the old value.
+    #[allow(clippy::too_many_arguments)]
+    pub fn compare_atomic(
+        &mut self,
+        dst: Addr<A>,
+        key: u64,
+        offset: u64,
+        op: AmoOpcode,
+        dt: AmoDatatype,
+        compare: &[u8],
+        swap: &[u8],
+        opts: Opts,
+    ) -> Result<u16, Error> {
+        let size = amo::element_size(dt).ok_or(Error::Unsupported)?;
+        if !op.is_compare_swap() {
+            return Err(Error::Unsupported);
+        }
+        if compare.len() != size || swap.len() != size {
+            return Err(Error::BadOperand);
+        }
+        let ext = SesExt::CompareSwap(CasExt {
+            atomic: atomic_ext(op, dt),
+            compare: amo::to_cas_field(compare),
+            swap: amo::to_cas_field(swap),
+        });
+        self.start_atomic(dst, key, offset, SesOpcode::FetchingAtomic, ext, &[], size, opts)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn start_atomic(
+        &mut self,
+        dst: Addr<A>,
+        key: u64,
+        offset: u64,
+        opcode: SesOpcode,
+        ext: SesExt,
+        payload: &[u8],
+        len: usize,
+        opts: Opts,
+    ) -> Result<u16, Error> {
+        if payload.len() > self.cfg.max_payload {
+            return Err(Error::TooLong);
+        }
+        let mode = self.rma_mode(OpKind::Atomic, opts.ordered, key)?;
+        let job_id = self.job_of(&opts);
+        let kind =
+            if opcode == SesOpcode::Atomic { CompletionKind::Atomic } else { CompletionKind::FetchAtomic };
+        let req = |msg_id| Req {
+            opcode,
+            msg_id,
+            dst: (dst.pid_on_fep, dst.resource_index),
+            buffer_offset: offset,
+            key,
+            header_data: None,
+            total: len,
+            ext: Some(ext),
+            job_id,
+        };
+        self.start_single(dst.fep, mode, kind, req, payload, len, opts.context)
+    }
+
+    /// A one-packet request over a PDC whose completion carries `len` bytes back (reads,
+    /// fetching atomics) or nothing.
+    #[allow(clippy::too_many_arguments)]
+    fn start_single(
+        &mut self,
+        peer: A,
+        mode: DeliveryMode,
+        kind: CompletionKind,
+        req: impl Fn(u16) -> Req,
+        payload: &[u8],
+        len: usize,
+        context: u64,
+    ) -> Result<u16, Error> {
         let msg_id = self.alloc_msg_id();
         let pdc_mode = if mode == DeliveryMode::Rod { Mode::Rod } else { Mode::Rud };
-        let pdc = self.pds.connect(dst.fep, pdc_mode).map_err(|_| Error::NoPdc)?;
-        let bytes = request_bytes(&req(msg_id), &self.cfg, true, true, 0, &[]);
+        let pdc = self.pds.connect(peer, pdc_mode).map_err(|_| Error::NoPdc)?;
+        let bytes = request_bytes(&req(msg_id), &self.cfg, true, true, 0, payload);
         self.pds.send_on(pdc, NextHeader::ReqStd, bytes, u64::from(msg_id)).map_err(|_| Error::Busy)?;
-        self.ops.insert(msg_id, out_op(context, CompletionKind::Read, dst.fep, Some(pdc), len, 1));
+        self.ops.insert(msg_id, out_op(context, kind, peer, Some(pdc), len, 1));
         Ok(msg_id)
     }
 
@@ -431,7 +604,7 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
         Ok(msg_id)
     }
 
-    fn send_datagram(&mut self, dst: Addr<A>, data: &[u8], context: u64) -> Result<u16, Error> {
+    fn send_datagram(&mut self, dst: Addr<A>, data: &[u8], context: u64, job_id: u32) -> Result<u16, Error> {
         if data.len() > self.cfg.max_payload {
             return Err(Error::TooLong);
         }
@@ -444,6 +617,8 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
             key: 0,
             header_data: None,
             total: data.len(),
+            ext: None,
+            job_id,
         };
         self.pds.uud_send(dst.fep, NextHeader::ReqStd, request_bytes(&r, &self.cfg, true, true, 0, data));
         self.completions.push_back(Completion::local(
@@ -553,7 +728,7 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
             (
                 SesHeader::Standard(r),
                 DeliveryKind::Pdc { .. } | DeliveryKind::RudiRequest { .. } | DeliveryKind::Uud,
-            ) => self.on_request(src, reply, &r, payload),
+            ) => self.on_request(src, reply, &r, ses.ext, payload),
             (SesHeader::Response(r), DeliveryKind::Pdc { .. } | DeliveryKind::RudiResponse { .. }) => {
                 self.on_response(src, r.message_id, r.head.return_code, &[], 0)
             }
@@ -570,7 +745,14 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
         }
     }
 
-    fn on_request(&mut self, src: A, reply: Reply<A>, r: &StandardRequest, payload: &[u8]) {
+    fn on_request(
+        &mut self,
+        src: A,
+        reply: Reply<A>,
+        r: &StandardRequest,
+        ext: Option<SesExt>,
+        payload: &[u8],
+    ) {
         let c = &r.common;
         let total = r.request_length as usize;
         let (offset, header_data) = match r.som_field {
@@ -595,9 +777,14 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
         let info = MsgInfo {
             src: Source { fep: src, initiator: r.initiator },
             tag: (c.opcode == SesOpcode::TaggedSend).then_some(r.memory_key),
+            job_id: c.job_id,
         };
-        if c.opcode == SesOpcode::Read {
-            return self.serve_read(reply, r);
+        match c.opcode {
+            SesOpcode::Read => return self.serve_read(reply, r),
+            SesOpcode::Atomic | SesOpcode::FetchingAtomic => {
+                return self.serve_atomic(reply, r, ext, payload);
+            }
+            _ => {}
         }
         if !self.inbound.contains_key(&key) {
             let dest = self.destination(c, r, &info, total);
@@ -677,14 +864,8 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
         info: &MsgInfo<A>,
         total: usize,
     ) -> Dest<A> {
-        if c.pid_on_fep() != self.cfg.pid_on_fep {
-            return Dest::Discard(ReturnCode::BadPid);
-        }
-        if c.resource_index() != self.cfg.resource_index {
-            return Dest::Discard(ReturnCode::BadIndex);
-        }
-        if total > self.cfg.max_message {
-            return Dest::Discard(ReturnCode::TooLong);
+        if let Err(rc) = self.check_target(c, total) {
+            return Dest::Discard(rc);
         }
         match c.opcode {
             SesOpcode::Send | SesOpcode::TaggedSend | SesOpcode::DatagramSend => {
@@ -719,18 +900,28 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
         }
     }
 
-    fn serve_read(&mut self, reply: Reply<A>, r: &StandardRequest) {
-        let c = &r.common;
-        let len = r.request_length as usize;
-        let check = if c.pid_on_fep() != self.cfg.pid_on_fep {
+    /// The checks every request to this endpoint passes first: JobID, PIDonFEP, resource index,
+    /// length.
+    fn check_target(&self, c: &RequestCommon, len: usize) -> Result<(), ReturnCode> {
+        if !self.job_authorized(c.job_id) {
+            Err(ReturnCode::BadJobId)
+        } else if c.pid_on_fep() != self.cfg.pid_on_fep {
             Err(ReturnCode::BadPid)
         } else if c.resource_index() != self.cfg.resource_index {
             Err(ReturnCode::BadIndex)
         } else if len > self.cfg.max_message {
             Err(ReturnCode::TooLong)
         } else {
+            Ok(())
+        }
+    }
+
+    fn serve_read(&mut self, reply: Reply<A>, r: &StandardRequest) {
+        let c = &r.common;
+        let len = r.request_length as usize;
+        let check = self.check_target(c, len).and_then(|()| {
             self.regions.check(r.memory_key, c.job_id, r.buffer_offset, len as u64, Want::Read)
-        };
+        });
         if let Err(rc) = check {
             return self.respond(reply, r.message_id(), c.job_id, rc, 0);
         }
@@ -740,29 +931,72 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
         let mut packets = Vec::new();
         for off in (0..len.max(1)).step_by(step) {
             let n = step.min(len - off.min(len));
-            let head = ResponseHead {
-                list: 0,
-                opcode: ResponseOpcode::ResponseWData,
-                version: 0,
-                return_code: ReturnCode::Ok,
-            };
-            let rsp = ResponseData {
-                head,
-                message_id: r.message_id(),
-                reserved: 0,
-                job_id: c.job_id,
-                read_req_message_id: r.message_id(),
-                length_word: n as u16,
-                modified_length: len as u32,
-                message_offset: off as u32,
-            };
-            let mut v = vec![0; ResponseData::LEN + n];
-            rsp.emit(&mut v).expect("sized");
-            v[ResponseData::LEN..].copy_from_slice(&region[base + off..base + off + n]);
-            packets.push(Bytes::from(v));
+            let bytes = &region[base + off..base + off + n];
+            packets.push(data_response(r.message_id(), c.job_id, len, off, bytes));
         }
         for p in packets {
             self.reply(reply, NextHeader::RspData, p);
+        }
+    }
+
+    /// ATOMIC and FETCHING_ATOMIC: one packet, applied when it arrives (the PDS delivers each
+    /// packet once), answered with RSP (non-fetching) or RSP_DATA holding the old value.
+    fn serve_atomic(&mut self, reply: Reply<A>, r: &StandardRequest, ext: Option<SesExt>, payload: &[u8]) {
+        let c = &r.common;
+        match self.atomic_at_target(r, ext, payload) {
+            Ok(old) if c.opcode == SesOpcode::FetchingAtomic => {
+                let rsp = data_response(r.message_id(), c.job_id, old.len(), 0, &old);
+                self.reply(reply, NextHeader::RspData, rsp);
+            }
+            Ok(_) => self.respond(reply, r.message_id(), c.job_id, ReturnCode::Ok, r.request_length),
+            Err(rc) => self.respond(reply, r.message_id(), c.job_id, rc, 0),
+        }
+    }
+
+    fn atomic_at_target(
+        &mut self,
+        r: &StandardRequest,
+        ext: Option<SesExt>,
+        payload: &[u8],
+    ) -> Result<Vec<u8>, ReturnCode> {
+        let c = &r.common;
+        let len = r.request_length as usize;
+        self.check_target(c, len)?;
+        let fetching = c.opcode == SesOpcode::FetchingAtomic;
+        let (a, cas) = match ext {
+            Some(SesExt::Atomic(a)) => (a, None),
+            Some(SesExt::CompareSwap(x)) => (x.atomic, Some(x)),
+            _ => return Err(ReturnCode::UnsupportedOp),
+        };
+        amo::check(a.amo_opcode, a.datatype, fetching)?;
+        let size = amo::element_size(a.datatype).ok_or(ReturnCode::AmoUnsupportedDt)?;
+        let single = c.has(FLAG_SOM) && c.has(FLAG_EOM);
+        let operands_ok = if cas.is_some() { payload.is_empty() } else { payload.len() == len };
+        if !single || !operands_ok || len == 0 || len % size != 0 || (fetching && len != size) {
+            return Err(ReturnCode::AmoUnsupportedSize);
+        }
+        self.regions.check(r.memory_key, c.job_id, r.buffer_offset, len as u64, Want::Write)?;
+        if fetching {
+            self.regions.check(r.memory_key, c.job_id, r.buffer_offset, len as u64, Want::Read)?;
+        }
+        if r.buffer_offset % size as u64 != 0 {
+            return Err(ReturnCode::AmoUnaligned);
+        }
+        let at = r.buffer_offset as usize;
+        let target = &mut self.regions.get_mut(r.memory_key).expect("checked").data[at..at + len];
+        match cas {
+            Some(x) => amo::compare_swap(
+                a.amo_opcode,
+                a.datatype,
+                target,
+                &amo::from_cas_field(&x.compare, size),
+                &amo::from_cas_field(&x.swap, size),
+            ),
+            None => {
+                let mut old = Vec::new();
+                amo::apply(a.amo_opcode, a.datatype, target, payload, Some(&mut old))?;
+                Ok(old)
+            }
         }
     }
 
@@ -795,7 +1029,7 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
             op.error = Some(rc);
             op.pieces_left = 0;
             op.got = op.total;
-        } else if op.kind == CompletionKind::Read {
+        } else if matches!(op.kind, CompletionKind::Read | CompletionKind::FetchAtomic) {
             match at.checked_add(data.len()).filter(|&end| end <= op.total) {
                 Some(end) => {
                     op.data[at..end].copy_from_slice(data);
@@ -822,7 +1056,8 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
         let op = self.ops.remove(&msg_id).expect("present");
         let status = op.error.map_or(Status::Ok, Status::Remote);
         let len = if op.error.is_some() { 0 } else { op.total };
-        let data = if op.kind == CompletionKind::Read && op.error.is_none() { op.data } else { Vec::new() };
+        let fetched = matches!(op.kind, CompletionKind::Read | CompletionKind::FetchAtomic);
+        let data = if fetched && op.error.is_none() { op.data } else { Vec::new() };
         self.completions.push_back(Completion::local(op.context, op.kind, status, len, data));
     }
 
@@ -897,6 +1132,34 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
     }
 }
 
+/// One RSP_DATA packet: `bytes` at `offset` of a `total`-byte answer to request `msg_id`.
+fn data_response(msg_id: u16, job_id: u32, total: usize, offset: usize, bytes: &[u8]) -> Bytes {
+    let head = ResponseHead {
+        list: 0,
+        opcode: ResponseOpcode::ResponseWData,
+        version: 0,
+        return_code: ReturnCode::Ok,
+    };
+    let rsp = ResponseData {
+        head,
+        message_id: msg_id,
+        reserved: 0,
+        job_id,
+        read_req_message_id: msg_id,
+        length_word: bytes.len() as u16,
+        modified_length: total as u32,
+        message_offset: offset as u32,
+    };
+    let mut v = vec![0; ResponseData::LEN + bytes.len()];
+    rsp.emit(&mut v).expect("sized");
+    v[ResponseData::LEN..].copy_from_slice(bytes);
+    Bytes::from(v)
+}
+
+fn atomic_ext(op: AmoOpcode, dt: AmoDatatype) -> AtomicExt {
+    AtomicExt { amo_opcode: op, datatype: dt, sem_ctl: 0, reserved: 0 }
+}
+
 fn out_op<A>(
     context: u64,
     kind: CompletionKind,
@@ -905,7 +1168,8 @@ fn out_op<A>(
     total: usize,
     pieces: usize,
 ) -> OutOp<A> {
-    let data = if kind == CompletionKind::Read { vec![0; total] } else { Vec::new() };
+    let fetches = matches!(kind, CompletionKind::Read | CompletionKind::FetchAtomic);
+    let data = if fetches { vec![0; total] } else { Vec::new() };
     OutOp { context, kind, peer, pdc, total, pieces_left: pieces, error: None, data, got: 0 }
 }
 
@@ -929,7 +1193,7 @@ fn request_bytes(r: &Req, cfg: &Config, som: bool, eom: bool, offset: usize, chu
         flags,
         word2: r.msg_id,
         ri_generation: 0,
-        job_id: cfg.job_id & 0xFF_FFFF,
+        job_id: r.job_id & 0xFF_FFFF,
         pid_word: r.dst.0 & 0x0FFF,
         ri_word: r.dst.1 & 0x0FFF,
     };
@@ -946,8 +1210,10 @@ fn request_bytes(r: &Req, cfg: &Config, som: bool, eom: bool, offset: usize, chu
         som_field,
         request_length: r.total as u32,
     };
-    let mut v = vec![0; StandardRequest::LEN + chunk.len()];
-    std.emit(&mut v).expect("sized");
-    v[StandardRequest::LEN..].copy_from_slice(chunk);
+    let repr = SesRepr { header: SesHeader::Standard(std), ext: r.ext };
+    let at = repr.buffer_len();
+    let mut v = vec![0; at + chunk.len()];
+    repr.emit(&mut v).expect("sized, and the extension is the one the opcode calls for");
+    v[at..].copy_from_slice(chunk);
     Bytes::from(v)
 }

@@ -16,6 +16,7 @@
 //! is requested, RUD otherwise, RUDI for RMA to IDEMPOTENT_SAFE keys in the HPC profile, UUD on
 //! datagram endpoints.
 
+pub mod amo;
 pub mod endpoint;
 pub mod key;
 pub mod matching;
@@ -67,6 +68,8 @@ pub enum OpKind {
     Rma,
     /// WRITE with completion data (a target completion: not idempotent).
     RmaWithData,
+    /// An atomic (never idempotent).
+    Atomic,
 }
 
 /// The delivery mode the libfabric mapping prescribes (uet-libfabric.md "Endpoint types and

@@ -8,6 +8,8 @@
 
 use std::collections::VecDeque;
 
+use crate::key::JobScope;
+
 /// Who sent a message: the fabric endpoint and the `initiator` field of its requests.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Source<A> {
@@ -24,6 +26,21 @@ pub struct RecvSpec<A> {
     pub tag: Option<(u64, u64)>,
     /// Only from this sender.
     pub src: Option<Source<A>>,
+    /// Which JobIDs' messages the buffer is exposed to (`fi_recv`: any; `fi_recvmsg` with an AV
+    /// auth key: that key's JobID).
+    pub job: JobScope,
+}
+
+impl<A> RecvSpec<A> {
+    /// An untagged receive for any sender and any JobID.
+    pub const fn any() -> RecvSpec<A> {
+        RecvSpec { tag: None, src: None, job: JobScope::Any }
+    }
+
+    /// A tagged receive (`ignore`: the bits that need not match) for any sender and JobID.
+    pub const fn tagged(tag: u64, ignore: u64) -> RecvSpec<A> {
+        RecvSpec { tag: Some((tag, ignore)), src: None, job: JobScope::Any }
+    }
 }
 
 /// A posted receive buffer.
@@ -39,6 +56,7 @@ pub(crate) struct Posted<A> {
 pub(crate) struct MsgInfo<A> {
     pub(crate) src: Source<A>,
     pub(crate) tag: Option<u64>,
+    pub(crate) job_id: u32,
 }
 
 /// Tag equality under an ignore mask.
@@ -53,7 +71,11 @@ impl<A: PartialEq + Copy> RecvSpec<A> {
             (Some((want, ignore)), Some(got)) => tag_matches(want, ignore, got),
             _ => false,
         };
-        tag_ok && self.src.is_none_or(|s| s == m.src)
+        let job_ok = match self.job {
+            JobScope::Any => true,
+            JobScope::Job(j) => j == m.job_id,
+        };
+        tag_ok && job_ok && self.src.is_none_or(|s| s == m.src)
     }
 }
 
@@ -101,7 +123,7 @@ mod tests {
     use super::*;
 
     fn posted(tag: Option<(u64, u64)>, src: Option<Source<u8>>, context: u64) -> Posted<u8> {
-        Posted { spec: RecvSpec { tag, src }, buf: Vec::new(), context }
+        Posted { spec: RecvSpec { tag, src, job: JobScope::Any }, buf: Vec::new(), context }
     }
 
     #[test]
@@ -114,16 +136,35 @@ mod tests {
         q.post(posted(None, None, 3));
         q.post(posted(None, Some(a), 4));
         // Tagged: the wildcard receive was posted first and takes 0xAB12 from a.
-        assert_eq!(q.take(&MsgInfo { src: a, tag: Some(0xAB12) }).map(|p| p.context), Some(1));
+        assert_eq!(q.take(&MsgInfo { src: a, tag: Some(0xAB12), job_id: 1 }).map(|p| p.context), Some(1));
         // Now 0xAB12 from a matches nothing (receive 2 wants b); from b it matches receive 2.
-        assert!(q.take(&MsgInfo { src: a, tag: Some(0xAB12) }).is_none());
-        assert!(q.take(&MsgInfo { src: b, tag: Some(0xAB13) }).is_none(), "bit outside the mask differs");
-        assert_eq!(q.take(&MsgInfo { src: b, tag: Some(0xAB12) }).map(|p| p.context), Some(2));
+        assert!(q.take(&MsgInfo { src: a, tag: Some(0xAB12), job_id: 1 }).is_none());
+        assert!(
+            q.take(&MsgInfo { src: b, tag: Some(0xAB13), job_id: 1 }).is_none(),
+            "bit outside the mask differs"
+        );
+        assert_eq!(q.take(&MsgInfo { src: b, tag: Some(0xAB12), job_id: 1 }).map(|p| p.context), Some(2));
         // Untagged messages never take tagged receives and vice versa; posted order otherwise.
-        assert_eq!(q.take(&MsgInfo { src: b, tag: None }).map(|p| p.context), Some(3));
-        assert!(q.take(&MsgInfo { src: b, tag: None }).is_none());
-        assert_eq!(q.take(&MsgInfo { src: a, tag: None }).map(|p| p.context), Some(4));
+        assert_eq!(q.take(&MsgInfo { src: b, tag: None, job_id: 1 }).map(|p| p.context), Some(3));
+        assert!(q.take(&MsgInfo { src: b, tag: None, job_id: 1 }).is_none());
+        assert_eq!(q.take(&MsgInfo { src: a, tag: None, job_id: 1 }).map(|p| p.context), Some(4));
         assert_eq!(q.len(), 0);
         assert!(tag_matches(0, u64::MAX, 0x1234_5678));
+    }
+
+    #[test]
+    fn a_buffer_bound_to_a_job_takes_only_that_jobs_messages() {
+        let a = Source { fep: 1u8, initiator: 10 };
+        let mut q = Queues::new();
+        q.post(Posted {
+            spec: RecvSpec { job: JobScope::Job(5), ..RecvSpec::any() },
+            buf: Vec::new(),
+            context: 1,
+        });
+        q.post(Posted { spec: RecvSpec::any(), buf: Vec::new(), context: 2 });
+        // Job 6's message passes over the job-5 buffer and takes the any-JobID one.
+        assert_eq!(q.take(&MsgInfo { src: a, tag: None, job_id: 6 }).map(|p| p.context), Some(2));
+        assert!(q.take(&MsgInfo { src: a, tag: None, job_id: 6 }).is_none());
+        assert_eq!(q.take(&MsgInfo { src: a, tag: None, job_id: 5 }).map(|p| p.context), Some(1));
     }
 }

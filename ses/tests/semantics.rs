@@ -38,7 +38,7 @@ fn wait(sim: &mut Sim, side: usize, context: u64) -> ses::Completion<u8> {
 }
 
 fn any() -> RecvSpec<u8> {
-    RecvSpec { tag: None, src: None }
+    RecvSpec::any()
 }
 
 #[test]
@@ -49,8 +49,17 @@ fn untagged_in_posted_order_with_segmentation_and_header_data() {
     let m1 = pattern(1, 3500);
     let m2 = pattern(2, 0);
     let dst = b(&sim);
-    sim.eps[0].send(dst, &m1, None, Opts { header_data: Some(0xfeed), ordered: false, context: 1 }).unwrap();
-    sim.eps[0].send(dst, &m2, None, Opts { header_data: None, ordered: true, context: 2 }).unwrap();
+    sim.eps[0]
+        .send(
+            dst,
+            &m1,
+            None,
+            Opts { header_data: Some(0xfeed), ordered: false, context: 1, ..Opts::default() },
+        )
+        .unwrap();
+    sim.eps[0]
+        .send(dst, &m2, None, Opts { header_data: None, ordered: true, context: 2, ..Opts::default() })
+        .unwrap();
     for (ctx, rctx, m, hd) in [(1, 100, &m1, Some(0xfeed)), (2, 101, &m2, None)] {
         let c = wait(&mut sim, 0, ctx);
         assert_eq!((c.kind, c.status, c.len), (CompletionKind::Send, Status::Ok, m.len()));
@@ -66,18 +75,34 @@ fn wildcard_tags_and_source_matching() {
     let mut sim = sim();
     let from_a = Source { fep: 0u8, initiator: 10 };
     let other = Source { fep: 0u8, initiator: 11 };
-    sim.eps[1].post_recv(RecvSpec { tag: Some((0x5500, 0xFF)), src: Some(other) }, 100, 1); // wrong initiator
-    sim.eps[1].post_recv(RecvSpec { tag: Some((0x5500, 0xFF)), src: Some(from_a) }, 100, 2);
-    sim.eps[1].post_recv(RecvSpec { tag: Some((0x5500, 0)), src: None }, 100, 3); // exact
+    sim.eps[1].post_recv(RecvSpec { tag: Some((0x5500, 0xFF)), src: Some(other), ..RecvSpec::any() }, 100, 1); // wrong initiator
+    sim.eps[1].post_recv(
+        RecvSpec { tag: Some((0x5500, 0xFF)), src: Some(from_a), ..RecvSpec::any() },
+        100,
+        2,
+    );
+    sim.eps[1].post_recv(RecvSpec { tag: Some((0x5500, 0)), src: None, ..RecvSpec::any() }, 100, 3); // exact
     sim.eps[1].post_recv(any(), 100, 4);
     let dst = b(&sim);
     sim.eps[0]
-        .send(dst, b"wild", Some(0x55AA), Opts { header_data: None, ordered: true, context: 10 })
+        .send(
+            dst,
+            b"wild",
+            Some(0x55AA),
+            Opts { header_data: None, ordered: true, context: 10, ..Opts::default() },
+        )
         .unwrap();
     sim.eps[0]
-        .send(dst, b"exact", Some(0x5500), Opts { header_data: None, ordered: true, context: 11 })
+        .send(
+            dst,
+            b"exact",
+            Some(0x5500),
+            Opts { header_data: None, ordered: true, context: 11, ..Opts::default() },
+        )
         .unwrap();
-    sim.eps[0].send(dst, b"plain", None, Opts { header_data: None, ordered: true, context: 12 }).unwrap();
+    sim.eps[0]
+        .send(dst, b"plain", None, Opts { header_data: None, ordered: true, context: 12, ..Opts::default() })
+        .unwrap();
     for c in [10, 11, 12] {
         assert_eq!(wait(&mut sim, 0, c).status, Status::Ok);
     }
@@ -97,13 +122,18 @@ fn unexpected_messages_complete_and_in_flight() {
     let dst = b(&sim);
     let whole = pattern(3, 2500);
     sim.eps[0]
-        .send(dst, &whole, Some(7), Opts { header_data: Some(99), ordered: false, context: 1 })
+        .send(
+            dst,
+            &whole,
+            Some(7),
+            Opts { header_data: Some(99), ordered: false, context: 1, ..Opts::default() },
+        )
         .unwrap();
     // The sender completes: the message is delivered into the unexpected store.
     assert_eq!(wait(&mut sim, 0, 1).status, Status::Ok);
     assert_eq!(sim.eps[1].unexpected_count(), 1);
     // A receive posted later takes it at once.
-    sim.eps[1].post_recv(RecvSpec { tag: Some((0, u64::MAX)), src: None }, 4000, 50);
+    sim.eps[1].post_recv(RecvSpec { tag: Some((0, u64::MAX)), src: None, ..RecvSpec::any() }, 4000, 50);
     let r = wait(&mut sim, 1, 50);
     assert_eq!((r.status, &r.data, r.tag, r.header_data), (Status::Ok, &whole, Some(7), Some(99)));
     assert_eq!(sim.eps[1].unexpected_count(), 0);
@@ -115,7 +145,9 @@ fn unexpected_messages_complete_and_in_flight() {
     let mut sim = Sim::new(2, cfgs(), slow);
     let dst = b(&sim);
     let msg = pattern(4, 2900);
-    sim.eps[0].send(dst, &msg, None, Opts { header_data: None, ordered: false, context: 1 }).unwrap();
+    sim.eps[0]
+        .send(dst, &msg, None, Opts { header_data: None, ordered: false, context: 1, ..Opts::default() })
+        .unwrap();
     assert!(sim.run_until(LIMIT, |s| s.eps[1].unexpected_count() == 1));
     sim.eps[1].post_recv(any(), 2900, 60);
     let r = wait(&mut sim, 1, 60);
@@ -135,14 +167,30 @@ fn return_codes() {
     let dst = b(&sim);
     let wrong_pid = ses::Addr { pid_on_fep: 9, ..dst };
     let wrong_ri = ses::Addr { resource_index: 9, ..dst };
-    sim.eps[0].write(dst, 0x99, 0, b"x", Opts { header_data: None, ordered: false, context: 1 }).unwrap();
-    sim.eps[0].write(dst, key, 0, b"x", Opts { header_data: None, ordered: false, context: 2 }).unwrap();
-    sim.eps[0].read(dst, key, 60, 8, Opts { header_data: None, ordered: false, context: 3 }).unwrap();
-    sim.eps[0].read(dst, 0x43, 0, 8, Opts { header_data: None, ordered: false, context: 4 }).unwrap();
     sim.eps[0]
-        .write(wrong_pid, 0x43, 0, b"x", Opts { header_data: None, ordered: false, context: 5 })
+        .write(dst, 0x99, 0, b"x", Opts { header_data: None, ordered: false, context: 1, ..Opts::default() })
         .unwrap();
-    sim.eps[0].send(wrong_ri, b"x", None, Opts { header_data: None, ordered: false, context: 6 }).unwrap();
+    sim.eps[0]
+        .write(dst, key, 0, b"x", Opts { header_data: None, ordered: false, context: 2, ..Opts::default() })
+        .unwrap();
+    sim.eps[0]
+        .read(dst, key, 60, 8, Opts { header_data: None, ordered: false, context: 3, ..Opts::default() })
+        .unwrap();
+    sim.eps[0]
+        .read(dst, 0x43, 0, 8, Opts { header_data: None, ordered: false, context: 4, ..Opts::default() })
+        .unwrap();
+    sim.eps[0]
+        .write(
+            wrong_pid,
+            0x43,
+            0,
+            b"x",
+            Opts { header_data: None, ordered: false, context: 5, ..Opts::default() },
+        )
+        .unwrap();
+    sim.eps[0]
+        .send(wrong_ri, b"x", None, Opts { header_data: None, ordered: false, context: 6, ..Opts::default() })
+        .unwrap();
     let want = [
         (1, ReturnCode::BadMkey),
         (2, ReturnCode::PermViolation),
@@ -164,10 +212,20 @@ fn return_codes() {
     let mut sim = Sim::new(3, cfg, LinkConfig::default());
     let dst = b(&sim);
     sim.eps[0]
-        .send(dst, &pattern(5, 80), None, Opts { header_data: None, ordered: false, context: 1 })
+        .send(
+            dst,
+            &pattern(5, 80),
+            None,
+            Opts { header_data: None, ordered: false, context: 1, ..Opts::default() },
+        )
         .unwrap();
     sim.eps[0]
-        .send(dst, &pattern(6, 80), None, Opts { header_data: None, ordered: false, context: 2 })
+        .send(
+            dst,
+            &pattern(6, 80),
+            None,
+            Opts { header_data: None, ordered: false, context: 2, ..Opts::default() },
+        )
         .unwrap();
     assert_eq!(wait(&mut sim, 0, 1).status, Status::Ok);
     assert_eq!(wait(&mut sim, 0, 2).status, Status::Remote(ReturnCode::NoMatch));
@@ -179,7 +237,9 @@ fn return_codes() {
     let dst = b(&sim);
     sim.eps[1].post_recv(any(), 1500, 70);
     let msg = pattern(7, 2200);
-    sim.eps[0].send(dst, &msg, None, Opts { header_data: None, ordered: false, context: 1 }).unwrap();
+    sim.eps[0]
+        .send(dst, &msg, None, Opts { header_data: None, ordered: false, context: 1, ..Opts::default() })
+        .unwrap();
     assert_eq!(wait(&mut sim, 0, 1).status, Status::Remote(ReturnCode::TooLong));
     let r = wait(&mut sim, 1, 70);
     assert_eq!(
@@ -188,7 +248,13 @@ fn return_codes() {
     );
     sim.eps[1].regions.register(1, vec![0; 20_000], Access::ALL, JobScope::Any).unwrap();
     sim.eps[0]
-        .write(dst, 1, 0, &pattern(8, 10_001), Opts { header_data: None, ordered: false, context: 2 })
+        .write(
+            dst,
+            1,
+            0,
+            &pattern(8, 10_001),
+            Opts { header_data: None, ordered: false, context: 2, ..Opts::default() },
+        )
         .unwrap();
     assert_eq!(wait(&mut sim, 0, 2).status, Status::Remote(ReturnCode::TooLong));
 }
@@ -201,7 +267,15 @@ fn rma_write_read_with_completion_data_and_rudi() {
         let dst = b(&sim);
         let data = pattern(9, 4321);
         let hd = (key & IDEMPOTENT_SAFE == 0).then_some(0xabcd);
-        sim.eps[0].write(dst, key, 100, &data, Opts { header_data: hd, ordered: false, context: 1 }).unwrap();
+        sim.eps[0]
+            .write(
+                dst,
+                key,
+                100,
+                &data,
+                Opts { header_data: hd, ordered: false, context: 1, ..Opts::default() },
+            )
+            .unwrap();
         assert_eq!(wait(&mut sim, 0, 1).status, Status::Ok);
         assert_eq!(&sim.eps[1].regions.get(key).unwrap().data[100..100 + data.len()], &data[..]);
         if hd.is_some() {
@@ -211,7 +285,15 @@ fn rma_write_read_with_completion_data_and_rudi() {
                 .expect("target completion");
             assert_eq!((t.header_data, t.len), (hd, data.len()));
         }
-        sim.eps[0].read(dst, key, 50, 4500, Opts { header_data: None, ordered: false, context: 2 }).unwrap();
+        sim.eps[0]
+            .read(
+                dst,
+                key,
+                50,
+                4500,
+                Opts { header_data: None, ordered: false, context: 2, ..Opts::default() },
+            )
+            .unwrap();
         let r = wait(&mut sim, 0, 2);
         assert_eq!((r.status, r.len), (Status::Ok, 4500));
         assert_eq!(r.data, sim.eps[1].regions.get(key).unwrap().data[50..4550]);
@@ -237,4 +319,62 @@ fn a_region_deregistered_during_a_write_refuses_the_rest() {
     let gone = sim.eps[1].regions.deregister(0x77).unwrap();
     assert_ne!(gone.data[..5000], data[..], "the write was still arriving");
     assert_eq!(wait(&mut sim, 0, 1).status, Status::Remote(ReturnCode::BadMkey));
+}
+
+/// JobID authorization (issue 9, acceptance 2): requests of a JobID the endpoint does not serve
+/// are answered BAD_JOB_ID with nothing touched; an authorized second JobID (the AV method's auth
+/// keys) is served; receive buffers and regions bound to one JobID refuse the others.
+#[test]
+fn jobid_authorization() {
+    let mut sim = sim();
+    let dst = b(&sim);
+    let own = sim.eps[1].config().job_id;
+    let (other, third) = (own + 100, own + 200);
+    let before = pattern(9, 256);
+    sim.eps[1].regions.register(0x10, before.clone(), Access::ALL, JobScope::Any).unwrap();
+    sim.eps[1].regions.register(0x11, before.clone(), Access::ALL, JobScope::Job(other)).unwrap();
+    sim.eps[1].post_recv(any(), 100, 500);
+    let o = |context, job| Opts { context, job_id: Some(job), ..Opts::default() };
+    // A JobID the target does not serve: every kind of request is refused, nothing touched.
+    let e = &mut sim.eps[0];
+    e.send(dst, b"intruder", None, o(1, third)).unwrap();
+    e.write(dst, 0x10, 0, b"intruder", o(2, third)).unwrap();
+    e.read(dst, 0x10, 0, 8, o(3, third)).unwrap();
+    let one = 1u64.to_le_bytes();
+    e.atomic(
+        dst,
+        0x10,
+        0,
+        wire::uet::ses::AmoOpcode::Sum,
+        wire::uet::ses::AmoDatatype::Uint64,
+        &one,
+        o(4, third),
+    )
+    .unwrap();
+    for ctx in 1..=4 {
+        assert_eq!(wait(&mut sim, 0, ctx).status, Status::Remote(ReturnCode::BadJobId), "context {ctx}");
+    }
+    assert_eq!(sim.eps[1].regions.get(0x10).unwrap().data, before);
+    assert_eq!((sim.eps[1].posted_count(), sim.eps[1].unexpected_count()), (1, 0));
+    // Authorized: the other JobID is served, but only where it is allowed.
+    sim.eps[1].authorize_job(other);
+    sim.eps[1].post_recv(RecvSpec { job: JobScope::Job(other), ..any() }, 100, 501);
+    sim.eps[0].send(dst, b"own job", None, o(10, own)).unwrap();
+    sim.eps[0].send(dst, b"other job", None, o(11, other)).unwrap();
+    assert_eq!(wait(&mut sim, 1, 500).data, b"own job", "the any-JobID buffer takes the first message");
+    assert_eq!(wait(&mut sim, 1, 501).data, b"other job");
+    sim.eps[0].send(dst, b"own again", None, o(12, own)).unwrap();
+    sim.eps[1].post_recv(RecvSpec { job: JobScope::Job(other), ..any() }, 100, 502);
+    assert_eq!(wait(&mut sim, 0, 12).status, Status::Ok);
+    assert_eq!(sim.eps[1].unexpected_count(), 1, "the own-JobID message does not take the other's buffer");
+    assert!(sim.completion(1, 502).is_none());
+    sim.eps[0].write(dst, 0x11, 0, b"wrong", o(13, own)).unwrap();
+    assert_eq!(wait(&mut sim, 0, 13).status, Status::Remote(ReturnCode::BadJobId));
+    sim.eps[0].write(dst, 0x11, 0, b"right", o(14, other)).unwrap();
+    assert_eq!(wait(&mut sim, 0, 14).status, Status::Ok);
+    assert_eq!(&sim.eps[1].regions.get(0x11).unwrap().data[..5], b"right");
+    sim.eps[1].revoke_job(other);
+    sim.eps[0].send(dst, b"revoked", None, o(15, other)).unwrap();
+    assert_eq!(wait(&mut sim, 0, 15).status, Status::Remote(ReturnCode::BadJobId));
+    assert!(sim.completion(1, 502).is_none());
 }

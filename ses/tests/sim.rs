@@ -47,10 +47,19 @@ fn rdm(seed: u64, link: LinkConfig) -> Result<(), String> {
         let data = pattern(seed * 100 + i, rng.below(8000) as usize);
         let tag = (i >= 8).then_some(0x7700 + i);
         if i % 2 == 0 {
-            sim.eps[1].post_recv(RecvSpec { tag: tag.map(|t| (t, 0)), src: None }, 8000, 1000 + i);
+            sim.eps[1].post_recv(
+                RecvSpec { tag: tag.map(|t| (t, 0)), src: None, ..RecvSpec::any() },
+                8000,
+                1000 + i,
+            );
         }
         sim.eps[0]
-            .send(dst, &data, tag, Opts { header_data: Some(i), ordered: i < 8 && i % 2 == 0, context: i })
+            .send(
+                dst,
+                &data,
+                tag,
+                Opts { header_data: Some(i), ordered: i < 8 && i % 2 == 0, context: i, ..Opts::default() },
+            )
             .map_err(|e| e.to_string())?;
         msgs.push((tag, data));
     }
@@ -58,10 +67,10 @@ fn rdm(seed: u64, link: LinkConfig) -> Result<(), String> {
     let w2 = pattern(seed + 2, 1 + rng.below(9000) as usize);
     let (o1, o2) = (rng.below(7000), rng.below(7000));
     sim.eps[0]
-        .write(dst, k1, o1, &w1, Opts { header_data: None, ordered: false, context: 20 })
+        .write(dst, k1, o1, &w1, Opts { header_data: None, ordered: false, context: 20, ..Opts::default() })
         .map_err(|e| e.to_string())?;
     sim.eps[0]
-        .write(dst, k2, o2, &w2, Opts { header_data: None, ordered: false, context: 21 })
+        .write(dst, k2, o2, &w2, Opts { header_data: None, ordered: false, context: 21, ..Opts::default() })
         .map_err(|e| e.to_string())?;
     let limit = Duration::from_secs(60);
     if !sim.run_until(limit, |s| s.done[0].len() >= 14) {
@@ -69,13 +78,29 @@ fn rdm(seed: u64, link: LinkConfig) -> Result<(), String> {
     }
     for i in (1..12u64).step_by(2) {
         let tag = msgs[i as usize].0;
-        sim.eps[1].post_recv(RecvSpec { tag: tag.map(|t| (t, 0)), src: None }, 8000, 1000 + i);
+        sim.eps[1].post_recv(
+            RecvSpec { tag: tag.map(|t| (t, 0)), src: None, ..RecvSpec::any() },
+            8000,
+            1000 + i,
+        );
     }
     sim.eps[0]
-        .read(dst, k1, o1, w1.len(), Opts { header_data: None, ordered: false, context: 30 })
+        .read(
+            dst,
+            k1,
+            o1,
+            w1.len(),
+            Opts { header_data: None, ordered: false, context: 30, ..Opts::default() },
+        )
         .map_err(|e| e.to_string())?;
     sim.eps[0]
-        .read(dst, k2, o2, w2.len(), Opts { header_data: None, ordered: false, context: 31 })
+        .read(
+            dst,
+            k2,
+            o2,
+            w2.len(),
+            Opts { header_data: None, ordered: false, context: 31, ..Opts::default() },
+        )
         .map_err(|e| e.to_string())?;
     if !sim.run_until(limit, |s| s.done[0].len() >= 16 && s.done[1].len() >= 12) {
         return Err(format!("reads or receives not complete: {}", s_done(&sim)));
@@ -147,11 +172,16 @@ fn dgram(seed: u64, link: LinkConfig) -> Result<(), String> {
     let dst = addr(sim.eps[1].config(), 1);
     let sent: Vec<Vec<u8>> = (0..20).map(|i| pattern(seed * 7 + i, (i as usize * 67) % 1400)).collect();
     for i in 0..40 {
-        sim.eps[1].post_recv(RecvSpec { tag: None, src: None }, 1400, 100 + i);
+        sim.eps[1].post_recv(RecvSpec::any(), 1400, 100 + i);
     }
     for (i, d) in sent.iter().enumerate() {
         sim.eps[0]
-            .send(dst, d, None, Opts { header_data: None, ordered: false, context: i as u64 })
+            .send(
+                dst,
+                d,
+                None,
+                Opts { header_data: None, ordered: false, context: i as u64, ..Opts::default() },
+            )
             .map_err(|e| e.to_string())?;
     }
     sim.run_until(sim.now() + Duration::from_millis(20), |_| false);

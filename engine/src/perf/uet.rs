@@ -180,6 +180,7 @@ fn ses_error(e: ses::Error) -> PerfError {
         ses::Error::TooLong => PerfError::Stalled("message too long"),
         ses::Error::Unsupported => PerfError::Stalled("operation not supported on this endpoint"),
         ses::Error::NoPdc => PerfError::Stalled("no PDC"),
+        ses::Error::BadOperand => PerfError::Stalled("atomic operand does not fit the datatype"),
     }
 }
 
@@ -227,7 +228,7 @@ impl<D: Datapath> Initiator<D> {
         } else {
             0
         };
-        let opts = Opts { context: i, ordered: self.cfg.transport == DeliveryMode::Rod, header_data: None };
+        let opts = Opts { context: i, ordered: self.cfg.transport == DeliveryMode::Rod, ..Opts::default() };
         let (dst, key) = (self.dst, self.cfg.key());
         let mut m = std::mem::take(&mut self.scratch);
         let r = match self.cfg.op {
@@ -309,7 +310,7 @@ impl<D: Datapath> Target<D> {
     fn post_recv(&mut self) {
         let tag = (self.cfg.op == UetOp::Tsend).then_some((TAG, 0));
         let (size, ctx) = (self.cfg.size, self.posted);
-        self.node.ses().post_recv(RecvSpec { tag, src: None }, size, ctx);
+        self.node.ses().post_recv(RecvSpec { tag, ..RecvSpec::any() }, size, ctx);
         self.posted += 1;
     }
 
