@@ -588,7 +588,8 @@ fn run_uet_perf(a: &PerfArgs, transport: ses::DeliveryMode) -> ExitCode {
         OpArg::Tsend => UetOp::Tsend,
         OpArg::Write => UetOp::Write,
         OpArg::Read => UetOp::Read,
-        OpArg::Atomic => return refuse("UET atomics are not implemented (send, tsend, write, read)"),
+        OpArg::Atomic if matches!(a.atomic, AtomicArg::CmpSwap) => UetOp::CmpSwap,
+        OpArg::Atomic => UetOp::FetchAdd,
     };
     if a.perftest {
         return refuse("--perftest peers speak RoCE (RC)");
@@ -597,7 +598,12 @@ fn run_uet_perf(a: &PerfArgs, transport: ses::DeliveryMode) -> ExitCode {
         return refuse("UET runs take one size and no --srq / --qps");
     }
     let mode = if matches!(a.mode, ModeArg::Lat) { Mode::Lat } else { Mode::Bw };
-    let size = a.size.map_or(if mode == Mode::Bw { 65536 } else { 2 }, |s| s as usize);
+    let default_size = match (op, mode) {
+        (UetOp::FetchAdd | UetOp::CmpSwap, _) => 8,
+        (_, Mode::Bw) => 65536,
+        (_, Mode::Lat) => 2,
+    };
+    let size = a.size.map_or(default_size, |s| s as usize);
     let iters = a.iters.unwrap_or(if mode == Mode::Bw { 5000 } else { 1000 });
     let link = a.sim_link();
     let cfg = UetPerfConfig {
@@ -630,6 +636,8 @@ fn run_uet_perf(a: &PerfArgs, transport: ses::DeliveryMode) -> ExitCode {
         UetOp::Tsend => "Tagged_Send",
         UetOp::Write => "RMA_Write",
         UetOp::Read => "RMA_Read",
+        UetOp::FetchAdd => "Fetch_Add",
+        UetOp::CmpSwap => "Compare_Swap",
     };
     let rule = "-".repeat(87);
     println!("{rule}\n                    {what} test, UET {} over the simulated network", name(transport));
@@ -671,12 +679,13 @@ fn run_uet_perf(a: &PerfArgs, transport: ses::DeliveryMode) -> ExitCode {
         UetOp::Send | UetOp::Tsend => PerfOp::Send,
         UetOp::Write => PerfOp::Write,
         UetOp::Read => PerfOp::Read,
+        UetOp::FetchAdd | UetOp::CmpSwap => PerfOp::Atomic,
     };
     let rc = PerfConfig {
         op: rc_op,
         qp_type: QpType::Rc,
         srq: false,
-        atomic: AtomicOp::FetchAdd,
+        atomic: if op == UetOp::CmpSwap { AtomicOp::CmpSwap } else { AtomicOp::FetchAdd },
         sizes: vec![size],
         iters,
         qps: 1,

@@ -405,8 +405,24 @@ fn uet_between_namespaces_over_udp_and_af_xdp() {
     }
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let n = Netns::new('e');
-    let runs: [&[&str]; 7] = [
+    let runs: [&[&str]; 10] = [
         &["perf", "send", "--transport", "rud", "--mtu", "2048", "--iters", "1000"],
+        // Above the 64 KiB rendezvous threshold: eager part, then the target reads the rest.
+        &[
+            "perf",
+            "tsend",
+            "--transport",
+            "rud",
+            "--size",
+            "200000",
+            "--mtu",
+            "2048",
+            "--iters",
+            "300",
+            "--counters",
+        ],
+        &["perf", "atomic", "--transport", "rud", "--iters", "2000"],
+        &["perf", "atomic", "--atomic", "cmp-swap", "--transport", "rod", "--iters", "2000"],
         &["perf", "send", "--transport", "rod", "--mtu", "2048", "--iters", "1000"],
         &["perf", "tsend", "--transport", "rud", "--size", "10000", "--mtu", "2048", "--iters", "1000"],
         &["perf", "write", "--transport", "rudi", "--size", "4096", "--mtu", "2048", "--iters", "1000"],
@@ -443,7 +459,10 @@ fn uet_between_namespaces_over_udp_and_af_xdp() {
     // run_on checks both sides exit 0 with "0 errors" and something verified.
     for backend in ["udp", "afxdp"] {
         for args in runs {
-            run_on(&n, backend, args);
+            let out = run_on(&n, backend, args);
+            if args.contains(&"200000") {
+                assert!(out.contains("SES rendezvous sent 300 "), "every send went by rendezvous:\n{out}");
+            }
         }
     }
     let dir = scratch_dir("netns-uet");

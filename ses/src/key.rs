@@ -15,6 +15,9 @@ pub const RKEY_MASK: u64 = (1 << 48) - 1;
 pub const IDEMPOTENT_SAFE: u64 = 1 << 63;
 /// The region may be addressed with the optimized non-matching header.
 pub const OPTIMIZED: u64 = 1 << 62;
+/// RKEYs with this bit belong to the endpoint itself (rendezvous sends expose their buffers under
+/// them); users cannot register them.
+pub const INTERNAL: u64 = 1 << 47;
 
 /// The RKEY of a key.
 pub const fn rkey(key: u64) -> u64 {
@@ -64,6 +67,8 @@ pub enum KeyError {
     Malformed,
     /// The RKEY is registered already.
     InUse,
+    /// The RKEY is in the endpoint's internal range ([`INTERNAL`]).
+    Reserved,
 }
 
 /// The regions of an endpoint, by RKEY.
@@ -91,11 +96,19 @@ impl Regions {
         if key & !(RKEY_MASK | IDEMPOTENT_SAFE | OPTIMIZED) != 0 {
             return Err(KeyError::Malformed);
         }
+        if key & INTERNAL != 0 {
+            return Err(KeyError::Reserved);
+        }
         if self.map.contains_key(&rkey(key)) {
             return Err(KeyError::InUse);
         }
         self.map.insert(rkey(key), Region { data, access, scope, flags: key & !RKEY_MASK });
         Ok(())
+    }
+
+    /// Registers an internal region (key in the [`INTERNAL`] range; replaces one left over).
+    pub(crate) fn register_internal(&mut self, key: u64, data: Vec<u8>, access: Access, scope: JobScope) {
+        self.map.insert(rkey(key), Region { data, access, scope, flags: 0 });
     }
 
     /// Removes a region, returning it.
@@ -155,6 +168,7 @@ mod tests {
             .unwrap();
         assert_eq!(r.register(0x1234, vec![], Access::ALL, JobScope::Any), Err(KeyError::InUse));
         assert_eq!(r.register(1 << 50, vec![], Access::ALL, JobScope::Any), Err(KeyError::Malformed));
+        assert_eq!(r.register(INTERNAL | 5, vec![], Access::ALL, JobScope::Any), Err(KeyError::Reserved));
         assert_eq!(r.get(0x1234).unwrap().flags, IDEMPOTENT_SAFE);
         assert_eq!(r.check(0x99, 7, 0, 1, Want::Read), Err(ReturnCode::BadMkey));
         assert_eq!(r.check(key, 8, 0, 1, Want::Read), Err(ReturnCode::BadJobId));

@@ -107,6 +107,14 @@ pub struct Config {
     pub max_message: usize,
     /// Bytes of unexpected messages kept before further ones are answered NO_MATCH.
     pub unexpected_bytes: usize,
+    /// Eager bytes sent with a rendezvous request (`UET_PROVIDER_MAX_EAGER_SIZE`; at most one
+    /// packet's payload is used).
+    pub max_eager: usize,
+    /// Untagged sends of at least this many bytes use rendezvous (HPC) or deferrable sends (AI
+    /// Full) (`UET_PROVIDER_MSG_RENDEZVOUS_SIZE`).
+    pub msg_rendezvous_size: usize,
+    /// The same for tagged sends (`UET_PROVIDER_TAG_RENDEZVOUS_SIZE`).
+    pub tag_rendezvous_size: usize,
 }
 
 impl Default for Config {
@@ -122,6 +130,9 @@ impl Default for Config {
             max_payload: 4096,
             max_message: 1 << 30,
             unexpected_bytes: 16 << 20,
+            max_eager: 4096,
+            msg_rendezvous_size: 64 << 10,
+            tag_rendezvous_size: 64 << 10,
         }
     }
 }

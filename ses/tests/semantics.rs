@@ -378,3 +378,24 @@ fn jobid_authorization() {
     assert_eq!(wait(&mut sim, 0, 15).status, Status::Remote(ReturnCode::BadJobId));
     assert!(sim.completion(1, 502).is_none());
 }
+
+/// A READ answered with more packets than the PDC's send queue holds: the rest wait for room
+/// instead of being dropped (the read would never complete).
+#[test]
+fn a_read_larger_than_the_send_queue_completes() {
+    let [mut a, mut b] = cfgs();
+    for c in [&mut a, &mut b] {
+        c.pds.max_queued = 16;
+    }
+    let mut sim = Sim::new(4, [a, b], LinkConfig::default());
+    let data = pattern(11, 100_000);
+    sim.eps[1].regions.register(0x40, data.clone(), Access::ALL, JobScope::Any).unwrap();
+    let dst = addr(sim.eps[1].config(), 1);
+    for i in 0..3 {
+        sim.eps[0].read(dst, 0x40, 0, data.len(), Opts { context: i, ..Opts::default() }).unwrap();
+    }
+    for i in 0..3 {
+        let c = wait(&mut sim, 0, i);
+        assert_eq!((c.status, c.data == data), (Status::Ok, true), "read {i}");
+    }
+}

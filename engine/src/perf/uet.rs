@@ -19,6 +19,7 @@ use nicsim::LinkConfig;
 use serde_json::{Value, json};
 use ses::key::IDEMPOTENT_SAFE;
 use ses::{Access, Addr, Completion, CompletionKind, DeliveryMode, EpType, JobScope, Opts, RecvSpec, Status};
+use wire::uet::ses::{AmoDatatype, AmoOpcode};
 
 use super::remote::{Backend, Link, RemoteError};
 use super::{BwRow, LatRow, PerfError};
@@ -40,6 +41,20 @@ pub enum UetOp {
     Write,
     /// READ.
     Read,
+    /// FETCHING_ATOMIC SUM on a UINT64 (fetch-and-add).
+    FetchAdd,
+    /// FETCHING_ATOMIC CSWAP on a UINT64 with the compare-and-swap extension.
+    CmpSwap,
+}
+
+impl UetOp {
+    fn is_atomic(self) -> bool {
+        matches!(self, UetOp::FetchAdd | UetOp::CmpSwap)
+    }
+
+    fn uses_region(self) -> bool {
+        !matches!(self, UetOp::Send | UetOp::Tsend)
+    }
 }
 
 /// What to run.
@@ -76,6 +91,10 @@ impl UetPerfConfig {
             }
             (DeliveryMode::Uud, UetOp::Write | UetOp::Read) => Err("UUD carries datagram sends: send"),
             (DeliveryMode::Uud, UetOp::Tsend) => Err("UUD carries untagged datagram sends: send"),
+            (DeliveryMode::Rudi | DeliveryMode::Uud, UetOp::FetchAdd | UetOp::CmpSwap) => {
+                Err("atomics are not idempotent: rud or rod")
+            }
+            (_, UetOp::FetchAdd | UetOp::CmpSwap) if self.size != 8 => Err("atomics move 8 bytes (UINT64)"),
             (DeliveryMode::Uud, _) if self.size > self.max_payload => {
                 Err("a UUD datagram must fit one packet")
             }
@@ -126,6 +145,8 @@ impl UetPerfConfig {
             Some("Tsend") => UetOp::Tsend,
             Some("Write") => UetOp::Write,
             Some("Read") => UetOp::Read,
+            Some("FetchAdd") => UetOp::FetchAdd,
+            Some("CmpSwap") => UetOp::CmpSwap,
             _ => return Err(RemoteError("the client asked for an unknown operation".into())),
         };
         let transport = match v["transport"].as_str() {
@@ -197,6 +218,9 @@ pub struct Initiator<D> {
     slot_of: HashMap<u64, usize>,
     /// The last message written to each slot.
     last_write: Vec<Option<u64>>,
+    /// Atomics: each slot's value as this side's completed operations made it (a slot starts as
+    /// its index and operation `i` adds `i + 1`); every fetched value must equal it.
+    expected: Vec<u64>,
     verified: u64,
     errors: u64,
 }
@@ -206,6 +230,7 @@ impl<D: Datapath> Initiator<D> {
         let dst = Addr { fep: target, pid_on_fep: 0, resource_index: 0 };
         let free = (0..cfg.depth()).rev().collect();
         let last_write = vec![None; cfg.depth()];
+        let expected = (0..cfg.depth() as u64).collect();
         Initiator {
             node,
             cfg,
@@ -214,6 +239,7 @@ impl<D: Datapath> Initiator<D> {
             free,
             slot_of: HashMap::new(),
             last_write,
+            expected,
             verified: 0,
             errors: 0,
         }
@@ -221,7 +247,7 @@ impl<D: Datapath> Initiator<D> {
 
     fn post(&mut self, i: u64) -> Result<(), PerfError> {
         let size = self.cfg.size;
-        let slot = if matches!(self.cfg.op, UetOp::Write | UetOp::Read) {
+        let slot = if self.cfg.op.uses_region() {
             let slot = self.free.pop().ok_or(PerfError::Stalled("no free slot"))?;
             self.slot_of.insert(i, slot);
             slot
@@ -242,6 +268,32 @@ impl<D: Datapath> Initiator<D> {
                 self.node.ses().write(dst, key, (slot * size) as u64, &m, opts)
             }
             UetOp::Read => self.node.ses().read(dst, key, (slot * size) as u64, size, opts),
+            UetOp::FetchAdd => {
+                let add = (i + 1).to_le_bytes();
+                self.node.ses().fetch_atomic(
+                    dst,
+                    key,
+                    (slot * 8) as u64,
+                    AmoOpcode::Sum,
+                    AmoDatatype::Uint64,
+                    &add,
+                    opts,
+                )
+            }
+            UetOp::CmpSwap => {
+                let (old, new) = (self.expected[slot], self.expected[slot].wrapping_add(i + 1));
+                let (c, w) = (old.to_le_bytes(), new.to_le_bytes());
+                self.node.ses().compare_atomic(
+                    dst,
+                    key,
+                    (slot * 8) as u64,
+                    AmoOpcode::Cswap,
+                    AmoDatatype::Uint64,
+                    &c,
+                    &w,
+                    opts,
+                )
+            }
         };
         self.scratch = m;
         r.map(|_| ()).map_err(ses_error)
@@ -263,6 +315,15 @@ impl<D: Datapath> Initiator<D> {
             }
             (UetOp::Read, _) => self.errors += 1,
             (UetOp::Write, Some(s)) => self.last_write[s] = Some(c.context),
+            (UetOp::FetchAdd | UetOp::CmpSwap, Some(s)) => {
+                let old = c.data.get(..8).and_then(|b| b.try_into().ok()).map(u64::from_le_bytes);
+                if old == Some(self.expected[s]) {
+                    self.expected[s] = self.expected[s].wrapping_add(c.context + 1);
+                    self.verified += 1;
+                } else {
+                    self.errors += 1;
+                }
+            }
             _ => {}
         }
         (c.context, slot)
@@ -283,7 +344,7 @@ pub struct Target<D> {
 
 impl<D: Datapath> Target<D> {
     fn new(mut node: UetNode<D>, cfg: UetPerfConfig) -> Result<Target<D>, PerfError> {
-        if matches!(cfg.op, UetOp::Write | UetOp::Read) {
+        if cfg.op.uses_region() {
             let mut region = vec![0u8; cfg.size * cfg.depth()];
             let mut m = Vec::new();
             for slot in 0..cfg.depth() {
@@ -328,6 +389,13 @@ impl<D: Datapath> Target<D> {
         if self.posted < self.cfg.iters {
             self.post_recv();
         }
+    }
+
+    /// The UINT64 in region slot `slot` (atomics).
+    fn slot_value(&mut self, slot: usize) -> Option<u64> {
+        let key = self.cfg.key();
+        let r = self.node.ses().regions.get(key)?;
+        r.data.get(slot * 8..slot * 8 + 8).map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes")))
     }
 
     /// Whether region slot `slot` holds message `i`.
@@ -421,7 +489,23 @@ impl UetBench {
         n
     }
 
-    fn totals(&self) -> (u64, u64) {
+    /// After a run of atomics: every slot of the target's region holds the sum the initiator's
+    /// fetched values led it to expect (an atomic applied twice or lost shows here).
+    fn check_atomic_region(&mut self) {
+        if !self.a.cfg.op.is_atomic() {
+            return;
+        }
+        for (slot, &want) in self.a.expected.iter().enumerate() {
+            if self.b.slot_value(slot) == Some(want) {
+                self.b.verified += 1;
+            } else {
+                self.b.errors += 1;
+            }
+        }
+    }
+
+    fn totals(&mut self) -> (u64, u64) {
+        self.check_atomic_region();
         (self.a.verified + self.b.verified, self.a.errors + self.b.errors)
     }
 
@@ -498,8 +582,9 @@ impl UetBench {
 pub fn counters_line<D: Datapath>(name: &str, n: &mut UetNode<D>) -> String {
     let f = n.stats();
     let p = *n.ses().pds().stats();
+    let s = *n.ses().stats();
     format!(
-        " {name}: frames tx {} rx {} (bad {}); PDS packets tx {} retransmits {} (SACK/NACK {}, timer {}) ACKs {} NACKs {}; rx duplicates {} out-of-order drops {}",
+        " {name}: frames tx {} rx {} (bad {}); PDS packets tx {} retransmits {} (SACK/NACK {}, timer {}) ACKs {} NACKs {}; rx duplicates {} out-of-order drops {}; SES rendezvous sent {} read {}, deferred {} restarted {}",
         f.tx_frames,
         f.rx_frames,
         f.rx_bad,
@@ -510,7 +595,11 @@ pub fn counters_line<D: Datapath>(name: &str, n: &mut UetNode<D>) -> String {
         p.tx_acks,
         p.tx_nacks,
         p.rx_duplicates,
-        p.rx_out_of_order
+        p.rx_out_of_order,
+        s.rendezvous_sent,
+        s.rendezvous_reads,
+        s.deferred,
+        s.restarts
     )
 }
 
@@ -667,10 +756,12 @@ fn serve_on<D: Datapath>(
         t.node.progress();
         t.drain();
     }
-    if cfg.op == UetOp::Write {
+    if cfg.op == UetOp::Write || cfg.op.is_atomic() {
+        // Writes: the last message written to each slot; atomics: each slot's expected value.
         for pair in done["done"]["last"].as_array().into_iter().flatten() {
             let (slot, i) = (pair[0].as_u64().unwrap_or(u64::MAX) as usize, pair[1].as_u64().unwrap_or(0));
-            if t.slot_holds(slot, i) {
+            let ok = if cfg.op.is_atomic() { t.slot_value(slot) == Some(i) } else { t.slot_holds(slot, i) };
+            if ok {
                 t.verified += 1;
             } else {
                 t.errors += 1;
@@ -747,8 +838,11 @@ fn client_on<D: Datapath>(
         }
     }
     let wall = start.elapsed();
-    let last: Vec<Value> =
-        a.last_write.iter().enumerate().filter_map(|(s, i)| i.map(|i| json!([s, i]))).collect();
+    let last: Vec<Value> = if cfg.op.is_atomic() {
+        a.expected.iter().enumerate().map(|(s, v)| json!([s, v])).collect()
+    } else {
+        a.last_write.iter().enumerate().filter_map(|(s, i)| i.map(|i| json!([s, i]))).collect()
+    };
     send_json(stream, &json!({"done": {"last": last}}))?;
     stream.set_nonblocking(true).map_err(err)?;
     let mut buf = Vec::new();
@@ -812,14 +906,18 @@ mod tests {
             (UetOp::Write, DeliveryMode::Rudi),
             (UetOp::Read, DeliveryMode::Rod),
             (UetOp::Read, DeliveryMode::Rudi),
+            (UetOp::FetchAdd, DeliveryMode::Rud),
+            (UetOp::CmpSwap, DeliveryMode::Rod),
         ] {
-            let r = UetBench::new(cfg(op, t, lossy)).unwrap().run_bw().unwrap();
-            assert_eq!((r.verified, r.errors, r.lost), (200, 0, 0), "{op:?} {t:?}");
-            let l = UetBench::new(UetPerfConfig { iters: 20, lat: true, ..cfg(op, t, lossy) })
-                .unwrap()
-                .run_lat()
-                .unwrap();
-            assert_eq!((l.verified, l.errors, l.wall_ns.len()), (20, 0, 20), "{op:?} {t:?}");
+            let size = if op.is_atomic() { 8 } else { 5000 };
+            let c = UetPerfConfig { size, ..cfg(op, t, lossy) };
+            // Atomics are also checked slot by slot in the target's region at the end.
+            let extra = if op.is_atomic() { c.depth as u64 } else { 0 };
+            let r = UetBench::new(c).unwrap().run_bw().unwrap();
+            assert_eq!((r.verified, r.errors, r.lost), (200 + extra, 0, 0), "{op:?} {t:?}");
+            let l = UetBench::new(UetPerfConfig { iters: 20, lat: true, ..c }).unwrap().run_lat().unwrap();
+            let extra = if op.is_atomic() { 1 } else { 0 };
+            assert_eq!((l.verified, l.errors, l.wall_ns.len()), (20 + extra, 0, 20), "{op:?} {t:?}");
         }
     }
 

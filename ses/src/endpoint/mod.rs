@@ -5,17 +5,22 @@ use std::hash::Hash;
 use std::time::Duration;
 
 use bytes::Bytes;
-use pds::{DeliveryKind, Mode, NextHeader, PdcError, PdcId};
+use pds::{DeliveryKind, Mode, NextHeader, PdcError, PdcId, SendError};
 use wire::FixedHeader;
 use wire::uet::ses::common::{FLAG_EOM, FLAG_HD, FLAG_SOM};
 use wire::uet::ses::{
-    AmoDatatype, AmoOpcode, AtomicExt, CasExt, RequestCommon, Response, ResponseData, ResponseHead,
-    ResponseOpcode, ReturnCode, SesExt, SesHeader, SesOpcode, SesRepr, SomField, StandardRequest,
+    AmoDatatype, AmoOpcode, AtomicExt, CasExt, RendezvousExt, RequestCommon, Response, ResponseData,
+    ResponseHead, ResponseOpcode, ReturnCode, SesExt, SesHeader, SesOpcode, SesRepr, SomField,
+    StandardRequest,
 };
 
-use crate::key::{Regions, Want};
+use crate::key::{Access, JobScope, Regions, Want};
 use crate::matching::{MsgInfo, Posted, Queues, RecvSpec, Source};
-use crate::{Config, DeliveryMode, EpType, OpKind, amo, delivery_mode};
+use crate::{Config, DeliveryMode, EpType, OpKind, Profile, amo, delivery_mode};
+
+mod large;
+
+use large::{Internal, LIST_OVERFLOW, Later, RdvWait, Restart};
 
 /// A SES endpoint address: the fabric endpoint and the target's PIDonFEP and resource index.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -143,6 +148,14 @@ pub struct Stats {
     pub unexpected: u64,
     /// Packets the SES could not use (bad header, inconsistent lengths, stray responses).
     pub dropped: u64,
+    /// Sends this side started as rendezvous.
+    pub rendezvous_sent: u64,
+    /// Rendezvous reads this side issued as the target.
+    pub rendezvous_reads: u64,
+    /// Deferrable sends this side kept on its overflow list (target).
+    pub deferred: u64,
+    /// Deferrable sends this side restarted on an RTR (initiator).
+    pub restarts: u64,
 }
 
 /// Where a response goes.
@@ -158,8 +171,13 @@ enum Reply<A> {
 enum Dest<A> {
     Recv(Posted<A>),
     Unexpected(u64),
-    Rma { key: u64, base: u64 },
+    Rma {
+        key: u64,
+        base: u64,
+    },
     Discard(ReturnCode),
+    /// A deferrable send kept on the overflow list: its bytes are dropped, the answer says so.
+    Deferred,
 }
 
 #[derive(Debug)]
@@ -179,6 +197,7 @@ struct Unexpected<A> {
     data: Vec<u8>,
     complete: bool,
     header_data: Option<u64>,
+    later: Later<A>,
 }
 
 #[derive(Debug)]
@@ -193,6 +212,12 @@ struct OutOp<A> {
     error: Option<ReturnCode>,
     data: Vec<u8>,
     got: usize,
+    /// The endpoint's own operation (rendezvous read, RTR): no user completion.
+    internal: Option<Internal>,
+    /// An internal region to drop when the operation ends (rendezvous send).
+    cleanup_key: Option<u64>,
+    /// A deferrable send's message, kept for its restart.
+    restart: Option<Box<Restart<A>>>,
 }
 
 /// The SES of one endpoint. See the crate documentation.
@@ -213,6 +238,14 @@ pub struct Endpoint<A> {
     stats: Stats,
     /// JobIDs served besides the endpoint's own.
     jobs: HashSet<u32>,
+    /// Receives waiting for the read of a rendezvous.
+    rdv_waits: HashMap<u64, RdvWait<A>>,
+    next_internal_key: u64,
+    /// Receives reserved for restarting deferred sends, by target token (with the initiator).
+    reserved: HashMap<u32, (A, Posted<A>)>,
+    next_token: u32,
+    /// Responses waiting for room on their PDC.
+    backlog: VecDeque<(PdcId, NextHeader, Bytes)>,
 }
 
 /// A request packet to build.
@@ -245,6 +278,11 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
             completions: VecDeque::new(),
             stats: Stats::default(),
             jobs: HashSet::new(),
+            rdv_waits: HashMap::new(),
+            next_internal_key: 0,
+            reserved: HashMap::new(),
+            next_token: 0,
+            backlog: VecDeque::new(),
         }
     }
 
@@ -318,6 +356,9 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
         let job_id = self.job_of(&opts);
         if self.cfg.ep_type == EpType::Dgram {
             return self.send_datagram(dst, data, context, job_id);
+        }
+        if let Some(r) = self.large_send(dst, data, tag, opts, job_id) {
+            return r;
         }
         let opcode = if tag.is_some() { SesOpcode::TaggedSend } else { SesOpcode::Send };
         let mode = delivery_mode(self.cfg.ep_type, self.cfg.profile, OpKind::Message, ordered, 0);
@@ -641,6 +682,15 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
         };
         let u = self.unexpected.remove(i).expect("found");
         self.unexpected_bytes -= u.data.len();
+        match u.later {
+            Later::Nothing => {}
+            Later::Rendezvous(req) => {
+                return self.start_rdv_read(posted, u.info, u.header_data, &u.data, req);
+            }
+            Later::Deferred { init_token, job_id } => {
+                return self.restart_deferred(posted, u.info.src.fep, init_token, job_id);
+            }
+        }
         if u.complete {
             let mut posted = posted;
             let n = posted.buf.len().min(u.data.len());
@@ -673,6 +723,26 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
             Vec::new(),
         ));
         true
+    }
+
+    /// A receive that could not get its message (a rendezvous whose read failed).
+    fn finish_recv_status(
+        &mut self,
+        p: Posted<A>,
+        info: MsgInfo<A>,
+        status: Status,
+        header_data: Option<u64>,
+    ) {
+        self.completions.push_back(Completion {
+            context: p.context,
+            kind: CompletionKind::Recv,
+            status,
+            len: 0,
+            data: Vec::new(),
+            src: Some(info.src),
+            tag: info.tag,
+            header_data,
+        });
     }
 
     /// A receive whose buffer holds the (first `buf.len()` bytes of the) message is done.
@@ -730,7 +800,7 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
                 DeliveryKind::Pdc { .. } | DeliveryKind::RudiRequest { .. } | DeliveryKind::Uud,
             ) => self.on_request(src, reply, &r, ses.ext, payload),
             (SesHeader::Response(r), DeliveryKind::Pdc { .. } | DeliveryKind::RudiResponse { .. }) => {
-                self.on_response(src, r.message_id, r.head.return_code, &[], 0)
+                self.on_response(src, r.message_id, r.head.return_code, r.head.list, &[], 0)
             }
             (SesHeader::ResponseData(r), DeliveryKind::Pdc { .. } | DeliveryKind::RudiResponse { .. }) => {
                 let plen = usize::from(r.payload_length());
@@ -739,7 +809,7 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
                     return;
                 }
                 let at = piece + r.message_offset as usize;
-                self.on_response(src, r.read_req_message_id, r.head.return_code, payload, at)
+                self.on_response(src, r.read_req_message_id, r.head.return_code, r.head.list, payload, at)
             }
             _ => self.stats.dropped += 1,
         }
@@ -776,7 +846,7 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
         let key = (src, pdc, r.message_id());
         let info = MsgInfo {
             src: Source { fep: src, initiator: r.initiator },
-            tag: (c.opcode == SesOpcode::TaggedSend).then_some(r.memory_key),
+            tag: is_tagged(c.opcode).then_some(r.memory_key),
             job_id: c.job_id,
         };
         match c.opcode {
@@ -784,6 +854,10 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
             SesOpcode::Atomic | SesOpcode::FetchingAtomic => {
                 return self.serve_atomic(reply, r, ext, payload);
             }
+            SesOpcode::RendezvousSend | SesOpcode::RendezvousTsend => {
+                return self.on_rendezvous(src, reply, r, ext, payload, info);
+            }
+            SesOpcode::DeferrableRtr => return self.on_rtr(src, reply, r),
             _ => {}
         }
         if !self.inbound.contains_key(&key) {
@@ -814,7 +888,7 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
                     None => m.dest = Dest::Discard(ReturnCode::BadMkey),
                 }
             }
-            Dest::Discard(_) => {}
+            Dest::Discard(_) | Dest::Deferred => {}
         }
         m.received += payload.len();
         if m.received < m.total {
@@ -850,6 +924,16 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
                 ReturnCode::Ok
             }
             Dest::Discard(rc) => rc,
+            Dest::Deferred => {
+                return self.respond_list(
+                    reply,
+                    r.message_id(),
+                    m.job_id,
+                    ReturnCode::NoMatch,
+                    0,
+                    LIST_OVERFLOW,
+                );
+            }
         };
         if c.opcode != SesOpcode::DatagramSend {
             self.respond(reply, r.message_id(), m.job_id, rc, m.total as u32);
@@ -868,28 +952,12 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
             return Dest::Discard(rc);
         }
         match c.opcode {
-            SesOpcode::Send | SesOpcode::TaggedSend | SesOpcode::DatagramSend => {
-                if let Some(p) = self.queues.take(info) {
-                    return Dest::Recv(p);
-                }
-                if c.opcode == SesOpcode::DatagramSend
-                    || self.unexpected_bytes + total > self.cfg.unexpected_bytes
-                {
-                    return Dest::Discard(ReturnCode::NoMatch);
-                }
-                self.unexpected_bytes += total;
-                self.next_unexpected += 1;
-                let id = self.next_unexpected;
-                self.stats.unexpected += 1;
-                self.unexpected.push_back(Unexpected {
-                    id,
-                    info: *info,
-                    data: vec![0; total],
-                    complete: false,
-                    header_data: None,
-                });
-                Dest::Unexpected(id)
-            }
+            SesOpcode::Send | SesOpcode::TaggedSend | SesOpcode::DatagramSend => match self.queues.take(info)
+            {
+                Some(p) => Dest::Recv(p),
+                None => self.unexpected_dest(info, total, c.opcode == SesOpcode::DatagramSend),
+            },
+            SesOpcode::DeferrableSend | SesOpcode::DeferrableTsend => self.deferrable_dest(r, info, total),
             SesOpcode::Write => {
                 match self.regions.check(r.memory_key, c.job_id, r.buffer_offset, total as u64, Want::Write) {
                     Ok(()) => Dest::Rma { key: r.memory_key, base: r.buffer_offset },
@@ -914,6 +982,27 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
         } else {
             Ok(())
         }
+    }
+
+    /// A message no receive takes: kept as unexpected while the byte budget allows (datagrams
+    /// never are), else refused with NO_MATCH.
+    fn unexpected_dest(&mut self, info: &MsgInfo<A>, total: usize, datagram: bool) -> Dest<A> {
+        if datagram || self.unexpected_bytes + total > self.cfg.unexpected_bytes {
+            return Dest::Discard(ReturnCode::NoMatch);
+        }
+        self.unexpected_bytes += total;
+        self.next_unexpected += 1;
+        let id = self.next_unexpected;
+        self.stats.unexpected += 1;
+        self.unexpected.push_back(Unexpected {
+            id,
+            info: *info,
+            data: vec![0; total],
+            complete: false,
+            header_data: None,
+            later: Later::Nothing,
+        });
+        Dest::Unexpected(id)
     }
 
     fn serve_read(&mut self, reply: Reply<A>, r: &StandardRequest) {
@@ -1001,10 +1090,22 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
     }
 
     fn respond(&mut self, reply: Reply<A>, msg_id: u16, job_id: u32, rc: ReturnCode, modified: u32) {
+        self.respond_list(reply, msg_id, job_id, rc, modified, 0);
+    }
+
+    fn respond_list(
+        &mut self,
+        reply: Reply<A>,
+        msg_id: u16,
+        job_id: u32,
+        rc: ReturnCode,
+        modified: u32,
+        list: u8,
+    ) {
         if rc != ReturnCode::Ok {
             self.stats.errors_sent += 1;
         }
-        let head = ResponseHead { list: 0, opcode: ResponseOpcode::Response, version: 0, return_code: rc };
+        let head = ResponseHead { list, opcode: ResponseOpcode::Response, version: 0, return_code: rc };
         let rsp = Response { head, message_id: msg_id, ri_generation: 0, job_id, modified_length: modified };
         let mut v = vec![0; Response::LEN];
         rsp.emit(&mut v).expect("sized");
@@ -1013,18 +1114,39 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
 
     fn reply(&mut self, reply: Reply<A>, nh: NextHeader, bytes: Bytes) {
         match reply {
-            // A failed/closed PDC has nobody to answer.
-            Reply::Pdc(pdc) => drop(self.pds.send_on(pdc, nh, bytes, 0)),
+            Reply::Pdc(pdc) => {
+                self.backlog.push_back((pdc, nh, bytes));
+                self.flush_backlog();
+            }
             Reply::Rudi(peer, pkt_id) => self.pds.rudi_respond(peer, pkt_id, nh, bytes),
             Reply::None => {}
         }
     }
 
-    fn on_response(&mut self, src: A, msg_id: u16, rc: ReturnCode, data: &[u8], at: usize) {
-        let Some(op) = self.ops.get_mut(&msg_id).filter(|op| op.peer == src) else {
+    /// Queues responses on their PDCs in order while the PDCs have room (a large READ answered at
+    /// once can be more packets than a PDC's send queue holds: the rest wait here, never dropped).
+    /// A response whose PDC failed or closed has nobody to go to and is dropped.
+    fn flush_backlog(&mut self) {
+        while let Some((pdc, nh, bytes)) = self.backlog.pop_front() {
+            match self.pds.send_on(pdc, nh, bytes.clone(), 0) {
+                Ok(_) | Err(SendError::UnknownPdc | SendError::Closing | SendError::NoPdcAvailable) => {}
+                Err(SendError::QueueFull) => {
+                    self.backlog.push_front((pdc, nh, bytes));
+                    return;
+                }
+            }
+        }
+    }
+
+    fn on_response(&mut self, src: A, msg_id: u16, rc: ReturnCode, list: u8, data: &[u8], at: usize) {
+        if self.ops.get(&msg_id).is_none_or(|op| op.peer != src) {
             self.stats.dropped += 1;
             return;
-        };
+        }
+        if self.deferred(msg_id, rc, list) {
+            return;
+        }
+        let op = self.ops.get_mut(&msg_id).expect("checked");
         if rc != ReturnCode::Ok {
             op.error = Some(rc);
             op.pieces_left = 0;
@@ -1058,7 +1180,29 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
         let len = if op.error.is_some() { 0 } else { op.total };
         let fetched = matches!(op.kind, CompletionKind::Read | CompletionKind::FetchAtomic);
         let data = if fetched && op.error.is_none() { op.data } else { Vec::new() };
-        self.completions.push_back(Completion::local(op.context, op.kind, status, len, data));
+        self.end_op(op.context, op.kind, op.internal, op.cleanup_key, status, len, data);
+    }
+
+    /// An operation ended: its internal region goes, and its completion goes to the user (or, for
+    /// the endpoint's own operations, to the rendezvous / deferral machinery).
+    #[allow(clippy::too_many_arguments)]
+    fn end_op(
+        &mut self,
+        context: u64,
+        kind: CompletionKind,
+        internal: Option<Internal>,
+        cleanup_key: Option<u64>,
+        status: Status,
+        len: usize,
+        data: Vec<u8>,
+    ) {
+        if let Some(k) = cleanup_key {
+            self.regions.deregister(k);
+        }
+        match internal {
+            Some(i) => self.finish_internal(i, if status == Status::Ok { Ok(data) } else { Err(status) }),
+            None => self.completions.push_back(Completion::local(context, kind, status, len, data)),
+        }
     }
 
     fn drain_pds_events(&mut self) {
@@ -1070,25 +1214,15 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
                     dead.sort_unstable();
                     for id in dead {
                         let op = self.ops.remove(&id).expect("listed");
-                        self.completions.push_back(Completion::local(
-                            op.context,
-                            op.kind,
-                            Status::Failed(error),
-                            0,
-                            Vec::new(),
-                        ));
+                        let status = Status::Failed(error);
+                        self.end_op(op.context, op.kind, op.internal, op.cleanup_key, status, 0, Vec::new());
                     }
                     self.forget_pdc(pdc);
                 }
                 pds::Event::RudiFailed { cookie, .. } => {
                     if let Some(op) = self.ops.remove(&((cookie >> 32) as u16)) {
-                        self.completions.push_back(Completion::local(
-                            op.context,
-                            op.kind,
-                            Status::Timeout,
-                            0,
-                            Vec::new(),
-                        ));
+                        let status = Status::Timeout;
+                        self.end_op(op.context, op.kind, op.internal, op.cleanup_key, status, 0, Vec::new());
                     }
                 }
                 pds::Event::Closed { pdc, .. } => self.forget_pdc(pdc),
@@ -1117,6 +1251,9 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
 
     /// Writes the next packet to send into `buf` (see [`pds::Endpoint::poll_transmit`]).
     pub fn poll_transmit(&mut self, now: Duration, buf: &mut [u8]) -> Option<pds::Transmit<A>> {
+        if !self.backlog.is_empty() {
+            self.flush_backlog();
+        }
         self.pds.poll_transmit(now, buf)
     }
 
@@ -1156,6 +1293,11 @@ fn data_response(msg_id: u16, job_id: u32, total: usize, offset: usize, bytes: &
     Bytes::from(v)
 }
 
+/// The request opcodes whose `memory_key` slot carries match bits.
+fn is_tagged(op: SesOpcode) -> bool {
+    matches!(op, SesOpcode::TaggedSend | SesOpcode::RendezvousTsend | SesOpcode::DeferrableTsend)
+}
+
 fn atomic_ext(op: AmoOpcode, dt: AmoDatatype) -> AtomicExt {
     AtomicExt { amo_opcode: op, datatype: dt, sem_ctl: 0, reserved: 0 }
 }
@@ -1170,7 +1312,20 @@ fn out_op<A>(
 ) -> OutOp<A> {
     let fetches = matches!(kind, CompletionKind::Read | CompletionKind::FetchAtomic);
     let data = if fetches { vec![0; total] } else { Vec::new() };
-    OutOp { context, kind, peer, pdc, total, pieces_left: pieces, error: None, data, got: 0 }
+    OutOp {
+        context,
+        kind,
+        peer,
+        pdc,
+        total,
+        pieces_left: pieces,
+        error: None,
+        data,
+        got: 0,
+        internal: None,
+        cleanup_key: None,
+        restart: None,
+    }
 }
 
 /// The bytes after the PDS header of one request packet: the standard header (SOM form with
