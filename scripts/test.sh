@@ -10,6 +10,17 @@ log=target/test-log.txt
 set +e
 cargo test --workspace 2>&1 | tee "$log"
 status=${PIPESTATUS[0]}
+# The provider's example programs (one per UET profile) check their own results and exit non-zero
+# on a mismatch; each counts as a test in the summary.
+for ex in uet_ai_base uet_ai_full uet_hpc; do
+    if cargo run -q -p engine --example "$ex" > "target/example-$ex.txt" 2>&1; then
+        echo "test result: ok. 1 passed; 0 failed; 0 ignored (example $ex)" | tee -a "$log"
+    else
+        cat "target/example-$ex.txt"
+        echo "test result: FAILED. 0 passed; 1 failed; 0 ignored (example $ex)" | tee -a "$log"
+        status=1
+    fi
+done
 set -e
 awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i; if ($(i+1) ~ /^ignored/) g += $i } }
      END { printf "tests: %d passed, %d failed, %d ignored\n", p, f, g }' "$log" | tee target/test-summary.txt

@@ -11,6 +11,7 @@ pub mod perf;
 pub mod perftest;
 pub mod pingpong;
 pub mod progress;
+pub mod provider;
 pub mod roce;
 pub mod simpair;
 mod sys;

@@ -58,6 +58,8 @@ pub struct Region {
     pub scope: JobScope,
     /// The key's flags (IDEMPOTENT_SAFE, OPTIMIZED) as registered.
     pub flags: u64,
+    /// Remote accesses completed on it (writes, reads, atomics), for counters bound to it.
+    pub accesses: u64,
 }
 
 /// Why a key could not be registered.
@@ -102,13 +104,13 @@ impl Regions {
         if self.map.contains_key(&rkey(key)) {
             return Err(KeyError::InUse);
         }
-        self.map.insert(rkey(key), Region { data, access, scope, flags: key & !RKEY_MASK });
+        self.map.insert(rkey(key), Region { data, access, scope, flags: key & !RKEY_MASK, accesses: 0 });
         Ok(())
     }
 
     /// Registers an internal region (key in the [`INTERNAL`] range; replaces one left over).
     pub(crate) fn register_internal(&mut self, key: u64, data: Vec<u8>, access: Access, scope: JobScope) {
-        self.map.insert(rkey(key), Region { data, access, scope, flags: 0 });
+        self.map.insert(rkey(key), Region { data, access, scope, flags: 0, accesses: 0 });
     }
 
     /// Removes a region, returning it.

@@ -908,7 +908,10 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
                 }
                 ReturnCode::Ok
             }
-            Dest::Rma { .. } => {
+            Dest::Rma { key, .. } => {
+                if let Some(r) = self.regions.get_mut(key) {
+                    r.accesses += 1;
+                }
                 if let Some(h) = m.header_data {
                     self.completions.push_back(Completion {
                         context: 0,
@@ -1026,6 +1029,9 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
         for p in packets {
             self.reply(reply, NextHeader::RspData, p);
         }
+        if let Some(region) = self.regions.get_mut(r.memory_key) {
+            region.accesses += 1;
+        }
     }
 
     /// ATOMIC and FETCHING_ATOMIC: one packet, applied when it arrives (the PDS delivers each
@@ -1072,7 +1078,9 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
             return Err(ReturnCode::AmoUnaligned);
         }
         let at = r.buffer_offset as usize;
-        let target = &mut self.regions.get_mut(r.memory_key).expect("checked").data[at..at + len];
+        let region = self.regions.get_mut(r.memory_key).expect("checked");
+        region.accesses += 1;
+        let target = &mut region.data[at..at + len];
         match cas {
             Some(x) => amo::compare_swap(
                 a.amo_opcode,

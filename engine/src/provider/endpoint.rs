@@ -1,0 +1,833 @@
+//! Fabric, domain, endpoint and memory regions (`../shared/spec/uet-libfabric.md`). The fabric is
+//! softrdma's simulated network (a switch; each endpoint is a device on it with an address the
+//! control plane assigned) and everything runs on one thread with manual progress: reading a
+//! completion queue or counter makes every endpoint of the fabric progress, and
+//! [`CompletionQueue::sread`] moves virtual time forward while it waits.
+
+use std::cell::{RefCell, RefMut};
+use std::collections::HashMap;
+use std::net::{IpAddr, Ipv4Addr};
+use std::rc::{Rc, Weak};
+use std::time::Duration;
+
+use nicsim::{LinkConfig, SwitchId};
+use ses::key::{IDEMPOTENT_SAFE, OPTIMIZED, RKEY_MASK};
+use ses::{
+    Access, Addr, Completion, CompletionKind, EpType, JobScope, Opts, Profile, RecvSpec, Source, Status,
+};
+use wire::uet::ses::{AmoDatatype, AmoOpcode};
+
+use super::control::{ControlPlane, FALLBACK_JOB_ID};
+use super::errno::{FiErrno, FiError, errno_of_status};
+use super::info::{Info, MAX_PAYLOAD, RMA_SIZE_RANGE, caps};
+use super::objects::{
+    AddressVector, AvInner, CompletionQueue, Counter, CqEntry, CqErrEntry, EqEvent, EventQueue,
+    FI_ADDR_UNSPEC, FiAddr, UetAddr, cq_flags,
+};
+use crate::datapath::sim::{SimNet, SimPort};
+use crate::uet::UetNode;
+
+pub(super) struct FabricInner {
+    pub(super) net: SimNet,
+    switch: SwitchId,
+    link: LinkConfig,
+    pub(super) control: ControlPlane,
+    endpoints: Vec<Weak<RefCell<EpInner>>>,
+    seed: u64,
+}
+
+impl std::fmt::Debug for FabricInner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FabricInner").field("endpoints", &self.endpoints.len()).finish_non_exhaustive()
+    }
+}
+
+/// One round of every endpoint; true if anything moved.
+pub(super) fn progress(f: &Rc<RefCell<FabricInner>>) -> bool {
+    let eps: Vec<_> = f.borrow().endpoints.iter().filter_map(Weak::upgrade).collect();
+    let mut moved = false;
+    for ep in eps {
+        moved |= ep.borrow_mut().progress();
+    }
+    moved
+}
+
+/// Progress, or else virtual time to the next event; false when nothing can happen any more.
+pub(super) fn step(f: &Rc<RefCell<FabricInner>>) -> bool {
+    if progress(f) {
+        return true;
+    }
+    let eps: Vec<_> = f.borrow().endpoints.iter().filter_map(Weak::upgrade).collect();
+    let timers = eps.iter().filter_map(|e| e.borrow().node.poll_timeout());
+    let fab = f.borrow();
+    let Some(t) = fab.net.next_event().into_iter().chain(timers).min() else { return false };
+    let now = fab.net.now();
+    fab.net.advance_to(t.max(now + Duration::from_nanos(1)));
+    true
+}
+
+/// `fi_fabric`: a simulated network with a switch; `link` impairs every port's cable both ways.
+#[derive(Debug, Clone)]
+pub struct Fabric {
+    inner: Rc<RefCell<FabricInner>>,
+}
+
+impl Fabric {
+    /// A fabric whose privileged side is `control`; `seed` drives the network's impairments.
+    pub fn open_sim(seed: u64, link: LinkConfig, control: ControlPlane) -> Fabric {
+        let net = SimNet::new(seed);
+        let switch = net.with(|n| n.add_switch());
+        Fabric {
+            inner: Rc::new(RefCell::new(FabricInner {
+                net,
+                switch,
+                link,
+                control,
+                endpoints: Vec::new(),
+                seed,
+            })),
+        }
+    }
+
+    /// The control plane (the privileged side: JobID assignments, fallback).
+    pub fn control(&self) -> RefMut<'_, ControlPlane> {
+        RefMut::map(self.inner.borrow_mut(), |f| &mut f.control)
+    }
+
+    /// `fi_domain` for `process` (the identity the control plane assigns JobIDs to).
+    pub fn domain(&self, info: &Info, process: u32) -> Domain {
+        Domain { fabric: self.clone(), info: info.clone(), process }
+    }
+
+    /// Makes every endpoint progress once; true if anything moved.
+    pub fn progress(&self) -> bool {
+        progress(&self.inner)
+    }
+
+    /// Progress, or virtual time to the next event; false when nothing can happen any more.
+    pub fn step(&self) -> bool {
+        step(&self.inner)
+    }
+
+    /// Virtual time.
+    pub fn now(&self) -> Duration {
+        self.inner.borrow().net.now()
+    }
+}
+
+/// How an endpoint gets its JobID (`auth_key_size` of the endpoint attributes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JobIdMethod {
+    /// `auth_key_size` 0 (default): the control plane's JobID for the process, else the fallback.
+    Indirect,
+    /// `auth_key_size` 3: this JobID, which must be assigned to the process.
+    Direct(u32),
+    /// `FI_AV_AUTH_KEY`: per destination, from the AV's auth keys (the endpoint's own JobID as in
+    /// the indirect method for regions and receives bound to "the endpoint").
+    Av,
+}
+
+/// Endpoint attributes.
+#[derive(Debug, Clone, Copy)]
+pub struct EpAttr {
+    /// The JobID method.
+    pub job_id: JobIdMethod,
+    /// Message ordering requested (FI_ORDER_SAS etc.): ROD.
+    pub ordered: bool,
+    /// This endpoint's rank: the `initiator` of its requests (AV index at the peers).
+    pub rank: Option<u32>,
+}
+
+impl Default for EpAttr {
+    fn default() -> Self {
+        EpAttr { job_id: JobIdMethod::Indirect, ordered: false, rank: None }
+    }
+}
+
+/// Remote access of a memory region.
+pub type MrAccess = Access;
+
+/// Which JobIDs a region or receive buffer is exposed to (`auth_key_size` of `fi_mr_regattr`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MrAuth {
+    /// 0: any JobID.
+    Any,
+    /// 3: the endpoint's JobID.
+    Endpoint,
+    /// FI_AV_AUTH_KEY: the JobID of this AV address's auth key.
+    Av(FiAddr),
+}
+
+/// `fi_domain`: opens the objects of one process.
+#[derive(Debug, Clone)]
+pub struct Domain {
+    fabric: Fabric,
+    info: Info,
+    process: u32,
+}
+
+impl Domain {
+    fn weak(&self) -> Weak<RefCell<FabricInner>> {
+        Rc::downgrade(&self.fabric.inner)
+    }
+
+    /// `fi_cq_open`.
+    pub fn cq_open(&self) -> CompletionQueue {
+        CompletionQueue::new(self.weak())
+    }
+
+    /// `fi_cntr_open`.
+    pub fn cntr_open(&self) -> Counter {
+        Counter::new(self.weak())
+    }
+
+    /// `fi_eq_open`.
+    pub fn eq_open(&self) -> EventQueue {
+        EventQueue::default()
+    }
+
+    /// `fi_av_open` (FI_AV_TABLE; UNSPEC and MAP behave the same).
+    pub fn av_open(&self) -> AddressVector {
+        AddressVector {
+            inner: Rc::new(RefCell::new(AvInner::default())),
+            process: self.process,
+            fabric: self.weak(),
+        }
+    }
+
+    /// `fi_endpoint`: an endpoint of the info's profile and type on a fresh address of the
+    /// fabric. The JobID comes from `attr.job_id`: FI_EACCES when the control plane assigned the
+    /// process none (and the fallback is disabled) or not the one asked for; with the fallback
+    /// JobID, FI_EINVAL when `UET_PROVIDER_INITIATOR_ID` is unset.
+    pub fn endpoint(&self, attr: EpAttr) -> Result<Endpoint, FiError> {
+        let mut f = self.fabric.inner.borrow_mut();
+        let assigned = f.control.jobs_of(self.process).first().copied();
+        let (job, fallback) = match attr.job_id {
+            JobIdMethod::Direct(j) if f.control.may_use(self.process, j) => (j, false),
+            JobIdMethod::Direct(j) => {
+                return Err(FiError::new(
+                    FiErrno::EACCES,
+                    format!("JobID {j} is not assigned to this process"),
+                ));
+            }
+            JobIdMethod::Indirect | JobIdMethod::Av => match assigned {
+                Some(j) => (j, false),
+                None if f.control.fallback() => (FALLBACK_JOB_ID, true),
+                None => {
+                    return Err(FiError::new(
+                        FiErrno::EACCES,
+                        "no JobID assigned and the fallback is disabled",
+                    ));
+                }
+            },
+        };
+        let initiator = match (fallback, self.info.config.initiator_id) {
+            (true, None) => {
+                return Err(FiError::new(
+                    FiErrno::EINVAL,
+                    "the fallback JobID needs UET_PROVIDER_INITIATOR_ID, which is unset",
+                ));
+            }
+            (true, Some(id)) => attr.rank.unwrap_or(id),
+            (false, _) => attr.rank.unwrap_or(0),
+        };
+        let (ip, pid_on_fep) = f.control.allocate()?;
+        let name = format!("uet{}", f.endpoints.len());
+        let port = f.net.add_device(&name, IpAddr::V4(ip)).map_err(|e| FiError::new(FiErrno::EBUSY, e))?;
+        let (sw, link) = (f.switch, f.link);
+        f.net
+            .with(|n| n.attach(port, sw, link, link))
+            .map_err(|e| FiError::new(FiErrno::EINVAL, format!("link: {e:?}")))?;
+        let dev = f.net.open(&name).map_err(|e| FiError::new(FiErrno::EBUSY, e))?;
+        let c = &self.info.config;
+        let cfg = ses::Config {
+            ep_type: self.info.ep_type,
+            profile: self.info.profile,
+            job_id: job,
+            pid_on_fep,
+            resource_index: self.info.service.start_index,
+            initiator,
+            max_payload: MAX_PAYLOAD,
+            max_eager: c.max_eager,
+            msg_rendezvous_size: c.msg_rendezvous_size,
+            tag_rendezvous_size: c.tag_rendezvous_size,
+            ..ses::Config::default()
+        };
+        let seed = f.seed.wrapping_mul(31).wrapping_add(u64::from(ip.to_bits()));
+        let node = UetNode::new(dev, ses::Endpoint::new(cfg, seed), true)
+            .map_err(|e| FiError::new(FiErrno::EINVAL, e))?;
+        let profiles = match self.info.profile {
+            Profile::AiBase => 0b001,
+            Profile::AiFull => 0b011,
+            Profile::Hpc => 0b101,
+        };
+        let name = UetAddr { ip, pid_on_fep, resource_index: cfg.resource_index, initiator, profiles };
+        let inner = Rc::new(RefCell::new(EpInner {
+            node,
+            info: self.info.clone(),
+            attr,
+            name,
+            job,
+            max_rma: RMA_SIZE_RANGE.0,
+            tx_cq: None,
+            rx_cq: None,
+            cntrs: Vec::new(),
+            mr_cntrs: Vec::new(),
+            eq: None,
+            av: None,
+            pending: HashMap::new(),
+            next: 0,
+        }));
+        f.endpoints.push(Rc::downgrade(&inner));
+        Ok(Endpoint { inner })
+    }
+
+    /// `fi_mr_regattr` + `fi_mr_bind` to `ep`: `buf` exposed under the user's `key` (RKEY bits
+    /// 0-46) with `flags` (IDEMPOTENT_SAFE, OPTIMIZED) to the JobIDs `auth` names.
+    pub fn mr_reg(
+        &self,
+        ep: &Endpoint,
+        buf: Vec<u8>,
+        access: MrAccess,
+        key: u64,
+        flags: u64,
+        auth: MrAuth,
+    ) -> Result<MemoryRegion, FiError> {
+        if key & !RKEY_MASK != 0 || flags & !(IDEMPOTENT_SAFE | OPTIMIZED) != 0 {
+            return Err(FiError::new(
+                FiErrno::EINVAL,
+                "a key is an RKEY (48 bits) plus IDEMPOTENT_SAFE / OPTIMIZED",
+            ));
+        }
+        let mut e = ep.inner.borrow_mut();
+        let scope = match auth {
+            MrAuth::Any => JobScope::Any,
+            MrAuth::Endpoint => JobScope::Job(e.job),
+            MrAuth::Av(a) => JobScope::Job(e.av_job(a)?),
+        };
+        let full = key | flags;
+        e.node.ses().regions.register(full, buf, access, scope).map_err(|err| match err {
+            ses::key::KeyError::InUse => FiError::new(FiErrno::EBUSY, "key in use"),
+            _ => FiError::new(FiErrno::EKEYREJECTED, format!("key {key:#x} not usable: {err:?}")),
+        })?;
+        if let Some(eq) = &e.eq {
+            eq.push(EqEvent::MrComplete { key: full });
+        }
+        Ok(MemoryRegion { key: full, ep: Rc::downgrade(&ep.inner) })
+    }
+}
+
+/// A registered region.
+#[derive(Debug, Clone)]
+pub struct MemoryRegion {
+    key: u64,
+    ep: Weak<RefCell<EpInner>>,
+}
+
+impl MemoryRegion {
+    /// `fi_mr_key`: the key peers use (with its flags).
+    pub fn key(&self) -> u64 {
+        self.key
+    }
+
+    /// The region's bytes now.
+    pub fn data(&self) -> Vec<u8> {
+        self.ep
+            .upgrade()
+            .and_then(|e| e.borrow_mut().node.ses().regions.get(self.key).map(|r| r.data.clone()))
+            .unwrap_or_default()
+    }
+
+    /// `fi_mr_bind` of a counter: counts remote accesses to the region. Refused (FI_EINVAL) for
+    /// IDEMPOTENT_SAFE regions: their accesses may arrive over RUDI, possibly more than once.
+    pub fn bind_cntr(&self, cntr: &Counter) -> Result<(), FiError> {
+        if self.key & IDEMPOTENT_SAFE != 0 {
+            return Err(FiError::new(
+                FiErrno::EINVAL,
+                "a counter cannot be bound to an IDEMPOTENT_SAFE region",
+            ));
+        }
+        let ep = self.ep.upgrade().ok_or_else(|| FiError::new(FiErrno::EINVAL, "endpoint closed"))?;
+        let mut e = ep.borrow_mut();
+        let seen = e.node.ses().regions.get(self.key).map_or(0, |r| r.accesses);
+        e.mr_cntrs.push((self.key, cntr.clone(), seen));
+        Ok(())
+    }
+
+    /// `fi_close`: deregisters.
+    pub fn close(self) {
+        if let Some(e) = self.ep.upgrade() {
+            e.borrow_mut().node.ses().regions.deregister(self.key);
+        }
+    }
+}
+
+/// What a pending operation completes as.
+#[derive(Debug, Clone, Copy)]
+struct Pending {
+    context: u64,
+    flags: u64,
+    inject: bool,
+}
+
+pub(super) struct EpInner {
+    pub(super) node: UetNode<SimPort>,
+    info: Info,
+    attr: EpAttr,
+    name: UetAddr,
+    job: u32,
+    max_rma: usize,
+    tx_cq: Option<CompletionQueue>,
+    rx_cq: Option<CompletionQueue>,
+    cntrs: Vec<(Counter, u64)>,
+    mr_cntrs: Vec<(u64, Counter, u64)>,
+    eq: Option<EventQueue>,
+    av: Option<AddressVector>,
+    pending: HashMap<u64, Pending>,
+    next: u64,
+}
+
+impl std::fmt::Debug for EpInner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EpInner").field("name", &self.name).field("job", &self.job).finish_non_exhaustive()
+    }
+}
+
+fn ses_err(e: ses::Error) -> FiError {
+    let errno = match e {
+        ses::Error::TooLong => FiErrno::EMSGSIZE,
+        ses::Error::Busy | ses::Error::NoPdc => FiErrno::EAGAIN,
+        ses::Error::Unsupported => FiErrno::EOPNOTSUPP,
+        ses::Error::BadOperand => FiErrno::EINVAL,
+    };
+    FiError::new(errno, e.to_string())
+}
+
+impl EpInner {
+    fn progress(&mut self) -> bool {
+        let mut moved = self.node.progress();
+        while let Some(c) = self.node.ses().poll_completion() {
+            moved = true;
+            self.dispatch(c);
+        }
+        for i in 0..self.mr_cntrs.len() {
+            let key = self.mr_cntrs[i].0;
+            let now = self.node.ses().regions.get(key).map_or(0, |r| r.accesses);
+            let (_, cntr, seen) = &mut self.mr_cntrs[i];
+            for _ in *seen..now {
+                cntr.add(true, 0);
+            }
+            *seen = now.max(*seen);
+        }
+        moved
+    }
+
+    fn source(&self, src: Option<Source<Ipv4Addr>>) -> FiAddr {
+        let (Some(s), Some(av)) = (src, &self.av) else { return FI_ADDR_UNSPEC };
+        let av = av.inner.borrow();
+        av.entries
+            .iter()
+            .position(|e| e.addr.ip == s.fep && e.addr.initiator == s.initiator)
+            .map_or(FI_ADDR_UNSPEC, |i| i as FiAddr)
+    }
+
+    fn dispatch(&mut self, c: Completion<Ipv4Addr>) {
+        let (flags, inject, context) = match c.kind {
+            CompletionKind::Recv => {
+                let tagged = if c.tag.is_some() { cq_flags::TAGGED } else { cq_flags::MSG };
+                let data = if c.header_data.is_some() { cq_flags::REMOTE_CQ_DATA } else { 0 };
+                (cq_flags::RECV | tagged | data, false, c.context)
+            }
+            CompletionKind::RemoteWrite => {
+                (cq_flags::RMA | cq_flags::REMOTE_WRITE | cq_flags::REMOTE_CQ_DATA, false, 0)
+            }
+            _ => match self.pending.remove(&c.context) {
+                Some(p) => (p.flags, p.inject, p.context),
+                None => return,
+            },
+        };
+        let ok = c.status == Status::Ok;
+        let rx = flags & (cq_flags::RECV | cq_flags::REMOTE_WRITE) != 0;
+        for (cntr, on) in &self.cntrs {
+            if on & flags != 0 {
+                cntr.add(ok, c.len);
+            }
+        }
+        if let Status::Failed(e) = c.status {
+            if let Some(eq) = &self.eq {
+                eq.push(EqEvent::Error { err: FiErrno::EIO, what: format!("PDC failed: {e:?}") });
+            }
+        }
+        let cq = if rx { &self.rx_cq } else { &self.tx_cq };
+        let Some(cq) = cq else { return };
+        if ok {
+            if inject {
+                return;
+            }
+            let src = self.source(c.src);
+            cq.push(Ok(CqEntry {
+                op_context: context,
+                flags,
+                len: c.len,
+                buf: c.data,
+                data: c.header_data,
+                tag: c.tag,
+                src,
+            }));
+        } else {
+            let (err, prov_errno) = errno_of_status(c.status);
+            cq.push(Err(CqErrEntry { op_context: context, flags, len: c.len, err, prov_errno, buf: c.data }));
+        }
+    }
+
+    fn av_entry(&self, a: FiAddr) -> Result<(UetAddr, Option<u32>), FiError> {
+        let av = self.av.as_ref().ok_or_else(|| FiError::new(FiErrno::EINVAL, "no AV bound"))?;
+        let av = av.inner.borrow();
+        let e = av
+            .entries
+            .get(a as usize)
+            .ok_or_else(|| FiError::new(FiErrno::EINVAL, format!("no AV entry {a}")))?;
+        Ok((e.addr, e.job))
+    }
+
+    fn av_job(&self, a: FiAddr) -> Result<u32, FiError> {
+        self.av_entry(a)?.1.ok_or_else(|| FiError::new(FiErrno::ENOKEY, "the address has no auth key"))
+    }
+
+    /// The destination and options of an operation to AV address `dest`.
+    fn target(
+        &mut self,
+        dest: FiAddr,
+        context: u64,
+        flags: u64,
+        inject: bool,
+    ) -> Result<(Addr<Ipv4Addr>, Opts), FiError> {
+        let (a, job) = self.av_entry(dest)?;
+        let job_id = match self.attr.job_id {
+            JobIdMethod::Av => Some(job.ok_or_else(|| {
+                FiError::new(FiErrno::ENOKEY, "the AV JobID method needs addresses inserted with an auth key")
+            })?),
+            _ => None,
+        };
+        self.next += 1;
+        self.pending.insert(self.next, Pending { context, flags, inject });
+        let addr = Addr { fep: a.ip, pid_on_fep: a.pid_on_fep, resource_index: a.resource_index };
+        Ok((addr, Opts { context: self.next, ordered: self.attr.ordered, header_data: None, job_id }))
+    }
+
+    fn check_caps(&self, need: u64, what: &str) -> Result<(), FiError> {
+        if self.info.caps & need == need {
+            Ok(())
+        } else {
+            Err(FiError::new(
+                FiErrno::EOPNOTSUPP,
+                format!("{what}: not in the {:?} profile", self.info.profile),
+            ))
+        }
+    }
+
+    fn started(&mut self, r: Result<u16, ses::Error>) -> Result<(), FiError> {
+        r.map(|_| ()).map_err(|e| {
+            self.pending.remove(&self.next);
+            ses_err(e)
+        })
+    }
+}
+
+/// `fi_endpoint`.
+#[derive(Debug, Clone)]
+pub struct Endpoint {
+    inner: Rc<RefCell<EpInner>>,
+}
+
+/// Bind flags for [`Endpoint::bind_cq`] and [`Endpoint::bind_cntr`].
+pub mod bind {
+    /// Transmit completions (FI_TRANSMIT / FI_SEND, FI_READ, FI_WRITE).
+    pub const TRANSMIT: u64 = super::cq_flags::SEND | super::cq_flags::READ | super::cq_flags::WRITE;
+    /// Receive completions (FI_RECV, and remote writes with completion data).
+    pub const RECV: u64 = super::cq_flags::RECV | super::cq_flags::REMOTE_WRITE;
+}
+
+impl Endpoint {
+    fn ep(&self) -> RefMut<'_, EpInner> {
+        self.inner.borrow_mut()
+    }
+
+    /// `fi_getname`.
+    pub fn getname(&self) -> UetAddr {
+        self.inner.borrow().name
+    }
+
+    /// The endpoint's own JobID.
+    pub fn job_id(&self) -> u32 {
+        self.inner.borrow().job
+    }
+
+    /// `fi_ep_bind` of a CQ for transmit and/or receive completions ([`bind`] flags).
+    pub fn bind_cq(&self, cq: &CompletionQueue, flags: u64) {
+        let mut e = self.ep();
+        if flags & bind::TRANSMIT != 0 {
+            e.tx_cq = Some(cq.clone());
+        }
+        if flags & bind::RECV != 0 {
+            e.rx_cq = Some(cq.clone());
+        }
+    }
+
+    /// `fi_ep_bind` of a counter, for the completions whose [`cq_flags`] intersect `flags`.
+    pub fn bind_cntr(&self, cntr: &Counter, flags: u64) {
+        self.ep().cntrs.push((cntr.clone(), flags));
+    }
+
+    /// `fi_ep_bind` of an event queue.
+    pub fn bind_eq(&self, eq: &EventQueue) {
+        self.ep().eq = Some(eq.clone());
+    }
+
+    /// `fi_ep_bind` of an address vector: its auth keys' JobIDs are served from now on.
+    pub fn bind_av(&self, av: &AddressVector) {
+        let mut e = self.ep();
+        let jobs = av.inner.borrow().auth_keys.clone();
+        for j in jobs {
+            e.node.ses().authorize_job(j);
+        }
+        av.inner.borrow_mut().endpoints.push(Rc::downgrade(&self.inner));
+        e.av = Some(av.clone());
+    }
+
+    /// `fi_setopt(FI_OPT_MAX_MSG_SIZE)` for RMA: between 1 GiB and 4 GiB - 1.
+    pub fn set_max_rma_size(&self, n: usize) -> Result<(), FiError> {
+        if !(RMA_SIZE_RANGE.0..=RMA_SIZE_RANGE.1).contains(&n) {
+            return Err(FiError::new(FiErrno::EINVAL, "the RMA size limit is 1 GiB to 4 GiB - 1"));
+        }
+        self.ep().max_rma = n;
+        Ok(())
+    }
+
+    fn send_common(
+        &self,
+        buf: &[u8],
+        dest: FiAddr,
+        tag: Option<u64>,
+        data: Option<u64>,
+        context: u64,
+        inject: bool,
+    ) -> Result<(), FiError> {
+        let mut e = self.ep();
+        if tag.is_some() {
+            e.check_caps(caps::TAGGED, "tagged send")?;
+        }
+        if inject && buf.len() > e.info.limits.inject_size {
+            return Err(FiError::new(FiErrno::EMSGSIZE, "inject is limited to one packet"));
+        }
+        let flags = cq_flags::SEND | if tag.is_some() { cq_flags::TAGGED } else { cq_flags::MSG };
+        let (dst, mut opts) = e.target(dest, context, flags, inject)?;
+        opts.header_data = data;
+        let r = e.node.ses().send(dst, buf, tag, opts);
+        e.started(r)
+    }
+
+    /// `fi_send`.
+    pub fn send(&self, buf: &[u8], dest: FiAddr, context: u64) -> Result<(), FiError> {
+        self.send_common(buf, dest, None, None, context, false)
+    }
+
+    /// `fi_senddata`: with completion data for the receiver.
+    pub fn senddata(&self, buf: &[u8], data: u64, dest: FiAddr, context: u64) -> Result<(), FiError> {
+        self.send_common(buf, dest, None, Some(data), context, false)
+    }
+
+    /// `fi_inject`: the buffer is reusable at once; no completion on success, an error
+    /// completion if the message cannot be delivered.
+    pub fn inject(&self, buf: &[u8], dest: FiAddr) -> Result<(), FiError> {
+        self.send_common(buf, dest, None, None, 0, true)
+    }
+
+    /// `fi_tsend`.
+    pub fn tsend(&self, buf: &[u8], dest: FiAddr, tag: u64, context: u64) -> Result<(), FiError> {
+        self.send_common(buf, dest, Some(tag), None, context, false)
+    }
+
+    /// `fi_tsenddata`.
+    pub fn tsenddata(
+        &self,
+        buf: &[u8],
+        data: u64,
+        dest: FiAddr,
+        tag: u64,
+        context: u64,
+    ) -> Result<(), FiError> {
+        self.send_common(buf, dest, Some(tag), Some(data), context, false)
+    }
+
+    /// `fi_tinject`.
+    pub fn tinject(&self, buf: &[u8], dest: FiAddr, tag: u64) -> Result<(), FiError> {
+        self.send_common(buf, dest, Some(tag), None, 0, true)
+    }
+
+    fn recv_common(
+        &self,
+        len: usize,
+        src: FiAddr,
+        tag: Option<(u64, u64)>,
+        av_job: bool,
+        context: u64,
+    ) -> Result<(), FiError> {
+        let mut e = self.ep();
+        if let Some((_, ignore)) = tag {
+            e.check_caps(caps::TAGGED, "tagged receive")?;
+            if ignore != 0 && e.info.caps & caps::TAG_WILDCARD == 0 {
+                return Err(FiError::new(
+                    FiErrno::EINVAL,
+                    format!("{:?} supports exact-match tags only (ignore bits set)", e.info.profile),
+                ));
+            }
+        }
+        let source = if src == FI_ADDR_UNSPEC {
+            None
+        } else {
+            let (a, _) = e.av_entry(src)?;
+            Some(Source { fep: a.ip, initiator: a.initiator })
+        };
+        let job = if av_job { JobScope::Job(e.av_job(src)?) } else { JobScope::Any };
+        e.node.ses().post_recv(RecvSpec { tag, src: source, job }, len, context);
+        Ok(())
+    }
+
+    /// `fi_recv`: a buffer of `len` bytes for any JobID; `src` [`FI_ADDR_UNSPEC`] or one sender.
+    pub fn recv(&self, len: usize, src: FiAddr, context: u64) -> Result<(), FiError> {
+        self.recv_common(len, src, None, false, context)
+    }
+
+    /// `fi_recvmsg` with FI_AV_AUTH_KEY: only for messages of `src`'s auth key JobID.
+    pub fn recvmsg_auth_key(&self, len: usize, src: FiAddr, context: u64) -> Result<(), FiError> {
+        self.recv_common(len, src, None, true, context)
+    }
+
+    /// `fi_trecv`: tag and ignore mask (AI Full refuses ignore bits: FI_EINVAL).
+    pub fn trecv(&self, len: usize, src: FiAddr, tag: u64, ignore: u64, context: u64) -> Result<(), FiError> {
+        self.recv_common(len, src, Some((tag, ignore)), false, context)
+    }
+
+    fn rma_check(&self, e: &EpInner, len: usize) -> Result<(), FiError> {
+        e.check_caps(caps::RMA, "RMA")?;
+        if len > e.max_rma {
+            return Err(FiError::new(FiErrno::EMSGSIZE, "longer than the RMA size limit"));
+        }
+        Ok(())
+    }
+
+    /// `fi_write`.
+    pub fn write(
+        &self,
+        buf: &[u8],
+        dest: FiAddr,
+        key: u64,
+        offset: u64,
+        context: u64,
+    ) -> Result<(), FiError> {
+        self.write_common(buf, None, dest, key, offset, context)
+    }
+
+    /// `fi_writedata`: the target gets a completion with `data`.
+    pub fn writedata(
+        &self,
+        buf: &[u8],
+        data: u64,
+        dest: FiAddr,
+        key: u64,
+        offset: u64,
+        context: u64,
+    ) -> Result<(), FiError> {
+        self.write_common(buf, Some(data), dest, key, offset, context)
+    }
+
+    fn write_common(
+        &self,
+        buf: &[u8],
+        data: Option<u64>,
+        dest: FiAddr,
+        key: u64,
+        offset: u64,
+        context: u64,
+    ) -> Result<(), FiError> {
+        let mut e = self.ep();
+        self.rma_check(&e, buf.len())?;
+        let (dst, mut opts) = e.target(dest, context, cq_flags::RMA | cq_flags::WRITE, false)?;
+        opts.header_data = data;
+        let r = e.node.ses().write(dst, key, offset, buf, opts);
+        e.started(r)
+    }
+
+    /// `fi_read`: the completion's `buf` holds the bytes.
+    pub fn read(&self, len: usize, dest: FiAddr, key: u64, offset: u64, context: u64) -> Result<(), FiError> {
+        let mut e = self.ep();
+        self.rma_check(&e, len)?;
+        let (dst, opts) = e.target(dest, context, cq_flags::RMA | cq_flags::READ, false)?;
+        let r = e.node.ses().read(dst, key, offset, len, opts);
+        e.started(r)
+    }
+
+    /// `fi_atomic`: `op` on consecutive `dt` elements, one per operand (batched).
+    #[allow(clippy::too_many_arguments)]
+    pub fn atomic(
+        &self,
+        operands: &[u8],
+        dest: FiAddr,
+        key: u64,
+        offset: u64,
+        dt: AmoDatatype,
+        op: AmoOpcode,
+        context: u64,
+    ) -> Result<(), FiError> {
+        let mut e = self.ep();
+        e.check_caps(caps::ATOMIC, "atomic")?;
+        let (dst, opts) = e.target(dest, context, cq_flags::ATOMIC | cq_flags::WRITE, false)?;
+        let r = e.node.ses().atomic(dst, key, offset, op, dt, operands, opts);
+        e.started(r)
+    }
+
+    /// `fi_fetch_atomic`: one element; the completion's `buf` holds its old value.
+    #[allow(clippy::too_many_arguments)]
+    pub fn fetch_atomic(
+        &self,
+        operand: &[u8],
+        dest: FiAddr,
+        key: u64,
+        offset: u64,
+        dt: AmoDatatype,
+        op: AmoOpcode,
+        context: u64,
+    ) -> Result<(), FiError> {
+        let mut e = self.ep();
+        e.check_caps(caps::ATOMIC, "atomic")?;
+        let (dst, opts) = e.target(dest, context, cq_flags::ATOMIC | cq_flags::READ, false)?;
+        let r = e.node.ses().fetch_atomic(dst, key, offset, op, dt, operand, opts);
+        e.started(r)
+    }
+
+    /// `fi_compare_atomic`: one element; the completion's `buf` holds its old value.
+    #[allow(clippy::too_many_arguments)]
+    pub fn compare_atomic(
+        &self,
+        compare: &[u8],
+        swap: &[u8],
+        dest: FiAddr,
+        key: u64,
+        offset: u64,
+        dt: AmoDatatype,
+        op: AmoOpcode,
+        context: u64,
+    ) -> Result<(), FiError> {
+        let mut e = self.ep();
+        e.check_caps(caps::ATOMIC, "atomic")?;
+        let (dst, opts) = e.target(dest, context, cq_flags::ATOMIC | cq_flags::READ, false)?;
+        let r = e.node.ses().compare_atomic(dst, key, offset, op, dt, compare, swap, opts);
+        e.started(r)
+    }
+
+    /// The endpoint type.
+    pub fn ep_type(&self) -> EpType {
+        self.inner.borrow().info.ep_type
+    }
+}

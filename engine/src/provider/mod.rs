@@ -1,0 +1,30 @@
+//! A provider shaped like libfabric over UET (`../shared/spec/uet-libfabric.md`): `getinfo` with
+//! the three profiles (AI Base, AI Full, HPC), fabric, domain, endpoints (RDM and DGRAM), address
+//! vectors with table semantics and auth keys, completion queues with error entries (libfabric
+//! errno plus the SES return code as `prov_errno`), completion counters (completions and bytes),
+//! event queues, memory registration with user keys, and the data operations (send, senddata,
+//! inject, recv, tagged variants, write, writedata, read, atomic, fetch_atomic, compare_atomic).
+//!
+//! JobIDs come from a [`ControlPlane`] that stands in for the privileged entity: the indirect,
+//! direct and AV methods, and the fallback JobID 16777215 with `UET_PROVIDER_INITIATOR_ID`. The
+//! configuration variables are read by [`ProviderConfig::from_env`].
+//!
+//! The fabric is softrdma's simulated network (one thread, manual progress); the same SES and PDS
+//! run over UDP and AF_XDP in `softrdma perf --transport ...`.
+
+pub mod config;
+pub mod control;
+pub mod endpoint;
+pub mod errno;
+pub mod info;
+pub mod objects;
+
+pub use config::{ConfigError, ProviderConfig, Service, parse_service_file};
+pub use control::{ControlPlane, FALLBACK_JOB_ID};
+pub use endpoint::{Domain, Endpoint, EpAttr, Fabric, JobIdMethod, MemoryRegion, MrAccess, MrAuth, bind};
+pub use errno::{FiErrno, FiError, errno_of};
+pub use info::{Hints, Info, Limits, caps, getinfo};
+pub use objects::{
+    AddressVector, AuthKey, CompletionQueue, Counter, CqEntry, CqErrEntry, EqEvent, EventQueue,
+    FI_ADDR_UNSPEC, FiAddr, UetAddr, cq_flags,
+};

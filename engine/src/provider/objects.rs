@@ -1,0 +1,355 @@
+//! Completion queues, completion counters, event queues and address vectors
+//! (`../shared/spec/uet-libfabric.md` "Objects and the usual call flow", "Addressing",
+//! "Completion and errors").
+
+use std::cell::RefCell;
+use std::collections::VecDeque;
+use std::net::Ipv4Addr;
+use std::rc::{Rc, Weak};
+use std::time::Duration;
+
+use super::endpoint::{EpInner, FabricInner, step};
+use super::errno::{FiErrno, FiError};
+
+/// An address vector index (`fi_addr_t`).
+pub type FiAddr = u64;
+/// No address: a receive from anyone, or a source not in the AV.
+pub const FI_ADDR_UNSPEC: FiAddr = u64::MAX;
+
+/// A UET endpoint address (`FI_ADDR_UET`), what `Endpoint::getname` returns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct UetAddr {
+    /// The fabric endpoint's IP address.
+    pub ip: Ipv4Addr,
+    /// PIDonFEP.
+    pub pid_on_fep: u16,
+    /// Resource index (the service's first index).
+    pub resource_index: u16,
+    /// Initiator ID (the sender's rank).
+    pub initiator: u32,
+    /// Fabric Endpoint Capabilities: bit 0 AI Base, bit 1 AI Full, bit 2 HPC.
+    pub profiles: u8,
+}
+
+/// Completion flags (`FI_SEND`, `FI_RECV`, ...).
+pub mod cq_flags {
+    /// A send (tagged or not).
+    pub const SEND: u64 = 1 << 0;
+    /// A receive.
+    pub const RECV: u64 = 1 << 1;
+    /// RMA.
+    pub const RMA: u64 = 1 << 2;
+    /// Atomic.
+    pub const ATOMIC: u64 = 1 << 3;
+    /// Read (RMA read or fetching atomic).
+    pub const READ: u64 = 1 << 4;
+    /// Write.
+    pub const WRITE: u64 = 1 << 5;
+    /// Tagged message.
+    pub const TAGGED: u64 = 1 << 6;
+    /// Untagged message.
+    pub const MSG: u64 = 1 << 7;
+    /// The entry carries the peer's completion data.
+    pub const REMOTE_CQ_DATA: u64 = 1 << 8;
+    /// A peer's write to a local region (with completion data).
+    pub const REMOTE_WRITE: u64 = 1 << 9;
+}
+
+/// A successful completion (`fi_cq_tagged_entry` with the source and the data).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CqEntry {
+    /// The operation's context.
+    pub op_context: u64,
+    /// [`cq_flags`].
+    pub flags: u64,
+    /// Bytes moved.
+    pub len: usize,
+    /// Received, read or fetched bytes.
+    pub buf: Vec<u8>,
+    /// Completion data.
+    pub data: Option<u64>,
+    /// The tag of a tagged receive.
+    pub tag: Option<u64>,
+    /// The sender of a receive, as an AV index ([`FI_ADDR_UNSPEC`] if not in the AV).
+    pub src: FiAddr,
+}
+
+/// A failed completion (`fi_cq_err_entry`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CqErrEntry {
+    /// The operation's context.
+    pub op_context: u64,
+    /// [`cq_flags`].
+    pub flags: u64,
+    /// Bytes placed before the failure (a truncated receive: what fit).
+    pub len: usize,
+    /// libfabric errno.
+    pub err: FiErrno,
+    /// The SES return code of the target's answer (0 when the failure was not an answer).
+    pub prov_errno: u8,
+    /// Bytes placed (a truncated receive's first `len` bytes).
+    pub buf: Vec<u8>,
+}
+
+#[derive(Debug, Default)]
+pub(super) struct CqInner {
+    pub(super) queue: VecDeque<Result<CqEntry, CqErrEntry>>,
+}
+
+/// A completion queue. Reading it makes progress on every endpoint of the fabric (manual progress).
+#[derive(Debug, Clone)]
+pub struct CompletionQueue {
+    pub(super) inner: Rc<RefCell<CqInner>>,
+    pub(super) fabric: Weak<RefCell<FabricInner>>,
+}
+
+impl CompletionQueue {
+    pub(super) fn new(fabric: Weak<RefCell<FabricInner>>) -> CompletionQueue {
+        CompletionQueue { inner: Rc::default(), fabric }
+    }
+
+    pub(super) fn push(&self, e: Result<CqEntry, CqErrEntry>) {
+        self.inner.borrow_mut().queue.push_back(e);
+    }
+
+    fn progress(&self) {
+        if let Some(f) = self.fabric.upgrade() {
+            super::endpoint::progress(&f);
+        }
+    }
+
+    /// `fi_cq_read`: the next completion, `None` if there is none (FI_EAGAIN), or FI_EAVAIL
+    /// when the next one is an error (take it with [`readerr`](Self::readerr)).
+    pub fn read(&self) -> Result<Option<CqEntry>, FiError> {
+        self.progress();
+        let mut q = self.inner.borrow_mut();
+        match q.queue.front() {
+            None => Ok(None),
+            Some(Err(_)) => Err(FiError::new(FiErrno::EAVAIL, "an error completion is waiting")),
+            Some(Ok(_)) => Ok(q.queue.pop_front().and_then(Result::ok)),
+        }
+    }
+
+    /// `fi_cq_readerr`: the error completion at the head, if that is what is there.
+    pub fn readerr(&self) -> Option<CqErrEntry> {
+        let mut q = self.inner.borrow_mut();
+        match q.queue.front() {
+            Some(Err(_)) => q.queue.pop_front().and_then(Result::err),
+            _ => None,
+        }
+    }
+
+    /// `fi_cq_sread`: waits (moving the simulated network's time) for the next completion,
+    /// success or error, up to `limit` of virtual time; FI_ETIMEDOUT if none comes.
+    pub fn sread(&self, limit: Duration) -> Result<Result<CqEntry, CqErrEntry>, FiError> {
+        let fabric = self.fabric.upgrade().ok_or_else(|| FiError::new(FiErrno::EINVAL, "fabric closed"))?;
+        let until = fabric.borrow().net.now() + limit;
+        loop {
+            if let Some(e) = self.inner.borrow_mut().queue.pop_front() {
+                return Ok(e);
+            }
+            if !step(&fabric) || fabric.borrow().net.now() > until {
+                return Err(FiError::new(FiErrno::ETIMEDOUT, "no completion"));
+            }
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+pub(super) struct CntrInner {
+    pub(super) completions: u64,
+    pub(super) bytes: u64,
+    pub(super) errors: u64,
+}
+
+/// A completion counter (FI_CNTR_EVENTS_COMP and FI_CNTR_EVENTS_BYTES).
+#[derive(Debug, Clone)]
+pub struct Counter {
+    pub(super) inner: Rc<RefCell<CntrInner>>,
+    pub(super) fabric: Weak<RefCell<FabricInner>>,
+}
+
+impl Counter {
+    pub(super) fn new(fabric: Weak<RefCell<FabricInner>>) -> Counter {
+        Counter { inner: Rc::default(), fabric }
+    }
+
+    pub(super) fn add(&self, ok: bool, bytes: usize) {
+        let mut c = self.inner.borrow_mut();
+        if ok {
+            c.completions += 1;
+            c.bytes += bytes as u64;
+        } else {
+            c.errors += 1;
+        }
+    }
+
+    fn progress(&self) {
+        if let Some(f) = self.fabric.upgrade() {
+            super::endpoint::progress(&f);
+        }
+    }
+
+    /// `fi_cntr_read`: successful completions.
+    pub fn read(&self) -> u64 {
+        self.progress();
+        self.inner.borrow().completions
+    }
+
+    /// Bytes of the successful completions.
+    pub fn read_bytes(&self) -> u64 {
+        self.progress();
+        self.inner.borrow().bytes
+    }
+
+    /// `fi_cntr_readerr`: failed completions.
+    pub fn readerr(&self) -> u64 {
+        self.progress();
+        self.inner.borrow().errors
+    }
+}
+
+/// An asynchronous event (`fi_eq_read`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EqEvent {
+    /// A memory registration completed (FI_MR_COMPLETE).
+    MrComplete {
+        /// The key.
+        key: u64,
+    },
+    /// Addresses were inserted (FI_AV_COMPLETE).
+    AvComplete {
+        /// How many.
+        count: usize,
+    },
+    /// An asynchronous error: a PDC to a peer failed.
+    Error {
+        /// libfabric errno.
+        err: FiErrno,
+        /// What happened.
+        what: String,
+    },
+}
+
+/// An event queue.
+#[derive(Debug, Clone, Default)]
+pub struct EventQueue {
+    pub(super) inner: Rc<RefCell<VecDeque<EqEvent>>>,
+}
+
+impl EventQueue {
+    /// The next event.
+    pub fn read(&self) -> Option<EqEvent> {
+        self.inner.borrow_mut().pop_front()
+    }
+
+    pub(super) fn push(&self, e: EqEvent) {
+        self.inner.borrow_mut().push_back(e);
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+pub(super) struct AvEntry {
+    pub(super) addr: UetAddr,
+    /// The JobID of the auth key the address was inserted with (AV JobID method).
+    pub(super) job: Option<u32>,
+}
+
+#[derive(Debug, Default)]
+pub(super) struct AvInner {
+    pub(super) entries: Vec<AvEntry>,
+    pub(super) auth_keys: Vec<u32>,
+    pub(super) endpoints: Vec<Weak<RefCell<EpInner>>>,
+    pub(super) eq: Option<EventQueue>,
+}
+
+/// An address vector with table semantics (`FI_AV_TABLE`: index = insertion order, contiguous).
+#[derive(Debug, Clone)]
+pub struct AddressVector {
+    pub(super) inner: Rc<RefCell<AvInner>>,
+    /// The process the domain belongs to (for auth key checks) and the control plane.
+    pub(super) process: u32,
+    pub(super) fabric: Weak<RefCell<FabricInner>>,
+}
+
+/// An auth key handle returned by [`AddressVector::insert_auth_key`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct AuthKey(pub(super) usize);
+
+impl AddressVector {
+    /// `fi_av_insert`: appends the addresses; their indices follow insertion order.
+    pub fn insert(&self, addrs: &[UetAddr]) -> Vec<FiAddr> {
+        self.insert_entries(addrs.iter().map(|&addr| AvEntry { addr, job: None }))
+    }
+
+    fn insert_entries(&self, entries: impl Iterator<Item = AvEntry>) -> Vec<FiAddr> {
+        let mut av = self.inner.borrow_mut();
+        let first = av.entries.len();
+        av.entries.extend(entries);
+        let out: Vec<FiAddr> = (first..av.entries.len()).map(|i| i as FiAddr).collect();
+        if let Some(eq) = &av.eq {
+            eq.push(EqEvent::AvComplete { count: out.len() });
+        }
+        out
+    }
+
+    /// `fi_av_insert_auth_key`: a JobID this endpoint's process was assigned by the control plane
+    /// (FI_EKEYREJECTED otherwise); endpoints bound to this AV then also serve that JobID.
+    pub fn insert_auth_key(&self, job_id: u32) -> Result<AuthKey, FiError> {
+        let fabric = self.fabric.upgrade().ok_or_else(|| FiError::new(FiErrno::EINVAL, "fabric closed"))?;
+        if !fabric.borrow().control.may_use(self.process, job_id) {
+            return Err(FiError::new(
+                FiErrno::EKEYREJECTED,
+                format!("JobID {job_id} is not assigned to this process"),
+            ));
+        }
+        let mut av = self.inner.borrow_mut();
+        if av.auth_keys.len() >= 16 {
+            return Err(FiError::new(FiErrno::ENOKEY, "at most 16 auth keys per AV"));
+        }
+        av.auth_keys.push(job_id);
+        for ep in av.endpoints.iter().filter_map(Weak::upgrade) {
+            ep.borrow_mut().node.ses().authorize_job(job_id);
+        }
+        Ok(AuthKey(av.auth_keys.len() - 1))
+    }
+
+    /// `fi_av_insert` with `FI_AUTH_KEY`: addresses whose operations carry the auth key's JobID.
+    pub fn insert_with_auth_key(&self, addrs: &[UetAddr], key: AuthKey) -> Result<Vec<FiAddr>, FiError> {
+        let job = *self
+            .inner
+            .borrow()
+            .auth_keys
+            .get(key.0)
+            .ok_or_else(|| FiError::new(FiErrno::EINVAL, "no such auth key"))?;
+        Ok(self.insert_entries(addrs.iter().map(|&addr| AvEntry { addr, job: Some(job) })))
+    }
+
+    /// `fi_av_lookup`.
+    pub fn lookup(&self, addr: FiAddr) -> Option<UetAddr> {
+        self.inner.borrow().entries.get(addr as usize).map(|e| e.addr)
+    }
+
+    /// `fi_av_lookup_auth_key`: the JobID an address was inserted with (FI_ENOKEY if none).
+    pub fn lookup_auth_key(&self, addr: FiAddr) -> Result<u32, FiError> {
+        let av = self.inner.borrow();
+        let e =
+            av.entries.get(addr as usize).ok_or_else(|| FiError::new(FiErrno::EINVAL, "no such address"))?;
+        e.job.ok_or_else(|| FiError::new(FiErrno::ENOKEY, "the address has no auth key"))
+    }
+
+    /// Number of addresses.
+    pub fn len(&self) -> usize {
+        self.inner.borrow().entries.len()
+    }
+
+    /// No addresses yet.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Binds an event queue (FI_AV_COMPLETE events).
+    pub fn bind_eq(&self, eq: &EventQueue) {
+        self.inner.borrow_mut().eq = Some(eq.clone());
+    }
+}
