@@ -129,6 +129,11 @@ struct PerfArgs {
     /// Which atomic `perf atomic` runs.
     #[arg(long, value_enum, default_value = "fetch-add")]
     atomic: AtomicArg,
+    /// UET runs: seal every packet with the Transport Security Sublayer (AES-256-GCM, cluster
+    /// key mode, a test key both sides derive from --seed) and print, on the simulated network,
+    /// the same bytes sealed and opened in a plain loop on this thread as the baseline.
+    #[arg(long)]
+    tss: bool,
     /// Write every frame the endpoints send (before impairments) to this pcap file.
     #[arg(long, value_name = "FILE")]
     pcap: Option<PathBuf>,
@@ -617,6 +622,7 @@ fn run_uet_perf(a: &PerfArgs, transport: ses::DeliveryMode) -> ExitCode {
         link,
         seed: a.seed,
         max_retries: a.retries,
+        tss: a.tss,
     };
     // A server takes the test from its client.
     if !a.server {
@@ -659,6 +665,16 @@ fn run_uet_perf(a: &PerfArgs, transport: ses::DeliveryMode) -> ExitCode {
     }
     .unwrap_or_else(|e| (format!(" UET run failed: {e}"), 0, 1, 0));
     println!("{line}");
+    if cfg.tss {
+        let moved = (cfg.size as u64 * cfg.iters) as usize;
+        let base = engine::perf::uet::tss_baseline(moved, cfg.max_payload);
+        let got = bench.last_mbs();
+        println!(
+            " TSS baseline: the same {moved} bytes sealed and opened with AES-256-GCM (ring) in {}-byte packets on this thread: {base:.1} MB/s; this run {got:.1} MB/s = {:.1} % of it",
+            cfg.max_payload,
+            100.0 * got / base
+        );
+    }
     if a.counters {
         for c in bench.counters() {
             println!("{c}");

@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use wire::ethernet::ethertype;
 use wire::uet::UetConfig;
+use wire::uet::tss::TssRepr;
 use wire::{EthernetAddress, EthernetRepr, FrameRepr, IpRepr, Ipv4Repr, UdpChecksum, UdpRepr};
 
 use crate::datapath::Datapath;
@@ -33,6 +34,11 @@ pub struct NodeStats {
     pub rx_bad: u64,
     /// Frames that are not UET to this node (ignored).
     pub rx_other: u64,
+    /// Frames the TSS refused (authentication, replay, old epoch, latch, no key), and clear UET
+    /// frames arriving while the node is in a secure domain.
+    pub rx_tss_drops: u64,
+    /// Packets not sent because the TSS could not seal them (TSC exhausted, no key).
+    pub tx_tss_refused: u64,
 }
 
 /// A UET endpoint on one datapath port.
@@ -46,6 +52,10 @@ pub struct UetNode<D> {
     stats: NodeStats,
     /// Next-hop MACs already resolved (a lookup may read the kernel's ARP table).
     macs: HashMap<Ipv4Addr, [u8; 6]>,
+    /// The secure domain every packet is sealed in and opened from, when TSS is on.
+    tss: Option<tss::SecureDomain>,
+    /// Where received ciphertext is opened.
+    scratch: Vec<u8>,
 }
 
 /// The UDP source port for traffic to `dst`: 0xC000 | 14 bits of a hash, fixed per destination
@@ -66,7 +76,29 @@ impl<D: Datapath> UetNode<D> {
             IpAddr::V4(ip) => ip,
             IpAddr::V6(_) => return Err("UET nodes use IPv4 addresses"),
         };
-        Ok(UetNode { dp, ip, ses, require_checksum, stats: NodeStats::default(), macs: HashMap::new() })
+        Ok(UetNode {
+            dp,
+            ip,
+            ses,
+            require_checksum,
+            stats: NodeStats::default(),
+            macs: HashMap::new(),
+            tss: None,
+            scratch: Vec::new(),
+        })
+    }
+
+    /// Puts the node in a secure domain: every UET packet it sends is sealed (TSS header, AES-GCM,
+    /// ICV) and only packets that open are delivered (`../shared/spec/uet-wire.md` §4; the AAD over
+    /// UDP is the IP source and destination and the UDP ports, per the Decisions table). The IV's
+    /// source is the domain's SSI, or this node's IPv4 address.
+    pub fn enable_tss(&mut self, domain: tss::SecureDomain) {
+        self.tss = Some(domain);
+    }
+
+    /// The secure domain (its counters), when TSS is on.
+    pub fn tss(&self) -> Option<&tss::SecureDomain> {
+        self.tss.as_ref()
     }
 
     /// This node's address.
@@ -141,7 +173,29 @@ impl<D: Datapath> UetNode<D> {
         }
         let at = r.ethernet.buffer_len() + r.ip.buffer_len() + udp.buffer_len();
         let end = r.ethernet.buffer_len() + r.ip.buffer_len() + r.l4.buffer_len();
-        match self.ses.handle_packet(now, ip.src_addr, &f[at..end]) {
+        let body = &f[at..end];
+        let result = match self.tss.as_mut() {
+            None => self.ses.handle_packet(now, ip.src_addr, body),
+            Some(d) => {
+                let sealed = body.first().is_some_and(|b| b >> 3 == wire::uet::tss::TYPE_TSS);
+                let Some(hdr) = sealed.then(|| TssRepr::parse(body).ok()).flatten() else {
+                    self.stats.rx_tss_drops += 1;
+                    return;
+                };
+                self.scratch.clear();
+                self.scratch.extend_from_slice(&body[hdr.buffer_len()..]);
+                let prefix = aad_prefix(ip.src_addr, ip.dst_addr, udp.src_port, udp.dst_port);
+                let source = hdr.ssi.unwrap_or(ip.src_addr.to_bits());
+                match d.open(source, &prefix, &hdr, &mut self.scratch) {
+                    Ok(n) => self.ses.handle_packet(now, ip.src_addr, &self.scratch[..n]),
+                    Err(_) => {
+                        self.stats.rx_tss_drops += 1;
+                        return;
+                    }
+                }
+            }
+        };
+        match result {
             Ok(()) => self.stats.rx_frames += 1,
             Err(_) => self.stats.rx_bad += 1,
         }
@@ -151,7 +205,10 @@ impl<D: Datapath> UetNode<D> {
         let mut moved = false;
         loop {
             let mut frame = self.dp.alloc();
-            let Some(t) = self.ses.poll_transmit(now, &mut frame.buffer_mut()[HEADERS..]) else {
+            let (hl, icv) = self.tss.as_ref().map_or((0, 0), |d| (d.header_len(), tss::aead::ICV_LEN));
+            let cap = frame.buffer_mut().len();
+            let room = &mut frame.buffer_mut()[HEADERS + hl..cap.saturating_sub(icv).max(HEADERS + hl)];
+            let Some(t) = self.ses.poll_transmit(now, room) else {
                 self.dp.recycle(frame);
                 return moved;
             };
@@ -163,8 +220,29 @@ impl<D: Datapath> UetNode<D> {
                 continue;
             };
             self.macs.insert(t.dst, dst_mac);
-            let len = HEADERS + t.len;
-            if write_headers(frame.buffer_mut(), self.dp.mac(), dst_mac, self.ip, t.dst, t.len).is_err() {
+            let mut uet_len = t.len;
+            if let Some(d) = self.tss.as_mut() {
+                // The AAD holds the source port the peer will see: a kernel UDP socket sends from
+                // its own port, not the entropy port of the frame.
+                let sport = self.dp.udp_src_port().unwrap_or_else(|| entropy_port(self.ip, t.dst));
+                let prefix = aad_prefix(self.ip, t.dst, sport, wire::uet::UDP_PORT);
+                let buf = frame.buffer_mut();
+                let (data, rest) = buf[HEADERS + hl..].split_at_mut(t.len);
+                match d.seal_in_place(self.ip.to_bits(), &prefix, data) {
+                    Ok((hdr, tag)) => {
+                        rest[..icv].copy_from_slice(&tag);
+                        hdr.emit(&mut buf[HEADERS..HEADERS + hl]).expect("the domain's header length");
+                        uet_len = hl + t.len + icv;
+                    }
+                    Err(_) => {
+                        self.stats.tx_tss_refused += 1;
+                        self.dp.recycle(frame);
+                        continue;
+                    }
+                }
+            }
+            let len = HEADERS + uet_len;
+            if write_headers(frame.buffer_mut(), self.dp.mac(), dst_mac, self.ip, t.dst, uet_len).is_err() {
                 self.dp.recycle(frame);
                 continue;
             }
@@ -174,6 +252,17 @@ impl<D: Datapath> UetNode<D> {
             }
         }
     }
+}
+
+/// The TSS AAD prefix over UDP (`../shared/spec/uet-wire.md`, choices where no source says): IP
+/// source ‖ IP destination ‖ UDP source port ‖ UDP destination port.
+pub fn aad_prefix(src: Ipv4Addr, dst: Ipv4Addr, sport: u16, dport: u16) -> [u8; 12] {
+    let mut p = [0u8; 12];
+    p[..4].copy_from_slice(&src.octets());
+    p[4..8].copy_from_slice(&dst.octets());
+    p[8..10].copy_from_slice(&sport.to_be_bytes());
+    p[10..].copy_from_slice(&dport.to_be_bytes());
+    p
 }
 
 /// Writes Ethernet, IPv4 and UDP headers in front of the `uet_len` bytes at `buf[HEADERS..]`, with

@@ -405,7 +405,8 @@ fn uet_between_namespaces_over_udp_and_af_xdp() {
     }
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let n = Netns::new('e');
-    let runs: [&[&str]; 10] = [
+    let runs: [&[&str]; 11] = [
+        &["perf", "write", "--transport", "rud", "--tss", "--mtu", "2048", "--iters", "500"],
         &["perf", "send", "--transport", "rud", "--mtu", "2048", "--iters", "1000"],
         // Above the 64 KiB rendezvous threshold: eager part, then the target reads the rest.
         &[

@@ -267,3 +267,29 @@ fn counters_cannot_be_bound_to_idempotent_safe_regions() {
     next(&p.cq_a).unwrap();
     assert_eq!(&safe.data()[..4], b"idem");
 }
+
+#[test]
+fn dgram_endpoints_carry_datagrams_only() {
+    let config = ProviderConfig::default();
+    let hints = Hints { ep_type: Some(ses::EpType::Dgram), ..Hints::default() };
+    let i = getinfo(&hints, &config).unwrap().remove(0);
+    assert_eq!(i.caps, caps::MSG);
+    let fabric = Fabric::open_sim(3, LinkConfig::default(), control());
+    let (da, db) = (fabric.domain(&i, 1), fabric.domain(&i, 2));
+    let (a, b) = (da.endpoint(EpAttr::default()).unwrap(), db.endpoint(EpAttr::default()).unwrap());
+    assert_eq!(a.ep_type(), ses::EpType::Dgram);
+    let (cq_a, cq_b) = (da.cq_open(), db.cq_open());
+    a.bind_cq(&cq_a, bind::TRANSMIT);
+    b.bind_cq(&cq_b, bind::RECV);
+    let (av_a, av_b) = (da.av_open(), db.av_open());
+    a.bind_av(&av_a);
+    b.bind_av(&av_b);
+    av_b.insert_auth_key(10).unwrap();
+    let peer = av_a.insert(&[b.getname()])[0];
+    b.recv(2000, u64::MAX, 1).unwrap();
+    a.send(&[9; 1500], peer, 2).unwrap();
+    assert_eq!(next(&cq_b).unwrap().len, 1500);
+    assert_eq!(next(&cq_a).unwrap().op_context, 2);
+    assert_eq!(a.write(b"x", peer, 1, 0, 3).unwrap_err().errno, FiErrno::EOPNOTSUPP);
+    assert_eq!(a.send(&[0; 5000], peer, 4).unwrap_err().errno, FiErrno::EMSGSIZE, "a datagram is one packet");
+}

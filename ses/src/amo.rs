@@ -1,14 +1,17 @@
 //! Atomic memory operations on a target region (`../shared/spec/uet-wire.md` §3, AMO opcodes and
 //! datatypes; `../shared/spec/uet-libfabric.md` "Data operations").
 //!
-//! Supported datatypes: the integers INT8..UINT128 and FLOAT/DOUBLE. The complex, long double,
-//! BF16 and FP16 types are answered AMO_UNSUPPORTED_DT. Supported opcodes: MIN, MAX, SUM, DIFF
-//! (`target - operand`), PROD, WRITE on every supported type; LOR, LAND, LXOR (result 0 or 1) and
-//! BOR, BAND, BXOR on integers only; READ on fetching atomics only; the compare-and-swap family
-//! (CSWAP, CSWAP_NE/LE/LT/GE/GT, with libfabric's meaning: the swap value is stored when
-//! `compare OP target` holds, e.g. CSWAP_LT stores when `compare < target`) on fetching atomics
-//! only. MSWAP and INVAL are answered AMO_UNSUPPORTED_OP: the CAS extension is defined for opcodes
-//! 0x0D-0x12 only, so MSWAP's mask has no place on the wire. Integer arithmetic wraps.
+//! Supported datatypes: the integers INT8..UINT128, FP16, BF16, FLOAT, DOUBLE, FLOAT_COMPLEX and
+//! DOUBLE_COMPLEX (real part first). LONG_DOUBLE and LONG_DOUBLE_COMPLEX (x87 extended precision,
+//! no portable layout) are answered AMO_UNSUPPORTED_DT. Supported opcodes: SUM, DIFF
+//! (`target - operand`), PROD and WRITE on every supported type; MIN and MAX on the real types;
+//! LOR, LAND, LXOR (result 0 or 1) and BOR, BAND, BXOR on integers only; READ on fetching atomics
+//! only; the compare-and-swap family (CSWAP, CSWAP_NE/LE/LT/GE/GT, with libfabric's meaning: the
+//! swap value is stored when `compare OP target` holds, e.g. CSWAP_LT stores when
+//! `compare < target`) on fetching atomics only, and on complex types CSWAP and CSWAP_NE only.
+//! MSWAP and INVAL are answered AMO_UNSUPPORTED_OP: the CAS extension is defined for opcodes
+//! 0x0D-0x12 only, so MSWAP's mask has no place on the wire. Integer arithmetic wraps; FP16 and
+//! BF16 are computed exactly in double precision and rounded once to the nearest (`half`).
 //!
 //! Byte order: elements in memory and operands in the payload are little-endian (payload bytes are
 //! copies of the initiator's buffer). The CAS extension's `compare` and `swap` fields hold the
@@ -16,7 +19,8 @@
 
 use wire::uet::ses::{AmoDatatype, AmoOpcode, ReturnCode};
 
-/// Bytes of one element of `dt`, for the datatypes with a fixed size (all but long double).
+/// Bytes of one element of `dt` (long double as x86-64 stores it, 16 bytes); `None` for values
+/// outside the table.
 pub fn element_size(dt: AmoDatatype) -> Option<usize> {
     use AmoDatatype::*;
     Some(match dt {
@@ -24,7 +28,8 @@ pub fn element_size(dt: AmoDatatype) -> Option<usize> {
         Int16 | Uint16 | Bf16 | Fp16 => 2,
         Int32 | Uint32 | Float => 4,
         Int64 | Uint64 | Double | FloatComplex => 8,
-        Int128 | Uint128 | DoubleComplex => 16,
+        Int128 | Uint128 | DoubleComplex | LongDouble => 16,
+        LongDoubleComplex => 32,
         _ => return None,
     })
 }
@@ -58,8 +63,12 @@ pub fn supported_pairs(fetching: bool) -> Vec<(AmoOpcode, AmoDatatype)> {
 enum Class {
     Signed,
     Unsigned,
+    F16,
+    Bf16,
     F32,
     F64,
+    C32,
+    C64,
 }
 
 fn class(dt: AmoDatatype) -> Option<Class> {
@@ -67,8 +76,12 @@ fn class(dt: AmoDatatype) -> Option<Class> {
     Some(match dt {
         Int8 | Int16 | Int32 | Int64 | Int128 => Class::Signed,
         Uint8 | Uint16 | Uint32 | Uint64 | Uint128 => Class::Unsigned,
+        Fp16 => Class::F16,
+        Bf16 => Class::Bf16,
         Float => Class::F32,
         Double => Class::F64,
+        FloatComplex => Class::C32,
+        DoubleComplex => Class::C64,
         _ => return None,
     })
 }
@@ -78,11 +91,14 @@ pub fn check(op: AmoOpcode, dt: AmoDatatype, fetching: bool) -> Result<(), Retur
     use AmoOpcode::*;
     let c = class(dt).ok_or(ReturnCode::AmoUnsupportedDt)?;
     let int = matches!(c, Class::Signed | Class::Unsigned);
+    let complex = matches!(c, Class::C32 | Class::C64);
     let ok = match op {
-        Min | Max | Sum | Diff | Prod | Write => true,
+        Sum | Diff | Prod | Write => true,
+        Min | Max => !complex,
         Lor | Land | Lxor | Bor | Band | Bxor => int,
         Read => fetching,
-        Cswap | CswapNe | CswapLe | CswapLt | CswapGe | CswapGt => fetching,
+        Cswap | CswapNe => fetching,
+        CswapLe | CswapLt | CswapGe | CswapGt => fetching && !complex,
         _ => false,
     };
     if ok { Ok(()) } else { Err(ReturnCode::AmoUnsupportedOp) }
@@ -94,6 +110,7 @@ enum Val {
     S(i128),
     U(u128),
     F(f64),
+    C(f64, f64),
 }
 
 fn load(c: Class, b: &[u8]) -> Val {
@@ -106,19 +123,41 @@ fn load(c: Class, b: &[u8]) -> Val {
             let shift = 128 - 8 * b.len() as u32;
             Val::S(((u << shift) as i128) >> shift)
         }
-        Class::F32 => Val::F(f64::from(f32::from_le_bytes(b.try_into().expect("4 bytes")))),
-        Class::F64 => Val::F(f64::from_le_bytes(b.try_into().expect("8 bytes"))),
+        Class::F16 => Val::F(half::f16::from_le_bytes([b[0], b[1]]).to_f64()),
+        Class::Bf16 => Val::F(half::bf16::from_le_bytes([b[0], b[1]]).to_f64()),
+        Class::F32 => Val::F(f64::from(f32_at(b, 0))),
+        Class::F64 => Val::F(f64_at(b, 0)),
+        Class::C32 => Val::C(f64::from(f32_at(b, 0)), f64::from(f32_at(b, 4))),
+        Class::C64 => Val::C(f64_at(b, 0), f64_at(b, 8)),
     }
+}
+
+fn f32_at(b: &[u8], at: usize) -> f32 {
+    f32::from_le_bytes(b[at..at + 4].try_into().expect("4 bytes"))
+}
+
+fn f64_at(b: &[u8], at: usize) -> f64 {
+    f64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"))
 }
 
 fn store(c: Class, v: Val, b: &mut [u8]) {
     let n = b.len();
     match (c, v) {
+        (Class::F16, Val::F(f)) => b.copy_from_slice(&half::f16::from_f64(f).to_le_bytes()),
+        (Class::Bf16, Val::F(f)) => b.copy_from_slice(&half::bf16::from_f64(f).to_le_bytes()),
         (Class::F32, Val::F(f)) => b.copy_from_slice(&(f as f32).to_le_bytes()),
         (Class::F64, Val::F(f)) => b.copy_from_slice(&f.to_le_bytes()),
+        (Class::C32, Val::C(re, im)) => {
+            b[..4].copy_from_slice(&(re as f32).to_le_bytes());
+            b[4..].copy_from_slice(&(im as f32).to_le_bytes());
+        }
+        (Class::C64, Val::C(re, im)) => {
+            b[..8].copy_from_slice(&re.to_le_bytes());
+            b[8..].copy_from_slice(&im.to_le_bytes());
+        }
         (_, Val::S(s)) => b.copy_from_slice(&s.to_le_bytes()[..n]),
         (_, Val::U(u)) => b.copy_from_slice(&u.to_le_bytes()[..n]),
-        (_, Val::F(_)) => unreachable!("float values only for float classes"),
+        _ => unreachable!("values are loaded and stored in their own class"),
     }
 }
 
@@ -127,6 +166,7 @@ fn truth(v: Val) -> bool {
         Val::S(s) => s != 0,
         Val::U(u) => u != 0,
         Val::F(f) => f != 0.0,
+        Val::C(re, im) => re != 0.0 || im != 0.0,
     }
 }
 
@@ -157,6 +197,9 @@ fn combine(c: Class, op: AmoOpcode, t: Val, o: Val) -> Val {
         (Prod, S(a), S(b)) => S(a.wrapping_mul(b)),
         (Prod, U(a), U(b)) => U(a.wrapping_mul(b)),
         (Prod, F(a), F(b)) => F(prod_f(c, a, b)),
+        (Sum, C(ar, ai), C(br, bi)) => C(sum_f(c, ar, br), sum_f(c, ai, bi)),
+        (Diff, C(ar, ai), C(br, bi)) => C(sum_f(c, ar, -br), sum_f(c, ai, -bi)),
+        (Prod, C(ar, ai), C(br, bi)) => C(complex_part(c, ar, br, -ai, bi), complex_part(c, ar, bi, ai, br)),
         (Lor, a, b) => from_bool(c, truth(a) || truth(b)),
         (Land, a, b) => from_bool(c, truth(a) && truth(b)),
         (Lxor, a, b) => from_bool(c, truth(a) != truth(b)),
@@ -172,13 +215,23 @@ fn combine(c: Class, op: AmoOpcode, t: Val, o: Val) -> Val {
     }
 }
 
-/// FLOAT arithmetic rounds to single precision like the initiator's `f32` would.
+/// Single-precision types compute in `f32` like the initiator's own arithmetic would; FP16 and
+/// BF16 sums and products are exact in `f64` and rounded once when stored.
+fn single(c: Class) -> bool {
+    matches!(c, Class::F32 | Class::C32)
+}
+
 fn sum_f(c: Class, a: f64, b: f64) -> f64 {
-    if c == Class::F32 { f64::from(a as f32 + b as f32) } else { a + b }
+    if single(c) { f64::from(a as f32 + b as f32) } else { a + b }
 }
 
 fn prod_f(c: Class, a: f64, b: f64) -> f64 {
-    if c == Class::F32 { f64::from(a as f32 * b as f32) } else { a * b }
+    if single(c) { f64::from(a as f32 * b as f32) } else { a * b }
+}
+
+/// `a*b + c*d` in the type's precision (a part of a complex product).
+fn complex_part(c: Class, a: f64, b: f64, cc: f64, d: f64) -> f64 {
+    if single(c) { f64::from((a as f32) * (b as f32) + (cc as f32) * (d as f32)) } else { a * b + cc * d }
 }
 
 fn compare_holds(op: AmoOpcode, compare: Val, target: Val) -> bool {
@@ -186,6 +239,8 @@ fn compare_holds(op: AmoOpcode, compare: Val, target: Val) -> bool {
         (Val::S(a), Val::S(b)) => a.partial_cmp(&b),
         (Val::U(a), Val::U(b)) => a.partial_cmp(&b),
         (Val::F(a), Val::F(b)) => a.partial_cmp(&b),
+        // Complex numbers compare for equality only.
+        (Val::C(ar, ai), Val::C(br, bi)) => (ar == br && ai == bi).then_some(std::cmp::Ordering::Equal),
         _ => None,
     };
     use std::cmp::Ordering::*;
@@ -270,14 +325,16 @@ mod tests {
         use AmoOpcode::*;
         assert_eq!(check(Sum, Double, false), Ok(()));
         assert_eq!(check(Bxor, Float, false), Err(ReturnCode::AmoUnsupportedOp));
-        assert_eq!(check(Sum, Fp16, false), Err(ReturnCode::AmoUnsupportedDt));
+        assert_eq!(check(Sum, LongDouble, false), Err(ReturnCode::AmoUnsupportedDt));
+        assert_eq!(check(Min, FloatComplex, false), Err(ReturnCode::AmoUnsupportedOp));
+        assert_eq!(check(CswapLt, DoubleComplex, true), Err(ReturnCode::AmoUnsupportedOp));
         assert_eq!(check(Cswap, Uint64, false), Err(ReturnCode::AmoUnsupportedOp));
         assert_eq!(check(Cswap, Uint64, true), Ok(()));
         assert_eq!(check(Read, Int8, false), Err(ReturnCode::AmoUnsupportedOp));
         assert_eq!(check(Mswap, Uint64, true), Err(ReturnCode::AmoUnsupportedOp));
-        // 13 opcodes x 10 integer types + 8 x 2 float types for fetching atomics.
-        assert_eq!(supported_pairs(true).len(), 19 * 10 + 13 * 2);
-        assert_eq!(supported_pairs(false).len(), 12 * 10 + 6 * 2);
+        // Fetching: 19 opcodes on 10 integer types, 13 on 4 real float types, 7 on 2 complex.
+        assert_eq!(supported_pairs(true).len(), 19 * 10 + 13 * 4 + 7 * 2);
+        assert_eq!(supported_pairs(false).len(), 12 * 10 + 6 * 4 + 4 * 2);
     }
 
     #[test]

@@ -34,8 +34,16 @@ impl Rng {
     fn element(&mut self, dt: AmoDatatype) -> Vec<u8> {
         let r = self.next();
         match dt {
-            AmoDatatype::Float => ((r % 64) as f32 / 4.0 - 8.0).to_le_bytes().to_vec(),
-            AmoDatatype::Double => ((r % 64) as f64 / 4.0 - 8.0).to_le_bytes().to_vec(),
+            AmoDatatype::Float => small(r).to_le_bytes().to_vec(),
+            AmoDatatype::Double => f64::from(small(r)).to_le_bytes().to_vec(),
+            AmoDatatype::Fp16 => half::f16::from_f32(small(r)).to_le_bytes().to_vec(),
+            AmoDatatype::Bf16 => half::bf16::from_f32(small(r)).to_le_bytes().to_vec(),
+            AmoDatatype::FloatComplex => {
+                [small(r), small(r >> 8)].iter().flat_map(|v| v.to_le_bytes()).collect()
+            }
+            AmoDatatype::DoubleComplex => {
+                [small(r), small(r >> 8)].iter().flat_map(|&v| f64::from(v).to_le_bytes()).collect()
+            }
             _ => {
                 // Small values half the time so comparisons and logic ops see zeros and equality.
                 let v = if r & 1 == 0 {
@@ -47,6 +55,11 @@ impl Rng {
             }
         }
     }
+}
+
+/// A small value exact in every float format (quarters from -8 to 7.75; never NaN).
+fn small(r: u64) -> f32 {
+    (r % 64) as f32 / 4.0 - 8.0
 }
 
 /// The reference: `op(target, operand)` (or the compare-and-swap outcome) on native types.
@@ -114,6 +127,40 @@ macro_rules! reference_int {
             other => panic!("no reference for {other:?}"),
         };
         r.to_le_bytes().to_vec()
+    }};
+}
+
+/// Complex numbers as (re, im) pairs of `$t`, computed with `$t` arithmetic.
+macro_rules! reference_complex {
+    ($t:ty, $op:expr, $a:expr, $b:expr, $cmp:expr) => {{
+        let n = std::mem::size_of::<$t>();
+        let pair = |x: &[u8]| -> ($t, $t) {
+            (<$t>::from_le_bytes(x[..n].try_into().unwrap()), <$t>::from_le_bytes(x[n..].try_into().unwrap()))
+        };
+        let (a, b, c) = (pair($a), pair($b), pair($cmp));
+        let r: ($t, $t) = match $op {
+            AmoOpcode::Sum => (a.0 + b.0, a.1 + b.1),
+            AmoOpcode::Diff => (a.0 - b.0, a.1 - b.1),
+            AmoOpcode::Prod => (a.0 * b.0 - a.1 * b.1, a.0 * b.1 + a.1 * b.0),
+            AmoOpcode::Read => a,
+            AmoOpcode::Write => b,
+            AmoOpcode::Cswap => {
+                if c == a {
+                    b
+                } else {
+                    a
+                }
+            }
+            AmoOpcode::CswapNe => {
+                if c != a {
+                    b
+                } else {
+                    a
+                }
+            }
+            other => panic!("no reference for {other:?}"),
+        };
+        r.0.to_le_bytes().into_iter().chain(r.1.to_le_bytes()).collect::<Vec<u8>>()
     }};
 }
 
@@ -194,6 +241,10 @@ fn reference(op: AmoOpcode, dt: AmoDatatype, target: &[u8], operand: &[u8], comp
         Uint128 => reference_int!(u128, op, target, operand, compare),
         Float => reference_float!(f32, op, target, operand, compare),
         Double => reference_float!(f64, op, target, operand, compare),
+        Fp16 => reference_float!(half::f16, op, target, operand, compare),
+        Bf16 => reference_float!(half::bf16, op, target, operand, compare),
+        FloatComplex => reference_complex!(f32, op, target, operand, compare),
+        DoubleComplex => reference_complex!(f64, op, target, operand, compare),
         other => panic!("no reference for {other:?}"),
     }
 }
@@ -349,7 +400,7 @@ fn refusals_touch_nothing() {
     let one = 1u64.to_le_bytes();
     let o = |context| Opts { context, ..Opts::default() };
     let e = &mut sim.eps[0];
-    e.atomic(dst, KEY, 0, AmoOpcode::Sum, AmoDatatype::Fp16, &[1, 0], o(1)).unwrap();
+    e.atomic(dst, KEY, 0, AmoOpcode::Sum, AmoDatatype::LongDouble, &[1; 16], o(1)).unwrap();
     e.atomic(dst, KEY, 0, AmoOpcode::Bxor, AmoDatatype::Double, &one, o(2)).unwrap();
     e.atomic(dst, KEY, 4, AmoOpcode::Sum, AmoDatatype::Uint64, &one, o(3)).unwrap();
     e.atomic(dst, 0x99, 0, AmoOpcode::Sum, AmoDatatype::Uint64, &one, o(4)).unwrap();

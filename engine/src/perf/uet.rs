@@ -80,6 +80,8 @@ pub struct UetPerfConfig {
     pub seed: u64,
     /// PDS retry limit.
     pub max_retries: u32,
+    /// Seal every packet with TSS.
+    pub tss: bool,
 }
 
 impl UetPerfConfig {
@@ -135,6 +137,7 @@ impl UetPerfConfig {
             "max_payload": self.max_payload,
             "seed": self.seed,
             "max_retries": self.max_retries,
+            "tss": self.tss,
         })
     }
 
@@ -167,6 +170,7 @@ impl UetPerfConfig {
             link: LinkConfig::default(),
             seed: n("seed")?,
             max_retries: n("max_retries")? as u32,
+            tss: v["tss"].as_bool().unwrap_or(false),
         };
         cfg.check().map_err(|e| RemoteError(e.into()))?;
         Ok(cfg)
@@ -418,11 +422,42 @@ impl<D: Datapath> Target<D> {
     }
 }
 
+/// The secure domain of a `--tss` run: cluster key mode, a test key both sides derive from the
+/// run's seed (a real deployment gets its keys from the control plane).
+pub fn tss_domain(seed: u64) -> tss::SecureDomain {
+    let mut key = [0u8; 32];
+    for (i, b) in key.iter_mut().enumerate() {
+        *b = (seed.wrapping_mul(0x9E37_79B9_7F4A_7C15).rotate_left(i as u32 * 7) >> 3) as u8;
+    }
+    tss::SecureDomain::new(tss::Config { mode: tss::KeyMode::Cluster, ..tss::Config::default() }, key)
+}
+
+/// The TSS baseline of issue 10: `bytes` sealed and opened in `packet`-byte packets with the
+/// chosen AEAD in a plain loop on this thread; MB/s.
+pub fn tss_baseline(bytes: usize, packet: usize) -> f64 {
+    let key = tss::aead::SealingKey::new(&[0x42; 32], [0; 12]);
+    let packet = packet.max(1);
+    let mut buf = vec![0x5Au8; packet];
+    let aad = [0u8; 24];
+    let start = Instant::now();
+    let (mut done, mut tsc) = (0usize, 0u64);
+    while done < bytes.max(1) {
+        let tag = key.seal_in_place(1, tsc, &aad, &mut buf);
+        buf.extend_from_slice(&tag);
+        let n = key.open(1, tsc, &aad, &mut buf).expect("opens");
+        buf.truncate(n);
+        tsc += 1;
+        done += packet;
+    }
+    done as f64 / start.elapsed().as_secs_f64() / 1e6
+}
+
 /// Both sides on a simulated cable in this process.
 pub struct UetBench {
     net: SimNet,
     a: Initiator<SimPort>,
     b: Target<SimPort>,
+    last_mbs: f64,
 }
 
 impl std::fmt::Debug for UetBench {
@@ -437,11 +472,21 @@ impl UetBench {
         cfg.check().map_err(PerfError::Stalled)?;
         let (net, pa, pb) = SimNet::pair(cfg.seed, cfg.link, cfg.link);
         let scfg = cfg.ses_config();
-        let a = UetNode::new(pa, ses::Endpoint::new(scfg, cfg.seed * 2), true).map_err(PerfError::Stalled)?;
-        let b =
+        let mut a =
+            UetNode::new(pa, ses::Endpoint::new(scfg, cfg.seed * 2), true).map_err(PerfError::Stalled)?;
+        let mut b =
             UetNode::new(pb, ses::Endpoint::new(scfg, cfg.seed * 2 + 1), true).map_err(PerfError::Stalled)?;
+        if cfg.tss {
+            a.enable_tss(tss_domain(cfg.seed));
+            b.enable_tss(tss_domain(cfg.seed));
+        }
         let target = b.ip();
-        Ok(UetBench { net, a: Initiator::new(a, cfg, target), b: Target::new(b, cfg)? })
+        Ok(UetBench { net, a: Initiator::new(a, cfg, target), b: Target::new(b, cfg)?, last_mbs: 0.0 })
+    }
+
+    /// Average MB/s of the last bandwidth run (wall clock).
+    pub fn last_mbs(&self) -> f64 {
+        self.last_mbs
     }
 
     /// Records every frame either node sends (before the link's impairments).
@@ -539,6 +584,7 @@ impl UetBench {
         }
         let wall = start.elapsed();
         let (verified, errors) = self.totals();
+        self.last_mbs = (cfg.size as u64 * iters) as f64 / wall.as_secs_f64() / 1e6;
         Ok(BwRow::measured(cfg.size, iters, wall, self.net.now() - v0, verified, errors, lost))
     }
 
@@ -583,8 +629,15 @@ pub fn counters_line<D: Datapath>(name: &str, n: &mut UetNode<D>) -> String {
     let f = n.stats();
     let p = *n.ses().pds().stats();
     let s = *n.ses().stats();
+    let tss = n.tss().map_or(String::new(), |d| {
+        let t = d.stats();
+        format!(
+            "; TSS sealed {} opened {} auth failures {} replays {} old epochs {}",
+            t.sealed, t.opened, t.auth_failures, t.replays, t.old_epochs
+        )
+    });
     format!(
-        " {name}: frames tx {} rx {} (bad {}); PDS packets tx {} retransmits {} (SACK/NACK {}, timer {}) ACKs {} NACKs {}; rx duplicates {} out-of-order drops {}; SES rendezvous sent {} read {}, deferred {} restarted {}",
+        " {name}: frames tx {} rx {} (bad {}); PDS packets tx {} retransmits {} (SACK/NACK {}, timer {}) ACKs {} NACKs {}; rx duplicates {} out-of-order drops {}; SES rendezvous sent {} read {}, deferred {} restarted {}{tss}",
         f.tx_frames,
         f.rx_frames,
         f.rx_bad,
@@ -678,7 +731,10 @@ fn with_node<R>(
             let dp = Capture::new(Faulty::new(p, link.tx_faults, link.seed));
             let log = link.capture.then(|| dp.log());
             // The kernel checked the UDP checksum (and sends none we could check): accept 0.
-            let node = UetNode::new(dp, ses, false).map_err(err)?;
+            let mut node = UetNode::new(dp, ses, false).map_err(err)?;
+            if cfg.tss {
+                node.enable_tss(tss_domain(cfg.seed));
+            }
             f(UetNodeAny::Udp(Box::new(node), log))
         }
         Backend::AfXdp { dev, queue, driver } => {
@@ -687,7 +743,10 @@ fn with_node<R>(
                 .map_err(|e| RemoteError(format!("AF_XDP on {dev} queue {queue}: {e}")))?;
             let dp = Capture::new(Faulty::new(p, link.tx_faults, link.seed));
             let log = link.capture.then(|| dp.log());
-            let node = UetNode::new(dp, ses, true).map_err(err)?;
+            let mut node = UetNode::new(dp, ses, true).map_err(err)?;
+            if cfg.tss {
+                node.enable_tss(tss_domain(cfg.seed));
+            }
             f(UetNodeAny::AfXdp(Box::new(node), log))
         }
     }
@@ -893,6 +952,7 @@ mod tests {
             link,
             seed: 3,
             max_retries: 20,
+            tss: false,
         }
     }
 
@@ -919,6 +979,19 @@ mod tests {
             let extra = if op.is_atomic() { 1 } else { 0 };
             assert_eq!((l.verified, l.errors, l.wall_ns.len()), (20 + extra, 0, 20), "{op:?} {t:?}");
         }
+    }
+
+    #[test]
+    fn tss_sealed_runs_verify_their_data() {
+        let lossy = LinkConfig { loss: 0.05, corrupt: 0.02, duplicate: 0.02, ..LinkConfig::default() };
+        let c = UetPerfConfig { tss: true, ..cfg(UetOp::Send, DeliveryMode::Rud, lossy) };
+        let mut b = UetBench::new(c).unwrap();
+        let r = b.run_bw().unwrap();
+        assert_eq!((r.verified, r.errors), (200, 0));
+        let counters = b.counters();
+        assert!(counters[1].contains("TSS sealed"), "{}", counters[1]);
+        assert!(b.b.node.tss().unwrap().stats().opened > 200);
+        assert!(tss_baseline(1 << 20, 4096) > 0.0);
     }
 
     #[test]

@@ -506,7 +506,8 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
         opts: Opts,
     ) -> Result<u16, Error> {
         let size = amo::element_size(dt).ok_or(Error::Unsupported)?;
-        if !op.is_compare_swap() {
+        // The CAS extension holds operands of at most 16 bytes.
+        if !op.is_compare_swap() || size > 16 {
             return Err(Error::Unsupported);
         }
         if compare.len() != size || swap.len() != size {

@@ -1,0 +1,72 @@
+//! Issue 10: which AEAD for TSS. AES-256-GCM seal + open of UET-sized packets (the PDS/SES bytes
+//! of a 4 KiB payload packet, 12+16-byte AAD) with RustCrypto's `aes-gcm` and with `ring`, on one
+//! thread, the same bytes, in one run; prints MB/s of each and their ratio. `tss` uses the faster.
+//!
+//! `cargo bench -p benches --bench aead`
+
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+use aes_gcm::aead::{AeadInPlace, KeyInit};
+
+const SIZES: [usize; 3] = [256, 1500, 4160];
+
+fn run(name: &str, size: usize, mut f: impl FnMut(u64)) -> f64 {
+    // Warm up, then as many rounds as fit in 1 s.
+    for i in 0..1000 {
+        f(i);
+    }
+    let start = Instant::now();
+    let mut n = 0u64;
+    while start.elapsed() < Duration::from_secs(1) {
+        for _ in 0..256 {
+            f(n);
+            n += 1;
+        }
+    }
+    let mbs = (n as f64 * size as f64) / start.elapsed().as_secs_f64() / 1e6;
+    println!("  {name:<22} {size:>5} B  {mbs:>9.1} MB/s (seal + open)");
+    mbs
+}
+
+fn main() {
+    let key = [0x42u8; 32];
+    let aad = [0x11u8; 28];
+    let rc = aes_gcm::Aes256Gcm::new_from_slice(&key).expect("32-byte key");
+    let ring_key = ring::aead::LessSafeKey::new(
+        ring::aead::UnboundKey::new(&ring::aead::AES_256_GCM, &key).expect("key"),
+    );
+    println!("AES-256-GCM, one thread");
+    for size in SIZES {
+        let mut buf = vec![0x5Au8; size];
+        let a = run("RustCrypto aes-gcm", size, |i| {
+            let mut nonce = [0u8; 12];
+            nonce[4..].copy_from_slice(&i.to_be_bytes());
+            let n = aes_gcm::Nonce::from_slice(&nonce);
+            let tag = rc.encrypt_in_place_detached(n, &aad, &mut buf).expect("seal");
+            rc.decrypt_in_place_detached(n, &aad, &mut buf, &tag).expect("open");
+            black_box(&buf);
+        });
+        let mut buf = vec![0x5Au8; size];
+        let b = run("ring", size, |i| {
+            let mut nonce = [0u8; 12];
+            nonce[4..].copy_from_slice(&i.to_be_bytes());
+            let tag = ring_key
+                .seal_in_place_separate_tag(
+                    ring::aead::Nonce::assume_unique_for_key(nonce),
+                    ring::aead::Aad::from(&aad),
+                    &mut buf,
+                )
+                .expect("seal");
+            let mut with_tag = std::mem::take(&mut buf);
+            with_tag.extend_from_slice(tag.as_ref());
+            let n = ring::aead::Nonce::assume_unique_for_key(nonce);
+            let plain =
+                ring_key.open_in_place(n, ring::aead::Aad::from(&aad), &mut with_tag).expect("open").len();
+            with_tag.truncate(plain);
+            buf = with_tag;
+            black_box(&buf);
+        });
+        println!("  ring / aes-gcm: {:.2}x", b / a);
+    }
+}

@@ -1,0 +1,507 @@
+//! A secure domain (`../shared/spec/uet-wire.md` §4): two keys selected by AN (make-before-break
+//! rotation: install the new key, switch transmission to it, retire the old one later), the key
+//! mode (direct, cluster, server/client), the 64-bit TSC (`epoch:16 | counter:48`) that never
+//! repeats, implicit rekeying from counter bits, epoch-based rejection, a per-source replay window,
+//! and an authentication-failure counter that latches the domain into dropping everything.
+//!
+//! Sans-IO: the caller hands in packets and the AAD prefix (the 12 bytes before the TSS header:
+//! source and destination addresses and, over UDP, the ports; see the Decisions table) and gets
+//! sealed or opened bytes and counters back.
+
+use std::collections::HashMap;
+
+use wire::uet::tss::TssRepr;
+
+use crate::aead::SealingKey;
+use crate::kdf::{LABEL_CLUSTER, LABEL_SERVER, context_v4, derive};
+
+/// How packet keys come from the domain key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyMode {
+    /// The domain key itself.
+    Direct,
+    /// A key per source: KDF label "U1", context `epoch ‖ rekey ‖ source`.
+    Cluster,
+    /// The server derives each client's key (label "U2", the client's source ID) for both
+    /// directions; the client is given that key and uses it directly ([`KeyMode::Direct`]).
+    Server,
+}
+
+/// Tunables of a domain.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Config {
+    /// Secure domain index (24 bits).
+    pub sdi: u32,
+    /// Key mode.
+    pub mode: KeyMode,
+    /// Implicit rekeying: the KDF's `rekey` input is `counter >> rekey_shift` (derived-key modes;
+    /// `None`: never). The reference provider's test default rekeys every 256 packets (shift 8).
+    pub rekey_shift: Option<u8>,
+    /// Packets of an epoch older than the current one by more than this are rejected.
+    pub max_epoch_lifetime: u16,
+    /// Authentication failures after which the domain drops everything (latch).
+    pub auth_fail_limit: u32,
+    /// TSCs per source remembered for replay detection.
+    pub replay_window: u64,
+    /// Put an SSI in the header (SP) with this value.
+    pub ssi: Option<u32>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            sdi: 1,
+            mode: KeyMode::Direct,
+            rekey_shift: Some(8),
+            max_epoch_lifetime: 16,
+            auth_fail_limit: 1000,
+            replay_window: 1024,
+            ssi: None,
+        }
+    }
+}
+
+/// Why a packet was not sealed or not delivered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TssError {
+    /// The 48-bit counter of this epoch is used up: a TSC would repeat (start a new epoch).
+    CounterExhausted,
+    /// The domain latched after too many authentication failures: everything is dropped.
+    Latched,
+    /// Another domain's packet.
+    WrongSdi,
+    /// No key is installed for the packet's AN (or for sending).
+    NoKey,
+    /// The packet's epoch is older than the lifetime allows.
+    OldEpoch,
+    /// This TSC was seen already from this source (or is older than the window).
+    Replay,
+    /// The ICV did not verify: wrong key, tampered ciphertext, AAD or header.
+    AuthFailed,
+}
+
+impl std::fmt::Display for TssError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            TssError::CounterExhausted => "TSC counter exhausted in this epoch",
+            TssError::Latched => "secure domain latched after authentication failures",
+            TssError::WrongSdi => "packet of another secure domain",
+            TssError::NoKey => "no key installed for this AN",
+            TssError::OldEpoch => "epoch too old",
+            TssError::Replay => "replayed TSC",
+            TssError::AuthFailed => "authentication failed",
+        })
+    }
+}
+
+impl std::error::Error for TssError {}
+
+/// Counters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Packets sealed.
+    pub sealed: u64,
+    /// Packets opened and delivered.
+    pub opened: u64,
+    /// ICV failures.
+    pub auth_failures: u64,
+    /// Replayed TSCs dropped.
+    pub replays: u64,
+    /// Old epochs dropped.
+    pub old_epochs: u64,
+    /// Dropped because latched, of another domain or without a key.
+    pub other_drops: u64,
+}
+
+/// Highest TSC seen from a source and a bitmap of the `window` below it.
+#[derive(Debug, Clone, Default)]
+struct Replay {
+    top: Option<u64>,
+    seen: Vec<u64>,
+}
+
+impl Replay {
+    fn bit(&self, window: u64, tsc: u64) -> Option<(usize, u64)> {
+        let top = self.top?;
+        let back = top.checked_sub(tsc)?;
+        (back < window).then(|| ((back / 64) as usize, 1 << (back % 64)))
+    }
+
+    fn fresh(&self, window: u64, tsc: u64) -> bool {
+        match self.top {
+            None => true,
+            Some(top) if tsc > top => true,
+            Some(_) => {
+                self.bit(window, tsc).is_some_and(|(w, m)| self.seen.get(w).is_none_or(|&v| v & m == 0))
+            }
+        }
+    }
+
+    fn mark(&mut self, window: u64, tsc: u64) {
+        let words = window.div_ceil(64) as usize;
+        self.seen.resize(words, 0);
+        match self.top {
+            Some(top) if tsc <= top => {}
+            Some(top) => {
+                // Shift the bitmap up by tsc - top.
+                let shift = tsc - top;
+                if shift >= window {
+                    self.seen.iter_mut().for_each(|w| *w = 0);
+                } else {
+                    let (ws, bs) = ((shift / 64) as usize, (shift % 64) as u32);
+                    for i in (0..words).rev() {
+                        let lo = if i >= ws { self.seen[i - ws] << bs } else { 0 };
+                        let carry = if bs > 0 && i > ws { self.seen[i - ws - 1] >> (64 - bs) } else { 0 };
+                        self.seen[i] = lo | carry;
+                    }
+                }
+                self.top = Some(tsc);
+            }
+            None => self.top = Some(tsc),
+        }
+        if let Some((w, m)) = self.bit(window, tsc) {
+            self.seen[w] |= m;
+        }
+    }
+}
+
+/// The largest 48-bit counter; a domain never seals with it (the TSC would repeat after it).
+pub const COUNTER_MAX: u64 = (1 << 48) - 1;
+
+/// One secure domain, both directions.
+#[derive(Debug)]
+pub struct SecureDomain {
+    cfg: Config,
+    keys: [Option<[u8; 32]>; 2],
+    tx_an: usize,
+    epoch: u16,
+    next_counter: u64,
+    cache: HashMap<(usize, u32, u16, u32), SealingKey>,
+    replay: HashMap<u32, Replay>,
+    failures: u32,
+    latched: bool,
+    stats: Stats,
+}
+
+impl SecureDomain {
+    /// A domain sending with `key` under AN 0, epoch 0.
+    pub fn new(cfg: Config, key: [u8; 32]) -> SecureDomain {
+        SecureDomain {
+            cfg,
+            keys: [Some(key), None],
+            tx_an: 0,
+            epoch: 0,
+            next_counter: 0,
+            cache: HashMap::new(),
+            replay: HashMap::new(),
+            failures: 0,
+            latched: false,
+            stats: Stats::default(),
+        }
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> Stats {
+        self.stats
+    }
+
+    /// Whether the failure latch has engaged.
+    pub fn latched(&self) -> bool {
+        self.latched
+    }
+
+    /// The epoch packets are sealed in.
+    pub fn epoch(&self) -> u16 {
+        self.epoch
+    }
+
+    /// Installs `key` under `an` (0 or 1); packets with that AN are accepted from now on.
+    pub fn install_key(&mut self, an: bool, key: [u8; 32]) {
+        self.keys[usize::from(an)] = Some(key);
+        self.cache.retain(|k, _| k.0 != usize::from(an));
+    }
+
+    /// Sends with the key of `an` from now on (make-before-break: install first).
+    pub fn activate(&mut self, an: bool) -> Result<(), TssError> {
+        self.keys[usize::from(an)].ok_or(TssError::NoKey)?;
+        self.tx_an = usize::from(an);
+        Ok(())
+    }
+
+    /// Removes the key of `an`: its packets are refused (NoKey).
+    pub fn retire(&mut self, an: bool) {
+        self.keys[usize::from(an)] = None;
+        self.cache.retain(|k, _| k.0 != usize::from(an));
+    }
+
+    /// Starts epoch `epoch` (the counter restarts at 0; epochs only move forward).
+    pub fn new_epoch(&mut self, epoch: u16) {
+        if epoch > self.epoch {
+            self.epoch = epoch;
+            self.next_counter = 0;
+            self.cache.clear();
+        }
+    }
+
+    fn rekey(&self, counter: u64) -> u32 {
+        self.cfg.rekey_shift.map_or(0, |s| (counter >> s) as u32)
+    }
+
+    fn key(&mut self, an: usize, source: u32, epoch: u16, counter: u64) -> Result<&SealingKey, TssError> {
+        let base = self.keys[an].ok_or(TssError::NoKey)?;
+        let rekey = if self.cfg.mode == KeyMode::Direct { 0 } else { self.rekey(counter) };
+        let id = (an, source, epoch, rekey);
+        if !self.cache.contains_key(&id) {
+            if self.cache.len() > 4096 {
+                self.cache.clear();
+            }
+            let k = match self.cfg.mode {
+                KeyMode::Direct => SealingKey::new(&base, [0; 12]),
+                KeyMode::Cluster | KeyMode::Server => {
+                    let label = if self.cfg.mode == KeyMode::Cluster { LABEL_CLUSTER } else { LABEL_SERVER };
+                    let d = derive(&base, label, &context_v4(epoch, rekey, source));
+                    SealingKey::new(&d.key, d.iv_mask)
+                }
+            };
+            self.cache.insert(id, k);
+        }
+        Ok(&self.cache[&id])
+    }
+
+    /// Seals `buf` (the clear PDS bytes onwards) from `source` (this sender's SSI or IPv4
+    /// address): takes the next TSC, encrypts in place, appends the ICV. The AAD is `aad_prefix`
+    /// followed by the TSS header, which is returned for the caller to write before `buf`.
+    pub fn seal(&mut self, source: u32, aad_prefix: &[u8], buf: &mut Vec<u8>) -> Result<TssRepr, TssError> {
+        let (hdr, tag) = self.seal_in_place(source, aad_prefix, buf)?;
+        buf.extend_from_slice(&tag);
+        Ok(hdr)
+    }
+
+    /// [`seal`](Self::seal) without allocation: encrypts `data` in place and returns the header and
+    /// the ICV for the caller to place around it.
+    pub fn seal_in_place(
+        &mut self,
+        source: u32,
+        aad_prefix: &[u8],
+        data: &mut [u8],
+    ) -> Result<(TssRepr, [u8; crate::aead::ICV_LEN]), TssError> {
+        if self.next_counter >= COUNTER_MAX {
+            return Err(TssError::CounterExhausted);
+        }
+        let counter = self.next_counter;
+        self.next_counter += 1;
+        let an = self.tx_an;
+        let tsc = (u64::from(self.epoch) << 48) | counter;
+        let hdr =
+            TssRepr { reserved: false, an: an == 1, sdi: self.cfg.sdi & 0xFF_FFFF, ssi: self.cfg.ssi, tsc };
+        let (aad, n) = aad(aad_prefix, &hdr);
+        let epoch = self.epoch;
+        let tag = self.key(an, source, epoch, counter)?.seal_in_place(source, tsc, &aad[..n], data);
+        self.stats.sealed += 1;
+        Ok((hdr, tag))
+    }
+
+    /// The length of the TSS header this domain writes (12, or 16 with an SSI).
+    pub fn header_len(&self) -> usize {
+        if self.cfg.ssi.is_some() { 16 } else { 12 }
+    }
+
+    /// Opens a packet from `source` with header `hdr`: `buf` is the ciphertext followed by the
+    /// ICV; returns the length of the clear bytes now at its start. Every refusal is counted;
+    /// `auth_fail_limit` ICV failures latch the domain.
+    pub fn open(
+        &mut self,
+        source: u32,
+        aad_prefix: &[u8],
+        hdr: &TssRepr,
+        buf: &mut [u8],
+    ) -> Result<usize, TssError> {
+        let r = self.open_inner(source, aad_prefix, hdr, buf);
+        match r {
+            Ok(_) => self.stats.opened += 1,
+            Err(TssError::AuthFailed) => {
+                self.stats.auth_failures += 1;
+                self.failures += 1;
+                if self.failures >= self.cfg.auth_fail_limit {
+                    self.latched = true;
+                }
+            }
+            Err(TssError::Replay) => self.stats.replays += 1,
+            Err(TssError::OldEpoch) => self.stats.old_epochs += 1,
+            Err(_) => self.stats.other_drops += 1,
+        }
+        r
+    }
+
+    fn open_inner(
+        &mut self,
+        source: u32,
+        aad_prefix: &[u8],
+        hdr: &TssRepr,
+        buf: &mut [u8],
+    ) -> Result<usize, TssError> {
+        if self.latched {
+            return Err(TssError::Latched);
+        }
+        if hdr.sdi != self.cfg.sdi & 0xFF_FFFF {
+            return Err(TssError::WrongSdi);
+        }
+        if hdr.epoch() < self.epoch.saturating_sub(self.cfg.max_epoch_lifetime) {
+            return Err(TssError::OldEpoch);
+        }
+        let window = self.cfg.replay_window.max(1);
+        if !self.replay.get(&source).is_none_or(|r| r.fresh(window, hdr.tsc)) {
+            return Err(TssError::Replay);
+        }
+        let (aad, len) = aad(aad_prefix, hdr);
+        let key = self.key(usize::from(hdr.an), source, hdr.epoch(), hdr.counter())?;
+        let n = key.open(source, hdr.tsc, &aad[..len], buf).ok_or(TssError::AuthFailed)?;
+        self.replay.entry(source).or_default().mark(window, hdr.tsc);
+        Ok(n)
+    }
+}
+
+/// Longest AAD prefix: IPv6 source, destination and entropy (36 bytes).
+pub const MAX_AAD_PREFIX: usize = 36;
+
+/// The AAD: the prefix (addresses, entropy or UDP ports, at most [`MAX_AAD_PREFIX`] bytes; longer
+/// ones are cut) then the TSS header bytes; returned with its length, without allocating.
+pub fn aad(prefix: &[u8], hdr: &TssRepr) -> ([u8; MAX_AAD_PREFIX + 16], usize) {
+    let mut v = [0u8; MAX_AAD_PREFIX + 16];
+    let p = prefix.len().min(MAX_AAD_PREFIX);
+    v[..p].copy_from_slice(&prefix[..p]);
+    let n = hdr.emit(&mut v[p..]).expect("a TSS header is at most 16 bytes");
+    (v, p + n)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PREFIX: [u8; 12] = [10, 0, 0, 1, 10, 0, 0, 2, 0xC0, 0x01, 0x12, 0xB9];
+
+    fn pair(mode: KeyMode) -> (SecureDomain, SecureDomain) {
+        let cfg = Config { mode, auth_fail_limit: 3, ..Config::default() };
+        (SecureDomain::new(cfg, [1; 32]), SecureDomain::new(cfg, [1; 32]))
+    }
+
+    fn sealed(tx: &mut SecureDomain, msg: &[u8]) -> (TssRepr, Vec<u8>) {
+        let mut b = msg.to_vec();
+        let h = tx.seal(0x0A00_0001, &PREFIX, &mut b).unwrap();
+        (h, b)
+    }
+
+    #[test]
+    fn round_trips_in_every_mode_and_rekeys() {
+        for mode in [KeyMode::Direct, KeyMode::Cluster, KeyMode::Server] {
+            let (mut tx, mut rx) = pair(mode);
+            for i in 0..600u32 {
+                let (h, mut b) = sealed(&mut tx, &i.to_be_bytes());
+                assert_eq!(h.counter(), u64::from(i));
+                let n = rx.open(0x0A00_0001, &PREFIX, &h, &mut b).unwrap();
+                assert_eq!(&b[..n], i.to_be_bytes(), "{mode:?} packet {i}");
+            }
+            assert_eq!(rx.stats().opened, 600);
+            // Implicit rekeying: a new derived key every 256 packets (600 packets: periods 0, 1, 2).
+            let want = if mode == KeyMode::Direct { 1 } else { 3 };
+            assert_eq!((tx.cache.len(), rx.cache.len()), (want, want), "{mode:?}");
+        }
+    }
+
+    #[test]
+    fn tampering_replay_old_epochs_wrong_keys_and_the_latch() {
+        let (mut tx, mut rx) = pair(KeyMode::Cluster);
+        let (h, b) = sealed(&mut tx, b"payload");
+        let mut ok = b.clone();
+        assert!(rx.open(0x0A00_0001, &PREFIX, &h, &mut ok).is_ok());
+        assert_eq!(
+            rx.open(0x0A00_0001, &PREFIX, &h, &mut b.clone()),
+            Err(TssError::Replay),
+            "replayed packet"
+        );
+        let (h2, b2) = sealed(&mut tx, b"payload 2");
+        let mut t = b2.clone();
+        t[0] ^= 0x80;
+        assert_eq!(
+            rx.open(0x0A00_0001, &PREFIX, &h2, &mut t),
+            Err(TssError::AuthFailed),
+            "tampered ciphertext"
+        );
+        let mut other = PREFIX;
+        other[3] = 9;
+        assert_eq!(
+            rx.open(0x0A00_0001, &other, &h2, &mut b2.clone()),
+            Err(TssError::AuthFailed),
+            "tampered AAD"
+        );
+        // A failed packet is not marked seen: the genuine one still opens.
+        assert!(rx.open(0x0A00_0001, &PREFIX, &h2, &mut b2.clone()).is_ok());
+        // Old epochs.
+        rx.new_epoch(20);
+        let (h3, b3) = sealed(&mut tx, b"old");
+        assert_eq!(rx.open(0x0A00_0001, &PREFIX, &h3, &mut b3.clone()), Err(TssError::OldEpoch));
+        tx.new_epoch(20);
+        let (h4, b4) = sealed(&mut tx, b"new epoch");
+        assert_eq!(h4.counter(), 0, "the counter restarts with the epoch, the TSC does not repeat");
+        assert!(rx.open(0x0A00_0001, &PREFIX, &h4, &mut b4.clone()).is_ok());
+        // Wrong key: the third failure latches, and then even good packets are dropped.
+        let mut wrong = SecureDomain::new(Config { mode: KeyMode::Cluster, ..Config::default() }, [2; 32]);
+        wrong.new_epoch(20);
+        for _ in 0..5 {
+            sealed(&mut wrong, b"TSCs this source already used");
+        }
+        let (h5, b5) = sealed(&mut wrong, b"wrong key");
+        assert_eq!(rx.open(0x0A00_0001, &PREFIX, &h5, &mut b5.clone()), Err(TssError::AuthFailed));
+        assert!(rx.latched());
+        let (h6, b6) = sealed(&mut tx, b"good");
+        assert_eq!(rx.open(0x0A00_0001, &PREFIX, &h6, &mut b6.clone()), Err(TssError::Latched));
+        let s = rx.stats();
+        assert_eq!((s.auth_failures, s.replays, s.old_epochs, s.other_drops, s.opened), (3, 1, 1, 1, 3));
+    }
+
+    #[test]
+    fn make_before_break_rotation() {
+        let (mut tx, mut rx) = pair(KeyMode::Direct);
+        rx.install_key(true, [5; 32]);
+        let (h0, b0) = sealed(&mut tx, b"old key");
+        tx.install_key(true, [5; 32]);
+        tx.activate(true).unwrap();
+        let (h1, b1) = sealed(&mut tx, b"new key");
+        assert!(h1.an && !h0.an);
+        // Both keys are accepted during the overlap, in any order.
+        assert!(rx.open(0x0A00_0001, &PREFIX, &h1, &mut b1.clone()).is_ok());
+        assert!(rx.open(0x0A00_0001, &PREFIX, &h0, &mut b0.clone()).is_ok());
+        rx.retire(false);
+        let (h2, b2) = sealed(&mut SecureDomain::new(Config::default(), [1; 32]), b"late");
+        assert_eq!(rx.open(0x0A00_0002, &PREFIX, &h2, &mut b2.clone()), Err(TssError::NoKey));
+        assert_eq!(tx.activate(false).map(|_| ()), Ok(()));
+        tx.retire(false);
+        assert_eq!(tx.activate(false), Err(TssError::NoKey));
+    }
+
+    #[test]
+    fn the_tsc_never_repeats() {
+        let (mut tx, _) = pair(KeyMode::Direct);
+        tx.next_counter = COUNTER_MAX - 1;
+        assert!(sealed(&mut tx, b"last").0.counter() == COUNTER_MAX - 1);
+        let mut b = b"one more".to_vec();
+        assert_eq!(tx.seal(1, &PREFIX, &mut b), Err(TssError::CounterExhausted));
+        tx.new_epoch(1);
+        assert!(tx.seal(1, &PREFIX, &mut b).is_ok());
+    }
+
+    #[test]
+    fn replay_window_slides() {
+        let mut r = Replay::default();
+        let w = 128;
+        for t in [5u64, 3, 200, 150, 73] {
+            assert!(r.fresh(w, t), "{t}");
+            r.mark(w, t);
+            assert!(!r.fresh(w, t), "{t} again");
+        }
+        assert!(!r.fresh(w, 72), "below the window");
+        assert!(r.fresh(w, 74) && r.fresh(w, 199) && r.fresh(w, 201));
+        r.mark(w, 1000);
+        assert!(!r.fresh(w, 200) && !r.fresh(w, 872) && r.fresh(w, 873) && !r.fresh(w, 1000));
+    }
+}
