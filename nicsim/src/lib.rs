@@ -14,7 +14,7 @@ mod link;
 mod tap;
 
 pub use frame::{AlignedBuf, FRAME_CAPACITY, Frame, FramePool, PAGE, Page};
-pub use link::{LinkConfig, LinkStats};
+pub use link::{LinkConfig, LinkStats, QUEUE_BUCKET, jain, mark_ce};
 pub use tap::{TapRecord, write_pcap};
 
 use rand_xoshiro::Xoshiro256PlusPlus;
@@ -72,6 +72,9 @@ struct Link {
     to: Node,
     busy_until: Duration,
     stats: LinkStats,
+    /// Bytes waiting at each frame's arrival, in buckets of [`QUEUE_BUCKET`] bytes (links with a
+    /// bandwidth only).
+    queue_hist: Vec<u64>,
     /// Frames in flight in arrival order (the common case: latency and serialization keep a link
     /// first-in first-out); frames that must overtake or be overtaken go to the network's heap.
     fifo: VecDeque<Event>,
@@ -184,6 +187,7 @@ impl Network {
             to,
             busy_until: Duration::ZERO,
             stats: LinkStats::default(),
+            queue_hist: Vec::new(),
             fifo: VecDeque::new(),
         });
         self.links.len() - 1
@@ -338,10 +342,21 @@ impl Network {
             let start = l.busy_until.max(t);
             let queued_ns = (start - t).as_nanos();
             let queued_bytes = queued_ns * u128::from(cfg.bandwidth_bps) / 8_000_000_000;
+            let bucket = (queued_bytes as usize / QUEUE_BUCKET).min(cfg.queue_limit / QUEUE_BUCKET);
+            if l.queue_hist.len() <= bucket {
+                l.queue_hist.resize(bucket + 1, 0);
+            }
+            l.queue_hist[bucket] += 1;
             if queued_bytes + len as u128 > cfg.queue_limit as u128 {
                 l.stats.tail_dropped += 1;
                 self.pool.put(frame);
                 return;
+            }
+            if cfg.ecn_threshold > 0
+                && queued_bytes > cfg.ecn_threshold as u128
+                && mark_ce(frame.as_mut_slice())
+            {
+                l.stats.ecn_marked += 1;
             }
             let ser = (len as u128 * 8_000_000_000).div_ceil(u128::from(cfg.bandwidth_bps));
             l.busy_until = start + Duration::from_nanos(ser as u64);
@@ -465,6 +480,37 @@ impl Network {
     pub fn egress_stats(&self, port: PortId) -> Option<LinkStats> {
         let l = self.ports.get(port.0)?.egress?;
         Some(self.links[l].stats)
+    }
+
+    /// The link that delivers to `port` (from its cable peer or its switch).
+    fn downlink(&self, port: PortId) -> Option<usize> {
+        self.links.iter().position(|l| matches!(l.to, Node::Port(p) if p == port.0))
+    }
+
+    /// Counters of the link that delivers to `port` (for a port on a switch: the switch's egress
+    /// toward it, the bottleneck of an incast).
+    pub fn ingress_stats(&self, port: PortId) -> Option<LinkStats> {
+        self.downlink(port).map(|l| self.links[l].stats)
+    }
+
+    /// The `p`-quantile (0..=1) of the bytes waiting on the link that delivers to `port`, sampled at
+    /// every frame's arrival, to [`QUEUE_BUCKET`] bytes (the bucket's upper edge); `None` without
+    /// samples.
+    pub fn ingress_queue_quantile(&self, port: PortId, p: f64) -> Option<usize> {
+        let h = &self.links[self.downlink(port)?].queue_hist;
+        let total: u64 = h.iter().sum();
+        if total == 0 {
+            return None;
+        }
+        let want = ((total as f64 * p.clamp(0.0, 1.0)).ceil() as u64).max(1);
+        let mut seen = 0;
+        for (i, n) in h.iter().enumerate() {
+            seen += n;
+            if seen >= want {
+                return Some((i + 1) * QUEUE_BUCKET);
+            }
+        }
+        Some(h.len() * QUEUE_BUCKET)
     }
 
     /// Counters summed over every link direction.

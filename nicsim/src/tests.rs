@@ -203,3 +203,106 @@ fn a_down_port_sends_and_receives_nothing() {
     assert_eq!(tag(&net.receive(b).unwrap()), 3);
     assert_eq!(net.set_port_up(PortId(7), true), Err(Error::NoSuchPort(7)));
 }
+
+/// An Ethernet/IPv4 frame of `len` bytes with this ECN codepoint and a correct header checksum.
+fn ip_frame(dst: [u8; 6], src: [u8; 6], ecn: u8, len: usize) -> Frame {
+    let mut b = vec![0u8; len.max(34)];
+    b[0..6].copy_from_slice(&dst);
+    b[6..12].copy_from_slice(&src);
+    b[12..14].copy_from_slice(&[0x08, 0x00]);
+    b[14] = 0x45;
+    b[15] = (26 << 2) | ecn;
+    b[16..18].copy_from_slice(&((len - 14) as u16).to_be_bytes());
+    b[22] = 64;
+    b[23] = 17;
+    b[26..30].copy_from_slice(&[10, 0, 0, 1]);
+    b[30..34].copy_from_slice(&[10, 0, 0, 2]);
+    let c = ip_checksum(&b[14..34]);
+    b[24..26].copy_from_slice(&c.to_be_bytes());
+    Frame::from_bytes(&b)
+}
+
+/// The IPv4 header checksum computed from scratch (checksum field taken as zero).
+fn ip_checksum(h: &[u8]) -> u16 {
+    let mut s: u32 = 0;
+    for i in (0..20).step_by(2) {
+        if i != 10 {
+            s += u32::from(u16::from_be_bytes([h[i], h[i + 1]]));
+        }
+    }
+    while s > 0xFFFF {
+        s = (s & 0xFFFF) + (s >> 16);
+    }
+    !(s as u16)
+}
+
+#[test]
+fn ce_marking_keeps_the_ipv4_checksum_right() {
+    for ecn in 0..4u8 {
+        for len in [34usize, 60, 1500] {
+            let mut f = ip_frame(B, A, ecn, len);
+            let marked = mark_ce(f.as_mut_slice());
+            let b = f.as_slice();
+            assert_eq!(marked, ecn == 1 || ecn == 2, "ECN {ecn}");
+            assert_eq!(b[15] & 3, if ecn == 0 { 0 } else { 3 });
+            assert_eq!(u16::from_be_bytes([b[24], b[25]]), ip_checksum(&b[14..34]), "ECN {ecn} len {len}");
+        }
+    }
+    assert!(!mark_ce(&mut frame(B, A, 0, 100).as_mut_slice().to_vec()), "not IPv4");
+}
+
+#[test]
+fn incast_queues_mark_and_tail_drop_at_the_bottleneck() {
+    // Eight senders at 10 Gb/s each into one 10 Gb/s port: the switch's egress toward the
+    // receiver is the bottleneck. ECN marks above 20 KB, tail drop above 100 KB.
+    let mut net = Network::new(3);
+    let sw = net.add_switch();
+    let fast = LinkConfig {
+        latency: Duration::from_micros(1),
+        bandwidth_bps: 10_000_000_000,
+        ..LinkConfig::default()
+    };
+    let bottleneck = LinkConfig { queue_limit: 100_000, ecn_threshold: 20_000, ..fast };
+    let rx = net.add_port([2, 0, 0, 0, 1, 0]);
+    net.attach(rx, sw, fast, bottleneck).unwrap();
+    let senders: Vec<PortId> = (0..8u8)
+        .map(|i| {
+            let p = net.add_port([2, 0, 0, 0, 0, 10 + i]);
+            net.attach(p, sw, fast, fast).unwrap();
+            p
+        })
+        .collect();
+    let mut got = [0u64; 8];
+    for round in 0..200u32 {
+        for (i, &p) in senders.iter().enumerate() {
+            net.transmit(p, ip_frame([2, 0, 0, 0, 1, 0], [2, 0, 0, 0, 0, 10 + i as u8], 2, 1500)).unwrap();
+        }
+        net.advance_to(Duration::from_micros(20 + u64::from(round) * 2));
+        while let Some(f) = net.receive(rx) {
+            got[usize::from(f.as_slice()[11] - 10)] += 1;
+        }
+    }
+    while let Some(t) = net.next_event() {
+        net.advance_to(t);
+        while let Some(f) = net.receive(rx) {
+            if f.len() == 1500 {
+                got[usize::from(f.as_slice()[11] - 10)] += 1;
+            }
+        }
+    }
+    let st = net.ingress_stats(rx).unwrap();
+    assert!(st.tail_dropped > 100, "an uncontrolled incast overflows the queue: {st:?}");
+    assert!(st.ecn_marked > 100, "{st:?}");
+    let p99 = net.ingress_queue_quantile(rx, 0.99).unwrap();
+    assert!(p99 > 20_000 && p99 <= 100_000 + QUEUE_BUCKET, "p99 {p99}");
+    assert!(net.ingress_queue_quantile(rx, 0.0).unwrap() <= QUEUE_BUCKET);
+    let delivered: u64 = got.iter().sum();
+    assert_eq!(delivered + st.tail_dropped, 1600, "every frame delivered or dropped at the bottleneck");
+    let shares: Vec<f64> = got.iter().map(|&g| g as f64).collect();
+    // Drop-tail with synchronized senders favours whoever arrives first in each round: the
+    // uncontrolled baseline the congestion-control work has to beat.
+    assert!(jain(&shares) < 0.9, "{got:?}");
+    assert!(
+        (jain(&[1.0, 1.0, 1.0]) - 1.0).abs() < 1e-12 && (jain(&[1.0, 0.0, 0.0, 0.0]) - 0.25).abs() < 1e-12
+    );
+}
