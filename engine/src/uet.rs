@@ -56,6 +56,8 @@ pub struct UetNode<D> {
     tss: Option<tss::SecureDomain>,
     /// Where received ciphertext is opened.
     scratch: Vec<u8>,
+    /// Mark sent packets ECN-capable (ECT(0)), for congestion control.
+    ecn: bool,
 }
 
 /// The UDP source port for traffic to `dst`: 0xC000 | 14 bits of a hash, fixed per destination
@@ -85,7 +87,15 @@ impl<D: Datapath> UetNode<D> {
             macs: HashMap::new(),
             tss: None,
             scratch: Vec::new(),
+            ecn: false,
         })
+    }
+
+    /// Marks every packet this node sends ECT(0) (RFC 3168), so congested switches mark CE
+    /// instead of dropping; received CE marks are handed to the PDS (the M flag of its ACKs) in
+    /// any case.
+    pub fn set_ecn(&mut self, on: bool) {
+        self.ecn = on;
     }
 
     /// Puts the node in a secure domain: every UET packet it sends is sealed (TSS header, AES-GCM,
@@ -174,8 +184,9 @@ impl<D: Datapath> UetNode<D> {
         let at = r.ethernet.buffer_len() + r.ip.buffer_len() + udp.buffer_len();
         let end = r.ethernet.buffer_len() + r.ip.buffer_len() + r.l4.buffer_len();
         let body = &f[at..end];
+        let ce = ip.dscp_ecn & 3 == 3;
         let result = match self.tss.as_mut() {
-            None => self.ses.handle_packet(now, ip.src_addr, body),
+            None => self.ses.handle_packet_ecn(now, ip.src_addr, body, ce),
             Some(d) => {
                 let sealed = body.first().is_some_and(|b| b >> 3 == wire::uet::tss::TYPE_TSS);
                 let Some(hdr) = sealed.then(|| TssRepr::parse(body).ok()).flatten() else {
@@ -187,7 +198,7 @@ impl<D: Datapath> UetNode<D> {
                 let prefix = aad_prefix(ip.src_addr, ip.dst_addr, udp.src_port, udp.dst_port);
                 let source = hdr.ssi.unwrap_or(ip.src_addr.to_bits());
                 match d.open(source, &prefix, &hdr, &mut self.scratch) {
-                    Ok(n) => self.ses.handle_packet(now, ip.src_addr, &self.scratch[..n]),
+                    Ok(n) => self.ses.handle_packet_ecn(now, ip.src_addr, &self.scratch[..n], ce),
                     Err(_) => {
                         self.stats.rx_tss_drops += 1;
                         return;
@@ -242,7 +253,10 @@ impl<D: Datapath> UetNode<D> {
                 }
             }
             let len = HEADERS + uet_len;
-            if write_headers(frame.buffer_mut(), self.dp.mac(), dst_mac, self.ip, t.dst, uet_len).is_err() {
+            let ecn = if self.ecn { ECT0 } else { 0 };
+            if write_headers_ecn(frame.buffer_mut(), self.dp.mac(), dst_mac, self.ip, t.dst, uet_len, ecn)
+                .is_err()
+            {
                 self.dp.recycle(frame);
                 continue;
             }
@@ -265,6 +279,9 @@ pub fn aad_prefix(src: Ipv4Addr, dst: Ipv4Addr, sport: u16, dport: u16) -> [u8; 
     p
 }
 
+/// The ECN codepoint ECT(0).
+const ECT0: u8 = 0b10;
+
 /// Writes Ethernet, IPv4 and UDP headers in front of the `uet_len` bytes at `buf[HEADERS..]`, with
 /// the UDP checksum computed.
 pub fn write_headers(
@@ -275,6 +292,19 @@ pub fn write_headers(
     dst: Ipv4Addr,
     uet_len: usize,
 ) -> wire::Result<()> {
+    write_headers_ecn(buf, src_mac, dst_mac, src, dst, uet_len, 0)
+}
+
+/// [`write_headers`] with this ECN codepoint in the IPv4 header.
+pub fn write_headers_ecn(
+    buf: &mut [u8],
+    src_mac: [u8; 6],
+    dst_mac: [u8; 6],
+    src: Ipv4Addr,
+    dst: Ipv4Addr,
+    uet_len: usize,
+    ecn: u8,
+) -> wire::Result<()> {
     let eth = EthernetRepr {
         dst_addr: EthernetAddress(dst_mac),
         src_addr: EthernetAddress(src_mac),
@@ -282,7 +312,7 @@ pub fn write_headers(
         ethertype: ethertype::IPV4,
     };
     let ip = Ipv4Repr {
-        dscp_ecn: 0,
+        dscp_ecn: ecn & 3,
         ident: 0,
         flags_frag: 0x4000,
         ttl: 64,

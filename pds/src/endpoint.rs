@@ -185,6 +185,8 @@ pub struct PdcInfo<A> {
     pub unacked: usize,
     /// Close in progress.
     pub closing: bool,
+    /// The NSCC window in bytes, when congestion control runs.
+    pub cwnd: Option<usize>,
 }
 
 impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
@@ -343,6 +345,7 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
             clear_psn: p.rx.clear_psn(),
             unacked: p.tx.len(),
             closing: p.closing,
+            cwnd: p.nscc.as_ref().map(crate::cc::Nscc::cwnd),
         })
     }
 
@@ -457,6 +460,18 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
         src: A,
         buf: &'a [u8],
     ) -> Result<Option<Delivery<'a, A>>, wire::Error> {
+        self.handle_packet_ecn(now, src, buf, false)
+    }
+
+    /// [`handle_packet`](Self::handle_packet) for a packet whose IP header carried ECN CE: the
+    /// PDC's next ACK has the M flag set (the sender's NSCC reacts to it).
+    pub fn handle_packet_ecn<'a>(
+        &mut self,
+        now: Duration,
+        src: A,
+        buf: &'a [u8],
+        ce: bool,
+    ) -> Result<Option<Delivery<'a, A>>, wire::Error> {
         let pds = PdsRepr::parse(buf).inspect_err(|_| self.stats.rx_malformed += 1)?;
         self.stats.rx_packets += 1;
         let body = &buf[pds.buffer_len()..];
@@ -479,6 +494,7 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
                     return Ok(None);
                 }
                 let out = p.on_request(&r, now, &self.cfg);
+                p.ce_seen |= ce;
                 let deliver = out.deliver;
                 self.apply(id, out);
                 let kind = DeliveryKind::Pdc { pdc: id, psn: r.psn, mode: r.mode };
@@ -487,7 +503,7 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
             PdsRepr::Ack(a) => {
                 match self.lookup(src, a.dpdcid, a.spdcid) {
                     Some(id) => {
-                        let out = self.pdcs.get_mut(&id).expect("looked up").on_ack(&a);
+                        let out = self.pdcs.get_mut(&id).expect("looked up").on_ack(&a, now);
                         self.apply(id, out);
                     }
                     None => self.stats.rx_stale += 1,

@@ -18,6 +18,7 @@
 //! What the upper layer (SES) sends is opaque here: a `next_hdr` value and the bytes that follow the
 //! PDS header (SES header and payload).
 
+pub mod cc;
 pub mod endpoint;
 pub mod pdc;
 pub mod psn;
@@ -55,6 +56,8 @@ pub struct Config {
     pub ack_delay: Duration,
     /// PDCs this endpoint holds at most; a SYN beyond it is answered with NACK NO_PDC_AVAIL.
     pub max_pdcs: usize,
+    /// Sender congestion control: NSCC with these parameters, or none (the window alone).
+    pub cc: Option<cc::NsccConfig>,
 }
 
 impl Default for Config {
@@ -68,6 +71,7 @@ impl Default for Config {
             ack_every: 16,
             ack_delay: Duration::from_micros(20),
             max_pdcs: 4096,
+            cc: None,
         }
     }
 }

@@ -53,6 +53,10 @@ pub(crate) struct Pdc<A> {
     pub(crate) start_psn: u32,
     pub(crate) tx: TxHalf,
     pub(crate) rx: RxHalf,
+    /// NSCC, when the endpoint runs it (created with the first transmission).
+    pub(crate) nscc: Option<crate::cc::Nscc>,
+    /// A CE-marked packet arrived since the last ACK: the next ACK carries M.
+    pub(crate) ce_seen: bool,
     /// Close asked for locally (or, on the initiator, by the target).
     pub(crate) closing: bool,
     close_queued: bool,
@@ -114,6 +118,8 @@ impl<A: Copy> Pdc<A> {
             start_psn,
             tx: TxHalf::new(start_psn),
             rx: RxHalf::new(start_psn),
+            nscc: None,
+            ce_seen: false,
             closing: false,
             close_queued: false,
             close_req_due: None,
@@ -157,12 +163,20 @@ impl<A: Copy> Pdc<A> {
     }
 
     /// An ACK for this PDC's sending half.
-    pub(crate) fn on_ack(&mut self, a: &AckRepr) -> Outcome {
+    pub(crate) fn on_ack(&mut self, a: &AckRepr, now: Duration) -> Outcome {
         let mut out = Outcome::default();
         self.learn(a.spdcid, &mut out);
         let sack = a.sack_base_psn().zip(a.cc_info().map(|i| i.sack_bitmap));
         let n = self.tx.on_ack(a.cack_psn, sack, self.mode, &mut sink(&mut out));
         out.retransmits = n;
+        if let Some(cc) = &mut self.nscc {
+            let (bytes, sent_at) = self.tx.last_acked;
+            let rtt = sent_at.map(|t| now.saturating_sub(t));
+            cc.on_ack(now, bytes, rtt, a.flags & wire::uet::pds::ack::FLAG_M != 0);
+            if n > 0 {
+                cc.on_loss(now);
+            }
+        }
         if a.flags & wire::uet::pds::ack::FLAG_REQ_MASK == REQ_CLOSE && self.role == Role::Initiator {
             self.closing = true;
         }
@@ -228,7 +242,13 @@ impl<A: Copy> Pdc<A> {
 
     /// Retransmit timers. `Err` when the retry limit is exceeded.
     pub(crate) fn handle_timeout(&mut self, now: Duration, cfg: &Config) -> Result<usize, ()> {
-        self.tx.handle_timeout(now, cfg, self.mode)
+        let r = self.tx.handle_timeout(now, cfg, self.mode);
+        if let (Ok(n), Some(cc)) = (&r, &mut self.nscc) {
+            if *n > 0 {
+                cc.on_loss(now);
+            }
+        }
+        r
     }
 
     /// Earliest deadline of this PDC.
@@ -268,6 +288,7 @@ impl<A: Copy> Pdc<A> {
         if self.rx.ack_ready(now) || self.probe_reply.is_some() {
             let len = emit(&PdsRepr::Ack(self.ack()), &[], buf)?;
             self.rx.acked();
+            self.ce_seen = false;
             self.probe_reply = None;
             if self.close_complete() {
                 self.close_done = true;
@@ -295,7 +316,13 @@ impl<A: Copy> Pdc<A> {
             self.close_queued = true;
         }
         let syn = self.role == Role::Initiator && self.peer_id.is_none();
+        if self.nscc.is_none() {
+            self.nscc = cfg.cc.map(crate::cc::Nscc::new);
+        }
         let mut window = cfg.window.min(RX_WINDOW);
+        if let Some(cc) = &self.nscc {
+            window = window.min(cc.cwnd_packets() as u32);
+        }
         if syn {
             window =
                 window.min(SYN_SPAN - diff(self.tx.una(), self.start_psn).clamp(0, SYN_SPAN as i32) as u32);
@@ -355,6 +382,9 @@ impl<A: Copy> Pdc<A> {
     fn ack(&self) -> AckRepr {
         let cack = self.rx.expected().wrapping_sub(1);
         let mut flags = if self.rx.retx_seen { wire::uet::pds::ack::FLAG_RETX } else { 0 };
+        if self.ce_seen {
+            flags |= wire::uet::pds::ack::FLAG_M;
+        }
         let ack_psn_offset = match self.probe_reply {
             Some(opaque) => {
                 flags |= FLAG_P;

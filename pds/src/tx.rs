@@ -37,6 +37,8 @@ pub(crate) struct TxPkt {
     /// Transmission sequence number of its latest transmission (0: never sent).
     seq: u64,
     deadline: Duration,
+    /// When it last went out (for RTT samples).
+    sent_at: Duration,
 }
 
 /// A packet newly known to be received, reported to the caller.
@@ -54,11 +56,20 @@ pub(crate) struct TxHalf {
     sent: usize,
     retx_pending: usize,
     seq: u64,
+    /// Payload bytes the last `on_ack` newly acknowledged, and when the newest of them was sent.
+    pub(crate) last_acked: (usize, Option<Duration>),
 }
 
 impl TxHalf {
     pub(crate) fn new(start_psn: u32) -> TxHalf {
-        TxHalf { una: start_psn, pkts: VecDeque::new(), sent: 0, retx_pending: 0, seq: 0 }
+        TxHalf {
+            una: start_psn,
+            pkts: VecDeque::new(),
+            sent: 0,
+            retx_pending: 0,
+            seq: 0,
+            last_acked: (0, None),
+        }
     }
 
     /// Oldest PSN not cumulatively acknowledged (the sender's CLEAR_PSN).
@@ -90,6 +101,7 @@ impl TxHalf {
             retries: 0,
             seq: 0,
             deadline: Duration::ZERO,
+            sent_at: Duration::ZERO,
         });
         psn
     }
@@ -119,6 +131,7 @@ impl TxHalf {
         let p = &mut self.pkts[idx];
         p.seq = self.seq;
         p.deadline = now + cfg.backoff(p.retries);
+        p.sent_at = now;
         if p.retx {
             p.retx = false;
             self.retx_pending -= 1;
@@ -149,6 +162,13 @@ impl TxHalf {
         report: &mut impl FnMut(Delivered),
     ) -> usize {
         let mut newest = 0u64;
+        let mut acked = (0usize, None::<(u64, Duration)>);
+        let mut note = |p: &TxPkt| {
+            acked.0 += payload_len(&p.payload);
+            if acked.1.is_none_or(|(s, _)| p.seq > s) {
+                acked.1 = Some((p.seq, p.sent_at));
+            }
+        };
         let n = diff(cack, self.una).wrapping_add(1);
         if n > 0 && n as usize <= self.sent {
             for i in 0..n as u32 {
@@ -158,6 +178,7 @@ impl TxHalf {
                     self.retx_pending -= 1;
                 }
                 if !p.acked {
+                    note(&p);
                     report(delivered(self.una.wrapping_add(i), &p.payload));
                 }
             }
@@ -182,10 +203,12 @@ impl TxHalf {
                         p.retx = false;
                         self.retx_pending -= 1;
                     }
+                    note(p);
                     report(delivered(psn, &p.payload));
                 }
             }
         }
+        self.last_acked = (acked.0, acked.1.map(|(_, t)| t));
         if mode != Mode::Rud || newest == 0 {
             return 0;
         }
@@ -265,6 +288,13 @@ impl TxHalf {
         self.sent = 0;
         self.retx_pending = 0;
         out
+    }
+}
+
+fn payload_len(p: &Payload) -> usize {
+    match p {
+        Payload::Data { bytes, .. } => bytes.len(),
+        _ => 0,
     }
 }
 

@@ -766,7 +766,18 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
 
     /// Feeds one received UET packet (the PDS header onwards; CRC already checked).
     pub fn handle_packet(&mut self, now: Duration, src: A, buf: &[u8]) -> Result<(), wire::Error> {
-        let d = self.pds.handle_packet(now, src, buf)?;
+        self.handle_packet_ecn(now, src, buf, false)
+    }
+
+    /// [`handle_packet`](Self::handle_packet) for a packet whose IP header was marked CE.
+    pub fn handle_packet_ecn(
+        &mut self,
+        now: Duration,
+        src: A,
+        buf: &[u8],
+        ce: bool,
+    ) -> Result<(), wire::Error> {
+        let d = self.pds.handle_packet_ecn(now, src, buf, ce)?;
         if let Some(d) = d {
             let (reply, piece) = match d.kind {
                 DeliveryKind::Pdc { pdc, .. } => (Reply::Pdc(pdc), 0),
