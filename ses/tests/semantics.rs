@@ -399,3 +399,33 @@ fn a_read_larger_than_the_send_queue_completes() {
         assert_eq!((c.status, c.data == data), (Status::Ok, true), "read {i}");
     }
 }
+
+/// A packet claiming another request_length than the rest of its message is not part of it:
+/// dropped and counted, never written past the message's buffer (found by the uet_endpoint fuzz
+/// target: an unexpected message's buffer overflowed).
+#[test]
+fn a_packet_disagreeing_on_the_message_length_is_dropped() {
+    use wire::uet::PdsRepr;
+    let [a, b] = cfgs();
+    let mut tx = ses::Endpoint::<u8>::new(a, 1);
+    let mut rx = ses::Endpoint::<u8>::new(b, 2);
+    let dst = ses::Addr { fep: 1, pid_on_fep: b.pid_on_fep, resource_index: b.resource_index };
+    tx.send(dst, &pattern(3, 3000), None, Opts::default()).unwrap();
+    let now = Duration::ZERO;
+    let mut pkts = Vec::new();
+    let mut buf = vec![0u8; 9000];
+    while let Some(t) = tx.poll_transmit(now, &mut buf) {
+        pkts.push(buf[..t.len].to_vec());
+    }
+    assert_eq!(pkts.len(), 3, "SOM, middle, EOM");
+    rx.handle_packet(now, 0, &pkts[0]).unwrap();
+    assert_eq!(rx.unexpected_count(), 1);
+    let at = PdsRepr::parse(&pkts[1]).unwrap().buffer_len() + 40;
+    pkts[1][at..at + 4].copy_from_slice(&6000u32.to_be_bytes());
+    let dropped = rx.stats().dropped;
+    rx.handle_packet(now, 0, &pkts[1]).unwrap();
+    assert_eq!(rx.stats().dropped, dropped + 1);
+    rx.handle_packet(now, 0, &pkts[2]).unwrap();
+    rx.post_recv(any(), 3000, 9);
+    assert!(rx.poll_completion().is_none(), "the message is still missing its middle");
+}

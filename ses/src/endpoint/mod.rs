@@ -878,6 +878,12 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
                 .insert(key, InMsg { dest, info, total, received: 0, header_data: None, job_id: c.job_id });
         }
         let m = self.inbound.get_mut(&key).expect("inserted");
+        if m.total != total {
+            // Every packet of a message carries the same request_length; one that does not is not
+            // part of it.
+            self.stats.dropped += 1;
+            return;
+        }
         m.header_data = m.header_data.or(header_data);
         match &mut m.dest {
             Dest::Recv(p) => {
@@ -888,8 +894,11 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
             }
             Dest::Unexpected(id) => {
                 let id = *id;
-                let u = self.unexpected.iter_mut().find(|u| u.id == id).expect("unexpected entry exists");
-                u.data[offset..offset + payload.len()].copy_from_slice(payload);
+                let slot = self.unexpected.iter_mut().find(|u| u.id == id);
+                match slot.and_then(|u| u.data.get_mut(offset..offset + payload.len())) {
+                    Some(dst) => dst.copy_from_slice(payload),
+                    None => self.stats.dropped += 1,
+                }
             }
             Dest::Rma { key, base } => {
                 // Checked on the first packet; the region may have been deregistered (or replaced
