@@ -8,6 +8,7 @@
 //! the [`MemTable`](crate::verbs::MemTable) the caller passes in.
 
 mod completer;
+pub mod dcqcn;
 pub mod path;
 mod qp;
 mod requester;

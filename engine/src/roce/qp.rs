@@ -1,6 +1,7 @@
 //! One queue pair (RC, UC or UD): the state machine of `modify_qp`, work request checks, and the
 //! glue between the requester, completer and responder and the frames on the wire.
 
+use super::dcqcn::{Dcqcn, DcqcnConfig};
 use super::path::{HeaderTemplate, Path, canonical, udp_sport};
 use super::requester::{ReqConfig, ReqCounters, Requester, SendWqe, UdSend, ack_timeout};
 use super::responder::{RecvWqe, RespConfig, RespDrops, Responder, RxMeta};
@@ -13,7 +14,7 @@ use crate::verbs::{
 use std::collections::VecDeque;
 use std::net::IpAddr;
 use std::time::Duration;
-use wire::ib::{RoceRepr, Transport, psn};
+use wire::ib::{BthRepr, Opcode, RoceRepr, Transport, psn};
 
 /// Largest message (rxe's `RXE_PORT_MAX_MSG_SZ`, roce-wire.md §1.8).
 pub const MAX_MSG_SIZE: u64 = 0x80_0000;
@@ -44,6 +45,9 @@ pub struct QpConfig {
     pub mac: [u8; 6],
     /// The device's GID.
     pub gid: IpAddr,
+    /// DCQCN on this RC QP: its frames are ECN-capable (ECT(0)), it answers CE-marked requests
+    /// with CNPs (at most one per interval) and paces its own requests by the CNPs it receives.
+    pub dcqcn: Option<DcqcnConfig>,
 }
 
 /// Which completion queue a completion belongs on.
@@ -53,6 +57,15 @@ pub enum CqSide {
     Send,
     /// The receive CQ.
     Recv,
+}
+
+/// True if the IP header (IPv4, or IPv6) carries ECN CE.
+fn ce_marked(ip: &[u8]) -> bool {
+    match ip.first().map(|b| b >> 4) {
+        Some(4) => ip.get(1).is_some_and(|tos| tos & 3 == 3),
+        Some(6) => ip.get(1).is_some_and(|b| (b >> 4) & 3 == 3),
+        _ => false,
+    }
 }
 
 /// A queue pair (see the module documentation of [`crate::roce`]).
@@ -69,6 +82,11 @@ pub struct QueuePair {
     template: Option<HeaderTemplate>,
     req: Requester,
     resp: Responder,
+    /// DCQCN reaction point (RC with `QpConfig::dcqcn`).
+    dcqcn: Option<Dcqcn>,
+    /// DCQCN notification point: a CNP is due, and when the last one went.
+    cnp_pending: bool,
+    cnp_last: Option<Duration>,
 }
 
 fn need<T>(v: Option<T>, name: &'static str) -> Result<T, VerbsError> {
@@ -134,7 +152,6 @@ impl QueuePair {
             srq: cfg.srq,
         };
         QueuePair {
-            cfg,
             rq: VecDeque::new(),
             state: QpState::Reset,
             access: Access::NONE,
@@ -143,7 +160,16 @@ impl QueuePair {
             template: None,
             req: Requester::new(req_cfg, 0),
             resp: Responder::new(resp_cfg, 0),
+            dcqcn: cfg.dcqcn.filter(|_| cfg.qp_type == QpType::Rc).map(Dcqcn::new),
+            cnp_pending: false,
+            cnp_last: None,
+            cfg,
         }
+    }
+
+    /// The DCQCN rate limiter, when DCQCN runs on this QP.
+    pub fn dcqcn(&self) -> Option<&Dcqcn> {
+        self.dcqcn.as_ref()
     }
 
     /// QP number.
@@ -245,7 +271,12 @@ impl QueuePair {
                         .cfg
                         .fixed_src_port
                         .unwrap_or_else(|| udp_sport(av.flow_label, self.cfg.qpn, dest)),
-                    traffic_class: av.traffic_class,
+                    // ECT(0) in the ECN bits when DCQCN runs (RFC 3168).
+                    traffic_class: if self.dcqcn.is_some() {
+                        (av.traffic_class & !3) | 2
+                    } else {
+                        av.traffic_class
+                    },
                     hop_limit: av.hop_limit,
                     flow_label: av.flow_label,
                 };
@@ -483,6 +514,12 @@ impl QueuePair {
         if !matches!(self.state, QpState::Rtr | QpState::Rts) || pkt.bth.pkey & 0x7FFF != 0x7FFF {
             return;
         }
+        if pkt.bth.opcode == Opcode::CNP {
+            if let Some(d) = &mut self.dcqcn {
+                d.on_cnp(now);
+            }
+            return;
+        }
         let Some(info) = pkt.bth.opcode.info() else { return };
         let t = transport(self.cfg.qp_type);
         if info.transport != t {
@@ -506,20 +543,38 @@ impl QueuePair {
                     self.enter_error(Some(fatal));
                 }
             }
-        } else if self.resp.handle_request(info.operation, pkt, mem, rq).is_err() {
-            self.enter_error(None);
+        } else {
+            if let Some(d) = self.cfg.dcqcn.filter(|_| t == Transport::Rc && ce_marked(meta.ip_header)) {
+                if self.cnp_last.is_none_or(|l| now.saturating_sub(l) >= d.cnp_interval) {
+                    self.cnp_pending = true;
+                    self.cnp_last = Some(now);
+                }
+            }
+            if self.resp.handle_request(info.operation, pkt, mem, rq).is_err() {
+                self.enter_error(None);
+            }
         }
     }
 
     /// The next deadline at which [`handle_timeout`](Self::handle_timeout) has work.
     pub fn poll_timeout(&self) -> Option<Duration> {
-        if self.state == QpState::Rts { self.req.poll_timeout() } else { None }
+        if self.state != QpState::Rts {
+            return None;
+        }
+        let paced = self.dcqcn.as_ref().and_then(|d| {
+            let pending = self.req.next < self.req.sq.len();
+            [d.poll_timeout(), d.send_at().filter(|_| pending)].into_iter().flatten().min()
+        });
+        [self.req.poll_timeout(), paced].into_iter().flatten().min()
     }
 
     /// Runs the timers due at `now`.
     pub fn handle_timeout(&mut self, now: Duration) {
         if self.state != QpState::Rts {
             return;
+        }
+        if let Some(d) = &mut self.dcqcn {
+            d.handle_timeout(now);
         }
         if let Err(fatal) = self.req.handle_timeout(now) {
             self.enter_error(Some(fatal));
@@ -528,18 +583,39 @@ impl QueuePair {
 
     /// True if [`poll_transmit`](Self::poll_transmit) may have a frame.
     pub fn wants_transmit(&self) -> bool {
-        self.resp.has_reply() || (self.state == QpState::Rts && self.req.next < self.req.sq.len())
+        self.cnp_pending
+            || self.resp.has_reply()
+            || (self.state == QpState::Rts && self.req.next < self.req.sq.len())
     }
 
     /// Writes the next frame into `buf` (responses first, then requests); returns its length.
     pub fn poll_transmit(&mut self, now: Duration, mem: &MemTable, buf: &mut [u8]) -> Option<usize> {
         let own = self.template;
+        if self.cnp_pending && matches!(self.state, QpState::Rtr | QpState::Rts) {
+            self.cnp_pending = false;
+            // roce-wire.md §3: BTH opcode 0x81, P_Key 0xFFFF, the flow's QP, BECN, PSN 0, 16
+            // reserved zero bytes.
+            let mut bth = BthRepr::new(Opcode::CNP, self.resp.cfg.dest_qp, 0);
+            bth.becn = true;
+            let pkt = RoceRepr::new(bth, &[]);
+            if let Some(n) = own.and_then(|p| {
+                p.emit(buf, &pkt, 16, |d| {
+                    d.fill(0);
+                    Ok(())
+                })
+                .ok()
+            }) {
+                return Some(n);
+            }
+        }
         loop {
             let (desc, from_responder) = match self.state {
                 QpState::Rtr | QpState::Rts | QpState::Error if self.resp.has_reply() => {
                     (self.resp.poll()?, true)
                 }
-                QpState::Rts => (self.req.poll(now)?, false),
+                QpState::Rts if self.dcqcn.as_ref().is_none_or(|d| d.may_send(now)) => {
+                    (self.req.poll(now)?, false)
+                }
                 _ => return None,
             };
             let psn = desc.packet.bth.psn;
@@ -571,6 +647,11 @@ impl QueuePair {
                 Ok(n) => {
                     if desc.completes {
                         self.req.complete_front(WcStatus::Success);
+                    }
+                    if !from_responder {
+                        if let Some(d) = &mut self.dcqcn {
+                            d.on_sent(now, n);
+                        }
                     }
                     return Some(n);
                 }

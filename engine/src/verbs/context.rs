@@ -180,6 +180,8 @@ pub struct Context {
     link_up: bool,
     stats: Stats,
     uet: UetConfig,
+    /// DCQCN for the RC QPs created from now on.
+    dcqcn: Option<crate::roce::dcqcn::DcqcnConfig>,
 }
 
 impl std::fmt::Debug for Context {
@@ -203,6 +205,7 @@ impl Context {
             ahs: Vec::new(),
             events: VecDeque::from([if link_up { AsyncEvent::PortActive } else { AsyncEvent::PortError }]),
             link_up,
+            dcqcn: None,
             stats: Stats::default(),
             uet: UetConfig::default(),
         }
@@ -552,6 +555,7 @@ impl Context {
             sq_sig_all: init.sq_sig_all,
             mac: self.mac(),
             gid: self.gid(),
+            dcqcn: self.dcqcn,
         };
         self.qps.push(Some(QpEntry {
             qp: QueuePair::new(cfg),
@@ -590,6 +594,18 @@ impl Context {
         e.error_known = state == QpState::Error;
         self.flush_completions();
         Ok(())
+    }
+
+    /// Runs DCQCN on the RC QPs created from now on (`None`: off): their frames are ECT(0), they
+    /// answer CE-marked requests with CNPs and pace themselves by the CNPs they get.
+    pub fn set_dcqcn(&mut self, cfg: Option<crate::roce::dcqcn::DcqcnConfig>) {
+        self.dcqcn = cfg;
+    }
+
+    /// The current DCQCN rate of a QP (bits per second) and the CNPs it received.
+    pub fn dcqcn_state(&self, qp: Qp) -> Option<(u64, u64)> {
+        let e = self.qps.get((qp.0.checked_sub(FIRST_QPN)?) as usize)?.as_ref()?;
+        e.qp.dcqcn().map(|d| (d.rate_bps(), d.cnps()))
     }
 
     /// The QP's state and attributes (`ibv_query_qp`).
