@@ -3,42 +3,24 @@
 //! marking above 20 KB, 400 KB of buffer). With NSCC (senders ECT(0), the receiver's ACKs echo CE in
 //! their M flag) against the same run without congestion control, on fixed seeds. Prints the table.
 
+mod common;
+
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::Duration;
 
+use common::incast::{ECN_K, MSG, Metrics, RATE, RUN, SENDERS, links, starts};
 use engine::datapath::sim::{SimNet, SimPort};
 use engine::uet::UetNode;
-use nicsim::{LinkConfig, jain};
+use nicsim::LinkConfig;
 use pds::cc::NsccConfig;
 use ses::{Access, Addr, CompletionKind, JobScope, Opts, Status};
 
-const SENDERS: usize = 8;
-const RATE: u64 = 100_000_000_000;
-const ECN_K: usize = 100_000;
-const MSG: usize = 65_536;
 const DEPTH: usize = 4;
-const RUN: Duration = Duration::from_millis(20);
-
-#[derive(Debug)]
-struct Metrics {
-    drop_rate: f64,
-    drops: u64,
-    marked: u64,
-    q_p99: usize,
-    goodput: f64,
-    jain: f64,
-}
 
 fn run(nscc: bool, seed: u64) -> Metrics {
     let net = SimNet::new(seed);
     let sw = net.with(|n| n.add_switch());
-    let fast = LinkConfig {
-        latency: Duration::from_micros(1),
-        bandwidth_bps: RATE,
-        queue_limit: 1_000_000,
-        ..LinkConfig::default()
-    };
-    let bottleneck = LinkConfig { ecn_threshold: ECN_K, ..fast };
+    let (fast, bottleneck) = links();
     let mut pcfg = pds::Config { ack_every: 1, max_retries: 50, ..pds::Config::default() };
     if nscc {
         pcfg.cc = Some(NsccConfig { link_bps: RATE, base_rtt: Duration::from_micros(8), mss: 4200 });
@@ -61,14 +43,7 @@ fn run(nscc: bool, seed: u64) -> Metrics {
         .collect();
     let dst = Addr { fep: rx.ip(), pid_on_fep: 0, resource_index: 0 };
     let data = vec![0x5A; MSG];
-    // Senders start at seed-dependent times within the first 50 us.
-    let start: Vec<Duration> = (0..SENDERS as u64)
-        .map(|i| {
-            Duration::from_nanos(
-                (seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ i.wrapping_mul(0xD1B5_4A32_D192_ED03)) % 50_000,
-            )
-        })
-        .collect();
+    let start = starts(seed);
     let mut in_flight = [0usize; SENDERS];
     let mut done = [0u64; SENDERS];
     loop {
@@ -104,17 +79,7 @@ fn run(nscc: bool, seed: u64) -> Metrics {
     }
     let st = net.with(|n| n.ingress_stats(rx_port)).unwrap();
     let q_p99 = net.with(|n| n.ingress_queue_quantile(rx_port, 0.99)).unwrap_or(0);
-    let total: u64 = done.iter().sum();
-    let goodput = total as f64 * 8.0 / RUN.as_secs_f64() / RATE as f64;
-    let shares: Vec<f64> = done.iter().map(|&d| d as f64).collect();
-    Metrics {
-        drop_rate: st.tail_dropped as f64 / st.offered.max(1) as f64,
-        drops: st.tail_dropped,
-        marked: st.ecn_marked,
-        q_p99,
-        goodput,
-        jain: jain(&shares),
-    }
+    Metrics::new(st, q_p99, &done, 0)
 }
 
 #[test]
@@ -122,17 +87,8 @@ fn nscc_keeps_the_incast_queue_short_without_drops() {
     for seed in [1u64, 2, 3] {
         let with = run(true, seed);
         let without = run(false, seed);
-        for (name, m) in [("RUD + NSCC", &with), ("RUD, no CC", &without)] {
-            println!(
-                "seed {seed} {name:<11} drops {:>5} ({:.3} %)  queue p99 {:>7} B  goodput {:.1} %  Jain {:.3}  CE marks {}",
-                m.drops,
-                100.0 * m.drop_rate,
-                m.q_p99,
-                100.0 * m.goodput,
-                m.jain,
-                m.marked
-            );
-        }
+        with.print(seed, "RUD + NSCC");
+        without.print(seed, "RUD, no CC");
         assert!(with.drop_rate <= 0.001, "NSCC drops: {with:?}");
         assert!(with.q_p99 <= 2 * ECN_K, "NSCC queue p99: {with:?}");
         assert!(with.goodput >= 0.9, "NSCC goodput: {with:?}");

@@ -6,43 +6,24 @@
 //! yet meet the thresholds (its first round trip at line rate overflows the buffer, and a
 //! flow that loses packets waits out RC's retransmission timeout): what is asserted is what holds.
 
+mod common;
+
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::Duration;
 
+use common::incast::{MSG, Metrics, RATE, RUN, SENDERS, links, starts};
 use engine::datapath::sim::SimNet;
 use engine::roce::dcqcn::DcqcnConfig;
 use engine::simpair::{PairConfig, connect};
 use engine::verbs::{Access, Context, Mtu, QpInitAttr, QpType, SendWr, Sge, WcStatus, WrOpcode};
-use nicsim::{LinkConfig, jain};
+use nicsim::LinkConfig;
 
-const SENDERS: usize = 8;
-const RATE: u64 = 100_000_000_000;
-const ECN_K: usize = 100_000;
-const MSG: usize = 65_536;
 const DEPTH: u64 = 4;
-const RUN: Duration = Duration::from_millis(20);
-
-#[derive(Debug)]
-struct Metrics {
-    drop_rate: f64,
-    drops: u64,
-    marked: u64,
-    q_p99: usize,
-    goodput: f64,
-    jain: f64,
-    cnps: u64,
-}
 
 fn run(dcqcn: bool, seed: u64) -> Metrics {
     let net = SimNet::new(seed);
     let sw = net.with(|n| n.add_switch());
-    let fast = LinkConfig {
-        latency: Duration::from_micros(1),
-        bandwidth_bps: RATE,
-        queue_limit: 1_000_000,
-        ..LinkConfig::default()
-    };
-    let bottleneck = LinkConfig { ecn_threshold: ECN_K, ..fast };
+    let (fast, bottleneck) = links();
     let cc = dcqcn.then(|| DcqcnConfig::new(RATE));
     let device = |name: &str, ip: Ipv4Addr, down: LinkConfig| -> (Context, nicsim::PortId) {
         let port = net.add_device(name, IpAddr::V4(ip)).unwrap();
@@ -78,14 +59,7 @@ fn run(dcqcn: bool, seed: u64) -> Metrics {
         connect(&mut rx, qr, qs.qpn(), gs, pr, ps, &cfg).unwrap();
         tx.push((c, cq, qs, src));
     }
-    // Senders start at seed-dependent times within the first 50 us.
-    let start: Vec<Duration> = (0..SENDERS as u64)
-        .map(|i| {
-            Duration::from_nanos(
-                (seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ i.wrapping_mul(0xD1B5_4A32_D192_ED03)) % 50_000,
-            )
-        })
-        .collect();
+    let start = starts(seed);
     let mut posted = [0u64; SENDERS];
     let mut done = [0u64; SENDERS];
     let mut bytes = [0u64; SENDERS];
@@ -126,17 +100,7 @@ fn run(dcqcn: bool, seed: u64) -> Metrics {
     let cnps = tx.iter().filter_map(|(c, _, qp, _)| c.dcqcn_state(*qp)).map(|(_, n)| n).sum();
     let st = net.with(|n| n.ingress_stats(rx_port)).unwrap();
     let q_p99 = net.with(|n| n.ingress_queue_quantile(rx_port, 0.99)).unwrap_or(0);
-    let total: u64 = bytes.iter().sum();
-    let shares: Vec<f64> = bytes.iter().map(|&d| d as f64).collect();
-    Metrics {
-        drop_rate: st.tail_dropped as f64 / st.offered.max(1) as f64,
-        drops: st.tail_dropped,
-        marked: st.ecn_marked,
-        q_p99,
-        goodput: total as f64 * 8.0 / RUN.as_secs_f64() / RATE as f64,
-        jain: jain(&shares),
-        cnps,
-    }
+    Metrics::new(st, q_p99, &bytes, cnps)
 }
 
 #[test]
@@ -144,18 +108,8 @@ fn dcqcn_cuts_incast_drops_tenfold() {
     for seed in [1u64, 2, 3] {
         let with = run(true, seed);
         let without = run(false, seed);
-        for (name, m) in [("RC + DCQCN", &with), ("RC, no CC", &without)] {
-            println!(
-                "seed {seed} {name:<10} drops {:>5} ({:.3} %)  queue p99 {:>7} B  goodput {:.1} %  Jain {:.3}  CE marks {}  CNPs {}",
-                m.drops,
-                100.0 * m.drop_rate,
-                m.q_p99,
-                100.0 * m.goodput,
-                m.jain,
-                m.marked,
-                m.cnps
-            );
-        }
+        with.print(seed, "RC + DCQCN");
+        without.print(seed, "RC, no CC");
         // What DCQCN achieves here (the thresholds are not met yet, see the closing note):
         // at least 10x fewer drops than the same incast without congestion control.
         assert!(with.cnps > 0 && with.marked > 0, "{with:?}");

@@ -1,6 +1,8 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code, unreachable_pub)]
 
+pub mod incast;
+
 use std::path::{Path, PathBuf};
 
 /// `../shared` beside the project root, where the reference captures live (never copied in).
