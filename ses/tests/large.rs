@@ -225,3 +225,18 @@ fn large_sends_loss_1_percent() {
 fn large_sends_loss_10_percent() {
     matrix(0.1, 200);
 }
+
+/// A rendezvous sent under another JobID than the sender's own (an AV auth key's) still completes:
+/// the target's read of the sender's buffer is authorized by that buffer's JobID.
+#[test]
+fn rendezvous_under_an_auth_key_jobid() {
+    let mut sim = sim(Profile::Hpc, Profile::Hpc, LinkConfig::default(), 4);
+    let dst = addr(sim.eps[1].config(), 1);
+    let job = sim.eps[0].config().job_id + 40;
+    sim.eps[1].authorize_job(job);
+    let m = pattern(8, 30_000);
+    sim.eps[1].post_recv(RecvSpec::any(), 30_000, 100);
+    sim.eps[0].send(dst, &m, None, Opts { job_id: Some(job), ..o(1) }).unwrap();
+    assert_eq!(wait(&mut sim, 1, 100).data, m);
+    assert_eq!(wait(&mut sim, 0, 1).status, Status::Ok);
+}
