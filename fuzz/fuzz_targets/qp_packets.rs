@@ -4,8 +4,8 @@
 //! lengths and payloads. Checks: no panic; a region without write access never changes; every frame
 //! the QP sends verifies; the QP ends in RTS (and still sends) or in the error state.
 //!
-//! Input: byte 0 picks the QP type and SRQ; then 16-byte packet descriptions followed by their
-//! payload bytes.
+//! Input: byte 0 picks the QP type, SRQ and DCQCN (bit 0x20: CNPs in and out, paced requests); then
+//! 16-byte packet descriptions followed by their payload bytes.
 #![no_main]
 
 use engine::roce::{QpConfig, QueuePair, RecvWqe, RxMeta};
@@ -57,6 +57,7 @@ fn setup(sel: u8) -> World {
         sq_sig_all: true,
         mac: [2, 0, 0, 0, 0, 1],
         gid: IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1)),
+        dcqcn: (sel & 0x20 != 0).then(|| engine::roce::dcqcn::DcqcnConfig::new(10_000_000_000)),
     };
     let mut qp = QueuePair::new(cfg);
     let access = Access::REMOTE_WRITE | Access::REMOTE_READ | Access::REMOTE_ATOMIC;
@@ -214,6 +215,9 @@ fuzz_target!(|data: &[u8]| {
     let local_before = w.mem.bytes(w.local.0).unwrap().to_vec();
     let ip_header = [0x45u8, 0, 0, 0, 0, 0, 0x40, 0, 64, 17, 0, 0, 10, 0, 0, 2, 10, 0, 0, 1];
     let meta = RxMeta { src: PEER, ip_header: &ip_header };
+    // The same header marked ECN CE (answered with a CNP when DCQCN runs).
+    let ce_header = [0x45u8, 3, 0, 0, 0, 0, 0x40, 0, 64, 17, 0, 0, 10, 0, 0, 2, 10, 0, 0, 1];
+    let ce_meta = RxMeta { src: PEER, ip_header: &ce_header };
     let mut buf = vec![0u8; 8192];
     let mut now = Duration::ZERO;
     loop {
@@ -231,7 +235,8 @@ fuzz_target!(|data: &[u8]| {
         let (payload, tail) = tail.split_at(plen);
         rest = tail;
         if let Some(pkt) = packet(d, payload, &w) {
-            w.qp.handle_packet(now, &meta, &pkt, &mut w.mem, w.srq.as_mut());
+            let m = if d[5] & 4 != 0 { &ce_meta } else { &meta };
+            w.qp.handle_packet(now, m, &pkt, &mut w.mem, w.srq.as_mut());
         }
         // Remote requests may write only where REMOTE_WRITE/REMOTE_ATOMIC allow, receives only into
         // posted buffers: the read-only region and the unused local-write region never change.
