@@ -64,8 +64,8 @@ pub(super) struct RdvWait<A> {
 /// Internal operations: their completion is the endpoint's own business, not the user's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Internal {
-    /// The READ of a rendezvous (key of `rdv_waits`).
-    RdvRead(u64),
+    /// The READ of a rendezvous (its message id, the key of `rdv_waits`).
+    RdvRead(u16),
     /// A DEFERRABLE_RTR sent for a reserved receive (its target token).
     Rtr(u32),
 }
@@ -236,16 +236,9 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
         if self.cfg.profile != Profile::AiFull {
             return self.unexpected_dest(info, total, false);
         }
-        self.next_unexpected += 1;
         self.stats.deferred += 1;
-        self.unexpected.push_back(Unexpected {
-            id: self.next_unexpected,
-            info: *info,
-            data: Vec::new(),
-            complete: true,
-            header_data: None,
-            later: Later::Deferred { init_token, job_id: r.common.job_id },
-        });
+        let later = Later::Deferred { init_token, job_id: r.common.job_id };
+        self.push_unexpected(*info, Vec::new(), true, None, later);
         Dest::Deferred
     }
 
@@ -253,7 +246,6 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
     pub(super) fn restart_deferred(&mut self, p: Posted<A>, src: A, init_token: u32, job_id: u32) {
         self.next_token = self.next_token.wrapping_add(1).max(1);
         let target_token = self.next_token;
-        let dst = Addr { fep: src, pid_on_fep: 0, resource_index: 0 };
         let req = |msg_id| Req {
             opcode: SesOpcode::DeferrableRtr,
             msg_id,
@@ -265,8 +257,7 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
             ext: None,
             job_id,
         };
-        let mode = DeliveryMode::Rud;
-        match self.start_single(dst.fep, mode, CompletionKind::Send, req, &[], 0, 0) {
+        match self.start_single(src, DeliveryMode::Rud, CompletionKind::Send, req, &[], 0, 0) {
             Ok(id) => {
                 self.ops.get_mut(&id).expect("just inserted").internal = Some(Internal::Rtr(target_token));
                 self.reserved.insert(target_token, (src, p));
@@ -347,16 +338,8 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
             return self.respond(reply, r.message_id(), c.job_id, ReturnCode::NoMatch, 0);
         }
         self.unexpected_bytes += payload.len();
-        self.next_unexpected += 1;
         self.stats.unexpected += 1;
-        self.unexpected.push_back(Unexpected {
-            id: self.next_unexpected,
-            info,
-            data: payload.to_vec(),
-            complete: true,
-            header_data,
-            later: Later::Rendezvous(req),
-        });
+        self.push_unexpected(info, payload.to_vec(), true, header_data, Later::Rendezvous(req));
     }
 
     /// A receive takes a rendezvous: place the eager bytes, read the rest.
@@ -372,9 +355,7 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
         p.buf[..n].copy_from_slice(&eager[..n]);
         let want = req.total.min(p.buf.len());
         if want <= eager.len() {
-            let rc = if req.total > p.buf.len() { ReturnCode::TooLong } else { ReturnCode::Ok };
-            self.finish_recv(p, info, req.total, header_data);
-            return self.respond(req.reply, req.msg_id, req.job_id, rc, req.total as u32);
+            return self.finish_rendezvous(p, info, header_data, req);
         }
         let from = Addr {
             fep: req.src,
@@ -386,16 +367,28 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
         match self.read(from, req.ext.read_match_bits, req.ext.read_offset, len, opts) {
             Ok(id) => {
                 self.stats.rendezvous_reads += 1;
-                self.next_internal_key += 1;
-                let wait = self.next_internal_key;
-                self.ops.get_mut(&id).expect("just inserted").internal = Some(Internal::RdvRead(wait));
-                self.rdv_waits.insert(wait, RdvWait { posted: p, info, header_data, req });
+                self.ops.get_mut(&id).expect("just inserted").internal = Some(Internal::RdvRead(id));
+                self.rdv_waits.insert(id, RdvWait { posted: p, info, header_data, req });
             }
             Err(_) => {
                 self.finish_recv_status(p, info, Status::Remote(ReturnCode::Dropped), header_data);
                 self.respond(req.reply, req.msg_id, req.job_id, ReturnCode::Dropped, 0);
             }
         }
+    }
+
+    /// A rendezvous receive holds all of the message that fits: complete it and answer the sender
+    /// (TOO_LONG when the buffer was shorter than the message).
+    fn finish_rendezvous(
+        &mut self,
+        p: Posted<A>,
+        info: MsgInfo<A>,
+        header_data: Option<u64>,
+        req: RdvReq<A>,
+    ) {
+        let rc = if req.total > p.buf.len() { ReturnCode::TooLong } else { ReturnCode::Ok };
+        self.finish_recv(p, info, req.total, header_data);
+        self.respond(req.reply, req.msg_id, req.job_id, rc, req.total as u32);
     }
 
     /// An internal operation ended: `data` on success (a rendezvous read's bytes), else why not.
@@ -411,10 +404,7 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
                         let at = req.ext.eager_length as usize;
                         let end = (at + data.len()).min(posted.buf.len());
                         posted.buf[at..end].copy_from_slice(&data[..end - at]);
-                        let rc =
-                            if req.total > posted.buf.len() { ReturnCode::TooLong } else { ReturnCode::Ok };
-                        self.finish_recv(posted, info, req.total, header_data);
-                        self.respond(req.reply, req.msg_id, req.job_id, rc, req.total as u32);
+                        self.finish_rendezvous(posted, info, header_data, req);
                     }
                     Err(status) => {
                         let rc = match status {

@@ -239,7 +239,7 @@ pub struct Endpoint<A> {
     /// JobIDs served besides the endpoint's own.
     jobs: HashSet<u32>,
     /// Receives waiting for the read of a rendezvous.
-    rdv_waits: HashMap<u64, RdvWait<A>>,
+    rdv_waits: HashMap<u16, RdvWait<A>>,
     next_internal_key: u64,
     /// Receives reserved for restarting deferred sends, by target token (with the initiator).
     reserved: HashMap<u32, (A, Posted<A>)>,
@@ -1015,18 +1015,23 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
             return Dest::Discard(ReturnCode::NoMatch);
         }
         self.unexpected_bytes += total;
+        self.stats.unexpected += 1;
+        Dest::Unexpected(self.push_unexpected(*info, vec![0; total], false, None, Later::Nothing))
+    }
+
+    /// Files a message on the unexpected (overflow) list, after those already there; its id.
+    fn push_unexpected(
+        &mut self,
+        info: MsgInfo<A>,
+        data: Vec<u8>,
+        complete: bool,
+        header_data: Option<u64>,
+        later: Later<A>,
+    ) -> u64 {
         self.next_unexpected += 1;
         let id = self.next_unexpected;
-        self.stats.unexpected += 1;
-        self.unexpected.push_back(Unexpected {
-            id,
-            info: *info,
-            data: vec![0; total],
-            complete: false,
-            header_data: None,
-            later: Later::Nothing,
-        });
-        Dest::Unexpected(id)
+        self.unexpected.push_back(Unexpected { id, info, data, complete, header_data, later });
+        id
     }
 
     fn serve_read(&mut self, reply: Reply<A>, r: &StandardRequest) {
@@ -1035,7 +1040,7 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
         // A rendezvous read of one of this endpoint's own send buffers is authorized by that
         // buffer's JobID alone (the send may have used an auth key's JobID the endpoint does not
         // otherwise serve).
-        let own_rendezvous = r.memory_key & crate::key::INTERNAL != 0 && c.opcode == SesOpcode::Read;
+        let own_rendezvous = r.memory_key & crate::key::INTERNAL != 0;
         let first = match self.check_target(c, len) {
             Err(ReturnCode::BadJobId) if own_rendezvous => Ok(()),
             other => other,
@@ -1214,31 +1219,25 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
         }
         let op = self.ops.remove(&msg_id).expect("present");
         let status = op.error.map_or(Status::Ok, Status::Remote);
-        let len = if op.error.is_some() { 0 } else { op.total };
-        let fetched = matches!(op.kind, CompletionKind::Read | CompletionKind::FetchAtomic);
-        let data = if fetched && op.error.is_none() { op.data } else { Vec::new() };
-        self.end_op(op.context, op.kind, op.internal, op.cleanup_key, status, len, data);
+        self.end_op(op, status);
     }
 
-    /// An operation ended: its internal region goes, and its completion goes to the user (or, for
-    /// the endpoint's own operations, to the rendezvous / deferral machinery).
-    #[allow(clippy::too_many_arguments)]
-    fn end_op(
-        &mut self,
-        context: u64,
-        kind: CompletionKind,
-        internal: Option<Internal>,
-        cleanup_key: Option<u64>,
-        status: Status,
-        len: usize,
-        data: Vec<u8>,
-    ) {
-        if let Some(k) = cleanup_key {
+    /// An operation ended with `status`: its internal region goes, and its completion (with the
+    /// bytes it fetched, on success) goes to the user, or, for the endpoint's own operations, to
+    /// the rendezvous / deferral machinery.
+    fn end_op(&mut self, op: OutOp<A>, status: Status) {
+        if let Some(k) = op.cleanup_key {
             self.regions.deregister(k);
         }
-        match internal {
-            Some(i) => self.finish_internal(i, if status == Status::Ok { Ok(data) } else { Err(status) }),
-            None => self.completions.push_back(Completion::local(context, kind, status, len, data)),
+        let ok = status == Status::Ok;
+        let fetched = matches!(op.kind, CompletionKind::Read | CompletionKind::FetchAtomic);
+        let data = if ok && fetched { op.data } else { Vec::new() };
+        match op.internal {
+            Some(i) => self.finish_internal(i, if ok { Ok(data) } else { Err(status) }),
+            None => {
+                let len = if ok { op.total } else { 0 };
+                self.completions.push_back(Completion::local(op.context, op.kind, status, len, data));
+            }
         }
     }
 
@@ -1251,15 +1250,13 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
                     dead.sort_unstable();
                     for id in dead {
                         let op = self.ops.remove(&id).expect("listed");
-                        let status = Status::Failed(error);
-                        self.end_op(op.context, op.kind, op.internal, op.cleanup_key, status, 0, Vec::new());
+                        self.end_op(op, Status::Failed(error));
                     }
                     self.forget_pdc(pdc);
                 }
                 pds::Event::RudiFailed { cookie, .. } => {
                     if let Some(op) = self.ops.remove(&((cookie >> 32) as u16)) {
-                        let status = Status::Timeout;
-                        self.end_op(op.context, op.kind, op.internal, op.cleanup_key, status, 0, Vec::new());
+                        self.end_op(op, Status::Timeout);
                     }
                 }
                 pds::Event::Closed { pdc, .. } => self.forget_pdc(pdc),
