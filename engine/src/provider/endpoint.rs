@@ -526,8 +526,18 @@ impl EpInner {
         }
     }
 
-    fn started(&mut self, r: Result<u16, ses::Error>) -> Result<(), FiError> {
-        r.map(|_| ()).map_err(|e| {
+    /// Starts an operation to AV address `dest` that completes with `flags`: `f` hands it to the
+    /// SES; a refusal there forgets the pending completion.
+    fn start(
+        &mut self,
+        dest: FiAddr,
+        context: u64,
+        flags: u64,
+        inject: bool,
+        f: impl FnOnce(&mut ses::Endpoint<Ipv4Addr>, Addr<Ipv4Addr>, Opts) -> Result<u16, ses::Error>,
+    ) -> Result<(), FiError> {
+        let (dst, opts) = self.target(dest, context, flags, inject)?;
+        f(self.node.ses(), dst, opts).map(|_| ()).map_err(|e| {
             self.pending.remove(&self.next);
             ses_err(e)
         })
@@ -621,10 +631,9 @@ impl Endpoint {
             return Err(FiError::new(FiErrno::EMSGSIZE, "inject is limited to one packet"));
         }
         let flags = cq_flags::SEND | if tag.is_some() { cq_flags::TAGGED } else { cq_flags::MSG };
-        let (dst, mut opts) = e.target(dest, context, flags, inject)?;
-        opts.header_data = data;
-        let r = e.node.ses().send(dst, buf, tag, opts);
-        e.started(r)
+        e.start(dest, context, flags, inject, |ses, dst, opts| {
+            ses.send(dst, buf, tag, Opts { header_data: data, ..opts })
+        })
     }
 
     /// `fi_send`.
@@ -753,19 +762,18 @@ impl Endpoint {
     ) -> Result<(), FiError> {
         let mut e = self.ep();
         self.rma_check(&e, buf.len())?;
-        let (dst, mut opts) = e.target(dest, context, cq_flags::RMA | cq_flags::WRITE, false)?;
-        opts.header_data = data;
-        let r = e.node.ses().write(dst, key, offset, buf, opts);
-        e.started(r)
+        e.start(dest, context, cq_flags::RMA | cq_flags::WRITE, false, |ses, dst, opts| {
+            ses.write(dst, key, offset, buf, Opts { header_data: data, ..opts })
+        })
     }
 
     /// `fi_read`: the completion's `buf` holds the bytes.
     pub fn read(&self, len: usize, dest: FiAddr, key: u64, offset: u64, context: u64) -> Result<(), FiError> {
         let mut e = self.ep();
         self.rma_check(&e, len)?;
-        let (dst, opts) = e.target(dest, context, cq_flags::RMA | cq_flags::READ, false)?;
-        let r = e.node.ses().read(dst, key, offset, len, opts);
-        e.started(r)
+        e.start(dest, context, cq_flags::RMA | cq_flags::READ, false, |ses, dst, opts| {
+            ses.read(dst, key, offset, len, opts)
+        })
     }
 
     /// `fi_atomic`: `op` on consecutive `dt` elements, one per operand (batched).
@@ -780,11 +788,9 @@ impl Endpoint {
         op: AmoOpcode,
         context: u64,
     ) -> Result<(), FiError> {
-        let mut e = self.ep();
-        e.check_caps(caps::ATOMIC, "atomic")?;
-        let (dst, opts) = e.target(dest, context, cq_flags::ATOMIC | cq_flags::WRITE, false)?;
-        let r = e.node.ses().atomic(dst, key, offset, op, dt, operands, opts);
-        e.started(r)
+        self.atomic_op(dest, context, cq_flags::WRITE, |ses, dst, opts| {
+            ses.atomic(dst, key, offset, op, dt, operands, opts)
+        })
     }
 
     /// `fi_fetch_atomic`: one element; the completion's `buf` holds its old value.
@@ -799,11 +805,9 @@ impl Endpoint {
         op: AmoOpcode,
         context: u64,
     ) -> Result<(), FiError> {
-        let mut e = self.ep();
-        e.check_caps(caps::ATOMIC, "atomic")?;
-        let (dst, opts) = e.target(dest, context, cq_flags::ATOMIC | cq_flags::READ, false)?;
-        let r = e.node.ses().fetch_atomic(dst, key, offset, op, dt, operand, opts);
-        e.started(r)
+        self.atomic_op(dest, context, cq_flags::READ, |ses, dst, opts| {
+            ses.fetch_atomic(dst, key, offset, op, dt, operand, opts)
+        })
     }
 
     /// `fi_compare_atomic`: one element; the completion's `buf` holds its old value.
@@ -819,11 +823,22 @@ impl Endpoint {
         op: AmoOpcode,
         context: u64,
     ) -> Result<(), FiError> {
+        self.atomic_op(dest, context, cq_flags::READ, |ses, dst, opts| {
+            ses.compare_atomic(dst, key, offset, op, dt, compare, swap, opts)
+        })
+    }
+
+    /// An atomic (`flags`: WRITE for non-fetching, READ for fetching ones) in a profile that has them.
+    fn atomic_op(
+        &self,
+        dest: FiAddr,
+        context: u64,
+        flags: u64,
+        f: impl FnOnce(&mut ses::Endpoint<Ipv4Addr>, Addr<Ipv4Addr>, Opts) -> Result<u16, ses::Error>,
+    ) -> Result<(), FiError> {
         let mut e = self.ep();
         e.check_caps(caps::ATOMIC, "atomic")?;
-        let (dst, opts) = e.target(dest, context, cq_flags::ATOMIC | cq_flags::READ, false)?;
-        let r = e.node.ses().compare_atomic(dst, key, offset, op, dt, compare, swap, opts);
-        e.started(r)
+        e.start(dest, context, cq_flags::ATOMIC | flags, false, f)
     }
 
     /// The endpoint type.
