@@ -239,7 +239,9 @@ impl<D: Datapath> UetNode<D> {
                 let prefix = aad_prefix(self.ip, t.dst, sport, wire::uet::UDP_PORT);
                 let buf = frame.buffer_mut();
                 let (data, rest) = buf[HEADERS + hl..].split_at_mut(t.len);
-                match d.seal_in_place(self.ip.to_bits(), &prefix, data) {
+                // The IV's source is the SSI when the header carries one (as the receiver reads it).
+                let source = d.ssi().unwrap_or(self.ip.to_bits());
+                match d.seal_in_place(source, &prefix, data) {
                     Ok((hdr, tag)) => {
                         rest[..icv].copy_from_slice(&tag);
                         hdr.emit(&mut buf[HEADERS..HEADERS + hl]).expect("the domain's header length");

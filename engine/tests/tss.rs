@@ -177,3 +177,23 @@ fn wrong_key_old_epoch_and_the_latch() {
     assert!(t.b.ses().poll_completion().is_none());
     assert_eq!(t.b.tss().unwrap().stats().opened, 0);
 }
+
+/// With an SSI in the header (SP set), sender and receiver take the IV's source from it.
+#[test]
+fn a_domain_with_an_ssi_round_trips() {
+    let (net, pa, pb) = SimNet::pair(4, LinkConfig::default(), LinkConfig::default());
+    let cfg = Config { max_payload: 1000, ..Config::default() };
+    let mut a = UetNode::new(pa, ses::Endpoint::new(cfg, 1), true).unwrap();
+    let mut b = UetNode::new(pb, ses::Endpoint::new(cfg, 2), true).unwrap();
+    let with_ssi = |ssi| tss::Config { mode: KeyMode::Cluster, ssi: Some(ssi), ..tss::Config::default() };
+    a.enable_tss(SecureDomain::new(with_ssi(0xA1), [7; 32]));
+    b.enable_tss(SecureDomain::new(with_ssi(0xB2), [7; 32]));
+    let mut t = Two { net, a, b };
+    t.b.ses().post_recv(RecvSpec::any(), 4000, 1);
+    let dst = t.dst();
+    t.a.ses().send(dst, b"sealed with an SSI", None, Opts::default()).unwrap();
+    t.settle();
+    let got = t.b.ses().poll_completion().unwrap();
+    assert_eq!((got.status, &got.data[..]), (Status::Ok, &b"sealed with an SSI"[..]));
+    assert_eq!(t.b.tss().unwrap().stats().auth_failures, 0);
+}

@@ -301,6 +301,11 @@ impl SecureDomain {
         Ok((hdr, tag))
     }
 
+    /// The SSI this domain puts in its headers (and in its IVs), if any.
+    pub fn ssi(&self) -> Option<u32> {
+        self.cfg.ssi
+    }
+
     /// The length of the TSS header this domain writes (12, or 16 with an SSI).
     pub fn header_len(&self) -> usize {
         if self.cfg.ssi.is_some() { 16 } else { 12 }
