@@ -54,8 +54,6 @@ pub struct UetNode<D> {
     macs: HashMap<Ipv4Addr, [u8; 6]>,
     /// The secure domain every packet is sealed in and opened from, when TSS is on.
     tss: Option<tss::SecureDomain>,
-    /// Where received ciphertext is opened.
-    scratch: Vec<u8>,
     /// Mark sent packets ECN-capable (ECT(0)), for congestion control.
     ecn: bool,
 }
@@ -86,7 +84,6 @@ impl<D: Datapath> UetNode<D> {
             stats: NodeStats::default(),
             macs: HashMap::new(),
             tss: None,
-            scratch: Vec::new(),
             ecn: false,
         })
     }
@@ -136,9 +133,9 @@ impl<D: Datapath> UetNode<D> {
     pub fn progress(&mut self) -> bool {
         let now = self.dp.now();
         let mut moved = false;
-        while let Some(frame) = self.dp.receive() {
+        while let Some(mut frame) = self.dp.receive() {
             moved = true;
-            self.receive(now, frame.as_slice());
+            self.receive(now, frame.as_mut_slice());
             self.dp.recycle(frame);
         }
         if self.ses.poll_timeout().is_some_and(|t| t <= now) {
@@ -154,7 +151,8 @@ impl<D: Datapath> UetNode<D> {
         self.ses.poll_timeout()
     }
 
-    fn receive(&mut self, now: Duration, f: &[u8]) {
+    /// Takes one frame; a sealed one is opened in place.
+    fn receive(&mut self, now: Duration, f: &mut [u8]) {
         let r = match FrameRepr::parse_with(f, &UetConfig::default()) {
             Ok(r) => r,
             Err(_)
@@ -177,28 +175,29 @@ impl<D: Datapath> UetNode<D> {
             self.stats.rx_other += 1;
             return;
         }
-        if self.require_checksum && udp.checksum == UdpChecksum::Zero {
+        // In a secure domain the ICV protects the datagram, and it is sent without a UDP checksum.
+        if self.require_checksum && self.tss.is_none() && udp.checksum == UdpChecksum::Zero {
             self.stats.rx_bad += 1;
             return;
         }
         let at = r.ethernet.buffer_len() + r.ip.buffer_len() + udp.buffer_len();
         let end = r.ethernet.buffer_len() + r.ip.buffer_len() + r.l4.buffer_len();
-        let body = &f[at..end];
-        let ce = ip.dscp_ecn & 3 == 3;
+        let (src, dst, ce) = (ip.src_addr, ip.dst_addr, ip.dscp_ecn & 3 == 3);
+        let (sport, dport) = (udp.src_port, udp.dst_port);
+        let body = &mut f[at..end];
         let result = match self.tss.as_mut() {
-            None => self.ses.handle_packet_ecn(now, ip.src_addr, body, ce),
+            None => self.ses.handle_packet_ecn(now, src, body, ce),
             Some(d) => {
                 let sealed = body.first().is_some_and(|b| b >> 3 == wire::uet::tss::TYPE_TSS);
                 let Some(hdr) = sealed.then(|| TssRepr::parse(body).ok()).flatten() else {
                     self.stats.rx_tss_drops += 1;
                     return;
                 };
-                self.scratch.clear();
-                self.scratch.extend_from_slice(&body[hdr.buffer_len()..]);
-                let prefix = aad_prefix(ip.src_addr, ip.dst_addr, udp.src_port, udp.dst_port);
-                let source = hdr.ssi.unwrap_or(ip.src_addr.to_bits());
-                match d.open(source, &prefix, &hdr, &mut self.scratch) {
-                    Ok(n) => self.ses.handle_packet_ecn(now, ip.src_addr, &self.scratch[..n], ce),
+                let sealed = &mut body[hdr.buffer_len()..];
+                let prefix = aad_prefix(src, dst, sport, dport);
+                let source = hdr.ssi.unwrap_or(src.to_bits());
+                match d.open(source, &prefix, &hdr, sealed) {
+                    Ok(n) => self.ses.handle_packet_ecn(now, src, &sealed[..n], ce),
                     Err(_) => {
                         self.stats.rx_tss_drops += 1;
                         return;
@@ -256,7 +255,11 @@ impl<D: Datapath> UetNode<D> {
             }
             let len = HEADERS + uet_len;
             let ecn = if self.ecn { ECT0 } else { 0 };
-            if write_headers_ecn(frame.buffer_mut(), self.dp.mac(), dst_mac, self.ip, t.dst, uet_len, ecn)
+            // Sealed datagrams go without a UDP checksum (RFC 768 allows it over IPv4): the ICV
+            // already covers every byte a checksum would, and the receiver checks it first.
+            let checksum = if self.tss.is_some() { UdpChecksum::Zero } else { UdpChecksum::Computed };
+            let (mac, ip) = (self.dp.mac(), self.ip);
+            if write_headers_with(frame.buffer_mut(), mac, dst_mac, ip, t.dst, uet_len, ecn, checksum)
                 .is_err()
             {
                 self.dp.recycle(frame);
@@ -294,11 +297,12 @@ pub fn write_headers(
     dst: Ipv4Addr,
     uet_len: usize,
 ) -> wire::Result<()> {
-    write_headers_ecn(buf, src_mac, dst_mac, src, dst, uet_len, 0)
+    write_headers_with(buf, src_mac, dst_mac, src, dst, uet_len, 0, UdpChecksum::Computed)
 }
 
-/// [`write_headers`] with this ECN codepoint in the IPv4 header.
-pub fn write_headers_ecn(
+/// [`write_headers`] with this ECN codepoint in the IPv4 header and this UDP checksum mode.
+#[allow(clippy::too_many_arguments)]
+fn write_headers_with(
     buf: &mut [u8],
     src_mac: [u8; 6],
     dst_mac: [u8; 6],
@@ -306,6 +310,7 @@ pub fn write_headers_ecn(
     dst: Ipv4Addr,
     uet_len: usize,
     ecn: u8,
+    checksum: UdpChecksum,
 ) -> wire::Result<()> {
     let eth = EthernetRepr {
         dst_addr: EthernetAddress(dst_mac),
@@ -324,11 +329,7 @@ pub fn write_headers_ecn(
         options: &[],
         payload_len: 8 + uet_len,
     };
-    let udp = UdpRepr {
-        src_port: entropy_port(src, dst),
-        dst_port: wire::uet::UDP_PORT,
-        checksum: UdpChecksum::Computed,
-    };
+    let udp = UdpRepr { src_port: entropy_port(src, dst), dst_port: wire::uet::UDP_PORT, checksum };
     let at = eth.emit(buf)?;
     let udp_at = at + IpRepr::V4(ip).emit(&mut buf[at..], 8 + uet_len)?;
     udp.emit(&mut buf[udp_at..], uet_len)?;

@@ -108,6 +108,9 @@ fn sealed_round_trip_and_every_attack_dropped_and_counted() {
     let data = frames.iter().find(|f| f.len() > 1000).unwrap().clone();
     // On the wire the payload is ciphertext: the message's bytes do not appear.
     assert!(!data.windows(32).any(|w| msg.windows(32).any(|m| m == w)));
+    // Sealed datagrams carry no UDP checksum (the ICV covers them), though B requires checksums on
+    // clear frames.
+    assert_eq!(data[HEADERS - 2..HEADERS], [0, 0]);
     let opened = t.b.tss().unwrap().stats().opened;
     assert!(opened >= 4, "3 data packets and an ACK at least");
 

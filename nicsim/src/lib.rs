@@ -352,10 +352,16 @@ impl Network {
                 self.pool.put(frame);
                 return;
             }
-            if cfg.ecn_threshold > 0
-                && queued_bytes > cfg.ecn_threshold as u128
-                && mark_ce(frame.as_mut_slice())
-            {
+            let (q, k, kmin) = (queued_bytes as f64, cfg.ecn_threshold as f64, cfg.ecn_min as f64);
+            let mark = if cfg.ecn_threshold == 0 {
+                false
+            } else if q > k {
+                true
+            } else {
+                cfg.ecn_min > 0 && q > kmin && self.chance(cfg.ecn_pmax * (q - kmin) / (k - kmin).max(1.0))
+            };
+            let l = &mut self.links[link];
+            if mark && mark_ce(frame.as_mut_slice()) {
                 l.stats.ecn_marked += 1;
             }
             let ser = (len as u128 * 8_000_000_000).div_ceil(u128::from(cfg.bandwidth_bps));

@@ -15,6 +15,13 @@ pub struct LinkConfig {
     /// more than this many bytes wait is marked CE (RFC 3168; the IPv4 checksum is updated as RFC
     /// 1624 says). 0: never mark.
     pub ecn_threshold: usize,
+    /// RED-style marking below `ecn_threshold` (the (Kmin, Kmax, Pmax) profile DCQCN deployments
+    /// use, with Kmax = `ecn_threshold`): a frame arriving while more than `ecn_min` bytes wait is
+    /// marked with a probability rising linearly from 0 at `ecn_min` to `ecn_pmax` at the
+    /// threshold. 0: off (marking is the step at the threshold).
+    pub ecn_min: usize,
+    /// RED's Pmax, in 0.0..=1.0.
+    pub ecn_pmax: f64,
     /// Probability that a frame is lost.
     pub loss: f64,
     /// Probability that a frame is held back by up to `reorder_window`, so later frames overtake it.
@@ -35,6 +42,8 @@ impl Default for LinkConfig {
             bandwidth_bps: 0,
             queue_limit: 1 << 20,
             ecn_threshold: 0,
+            ecn_min: 0,
+            ecn_pmax: 0.0,
             loss: 0.0,
             reorder: 0.0,
             reorder_window: Duration::from_micros(10),

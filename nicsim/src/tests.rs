@@ -306,3 +306,33 @@ fn incast_queues_mark_and_tail_drop_at_the_bottleneck() {
         (jain(&[1.0, 1.0, 1.0]) - 1.0).abs() < 1e-12 && (jain(&[1.0, 0.0, 0.0, 0.0]) - 0.25).abs() < 1e-12
     );
 }
+
+#[test]
+fn red_marking_rises_between_kmin_and_the_threshold() {
+    // 100 frames of 1000 bytes at once into a 1 Gb/s link: frame k arrives behind k*1000 bytes.
+    let cfg = LinkConfig {
+        bandwidth_bps: 1_000_000_000,
+        ecn_threshold: 50_000,
+        ecn_min: 10_000,
+        ecn_pmax: 0.5,
+        ..LinkConfig::default()
+    };
+    let mut marked_between = 0;
+    for seed in 0..20 {
+        let (mut net, a, b) = pair(seed, cfg);
+        for _ in 0..100 {
+            net.transmit(a, ip_frame(B, A, 2, 1000)).unwrap();
+        }
+        net.advance_to(Duration::from_secs(1));
+        for k in 0..100 {
+            let ce = net.receive(b).unwrap().as_slice()[15] & 3 == 3;
+            match k {
+                0..=10 => assert!(!ce, "frame {k} is behind at most Kmin"),
+                51.. => assert!(ce, "frame {k} is behind more than the threshold"),
+                _ => marked_between += usize::from(ce),
+            }
+        }
+    }
+    // Expected 20 x sum over k = 11..=50 of 0.5 (k - 10) / 40 = 205.
+    assert!((150..=260).contains(&marked_between), "{marked_between}");
+}

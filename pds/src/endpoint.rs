@@ -17,6 +17,7 @@ use wire::uet::pds::nack::FLAG_NT;
 use wire::uet::pds::request::FLAG_RETX;
 use wire::uet::pds::{Mode, NackCode, NackRepr, NextHeader, PdsRepr, RequestRepr, RudiRepr, UudRepr};
 
+use crate::credit::Pacer;
 use crate::pdc::{Outcome, Pdc, PdcId, Role, TxKind, emit};
 use crate::psn::diff;
 use crate::rudi::Initiator;
@@ -132,6 +133,10 @@ pub struct Stats {
     pub rx_stale: u64,
     /// NACKs received.
     pub rx_nacks: u64,
+    /// RCCC: CP CREDIT packets sent (grants not carried by an ACK).
+    pub tx_credits: u64,
+    /// RCCC: CP CREDIT_REQ packets sent (sends waiting for credit).
+    pub tx_credit_reqs: u64,
 }
 
 #[derive(Debug)]
@@ -160,6 +165,9 @@ pub struct Endpoint<A> {
     rudi: Initiator<A>,
     events: VecDeque<Event<A>>,
     stats: Stats,
+    /// RCCC: the pull pacer and the PDC granted last.
+    pacer: Pacer,
+    grant_rr: PdcId,
 }
 
 /// What [`Endpoint::pdc_info`] tells about a PDC.
@@ -187,6 +195,8 @@ pub struct PdcInfo<A> {
     pub closing: bool,
     /// The NSCC window in bytes, when congestion control runs.
     pub cwnd: Option<usize>,
+    /// RCCC: credit units (256 bytes) granted to this PDC's peer so far.
+    pub credit_granted: u64,
 }
 
 impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
@@ -207,6 +217,8 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
             rudi: Initiator::new(0),
             events: VecDeque::new(),
             stats: Stats::default(),
+            pacer: Pacer::default(),
+            grant_rr: 0,
         };
         e.rudi = Initiator::new(e.random() as u32);
         e
@@ -297,7 +309,7 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
         if p.tx.len() >= self.cfg.max_queued {
             return Err(SendError::QueueFull);
         }
-        Ok(p.push(next_hdr, bytes, cookie))
+        Ok(p.push(next_hdr, bytes, cookie, &self.cfg))
     }
 
     /// Closes a PDC: the initiator sends CLOSE_CMD once everything is acknowledged, the target asks
@@ -346,6 +358,7 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
             unacked: p.tx.len(),
             closing: p.closing,
             cwnd: p.nscc.as_ref().map(crate::cc::Nscc::cwnd),
+            credit_granted: p.credit_rx.granted(),
         })
     }
 
@@ -440,6 +453,11 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
             return None;
         };
         self.pdcs.insert(id, Pdc::new(id, src, Some(r.spdcid), r.mode, Role::Target, start));
+        if let Some(rc) = &self.cfg.rccc {
+            // The new PDC's sender may use its speculative credit without a grant: count it as
+            // granted, so the pacer leaves the last hop that long to carry it.
+            self.pacer.charge(rc, now, rc.speculative);
+        }
         self.accepted.insert((src, r.spdcid), id);
         self.events.push_back(Event::Accepted { pdc: id, peer: src, mode: r.mode });
         Some(id)
@@ -503,7 +521,7 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
             PdsRepr::Ack(a) => {
                 match self.lookup(src, a.dpdcid, a.spdcid) {
                     Some(id) => {
-                        let out = self.pdcs.get_mut(&id).expect("looked up").on_ack(&a, now);
+                        let out = self.pdcs.get_mut(&id).expect("looked up").on_ack(&a, now, &self.cfg);
                         self.apply(id, out);
                     }
                     None => self.stats.rx_stale += 1,
@@ -567,6 +585,7 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
     }
 
     fn poll_inner(&mut self, now: Duration, buf: &mut [u8]) -> Option<Transmit<A>> {
+        self.grant_credit(now);
         if let Some((dst, c)) = self.ctrl.pop_front() {
             let len = match c {
                 Ctrl::Nack(n) => {
@@ -603,6 +622,8 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
                 TxKind::Ack => self.stats.tx_acks += 1,
                 TxKind::Nack => self.stats.tx_nacks += 1,
                 TxKind::Retransmit => self.stats.tx_retransmits += 1,
+                TxKind::Credit => self.stats.tx_credits += 1,
+                TxKind::CreditReq => self.stats.tx_credit_reqs += 1,
                 TxKind::Control | TxKind::Data => {}
             }
             self.rr = id;
@@ -617,9 +638,30 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
         None
     }
 
-    /// The earliest time [`Endpoint::handle_timeout`] has something to do (or a delayed ACK is due).
+    /// RCCC: the pull pacer makes the grants due at `now`, round robin over the PDCs whose peers
+    /// want credit (each grant goes out in the PDC's next ACK or a CP CREDIT).
+    fn grant_credit(&mut self, now: Duration) {
+        let Some(rc) = self.cfg.rccc else { return };
+        let (pdcs, cursor) = (&mut self.pdcs, &mut self.grant_rr);
+        self.pacer.run(&rc, now, |max| {
+            let wants = |(_, p): &(&PdcId, &Pdc<A>)| p.credit_rx.demand() > 0;
+            let after = pdcs.range(cursor.wrapping_add(1)..).find(wants);
+            let Some((&id, _)) = after.or_else(|| pdcs.range(..=*cursor).find(wants)) else { return 0 };
+            *cursor = id;
+            pdcs.get_mut(&id).map_or(0, |p| p.credit_rx.grant(max))
+        });
+    }
+
+    /// The earliest time [`Endpoint::handle_timeout`] has something to do (or a delayed ACK, or a
+    /// credit grant, is due).
     pub fn poll_timeout(&self) -> Option<Duration> {
-        self.pdcs.values().filter_map(|p| p.poll_timeout()).chain(self.rudi.poll_timeout()).min()
+        let wanted = self.cfg.rccc.is_some() && self.pdcs.values().any(|p| p.credit_rx.demand() > 0);
+        self.pdcs
+            .values()
+            .filter_map(|p| p.poll_timeout())
+            .chain(self.rudi.poll_timeout())
+            .chain(self.pacer.poll_timeout(wanted))
+            .min()
     }
 
     /// Whether `poll_transmit` would return a packet now (without a deadline passing).

@@ -19,6 +19,7 @@
 //! PDS header (SES header and payload).
 
 pub mod cc;
+pub mod credit;
 pub mod endpoint;
 pub mod pdc;
 pub mod psn;
@@ -58,6 +59,9 @@ pub struct Config {
     pub max_pdcs: usize,
     /// Sender congestion control: NSCC with these parameters, or none (the window alone).
     pub cc: Option<cc::NsccConfig>,
+    /// Receiver-credit congestion control (RCCC, [`credit`]): send new data against granted
+    /// credit, and grant credit at this rate. Both ends should run it; with NSCC too, both limit.
+    pub rccc: Option<credit::RcccConfig>,
 }
 
 impl Default for Config {
@@ -72,6 +76,7 @@ impl Default for Config {
             ack_delay: Duration::from_micros(20),
             max_pdcs: 4096,
             cc: None,
+            rccc: None,
         }
     }
 }

@@ -15,11 +15,15 @@
 use std::time::Duration;
 
 use bytes::Bytes;
+use wire::uet::pds::ack::CreditState;
 use wire::uet::pds::ack::{FLAG_P, REQ_CLOSE};
+use wire::uet::pds::request::CcRequest;
 use wire::uet::pds::request::{FLAG_AR, FLAG_RETX, FLAG_SYN};
 use wire::uet::pds::{
     AckCc, AckCcInfo, AckRepr, CpRepr, CtlType, Mode, NackRepr, NextHeader, NsccState, PdsRepr, RequestRepr,
 };
+
+use crate::credit::{CreditRx, CreditTx, RcccConfig};
 
 use crate::psn::{diff, offset16};
 use crate::rx::{RxHalf, Verdict};
@@ -55,6 +59,9 @@ pub(crate) struct Pdc<A> {
     pub(crate) rx: RxHalf,
     /// NSCC, when the endpoint runs it (created with the first transmission).
     pub(crate) nscc: Option<crate::cc::Nscc>,
+    /// RCCC: this side's credit for sending, and what it grants its peer.
+    credit_tx: CreditTx,
+    pub(crate) credit_rx: CreditRx,
     /// A CE-marked packet arrived since the last ACK: the next ACK carries M.
     pub(crate) ce_seen: bool,
     /// Close asked for locally (or, on the initiator, by the target).
@@ -77,6 +84,10 @@ pub(crate) enum TxKind {
     Ack,
     /// CLOSE_REQ.
     Control,
+    /// CP CREDIT.
+    Credit,
+    /// CP CREDIT_REQ.
+    CreditReq,
     /// A request or CLOSE_CMD, first transmission.
     Data,
     /// A request or CLOSE_CMD, again.
@@ -119,6 +130,8 @@ impl<A: Copy> Pdc<A> {
             tx: TxHalf::new(start_psn),
             rx: RxHalf::new(start_psn),
             nscc: None,
+            credit_tx: CreditTx::default(),
+            credit_rx: CreditRx::default(),
             ce_seen: false,
             closing: false,
             close_queued: false,
@@ -130,7 +143,10 @@ impl<A: Copy> Pdc<A> {
     }
 
     /// Queues upper-layer bytes; returns the PSN.
-    pub(crate) fn push(&mut self, next_hdr: NextHeader, bytes: Bytes, cookie: u64) -> u32 {
+    pub(crate) fn push(&mut self, next_hdr: NextHeader, bytes: Bytes, cookie: u64, cfg: &Config) -> u32 {
+        if let Some(rc) = &cfg.rccc {
+            self.credit_tx.queue(credit_cost(rc, bytes.len()));
+        }
         self.tx.push(Payload::Data { next_hdr, bytes, cookie })
     }
 
@@ -154,6 +170,9 @@ impl<A: Copy> Pdc<A> {
         let mut out = Outcome::default();
         self.learn(r.spdcid, &mut out);
         self.rx.set_clear_psn(r.clear_psn());
+        if let Some(cc) = r.cc {
+            self.credit_rx.on_target(cc.credit_target, cfg.rccc.is_some(), false);
+        }
         let v = self.rx.accept(r.psn, self.mode, r.flags & FLAG_AR != 0, r.flags & FLAG_RETX != 0, now, cfg);
         match v {
             Verdict::New => out.deliver = true,
@@ -163,9 +182,14 @@ impl<A: Copy> Pdc<A> {
     }
 
     /// An ACK for this PDC's sending half.
-    pub(crate) fn on_ack(&mut self, a: &AckRepr, now: Duration) -> Outcome {
+    pub(crate) fn on_ack(&mut self, a: &AckRepr, now: Duration, cfg: &Config) -> Outcome {
         let mut out = Outcome::default();
         self.learn(a.spdcid, &mut out);
+        if let AckCc::Cc(info, state) = &a.cc {
+            if info.cc_type == CC_TYPE_CREDIT {
+                self.credit_tx.on_grant(CreditState::from_bytes(state).credit, now, cfg.rto);
+            }
+        }
         let sack = a.sack_base_psn().zip(a.cc_info().map(|i| i.sack_bitmap));
         let n = self.tx.on_ack(a.cack_psn, sack, self.mode, &mut sink(&mut out));
         out.retransmits = n;
@@ -235,6 +259,8 @@ impl<A: Copy> Pdc<A> {
             CtlType::AckReq | CtlType::Noop => self.rx.ack_now = true,
             CtlType::Probe => self.probe_reply = Some(c.probe_opaque),
             CtlType::ClearCmd => self.rx.set_clear_psn(c.payload),
+            CtlType::Credit => self.credit_tx.on_grant(c.payload, now, cfg.rto),
+            CtlType::CreditReq => self.credit_rx.on_target(c.payload, cfg.rccc.is_some(), true),
             _ => {}
         }
         out
@@ -253,7 +279,10 @@ impl<A: Copy> Pdc<A> {
 
     /// Earliest deadline of this PDC.
     pub(crate) fn poll_timeout(&self) -> Option<Duration> {
-        [self.tx.poll_timeout(), self.rx.ack_due, self.close_req_due].into_iter().flatten().min()
+        [self.tx.poll_timeout(), self.rx.ack_due, self.close_req_due, self.credit_tx.poll_timeout()]
+            .into_iter()
+            .flatten()
+            .min()
     }
 
     /// True if the target has everything up to and including the CLOSE_CMD and nothing of its own
@@ -290,6 +319,7 @@ impl<A: Copy> Pdc<A> {
             self.rx.acked();
             self.ce_seen = false;
             self.probe_reply = None;
+            self.credit_rx.announce = false;
             if self.close_complete() {
                 self.close_done = true;
             }
@@ -300,16 +330,13 @@ impl<A: Copy> Pdc<A> {
             && self.close_psn.is_none()
         {
             self.close_req_due = Some(now + cfg.rto);
-            let repr = CpRepr {
-                ctl_type: CtlType::CloseReq,
-                flags: 0,
-                probe_opaque: 0,
-                psn: self.tx.next_psn(),
-                spdcid: self.id,
-                dpdcid: peer_id,
-                payload: 0,
-            };
-            return emit(&PdsRepr::Cp(repr), &[], buf).map(|l| (l, TxKind::Control));
+            return emit(&PdsRepr::Cp(self.cp(CtlType::CloseReq, 0)), &[], buf).map(|l| (l, TxKind::Control));
+        }
+        if self.credit_rx.announce {
+            self.credit_rx.announce = false;
+            let field = self.credit_rx.field();
+            return emit(&PdsRepr::Cp(self.cp(CtlType::Credit, field)), &[], buf)
+                .map(|l| (l, TxKind::Credit));
         }
         if self.closing && self.role == Role::Initiator && !self.close_queued && self.tx.is_empty() {
             self.tx.push(Payload::Close);
@@ -331,6 +358,22 @@ impl<A: Copy> Pdc<A> {
         let retx = self.tx.is_retransmission(idx);
         let last = idx + 1 == self.tx.len();
         let (psn, pkt) = self.tx.get(idx);
+        // RCCC: a first transmission needs credit; without it, perhaps ask for some. The PDC's
+        // first packet goes regardless: it carries SYN and the target, and a CREDIT_REQ could not
+        // reach a target that does not know the PDC yet (nor can one be sent until it does).
+        let mut credit = None;
+        if let (Some(rc), false, Payload::Data { bytes, .. }) = (&cfg.rccc, retx, &pkt.payload) {
+            let cost = credit_cost(rc, bytes.len());
+            if !(self.credit_tx.covers(rc, cost) || syn && psn == self.start_psn) {
+                if syn || !self.credit_tx.should_ask(rc, now, cfg.rto) {
+                    return None;
+                }
+                let target = (self.credit_tx.target(rc) & 0xFF_FFFF) as u32;
+                let req = self.cp(CtlType::CreditReq, target);
+                return emit(&PdsRepr::Cp(req), &[], buf).map(|l| (l, TxKind::CreditReq));
+            }
+            credit = Some((cost, (self.credit_tx.target(rc) & 0xFF_FFFF) as u32));
+        }
         let mut flags = if retx {
             FLAG_RETX | FLAG_AR
         } else if last {
@@ -355,7 +398,7 @@ impl<A: Copy> Pdc<A> {
                     psn,
                     spdcid: self.id,
                     dpdcid,
-                    cc: None,
+                    cc: credit.map(|(_, credit_target)| CcRequest { ccc_id: 0, credit_target }),
                 };
                 emit(&PdsRepr::Request(r), bytes, buf)?
             }
@@ -373,8 +416,24 @@ impl<A: Copy> Pdc<A> {
                 emit(&PdsRepr::Cp(c), &[], buf)?
             }
         };
+        if let (Some(rc), Some((cost, _))) = (&cfg.rccc, credit) {
+            self.credit_tx.charge(rc, cost, now, cfg.rto);
+        }
         self.tx.mark_sent(idx, now, cfg);
         Some((len, if retx { TxKind::Retransmit } else { TxKind::Data }))
+    }
+
+    /// An unsequenced control packet of this PDC.
+    fn cp(&self, ctl_type: CtlType, payload: u32) -> CpRepr {
+        CpRepr {
+            ctl_type,
+            flags: 0,
+            probe_opaque: 0,
+            psn: self.tx.next_psn(),
+            spdcid: self.id,
+            dpdcid: self.peer_id.unwrap_or(0),
+            payload,
+        }
     }
 
     /// The ACK_CC describing the receiving half: cumulative ACK, SACK bitmap from the next expected
@@ -395,19 +454,25 @@ impl<A: Copy> Pdc<A> {
         if self.role == Role::Target && self.closing && self.close_psn.is_none() {
             flags |= REQ_CLOSE;
         }
+        let credit = self.credit_rx.active;
         let info = AckCcInfo {
-            cc_type: 0,
+            cc_type: if credit { CC_TYPE_CREDIT } else { 0 },
             cc_flags: 0,
             mpr: RX_WINDOW.min(255) as u8,
             sack_psn_offset: 1,
             sack_bitmap: self.rx.sack_bitmap(),
         };
-        let nscc = NsccState {
-            service_time: 0,
-            restore_cwnd: false,
-            rcv_cwnd_pend: 0,
-            rcvd_bytes: 0,
-            ooo_count: self.rx.ooo_count,
+        let state = if credit {
+            CreditState { credit: self.credit_rx.field(), ooo_count: self.rx.ooo_count }.to_bytes()
+        } else {
+            NsccState {
+                service_time: 0,
+                restore_cwnd: false,
+                rcv_cwnd_pend: 0,
+                rcvd_bytes: 0,
+                ooo_count: self.rx.ooo_count,
+            }
+            .to_bytes()
         };
         AckRepr {
             next_hdr: NextHeader::None,
@@ -416,9 +481,17 @@ impl<A: Copy> Pdc<A> {
             cack_psn: cack,
             spdcid: self.id,
             dpdcid: self.peer_id.unwrap_or(0),
-            cc: AckCc::Cc(info, nscc.to_bytes()),
+            cc: AckCc::Cc(info, state),
         }
     }
+}
+
+/// ACK_CC `cc_type` of credit (RCCC) state.
+const CC_TYPE_CREDIT: u8 = 1;
+
+/// What sending `body` bytes costs in credit: the RUD_CC header, the body and the headers below.
+fn credit_cost(rc: &RcccConfig, body: usize) -> u64 {
+    16 + body as u64 + rc.overhead
 }
 
 /// Collects what the sending half reports into `out`.

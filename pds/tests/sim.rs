@@ -8,7 +8,7 @@
 //! data (ROD: in order), every send acknowledged exactly once, no PDC failure, every RUDI request
 //! answered exactly once with the right data, every UUD datagram delivered intact (or not at all),
 //! both sides closed with no PDC left, and nothing at all happening in the 50 ms after.
-//! `PDS_SEED=N` replays one seed of every line.
+//! Odd seeds run RCCC (credit-paced sends). `PDS_SEED=N` replays one seed of every line.
 
 mod common;
 
@@ -18,6 +18,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use common::{Rng, Sim, check_message, message, rudi_answer};
 use nicsim::LinkConfig;
+use pds::credit::RcccConfig;
 use pds::{Config, DeliveryKind, Event, Mode, NextHeader};
 
 const SEEDS: u64 = 200;
@@ -26,11 +27,20 @@ const REVERSE: u32 = 16;
 const RUDI: u32 = 8;
 const UUD: u32 = 8;
 
+/// CREDIT_REQs sent over all runs (RCCC seeds), for the report.
+static CREDIT_REQS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
 fn run(seed: u64, mode: Mode, link: LinkConfig) -> Result<(Duration, [u64; 2]), String> {
     let mut rng = Rng(seed);
     // Retries: enough that 30 % loss each way does not exhaust them (the limit itself is tested in
     // pdc_races.rs); windows from 4 to 256 packets.
-    let cfg = Config { max_retries: 16, window: [4, 16, 64, 256][(seed % 4) as usize], ..Config::default() };
+    let mut cfg =
+        Config { max_retries: 16, window: [4, 16, 64, 256][(seed % 4) as usize], ..Config::default() };
+    // Half the seeds run RCCC with little speculative credit and slow grants, so that sends wait
+    // for grants and ask with CREDIT_REQ (and lose, duplicate and reorder those) all the time.
+    if seed % 2 == 1 {
+        cfg.rccc = Some(RcccConfig { grant_bps: 2_000_000_000, speculative: 2048, pull: 8192, overhead: 42 });
+    }
     let mut sim = Sim::new(seed, cfg, link, link);
     let mut forward = Vec::new();
     for i in 0..FORWARD {
@@ -202,6 +212,10 @@ fn run(seed: u64, mode: Mode, link: LinkConfig) -> Result<(Duration, [u64; 2]), 
         }
     }
     let st = sim.sides.each_ref().map(|s| *s.ep.stats());
+    if seed % 2 == 1 && st[0].tx_credits + st[1].tx_credits == 0 {
+        return Err("RCCC seed without a CP CREDIT".into());
+    }
+    CREDIT_REQS.fetch_add(st[0].tx_credit_reqs + st[1].tx_credit_reqs, std::sync::atomic::Ordering::Relaxed);
     Ok((done_at, [st[0].fast_retransmits + st[1].fast_retransmits, st[0].timeouts + st[1].timeouts]))
 }
 
@@ -226,11 +240,13 @@ fn matrix(name: &str, first_seed: u64, link: LinkConfig) {
         }
     }
     println!(
-        "{name}: {} runs, {} failed, longest {longest:?}; {} packets resent from SACK/NACK, {} timer expiries",
+        "{name}: {} runs, {} failed, longest {longest:?}; {} packets resent from SACK/NACK, {} timer expiries; \
+         {} RCCC CREDIT_REQs (all lines so far)",
         seeds.len() * 2,
         failures.len(),
         recovered[0],
-        recovered[1]
+        recovered[1],
+        CREDIT_REQS.load(std::sync::atomic::Ordering::Relaxed)
     );
     assert!(failures.is_empty(), "{name}:\n{}", failures.join("\n"));
     if link.loss >= 0.1 && seeds.len() > 1 {

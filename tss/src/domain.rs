@@ -251,21 +251,20 @@ impl SecureDomain {
         let base = self.keys[an].ok_or(TssError::NoKey)?;
         let rekey = if self.cfg.mode == KeyMode::Direct { 0 } else { self.rekey(counter) };
         let id = (an, source, epoch, rekey);
-        if !self.cache.contains_key(&id) {
-            if self.cache.len() > 4096 {
-                self.cache.clear();
-            }
-            let k = match self.cfg.mode {
-                KeyMode::Direct => SealingKey::new(&base, [0; 12]),
-                KeyMode::Cluster | KeyMode::Server => {
-                    let label = if self.cfg.mode == KeyMode::Cluster { LABEL_CLUSTER } else { LABEL_SERVER };
-                    let d = derive(&base, label, &context_v4(epoch, rekey, source));
-                    SealingKey::new(&d.key, d.iv_mask)
-                }
-            };
-            self.cache.insert(id, k);
+        if self.cache.len() > 4096 && !self.cache.contains_key(&id) {
+            self.cache.clear();
         }
-        Ok(&self.cache[&id])
+        let mode = self.cfg.mode;
+        // One lookup per packet: the derived key is made only the first time this (AN, source,
+        // epoch, rekey step) is seen.
+        Ok(self.cache.entry(id).or_insert_with(|| match mode {
+            KeyMode::Direct => SealingKey::new(&base, [0; 12]),
+            KeyMode::Cluster | KeyMode::Server => {
+                let label = if mode == KeyMode::Cluster { LABEL_CLUSTER } else { LABEL_SERVER };
+                let d = derive(&base, label, &context_v4(epoch, rekey, source));
+                SealingKey::new(&d.key, d.iv_mask)
+            }
+        }))
     }
 
     /// Seals `buf` (the clear PDS bytes onwards) from `source` (this sender's SSI or IPv4

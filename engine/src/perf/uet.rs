@@ -183,20 +183,47 @@ const KEY: u64 = 0x1000;
 /// The bytes of message `i` (the first 8 carry `i` when they fit).
 fn message(i: u64, size: usize, buf: &mut Vec<u8>) {
     buf.clear();
-    buf.extend((0..size).map(|k| (k as u64).wrapping_mul(131).wrapping_add(i.wrapping_mul(7919)) as u8));
+    let d = ramp_start(i);
+    while buf.len() < size {
+        let n = (size - buf.len()).min(256);
+        buf.extend_from_slice(&RAMP[d..d + n]);
+    }
     if size >= 8 {
         buf[..8].copy_from_slice(&i.to_le_bytes());
     }
 }
 
+/// `RAMP[j] = 131 j mod 256`, twice: byte k of message i is `131 k + 7919 i (mod 256)`, which (131
+/// being odd) is `RAMP[d + k mod 256]` with `d = 7919 i / 131 (mod 256)`, so messages are written and
+/// checked 256 bytes at a time by copying and comparing slices of this table.
+static RAMP: [u8; 512] = {
+    let mut t = [0u8; 512];
+    let mut j = 0;
+    while j < 512 {
+        t[j] = (j as u8).wrapping_mul(131);
+        j += 1;
+    }
+    t
+};
+
+/// Where message `i`'s pattern starts in [`RAMP`] (43 is the inverse of 131 modulo 256).
+fn ramp_start(i: u64) -> usize {
+    usize::from((i.wrapping_mul(7919) as u8).wrapping_mul(43))
+}
+
 /// The index a received message claims, if it is intact (0 for messages under 8 bytes).
-fn check(data: &[u8], size: usize, scratch: &mut Vec<u8>) -> Option<u64> {
+fn check(data: &[u8], size: usize) -> Option<u64> {
     if data.len() != size {
         return None;
     }
     let i = if size >= 8 { u64::from_le_bytes(data[..8].try_into().ok()?) } else { 0 };
-    message(i, size, scratch);
-    (scratch[..] == *data).then_some(i)
+    let d = ramp_start(i);
+    let skip = if size >= 8 { 8 } else { 0 };
+    let intact = data.chunks(256).enumerate().all(|(n, chunk)| {
+        let from = if n == 0 { skip } else { 0 };
+        chunk[from..] == RAMP[d + from..d + chunk.len()]
+    });
+    intact.then_some(i)
 }
 
 fn ses_error(e: ses::Error) -> PerfError {
@@ -314,9 +341,7 @@ impl<D: Datapath> Initiator<D> {
             return (c.context, slot);
         }
         match (self.cfg.op, slot) {
-            (UetOp::Read, Some(s)) if check(&c.data, self.cfg.size, &mut self.scratch) == Some(s as u64) => {
-                self.verified += 1
-            }
+            (UetOp::Read, Some(s)) if check(&c.data, self.cfg.size) == Some(s as u64) => self.verified += 1,
             (UetOp::Read, _) => self.errors += 1,
             (UetOp::Write, Some(s)) => self.last_write[s] = Some(c.context),
             (UetOp::FetchAdd | UetOp::CmpSwap, Some(s)) => {
@@ -339,7 +364,6 @@ impl<D: Datapath> Initiator<D> {
 pub struct Target<D> {
     node: UetNode<D>,
     cfg: UetPerfConfig,
-    scratch: Vec<u8>,
     posted: u64,
     received: u64,
     verified: u64,
@@ -361,7 +385,7 @@ impl<D: Datapath> Target<D> {
                 .register(key, region, Access::ALL, JobScope::Any)
                 .map_err(|_| PerfError::Stalled("key"))?;
         }
-        let mut t = Target { node, cfg, scratch: Vec::new(), posted: 0, received: 0, verified: 0, errors: 0 };
+        let mut t = Target { node, cfg, posted: 0, received: 0, verified: 0, errors: 0 };
         // UUD has no flow control: every datagram gets a receive up front.
         let first = if cfg.transport == DeliveryMode::Uud { cfg.iters } else { cfg.depth() as u64 };
         if cfg.receives() {
@@ -385,7 +409,7 @@ impl<D: Datapath> Target<D> {
             return;
         }
         self.received += 1;
-        if c.status == Status::Ok && check(&c.data, self.cfg.size, &mut self.scratch).is_some() {
+        if c.status == Status::Ok && check(&c.data, self.cfg.size).is_some() {
             self.verified += 1;
         } else {
             self.errors += 1;
@@ -405,14 +429,9 @@ impl<D: Datapath> Target<D> {
     /// Whether region slot `slot` holds message `i`.
     fn slot_holds(&mut self, slot: usize, i: u64) -> bool {
         let (size, key) = (self.cfg.size, self.cfg.key());
-        let data = self
-            .node
-            .ses()
-            .regions
-            .get(key)
-            .and_then(|r| r.data.get(slot * size..(slot + 1) * size))
-            .map(<[u8]>::to_vec);
-        data.is_some_and(|d| check(&d, size, &mut self.scratch).is_some_and(|got| got == i || size < 8))
+        let regions = &self.node.ses().regions;
+        let data = regions.get(key).and_then(|r| r.data.get(slot * size..(slot + 1) * size));
+        data.is_some_and(|d| check(d, size).is_some_and(|got| got == i || size < 8))
     }
 
     fn drain(&mut self) {
@@ -939,6 +958,29 @@ fn client_on<D: Datapath>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn messages_follow_the_pattern_and_check_finds_any_changed_byte() {
+        let mut m = Vec::new();
+        for (i, size) in [(0u64, 3usize), (1, 8), (77, 255), (12345, 1000), (u64::MAX, 70000)] {
+            message(i, size, &mut m);
+            for (k, b) in m.iter().enumerate() {
+                let want = if size >= 8 && k < 8 {
+                    i.to_le_bytes()[k]
+                } else {
+                    (k as u64).wrapping_mul(131).wrapping_add(i.wrapping_mul(7919)) as u8
+                };
+                assert_eq!(*b, want, "message {i} byte {k}");
+            }
+            assert_eq!(check(&m, size), Some(if size >= 8 { i } else { 0 }));
+            for k in [0, size / 2, size - 1] {
+                m[k] ^= 0x10;
+                assert_eq!(check(&m, size).filter(|&got| got == i || size < 8), None, "byte {k} of {size}");
+                m[k] ^= 0x10;
+            }
+            assert_eq!(check(&m[..size - 1], size), None);
+        }
+    }
 
     fn cfg(op: UetOp, transport: DeliveryMode, link: LinkConfig) -> UetPerfConfig {
         UetPerfConfig {
