@@ -36,6 +36,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         retries: 7,
         tap: false,
         baseline: false,
+        dcqcn: None,
     };
     let (mut engine_wall, mut engine_only, mut base) = (Vec::new(), Vec::new(), Vec::new());
     let mut misaligned = Vec::new();

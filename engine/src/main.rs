@@ -5,6 +5,7 @@ use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use engine::perf::{self, AtomicOp, Mode, PerfConfig, PerfOp};
+use engine::roce::dcqcn::DcqcnConfig;
 use engine::verbs::{Mtu, QpType};
 use engine::{capture, corpus, decode};
 use wire::uet::UetConfig;
@@ -134,6 +135,21 @@ struct PerfArgs {
     /// the same bytes sealed and opened in a plain loop on this thread as the baseline.
     #[arg(long)]
     tss: bool,
+    /// Congestion control: nscc (UET sender windows from delay and ECN) or rccc (UET receiver
+    /// credits) on rud/rod, dcqcn (RoCE rate control by CNPs) on rc. Senders mark ECT(0) (nscc,
+    /// dcqcn). It has work to do where a queue builds: on the simulated network, give the links a
+    /// rate (--link-gbps) and the run prints each direction's drops, CE marks and queue p99.
+    #[arg(long, value_enum, default_value = "none")]
+    cc: CcArg,
+    /// Rate of the simulated links in Gb/s, each with a 1 MB queue [default: unlimited]. Congestion
+    /// control assumes this line rate (100 Gb/s when unlimited or on a real datapath).
+    #[arg(long, value_parser = parse_gbps)]
+    link_gbps: Option<f64>,
+    /// ECN marking threshold of the simulated links in KB (with --link-gbps) [default: 100 with
+    /// --cc nscc or dcqcn, else off]. With dcqcn, marking is RED-like: rising from 0 at 5 KB to 20 %
+    /// at the threshold, every frame above it.
+    #[arg(long, value_name = "KB")]
+    ecn_kb: Option<u32>,
     /// Write every frame the endpoints send (before impairments) to this pcap file.
     #[arg(long, value_name = "FILE")]
     pcap: Option<PathBuf>,
@@ -211,13 +227,35 @@ impl PerfArgs {
     /// The simulated cable's settings (both directions) from `--latency-us`, `--loss`, `--reorder`,
     /// `--dup` and `--corrupt`.
     fn sim_link(&self) -> nicsim::LinkConfig {
+        let marking = matches!(self.cc, CcArg::Nscc | CcArg::Dcqcn);
+        let ecn_kb = self.ecn_kb.unwrap_or(if marking { 100 } else { 0 });
+        let red = self.cc == CcArg::Dcqcn && ecn_kb > 5;
         nicsim::LinkConfig {
             latency: std::time::Duration::from_nanos((self.latency_us * 1000.0) as u64),
+            bandwidth_bps: self.link_gbps.map_or(0, |g| (g * 1e9) as u64),
+            ecn_threshold: ecn_kb as usize * 1000,
+            ecn_min: if red { 5_000 } else { 0 },
+            ecn_pmax: if red { 0.2 } else { 0.0 },
             loss: self.loss,
             reorder: self.reorder,
             duplicate: self.dup,
             corrupt: self.corrupt,
             ..nicsim::LinkConfig::default()
+        }
+    }
+
+    /// The line rate congestion control assumes, bits per second.
+    fn cc_bps(&self) -> u64 {
+        self.link_gbps.map_or(100_000_000_000, |g| (g * 1e9) as u64)
+    }
+
+    /// The unloaded round trip congestion control assumes: both ways' latency plus 2 us of
+    /// serialization and processing on the simulated network, 20 us on a real datapath.
+    fn cc_rtt(&self) -> std::time::Duration {
+        if self.backend() == BackendArg::Sim {
+            std::time::Duration::from_nanos((2.0 * self.latency_us * 1000.0) as u64 + 2_000)
+        } else {
+            std::time::Duration::from_micros(20)
         }
     }
     fn rx_icrc(&self) -> engine::datapath::udp::RxIcrc {
@@ -376,6 +414,22 @@ fn parse_prob(s: &str) -> Result<f64, String> {
     }
 }
 
+fn parse_gbps(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if (0.001..=10_000.0).contains(&v) => Ok(v),
+        _ => Err(format!("{s:?} is not a link rate between 0.001 and 10000 Gb/s")),
+    }
+}
+
+/// `--cc`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum CcArg {
+    None,
+    Nscc,
+    Rccc,
+    Dcqcn,
+}
+
 fn parse_latency(s: &str) -> Result<f64, String> {
     match s.parse::<f64>() {
         Ok(v) if (0.0..=1e6).contains(&v) => Ok(v),
@@ -391,6 +445,24 @@ fn run_perf(a: PerfArgs) -> ExitCode {
         PerfTransportArg::Uud => Some(ses::DeliveryMode::Uud),
         _ => None,
     };
+    let cc_fits = match a.cc {
+        CcArg::None => Ok(()),
+        CcArg::Nscc | CcArg::Rccc if uet.is_none() => {
+            Err("nscc and rccc are UET congestion controls (--transport rud or rod)")
+        }
+        CcArg::Dcqcn if a.transport != PerfTransportArg::Rc => Err("dcqcn runs on RC QPs (--transport rc)"),
+        CcArg::Dcqcn if a.perftest => Err("--perftest runs the stock tools' test, without DCQCN"),
+        _ => Ok(()),
+    };
+    let link_only = a.backend() != BackendArg::Sim && (a.link_gbps.is_some() || a.ecn_kb.is_some());
+    if let Err(why) = cc_fits.and(if link_only {
+        Err("--link-gbps and --ecn-kb shape the simulated links")
+    } else {
+        Ok(())
+    }) {
+        eprintln!("softrdma perf: {why}");
+        return ExitCode::from(2);
+    }
     if let Some(transport) = uet {
         return run_uet_perf(&a, transport);
     }
@@ -476,6 +548,7 @@ fn run_perf(a: PerfArgs) -> ExitCode {
             mtu: Mtu::from_bytes(a.mtu()).unwrap_or(Mtu::Mtu4096),
             depth: a.tx_depth as usize,
             seed: a.seed,
+            dcqcn_bps: (a.cc == CcArg::Dcqcn).then(|| a.cc_bps()),
         };
         return run_remote(&a, test);
     }
@@ -505,6 +578,7 @@ fn run_perf(a: PerfArgs) -> ExitCode {
         retries: a.retries,
         tap: a.pcap.is_some() || a.capture.is_some(),
         baseline: !a.no_baseline,
+        dcqcn: (a.cc == CcArg::Dcqcn).then(|| DcqcnConfig::datacenter(a.cc_bps())),
     };
     println!("{}", perf::header(&cfg));
     println!("{}", if mode == Mode::Bw { perf::BW_COLUMNS } else { perf::LAT_COLUMNS });
@@ -532,6 +606,10 @@ fn run_perf(a: PerfArgs) -> ExitCode {
                 }
             };
             tap.extend(b.pair().net.with(|n| n.take_tap()));
+            let mut line = line;
+            if a.link_gbps.is_some() {
+                line.0 = format!("{}\n{}", line.0, perf::link_report(&b.pair().net, ["sim0", "sim1"]));
+            }
             if a.counters {
                 let (sa, sb) = b.stats();
                 let (ca, cb) = (perf::counters_line("sim0", &sa), perf::counters_line("sim1", &sb));
@@ -583,7 +661,7 @@ fn run_perf(a: PerfArgs) -> ExitCode {
 /// `softrdma perf OP --transport rud|rod|rudi|uud`: UET on the simulated network, then RC with the
 /// same operation, size, messages and link for comparison.
 fn run_uet_perf(a: &PerfArgs, transport: ses::DeliveryMode) -> ExitCode {
-    use engine::perf::uet::{UetBench, UetOp, UetPerfConfig};
+    use engine::perf::uet::{UetBench, UetCc, UetOp, UetPerfConfig};
     let refuse = |why: &str| {
         eprintln!("softrdma perf: {why}");
         ExitCode::from(2)
@@ -623,6 +701,13 @@ fn run_uet_perf(a: &PerfArgs, transport: ses::DeliveryMode) -> ExitCode {
         seed: a.seed,
         max_retries: a.retries,
         tss: a.tss,
+        cc: match a.cc {
+            CcArg::Nscc => UetCc::Nscc,
+            CcArg::Rccc => UetCc::Rccc,
+            CcArg::None | CcArg::Dcqcn => UetCc::None,
+        },
+        cc_bps: a.cc_bps(),
+        cc_rtt: a.cc_rtt(),
     };
     // A server takes the test from its client.
     if !a.server {
@@ -665,6 +750,9 @@ fn run_uet_perf(a: &PerfArgs, transport: ses::DeliveryMode) -> ExitCode {
     }
     .unwrap_or_else(|e| (format!(" UET run failed: {e}"), 0, 1, 0));
     println!("{line}");
+    if a.link_gbps.is_some() {
+        println!("{}", bench.link_report());
+    }
     if cfg.tss {
         let moved = (cfg.size as u64 * cfg.iters) as usize;
         let base = engine::perf::uet::tss_baseline(moved, cfg.max_payload);
@@ -713,6 +801,7 @@ fn run_uet_perf(a: &PerfArgs, transport: ses::DeliveryMode) -> ExitCode {
         retries: a.retries,
         tap: false,
         baseline: false,
+        dcqcn: None,
     };
     let rc_line = perf::Bench::new(&rc, size).and_then(|mut b| match mode {
         Mode::Bw => b.run_bw().map(|r| perf::bw_line(&r)),

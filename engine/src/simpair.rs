@@ -46,6 +46,8 @@ pub struct PairConfig {
     pub cq_depth: usize,
     /// Complete every send request, signaled or not.
     pub sq_sig_all: bool,
+    /// DCQCN on both sides' RC QPs (`None`: off).
+    pub dcqcn: Option<crate::roce::dcqcn::DcqcnConfig>,
 }
 
 impl Default for PairConfig {
@@ -68,6 +70,7 @@ impl Default for PairConfig {
             max_rd_atomic: 16,
             access: Access::REMOTE_WRITE | Access::REMOTE_READ | Access::REMOTE_ATOMIC,
             cq_depth: 4096,
+            dcqcn: None,
             sq_sig_all: false,
         }
     }
@@ -111,6 +114,8 @@ impl SimPair {
         let (net, pa, pb) = SimNet::pair(cfg.seed, cfg.link, cfg.link);
         let mut a = Context::open(pa);
         let mut b = Context::open(pb);
+        a.set_dcqcn(cfg.dcqcn);
+        b.set_dcqcn(cfg.dcqcn);
         let pd_a = a.alloc_pd();
         let pd_b = b.alloc_pd();
         let cq_a = a.create_cq(cfg.cq_depth)?;

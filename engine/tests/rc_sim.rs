@@ -370,6 +370,7 @@ fn same_seed_same_frames() {
             retries: 1000,
             tap: true,
             baseline: false,
+            dcqcn: None,
         };
         let mut b = Bench::new(&cfg, 3000).unwrap();
         let row = b.run_bw().unwrap();
@@ -399,4 +400,45 @@ fn srq_at_every_loss_rate_and_mixed_impairments() {
     ] {
         sweep_with(name, link, seeds, Some(32), true);
     }
+}
+
+/// DCQCN with more posted than the RC window (128 unacknowledged PSNs) allows: a pacing deadline
+/// for a packet the window holds back must not count as a timer, or the progress loop spins at one
+/// virtual instant (it did: `softrdma perf write --link-gbps 100 --cc dcqcn` never finished).
+/// Runs in a thread so that a regression fails after a minute instead of hanging the suite.
+#[test]
+fn dcqcn_with_a_full_window_keeps_time_moving() {
+    use engine::perf::{AtomicOp, Bench, Mode, PerfConfig, PerfOp};
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let link =
+            LinkConfig { bandwidth_bps: 10_000_000_000, ecn_threshold: 20_000, ..LinkConfig::default() };
+        let cfg = PerfConfig {
+            op: PerfOp::Write,
+            qp_type: engine::verbs::QpType::Rc,
+            srq: false,
+            atomic: AtomicOp::FetchAdd,
+            sizes: vec![65536],
+            iters: 300,
+            qps: 1,
+            mode: Mode::Bw,
+            mtu: Mtu::Mtu4096,
+            link,
+            seed: 5,
+            tx_depth: 32,
+            retries: 1000,
+            tap: false,
+            baseline: false,
+            dcqcn: Some(engine::roce::dcqcn::DcqcnConfig::datacenter(10_000_000_000)),
+        };
+        let mut b = Bench::new(&cfg, 65536).unwrap();
+        let row = b.run_bw().unwrap();
+        let pair = b.pair();
+        let cnps = pair.a.dcqcn_state(pair.qps[0].0).map_or(0, |s| s.1);
+        tx.send((row.verified, row.errors, cnps)).unwrap();
+    });
+    let (verified, errors, cnps) =
+        rx.recv_timeout(std::time::Duration::from_secs(60)).expect("the run finishes within a minute");
+    assert_eq!((verified, errors), (300, 0));
+    assert!(cnps > 0, "the queue built up and DCQCN reacted");
 }

@@ -1,7 +1,8 @@
 //! Feeds arbitrary UET packets (PDS header onwards) from two peers into a SES endpoint that has work
 //! of its own outstanding (an open RUD and ROD PDC with sends in flight, one of them a rendezvous, a
 //! RUDI read, a fetching atomic, posted tagged and untagged receives, a read-only and a writable
-//! region), running its timers and transmissions in between, with NSCC on. Checks: no panic;
+//! region), running its timers and transmissions in between, with NSCC and RCCC on (little
+//! speculative credit, so grants, CREDIT and CREDIT_REQ are in play). Checks: no panic;
 //! everything it sends parses as a PDS header (and the SES header its next_hdr announces); the
 //! read-only region never changes.
 //!
@@ -19,7 +20,8 @@ const RW: u64 = 0x20 | ses::key::IDEMPOTENT_SAFE;
 
 fuzz_target!(|data: &[u8]| {
     let cc = pds::cc::NsccConfig { link_bps: 10_000_000_000, base_rtt: Duration::from_micros(10), mss: 600 };
-    let pds = pds::Config { cc: Some(cc), ..pds::Config::default() };
+    let rccc = pds::credit::RcccConfig { grant_bps: 1_000_000_000, speculative: 1024, pull: 2048, overhead: 42 };
+    let pds = pds::Config { cc: Some(cc), rccc: Some(rccc), ..pds::Config::default() };
     let cfg = Config {
         pds,
         max_payload: 512,

@@ -95,6 +95,8 @@ pub struct PerfConfig {
     pub tap: bool,
     /// Also run the TX+RX baseline (bw mode).
     pub baseline: bool,
+    /// DCQCN on both sides (RC).
+    pub dcqcn: Option<crate::roce::dcqcn::DcqcnConfig>,
 }
 
 /// One bandwidth row.
@@ -249,6 +251,30 @@ pub(crate) fn unstamp(data: &[u8]) -> u64 {
     u64::from_le_bytes(data.get(..8).and_then(|d| d.try_into().ok()).unwrap_or([0xFF; 8])) ^ STAMP_KEY
 }
 
+/// The queue report of a simulated pair's two link directions (when they have a rate): frames
+/// offered, tail drops, CE marks and the queue's p99, toward `names[0]`'s port 0 and `names[1]`'s
+/// port 1.
+pub fn link_report(net: &crate::datapath::sim::SimNet, names: [&str; 2]) -> String {
+    net.with(|n| {
+        let mut out = String::new();
+        for (i, name) in names.iter().enumerate() {
+            let port = nicsim::PortId(i);
+            let (Some(st), q) = (n.ingress_stats(port), n.ingress_queue_quantile(port, 0.99)) else {
+                continue;
+            };
+            out += &format!(
+                " link toward {name}: frames {} tail drops {} ({:.3} %) CE marks {} queue p99 {} B\n",
+                st.offered,
+                st.tail_dropped,
+                100.0 * st.tail_dropped as f64 / st.offered.max(1) as f64,
+                st.ecn_marked,
+                q.unwrap_or(0)
+            );
+        }
+        out.trim_end().to_string()
+    })
+}
+
 fn fill_pattern(bytes: &mut [u8], salt: u64) {
     let mut x = salt.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
     for chunk in bytes.chunks_mut(8) {
@@ -306,6 +332,7 @@ impl Bench {
             max_retries: (cfg.retries > 7).then_some(cfg.retries),
             max_rd_atomic: 16,
             cq_depth: 2 * slots * cfg.qps + 16,
+            dcqcn: cfg.dcqcn,
             ..PairConfig::default()
         };
         let mut pair = SimPair::new(&pc)?;

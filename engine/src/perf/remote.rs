@@ -12,6 +12,7 @@ use super::{AtomicOp, Mode, PerfOp, fill_pattern, ring_slots, stamp, unstamp};
 use crate::datapath::afxdp::{AfXdpPort, XdpMode};
 use crate::datapath::udp::{RxIcrc, UdpPort};
 use crate::datapath::wrap::{Capture, CaptureLog, Faulty, TxFaults};
+use crate::roce::dcqcn::DcqcnConfig;
 use crate::simpair::{PairConfig, connect};
 use crate::verbs::{
     Access, AddressVector, Ah, Context, Cq, Mr, Mtu, Pd, Qp, QpCap, QpInitAttr, QpType, RecvWr, SendWr, Sge,
@@ -59,6 +60,8 @@ pub struct Test {
     pub depth: usize,
     /// Seed of the data patterns.
     pub seed: u64,
+    /// DCQCN on both sides' QPs ([`DcqcnConfig::datacenter`] for this line rate, bits per second).
+    pub dcqcn_bps: Option<u64>,
 }
 
 /// The datapath of this process's side.
@@ -294,6 +297,7 @@ pub fn open_context(link: &Link, mtu: Mtu) -> Result<(Context, Option<CaptureLog
 
 fn open_side(link: &Link, t: &Test, server: bool) -> Result<Side, RemoteError> {
     let (mut ctx, capture) = open_context(link, t.mtu)?;
+    ctx.set_dcqcn(t.dcqcn_bps.map(DcqcnConfig::datacenter));
     let pd = ctx.alloc_pd();
     let slots = ring_slots(if t.mode == Mode::Lat { 1 } else { t.depth }, t.size, t.mtu.bytes() as usize);
     let cq = ctx.create_cq(4 * slots * t.qps + 64).map_err(err)?;
@@ -555,6 +559,7 @@ fn parse_test(c: &Value) -> Result<Test, RemoteError> {
         mtu: Mtu::from_bytes(u("mtu")? as u32).ok_or_else(|| RemoteError("bad MTU".into()))?,
         depth: u("depth")?.clamp(1, 4096) as usize,
         seed: u("seed")?,
+        dcqcn_bps: c["dcqcn_bps"].as_u64(),
     })
 }
 
@@ -591,6 +596,7 @@ pub fn run_client(host: &str, link: &Link, t: &Test) -> Result<Outcome, RemoteEr
         ("mtu", json!(t.mtu.bytes())),
         ("depth", json!(t.depth)),
         ("seed", json!(t.seed)),
+        ("dcqcn_bps", json!(t.dcqcn_bps)),
     ] {
         mine[k] = v;
     }

@@ -82,6 +82,24 @@ pub struct UetPerfConfig {
     pub max_retries: u32,
     /// Seal every packet with TSS.
     pub tss: bool,
+    /// Congestion control of the PDCs.
+    pub cc: UetCc,
+    /// The line rate congestion control assumes, bits per second.
+    pub cc_bps: u64,
+    /// The unloaded round-trip time congestion control assumes.
+    pub cc_rtt: Duration,
+}
+
+/// Congestion control of a UET perf run (`pds::cc` NSCC, `pds::credit` RCCC).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum UetCc {
+    /// The PDS window alone.
+    #[default]
+    None,
+    /// Sender windows from delay and ECN; senders mark ECT(0).
+    Nscc,
+    /// Receiver-granted credit.
+    Rccc,
 }
 
 impl UetPerfConfig {
@@ -97,6 +115,9 @@ impl UetPerfConfig {
                 Err("atomics are not idempotent: rud or rod")
             }
             (_, UetOp::FetchAdd | UetOp::CmpSwap) if self.size != 8 => Err("atomics move 8 bytes (UINT64)"),
+            (DeliveryMode::Rudi | DeliveryMode::Uud, _) if self.cc != UetCc::None => {
+                Err("congestion control runs on PDCs: rud or rod")
+            }
             (DeliveryMode::Uud, _) if self.size > self.max_payload => {
                 Err("a UUD datagram must fit one packet")
             }
@@ -121,7 +142,25 @@ impl UetPerfConfig {
     }
 
     fn ses_config(&self) -> ses::Config {
-        let pds = pds::Config { max_retries: self.max_retries, ..pds::Config::default() };
+        let mut pds = pds::Config { max_retries: self.max_retries, ..pds::Config::default() };
+        let mtu = (self.max_payload + 128) as u64;
+        match self.cc {
+            UetCc::None => {}
+            UetCc::Nscc => {
+                let mss = mtu as usize;
+                pds.cc = Some(pds::cc::NsccConfig { link_bps: self.cc_bps, base_rtt: self.cc_rtt, mss });
+                // NSCC needs an RTT sample per packet: ACK each (see pds::cc).
+                pds.ack_every = 1;
+            }
+            UetCc::Rccc => {
+                let mut rc = pds::credit::RcccConfig::new(self.cc_bps, self.cc_rtt, mtu);
+                if self.tss {
+                    // The TSS header of a domain without SSI, and the ICV.
+                    rc.overhead += (12 + wire::uet::tss::ICV_LEN) as u64;
+                }
+                pds.rccc = Some(rc);
+            }
+        }
         let ep_type = if self.transport == DeliveryMode::Uud { EpType::Dgram } else { EpType::Rdm };
         ses::Config { pds, ep_type, max_payload: self.max_payload, initiator: 1, ..ses::Config::default() }
     }
@@ -138,6 +177,9 @@ impl UetPerfConfig {
             "seed": self.seed,
             "max_retries": self.max_retries,
             "tss": self.tss,
+            "cc": format!("{:?}", self.cc),
+            "cc_bps": self.cc_bps,
+            "cc_rtt_ns": self.cc_rtt.as_nanos() as u64,
         })
     }
 
@@ -171,6 +213,16 @@ impl UetPerfConfig {
             seed: n("seed")?,
             max_retries: n("max_retries")? as u32,
             tss: v["tss"].as_bool().unwrap_or(false),
+            cc: match v["cc"].as_str() {
+                None | Some("None") => UetCc::None,
+                Some("Nscc") => UetCc::Nscc,
+                Some("Rccc") => UetCc::Rccc,
+                Some(_) => {
+                    return Err(RemoteError("the client asked for an unknown congestion control".into()));
+                }
+            },
+            cc_bps: v["cc_bps"].as_u64().unwrap_or(100_000_000_000),
+            cc_rtt: Duration::from_nanos(v["cc_rtt_ns"].as_u64().unwrap_or(20_000)),
         };
         cfg.check().map_err(|e| RemoteError(e.into()))?;
         Ok(cfg)
@@ -499,6 +551,8 @@ impl UetBench {
             a.enable_tss(tss_domain(cfg.seed));
             b.enable_tss(tss_domain(cfg.seed));
         }
+        a.set_ecn(cfg.cc == UetCc::Nscc);
+        b.set_ecn(cfg.cc == UetCc::Nscc);
         let target = b.ip();
         Ok(UetBench { net, a: Initiator::new(a, cfg, target), b: Target::new(b, cfg)?, last_mbs: 0.0 })
     }
@@ -506,6 +560,11 @@ impl UetBench {
     /// Average MB/s of the last bandwidth run (wall clock).
     pub fn last_mbs(&self) -> f64 {
         self.last_mbs
+    }
+
+    /// The links' queue report (see [`super::link_report`]).
+    pub fn link_report(&self) -> String {
+        super::link_report(&self.net, ["the initiator", "the target"])
     }
 
     /// Records every frame either node sends (before the link's impairments).
@@ -754,6 +813,7 @@ fn with_node<R>(
             if cfg.tss {
                 node.enable_tss(tss_domain(cfg.seed));
             }
+            node.set_ecn(cfg.cc == UetCc::Nscc);
             f(UetNodeAny::Udp(Box::new(node), log))
         }
         Backend::AfXdp { dev, queue, driver } => {
@@ -766,6 +826,7 @@ fn with_node<R>(
             if cfg.tss {
                 node.enable_tss(tss_domain(cfg.seed));
             }
+            node.set_ecn(cfg.cc == UetCc::Nscc);
             f(UetNodeAny::AfXdp(Box::new(node), log))
         }
     }
@@ -995,6 +1056,9 @@ mod tests {
             seed: 3,
             max_retries: 20,
             tss: false,
+            cc: UetCc::None,
+            cc_bps: 100_000_000_000,
+            cc_rtt: Duration::from_micros(8),
         }
     }
 

@@ -562,7 +562,9 @@ impl QueuePair {
             return None;
         }
         let paced = self.dcqcn.as_ref().and_then(|d| {
-            let pending = self.req.next < self.req.sq.len();
+            // Pacing is a deadline only for a packet that nothing but the pacing holds back (one
+            // the window holds is not, or a past deadline would spin the progress loop).
+            let pending = self.req.ready();
             [d.poll_timeout(), d.send_at().filter(|_| pending)].into_iter().flatten().min()
         });
         [self.req.poll_timeout(), paced].into_iter().flatten().min()

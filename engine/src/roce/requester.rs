@@ -241,32 +241,41 @@ impl Requester {
         self.sq.iter().take(self.next).filter(|w| matches!(w.kind, Kind::Read | Kind::Atomic)).count()
     }
 
-    /// The next request packet, if the window, the READ/atomic limit, a fence or an RNR wait allow one.
-    pub(crate) fn poll(&mut self, now: Duration) -> Option<TxDesc> {
+    /// Whether a request packet may go now: one is queued and the window, the READ/atomic limit, a
+    /// fence, the credits and an RNR wait allow it (what [`poll`](Self::poll) checks first).
+    pub(crate) fn ready(&self) -> bool {
         if self.rnr_until.is_some() {
-            return None;
+            return false;
         }
-        let mtu = self.cfg.mtu;
-        let w = self.sq.get(self.next)?;
+        let Some(w) = self.sq.get(self.next) else { return false };
         // The window counts unacknowledged PSNs: RC only (UC and UD are never acknowledged).
         if self.cfg.transport == Transport::Rc && psn::diff(self.psn, self.comp_psn) >= MAX_UNACKED_PSNS {
-            return None;
+            return false;
         }
         let ordered = matches!(w.kind, Kind::Read | Kind::Atomic);
         if ordered && self.read_atomic_in_flight() >= self.cfg.max_rd_atomic {
-            return None;
+            return false;
         }
         if w.wr.flags.contains(SendFlags::FENCE) && self.offset == 0 && self.read_atomic_in_flight() > 0 {
-            return None;
+            return false;
         }
         if self.cfg.transport == Transport::Rc && !w.sent && w.consumes_rwqe() {
             // Credits: beyond the limit only as a probe, with nothing else outstanding.
             if let Some(limit) = self.credit_limit {
                 if psn::diff(self.next_ssn, limit) >= 0 && self.outstanding() {
-                    return None;
+                    return false;
                 }
             }
         }
+        true
+    }
+
+    /// The next request packet, if [`ready`](Self::ready).
+    pub(crate) fn poll(&mut self, now: Duration) -> Option<TxDesc> {
+        if !self.ready() {
+            return None;
+        }
+        let mtu = self.cfg.mtu;
         let psn = self.psn;
         let index = self.next;
         let offset = self.offset;
