@@ -80,4 +80,18 @@ impl Metrics {
             self.cnps
         );
     }
+
+    /// Asserts the acceptance thresholds with congestion control (`self`): drops at most 0.1 %,
+    /// queue p99 at most `queue_bound`, goodput at least 90 %, Jain at least 0.9; and that the run
+    /// `without` it is worse (10x the drops, or less goodput).
+    pub fn assert_meets(&self, name: &str, without: &Metrics, queue_bound: usize) {
+        assert!(self.drop_rate <= 0.001, "{name} drops: {self:?}");
+        assert!(self.q_p99 <= queue_bound, "{name} queue p99: {self:?}");
+        assert!(self.goodput >= 0.9, "{name} goodput: {self:?}");
+        assert!(self.jain >= 0.9, "{name} fairness: {self:?}");
+        assert!(
+            without.drops >= 10 * self.drops.max(1) || without.goodput < self.goodput,
+            "without CC it is worse: {without:?} vs {self:?}"
+        );
+    }
 }
