@@ -150,6 +150,11 @@ struct PerfArgs {
     /// at the threshold, every frame above it.
     #[arg(long, value_name = "KB")]
     ecn_kb: Option<u32>,
+    /// Simulated links (with --link-gbps) trim what their queue has no room for to this many bytes
+    /// (UET packet trimming: the receiver NACKs it TRIMMED and the sender resends at once) instead
+    /// of dropping it. 0: tail drop.
+    #[arg(long, value_name = "BYTES", default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=9000))]
+    trim: u32,
     /// Write every frame the endpoints send (before impairments) to this pcap file.
     #[arg(long, value_name = "FILE")]
     pcap: Option<PathBuf>,
@@ -236,6 +241,8 @@ impl PerfArgs {
             ecn_threshold: ecn_kb as usize * 1000,
             ecn_min: if red { 5_000 } else { 0 },
             ecn_pmax: if red { 0.2 } else { 0.0 },
+            trim_to: self.trim as usize,
+            trim_dscp: engine::uet::TRIMMED_DSCP,
             loss: self.loss,
             reorder: self.reorder,
             duplicate: self.dup,
@@ -454,12 +461,17 @@ fn run_perf(a: PerfArgs) -> ExitCode {
         CcArg::Dcqcn if a.perftest => Err("--perftest runs the stock tools' test, without DCQCN"),
         _ => Ok(()),
     };
-    let link_only = a.backend() != BackendArg::Sim && (a.link_gbps.is_some() || a.ecn_kb.is_some());
-    if let Err(why) = cc_fits.and(if link_only {
-        Err("--link-gbps and --ecn-kb shape the simulated links")
+    let shaping = a.link_gbps.is_some() || a.ecn_kb.is_some() || a.trim > 0;
+    let link_fits = if a.backend() != BackendArg::Sim && shaping {
+        Err("--link-gbps, --ecn-kb and --trim shape the simulated links")
+    } else if a.trim > 0 && uet.is_none() {
+        Err("--trim is UET packet trimming (--transport rud or rod)")
+    } else if a.trim > 0 && a.trim < 128 {
+        Err("--trim keeps at least 128 bytes (Ethernet, IPv4, UDP, PDS and SES headers)")
     } else {
         Ok(())
-    }) {
+    };
+    if let Err(why) = cc_fits.and(link_fits) {
         eprintln!("softrdma perf: {why}");
         return ExitCode::from(2);
     }

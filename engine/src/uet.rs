@@ -39,6 +39,34 @@ pub struct NodeStats {
     pub rx_tss_drops: u64,
     /// Packets not sent because the TSS could not seal them (TSC exhausted, no key).
     pub tx_tss_refused: u64,
+    /// Trimmed frames (DSCP [`TRIMMED_DSCP`]) handed to the PDS, which NACKs them as TRIMMED.
+    pub rx_trimmed: u64,
+    /// Trimmed frames that could not be read: sealed by TSS (the PDS header is ciphertext that can
+    /// no longer be authenticated), or not UET.
+    pub rx_trimmed_dropped: u64,
+}
+
+/// The DSCP a switch gives the UET frames it trims (nicsim `LinkConfig::trim_dscp`). No source
+/// fixes a value (UEC leaves it to configuration); this is the engine's.
+pub const TRIMMED_DSCP: u8 = 0x21;
+
+/// A trimmed UET datagram to `me`: the sender and what is left from the UDP payload on (the PDS
+/// header, perhaps part of what followed), if `f` is Ethernet / IPv4 (header checksum good) / UDP
+/// to the UET port with DSCP [`TRIMMED_DSCP`]. Trimmed frames carry no UDP checksum.
+fn trimmed(f: &[u8], me: Ipv4Addr) -> Option<(Ipv4Addr, &[u8])> {
+    let eth = wire::ethernet::Frame::new_checked(f).ok()?;
+    if eth.ethertype() != ethertype::IPV4 {
+        return None;
+    }
+    let ip = wire::ipv4::Packet::new_checked(f.get(wire::ethernet::HEADER_LEN..)?).ok()?;
+    if ip.dscp_ecn() >> 2 != TRIMMED_DSCP || ip.protocol() != PROTO_UDP || ip.dst_addr() != me {
+        return None;
+    }
+    if !ip.verify_checksum() {
+        return None;
+    }
+    let udp = wire::udp::Packet::new_checked(ip.payload()).ok()?;
+    (udp.dst_port() == wire::uet::UDP_PORT).then(|| (ip.src_addr(), udp.payload()))
 }
 
 /// A UET endpoint on one datapath port.
@@ -101,6 +129,8 @@ impl<D: Datapath> UetNode<D> {
     /// source is the domain's SSI, or this node's IPv4 address.
     pub fn enable_tss(&mut self, domain: tss::SecureDomain) {
         self.tss = Some(domain);
+        // In a secure domain PDCs are established securely (pds::Endpoint::set_secure).
+        self.ses.pds().set_secure(true);
     }
 
     /// The secure domain (its counters), when TSS is on.
@@ -153,6 +183,15 @@ impl<D: Datapath> UetNode<D> {
 
     /// Takes one frame; a sealed one is opened in place.
     fn receive(&mut self, now: Duration, f: &mut [u8]) {
+        if let Some((src, pds)) = trimmed(f, self.ip) {
+            let readable = self.tss.is_none() && self.ses.pds().handle_trimmed(now, src, pds).is_ok();
+            if readable {
+                self.stats.rx_trimmed += 1;
+            } else {
+                self.stats.rx_trimmed_dropped += 1;
+            }
+            return;
+        }
         let r = match FrameRepr::parse_with(f, &UetConfig::default()) {
             Ok(r) => r,
             Err(_)

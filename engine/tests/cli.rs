@@ -124,7 +124,7 @@ fn perf_over_uc_ud_and_srq_verifies_what_arrives() {
 
 #[test]
 fn perf_rejects_bad_arguments() {
-    let bad: [(&[&str], &str); 12] = [
+    let bad: [(&[&str], &str); 19] = [
         (&["perf", "read", "--transport", "uc"], "UC carries send and write only"),
         (&["perf", "write", "--transport", "ud"], "UD carries send only"),
         (&["perf", "write", "--srq"], "--srq applies to send over RC or UD"),
@@ -137,6 +137,16 @@ fn perf_rejects_bad_arguments() {
         (&["perf", "atomic", "--size", "16"], "atomics move 8 bytes"),
         (&["perf", "write", "--qps", "0"], "--qps"),
         (&["perf", "fly"], "invalid value"),
+        (&["perf", "write", "--cc", "nscc"], "UET congestion controls"),
+        (&["perf", "write", "--transport", "rud", "--cc", "dcqcn"], "dcqcn runs on RC QPs"),
+        (&["perf", "write", "--transport", "rudi", "--cc", "rccc"], "congestion control runs on PDCs"),
+        (&["perf", "write", "--transport", "rud", "--trim", "64"], "at least 128 bytes"),
+        (&["perf", "write", "--trim", "200"], "UET packet trimming"),
+        (&["perf", "write", "--link-gbps", "0"], "link rate between"),
+        (
+            &["perf", "write", "--backend", "udp", "--link-gbps", "10", "--connect", "10.0.0.2"],
+            "shape the simulated links",
+        ),
     ];
     for (args, why) in bad {
         let o = softrdma(args);
@@ -183,4 +193,36 @@ fn devinfo_lists_backends_devices_and_limits() {
     assert!(o.status.success());
     assert!(out.contains("sim0: port 1 ACTIVE, active_mtu 4096, GID ::ffff:10.0.0.1"), "{out}");
     assert!(out.contains("lo (127.0.0.1)") && out.contains("max_msg_sz 8388608"), "{out}");
+}
+
+/// `--cc` on a 100 Gb/s simulated link: each congestion control finishes with every message
+/// verified and no tail drop, and the report shows the links; without it the same run overflows
+/// the 1 MB queue.
+#[test]
+fn perf_congestion_control_on_a_rate_limited_link() {
+    let run = |extra: &[&str]| {
+        let mut args = vec!["perf", "write", "--link-gbps", "100", "--iters", "600", "--no-baseline"];
+        args.extend_from_slice(extra);
+        let o = softrdma(&args);
+        let out = String::from_utf8_lossy(&o.stdout).to_string();
+        assert!(o.status.success(), "{args:?}:\n{out}\n{}", String::from_utf8_lossy(&o.stderr));
+        assert!(out.contains("verified: 600 messages, 0 errors"), "{out}");
+        out
+    };
+    for extra in [
+        &["--transport", "rud", "--cc", "nscc"][..],
+        &["--transport", "rud", "--cc", "rccc"],
+        &["--transport", "rod", "--cc", "rccc"],
+        &["--transport", "rud", "--trim", "128"],
+        &["--cc", "dcqcn"],
+    ] {
+        let out = run(extra);
+        let to_target =
+            out.lines().find(|l| l.contains("link toward the target") || l.contains("link toward sim1"));
+        let line = to_target.unwrap_or_else(|| panic!("{extra:?}: no link report:\n{out}"));
+        assert!(line.contains("tail drops 0 "), "{extra:?}: {line}");
+    }
+    let out = run(&["--transport", "rud"]);
+    let line = out.lines().find(|l| l.contains("link toward the target")).unwrap();
+    assert!(!line.contains("tail drops 0 "), "without congestion control the queue overflows: {line}");
 }

@@ -7,7 +7,8 @@
 //! read-only region never changes.
 //!
 //! Input: chunks of `[time step: u8][len: u8][len bytes]`; the low bit of the time step picks the peer,
-//! the next bit says the packet arrived ECN CE-marked.
+//! the next bit says the packet arrived ECN CE-marked, the next that a switch trimmed it. The PDS
+//! establishes PDCs securely (`set_secure`).
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -31,6 +32,7 @@ fuzz_target!(|data: &[u8]| {
         ..Config::default()
     };
     let mut ep: Endpoint<u8> = Endpoint::new(cfg, 7);
+    ep.pds().set_secure(true);
     let ro_bytes: Vec<u8> = (0..256u32).map(|i| i as u8).collect();
     ep.regions
         .register(RO, ro_bytes.clone(), Access { remote_read: true, remote_write: false }, JobScope::Any)
@@ -58,7 +60,11 @@ fuzz_target!(|data: &[u8]| {
         let pkt = &rest[2..(2 + len).min(rest.len())];
         rest = &rest[(2 + len).min(rest.len())..];
         now += Duration::from_micros(u64::from(step) * 50);
-        let _ = ep.handle_packet_ecn(now, 1 + (step & 1), pkt, step & 2 != 0);
+        if step & 4 != 0 {
+            let _ = ep.pds().handle_trimmed(now, 1 + (step & 1), pkt);
+        } else {
+            let _ = ep.handle_packet_ecn(now, 1 + (step & 1), pkt, step & 2 != 0);
+        }
         if ep.poll_timeout().is_some_and(|t| t <= now) {
             ep.handle_timeout(now);
         }

@@ -14,7 +14,7 @@ mod link;
 mod tap;
 
 pub use frame::{AlignedBuf, FRAME_CAPACITY, Frame, FramePool, PAGE, Page};
-pub use link::{LinkConfig, LinkStats, QUEUE_BUCKET, jain, mark_ce};
+pub use link::{LinkConfig, LinkStats, QUEUE_BUCKET, jain, mark_ce, trim};
 pub use tap::{TapRecord, write_pcap};
 
 use rand_xoshiro::Xoshiro256PlusPlus;
@@ -348,8 +348,21 @@ impl Network {
             }
             l.queue_hist[bucket] += 1;
             if queued_bytes + len as u128 > cfg.queue_limit as u128 {
-                l.stats.tail_dropped += 1;
-                self.pool.put(frame);
+                let trimmed = (cfg.trim_to > 0)
+                    .then(|| trim(frame.as_mut_slice(), len, cfg.trim_to, cfg.trim_dscp))
+                    .flatten();
+                let Some(short) = trimmed else {
+                    l.stats.tail_dropped += 1;
+                    self.pool.put(frame);
+                    return;
+                };
+                // A trimmed frame goes in a strict-priority class: it waits only for its own
+                // serialization, not behind the full queue.
+                l.stats.trimmed += 1;
+                frame.set_len(short);
+                let ser = (short as u128 * 8_000_000_000).div_ceil(u128::from(cfg.bandwidth_bps));
+                let at = t + Duration::from_nanos(ser as u64) + cfg.latency;
+                self.push(at, link, frame);
                 return;
             }
             let (q, k, kmin) = (queued_bytes as f64, cfg.ecn_threshold as f64, cfg.ecn_min as f64);

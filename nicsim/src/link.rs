@@ -22,6 +22,13 @@ pub struct LinkConfig {
     pub ecn_min: usize,
     /// RED's Pmax, in 0.0..=1.0.
     pub ecn_pmax: f64,
+    /// Packet trimming (UET): a frame the queue has no room for is, if it is IPv4/UDP and longer,
+    /// cut to this many bytes, given DSCP `trim_dscp` and sent ahead of the queue (a strict-priority
+    /// class) instead of being dropped, so its receiver learns of the loss at once ([`trim`]). 0:
+    /// tail drop.
+    pub trim_to: usize,
+    /// The DSCP of trimmed frames.
+    pub trim_dscp: u8,
     /// Probability that a frame is lost.
     pub loss: f64,
     /// Probability that a frame is held back by up to `reorder_window`, so later frames overtake it.
@@ -44,6 +51,8 @@ impl Default for LinkConfig {
             ecn_threshold: 0,
             ecn_min: 0,
             ecn_pmax: 0.0,
+            trim_to: 0,
+            trim_dscp: 0,
             loss: 0.0,
             reorder: 0.0,
             reorder_window: Duration::from_micros(10),
@@ -66,6 +75,8 @@ pub struct LinkStats {
     pub tail_dropped: u64,
     /// Frames marked CE.
     pub ecn_marked: u64,
+    /// Frames trimmed instead of dropped.
+    pub trimmed: u64,
     /// Frames held back to reorder them.
     pub reordered: u64,
     /// Extra copies delivered.
@@ -98,6 +109,34 @@ pub fn mark_ce(f: &mut [u8]) -> bool {
     true
 }
 
+/// Trims an Ethernet II / IPv4 / UDP frame of `len` bytes to `to` bytes: the IPv4 DSCP becomes
+/// `dscp` (ECN kept), the IPv4 total length and header checksum and the UDP length are rewritten and
+/// the UDP checksum is set to 0 (the cut payload no longer matches it; RFC 768 allows 0 over IPv4).
+/// Returns the new length, or `None` (frame untouched) if it is not IPv4/UDP, or not longer than
+/// `to`, or `to` would cut into the UDP header.
+pub fn trim(f: &mut [u8], len: usize, to: usize, dscp: u8) -> Option<usize> {
+    let f = f.get_mut(..len)?;
+    if len < 34 || f[12..14] != [0x08, 0x00] || f[14] >> 4 != 4 || f[23] != 17 {
+        return None;
+    }
+    let ihl = usize::from(f[14] & 0x0F) * 4;
+    let udp = 14 + ihl;
+    if ihl < 20 || to < udp + 8 || len <= to {
+        return None;
+    }
+    f[15] = (dscp << 2) | (f[15] & 3);
+    f[16..18].copy_from_slice(&((to - 14) as u16).to_be_bytes());
+    f[24..26].copy_from_slice(&[0, 0]);
+    let mut sum: u32 = f[14..udp].chunks(2).map(|w| u32::from(u16::from_be_bytes([w[0], w[1]]))).sum();
+    while sum > 0xFFFF {
+        sum = (sum & 0xFFFF) + (sum >> 16);
+    }
+    f[24..26].copy_from_slice(&(!(sum as u16)).to_be_bytes());
+    f[udp + 4..udp + 6].copy_from_slice(&((to - udp) as u16).to_be_bytes());
+    f[udp + 6..udp + 8].copy_from_slice(&[0, 0]);
+    Some(to)
+}
+
 /// Jain's fairness index of `x`: 1 when all are equal, 1/n when one takes everything.
 pub fn jain(x: &[f64]) -> f64 {
     let s: f64 = x.iter().sum();
@@ -113,6 +152,7 @@ impl LinkStats {
         self.lost += other.lost;
         self.tail_dropped += other.tail_dropped;
         self.ecn_marked += other.ecn_marked;
+        self.trimmed += other.trimmed;
         self.reordered += other.reordered;
         self.duplicated += other.duplicated;
         self.corrupted += other.corrupted;

@@ -336,3 +336,39 @@ fn red_marking_rises_between_kmin_and_the_threshold() {
     // Expected 20 x sum over k = 11..=50 of 0.5 (k - 10) / 40 = 205.
     assert!((150..=260).contains(&marked_between), "{marked_between}");
 }
+
+#[test]
+fn trimming_cuts_fixes_the_headers_and_jumps_the_queue() {
+    let mut f = ip_frame(B, A, 2, 1500);
+    let b = f.as_mut_slice();
+    assert_eq!(trim(b, 1500, 100, 0x21), Some(100));
+    assert_eq!(b[15], (0x21 << 2) | 2, "DSCP set, ECN kept");
+    assert_eq!(u16::from_be_bytes([b[16], b[17]]), 86, "IPv4 total length");
+    assert_eq!(u16::from_be_bytes([b[24], b[25]]), ip_checksum(&b[14..34]));
+    assert_eq!(u16::from_be_bytes([b[38], b[39]]), 66, "UDP length");
+    assert_eq!(b[40..42], [0, 0], "no UDP checksum");
+    assert_eq!(trim(b, 100, 100, 0x21), None, "not longer than the cut");
+    assert_eq!(trim(b, 100, 30, 0x21), None, "would cut the UDP header");
+    let mut arp = frame(B, A, 1, 200);
+    assert_eq!(trim(arp.as_mut_slice(), 200, 64, 1), None, "not IPv4/UDP");
+
+    // A 10-frame queue at 1 Gb/s: of 30 frames sent at once, 20 are trimmed and arrive first.
+    let cfg = LinkConfig {
+        bandwidth_bps: 1_000_000_000,
+        queue_limit: 10 * 1000,
+        trim_to: 64,
+        trim_dscp: 0x21,
+        ..LinkConfig::default()
+    };
+    let (mut net, a, bp) = pair(1, cfg);
+    for _ in 0..30 {
+        net.transmit(a, ip_frame(B, A, 0, 1000)).unwrap();
+    }
+    net.advance_to(Duration::from_secs(1));
+    let lens: Vec<usize> = std::iter::from_fn(|| net.receive(bp)).map(|f| f.len()).collect();
+    assert_eq!(lens.len(), 30, "nothing dropped");
+    assert_eq!(lens.iter().filter(|&&l| l == 64).count(), 20);
+    assert!(lens[1..20].iter().all(|&l| l == 64), "trimmed frames overtake the queue: {lens:?}");
+    let st = net.ingress_stats(bp).unwrap();
+    assert_eq!((st.trimmed, st.tail_dropped), (20, 0));
+}

@@ -133,6 +133,10 @@ pub struct Stats {
     pub rx_stale: u64,
     /// NACKs received.
     pub rx_nacks: u64,
+    /// SYNs refused by secure establishment (Start_PSN below the peer's minimum).
+    pub rx_stale_syns: u64,
+    /// Trimmed packets received (answered with NACK TRIMMED when their PDC is known).
+    pub rx_trimmed: u64,
     /// RCCC: CP CREDIT packets sent (grants not carried by an ACK).
     pub tx_credits: u64,
     /// RCCC: CP CREDIT_REQ packets sent (sends waiting for credit).
@@ -168,6 +172,11 @@ pub struct Endpoint<A> {
     /// RCCC: the pull pacer and the PDC granted last.
     pacer: Pacer,
     grant_rr: PdcId,
+    /// Secure PDC establishment ([`Endpoint::set_secure`]): per peer and mode, the Start_PSN the
+    /// next PDC this side opens uses (initiator), and the lowest Start_PSN a SYN may name (target).
+    secure: bool,
+    next_start: HashMap<(A, Mode), u32>,
+    min_start: HashMap<(A, Mode), u32>,
 }
 
 /// What [`Endpoint::pdc_info`] tells about a PDC.
@@ -219,6 +228,9 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
             stats: Stats::default(),
             pacer: Pacer::default(),
             grant_rr: 0,
+            secure: false,
+            next_start: HashMap::new(),
+            min_start: HashMap::new(),
         };
         e.rudi = Initiator::new(e.random() as u32);
         e
@@ -273,7 +285,10 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
             return Ok(id);
         }
         let id = self.alloc_id().ok_or(SendError::NoPdcAvailable)?;
-        let start = self.start_psn();
+        let start = match self.next_start.get(&(peer, mode)) {
+            Some(&s) if self.secure => s,
+            _ => self.start_psn(),
+        };
         self.pdcs.insert(id, Pdc::new(id, peer, None, mode, Role::Initiator, start));
         self.initiated.insert((peer, mode), id);
         Ok(id)
@@ -383,7 +398,28 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
             Role::Initiator => self.initiated.remove(&(p.peer, p.mode)),
             Role::Target => self.accepted.remove(&(p.peer, p.peer_id.unwrap_or(0))),
         };
+        // Secure establishment: the next PDC of this pair starts after every PSN this one used
+        // (initiator), and a SYN naming a Start_PSN before that is refused (target).
+        let (key, next) = match p.role {
+            Role::Initiator => ((p.peer, p.mode), p.tx.next_psn()),
+            Role::Target => ((p.peer, p.mode), p.rx.expected()),
+        };
+        let map = if p.role == Role::Initiator { &mut self.next_start } else { &mut self.min_start };
+        let e = map.entry(key).or_insert(next);
+        if diff(next, *e) > 0 {
+            *e = next;
+        }
         Some(p)
+    }
+
+    /// Secure PDC establishment (uet-wire.md §4, "0-RTT"), for endpoints in a secure domain: a PDC
+    /// this side opens to a peer starts at the PSN after the last one its previous PDC to that peer
+    /// (in that mode) used, and a SYN from a peer naming a Start_PSN below the PSN after the last
+    /// one received on the previous PDC from it is refused with NACK NEW_START_PSN carrying that
+    /// PSN; the initiator then opens the PDC again from there. A replayed SYN of a closed PDC can
+    /// therefore never open a PDC again, however late it comes.
+    pub fn set_secure(&mut self, on: bool) {
+        self.secure = on;
     }
 
     fn fail(&mut self, pdc: PdcId, error: PdcError) {
@@ -447,6 +483,13 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
                 return None;
             }
             return Some(id);
+        }
+        if let Some(&min) = self.min_start.get(&(src, r.mode)).filter(|_| self.secure) {
+            if diff(start, min) < 0 {
+                self.stats.rx_stale_syns += 1;
+                self.nack(src, NackCode::NewStartPsn, r.psn, r.spdcid, min);
+                return None;
+            }
         }
         let Some(id) = self.alloc_id() else {
             self.nack(src, NackCode::NoPdcAvail, r.psn, r.spdcid, 0);
@@ -535,7 +578,7 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
                     return Ok(None);
                 }
                 match self.lookup(src, n.dpdcid, n.spdcid) {
-                    Some(id) => match self.pdcs.get_mut(&id).expect("looked up").on_nack(&n) {
+                    Some(id) => match self.pdcs.get_mut(&id).expect("looked up").on_nack(&n, now) {
                         Ok(out) => self.apply(id, out),
                         Err(code) => self.fail(id, PdcError::Nack(code)),
                     },
@@ -575,6 +618,23 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
                 Ok(Some(Delivery { peer: src, kind: DeliveryKind::Uud, next_hdr: u.next_hdr, body }))
             }
         }
+    }
+
+    /// A packet a switch trimmed (uet-wire.md NACK codes: TRIMMED): `buf` holds what is left from
+    /// the PDS header on. A request is answered with NACK TRIMMED for its PSN, so the sender resends
+    /// it at once instead of waiting for its timer; a trimmed SYN opens its PDC as any SYN does (the
+    /// PDS header is whole; the packet itself is not taken). Other packets are only counted.
+    pub fn handle_trimmed(&mut self, now: Duration, src: A, buf: &[u8]) -> Result<(), wire::Error> {
+        let pds = PdsRepr::parse(buf).inspect_err(|_| self.stats.rx_malformed += 1)?;
+        self.stats.rx_trimmed += 1;
+        if let PdsRepr::Request(r) = pds {
+            let pdc =
+                if r.syn() { self.syn_target(now, src, &r) } else { self.lookup(src, r.dpdcid, r.spdcid) };
+            if pdc.is_some() {
+                self.nack(src, NackCode::Trimmed, r.psn, r.spdcid, 0);
+            }
+        }
+        Ok(())
     }
 
     /// Writes the next packet to send into `buf` (which must hold the largest body plus 16 bytes).
@@ -740,6 +800,136 @@ mod tests {
                 _ => None,
             })
             .collect()
+    }
+
+    #[test]
+    fn trimmed_requests_are_nacked_trimmed_and_not_taken() {
+        let mut ep = Endpoint::<u8>::new(Config::default(), 1);
+        // A trimmed SYN (header only) opens the PDC; the packet is not received.
+        let first = syn(Mode::Rud, 100, 0, 3);
+        ep.handle_trimmed(NOW, 5, &first[..12]).unwrap();
+        assert_eq!(nacks(&mut ep), [(5, NackCode::Trimmed, 100, 3)]);
+        let pdc = match ep.poll_event() {
+            Some(Event::Accepted { pdc, .. }) => pdc,
+            e => panic!("{e:?}"),
+        };
+        assert_eq!(ep.pdc_info(pdc).unwrap().expected_psn, 100, "nothing taken");
+        // The resent SYN is delivered; a later trimmed packet is NACKed by PSN.
+        assert!(ep.handle_packet(NOW, 5, &first).unwrap().is_some());
+        ep.handle_trimmed(NOW, 5, &request(Mode::Rud, 0, 101, 3, pdc)).unwrap();
+        assert_eq!(nacks(&mut ep), [(5, NackCode::Trimmed, 101, 3)]);
+        // Trimmed packets of no PDC, and trimmed non-requests: counted, not answered.
+        ep.handle_trimmed(NOW, 6, &request(Mode::Rud, 0, 7, 3, 99)).unwrap();
+        assert!(nacks(&mut ep).is_empty());
+        assert_eq!(ep.handle_trimmed(NOW, 6, &[0xFF; 3]).map_err(|_| ()), Err(()));
+        assert_eq!((ep.stats().rx_trimmed, ep.stats().rx_malformed), (3, 1));
+    }
+
+    #[test]
+    fn sender_resends_a_trimmed_packet_at_once() {
+        let mut a = Endpoint::<u8>::new(Config::default(), 1);
+        let mut b = Endpoint::<u8>::new(Config::default(), 2);
+        a.send(2, Mode::Rud, NextHeader::ReqStd, Bytes::from_static(b"x"), 1).unwrap();
+        let mut buf = [0u8; 256];
+        let t = a.poll_transmit(NOW, &mut buf).unwrap();
+        b.handle_trimmed(NOW, 1, &buf[..12]).unwrap();
+        let n = b.poll_transmit(NOW, &mut buf).unwrap();
+        a.handle_packet(NOW, 2, &buf[..n.len]).unwrap();
+        let again = a.poll_transmit(NOW, &mut buf).unwrap();
+        assert_eq!(again.len, t.len);
+        assert!(
+            matches!(PdsRepr::parse(&buf[..again.len]), Ok(PdsRepr::Request(r)) if r.flags & FLAG_RETX != 0)
+        );
+        assert_eq!(a.stats().timeouts, 0);
+    }
+
+    /// Moves packets between `a` (address 1) and `b` (address 2) at `now` until both are quiet;
+    /// returns what `a` sent and the bodies `b` delivered.
+    fn shuttle(a: &mut Endpoint<u8>, b: &mut Endpoint<u8>, now: Duration) -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
+        let (mut from_a, mut got) = (Vec::new(), Vec::new());
+        let mut buf = [0u8; 2048];
+        loop {
+            let mut moved = false;
+            while let Some(t) = a.poll_transmit(now, &mut buf) {
+                moved = true;
+                from_a.push(buf[..t.len].to_vec());
+                if let Some(d) = b.handle_packet(now, 1, &buf[..t.len]).unwrap() {
+                    got.push(d.body.to_vec());
+                }
+            }
+            while let Some(t) = b.poll_transmit(now, &mut buf) {
+                moved = true;
+                a.handle_packet(now, 2, &buf[..t.len]).unwrap();
+            }
+            if !moved {
+                return (from_a, got);
+            }
+        }
+    }
+
+    fn secure(seed: u64) -> Endpoint<u8> {
+        let mut e = Endpoint::new(Config { ack_every: 1, ..Config::default() }, seed);
+        e.set_secure(true);
+        e
+    }
+
+    #[test]
+    fn secure_establishment_refuses_a_replayed_syn_of_a_closed_pdc() {
+        for on in [false, true] {
+            let (mut a, mut b) = (secure(1), secure(2));
+            a.set_secure(on);
+            b.set_secure(on);
+            let (pdc, _) = a.send(2, Mode::Rud, NextHeader::ReqStd, Bytes::from_static(b"first"), 1).unwrap();
+            let (sent, got) = shuttle(&mut a, &mut b, NOW);
+            assert_eq!(got, [b"first".to_vec()]);
+            let syn = sent[0].clone();
+            a.close(NOW, pdc).unwrap();
+            shuttle(&mut a, &mut b, NOW);
+            assert_eq!((a.pdc_count(), b.pdc_count()), (0, 0));
+            // Long after the close (past the closed-PDC linger), an attacker replays the first SYN.
+            let later = NOW + CLOSED_LINGER * 2;
+            let d = b.handle_packet(later, 1, &syn).unwrap().map(|d| d.body.to_vec());
+            if !on {
+                assert_eq!(d, Some(b"first".to_vec()), "without secure establishment the replay is taken");
+                continue;
+            }
+            assert_eq!(d, None, "the replay is not delivered");
+            assert_eq!((b.pdc_count(), b.stats().rx_stale_syns), (0, 1));
+            let n = nacks(&mut b);
+            assert_eq!(n.len(), 1);
+            assert_eq!(n[0].1, NackCode::NewStartPsn);
+            // The initiator's next PDC starts where the last one ended: accepted at once.
+            a.send(2, Mode::Rud, NextHeader::ReqStd, Bytes::from_static(b"second"), 2).unwrap();
+            let (_, got) = shuttle(&mut a, &mut b, later);
+            assert_eq!(got, [b"second".to_vec()]);
+            assert_eq!(b.stats().rx_stale_syns, 1, "no NACK needed");
+        }
+    }
+
+    #[test]
+    fn secure_establishment_moves_a_forgetful_initiator_to_a_fresh_start_psn() {
+        let (mut a, mut b) = (secure(1), secure(2));
+        let (pdc, _) = a.send(2, Mode::Rod, NextHeader::ReqStd, Bytes::from_static(b"one"), 1).unwrap();
+        shuttle(&mut a, &mut b, NOW);
+        a.close(NOW, pdc).unwrap();
+        shuttle(&mut a, &mut b, NOW);
+        let min = b.min_start[&(1, Mode::Rod)];
+        // A restarted initiator (no memory of its PDCs) whose random Start_PSN is below the minimum.
+        let (mut a2, pdc2) = (3..)
+            .map(|seed| {
+                let mut e = secure(seed);
+                let pdc = e.connect(2, Mode::Rod).unwrap();
+                (e, pdc)
+            })
+            .find(|(e, pdc)| diff(e.pdc_info(*pdc).unwrap().start_psn, min) < 0)
+            .unwrap();
+        for (i, m) in [&b"two"[..], b"three", b"four"].into_iter().enumerate() {
+            a2.send_on(pdc2, NextHeader::ReqStd, Bytes::from_static(m), i as u64).unwrap();
+        }
+        let (_, got) = shuttle(&mut a2, &mut b, NOW);
+        assert_eq!(got, [b"two".to_vec(), b"three".to_vec(), b"four".to_vec()], "in order, once each");
+        assert_eq!(a2.pdc_info(pdc2).unwrap().start_psn, min, "restarted from the target's minimum");
+        assert!(b.stats().rx_stale_syns >= 1);
     }
 
     #[test]

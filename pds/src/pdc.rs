@@ -211,7 +211,11 @@ impl<A: Copy> Pdc<A> {
     }
 
     /// A NACK for this PDC. Returns `Err(code)` for the codes that end it.
-    pub(crate) fn on_nack(&mut self, n: &NackRepr) -> Result<Outcome, wire::uet::pds::NackCode> {
+    pub(crate) fn on_nack(
+        &mut self,
+        n: &NackRepr,
+        now: Duration,
+    ) -> Result<Outcome, wire::uet::pds::NackCode> {
         use wire::uet::pds::NackCode as C;
         let mut out = Outcome::default();
         self.learn(n.spdcid, &mut out);
@@ -231,10 +235,24 @@ impl<A: Copy> Pdc<A> {
             | C::PktNotRcvd
             | C::RcvrInferLoss => {
                 out.retransmits = usize::from(self.tx.resend(n.nack_psn));
+                // A trimmed packet is a loss to NSCC (htsim's quick adapt "on loss, NACK or trim").
+                if let (Some(cc), C::Trimmed | C::TrimmedLastHop) = (&mut self.nscc, n.nack_code) {
+                    cc.on_loss(now);
+                }
             }
             // The retransmit timer resends it when the window has moved.
             C::PsnOorWindow | C::RcvdSesProcg | C::TrimmedAck => {}
             C::InvDpdcid if self.closing && self.close_queued => out.closed = true,
+            // Secure establishment: the target wants this PDC to start at or after `payload`.
+            // Nothing was acknowledged yet (SYN phase): number everything from there and resend.
+            C::NewStartPsn if self.role == Role::Initiator && self.peer_id.is_none() => {
+                if diff(n.payload, self.start_psn) > 0 {
+                    self.start_psn = n.payload;
+                    self.tx.renumber(n.payload);
+                    self.rx = RxHalf::new(n.payload);
+                    out.retransmits = self.tx.len();
+                }
+            }
             code => return Err(code),
         }
         Ok(out)

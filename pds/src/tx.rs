@@ -106,6 +106,20 @@ impl TxHalf {
         psn
     }
 
+    /// Numbers every queued packet again from `start` as never sent (secure establishment moved
+    /// the Start_PSN of a PDC nothing of which was acknowledged).
+    pub(crate) fn renumber(&mut self, start: u32) {
+        self.una = start;
+        self.sent = 0;
+        self.retx_pending = 0;
+        for p in &mut self.pkts {
+            p.acked = false;
+            p.retx = false;
+            p.retries = 0;
+            p.seq = 0;
+        }
+    }
+
     /// Index of the packet to transmit next: a retransmission first, then a new packet if fewer than
     /// `window` have been sent.
     pub(crate) fn next_to_send(&self, window: usize) -> Option<usize> {

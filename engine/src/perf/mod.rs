@@ -263,10 +263,11 @@ pub fn link_report(net: &crate::datapath::sim::SimNet, names: [&str; 2]) -> Stri
                 continue;
             };
             out += &format!(
-                " link toward {name}: frames {} tail drops {} ({:.3} %) CE marks {} queue p99 {} B\n",
+                " link toward {name}: frames {} tail drops {} ({:.3} %) trimmed {} CE marks {} queue p99 {} B\n",
                 st.offered,
                 st.tail_dropped,
                 100.0 * st.tail_dropped as f64 / st.offered.max(1) as f64,
+                st.trimmed,
                 st.ecn_marked,
                 q.unwrap_or(0)
             );

@@ -44,6 +44,8 @@ pub struct Metrics {
     pub drop_rate: f64,
     pub drops: u64,
     pub marked: u64,
+    /// Frames the bottleneck trimmed instead of dropping.
+    pub trimmed: u64,
     pub q_p99: usize,
     pub goodput: f64,
     pub jain: f64,
@@ -60,6 +62,7 @@ impl Metrics {
             drop_rate: st.tail_dropped as f64 / st.offered.max(1) as f64,
             drops: st.tail_dropped,
             marked: st.ecn_marked,
+            trimmed: st.trimmed,
             q_p99,
             goodput: total as f64 * 8.0 / RUN.as_secs_f64() / RATE as f64,
             jain: jain(&shares),
@@ -70,9 +73,10 @@ impl Metrics {
     /// One line of the table.
     pub fn print(&self, seed: u64, name: &str) {
         println!(
-            "seed {seed} {name:<11} drops {:>5} ({:.3} %)  queue p99 {:>7} B  goodput {:.1} %  Jain {:.3}  CE marks {}  CNPs {}",
+            "seed {seed} {name:<11} drops {:>5} ({:.3} %)  trimmed {}  queue p99 {:>7} B  goodput {:.1} %  Jain {:.3}  CE marks {}  CNPs {}",
             self.drops,
             100.0 * self.drop_rate,
+            self.trimmed,
             self.q_p99,
             100.0 * self.goodput,
             self.jain,
