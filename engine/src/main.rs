@@ -769,10 +769,16 @@ fn run_uet_perf(a: &PerfArgs, transport: ses::DeliveryMode) -> ExitCode {
         let moved = (cfg.size as u64 * cfg.iters) as usize;
         let base = engine::perf::uet::tss_baseline(moved, cfg.max_payload);
         let got = bench.last_mbs();
+        let floor = engine::perf::uet::tss_floor(moved, cfg.max_payload, cfg.size);
         println!(
             " TSS baseline: the same {moved} bytes sealed and opened with AES-256-GCM (ring) in {}-byte packets on this thread: {base:.1} MB/s; this run {got:.1} MB/s = {:.1} % of it",
             cfg.max_payload,
             100.0 * got / base
+        );
+        println!(
+            " TSS floor: the same messages made, copied into frames, sealed, opened, copied out and checked, no protocol: {floor:.1} MB/s = {:.1} % of the baseline (the most any run can reach); this run = {:.1} % of the floor",
+            100.0 * floor / base,
+            100.0 * got / floor
         );
     }
     if a.counters {
