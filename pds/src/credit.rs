@@ -14,8 +14,9 @@
 //! each side keeps the largest value seen (24-bit serial arithmetic, [`advance24`]).
 //!
 //! A new PDC starts with speculative credit (htsim: maxwnd) so the first round trip needs no grant.
-//! Credit is charged per first transmission, for the packet's bytes from the PDS header on plus
-//! [`RcccConfig::overhead`] (the headers below); retransmissions are not charged. A receiver with no
+//! Credit is charged per transmission, for the packet's bytes from the PDS header on plus
+//! [`RcccConfig::overhead`] (the headers below); a retransmission first adds its cost to the
+//! target, so under loss the sender still sends no faster than it is granted. A receiver with no
 //! [`RcccConfig`] grants whatever is asked at once (no pacing), so a credit sender never waits on a
 //! peer that does not run RCCC.
 
@@ -83,14 +84,25 @@ pub(crate) struct CreditTx {
     told: u64,
     /// When to ask again (CREDIT_REQ) if still blocked.
     ask_due: Option<Duration>,
-    /// The last look found new data and no credit for it.
+    /// The last look found data and no credit for it.
     blocked: bool,
+    /// The retransmission whose cost is in `wanted` and not yet charged.
+    again: Option<u32>,
 }
 
 impl CreditTx {
     /// A packet of `cost` bytes was queued.
     pub(crate) fn queue(&mut self, cost: u64) {
         self.wanted += cost;
+    }
+
+    /// The packet `psn` of `cost` bytes is to be sent again: its cost joins the target once per
+    /// retransmission (however often the sender looks at it while it waits for credit).
+    pub(crate) fn want_again(&mut self, psn: u32, cost: u64) {
+        if self.again != Some(psn) {
+            self.again = Some(psn);
+            self.wanted += cost;
+        }
     }
 
     /// The credit target to send (units beyond the speculative credit, cumulative).
@@ -106,6 +118,7 @@ impl CreditTx {
     /// A first transmission of `cost` bytes that carried the current target went out at `now`.
     pub(crate) fn charge(&mut self, cfg: &RcccConfig, cost: u64, now: Duration, rto: Duration) {
         self.used += cost;
+        self.again = None;
         self.told = self.target(cfg);
         self.ask_due = Some(now + rto);
         self.blocked = false;
@@ -131,6 +144,11 @@ impl CreditTx {
             self.ask_due = Some(now + rto);
         }
         ask
+    }
+
+    /// Forgets that the sender was blocked on credit (before it looks again).
+    pub(crate) fn unblock(&mut self) {
+        self.blocked = false;
     }
 
     /// When a blocked sender asks again.

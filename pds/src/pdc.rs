@@ -372,16 +372,24 @@ impl<A: Copy> Pdc<A> {
             window =
                 window.min(SYN_SPAN - diff(self.tx.una(), self.start_psn).clamp(0, SYN_SPAN as i32) as u32);
         }
+        // Only the look below may find this PDC blocked on credit (a stale flag would keep a past
+        // CREDIT_REQ deadline alive while the window, not credit, holds the sender back).
+        self.credit_tx.unblock();
         let idx = self.tx.next_to_send(window as usize)?;
         let retx = self.tx.is_retransmission(idx);
         let last = idx + 1 == self.tx.len();
         let (psn, pkt) = self.tx.get(idx);
-        // RCCC: a first transmission needs credit; without it, perhaps ask for some. The PDC's
-        // first packet goes regardless: it carries SYN and the target, and a CREDIT_REQ could not
-        // reach a target that does not know the PDC yet (nor can one be sent until it does).
+        // RCCC: every data transmission needs credit (a retransmission adds its cost to the target
+        // first), so not even go-back-N can send faster than the receiver grants; without credit,
+        // perhaps ask for some. The PDC's first packet goes regardless: it carries SYN and the
+        // target, and a CREDIT_REQ could not reach a target that does not know the PDC yet (nor
+        // can one be sent until it does).
         let mut credit = None;
-        if let (Some(rc), false, Payload::Data { bytes, .. }) = (&cfg.rccc, retx, &pkt.payload) {
+        if let (Some(rc), Payload::Data { bytes, .. }) = (&cfg.rccc, &pkt.payload) {
             let cost = credit_cost(rc, bytes.len());
+            if retx {
+                self.credit_tx.want_again(psn, cost);
+            }
             if !(self.credit_tx.covers(rc, cost) || syn && psn == self.start_psn) {
                 if syn || !self.credit_tx.should_ask(rc, now, cfg.rto) {
                     return None;

@@ -159,6 +159,9 @@ impl Sim {
                 Some(t) if t > limit => return false,
                 Some(t) => {
                     let now = self.net.now();
+                    // A deadline already past that nothing acts on is a timer that spins: the
+                    // endpoint would wake up every nanosecond (RCCC's CREDIT_REQ timer once did).
+                    assert!(t > now, "a deadline at {t:?} (now {now:?}) that nothing acts on");
                     self.net.advance_to(t.max(now + Duration::from_nanos(1)));
                 }
             }
