@@ -1401,8 +1401,10 @@ fn request_bytes(r: &Req, cfg: &Config, som: bool, eom: bool, offset: usize, chu
     };
     let repr = SesRepr { header: SesHeader::Standard(std), ext: r.ext };
     let at = repr.buffer_len();
-    let mut v = vec![0; at + chunk.len()];
+    // Only the header is zeroed before it is written; the payload is copied in once.
+    let mut v = Vec::with_capacity(at + chunk.len());
+    v.resize(at, 0);
     repr.emit(&mut v).expect("sized, and the extension is the one the opcode calls for");
-    v[at..].copy_from_slice(chunk);
+    v.extend_from_slice(chunk);
     Bytes::from(v)
 }
