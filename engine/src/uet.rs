@@ -129,8 +129,8 @@ impl<D: Datapath> UetNode<D> {
     /// source is the domain's SSI, or this node's IPv4 address.
     pub fn enable_tss(&mut self, domain: tss::SecureDomain) {
         self.tss = Some(domain);
-        // In a secure domain PDCs are established securely (pds::Endpoint::set_secure).
-        self.ses.pds().set_secure(true);
+        // In a secure domain PDCs are established securely (0-RTT, pds::Establishment).
+        self.ses.pds().set_secure(pds::Establishment::ZeroRtt);
     }
 
     /// The secure domain (its counters), when TSS is on.

@@ -8,7 +8,7 @@
 //!
 //! Input: chunks of `[time step: u8][len: u8][len bytes]`; the low bit of the time step picks the peer,
 //! the next bit says the packet arrived ECN CE-marked, the next that a switch trimmed it. The PDS
-//! establishes PDCs securely (`set_secure`).
+//! establishes PDCs securely (`set_secure`: 1-RTT if bit 3 of the first byte is set, else 0-RTT).
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -32,7 +32,12 @@ fuzz_target!(|data: &[u8]| {
         ..Config::default()
     };
     let mut ep: Endpoint<u8> = Endpoint::new(cfg, 7);
-    ep.pds().set_secure(true);
+    let establishment = if data.first().is_some_and(|b| b & 8 != 0) {
+        pds::Establishment::OneRtt
+    } else {
+        pds::Establishment::ZeroRtt
+    };
+    ep.pds().set_secure(establishment);
     let ro_bytes: Vec<u8> = (0..256u32).map(|i| i as u8).collect();
     ep.regions
         .register(RO, ro_bytes.clone(), Access { remote_read: true, remote_write: false }, JobScope::Any)

@@ -133,7 +133,7 @@ pub struct Stats {
     pub rx_stale: u64,
     /// NACKs received.
     pub rx_nacks: u64,
-    /// SYNs refused by secure establishment (Start_PSN below the peer's minimum).
+    /// SYNs refused by secure establishment (answered with NACK NEW_START_PSN).
     pub rx_stale_syns: u64,
     /// Trimmed packets received (answered with NACK TRIMMED when their PDC is known).
     pub rx_trimmed: u64,
@@ -174,9 +174,27 @@ pub struct Endpoint<A> {
     grant_rr: PdcId,
     /// Secure PDC establishment ([`Endpoint::set_secure`]): per peer and mode, the Start_PSN the
     /// next PDC this side opens uses (initiator), and the lowest Start_PSN a SYN may name (target).
-    secure: bool,
+    secure: Establishment,
     next_start: HashMap<(A, Mode), u32>,
     min_start: HashMap<(A, Mode), u32>,
+    /// 1-RTT: the Start_PSN this side minted for a peer's next PDC, until a SYN uses it.
+    minted: HashMap<(A, Mode), u32>,
+}
+
+/// How a target accepts the Start_PSN of a new PDC (uet-wire.md §4, secure PDC establishment).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Establishment {
+    /// Any Start_PSN (outside a secure domain).
+    #[default]
+    Open,
+    /// 0-RTT: a Start_PSN at or after the PSN following the last one received on the previous PDC
+    /// from that peer (in that mode); an older one is refused with NACK NEW_START_PSN carrying that
+    /// PSN. The initiator starts each new PDC after the last PSN of its previous one, so it is
+    /// normally never refused.
+    ZeroRtt,
+    /// 1-RTT: only a Start_PSN this side minted: every new PDC's first SYN is answered with NACK
+    /// NEW_START_PSN carrying a random Start_PSN, used once.
+    OneRtt,
 }
 
 /// What [`Endpoint::pdc_info`] tells about a PDC.
@@ -228,9 +246,10 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
             stats: Stats::default(),
             pacer: Pacer::default(),
             grant_rr: 0,
-            secure: false,
+            secure: Establishment::Open,
             next_start: HashMap::new(),
             min_start: HashMap::new(),
+            minted: HashMap::new(),
         };
         e.rudi = Initiator::new(e.random() as u32);
         e
@@ -286,7 +305,7 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
         }
         let id = self.alloc_id().ok_or(SendError::NoPdcAvailable)?;
         let start = match self.next_start.get(&(peer, mode)) {
-            Some(&s) if self.secure => s,
+            Some(&s) if self.secure == Establishment::ZeroRtt => s,
             _ => self.start_psn(),
         };
         self.pdcs.insert(id, Pdc::new(id, peer, None, mode, Role::Initiator, start));
@@ -412,14 +431,12 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
         Some(p)
     }
 
-    /// Secure PDC establishment (uet-wire.md §4, "0-RTT"), for endpoints in a secure domain: a PDC
-    /// this side opens to a peer starts at the PSN after the last one its previous PDC to that peer
-    /// (in that mode) used, and a SYN from a peer naming a Start_PSN below the PSN after the last
-    /// one received on the previous PDC from it is refused with NACK NEW_START_PSN carrying that
-    /// PSN; the initiator then opens the PDC again from there. A replayed SYN of a closed PDC can
-    /// therefore never open a PDC again, however late it comes.
-    pub fn set_secure(&mut self, on: bool) {
-        self.secure = on;
+    /// Secure PDC establishment (uet-wire.md §4), for endpoints in a secure domain: see
+    /// [`Establishment`]. Refused SYNs are answered with NACK NEW_START_PSN and the initiator opens
+    /// the PDC again from the Start_PSN it carries, so a replayed SYN of a closed PDC can never
+    /// open a PDC again, however late it comes.
+    pub fn set_secure(&mut self, mode: Establishment) {
+        self.secure = mode;
     }
 
     fn fail(&mut self, pdc: PdcId, error: PdcError) {
@@ -484,12 +501,27 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
             }
             return Some(id);
         }
-        if let Some(&min) = self.min_start.get(&(src, r.mode)).filter(|_| self.secure) {
-            if diff(start, min) < 0 {
-                self.stats.rx_stale_syns += 1;
-                self.nack(src, NackCode::NewStartPsn, r.psn, r.spdcid, min);
-                return None;
+        let key = (src, r.mode);
+        let wanted = match self.secure {
+            Establishment::Open => None,
+            Establishment::ZeroRtt => self.min_start.get(&key).copied().filter(|&min| diff(start, min) < 0),
+            Establishment::OneRtt if self.minted.get(&key) == Some(&start) => {
+                self.minted.remove(&key);
+                None
             }
+            Establishment::OneRtt => match self.minted.get(&key) {
+                Some(&s) => Some(s),
+                None => {
+                    let s = self.start_psn();
+                    self.minted.insert(key, s);
+                    Some(s)
+                }
+            },
+        };
+        if let Some(s) = wanted {
+            self.stats.rx_stale_syns += 1;
+            self.nack(src, NackCode::NewStartPsn, r.psn, r.spdcid, s);
+            return None;
         }
         let Some(id) = self.alloc_id() else {
             self.nack(src, NackCode::NoPdcAvail, r.psn, r.spdcid, 0);
@@ -578,10 +610,12 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
                     return Ok(None);
                 }
                 match self.lookup(src, n.dpdcid, n.spdcid) {
-                    Some(id) => match self.pdcs.get_mut(&id).expect("looked up").on_nack(&n, now) {
-                        Ok(out) => self.apply(id, out),
-                        Err(code) => self.fail(id, PdcError::Nack(code)),
-                    },
+                    Some(id) => {
+                        match self.pdcs.get_mut(&id).expect("looked up").on_nack(&n, now, &self.cfg) {
+                            Ok(out) => self.apply(id, out),
+                            Err(code) => self.fail(id, PdcError::Nack(code)),
+                        }
+                    }
                     None => self.stats.rx_stale += 1,
                 }
                 Ok(None)
@@ -869,7 +903,7 @@ mod tests {
 
     fn secure(seed: u64) -> Endpoint<u8> {
         let mut e = Endpoint::new(Config { ack_every: 1, ..Config::default() }, seed);
-        e.set_secure(true);
+        e.set_secure(Establishment::ZeroRtt);
         e
     }
 
@@ -877,8 +911,9 @@ mod tests {
     fn secure_establishment_refuses_a_replayed_syn_of_a_closed_pdc() {
         for on in [false, true] {
             let (mut a, mut b) = (secure(1), secure(2));
-            a.set_secure(on);
-            b.set_secure(on);
+            let mode = if on { Establishment::ZeroRtt } else { Establishment::Open };
+            a.set_secure(mode);
+            b.set_secure(mode);
             let (pdc, _) = a.send(2, Mode::Rud, NextHeader::ReqStd, Bytes::from_static(b"first"), 1).unwrap();
             let (sent, got) = shuttle(&mut a, &mut b, NOW);
             assert_eq!(got, [b"first".to_vec()]);
@@ -930,6 +965,54 @@ mod tests {
         assert_eq!(got, [b"two".to_vec(), b"three".to_vec(), b"four".to_vec()], "in order, once each");
         assert_eq!(a2.pdc_info(pdc2).unwrap().start_psn, min, "restarted from the target's minimum");
         assert!(b.stats().rx_stale_syns >= 1);
+    }
+
+    #[test]
+    fn one_rtt_establishment_uses_only_start_psns_the_target_minted() {
+        let (mut a, mut b) = (secure(1), secure(2));
+        b.set_secure(Establishment::OneRtt);
+        let (pdc, _) = a.send(2, Mode::Rud, NextHeader::ReqStd, Bytes::from_static(b"one"), 1).unwrap();
+        let chosen = a.pdc_info(pdc).unwrap().start_psn;
+        let (sent, got) = shuttle(&mut a, &mut b, NOW);
+        assert_eq!(got, [b"one".to_vec()], "delivered once, after the restart");
+        let minted = a.pdc_info(pdc).unwrap().start_psn;
+        assert_ne!(minted, chosen, "the initiator moved to the minted Start_PSN");
+        assert_eq!(b.stats().rx_stale_syns, 1);
+        let first_syn = sent[0].clone();
+        let accepted_syn = sent
+            .iter()
+            .rev()
+            .find(|f| matches!(PdsRepr::parse(f), Ok(PdsRepr::Request(r)) if r.syn()))
+            .unwrap()
+            .clone();
+        // The first attempt's SYN arriving late (established PDC): refused INVALID_SYN, and the
+        // initiator takes that as stale, not as the end of its PDC.
+        b.handle_packet(NOW, 1, &first_syn).unwrap();
+        let n = nacks(&mut b);
+        assert_eq!(n.first().map(|n| n.1), Some(NackCode::InvalidSyn));
+        let mut buf = [0u8; 64];
+        let repr = NackRepr {
+            next_hdr: NextHeader::None,
+            flags: 0,
+            nack_code: NackCode::InvalidSyn,
+            vendor_code: 0,
+            nack_psn: n[0].2,
+            spdcid: 0,
+            dpdcid: pdc,
+            payload: 0,
+            ccx: None,
+        };
+        let len = repr.emit(&mut buf).unwrap();
+        a.handle_packet(NOW, 2, &buf[..len]).unwrap();
+        assert_eq!(a.pdc_count(), 1, "still open");
+        a.close(NOW, pdc).unwrap();
+        shuttle(&mut a, &mut b, NOW);
+        // The SYN that was accepted, replayed after the close and the linger: its Start_PSN was
+        // used once; a new one is minted and the replay refused.
+        let later = NOW + CLOSED_LINGER * 2;
+        assert_eq!(b.handle_packet(later, 1, &accepted_syn).unwrap().map(|d| d.body.to_vec()), None);
+        assert_eq!((b.pdc_count(), b.stats().rx_stale_syns), (0, 2));
+        assert_eq!(nacks(&mut b).first().map(|n| n.1), Some(NackCode::NewStartPsn));
     }
 
     #[test]

@@ -29,7 +29,7 @@ mod tx;
 
 use std::time::Duration;
 
-pub use endpoint::{Delivery, DeliveryKind, Endpoint, SendError, Stats, Transmit};
+pub use endpoint::{Delivery, DeliveryKind, Endpoint, Establishment, SendError, Stats, Transmit};
 pub use pdc::{PdcId, Role};
 pub use wire::uet::pds::{Mode, NackCode, NextHeader};
 

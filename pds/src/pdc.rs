@@ -75,6 +75,9 @@ pub(crate) struct Pdc<A> {
     pub(crate) close_done: bool,
     /// A PROBE to answer (its `probe_opaque`).
     probe_reply: Option<u16>,
+    /// Secure establishment moved this (initiator's) PDC to another Start_PSN: packets of the
+    /// first attempt may still reach the target, which answers them INVALID_SYN.
+    restarted: bool,
 }
 
 /// What [`Pdc::poll_transmit`] wrote.
@@ -139,6 +142,7 @@ impl<A: Copy> Pdc<A> {
             close_psn: None,
             close_done: false,
             probe_reply: None,
+            restarted: false,
         }
     }
 
@@ -215,6 +219,7 @@ impl<A: Copy> Pdc<A> {
         &mut self,
         n: &NackRepr,
         now: Duration,
+        cfg: &Config,
     ) -> Result<Outcome, wire::uet::pds::NackCode> {
         use wire::uet::pds::NackCode as C;
         let mut out = Outcome::default();
@@ -243,14 +248,29 @@ impl<A: Copy> Pdc<A> {
             // The retransmit timer resends it when the window has moved.
             C::PsnOorWindow | C::RcvdSesProcg | C::TrimmedAck => {}
             C::InvDpdcid if self.closing && self.close_queued => out.closed = true,
-            // Secure establishment: the target wants this PDC to start at or after `payload`.
-            // Nothing was acknowledged yet (SYN phase): number everything from there and resend.
+            // A SYN of the attempt before a restart, arriving after the target accepted the new
+            // Start_PSN (late, reordered or duplicated): stale, not a failure.
+            C::InvalidSyn if self.restarted => {}
+            // A repeat of a NACK already followed (for another packet of the first attempt, and
+            // perhaps arriving after the PDC is established) names the Start_PSN in use.
+            C::NewStartPsn if self.role == Role::Initiator && n.payload == self.start_psn => {}
+            // Secure establishment: the target wants this PDC to start at `payload`. Nothing was
+            // acknowledged yet (SYN phase): number everything from there and send it again.
             C::NewStartPsn if self.role == Role::Initiator && self.peer_id.is_none() => {
-                if diff(n.payload, self.start_psn) > 0 {
-                    self.start_psn = n.payload;
-                    self.tx.renumber(n.payload);
-                    self.rx = RxHalf::new(n.payload);
-                    out.retransmits = self.tx.len();
+                self.restarted = true;
+                self.start_psn = n.payload;
+                self.tx.renumber(n.payload);
+                self.rx = RxHalf::new(n.payload);
+                out.retransmits = self.tx.len();
+                // To the target this is a new PDC: RCCC starts over, speculative credit included,
+                // with every queued packet still to be paid for.
+                if let Some(rc) = &cfg.rccc {
+                    self.credit_tx = CreditTx::default();
+                    for p in self.tx.payloads() {
+                        if let Payload::Data { bytes, .. } = p {
+                            self.credit_tx.queue(credit_cost(rc, bytes.len()));
+                        }
+                    }
                 }
             }
             code => return Err(code),

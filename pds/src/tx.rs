@@ -106,6 +106,11 @@ impl TxHalf {
         psn
     }
 
+    /// What every queued packet carries, oldest first.
+    pub(crate) fn payloads(&self) -> impl Iterator<Item = &Payload> {
+        self.pkts.iter().map(|p| &p.payload)
+    }
+
     /// Numbers every queued packet again from `start` as never sent (secure establishment moved
     /// the Start_PSN of a PDC nothing of which was acknowledged).
     pub(crate) fn renumber(&mut self, start: u32) {

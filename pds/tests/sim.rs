@@ -8,7 +8,9 @@
 //! data (ROD: in order), every send acknowledged exactly once, no PDC failure, every RUDI request
 //! answered exactly once with the right data, every UUD datagram delivered intact (or not at all),
 //! both sides closed with no PDC left, and nothing at all happening in the 50 ms after.
-//! Odd seeds run RCCC (credit-paced sends). `PDS_SEED=N` replays one seed of every line.
+//! Odd seeds run RCCC (credit-paced sends); by `seed / 2 % 3` PDCs open freely, with 0-RTT or with
+//! 1-RTT secure establishment. `PDS_SEED=N` replays one seed of every line; `PDS_TRACE=Rud` (or
+//! `Rod`) also prints every packet of a run of that mode that does not finish.
 
 mod common;
 
@@ -19,7 +21,7 @@ use bytes::Bytes;
 use common::{Rng, Sim, check_message, message, rudi_answer};
 use nicsim::LinkConfig;
 use pds::credit::RcccConfig;
-use pds::{Config, DeliveryKind, Event, Mode, NextHeader};
+use pds::{Config, DeliveryKind, Establishment, Event, Mode, NextHeader};
 
 const SEEDS: u64 = 200;
 const FORWARD: u32 = 48;
@@ -42,6 +44,13 @@ fn run(seed: u64, mode: Mode, link: LinkConfig) -> Result<(Duration, [u64; 2]), 
         cfg.rccc = Some(RcccConfig { grant_bps: 2_000_000_000, speculative: 2048, pull: 8192, overhead: 42 });
     }
     let mut sim = Sim::new(seed, cfg, link, link);
+    // Secure establishment on a third of the seeds each (1-RTT: every PDC starts with a NACK
+    // NEW_START_PSN round trip, itself subject to the link's impairments).
+    let establishment =
+        [Establishment::Open, Establishment::ZeroRtt, Establishment::OneRtt][(seed / 2 % 3) as usize];
+    for side in &mut sim.sides {
+        side.ep.set_secure(establishment);
+    }
     let mut forward = Vec::new();
     for i in 0..FORWARD {
         let len = rng.below(3000) as usize;
@@ -102,6 +111,15 @@ fn run(seed: u64, mode: Mode, link: LinkConfig) -> Result<(Duration, [u64; 2]), 
             && sim.sides[0].ep.rudi_outstanding() == 0
     });
     if !ok {
+        if std::env::var("PDS_TRACE").is_ok_and(|m| m == format!("{mode:?}")) {
+            for (side, p) in &sim.sent {
+                eprintln!("{side} {p:?}");
+            }
+            eprintln!(
+                "events A {:?}",
+                std::iter::from_fn(|| sim.sides[0].ep.poll_event()).collect::<Vec<_>>()
+            );
+        }
         return Err(format!("transfer not done by {:?} (t = {:?})", limit, sim.now()));
     }
     let pdc = sim.sides[0].ep.connect(1, mode).unwrap();
