@@ -78,7 +78,7 @@ pub(crate) struct CreditTx {
     granted: u64,
     /// Bytes charged so far.
     used: u64,
-    /// Bytes of every packet queued for first transmission so far.
+    /// Bytes of every transmission wanted so far: each packet queued, and each retransmission.
     wanted: u64,
     /// The target last sent to the receiver (units).
     told: u64,
@@ -110,12 +110,12 @@ impl CreditTx {
         units(self.wanted.saturating_sub(cfg.speculative))
     }
 
-    /// Whether a first transmission of `cost` bytes is covered.
+    /// Whether a transmission of `cost` bytes is covered.
     pub(crate) fn covers(&self, cfg: &RcccConfig, cost: u64) -> bool {
         self.used + cost <= cfg.speculative + self.granted * UNIT
     }
 
-    /// A first transmission of `cost` bytes that carried the current target went out at `now`.
+    /// A transmission of `cost` bytes that carried the current target went out at `now`.
     pub(crate) fn charge(&mut self, cfg: &RcccConfig, cost: u64, now: Duration, rto: Duration) {
         self.used += cost;
         self.again = None;
