@@ -237,7 +237,7 @@ impl PerfArgs {
         let red = self.cc == CcArg::Dcqcn && ecn_kb > 5;
         nicsim::LinkConfig {
             latency: std::time::Duration::from_nanos((self.latency_us * 1000.0) as u64),
-            bandwidth_bps: self.link_gbps.map_or(0, |g| (g * 1e9) as u64),
+            bandwidth_bps: self.link_bps().unwrap_or(0),
             ecn_threshold: ecn_kb as usize * 1000,
             ecn_min: if red { 5_000 } else { 0 },
             ecn_pmax: if red { 0.2 } else { 0.0 },
@@ -251,9 +251,14 @@ impl PerfArgs {
         }
     }
 
+    /// `--link-gbps` in bits per second.
+    fn link_bps(&self) -> Option<u64> {
+        self.link_gbps.map(|g| (g * 1e9) as u64)
+    }
+
     /// The line rate congestion control assumes, bits per second.
     fn cc_bps(&self) -> u64 {
-        self.link_gbps.map_or(100_000_000_000, |g| (g * 1e9) as u64)
+        self.link_bps().unwrap_or(100_000_000_000)
     }
 
     /// The unloaded round trip congestion control assumes: both ways' latency plus 2 us of

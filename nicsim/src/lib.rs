@@ -23,6 +23,11 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::time::Duration;
 
+/// How long `len` bytes take on the wire at `bps` (rounded up to the nanosecond).
+fn serialization(len: usize, bps: u64) -> Duration {
+    Duration::from_nanos((len as u128 * 8_000_000_000).div_ceil(u128::from(bps.max(1))) as u64)
+}
+
 /// A NIC port on the network.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct PortId(pub usize);
@@ -360,8 +365,7 @@ impl Network {
                 // serialization, not behind the full queue.
                 l.stats.trimmed += 1;
                 frame.set_len(short);
-                let ser = (short as u128 * 8_000_000_000).div_ceil(u128::from(cfg.bandwidth_bps));
-                let at = t + Duration::from_nanos(ser as u64) + cfg.latency;
+                let at = t + serialization(short, cfg.bandwidth_bps) + cfg.latency;
                 self.push(at, link, frame);
                 return;
             }
@@ -377,8 +381,7 @@ impl Network {
             if mark && mark_ce(frame.as_mut_slice()) {
                 l.stats.ecn_marked += 1;
             }
-            let ser = (len as u128 * 8_000_000_000).div_ceil(u128::from(cfg.bandwidth_bps));
-            l.busy_until = start + Duration::from_nanos(ser as u64);
+            l.busy_until = start + serialization(len, cfg.bandwidth_bps);
             at = l.busy_until;
         }
         at += cfg.latency;

@@ -110,6 +110,11 @@ impl CreditTx {
         units(self.wanted.saturating_sub(cfg.speculative))
     }
 
+    /// The 24-bit `credit_target` field (the target modulo 2^24).
+    pub(crate) fn target_field(&self, cfg: &RcccConfig) -> u32 {
+        (self.target(cfg) & 0xFF_FFFF) as u32
+    }
+
     /// Whether a transmission of `cost` bytes is covered.
     pub(crate) fn covers(&self, cfg: &RcccConfig, cost: u64) -> bool {
         self.used + cost <= cfg.speculative + self.granted * UNIT

@@ -419,12 +419,11 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
         };
         // Secure establishment: the next PDC of this pair starts after every PSN this one used
         // (initiator), and a SYN naming a Start_PSN before that is refused (target).
-        let (key, next) = match p.role {
-            Role::Initiator => ((p.peer, p.mode), p.tx.next_psn()),
-            Role::Target => ((p.peer, p.mode), p.rx.expected()),
+        let (map, next) = match p.role {
+            Role::Initiator => (&mut self.next_start, p.tx.next_psn()),
+            Role::Target => (&mut self.min_start, p.rx.expected()),
         };
-        let map = if p.role == Role::Initiator { &mut self.next_start } else { &mut self.min_start };
-        let e = map.entry(key).or_insert(next);
+        let e = map.entry((p.peer, p.mode)).or_insert(next);
         if diff(next, *e) > 0 {
             *e = next;
         }

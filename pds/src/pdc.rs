@@ -414,11 +414,10 @@ impl<A: Copy> Pdc<A> {
                 if syn || !self.credit_tx.should_ask(rc, now, cfg.rto) {
                     return None;
                 }
-                let target = (self.credit_tx.target(rc) & 0xFF_FFFF) as u32;
-                let req = self.cp(CtlType::CreditReq, target);
+                let req = self.cp(CtlType::CreditReq, self.credit_tx.target_field(rc));
                 return emit(&PdsRepr::Cp(req), &[], buf).map(|l| (l, TxKind::CreditReq));
             }
-            credit = Some((cost, (self.credit_tx.target(rc) & 0xFF_FFFF) as u32));
+            credit = Some((cost, self.credit_tx.target_field(rc)));
         }
         let mut flags = if retx {
             FLAG_RETX | FLAG_AR

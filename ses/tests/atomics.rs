@@ -62,69 +62,51 @@ fn small(r: u64) -> f32 {
     (r % 64) as f32 / 4.0 - 8.0
 }
 
+/// Whether the compare-and-swap `op` writes the new value, the compare operand being `c` and the
+/// target holding `a` (libfabric's meaning of CSWAP, CSWAP_NE, _LE, _LT, _GE, _GT); `None` for any
+/// other opcode.
+fn cas_swaps<T: PartialOrd>(op: AmoOpcode, c: T, a: T) -> Option<bool> {
+    Some(match op {
+        AmoOpcode::Cswap => c == a,
+        AmoOpcode::CswapNe => c != a,
+        AmoOpcode::CswapLe => c <= a,
+        AmoOpcode::CswapLt => c < a,
+        AmoOpcode::CswapGe => c >= a,
+        AmoOpcode::CswapGt => c > a,
+        _ => return None,
+    })
+}
+
 /// The reference: `op(target, operand)` (or the compare-and-swap outcome) on native types.
 macro_rules! reference_int {
     ($t:ty, $op:expr, $a:expr, $b:expr, $cmp:expr) => {{
         let a = <$t>::from_le_bytes($a.try_into().unwrap());
         let b = <$t>::from_le_bytes($b.try_into().unwrap());
         let c = <$t>::from_le_bytes($cmp.try_into().unwrap());
-        let r: $t = match $op {
-            AmoOpcode::Min => a.min(b),
-            AmoOpcode::Max => a.max(b),
-            AmoOpcode::Sum => a.wrapping_add(b),
-            AmoOpcode::Diff => a.wrapping_sub(b),
-            AmoOpcode::Prod => a.wrapping_mul(b),
-            AmoOpcode::Lor => ((a != 0) || (b != 0)) as $t,
-            AmoOpcode::Land => ((a != 0) && (b != 0)) as $t,
-            AmoOpcode::Lxor => ((a != 0) ^ (b != 0)) as $t,
-            AmoOpcode::Bor => a | b,
-            AmoOpcode::Band => a & b,
-            AmoOpcode::Bxor => a ^ b,
-            AmoOpcode::Read => a,
-            AmoOpcode::Write => b,
-            AmoOpcode::Cswap => {
-                if c == a {
+        let r: $t = match cas_swaps($op, c, a) {
+            Some(swap) => {
+                if swap {
                     b
                 } else {
                     a
                 }
             }
-            AmoOpcode::CswapNe => {
-                if c != a {
-                    b
-                } else {
-                    a
-                }
-            }
-            AmoOpcode::CswapLe => {
-                if c <= a {
-                    b
-                } else {
-                    a
-                }
-            }
-            AmoOpcode::CswapLt => {
-                if c < a {
-                    b
-                } else {
-                    a
-                }
-            }
-            AmoOpcode::CswapGe => {
-                if c >= a {
-                    b
-                } else {
-                    a
-                }
-            }
-            AmoOpcode::CswapGt => {
-                if c > a {
-                    b
-                } else {
-                    a
-                }
-            }
-            other => panic!("no reference for {other:?}"),
+            None => match $op {
+                AmoOpcode::Min => a.min(b),
+                AmoOpcode::Max => a.max(b),
+                AmoOpcode::Sum => a.wrapping_add(b),
+                AmoOpcode::Diff => a.wrapping_sub(b),
+                AmoOpcode::Prod => a.wrapping_mul(b),
+                AmoOpcode::Lor => ((a != 0) || (b != 0)) as $t,
+                AmoOpcode::Land => ((a != 0) && (b != 0)) as $t,
+                AmoOpcode::Lxor => ((a != 0) ^ (b != 0)) as $t,
+                AmoOpcode::Bor => a | b,
+                AmoOpcode::Band => a & b,
+                AmoOpcode::Bxor => a ^ b,
+                AmoOpcode::Read => a,
+                AmoOpcode::Write => b,
+                other => panic!("no reference for {other:?}"),
+            },
         };
         r.to_le_bytes().to_vec()
     }};
@@ -144,15 +126,8 @@ macro_rules! reference_complex {
             AmoOpcode::Prod => (a.0 * b.0 - a.1 * b.1, a.0 * b.1 + a.1 * b.0),
             AmoOpcode::Read => a,
             AmoOpcode::Write => b,
-            AmoOpcode::Cswap => {
-                if c == a {
-                    b
-                } else {
-                    a
-                }
-            }
-            AmoOpcode::CswapNe => {
-                if c != a {
+            AmoOpcode::Cswap | AmoOpcode::CswapNe => {
+                if cas_swaps($op, c, a) == Some(true) {
                     b
                 } else {
                     a
@@ -169,57 +144,24 @@ macro_rules! reference_float {
         let a = <$t>::from_le_bytes($a.try_into().unwrap());
         let b = <$t>::from_le_bytes($b.try_into().unwrap());
         let c = <$t>::from_le_bytes($cmp.try_into().unwrap());
-        let r: $t = match $op {
-            AmoOpcode::Min => a.min(b),
-            AmoOpcode::Max => a.max(b),
-            AmoOpcode::Sum => a + b,
-            AmoOpcode::Diff => a - b,
-            AmoOpcode::Prod => a * b,
-            AmoOpcode::Read => a,
-            AmoOpcode::Write => b,
-            AmoOpcode::Cswap => {
-                if c == a {
+        let r: $t = match cas_swaps($op, c, a) {
+            Some(swap) => {
+                if swap {
                     b
                 } else {
                     a
                 }
             }
-            AmoOpcode::CswapNe => {
-                if c != a {
-                    b
-                } else {
-                    a
-                }
-            }
-            AmoOpcode::CswapLe => {
-                if c <= a {
-                    b
-                } else {
-                    a
-                }
-            }
-            AmoOpcode::CswapLt => {
-                if c < a {
-                    b
-                } else {
-                    a
-                }
-            }
-            AmoOpcode::CswapGe => {
-                if c >= a {
-                    b
-                } else {
-                    a
-                }
-            }
-            AmoOpcode::CswapGt => {
-                if c > a {
-                    b
-                } else {
-                    a
-                }
-            }
-            other => panic!("no reference for {other:?}"),
+            None => match $op {
+                AmoOpcode::Min => a.min(b),
+                AmoOpcode::Max => a.max(b),
+                AmoOpcode::Sum => a + b,
+                AmoOpcode::Diff => a - b,
+                AmoOpcode::Prod => a * b,
+                AmoOpcode::Read => a,
+                AmoOpcode::Write => b,
+                other => panic!("no reference for {other:?}"),
+            },
         };
         r.to_le_bytes().to_vec()
     }};

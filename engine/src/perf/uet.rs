@@ -129,6 +129,15 @@ impl UetPerfConfig {
         }
     }
 
+    /// Puts a node of this run in the run's secure domain (`--tss`) and has it mark ECT(0) when
+    /// NSCC runs.
+    fn secure_and_mark<D: Datapath>(&self, node: &mut UetNode<D>) {
+        if self.tss {
+            node.enable_tss(tss_domain(self.seed));
+        }
+        node.set_ecn(self.cc == UetCc::Nscc);
+    }
+
     fn depth(&self) -> usize {
         if self.lat { 1 } else { self.depth.max(1) }
     }
@@ -280,6 +289,11 @@ fn check(data: &[u8], size: usize) -> Option<u64> {
     intact.then_some(i)
 }
 
+/// Whether `data` is message `i` intact (any intact message under 8 bytes, which all look alike).
+fn is_message(data: &[u8], size: usize, i: u64) -> bool {
+    check(data, size).is_some_and(|got| got == i || size < 8)
+}
+
 fn ses_error(e: ses::Error) -> PerfError {
     match e {
         ses::Error::Busy => PerfError::Stalled("UET send queue full"),
@@ -395,11 +409,7 @@ impl<D: Datapath> Initiator<D> {
             return (c.context, slot);
         }
         match (self.cfg.op, slot) {
-            (UetOp::Read, Some(s))
-                if check(&c.data, self.cfg.size).is_some_and(|got| got == s as u64 || self.cfg.size < 8) =>
-            {
-                self.verified += 1
-            }
+            (UetOp::Read, Some(s)) if is_message(&c.data, self.cfg.size, s as u64) => self.verified += 1,
             (UetOp::Read, _) => self.errors += 1,
             (UetOp::Write, Some(s)) => self.last_write[s] = Some(c.context),
             (UetOp::FetchAdd | UetOp::CmpSwap, Some(s)) => {
@@ -489,7 +499,7 @@ impl<D: Datapath> Target<D> {
         let (size, key) = (self.cfg.size, self.cfg.key());
         let regions = &self.node.ses().regions;
         let data = regions.get(key).and_then(|r| r.data.get(slot * size..(slot + 1) * size));
-        data.is_some_and(|d| check(d, size).is_some_and(|got| got == i || size < 8))
+        data.is_some_and(|d| is_message(d, size, i))
     }
 
     fn drain(&mut self) {
@@ -519,14 +529,20 @@ pub fn tss_baseline(bytes: usize, packet: usize) -> f64 {
     let start = Instant::now();
     let (mut done, mut tsc) = (0usize, 0u64);
     while done < bytes.max(1) {
-        let tag = key.seal_in_place(1, tsc, &aad, &mut buf);
-        buf.extend_from_slice(&tag);
-        let n = key.open(1, tsc, &aad, &mut buf).expect("opens");
-        buf.truncate(n);
+        seal_and_open(&key, tsc, &aad, &mut buf);
         tsc += 1;
         done += packet;
     }
     done as f64 / start.elapsed().as_secs_f64() / 1e6
+}
+
+/// Seals `buf` in place under `tsc`, appends the ICV, opens it again and drops the ICV: `buf` ends
+/// as it began (the baseline's and the floor's unit of work).
+fn seal_and_open(key: &tss::aead::SealingKey, tsc: u64, aad: &[u8], buf: &mut Vec<u8>) {
+    let tag = key.seal_in_place(1, tsc, aad, buf);
+    buf.extend_from_slice(&tag);
+    let n = key.open(1, tsc, aad, buf).expect("what was just sealed opens");
+    buf.truncate(n);
 }
 
 /// The most a TSS write run could reach on this thread: per message what any engine must do with
@@ -545,10 +561,8 @@ pub fn tss_floor(bytes: usize, packet: usize, size: usize) -> f64 {
         for (chunk, out) in msg.chunks(packet).zip(dst.chunks_mut(packet)) {
             frame.clear();
             frame.extend_from_slice(chunk);
-            let tag = key.seal_in_place(1, tsc, &aad, &mut frame);
-            frame.extend_from_slice(&tag);
-            let n = key.open(1, tsc, &aad, &mut frame).expect("opens");
-            out.copy_from_slice(&frame[..n]);
+            seal_and_open(&key, tsc, &aad, &mut frame);
+            out.copy_from_slice(&frame);
             tsc += 1;
         }
         assert!(check(&dst, size).is_some(), "the floor loop delivers intact messages");
@@ -582,12 +596,8 @@ impl UetBench {
             UetNode::new(pa, ses::Endpoint::new(scfg, cfg.seed * 2), true).map_err(PerfError::Stalled)?;
         let mut b =
             UetNode::new(pb, ses::Endpoint::new(scfg, cfg.seed * 2 + 1), true).map_err(PerfError::Stalled)?;
-        if cfg.tss {
-            a.enable_tss(tss_domain(cfg.seed));
-            b.enable_tss(tss_domain(cfg.seed));
-        }
-        a.set_ecn(cfg.cc == UetCc::Nscc);
-        b.set_ecn(cfg.cc == UetCc::Nscc);
+        cfg.secure_and_mark(&mut a);
+        cfg.secure_and_mark(&mut b);
         let target = b.ip();
         Ok(UetBench { net, a: Initiator::new(a, cfg, target), b: Target::new(b, cfg)?, last_mbs: 0.0 })
     }
@@ -845,10 +855,7 @@ fn with_node<R>(
             let log = link.capture.then(|| dp.log());
             // The kernel checked the UDP checksum (and sends none we could check): accept 0.
             let mut node = UetNode::new(dp, ses, false).map_err(err)?;
-            if cfg.tss {
-                node.enable_tss(tss_domain(cfg.seed));
-            }
-            node.set_ecn(cfg.cc == UetCc::Nscc);
+            cfg.secure_and_mark(&mut node);
             f(UetNodeAny::Udp(Box::new(node), log))
         }
         Backend::AfXdp { dev, queue, driver } => {
@@ -858,10 +865,7 @@ fn with_node<R>(
             let dp = Capture::new(Faulty::new(p, link.tx_faults, link.seed));
             let log = link.capture.then(|| dp.log());
             let mut node = UetNode::new(dp, ses, true).map_err(err)?;
-            if cfg.tss {
-                node.enable_tss(tss_domain(cfg.seed));
-            }
-            node.set_ecn(cfg.cc == UetCc::Nscc);
+            cfg.secure_and_mark(&mut node);
             f(UetNodeAny::AfXdp(Box::new(node), log))
         }
     }
