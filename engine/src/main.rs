@@ -751,7 +751,8 @@ fn run_uet_perf(a: &PerfArgs, transport: ses::DeliveryMode) -> ExitCode {
     println!("{rule}\n                    {what} test, UET {} over the simulated network", name(transport));
     println!(
         " size: {size}   messages: {iters}   payload per packet: {}   in flight: {}\n{rule}",
-        cfg.max_payload, cfg.depth
+        cfg.max_payload,
+        cfg.depth()
     );
     println!("{}", if mode == Mode::Bw { perf::BW_COLUMNS } else { perf::LAT_COLUMNS });
     let mut bench = match UetBench::new(cfg) {

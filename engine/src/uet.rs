@@ -6,7 +6,7 @@
 //! 4793 with a valid IPv4 checksum and a valid (or, from a kernel socket that already checked it,
 //! absent) UDP checksum.
 
-use std::collections::HashMap;
+use ahash::AHashMap as HashMap;
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::Duration;
 
@@ -192,7 +192,8 @@ impl<D: Datapath> UetNode<D> {
             }
             return;
         }
-        let r = match FrameRepr::parse_with(f, &UetConfig::default()) {
+        // Ethernet, IP and UDP only: the SES parses the UET headers (after the TSS opens them).
+        let r = match FrameRepr::parse_udp(f) {
             Ok(r) => r,
             Err(_)
                 if wire::frame::identify(f, &UetConfig::default())
@@ -206,7 +207,7 @@ impl<D: Datapath> UetNode<D> {
                 return;
             }
         };
-        let (IpRepr::V4(ip), Some(udp)) = (r.ip, r.udp()) else {
+        let (IpRepr::V4(ip), udp) = (r.ip, r.udp) else {
             self.stats.rx_other += 1;
             return;
         };
@@ -219,11 +220,10 @@ impl<D: Datapath> UetNode<D> {
             self.stats.rx_bad += 1;
             return;
         }
-        let at = r.ethernet.buffer_len() + r.ip.buffer_len() + udp.buffer_len();
-        let end = r.ethernet.buffer_len() + r.ip.buffer_len() + r.l4.buffer_len();
         let (src, dst, ce) = (ip.src_addr, ip.dst_addr, ip.dscp_ecn & 3 == 3);
         let (sport, dport) = (udp.src_port, udp.dst_port);
-        let body = &mut f[at..end];
+        let at = r.payload;
+        let body = &mut f[at];
         let result = match self.tss.as_mut() {
             None => self.ses.handle_packet_ecn(now, src, body, ce),
             Some(d) => {
@@ -250,6 +250,16 @@ impl<D: Datapath> UetNode<D> {
         }
     }
 
+    /// The next-hop MAC of `dst`: remembered, or resolved (and remembered) now.
+    fn mac_of(&mut self, dst: Ipv4Addr) -> Option<[u8; 6]> {
+        if let Some(&mac) = self.macs.get(&dst) {
+            return Some(mac);
+        }
+        let mac = self.dp.resolve(IpAddr::V4(dst))?;
+        self.macs.insert(dst, mac);
+        Some(mac)
+    }
+
     fn transmit_all(&mut self, now: Duration) -> bool {
         let mut moved = false;
         loop {
@@ -262,13 +272,11 @@ impl<D: Datapath> UetNode<D> {
                 return moved;
             };
             moved = true;
-            let known = self.macs.get(&t.dst).copied();
-            let Some(dst_mac) = known.or_else(|| self.dp.resolve(IpAddr::V4(t.dst))) else {
+            let Some(dst_mac) = self.mac_of(t.dst) else {
                 self.stats.tx_unresolved += 1;
                 self.dp.recycle(frame);
                 continue;
             };
-            self.macs.insert(t.dst, dst_mac);
             let mut uet_len = t.len;
             if let Some(d) = self.tss.as_mut() {
                 // The AAD holds the source port the peer will see: a kernel UDP socket sends from

@@ -216,6 +216,9 @@ fn perf_congestion_control_on_a_rate_limited_link() {
         // Go-back-N under 10 % loss: every retransmission waits for credit too (without congestion
         // control this run collapses: three of four frames tail-dropped).
         &["--transport", "rod", "--cc", "rccc", "--loss", "0.1"],
+        // Two messages in flight: the sender idles between them, and credit granted for
+        // retransmissions that turned out unnecessary must not bank up into a burst.
+        &["--transport", "rod", "--cc", "rccc", "--loss", "0.1", "--tx-depth", "2"],
         &["--transport", "rud", "--trim", "128"],
         &["--cc", "dcqcn"],
     ] {

@@ -8,17 +8,18 @@
 //! PDC's with INVALID_SYN, and a request in the wrong mode with PDC_MODE_MISMATCH. ACKs and NACKs
 //! for no PDC are dropped (never answered).
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 use std::hash::Hash;
 use std::time::Duration;
 
-use bytes::Bytes;
+use ahash::AHashMap as HashMap;
 use wire::uet::pds::nack::FLAG_NT;
 use wire::uet::pds::request::FLAG_RETX;
 use wire::uet::pds::{Mode, NackCode, NackRepr, NextHeader, PdsRepr, RequestRepr, RudiRepr, UudRepr};
 
+use crate::Body;
 use crate::credit::Pacer;
-use crate::pdc::{Outcome, Pdc, PdcId, Role, TxKind, emit};
+use crate::pdc::{Outcome, Pdc, PdcId, Role, TxKind, emit, emit_body};
 use crate::psn::diff;
 use crate::rudi::Initiator;
 use crate::rx::Verdict;
@@ -146,8 +147,8 @@ pub struct Stats {
 #[derive(Debug)]
 enum Ctrl {
     Nack(NackRepr),
-    Rudi { pkt_id: u32, next_hdr: NextHeader, bytes: Bytes },
-    Uud { next_hdr: NextHeader, bytes: Bytes },
+    Rudi { pkt_id: u32, next_hdr: NextHeader, body: Body },
+    Uud { next_hdr: NextHeader, body: Body },
 }
 
 /// The PDS of one fabric endpoint, generic over the fabric address `A` (an IP address, a
@@ -321,11 +322,11 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
         peer: A,
         mode: Mode,
         next_hdr: NextHeader,
-        bytes: Bytes,
+        body: impl Into<Body>,
         cookie: u64,
     ) -> Result<(PdcId, u32), SendError> {
         let id = self.connect(peer, mode)?;
-        self.send_on(id, next_hdr, bytes, cookie).map(|psn| (id, psn))
+        self.send_on(id, next_hdr, body, cookie).map(|psn| (id, psn))
     }
 
     /// Sends on an existing PDC, in either role (a target sends responses and read data this way).
@@ -333,7 +334,7 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
         &mut self,
         pdc: PdcId,
         next_hdr: NextHeader,
-        bytes: Bytes,
+        body: impl Into<Body>,
         cookie: u64,
     ) -> Result<u32, SendError> {
         let p = self.pdcs.get_mut(&pdc).ok_or(SendError::UnknownPdc)?;
@@ -343,7 +344,7 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
         if p.tx.len() >= self.cfg.max_queued {
             return Err(SendError::QueueFull);
         }
-        Ok(p.push(next_hdr, bytes, cookie, &self.cfg))
+        Ok(p.push(next_hdr, body.into(), cookie, &self.cfg))
     }
 
     /// Closes a PDC: the initiator sends CLOSE_CMD once everything is acknowledged, the target asks
@@ -363,19 +364,19 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
 
     /// Sends a RUDI request; returns its `pkt_id`. The response arrives as a
     /// [`DeliveryKind::RudiResponse`], or [`Event::RudiFailed`] after `max_retries`.
-    pub fn rudi_send(&mut self, peer: A, next_hdr: NextHeader, bytes: Bytes, cookie: u64) -> u32 {
-        self.rudi.push(peer, next_hdr, bytes, cookie)
+    pub fn rudi_send(&mut self, peer: A, next_hdr: NextHeader, body: impl Into<Body>, cookie: u64) -> u32 {
+        self.rudi.push(peer, next_hdr, body.into(), cookie)
     }
 
     /// Answers the RUDI request `pkt_id` from `peer` (sent once; a lost response is recovered by
     /// the initiator retransmitting the request).
-    pub fn rudi_respond(&mut self, peer: A, pkt_id: u32, next_hdr: NextHeader, bytes: Bytes) {
-        self.ctrl.push_back((peer, Ctrl::Rudi { pkt_id, next_hdr, bytes }));
+    pub fn rudi_respond(&mut self, peer: A, pkt_id: u32, next_hdr: NextHeader, body: impl Into<Body>) {
+        self.ctrl.push_back((peer, Ctrl::Rudi { pkt_id, next_hdr, body: body.into() }));
     }
 
     /// Sends a UUD datagram (no state, no acknowledgement, no retransmission).
-    pub fn uud_send(&mut self, peer: A, next_hdr: NextHeader, bytes: Bytes) {
-        self.ctrl.push_back((peer, Ctrl::Uud { next_hdr, bytes }));
+    pub fn uud_send(&mut self, peer: A, next_hdr: NextHeader, body: impl Into<Body>) {
+        self.ctrl.push_back((peer, Ctrl::Uud { next_hdr, body: body.into() }));
     }
 
     /// What is known about a PDC.
@@ -685,12 +686,12 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
                     self.stats.tx_nacks += 1;
                     emit(&PdsRepr::Nack(n), &[], buf)
                 }
-                Ctrl::Rudi { pkt_id, next_hdr, bytes } => {
+                Ctrl::Rudi { pkt_id, next_hdr, body } => {
                     let r = RudiRepr { response: true, next_hdr, flags: 0, reserved: 0, pkt_id };
-                    emit(&PdsRepr::Rudi(r), &bytes, buf)
+                    emit_body(&PdsRepr::Rudi(r), &body, buf)
                 }
-                Ctrl::Uud { next_hdr, bytes } => {
-                    emit(&PdsRepr::Uud(UudRepr { next_hdr, flags: 0, reserved: 0 }), &bytes, buf)
+                Ctrl::Uud { next_hdr, body } => {
+                    emit_body(&PdsRepr::Uud(UudRepr { next_hdr, flags: 0, reserved: 0 }), &body, buf)
                 }
             }?;
             return Some(Transmit { dst, len });
@@ -698,7 +699,7 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
         if let Some((pkt_id, p, retx)) = self.rudi.next_to_send(now, &self.cfg) {
             let flags = if retx { FLAG_RETX } else { 0 };
             let r = RudiRepr { response: false, next_hdr: p.next_hdr, flags, reserved: 0, pkt_id };
-            let (dst, len) = (p.peer, emit(&PdsRepr::Rudi(r), &p.bytes, buf)?);
+            let (dst, len) = (p.peer, emit_body(&PdsRepr::Rudi(r), &p.body, buf)?);
             self.stats.tx_retransmits += u64::from(retx);
             return Some(Transmit { dst, len });
         }
@@ -785,6 +786,7 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
 mod tests {
     use super::*;
     use crate::RX_WINDOW;
+    use bytes::Bytes;
     use wire::uet::pds::request::{FLAG_AR, FLAG_SYN};
 
     const NOW: Duration = Duration::ZERO;

@@ -18,6 +18,7 @@
 //! What the upper layer (SES) sends is opaque here: a `next_hdr` value and the bytes that follow the
 //! PDS header (SES header and payload).
 
+mod body;
 pub mod cc;
 pub mod credit;
 pub mod endpoint;
@@ -29,6 +30,7 @@ mod tx;
 
 use std::time::Duration;
 
+pub use body::{Body, HEAD_MAX};
 pub use endpoint::{Delivery, DeliveryKind, Endpoint, Establishment, SendError, Stats, Transmit};
 pub use pdc::{PdcId, Role};
 pub use wire::uet::pds::{Mode, NackCode, NextHeader};

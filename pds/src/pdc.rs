@@ -14,7 +14,6 @@
 
 use std::time::Duration;
 
-use bytes::Bytes;
 use wire::uet::pds::ack::CreditState;
 use wire::uet::pds::ack::{FLAG_P, REQ_CLOSE};
 use wire::uet::pds::request::CcRequest;
@@ -23,6 +22,7 @@ use wire::uet::pds::{
     AckCc, AckCcInfo, AckRepr, CpRepr, CtlType, Mode, NackRepr, NextHeader, NsccState, PdsRepr, RequestRepr,
 };
 
+use crate::Body;
 use crate::credit::{CreditRx, CreditTx, RcccConfig};
 
 use crate::psn::{diff, offset16};
@@ -147,11 +147,11 @@ impl<A: Copy> Pdc<A> {
     }
 
     /// Queues upper-layer bytes; returns the PSN.
-    pub(crate) fn push(&mut self, next_hdr: NextHeader, bytes: Bytes, cookie: u64, cfg: &Config) -> u32 {
+    pub(crate) fn push(&mut self, next_hdr: NextHeader, body: Body, cookie: u64, cfg: &Config) -> u32 {
         if let Some(rc) = &cfg.rccc {
-            self.credit_tx.queue(credit_cost(rc, bytes.len()));
+            self.credit_tx.queue(credit_cost(rc, body.len()));
         }
-        self.tx.push(Payload::Data { next_hdr, bytes, cookie })
+        self.tx.push(Payload::Data { next_hdr, body, cookie })
     }
 
     /// Starts closing: the initiator sends CLOSE_CMD once drained, the target asks with CLOSE_REQ.
@@ -191,7 +191,9 @@ impl<A: Copy> Pdc<A> {
         self.learn(a.spdcid, &mut out);
         if let AckCc::Cc(info, state) = &a.cc {
             if info.cc_type == CC_TYPE_CREDIT {
-                self.credit_tx.on_grant(CreditState::from_bytes(state).credit, now, cfg.rto);
+                if let Some(rc) = &cfg.rccc {
+                    self.credit_tx.on_grant(rc, CreditState::from_bytes(state).credit, now, cfg.rto);
+                }
             }
         }
         let sack = a.sack_base_psn().zip(a.cc_info().map(|i| i.sack_bitmap));
@@ -267,8 +269,8 @@ impl<A: Copy> Pdc<A> {
                 if let Some(rc) = &cfg.rccc {
                     self.credit_tx = CreditTx::default();
                     for p in self.tx.payloads() {
-                        if let Payload::Data { bytes, .. } = p {
-                            self.credit_tx.queue(credit_cost(rc, bytes.len()));
+                        if let Payload::Data { body, .. } = p {
+                            self.credit_tx.queue(credit_cost(rc, body.len()));
                         }
                     }
                 }
@@ -297,7 +299,11 @@ impl<A: Copy> Pdc<A> {
             CtlType::AckReq | CtlType::Noop => self.rx.ack_now = true,
             CtlType::Probe => self.probe_reply = Some(c.probe_opaque),
             CtlType::ClearCmd => self.rx.set_clear_psn(c.payload),
-            CtlType::Credit => self.credit_tx.on_grant(c.payload, now, cfg.rto),
+            CtlType::Credit => {
+                if let Some(rc) = &cfg.rccc {
+                    self.credit_tx.on_grant(rc, c.payload, now, cfg.rto);
+                }
+            }
             CtlType::CreditReq => self.credit_rx.on_target(c.payload, cfg.rccc.is_some(), true),
             _ => {}
         }
@@ -405,8 +411,8 @@ impl<A: Copy> Pdc<A> {
         // target, and a CREDIT_REQ could not reach a target that does not know the PDC yet (nor
         // can one be sent until it does).
         let mut credit = None;
-        if let (Some(rc), Payload::Data { bytes, .. }) = (&cfg.rccc, &pkt.payload) {
-            let cost = credit_cost(rc, bytes.len());
+        if let (Some(rc), Payload::Data { body, .. }) = (&cfg.rccc, &pkt.payload) {
+            let cost = credit_cost(rc, body.len());
             if retx {
                 self.credit_tx.want_again(psn, cost);
             }
@@ -434,7 +440,7 @@ impl<A: Copy> Pdc<A> {
         };
         let clear_psn_offset = offset16(self.tx.una(), psn);
         let len = match &pkt.payload {
-            Payload::Data { next_hdr, bytes, .. } => {
+            Payload::Data { next_hdr, body, .. } => {
                 let r = RequestRepr {
                     mode: self.mode,
                     next_hdr: *next_hdr,
@@ -445,7 +451,7 @@ impl<A: Copy> Pdc<A> {
                     dpdcid,
                     cc: credit.map(|(_, credit_target)| CcRequest { ccc_id: 0, credit_target }),
                 };
-                emit(&PdsRepr::Request(r), bytes, buf)?
+                emit_body(&PdsRepr::Request(r), body, buf)?
             }
             Payload::Close => {
                 let isrod = if self.mode == Mode::Rod { wire::uet::pds::cp::FLAG_ISROD } else { 0 };
@@ -553,4 +559,10 @@ pub(crate) fn emit(pds: &PdsRepr, body: &[u8], buf: &mut [u8]) -> Option<usize> 
     let end = n + body.len();
     buf.get_mut(n..end)?.copy_from_slice(body);
     Some(end)
+}
+
+/// [`emit`] with an upper-layer [`Body`] after the header.
+pub(crate) fn emit_body(pds: &PdsRepr, body: &Body, buf: &mut [u8]) -> Option<usize> {
+    let n = pds.emit(buf).ok()?;
+    Some(n + body.write_to(buf.get_mut(n..)?)?)
 }

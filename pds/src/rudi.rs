@@ -6,9 +6,9 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use bytes::Bytes;
 use wire::uet::pds::NextHeader;
 
+use crate::Body;
 use crate::Config;
 
 /// A request waiting for its response.
@@ -16,7 +16,7 @@ use crate::Config;
 pub(crate) struct Pending<A> {
     pub(crate) peer: A,
     pub(crate) next_hdr: NextHeader,
-    pub(crate) bytes: Bytes,
+    pub(crate) body: Body,
     pub(crate) cookie: u64,
     retries: u32,
     /// Next (re)transmission time; `None` while queued to go out now.
@@ -36,13 +36,13 @@ impl<A: Copy + Eq> Initiator<A> {
     }
 
     /// Queues a request; returns its `pkt_id`.
-    pub(crate) fn push(&mut self, peer: A, next_hdr: NextHeader, bytes: Bytes, cookie: u64) -> u32 {
+    pub(crate) fn push(&mut self, peer: A, next_hdr: NextHeader, body: Body, cookie: u64) -> u32 {
         let mut id = self.next_pkt_id;
         while self.pending.contains_key(&id) {
             id = id.wrapping_add(1);
         }
         self.next_pkt_id = id.wrapping_add(1);
-        self.pending.insert(id, Pending { peer, next_hdr, bytes, cookie, retries: 0, deadline: None });
+        self.pending.insert(id, Pending { peer, next_hdr, body, cookie, retries: 0, deadline: None });
         id
     }
 
@@ -106,8 +106,8 @@ mod tests {
     fn retransmits_then_fails() {
         let cfg = Config { max_retries: 1, ..Config::default() };
         let mut i = Initiator::new(u32::MAX);
-        let a = i.push(1u8, NextHeader::ReqStd, Bytes::from_static(b"x"), 7);
-        let b = i.push(2u8, NextHeader::ReqStd, Bytes::new(), 8);
+        let a = i.push(1u8, NextHeader::ReqStd, Body::from(bytes::Bytes::from_static(b"x")), 7);
+        let b = i.push(2u8, NextHeader::ReqStd, Body::default(), 8);
         assert_eq!((a, b), (u32::MAX, 0), "pkt_id wraps");
         assert!(!i.next_to_send(Duration::ZERO, &cfg).unwrap().2);
         assert!(!i.next_to_send(Duration::ZERO, &cfg).unwrap().2);

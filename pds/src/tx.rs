@@ -10,9 +10,9 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
-use bytes::Bytes;
 use wire::uet::pds::{Mode, NextHeader};
 
+use crate::Body;
 use crate::Config;
 use crate::psn::diff;
 
@@ -20,7 +20,7 @@ use crate::psn::diff;
 #[derive(Debug, Clone)]
 pub(crate) enum Payload {
     /// Upper-layer bytes (SES header and payload).
-    Data { next_hdr: NextHeader, bytes: Bytes, cookie: u64 },
+    Data { next_hdr: NextHeader, body: Body, cookie: u64 },
     /// The sequenced CP CLOSE_CMD that ends the PDC.
     Close,
 }
@@ -312,7 +312,7 @@ impl TxHalf {
 
 fn payload_len(p: &Payload) -> usize {
     match p {
-        Payload::Data { bytes, .. } => bytes.len(),
+        Payload::Data { body, .. } => body.len(),
         _ => 0,
     }
 }
@@ -329,7 +329,7 @@ mod tests {
     use super::*;
 
     fn data(cookie: u64) -> Payload {
-        Payload::Data { next_hdr: NextHeader::None, bytes: Bytes::new(), cookie }
+        Payload::Data { next_hdr: NextHeader::None, body: Body::default(), cookie }
     }
 
     fn sent(n: u64, start: u32) -> TxHalf {

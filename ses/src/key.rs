@@ -5,7 +5,7 @@
 //! mapping's table 2-13 was not available; these positions are softrdma's choice, defined here
 //! only). A region is exposed to one JobID or to any JobID.
 
-use std::collections::HashMap;
+use ahash::AHashMap as HashMap;
 
 use wire::uet::ses::ReturnCode;
 

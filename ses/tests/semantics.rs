@@ -429,3 +429,32 @@ fn a_packet_disagreeing_on_the_message_length_is_dropped() {
     rx.post_recv(any(), 3000, 9);
     assert!(rx.poll_completion().is_none(), "the message is still missing its middle");
 }
+
+/// `write_bytes` and `send_bytes` carry slices of the caller's buffer (shared, not copied) over a
+/// lossy link, deliver it intact, and let go of it when the operation completes (RUD, ROD, RUDI).
+#[test]
+fn shared_buffers_are_sent_without_a_copy_and_released_at_completion() {
+    let lossy = LinkConfig { loss: 0.2, ..LinkConfig::default() };
+    for key in [0x10, 0x11 | IDEMPOTENT_SAFE] {
+        for ordered in [false, true] {
+            let mut sim = Sim::new(3, cfgs(), lossy);
+            sim.eps[1].regions.register(key, vec![0; 10_000], Access::ALL, JobScope::Job(1)).unwrap();
+            let dst = b(&sim);
+            let data = bytes::Bytes::from(pattern(4, 4321));
+            let opts = Opts { ordered, context: 1, ..Opts::default() };
+            sim.eps[0].write_bytes(dst, key, 100, data.clone(), opts).unwrap();
+            assert!(!data.is_unique(), "the packets share the caller's buffer");
+            assert_eq!(wait(&mut sim, 0, 1).status, Status::Ok);
+            assert!(data.is_unique(), "released once the write completed");
+            assert_eq!(&sim.eps[1].regions.get(key).unwrap().data[100..100 + data.len()], &data[..]);
+        }
+    }
+    let mut sim = Sim::new(4, cfgs(), lossy);
+    sim.eps[1].post_recv(any(), 5000, 7);
+    let data = bytes::Bytes::from(pattern(5, 4321));
+    sim.eps[0].send_bytes(b(&sim), data.clone(), None, Opts { context: 2, ..Opts::default() }).unwrap();
+    let got = wait(&mut sim, 1, 7);
+    assert_eq!((got.status, &got.data[..]), (Status::Ok, &data[..]));
+    assert_eq!(wait(&mut sim, 0, 2).status, Status::Ok);
+    assert!(data.is_unique(), "released once the send completed");
+}

@@ -8,7 +8,8 @@
 //! source and destination addresses and, over UDP, the ports; see the Decisions table) and gets
 //! sealed or opened bytes and counters back.
 
-use std::collections::HashMap;
+use ahash::AHashMap as HashMap;
+use std::sync::Arc;
 
 use wire::uet::tss::TssRepr;
 
@@ -113,7 +114,9 @@ pub struct Stats {
     pub other_drops: u64,
 }
 
-/// Highest TSC seen from a source and a bitmap of the `window` below it.
+/// Highest TSC seen from a source and a ring bitmap of the TSCs below it (the RFC 6479 scheme):
+/// bit `tsc mod bits` stands for `tsc` while `top - tsc < window`. Moving `top` forward clears
+/// the bits it passes, so each packet costs O(1) (amortized) whatever the window.
 #[derive(Debug, Clone, Default)]
 struct Replay {
     top: Option<u64>,
@@ -121,52 +124,63 @@ struct Replay {
 }
 
 impl Replay {
-    fn bit(&self, window: u64, tsc: u64) -> Option<(usize, u64)> {
-        let top = self.top?;
-        let back = top.checked_sub(tsc)?;
-        (back < window).then(|| ((back / 64) as usize, 1 << (back % 64)))
+    /// The word and bit of `tsc` in the ring.
+    fn slot(&self, tsc: u64) -> (usize, u64) {
+        let i = tsc % (self.seen.len() as u64 * 64).max(1);
+        ((i / 64) as usize, 1 << (i % 64))
     }
 
     fn fresh(&self, window: u64, tsc: u64) -> bool {
         match self.top {
             None => true,
             Some(top) if tsc > top => true,
+            Some(top) if top - tsc >= window => false,
             Some(_) => {
-                self.bit(window, tsc).is_some_and(|(w, m)| self.seen.get(w).is_none_or(|&v| v & m == 0))
+                let (w, m) = self.slot(tsc);
+                self.seen.get(w).is_none_or(|&v| v & m == 0)
             }
         }
     }
 
+    /// Records `tsc`, which [`Replay::fresh`] accepted.
     fn mark(&mut self, window: u64, tsc: u64) {
-        let words = window.div_ceil(64) as usize;
-        self.seen.resize(words, 0);
+        if self.seen.is_empty() {
+            self.seen = vec![0; window.div_ceil(64).max(1) as usize];
+        }
+        let bits = self.seen.len() as u64 * 64;
         match self.top {
             Some(top) if tsc <= top => {}
             Some(top) => {
-                // Shift the bitmap up by tsc - top.
-                let shift = tsc - top;
-                if shift >= window {
+                if tsc - top >= bits {
                     self.seen.iter_mut().for_each(|w| *w = 0);
                 } else {
-                    let (ws, bs) = ((shift / 64) as usize, (shift % 64) as u32);
-                    for i in (0..words).rev() {
-                        let lo = if i >= ws { self.seen[i - ws] << bs } else { 0 };
-                        let carry = if bs > 0 && i > ws { self.seen[i - ws - 1] >> (64 - bs) } else { 0 };
-                        self.seen[i] = lo | carry;
+                    // Every slot `top` passes now stands for a TSC not seen yet.
+                    for t in top + 1..tsc {
+                        let (w, m) = self.slot(t);
+                        self.seen[w] &= !m;
                     }
+                    let (w, m) = self.slot(tsc);
+                    self.seen[w] &= !m;
                 }
                 self.top = Some(tsc);
             }
             None => self.top = Some(tsc),
         }
-        if let Some((w, m)) = self.bit(window, tsc) {
-            self.seen[w] |= m;
-        }
+        let (w, m) = self.slot(tsc);
+        self.seen[w] |= m;
     }
 }
 
 /// The largest 48-bit counter; a domain never seals with it (the TSC would repeat after it).
 pub const COUNTER_MAX: u64 = (1 << 48) - 1;
+
+/// What a derived key is for: AN, source, epoch and rekey step.
+type KeyId = (usize, u32, u16, u32);
+
+/// [`SecureDomain::key`]'s direction: sealing.
+const SEAL: usize = 0;
+/// [`SecureDomain::key`]'s direction: opening.
+const OPEN: usize = 1;
 
 /// One secure domain, both directions.
 #[derive(Debug)]
@@ -176,7 +190,10 @@ pub struct SecureDomain {
     tx_an: usize,
     epoch: u16,
     next_counter: u64,
-    cache: HashMap<(usize, u32, u16, u32), SealingKey>,
+    cache: HashMap<KeyId, Arc<SealingKey>>,
+    /// The key each direction (seal, open) used last: a flow's packets share one key until its
+    /// next rekey step, so most packets need no lookup. Cleared with the cache.
+    last: [Option<(KeyId, Arc<SealingKey>)>; 2],
     replay: HashMap<u32, Replay>,
     failures: u32,
     latched: bool,
@@ -193,6 +210,7 @@ impl SecureDomain {
             epoch: 0,
             next_counter: 0,
             cache: HashMap::new(),
+            last: [None, None],
             replay: HashMap::new(),
             failures: 0,
             latched: false,
@@ -218,7 +236,7 @@ impl SecureDomain {
     /// Installs `key` under `an` (0 or 1); packets with that AN are accepted from now on.
     pub fn install_key(&mut self, an: bool, key: [u8; 32]) {
         self.keys[usize::from(an)] = Some(key);
-        self.cache.retain(|k, _| k.0 != usize::from(an));
+        self.forget_keys(Some(usize::from(an)));
     }
 
     /// Sends with the key of `an` from now on (make-before-break: install first).
@@ -231,7 +249,7 @@ impl SecureDomain {
     /// Removes the key of `an`: its packets are refused (NoKey).
     pub fn retire(&mut self, an: bool) {
         self.keys[usize::from(an)] = None;
-        self.cache.retain(|k, _| k.0 != usize::from(an));
+        self.forget_keys(Some(usize::from(an)));
     }
 
     /// Starts epoch `epoch` (the counter restarts at 0; epochs only move forward).
@@ -239,7 +257,7 @@ impl SecureDomain {
         if epoch > self.epoch {
             self.epoch = epoch;
             self.next_counter = 0;
-            self.cache.clear();
+            self.forget_keys(None);
         }
     }
 
@@ -247,24 +265,47 @@ impl SecureDomain {
         self.cfg.rekey_shift.map_or(0, |s| (counter >> s) as u32)
     }
 
-    fn key(&mut self, an: usize, source: u32, epoch: u16, counter: u64) -> Result<&SealingKey, TssError> {
+    /// Drops the derived keys of `an` (all of them with `None`).
+    fn forget_keys(&mut self, an: Option<usize>) {
+        match an {
+            Some(an) => self.cache.retain(|k, _| k.0 != an),
+            None => self.cache.clear(),
+        }
+        self.last = [None, None];
+    }
+
+    /// The key for a packet of `an`, `source`, `epoch` and `counter`, sealed or opened (`dir`):
+    /// the last one `dir` used if it is the same, else from the cache, derived only the first time
+    /// this (AN, source, epoch, rekey step) is seen.
+    fn key(
+        &mut self,
+        dir: usize,
+        an: usize,
+        source: u32,
+        epoch: u16,
+        counter: u64,
+    ) -> Result<&SealingKey, TssError> {
         let base = self.keys[an].ok_or(TssError::NoKey)?;
         let rekey = if self.cfg.mode == KeyMode::Direct { 0 } else { self.rekey(counter) };
         let id = (an, source, epoch, rekey);
-        if self.cache.len() > 4096 && !self.cache.contains_key(&id) {
-            self.cache.clear();
-        }
-        let mode = self.cfg.mode;
-        // One lookup per packet: the derived key is made only the first time this (AN, source,
-        // epoch, rekey step) is seen.
-        Ok(self.cache.entry(id).or_insert_with(|| match mode {
-            KeyMode::Direct => SealingKey::new(&base, [0; 12]),
-            KeyMode::Cluster | KeyMode::Server => {
-                let label = if mode == KeyMode::Cluster { LABEL_CLUSTER } else { LABEL_SERVER };
-                let d = derive(&base, label, &context_v4(epoch, rekey, source));
-                SealingKey::new(&d.key, d.iv_mask)
+        if self.last[dir].as_ref().is_none_or(|(k, _)| *k != id) {
+            if self.cache.len() > 4096 && !self.cache.contains_key(&id) {
+                self.forget_keys(None);
             }
-        }))
+            let mode = self.cfg.mode;
+            let key = self.cache.entry(id).or_insert_with(|| {
+                Arc::new(match mode {
+                    KeyMode::Direct => SealingKey::new(&base, [0; 12]),
+                    KeyMode::Cluster | KeyMode::Server => {
+                        let label = if mode == KeyMode::Cluster { LABEL_CLUSTER } else { LABEL_SERVER };
+                        let d = derive(&base, label, &context_v4(epoch, rekey, source));
+                        SealingKey::new(&d.key, d.iv_mask)
+                    }
+                })
+            });
+            self.last[dir] = Some((id, Arc::clone(key)));
+        }
+        Ok(&self.last[dir].as_ref().expect("set above").1)
     }
 
     /// Seals `buf` (the clear PDS bytes onwards) from `source` (this sender's SSI or IPv4
@@ -295,7 +336,7 @@ impl SecureDomain {
             TssRepr { reserved: false, an: an == 1, sdi: self.cfg.sdi & 0xFF_FFFF, ssi: self.cfg.ssi, tsc };
         let (aad, n) = aad(aad_prefix, &hdr);
         let epoch = self.epoch;
-        let tag = self.key(an, source, epoch, counter)?.seal_in_place(source, tsc, &aad[..n], data);
+        let tag = self.key(SEAL, an, source, epoch, counter)?.seal_in_place(source, tsc, &aad[..n], data);
         self.stats.sealed += 1;
         Ok((hdr, tag))
     }
@@ -358,7 +399,7 @@ impl SecureDomain {
             return Err(TssError::Replay);
         }
         let (aad, len) = aad(aad_prefix, hdr);
-        let key = self.key(usize::from(hdr.an), source, hdr.epoch(), hdr.counter())?;
+        let key = self.key(OPEN, usize::from(hdr.an), source, hdr.epoch(), hdr.counter())?;
         let n = key.open(source, hdr.tsc, &aad[..len], buf).ok_or(TssError::AuthFailed)?;
         self.replay.entry(source).or_default().mark(window, hdr.tsc);
         Ok(n)
@@ -492,6 +533,26 @@ mod tests {
         assert_eq!(tx.seal(1, &PREFIX, &mut b), Err(TssError::CounterExhausted));
         tx.new_epoch(1);
         assert!(tx.seal(1, &PREFIX, &mut b).is_ok());
+    }
+
+    proptest::proptest! {
+        /// The ring bitmap answers as a set of every TSC seen would: fresh if above the highest,
+        /// or within the window below it and not seen.
+        #[test]
+        fn replay_ring_matches_a_set(window in 1u64..300, steps in proptest::collection::vec((0u64..40, proptest::bool::ANY), 1..400)) {
+            let (mut r, mut seen, mut top) = (Replay::default(), std::collections::BTreeSet::new(), 0u64);
+            for (delta, back) in steps {
+                // Mostly forward, sometimes behind the top (reordering, replays, old packets).
+                let t = if back { top.saturating_sub(delta * 7) } else { top + delta };
+                let want = seen.is_empty() || t > top || (top - t < window && !seen.contains(&t));
+                proptest::prop_assert_eq!(r.fresh(window, t), want, "tsc {} top {}", t, top);
+                if want {
+                    r.mark(window, t);
+                    seen.insert(t);
+                    top = top.max(t);
+                }
+            }
+        }
     }
 
     #[test]

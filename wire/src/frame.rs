@@ -156,6 +156,59 @@ pub fn identify(frame: &[u8], config: &UetConfig) -> Option<Encapsulation> {
     (Some(protocol) == config.ip_proto).then_some(Encapsulation::UetIp)
 }
 
+/// A frame parsed as far as its UDP header ([`FrameRepr::parse_udp`]), for an endpoint that hands
+/// the datagram to its own transport parser (and may open it in place: hence a range, not a slice).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct UdpFrameRepr<'a> {
+    /// Ethernet header and VLAN tags.
+    pub ethernet: EthernetRepr,
+    /// IP header.
+    pub ip: IpRepr<'a>,
+    /// UDP header.
+    pub udp: UdpRepr,
+    /// Where the UDP payload lies in the frame.
+    pub payload: core::ops::Range<usize>,
+}
+
+/// Ethernet and IP of a frame, parsed and checked.
+struct IpLayer<'a> {
+    ethernet: EthernetRepr,
+    ip: IpRepr<'a>,
+    /// Offset of the IP header in the frame.
+    ip_at: usize,
+    /// The IP payload (as long as the IP header says).
+    payload: &'a [u8],
+    /// Length of the IP datagram.
+    len: usize,
+    /// IPv4 protocol or IPv6 next header.
+    protocol: u8,
+}
+
+impl<'a> IpLayer<'a> {
+    /// Parses Ethernet and IPv4 (checksum verified, fragments refused) or IPv6.
+    fn parse(frame: &'a [u8]) -> Result<IpLayer<'a>> {
+        let (ethernet, ip_at) = EthernetRepr::parse(frame)?;
+        let ip_buf = &frame[ip_at..];
+        let (ip, payload, len, protocol) = match ethernet.ethertype {
+            ethertype::IPV4 => {
+                let p = ipv4::Packet::new_checked(ip_buf)?;
+                let r = Ipv4Repr::parse(&p)?;
+                if r.is_fragment() {
+                    return Err(Error::Unsupported("IPv4 fragment"));
+                }
+                (IpRepr::V4(r), p.payload(), usize::from(p.total_len()), r.protocol)
+            }
+            ethertype::IPV6 => {
+                let p = ipv6::Packet::new_checked(ip_buf)?;
+                let r = Ipv6Repr::parse(&p)?;
+                (IpRepr::V6(r), p.payload(), ipv6::HEADER_LEN + r.payload_len, r.next_header)
+            }
+            _ => return Err(Error::Unsupported("EtherType other than IPv4/IPv6")),
+        };
+        Ok(IpLayer { ethernet, ip, ip_at, payload, len, protocol })
+    }
+}
+
 /// A whole parsed frame.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct FrameRepr<'a> {
@@ -179,24 +232,9 @@ impl<'a> FrameRepr<'a> {
     /// Parses a frame, verifying lengths and the IPv4 and (non-zero) UDP checksums but neither the
     /// ICRC nor the UET CRC; see [`FrameRepr::verify_crc`].
     pub fn parse_with(frame: &'a [u8], config: &UetConfig) -> Result<FrameRepr<'a>> {
-        let (ethernet, ip_at) = EthernetRepr::parse(frame)?;
+        let IpLayer { ethernet, ip, ip_at, payload: ip_payload, len: ip_len, protocol } =
+            IpLayer::parse(frame)?;
         let ip_buf = &frame[ip_at..];
-        let (ip, ip_payload, ip_len, protocol) = match ethernet.ethertype {
-            ethertype::IPV4 => {
-                let p = ipv4::Packet::new_checked(ip_buf)?;
-                let r = Ipv4Repr::parse(&p)?;
-                if r.is_fragment() {
-                    return Err(Error::Unsupported("IPv4 fragment"));
-                }
-                (IpRepr::V4(r), p.payload(), usize::from(p.total_len()), r.protocol)
-            }
-            ethertype::IPV6 => {
-                let p = ipv6::Packet::new_checked(ip_buf)?;
-                let r = Ipv6Repr::parse(&p)?;
-                (IpRepr::V6(r), p.payload(), ipv6::HEADER_LEN + r.payload_len, r.next_header)
-            }
-            _ => return Err(Error::Unsupported("EtherType other than IPv4/IPv6")),
-        };
         let l4 = if protocol == PROTO_UDP {
             let udp_packet = udp::Packet::new_checked(ip_payload)?;
             let udp = UdpRepr::parse(&udp_packet, ip.udp_pseudo_sum(ip_payload.len()))?;
@@ -214,6 +252,21 @@ impl<'a> FrameRepr<'a> {
             return Err(Error::Unsupported("IP protocol other than UDP or UET"));
         };
         Ok(FrameRepr { ethernet, ip, l4, trailer: &ip_buf[ip_len..] })
+    }
+
+    /// Parses Ethernet, IP and UDP only, with the checks of [`FrameRepr::parse_with`] (lengths,
+    /// the IPv4 and non-zero UDP checksums), and says where the UDP payload is: for an endpoint
+    /// whose transport parses that payload itself.
+    pub fn parse_udp(frame: &'a [u8]) -> Result<UdpFrameRepr<'a>> {
+        let l = IpLayer::parse(frame)?;
+        if l.protocol != PROTO_UDP {
+            return Err(Error::Unsupported("IP protocol other than UDP"));
+        }
+        let packet = udp::Packet::new_checked(l.payload)?;
+        let udp = UdpRepr::parse(&packet, l.ip.udp_pseudo_sum(l.payload.len()))?;
+        let at = l.ip_at + l.ip.buffer_len() + udp.buffer_len();
+        let payload = at..at + packet.payload().len();
+        Ok(UdpFrameRepr { ethernet: l.ethernet, ip: l.ip, udp, payload })
     }
 
     /// Parses a frame and verifies its ICRC (RoCEv2) or CRC trailer (UET with CRC).
@@ -505,11 +558,24 @@ mod tests {
             let want = if native { Encapsulation::UetIp } else { Encapsulation::UetUdp };
             prop_assert_eq!(identify(&b, &cfg), Some(want));
             prop_assert_eq!(FrameRepr::parse_verified(&b, &cfg), Ok(f));
+            // Stopping at UDP finds the same headers, and the UET packet where parse_with found it.
+            let u = FrameRepr::parse_udp(&b);
+            if native {
+                prop_assert_eq!(u, Err(Error::Unsupported("IP protocol other than UDP")));
+            } else {
+                let u = u.unwrap();
+                prop_assert_eq!((u.ethernet, u.ip, Some(&u.udp)), (f.ethernet, f.ip, f.udp()));
+                prop_assert_eq!(UetRepr::parse(&b[u.payload.clone()], &cfg), Ok(packet));
+                prop_assert_eq!(u.payload.end, b.len());
+            }
         }
 
         #[test]
         fn parse_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
             let _ = identify_default(&bytes);
+            if let Ok(u) = FrameRepr::parse_udp(&bytes) {
+                prop_assert!(u.payload.end <= bytes.len());
+            }
             if let Ok(r) = FrameRepr::parse(&bytes) {
                 let mut o = vec![0u8; r.buffer_len()];
                 prop_assert_eq!(r.emit(&mut o), Ok(bytes.len()));

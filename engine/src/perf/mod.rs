@@ -764,7 +764,14 @@ impl Bench {
 /// reuses one small buffer). In-flight messages never exceed the slots, so no slot is reused before
 /// its message was checked.
 pub fn ring_slots(depth: usize, size: usize, mtu: usize) -> usize {
-    let in_window = (crate::roce::MAX_UNACKED_PSNS as usize * mtu).div_ceil(size.max(1));
+    window_slots(crate::roce::MAX_UNACKED_PSNS as usize, depth, size, mtu)
+}
+
+/// Messages to keep in flight: `depth`, but no more than a window of `window` packets of `payload`
+/// bytes holds of `size`-byte messages, plus two (more would only wait in a queue, holding memory
+/// that is cold by the time it is sent), and at least 2 unless `depth` is 1.
+pub fn window_slots(window: usize, depth: usize, size: usize, payload: usize) -> usize {
+    let in_window = (window * payload).div_ceil(size.max(1));
     depth.min(in_window + 2).max(2.min(depth))
 }
 

@@ -9,11 +9,12 @@
 //! that message); between processes the server checks at the end that each slot holds the last
 //! message written to it.
 
-use std::collections::HashMap;
+use ahash::AHashMap as HashMap;
 use std::io::{BufRead, BufReader, Write};
 use std::net::{Ipv4Addr, TcpStream};
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
 use hdrhistogram::Histogram;
 use nicsim::LinkConfig;
 use serde_json::{Value, json};
@@ -138,8 +139,14 @@ impl UetPerfConfig {
         node.set_ecn(self.cc == UetCc::Nscc);
     }
 
-    fn depth(&self) -> usize {
-        if self.lat { 1 } else { self.depth.max(1) }
+    /// Operations kept in flight: one in latency mode; `depth`, but, as the RC runs do, no more
+    /// messages than the PDS window carries plus two (see [`super::window_slots`]).
+    pub fn depth(&self) -> usize {
+        if self.lat {
+            return 1;
+        }
+        let window = self.ses_config().pds.window as usize;
+        super::window_slots(window, self.depth.max(1), self.size, self.max_payload)
     }
 
     fn key(&self) -> u64 {
@@ -247,8 +254,9 @@ fn message(i: u64, size: usize, buf: &mut Vec<u8>) {
     // Under 8 bytes the index does not fit: every such message is message 0's pattern, as `check`
     // expects (it made every sub-8-byte UET message count as an error).
     let d = ramp_start(if size >= 8 { i } else { 0 });
+    buf.reserve(size);
     while buf.len() < size {
-        let n = (size - buf.len()).min(256);
+        let n = (size - buf.len()).min(RAMP_RUN);
         buf.extend_from_slice(&RAMP[d..d + n]);
     }
     if size >= 8 {
@@ -256,13 +264,16 @@ fn message(i: u64, size: usize, buf: &mut Vec<u8>) {
     }
 }
 
-/// `RAMP[j] = 131 j mod 256`, twice: byte k of message i is `131 k + 7919 i (mod 256)`, which (131
-/// being odd) is `RAMP[d + k mod 256]` with `d = 7919 i / 131 (mod 256)`, so messages are written and
-/// checked 256 bytes at a time by copying and comparing slices of this table.
-static RAMP: [u8; 512] = {
-    let mut t = [0u8; 512];
+/// Bytes of a message written or checked at once (a multiple of 256).
+const RAMP_RUN: usize = 4096;
+
+/// `RAMP[j] = 131 j mod 256`: byte k of message i is `131 k + 7919 i (mod 256)`, which (131 being
+/// odd) is `RAMP[d + k mod 256]` with `d = 7919 i / 131 (mod 256)`, so messages are written and
+/// checked [`RAMP_RUN`] bytes at a time by copying and comparing slices of this table.
+static RAMP: [u8; 256 + RAMP_RUN] = {
+    let mut t = [0u8; 256 + RAMP_RUN];
     let mut j = 0;
-    while j < 512 {
+    while j < t.len() {
         t[j] = (j as u8).wrapping_mul(131);
         j += 1;
     }
@@ -282,7 +293,7 @@ fn check(data: &[u8], size: usize) -> Option<u64> {
     let i = if size >= 8 { u64::from_le_bytes(data[..8].try_into().ok()?) } else { 0 };
     let d = ramp_start(i);
     let skip = if size >= 8 { 8 } else { 0 };
-    let intact = data.chunks(256).enumerate().all(|(n, chunk)| {
+    let intact = data.chunks(RAMP_RUN).enumerate().all(|(n, chunk)| {
         let from = if n == 0 { skip } else { 0 };
         chunk[from..] == RAMP[d + from..d + chunk.len()]
     });
@@ -310,7 +321,6 @@ pub struct Initiator<D> {
     node: UetNode<D>,
     cfg: UetPerfConfig,
     dst: Addr<Ipv4Addr>,
-    scratch: Vec<u8>,
     /// Region slots not in use by an RMA in flight (RUD completes out of order, so a slot is
     /// reused only once its own operation is done).
     free: Vec<usize>,
@@ -334,7 +344,6 @@ impl<D: Datapath> Initiator<D> {
             node,
             cfg,
             dst,
-            scratch: Vec::new(),
             free,
             slot_of: HashMap::new(),
             last_write,
@@ -355,17 +364,19 @@ impl<D: Datapath> Initiator<D> {
         };
         let opts = Opts { context: i, ordered: self.cfg.transport == DeliveryMode::Rod, ..Opts::default() };
         let (dst, key) = (self.dst, self.cfg.key());
-        let mut m = std::mem::take(&mut self.scratch);
+        // Each message is made in a buffer of its own that the endpoint shares until it completes
+        // (as a verbs application posts from its memory): no copy before the frame.
+        let made = || {
+            let mut m = Vec::with_capacity(size);
+            message(i, size, &mut m);
+            Bytes::from(m)
+        };
         let r = match self.cfg.op {
             UetOp::Send | UetOp::Tsend => {
-                message(i, size, &mut m);
                 let tag = (self.cfg.op == UetOp::Tsend).then_some(TAG);
-                self.node.ses().send(dst, &m, tag, opts)
+                self.node.ses().send_bytes(dst, made(), tag, opts)
             }
-            UetOp::Write => {
-                message(i, size, &mut m);
-                self.node.ses().write(dst, key, (slot * size) as u64, &m, opts)
-            }
+            UetOp::Write => self.node.ses().write_bytes(dst, key, (slot * size) as u64, made(), opts),
             UetOp::Read => self.node.ses().read(dst, key, (slot * size) as u64, size, opts),
             UetOp::FetchAdd => {
                 let add = (i + 1).to_le_bytes();
@@ -394,7 +405,6 @@ impl<D: Datapath> Initiator<D> {
                 )
             }
         };
-        self.scratch = m;
         r.map(|_| ()).map_err(ses_error)
     }
 

@@ -73,7 +73,7 @@ pub(super) enum Internal {
 /// A deferrable send kept for its restart.
 #[derive(Debug)]
 pub(super) struct Restart<A> {
-    data: Vec<u8>,
+    data: Bytes,
     dst: Addr<A>,
     tag: Option<u64>,
     header_data: Option<u64>,
@@ -88,7 +88,7 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
     pub(super) fn large_send(
         &mut self,
         dst: Addr<A>,
-        data: &[u8],
+        data: Src<'_>,
         tag: Option<u64>,
         opts: Opts,
         job_id: u32,
@@ -102,7 +102,7 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
             return Some(Err(Error::TooLong));
         }
         match self.cfg.profile {
-            Profile::Hpc => Some(self.rendezvous_send(dst, data, tag, opts, job_id)),
+            Profile::Hpc => Some(self.rendezvous_send(dst, data.as_slice(), tag, opts, job_id)),
             Profile::AiFull => Some(self.deferrable_send(dst, data, tag, opts, job_id)),
             Profile::AiBase => None,
         }
@@ -166,7 +166,7 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
     fn deferrable_send(
         &mut self,
         dst: Addr<A>,
-        data: &[u8],
+        data: Src<'_>,
         tag: Option<u64>,
         opts: Opts,
         job_id: u32,
@@ -174,7 +174,7 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
         self.next_token = self.next_token.wrapping_add(1).max(1);
         let mode = delivery_mode(self.cfg.ep_type, self.cfg.profile, OpKind::Message, opts.ordered, 0);
         let restart = Restart {
-            data: data.to_vec(),
+            data: data.to_bytes(),
             dst,
             tag,
             header_data: opts.header_data,
@@ -201,7 +201,7 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
             ext: None,
             job_id: s.job_id,
         };
-        self.start_pdc_op(s.dst.fep, s.mode, CompletionKind::Send, req, &s.data, context)
+        self.start_pdc_op(s.dst.fep, s.mode, CompletionKind::Send, req, Src::Shared(&s.data), context)
     }
 
     /// A NO_MATCH with list OVERFLOW for a deferrable send: it waits for the RTR (true).

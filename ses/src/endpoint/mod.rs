@@ -1,11 +1,12 @@
 //! A SES endpoint over a PDS endpoint: operations in, packets out, responses and completions.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::VecDeque;
 use std::hash::Hash;
 use std::time::Duration;
 
+use ahash::{AHashMap as HashMap, AHashSet as HashSet};
 use bytes::Bytes;
-use pds::{DeliveryKind, Mode, NextHeader, PdcError, PdcId, SendError};
+use pds::{Body, DeliveryKind, HEAD_MAX, Mode, NextHeader, PdcError, PdcId, SendError};
 use wire::FixedHeader;
 use wire::uet::ses::common::{FLAG_EOM, FLAG_HD, FLAG_SOM};
 use wire::uet::ses::{
@@ -248,6 +249,34 @@ pub struct Endpoint<A> {
     backlog: VecDeque<(PdcId, NextHeader, Bytes)>,
 }
 
+/// A message's bytes as the caller gave them: borrowed, copied once when the operation is
+/// accepted, or shared, never copied before each packet's payload goes into its frame.
+#[derive(Debug, Clone, Copy)]
+enum Src<'a> {
+    Slice(&'a [u8]),
+    Shared(&'a Bytes),
+}
+
+impl Src<'_> {
+    fn as_slice(&self) -> &[u8] {
+        match self {
+            Src::Slice(s) => s,
+            Src::Shared(b) => b,
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.as_slice().len()
+    }
+
+    fn to_bytes(self) -> Bytes {
+        match self {
+            Src::Slice(s) => Bytes::copy_from_slice(s),
+            Src::Shared(b) => b.clone(),
+        }
+    }
+}
+
 /// A request packet to build.
 struct Req {
     opcode: SesOpcode,
@@ -350,8 +379,25 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
     }
 
     /// Sends `data` to `dst`: SEND, or TAGGED_SEND with `tag`; the options' `header_data` is
-    /// delivered with the receive completion. Completes when the target's response arrives.
+    /// delivered with the receive completion. Completes when the target's response arrives. The
+    /// bytes are copied once, when the send is accepted ([`Endpoint::send_bytes`] does not copy).
     pub fn send(&mut self, dst: Addr<A>, data: &[u8], tag: Option<u64>, opts: Opts) -> Result<u16, Error> {
+        self.send_src(dst, Src::Slice(data), tag, opts)
+    }
+
+    /// [`Endpoint::send`] of bytes the endpoint shares until the send completes: packets carry
+    /// slices of `data`, copied only into their frames.
+    pub fn send_bytes(
+        &mut self,
+        dst: Addr<A>,
+        data: Bytes,
+        tag: Option<u64>,
+        opts: Opts,
+    ) -> Result<u16, Error> {
+        self.send_src(dst, Src::Shared(&data), tag, opts)
+    }
+
+    fn send_src(&mut self, dst: Addr<A>, data: Src<'_>, tag: Option<u64>, opts: Opts) -> Result<u16, Error> {
         let Opts { context, ordered, header_data, .. } = opts;
         let job_id = self.job_of(&opts);
         if self.cfg.ep_type == EpType::Dgram {
@@ -377,13 +423,38 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
     }
 
     /// Writes `data` at `offset` of the peer's region `key`; the options' `header_data` makes a
-    /// completion on the target.
+    /// completion on the target. The bytes are copied once, when the write is accepted
+    /// ([`Endpoint::write_bytes`] does not copy).
     pub fn write(
         &mut self,
         dst: Addr<A>,
         key: u64,
         offset: u64,
         data: &[u8],
+        opts: Opts,
+    ) -> Result<u16, Error> {
+        self.write_src(dst, key, offset, Src::Slice(data), opts)
+    }
+
+    /// [`Endpoint::write`] of bytes the endpoint shares until the write completes: packets carry
+    /// slices of `data`, copied only into their frames.
+    pub fn write_bytes(
+        &mut self,
+        dst: Addr<A>,
+        key: u64,
+        offset: u64,
+        data: Bytes,
+        opts: Opts,
+    ) -> Result<u16, Error> {
+        self.write_src(dst, key, offset, Src::Shared(&data), opts)
+    }
+
+    fn write_src(
+        &mut self,
+        dst: Addr<A>,
+        key: u64,
+        offset: u64,
+        data: Src<'_>,
         opts: Opts,
     ) -> Result<u16, Error> {
         let Opts { context, ordered, header_data, .. } = opts;
@@ -431,7 +502,7 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
             job_id,
         };
         if mode == DeliveryMode::Rudi {
-            return self.start_rudi_op(dst.fep, CompletionKind::Read, req, &[], len, context);
+            return self.start_rudi_op(dst.fep, CompletionKind::Read, req, Src::Slice(&[]), len, context);
         }
         if len > self.cfg.max_message {
             return Err(Error::TooLong);
@@ -570,8 +641,9 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
         let msg_id = self.alloc_msg_id();
         let pdc_mode = if mode == DeliveryMode::Rod { Mode::Rod } else { Mode::Rud };
         let pdc = self.pds.connect(peer, pdc_mode).map_err(|_| Error::NoPdc)?;
-        let bytes = request_bytes(&req(msg_id), &self.cfg, true, true, 0, payload);
-        self.pds.send_on(pdc, NextHeader::ReqStd, bytes, u64::from(msg_id)).map_err(|_| Error::Busy)?;
+        let (head, n) = request_head(&req(msg_id), &self.cfg, true, true, 0, payload.len());
+        let body = Body::new(&head[..n], Bytes::copy_from_slice(payload));
+        self.pds.send_on(pdc, NextHeader::ReqStd, body, u64::from(msg_id)).map_err(|_| Error::Busy)?;
         self.ops.insert(msg_id, out_op(context, kind, peer, Some(pdc), len, 1));
         Ok(msg_id)
     }
@@ -590,7 +662,7 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
         mode: DeliveryMode,
         kind: CompletionKind,
         req: impl Fn(u16) -> Req,
-        data: &[u8],
+        data: Src<'_>,
         context: u64,
     ) -> Result<u16, Error> {
         if data.len() > self.cfg.max_message {
@@ -606,11 +678,12 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
         }
         let msg_id = self.alloc_msg_id();
         let r = req(msg_id);
+        let data = data.to_bytes();
         for i in 0..packets {
             let off = i * step;
-            let chunk = &data[off.min(data.len())..(off + step).min(data.len())];
-            let bytes = request_bytes(&r, &self.cfg, i == 0, i + 1 == packets, off, chunk);
-            self.pds.send_on(pdc, NextHeader::ReqStd, bytes, u64::from(msg_id)).expect("room checked");
+            let chunk = data.slice(off.min(data.len())..(off + step).min(data.len()));
+            let body = request_body(&r, &self.cfg, i == 0, i + 1 == packets, off, chunk);
+            self.pds.send_on(pdc, NextHeader::ReqStd, body, u64::from(msg_id)).expect("room checked");
         }
         self.ops.insert(msg_id, out_op(context, kind, peer, Some(pdc), data.len(), 1));
         Ok(msg_id)
@@ -622,13 +695,14 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
         peer: A,
         kind: CompletionKind,
         req: impl Fn(u16) -> Req,
-        data: &[u8],
+        data: Src<'_>,
         len: usize,
         context: u64,
     ) -> Result<u16, Error> {
         if len > self.cfg.max_message {
             return Err(Error::TooLong);
         }
+        let data = data.to_bytes();
         let msg_id = self.alloc_msg_id();
         let base = req(msg_id);
         let step = self.cfg.max_payload.max(1);
@@ -637,16 +711,22 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
             let off = i * step;
             let n = step.min(len - off.min(len));
             let piece = Req { buffer_offset: base.buffer_offset + off as u64, total: n, ..req(msg_id) };
-            let chunk = if data.is_empty() { &[][..] } else { &data[off..off + n] };
-            let bytes = request_bytes(&piece, &self.cfg, true, true, 0, chunk);
+            let chunk = if data.is_empty() { Bytes::new() } else { data.slice(off..off + n) };
+            let body = request_body(&piece, &self.cfg, true, true, 0, chunk);
             let cookie = (u64::from(msg_id) << 32) | off as u64;
-            self.pds.rudi_send(peer, NextHeader::ReqStd, bytes, cookie);
+            self.pds.rudi_send(peer, NextHeader::ReqStd, body, cookie);
         }
         self.ops.insert(msg_id, out_op(context, kind, peer, None, len, pieces));
         Ok(msg_id)
     }
 
-    fn send_datagram(&mut self, dst: Addr<A>, data: &[u8], context: u64, job_id: u32) -> Result<u16, Error> {
+    fn send_datagram(
+        &mut self,
+        dst: Addr<A>,
+        data: Src<'_>,
+        context: u64,
+        job_id: u32,
+    ) -> Result<u16, Error> {
         if data.len() > self.cfg.max_payload {
             return Err(Error::TooLong);
         }
@@ -662,7 +742,11 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
             ext: None,
             job_id,
         };
-        self.pds.uud_send(dst.fep, NextHeader::ReqStd, request_bytes(&r, &self.cfg, true, true, 0, data));
+        self.pds.uud_send(
+            dst.fep,
+            NextHeader::ReqStd,
+            request_body(&r, &self.cfg, true, true, 0, data.to_bytes()),
+        );
         self.completions.push_back(Completion::local(
             context,
             CompletionKind::Send,
@@ -1363,8 +1447,22 @@ fn out_op<A>(
 }
 
 /// The bytes after the PDS header of one request packet: the standard header (SOM form with
-/// header_data on the first packet, segment form after) and the payload.
-fn request_bytes(r: &Req, cfg: &Config, som: bool, eom: bool, offset: usize, chunk: &[u8]) -> Bytes {
+/// header_data on the first packet, segment form after) and the payload, shared.
+fn request_body(r: &Req, cfg: &Config, som: bool, eom: bool, offset: usize, chunk: Bytes) -> Body {
+    let (head, n) = request_head(r, cfg, som, eom, offset, chunk.len());
+    Body::new(&head[..n], chunk)
+}
+
+/// The standard header (and extension) of a request packet carrying `len` payload bytes at
+/// `offset`, and its length.
+fn request_head(
+    r: &Req,
+    cfg: &Config,
+    som: bool,
+    eom: bool,
+    offset: usize,
+    len: usize,
+) -> ([u8; HEAD_MAX], usize) {
     let mut flags = 0;
     if som {
         flags |= FLAG_SOM;
@@ -1389,7 +1487,7 @@ fn request_bytes(r: &Req, cfg: &Config, som: bool, eom: bool, offset: usize, chu
     let som_field = if som {
         SomField::HeaderData(r.header_data.unwrap_or(0))
     } else {
-        SomField::Segment { reserved: 0, payload_length: chunk.len() as u16, message_offset: offset as u32 }
+        SomField::Segment { reserved: 0, payload_length: len as u16, message_offset: offset as u32 }
     };
     let std = StandardRequest {
         common,
@@ -1400,11 +1498,8 @@ fn request_bytes(r: &Req, cfg: &Config, som: bool, eom: bool, offset: usize, chu
         request_length: r.total as u32,
     };
     let repr = SesRepr { header: SesHeader::Standard(std), ext: r.ext };
-    let at = repr.buffer_len();
-    // Only the header is zeroed before it is written; the payload is copied in once.
-    let mut v = Vec::with_capacity(at + chunk.len());
-    v.resize(at, 0);
-    repr.emit(&mut v).expect("sized, and the extension is the one the opcode calls for");
-    v.extend_from_slice(chunk);
-    Bytes::from(v)
+    let mut head = [0; HEAD_MAX];
+    let n =
+        repr.emit(&mut head).expect("an SES header fits, and the extension is the one the opcode calls for");
+    (head, n)
 }
