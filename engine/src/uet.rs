@@ -50,25 +50,6 @@ pub struct NodeStats {
 /// fixes a value (UEC leaves it to configuration); this is the engine's.
 pub const TRIMMED_DSCP: u8 = 0x21;
 
-/// A trimmed UET datagram to `me`: the sender and what is left from the UDP payload on (the PDS
-/// header, perhaps part of what followed), if `f` is Ethernet / IPv4 (header checksum good) / UDP
-/// to the UET port with DSCP [`TRIMMED_DSCP`]. Trimmed frames carry no UDP checksum.
-fn trimmed(f: &[u8], me: Ipv4Addr) -> Option<(Ipv4Addr, &[u8])> {
-    let eth = wire::ethernet::Frame::new_checked(f).ok()?;
-    if eth.ethertype() != ethertype::IPV4 {
-        return None;
-    }
-    let ip = wire::ipv4::Packet::new_checked(f.get(wire::ethernet::HEADER_LEN..)?).ok()?;
-    if ip.dscp_ecn() >> 2 != TRIMMED_DSCP || ip.protocol() != PROTO_UDP || ip.dst_addr() != me {
-        return None;
-    }
-    if !ip.verify_checksum() {
-        return None;
-    }
-    let udp = wire::udp::Packet::new_checked(ip.payload()).ok()?;
-    (udp.dst_port() == wire::uet::UDP_PORT).then(|| (ip.src_addr(), udp.payload()))
-}
-
 /// A UET endpoint on one datapath port.
 #[derive(Debug)]
 pub struct UetNode<D> {
@@ -183,15 +164,6 @@ impl<D: Datapath> UetNode<D> {
 
     /// Takes one frame; a sealed one is opened in place.
     fn receive(&mut self, now: Duration, f: &mut [u8]) {
-        if let Some((src, pds)) = trimmed(f, self.ip) {
-            let readable = self.tss.is_none() && self.ses.pds().handle_trimmed(now, src, pds).is_ok();
-            if readable {
-                self.stats.rx_trimmed += 1;
-            } else {
-                self.stats.rx_trimmed_dropped += 1;
-            }
-            return;
-        }
         // Ethernet, IP and UDP only: the SES parses the UET headers (after the TSS opens them).
         let r = match FrameRepr::parse_udp(f) {
             Ok(r) => r,
@@ -213,6 +185,17 @@ impl<D: Datapath> UetNode<D> {
         };
         if ip.dst_addr != self.ip || udp.dst_port != wire::uet::UDP_PORT {
             self.stats.rx_other += 1;
+            return;
+        }
+        if ip.dscp_ecn >> 2 == TRIMMED_DSCP {
+            // Trimmed by a switch (no UDP checksum): what is left from the PDS header on.
+            let readable =
+                self.tss.is_none() && self.ses.pds().handle_trimmed(now, ip.src_addr, &f[r.payload]).is_ok();
+            if readable {
+                self.stats.rx_trimmed += 1;
+            } else {
+                self.stats.rx_trimmed_dropped += 1;
+            }
             return;
         }
         // In a secure domain the ICV protects the datagram, and it is sent without a UDP checksum.

@@ -232,3 +232,27 @@ fn perf_congestion_control_on_a_rate_limited_link() {
     let line = out.lines().find(|l| l.contains("link toward the target")).unwrap();
     assert!(!line.contains("tail drops 0 "), "without congestion control the queue overflows: {line}");
 }
+
+/// `perf write --transport rud --tss` reports the AEAD baseline, the run's engine-time and
+/// wall-clock shares of it, and the no-protocol floor, each with a number.
+#[test]
+fn perf_tss_reports_its_share_of_the_aead_baseline() {
+    let o = softrdma(&["perf", "write", "--transport", "rud", "--tss", "--iters", "200"]);
+    let out = String::from_utf8_lossy(&o.stdout).to_string();
+    assert!(o.status.success(), "{out}\n{}", String::from_utf8_lossy(&o.stderr));
+    assert!(out.contains("verified: 200 messages, 0 errors"), "{out}");
+    let number_after = |line: &str, key: &str| -> f64 {
+        let at = line.find(key).unwrap_or_else(|| panic!("no {key:?} in {line}")) + key.len();
+        line[at..].trim_start().split_whitespace().next().and_then(|w| w.parse().ok()).unwrap_or(-1.0)
+    };
+    let line = |start: &str| {
+        out.lines()
+            .find(|l| l.trim_start().starts_with(start))
+            .unwrap_or_else(|| panic!("no {start:?}:\n{out}"))
+    };
+    assert!(number_after(line("TSS baseline"), "best of three passes:") > 0.0, "{out}");
+    let run = line("this run:");
+    let (engine, wall) = (number_after(run, "engine time ="), number_after(run, "MB/s ="));
+    assert!(engine > 0.0 && wall > 0.0 && engine >= wall, "{run}");
+    assert!(number_after(line("TSS floor"), "MB/s =") > 0.0, "{out}");
+}
