@@ -13,7 +13,7 @@ use std::time::Duration;
 use wire::ethernet::ethertype;
 use wire::uet::UetConfig;
 use wire::uet::tss::TssRepr;
-use wire::{EthernetAddress, EthernetRepr, FrameRepr, IpRepr, Ipv4Repr, UdpChecksum, UdpRepr};
+use wire::{EthernetAddress, EthernetRepr, FrameRepr, IpRepr, Ipv4Repr, UdpChecksum, UdpRepr, UdpTemplate};
 
 use crate::datapath::Datapath;
 
@@ -59,8 +59,9 @@ pub struct UetNode<D> {
     /// Require a UDP checksum on received frames (simulated links, where nobody else checks).
     require_checksum: bool,
     stats: NodeStats,
-    /// Next-hop MACs already resolved (a lookup may read the kernel's ARP table).
-    macs: HashMap<Ipv4Addr, [u8; 6]>,
+    /// The Ethernet, IPv4 and UDP headers of each destination: its next-hop MAC resolved once (a
+    /// lookup may read the kernel's ARP table), the ECN and checksum modes of the node.
+    headers: HashMap<Ipv4Addr, UdpTemplate>,
     /// The secure domain every packet is sealed in and opened from, when TSS is on.
     tss: Option<tss::SecureDomain>,
     /// Mark sent packets ECN-capable (ECT(0)), for congestion control.
@@ -91,7 +92,7 @@ impl<D: Datapath> UetNode<D> {
             ses,
             require_checksum,
             stats: NodeStats::default(),
-            macs: HashMap::new(),
+            headers: HashMap::new(),
             tss: None,
             ecn: false,
         })
@@ -102,6 +103,7 @@ impl<D: Datapath> UetNode<D> {
     /// any case.
     pub fn set_ecn(&mut self, on: bool) {
         self.ecn = on;
+        self.headers.clear();
     }
 
     /// Puts the node in a secure domain: every UET packet it sends is sealed (TSS header, AES-GCM,
@@ -110,6 +112,7 @@ impl<D: Datapath> UetNode<D> {
     /// source is the domain's SSI, or this node's IPv4 address.
     pub fn enable_tss(&mut self, domain: tss::SecureDomain) {
         self.tss = Some(domain);
+        self.headers.clear();
         // In a secure domain PDCs are established securely (0-RTT, pds::Establishment).
         self.ses.pds().set_secure(pds::Establishment::ZeroRtt);
     }
@@ -233,14 +236,19 @@ impl<D: Datapath> UetNode<D> {
         }
     }
 
-    /// The next-hop MAC of `dst`: remembered, or resolved (and remembered) now.
-    fn mac_of(&mut self, dst: Ipv4Addr) -> Option<[u8; 6]> {
-        if let Some(&mac) = self.macs.get(&dst) {
-            return Some(mac);
+    /// The headers of frames to `dst`: remembered, or built (its MAC resolved) now.
+    fn headers_to(&mut self, dst: Ipv4Addr) -> Option<UdpTemplate> {
+        if let Some(&t) = self.headers.get(&dst) {
+            return Some(t);
         }
         let mac = self.dp.resolve(IpAddr::V4(dst))?;
-        self.macs.insert(dst, mac);
-        Some(mac)
+        let ecn = if self.ecn { ECT0 } else { 0 };
+        // Sealed datagrams go without a UDP checksum (RFC 768 allows it over IPv4): the ICV
+        // already covers every byte a checksum would, and the receiver checks it first.
+        let checksum = if self.tss.is_some() { UdpChecksum::Zero } else { UdpChecksum::Computed };
+        let t = udp_template(self.dp.mac(), mac, self.ip, dst, ecn, checksum);
+        self.headers.insert(dst, t);
+        Some(t)
     }
 
     fn transmit_all(&mut self, now: Duration) -> bool {
@@ -255,7 +263,7 @@ impl<D: Datapath> UetNode<D> {
                 return moved;
             };
             moved = true;
-            let Some(dst_mac) = self.mac_of(t.dst) else {
+            let Some(headers) = self.headers_to(t.dst) else {
                 self.stats.tx_unresolved += 1;
                 self.dp.recycle(frame);
                 continue;
@@ -283,18 +291,10 @@ impl<D: Datapath> UetNode<D> {
                     }
                 }
             }
-            let len = HEADERS + uet_len;
-            let ecn = if self.ecn { ECT0 } else { 0 };
-            // Sealed datagrams go without a UDP checksum (RFC 768 allows it over IPv4): the ICV
-            // already covers every byte a checksum would, and the receiver checks it first.
-            let checksum = if self.tss.is_some() { UdpChecksum::Zero } else { UdpChecksum::Computed };
-            let (mac, ip) = (self.dp.mac(), self.ip);
-            if write_headers_with(frame.buffer_mut(), mac, dst_mac, ip, t.dst, uet_len, ecn, checksum)
-                .is_err()
-            {
+            let Ok(len) = headers.write(frame.buffer_mut(), uet_len) else {
                 self.dp.recycle(frame);
                 continue;
-            }
+            };
             frame.set_len(len);
             if self.dp.transmit(frame).is_ok() {
                 self.stats.tx_frames += 1;
@@ -327,21 +327,19 @@ pub fn write_headers(
     dst: Ipv4Addr,
     uet_len: usize,
 ) -> wire::Result<()> {
-    write_headers_with(buf, src_mac, dst_mac, src, dst, uet_len, 0, UdpChecksum::Computed)
+    udp_template(src_mac, dst_mac, src, dst, 0, UdpChecksum::Computed).write(buf, uet_len).map(|_| ())
 }
 
-/// [`write_headers`] with this ECN codepoint in the IPv4 header and this UDP checksum mode.
-#[allow(clippy::too_many_arguments)]
-fn write_headers_with(
-    buf: &mut [u8],
+/// The headers of UET frames from `src` to `dst`: Ethernet, IPv4 with this ECN codepoint, UDP from
+/// the flow's entropy port to 4793 with this checksum mode.
+fn udp_template(
     src_mac: [u8; 6],
     dst_mac: [u8; 6],
     src: Ipv4Addr,
     dst: Ipv4Addr,
-    uet_len: usize,
     ecn: u8,
     checksum: UdpChecksum,
-) -> wire::Result<()> {
+) -> UdpTemplate {
     let eth = EthernetRepr {
         dst_addr: EthernetAddress(dst_mac),
         src_addr: EthernetAddress(src_mac),
@@ -357,15 +355,10 @@ fn write_headers_with(
         src_addr: src,
         dst_addr: dst,
         options: &[],
-        payload_len: 8 + uet_len,
+        payload_len: 0,
     };
     let udp = UdpRepr { src_port: entropy_port(src, dst), dst_port: wire::uet::UDP_PORT, checksum };
-    let at = eth.emit(buf)?;
-    let udp_at = at + IpRepr::V4(ip).emit(&mut buf[at..], 8 + uet_len)?;
-    udp.emit(&mut buf[udp_at..], uet_len)?;
-    let end = udp_at + 8 + uet_len;
-    let pseudo = IpRepr::V4(ip).udp_pseudo_sum(8 + uet_len);
-    udp.fill_checksum(&mut buf[udp_at..end], pseudo)
+    UdpTemplate::new(&eth, &IpRepr::V4(ip), &udp).expect("untagged Ethernet, IPv4 without options")
 }
 
 #[cfg(test)]

@@ -243,7 +243,7 @@ fn perf_tss_reports_its_share_of_the_aead_baseline() {
     assert!(out.contains("verified: 200 messages, 0 errors"), "{out}");
     let number_after = |line: &str, key: &str| -> f64 {
         let at = line.find(key).unwrap_or_else(|| panic!("no {key:?} in {line}")) + key.len();
-        line[at..].trim_start().split_whitespace().next().and_then(|w| w.parse().ok()).unwrap_or(-1.0)
+        line[at..].split_whitespace().next().and_then(|w| w.parse().ok()).unwrap_or(-1.0)
     };
     let line = |start: &str| {
         out.lines()

@@ -7,7 +7,7 @@ use crate::ethernet::{EthernetRepr, ethertype};
 use crate::ib::{RoceRepr, icrc};
 use crate::ipv4::{self, Ipv4Repr, PROTO_UDP};
 use crate::ipv6::{self, Ipv6Repr};
-use crate::udp::{self, UdpRepr};
+use crate::udp::{self, UdpChecksum, UdpRepr};
 use crate::uet::{self, EntropyRepr, UetConfig, UetRepr};
 use crate::{Error, FixedHeader, ROCEV2_UDP_PORT, Result, checksum};
 
@@ -168,6 +168,89 @@ pub struct UdpFrameRepr<'a> {
     pub udp: UdpRepr,
     /// Where the UDP payload lies in the frame.
     pub payload: core::ops::Range<usize>,
+}
+
+/// A flow's Ethernet, IP and UDP headers as bytes, built once, with the lengths and checksums
+/// left to patch per packet: a copy of 42 (IPv4) or 62 (IPv6) bytes and a checksum fold instead
+/// of building the headers. No VLAN tags or IPv4 options.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct UdpTemplate {
+    bytes: [u8; 62],
+    len: usize,
+    v4: bool,
+    /// Sum of the IPv4 header words with total length and checksum zero.
+    ip_sum: u32,
+    /// The UDP pseudo-header sum without the length.
+    pseudo: u32,
+    checksum: UdpChecksum,
+}
+
+impl UdpTemplate {
+    /// The template of `ethernet`, `ip` and `udp` (lengths in them are ignored; the UDP checksum
+    /// mode is kept).
+    pub fn new(ethernet: &EthernetRepr, ip: &IpRepr<'_>, udp: &UdpRepr) -> Result<UdpTemplate> {
+        if ethernet.vlan_tags != [None, None] || matches!(ip, IpRepr::V4(r) if !r.options.is_empty()) {
+            return Err(Error::Unsupported("a header template has no VLAN tag or IPv4 option"));
+        }
+        if ethernet.ethertype != ip.ethertype() {
+            return Err(Error::Inconsistent("EtherType does not match the IP version"));
+        }
+        let mut bytes = [0u8; 62];
+        let ip_at = ethernet.emit(&mut bytes)?;
+        let udp_at = ip_at + ip.emit(&mut bytes[ip_at..], 8)?;
+        let len = udp_at + udp.emit(&mut bytes[udp_at..], 0)?;
+        let v4 = matches!(ip, IpRepr::V4(_));
+        let mut ip_sum = 0;
+        if v4 {
+            let h = &mut bytes[ip_at..ip_at + 20];
+            h[2..4].fill(0);
+            h[10..12].fill(0);
+            ip_sum = checksum::sum(h);
+        }
+        Ok(UdpTemplate { bytes, len, v4, ip_sum, pseudo: ip.udp_pseudo_sum(0), checksum: udp.checksum })
+    }
+
+    /// Length of the headers.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Always false: a template holds at least Ethernet, IP and UDP headers.
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+
+    /// Writes the headers at the start of `buf` for the `payload_len` bytes already in place after
+    /// them, the IPv4 checksum and, in [`UdpChecksum::Computed`] mode, the UDP checksum; returns
+    /// the frame's length.
+    pub fn write(&self, buf: &mut [u8], payload_len: usize) -> Result<usize> {
+        let total = self.len + payload_len;
+        let b = out(buf, total)?;
+        let udp_len =
+            u16::try_from(8 + payload_len).map_err(|_| Error::Inconsistent("UDP length above 65535"))?;
+        b[..self.len].copy_from_slice(&self.bytes[..self.len]);
+        let ip_at = crate::ethernet::HEADER_LEN;
+        if self.v4 {
+            let ip_total = 20 + udp_len;
+            b[ip_at + 2..ip_at + 4].copy_from_slice(&ip_total.to_be_bytes());
+            let c = checksum::finish(self.ip_sum + u32::from(ip_total));
+            b[ip_at + 10..ip_at + 12].copy_from_slice(&c.to_be_bytes());
+        } else {
+            b[ip_at + 4..ip_at + 6].copy_from_slice(&udp_len.to_be_bytes());
+        }
+        let udp_at = self.len - udp::HEADER_LEN;
+        b[udp_at + 4..udp_at + 6].copy_from_slice(&udp_len.to_be_bytes());
+        if self.checksum == UdpChecksum::Computed {
+            // The pseudo-header counts the UDP length (both IPv4 and IPv6: upper-layer length).
+            let pseudo = self.pseudo + u32::from(udp_len);
+            let c = match checksum::finish(pseudo + checksum::sum(&b[udp_at..total])) {
+                0 => 0xffff,
+                c => c,
+            };
+            b[udp_at + 6..udp_at + 8].copy_from_slice(&c.to_be_bytes());
+        }
+        Ok(total)
+    }
 }
 
 /// Ethernet and IP of a frame, parsed and checked.
@@ -461,6 +544,26 @@ mod tests {
     }
 
     #[test]
+    fn a_template_writes_the_sample_frame_and_refuses_what_it_cannot_hold() {
+        let bytes = hex(UET_FRAME);
+        let r = FrameRepr::parse(&bytes).unwrap();
+        let mut udp = *r.udp().unwrap();
+        let t = UdpTemplate::new(&r.ethernet, &r.ip, &udp).unwrap();
+        let mut w = bytes.clone();
+        w[..42].fill(0xAA);
+        assert_eq!(t.write(&mut w, bytes.len() - 42), Ok(bytes.len()));
+        assert_eq!(w, bytes);
+        assert_eq!(t.write(&mut w[..50], bytes.len() - 42), Err(Error::BufferTooSmall));
+        udp.checksum = UdpChecksum::Zero;
+        let z = UdpTemplate::new(&r.ethernet, &r.ip, &udp).unwrap();
+        z.write(&mut w, bytes.len() - 42).unwrap();
+        assert_eq!((&w[40..42], &w[..40]), (&[0u8, 0][..], &bytes[..40]));
+        let mut tagged = r.ethernet;
+        tagged.vlan_tags[0] = Some(crate::vlan::VlanTag { tpid: ethertype::VLAN, tci: 5 });
+        assert!(UdpTemplate::new(&tagged, &r.ip, &udp).is_err());
+    }
+
+    #[test]
     fn native_ip_needs_the_protocol_number() {
         let mut b = hex(UET_FRAME);
         // Turn it into native IP: protocol 253, entropy header instead of the UDP header.
@@ -558,6 +661,17 @@ mod tests {
             let want = if native { Encapsulation::UetIp } else { Encapsulation::UetUdp };
             prop_assert_eq!(identify(&b, &cfg), Some(want));
             prop_assert_eq!(FrameRepr::parse_verified(&b, &cfg), Ok(f));
+            // A template of the same headers writes the same frame around the same packet.
+            if let L4Repr::UetUdp { udp, .. } = f.l4 {
+                if let Ok(t) = UdpTemplate::new(&f.ethernet, &f.ip, &udp) {
+                    let mut w = b.clone();
+                    w[..t.len()].fill(0);
+                    prop_assert_eq!(t.write(&mut w, b.len() - t.len()), Ok(b.len()));
+                    prop_assert_eq!(&w, &b);
+                } else {
+                    prop_assert!(matches!(f.ip, IpRepr::V4(r) if !r.options.is_empty()));
+                }
+            }
             // Stopping at UDP finds the same headers, and the UET packet where parse_with found it.
             let u = FrameRepr::parse_udp(&b);
             if native {

@@ -115,7 +115,7 @@ pub mod vlan;
 
 pub use error::{Error, Result};
 pub use ethernet::{EthernetAddress, EthernetRepr};
-pub use frame::{FrameRepr, IpRepr, L4Repr, UdpFrameRepr};
+pub use frame::{FrameRepr, IpRepr, L4Repr, UdpFrameRepr, UdpTemplate};
 pub use ipv4::Ipv4Repr;
 pub use ipv6::Ipv6Repr;
 pub use udp::{UdpChecksum, UdpRepr};

@@ -3,12 +3,11 @@
 //! (roce-wire.md §1.3, §1.4).
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
-use wire::checksum;
 use wire::ethernet::ethertype;
 use wire::ib::RoceRepr;
 use wire::ib::icrc::{self, ICRC_LEN};
 use wire::ib::packet::pad_for;
-use wire::{EthernetAddress, EthernetRepr, IpRepr, Ipv4Repr, Ipv6Repr, UdpChecksum, UdpRepr};
+use wire::{EthernetAddress, EthernetRepr, IpRepr, Ipv4Repr, Ipv6Repr, UdpChecksum, UdpRepr, UdpTemplate};
 
 /// RoCEv2 UDP destination port.
 pub const ROCE_PORT: u16 = 4791;
@@ -96,16 +95,11 @@ impl Path {
     }
 }
 
-/// A path's Ethernet, IP and UDP headers as bytes, with the lengths and the IPv4 header checksum
-/// left to patch per packet: the per-packet cost is a copy of 42 (IPv4) or 62 (IPv6) bytes and a
-/// checksum fold, not a header build.
+/// A path's Ethernet, IP and UDP headers as bytes ([`UdpTemplate`]): the per-packet cost is a
+/// copy of 42 (IPv4) or 62 (IPv6) bytes and a checksum fold, not a header build.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct HeaderTemplate {
-    bytes: [u8; 62],
-    len: usize,
-    v4: bool,
-    /// Sum of the IPv4 header words with total length and checksum zero.
-    ip_sum: u32,
+    udp: UdpTemplate,
 }
 
 impl HeaderTemplate {
@@ -139,20 +133,10 @@ impl HeaderTemplate {
             vlan_tags: [None; 2],
             ethertype: if v4 { ethertype::IPV4 } else { ethertype::IPV6 },
         };
+        // RoCEv2 sends no UDP checksum (the ICRC covers the packet).
         let udp = UdpRepr { src_port: path.src_port, dst_port: ROCE_PORT, checksum: UdpChecksum::Zero };
-        let mut bytes = [0u8; 62];
-        // A 62-byte buffer holds Ethernet (14) + IPv6 (40) + UDP (8); these cannot fail.
-        let ip_at = eth.emit(&mut bytes).unwrap_or(14);
-        let udp_at = ip_at + ip.emit(&mut bytes[ip_at..], 8).unwrap_or(0);
-        let len = udp_at + udp.emit(&mut bytes[udp_at..], 0).unwrap_or(0);
-        let mut ip_sum = 0;
-        if v4 {
-            let h = &mut bytes[ip_at..ip_at + 20];
-            h[2..4].fill(0);
-            h[10..12].fill(0);
-            ip_sum = checksum::sum(h);
-        }
-        HeaderTemplate { bytes, len, v4, ip_sum }
+        let udp = UdpTemplate::new(&eth, &ip, &udp).expect("untagged Ethernet, IP without options");
+        HeaderTemplate { udp }
     }
 
     /// Builds a whole frame at the start of `buf`: the headers, `packet`'s BTH and extension headers
@@ -170,27 +154,16 @@ impl HeaderTemplate {
         packet.payload = &[];
         let pad = usize::from(packet.bth.pad_count);
         let roce_len = packet.header_len() + payload_len + pad + ICRC_LEN;
-        let total = self.len + roce_len;
+        let total = self.udp.len() + roce_len;
         if buf.len() < total {
             return Err(BuildError::Wire(wire::Error::BufferTooSmall));
         }
-        let udp_len =
-            u16::try_from(8 + roce_len).map_err(|_| BuildError::Wire(wire::Error::BufferTooSmall))?;
-        buf[..self.len].copy_from_slice(&self.bytes[..self.len]);
-        let ip_at = 14;
-        if self.v4 {
-            let ip_total = 20 + udp_len;
-            buf[ip_at + 2..ip_at + 4].copy_from_slice(&ip_total.to_be_bytes());
-            let csum = checksum::finish(self.ip_sum + u32::from(ip_total));
-            buf[ip_at + 10..ip_at + 12].copy_from_slice(&csum.to_be_bytes());
-        } else {
-            buf[ip_at + 4..ip_at + 6].copy_from_slice(&udp_len.to_be_bytes());
-        }
-        buf[self.len - 4..self.len - 2].copy_from_slice(&udp_len.to_be_bytes());
-        let pay_at = self.len + packet.emit_header(&mut buf[self.len..]).map_err(BuildError::Wire)?;
+        let hl = self.udp.len();
+        let pay_at = hl + packet.emit_header(&mut buf[hl..]).map_err(BuildError::Wire)?;
         fill(&mut buf[pay_at..pay_at + payload_len]).map_err(BuildError::Payload)?;
         buf[pay_at + payload_len..total - ICRC_LEN].fill(0);
-        icrc::fill(&mut buf[ip_at..total]).map_err(BuildError::Wire)?;
+        self.udp.write(buf, roce_len).map_err(BuildError::Wire)?;
+        icrc::fill(&mut buf[wire::ethernet::HEADER_LEN..total]).map_err(BuildError::Wire)?;
         Ok(total)
     }
 }
