@@ -17,3 +17,5 @@ pub mod simpair;
 mod sys;
 pub mod uet;
 pub mod verbs;
+
+pub use sys::restore_default_sigpipe;

@@ -1250,6 +1250,7 @@ fn run_remote(a: &PerfArgs, test: perf::remote::Test) -> ExitCode {
 }
 
 fn main() -> ExitCode {
+    engine::restore_default_sigpipe();
     let cli = Cli::parse();
     match cli.command {
         Command::Perf(args) => run_perf(*args),

@@ -22,3 +22,14 @@ pub(crate) fn set_udp_no_check(socket: &impl AsFd, on: bool) -> io::Result<()> {
     };
     if rc == 0 { Ok(()) } else { Err(io::Error::last_os_error()) }
 }
+
+/// Restores the default action of SIGPIPE, which the Rust runtime sets to ignore: the CLI writing
+/// into a pipe whose reader has gone (`softrdma perf ... | head`) then ends quietly, as Unix tools
+/// do, instead of panicking in `println!` on EPIPE.
+pub fn restore_default_sigpipe() {
+    // SAFETY: SIG_DFL is a valid disposition for SIGPIPE and `signal` keeps no pointer. The binary
+    // calls this first thing in `main`, before it starts any thread.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}

@@ -256,3 +256,25 @@ fn perf_tss_reports_its_share_of_the_aead_baseline() {
     assert!(engine > 0.0 && wall > 0.0 && engine >= wall, "{run}");
     assert!(number_after(line("TSS floor"), "MB/s =") > 0.0, "{out}");
 }
+
+/// A reader that goes away early (`softrdma perf ... | head -3`) ends the CLI by SIGPIPE, as it does
+/// any Unix tool, not with a panic about a broken pipe.
+#[test]
+fn a_closed_stdout_pipe_ends_the_cli_quietly() {
+    use std::io::{BufRead, BufReader};
+    use std::os::unix::process::ExitStatusExt;
+    use std::process::{Command, Stdio};
+    let mut child = Command::new(env!("CARGO_BIN_EXE_softrdma"))
+        .args(["perf", "write", "--all-sizes", "--iters", "20", "--no-baseline"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut first).unwrap();
+    // The read end is closed here, with the run still printing its table.
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_eq!(out.status.signal(), Some(libc::SIGPIPE), "{:?} {stderr}", out.status);
+}
