@@ -749,13 +749,14 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
     /// The earliest time [`Endpoint::handle_timeout`] has something to do (or a delayed ACK, or a
     /// credit grant, is due).
     pub fn poll_timeout(&self) -> Option<Duration> {
-        let wanted = self.cfg.rccc.is_some() && self.pdcs.values().any(|p| p.credit_rx.demand() > 0);
-        self.pdcs
-            .values()
-            .filter_map(|p| p.poll_timeout())
-            .chain(self.rudi.poll_timeout())
-            .chain(self.pacer.poll_timeout(wanted))
-            .min()
+        // One pass over the PDCs: their own deadlines, and whether any wants credit granted.
+        let (mut first, mut wanted) = (None::<Duration>, false);
+        for p in self.pdcs.values() {
+            first = first.into_iter().chain(p.poll_timeout()).min();
+            wanted |= p.credit_rx.demand() > 0;
+        }
+        let wanted = wanted && self.cfg.rccc.is_some();
+        first.into_iter().chain(self.rudi.poll_timeout()).chain(self.pacer.poll_timeout(wanted)).min()
     }
 
     /// Whether `poll_transmit` would return a packet now (without a deadline passing).
