@@ -400,6 +400,38 @@ fn a_read_larger_than_the_send_queue_completes() {
     }
 }
 
+/// Responses waiting for room on one PDC do not hold back another PDC's: on a 1 Gb/s link, a write
+/// over ROD is answered at once while three large reads' answers over RUD (300 packets, 8 us each,
+/// 16 at a time in the RUD PDC's send queue) are still waiting at the target.
+#[test]
+fn a_full_pdc_does_not_hold_back_the_responses_of_another() {
+    let [mut a, mut b] = cfgs();
+    for c in [&mut a, &mut b] {
+        c.pds.max_queued = 16;
+    }
+    let link = LinkConfig { bandwidth_bps: 1_000_000_000, ..LinkConfig::default() };
+    let mut sim = Sim::new(5, [a, b], link);
+    let data = pattern(12, 100_000);
+    sim.eps[1].regions.register(0x40, data.clone(), Access::ALL, JobScope::Any).unwrap();
+    let dst = addr(sim.eps[1].config(), 1);
+    for i in 0..3 {
+        sim.eps[0].read(dst, 0x40, 0, data.len(), Opts { context: i, ..Opts::default() }).unwrap();
+    }
+    let w = Opts { context: 9, ordered: true, ..Opts::default() };
+    sim.eps[0].write(dst, 0x40, 0, &data[..100], w).unwrap();
+    assert_eq!(wait(&mut sim, 0, 9).status, Status::Ok);
+    let write_done = sim.now();
+    for i in 0..3 {
+        let c = wait(&mut sim, 0, i);
+        assert_eq!((c.status, c.data == data), (Status::Ok, true), "read {i}");
+    }
+    let reads_done = sim.now();
+    assert!(
+        write_done * 10 < reads_done,
+        "the write's response waited behind the reads' answers: {write_done:?} of {reads_done:?}"
+    );
+}
+
 /// A packet claiming another request_length than the rest of its message is not part of it:
 /// dropped and counted, never written past the message's buffer (found by the uet_endpoint fuzz
 /// target: an unexpected message's buffer overflowed).

@@ -1,6 +1,6 @@
 //! A SES endpoint over a PDS endpoint: operations in, packets out, responses and completions.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::hash::Hash;
 use std::time::Duration;
 
@@ -245,8 +245,9 @@ pub struct Endpoint<A> {
     /// Receives reserved for restarting deferred sends, by target token (with the initiator).
     reserved: HashMap<u32, (A, Posted<A>)>,
     next_token: u32,
-    /// Responses waiting for room on their PDC.
-    backlog: VecDeque<(PdcId, NextHeader, Bytes)>,
+    /// Responses waiting for room on their PDC, in order per PDC: a PDC whose send queue is full
+    /// holds back only its own.
+    backlog: BTreeMap<PdcId, VecDeque<(NextHeader, Bytes)>>,
 }
 
 /// A message's bytes as the caller gave them: borrowed, copied once when the operation is
@@ -311,7 +312,7 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
             next_internal_key: 0,
             reserved: HashMap::new(),
             next_token: 0,
-            backlog: VecDeque::new(),
+            backlog: BTreeMap::new(),
         }
     }
 
@@ -1241,27 +1242,22 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
     fn reply(&mut self, reply: Reply<A>, nh: NextHeader, bytes: Bytes) {
         match reply {
             Reply::Pdc(pdc) => {
-                self.backlog.push_back((pdc, nh, bytes));
-                self.flush_backlog();
+                let queue = self.backlog.entry(pdc).or_default();
+                queue.push_back((nh, bytes));
+                if !flush_pdc(&mut self.pds, pdc, queue) {
+                    self.backlog.remove(&pdc);
+                }
             }
             Reply::Rudi(peer, pkt_id) => self.pds.rudi_respond(peer, pkt_id, nh, bytes),
             Reply::None => {}
         }
     }
 
-    /// Queues responses on their PDCs in order while the PDCs have room (a large READ answered at
+    /// Queues waiting responses on their PDCs while the PDCs have room (a large READ answered at
     /// once can be more packets than a PDC's send queue holds: the rest wait here, never dropped).
-    /// A response whose PDC failed or closed has nobody to go to and is dropped.
     fn flush_backlog(&mut self) {
-        while let Some((pdc, nh, bytes)) = self.backlog.pop_front() {
-            match self.pds.send_on(pdc, nh, bytes.clone(), 0) {
-                Ok(_) | Err(SendError::UnknownPdc | SendError::Closing | SendError::NoPdcAvailable) => {}
-                Err(SendError::QueueFull) => {
-                    self.backlog.push_front((pdc, nh, bytes));
-                    return;
-                }
-            }
-        }
+        let pds = &mut self.pds;
+        self.backlog.retain(|&pdc, queue| flush_pdc(pds, pdc, queue));
     }
 
     fn on_response(&mut self, src: A, msg_id: u16, rc: ReturnCode, list: u8, data: &[u8], at: usize) {
@@ -1385,6 +1381,25 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
         self.pds.handle_timeout(now);
         self.drain_pds_events();
     }
+}
+
+/// Queues `queue`'s responses on `pdc` in order while it has room; whether some still wait. A
+/// response whose PDC failed or closed has nobody to go to and is dropped.
+fn flush_pdc<A: Copy + Eq + Hash + Ord + std::fmt::Debug>(
+    pds: &mut pds::Endpoint<A>,
+    pdc: PdcId,
+    queue: &mut VecDeque<(NextHeader, Bytes)>,
+) -> bool {
+    while let Some((nh, bytes)) = queue.pop_front() {
+        match pds.send_on(pdc, nh, bytes.clone(), 0) {
+            Ok(_) | Err(SendError::UnknownPdc | SendError::Closing | SendError::NoPdcAvailable) => {}
+            Err(SendError::QueueFull) => {
+                queue.push_front((nh, bytes));
+                return true;
+            }
+        }
+    }
+    false
 }
 
 /// One RSP_DATA packet: `bytes` at `offset` of a `total`-byte answer to request `msg_id`.
