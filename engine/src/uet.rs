@@ -6,10 +6,10 @@
 //! 4793 with a valid IPv4 checksum and a valid (or, from a kernel socket that already checked it,
 //! absent) UDP checksum.
 
-use ahash::AHashMap as HashMap;
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::Duration;
 
+use ahash::AHashMap as HashMap;
 use wire::ethernet::ethertype;
 use wire::uet::UetConfig;
 use wire::uet::tss::TssRepr;

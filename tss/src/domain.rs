@@ -8,9 +8,9 @@
 //! source and destination addresses and, over UDP, the ports; see the Decisions table) and gets
 //! sealed or opened bytes and counters back.
 
-use ahash::AHashMap as HashMap;
 use std::sync::Arc;
 
+use ahash::AHashMap as HashMap;
 use wire::uet::tss::TssRepr;
 
 use crate::aead::SealingKey;

@@ -9,11 +9,11 @@
 //! that message); between processes the server checks at the end that each slot holds the last
 //! message written to it.
 
-use ahash::AHashMap as HashMap;
 use std::io::{BufRead, BufReader, Write};
 use std::net::{Ipv4Addr, TcpStream};
 use std::time::{Duration, Instant};
 
+use ahash::AHashMap as HashMap;
 use bytes::Bytes;
 use hdrhistogram::Histogram;
 use nicsim::LinkConfig;
