@@ -8,6 +8,7 @@
 mod common;
 
 use common::splitmix;
+use engine::perf::{AtomicOp, Bench, Mode, PerfConfig, PerfOp};
 use engine::simpair::{PairConfig, SimPair};
 use engine::verbs::{Access, Mr, Mtu, RecvWr, SendWr, Sge, WcOpcode, WcStatus, WorkCompletion, WrOpcode};
 use nicsim::LinkConfig;
@@ -347,31 +348,36 @@ fn everything_at_once() {
     sweep("mixed", link, 7000..7200);
 }
 
+/// A bandwidth run over RC of `op` on `size`-byte messages through `link` (no SRQ, no baseline,
+/// no tap, no DCQCN, 1000 retries); the rest is the caller's to set.
+fn rc_bw(op: PerfOp, size: usize, link: LinkConfig, seed: u64) -> PerfConfig {
+    PerfConfig {
+        op,
+        qp_type: engine::verbs::QpType::Rc,
+        srq: false,
+        atomic: AtomicOp::FetchAdd,
+        sizes: vec![size],
+        iters: 200,
+        qps: 1,
+        mode: Mode::Bw,
+        mtu: Mtu::Mtu1024,
+        link,
+        seed,
+        tx_depth: 16,
+        retries: 1000,
+        tap: false,
+        baseline: false,
+        dcqcn: None,
+    }
+}
+
 /// The same seed gives the same run, frame for frame; another seed gives another run.
 #[test]
 fn same_seed_same_frames() {
-    use engine::perf::{AtomicOp, Bench, Mode, PerfConfig, PerfOp};
     let run = |seed: u64| {
         let link =
             LinkConfig { loss: 0.05, reorder: 0.05, duplicate: 0.05, corrupt: 0.05, ..LinkConfig::default() };
-        let cfg = PerfConfig {
-            op: PerfOp::Send,
-            qp_type: engine::verbs::QpType::Rc,
-            srq: false,
-            atomic: AtomicOp::FetchAdd,
-            sizes: vec![3000],
-            iters: 200,
-            qps: 2,
-            mode: Mode::Bw,
-            mtu: Mtu::Mtu1024,
-            link,
-            seed,
-            tx_depth: 16,
-            retries: 1000,
-            tap: true,
-            baseline: false,
-            dcqcn: None,
-        };
+        let cfg = PerfConfig { qps: 2, tap: true, ..rc_bw(PerfOp::Send, 3000, link, seed) };
         let mut b = Bench::new(&cfg, 3000).unwrap();
         let row = b.run_bw().unwrap();
         assert_eq!((row.verified, row.errors), (400, 0));
@@ -408,28 +414,16 @@ fn srq_at_every_loss_rate_and_mixed_impairments() {
 /// Runs in a thread so that a regression fails after a minute instead of hanging the suite.
 #[test]
 fn dcqcn_with_a_full_window_keeps_time_moving() {
-    use engine::perf::{AtomicOp, Bench, Mode, PerfConfig, PerfOp};
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         let link =
             LinkConfig { bandwidth_bps: 10_000_000_000, ecn_threshold: 20_000, ..LinkConfig::default() };
         let cfg = PerfConfig {
-            op: PerfOp::Write,
-            qp_type: engine::verbs::QpType::Rc,
-            srq: false,
-            atomic: AtomicOp::FetchAdd,
-            sizes: vec![65536],
             iters: 300,
-            qps: 1,
-            mode: Mode::Bw,
             mtu: Mtu::Mtu4096,
-            link,
-            seed: 5,
             tx_depth: 32,
-            retries: 1000,
-            tap: false,
-            baseline: false,
             dcqcn: Some(engine::roce::dcqcn::DcqcnConfig::datacenter(10_000_000_000)),
+            ..rc_bw(PerfOp::Write, 65536, link, 5)
         };
         let mut b = Bench::new(&cfg, 65536).unwrap();
         let row = b.run_bw().unwrap();

@@ -148,10 +148,11 @@ impl<A: Copy> Pdc<A> {
 
     /// Queues upper-layer bytes; returns the PSN.
     pub(crate) fn push(&mut self, next_hdr: NextHeader, body: Body, cookie: u64, cfg: &Config) -> u32 {
-        if let Some(rc) = &cfg.rccc {
-            self.credit_tx.queue(credit_cost(rc, body.len()));
+        let p = Payload::Data { next_hdr, body, cookie };
+        if let Some(cost) = cfg.rccc.as_ref().and_then(|rc| credit_cost(rc, &p)) {
+            self.credit_tx.queue(cost);
         }
-        self.tx.push(Payload::Data { next_hdr, body, cookie })
+        self.tx.push(p)
     }
 
     /// Starts closing: the initiator sends CLOSE_CMD once drained, the target asks with CLOSE_REQ.
@@ -268,10 +269,8 @@ impl<A: Copy> Pdc<A> {
                 // with every queued packet still to be paid for.
                 if let Some(rc) = &cfg.rccc {
                     self.credit_tx = CreditTx::default();
-                    for p in self.tx.payloads() {
-                        if let Payload::Data { body, .. } = p {
-                            self.credit_tx.queue(credit_cost(rc, body.len()));
-                        }
+                    for cost in self.tx.payloads().filter_map(|p| credit_cost(rc, p)) {
+                        self.credit_tx.queue(cost);
                     }
                 }
             }
@@ -411,8 +410,8 @@ impl<A: Copy> Pdc<A> {
         // target, and a CREDIT_REQ could not reach a target that does not know the PDC yet (nor
         // can one be sent until it does).
         let mut credit = None;
-        if let (Some(rc), Payload::Data { body, .. }) = (&cfg.rccc, &pkt.payload) {
-            let cost = credit_cost(rc, body.len());
+        let charged = cfg.rccc.as_ref().and_then(|rc| credit_cost(rc, &pkt.payload).map(|c| (rc, c)));
+        if let Some((rc, cost)) = charged {
             if retx {
                 self.credit_tx.want_again(psn, cost);
             }
@@ -540,9 +539,13 @@ impl<A: Copy> Pdc<A> {
 /// ACK_CC `cc_type` of credit (RCCC) state.
 const CC_TYPE_CREDIT: u8 = 1;
 
-/// What sending `body` bytes costs in credit: the RUD_CC header, the body and the headers below.
-fn credit_cost(rc: &RcccConfig, body: usize) -> u64 {
-    16 + body as u64 + rc.overhead
+/// What sending `p` costs in credit, if it is data (CLOSE_CMD is not charged): the RUD_CC header,
+/// the body and the headers below.
+fn credit_cost(rc: &RcccConfig, p: &Payload) -> Option<u64> {
+    match p {
+        Payload::Data { body, .. } => Some(16 + body.len() as u64 + rc.overhead),
+        Payload::Close => None,
+    }
 }
 
 /// Collects what the sending half reports into `out`.

@@ -51,9 +51,7 @@ impl DcqcnConfig {
             cnp_interval: Duration::from_micros(50),
         }
     }
-}
 
-impl DcqcnConfig {
     /// Parameters for a 100 Gb/s-class fabric with a base RTT near 8 us (the incast test's), where
     /// the paper's (`new`, tuned for 40 Gb/s and 55 us timers) recover too slowly: the first cut
     /// leaves alpha near 1 for hundreds of 55 us periods, so every later cut halves the rate and the
