@@ -7,6 +7,7 @@
 //! absent) UDP checksum.
 
 use std::net::{IpAddr, Ipv4Addr};
+use std::ops::Range;
 use std::time::Duration;
 
 use ahash::AHashMap as HashMap;
@@ -14,6 +15,8 @@ use wire::ethernet::ethertype;
 use wire::uet::UetConfig;
 use wire::uet::tss::TssRepr;
 use wire::{EthernetAddress, EthernetRepr, FrameRepr, IpRepr, Ipv4Repr, UdpChecksum, UdpRepr, UdpTemplate};
+
+use nicsim::Frame;
 
 use crate::datapath::Datapath;
 
@@ -66,6 +69,10 @@ pub struct UetNode<D> {
     tss: Option<tss::SecureDomain>,
     /// Mark sent packets ECN-capable (ECT(0)), for congestion control.
     ecn: bool,
+    /// Frames taken and not yet delivered (kept between rounds for its capacity).
+    rx_batch: Vec<(Frame, RxStep)>,
+    /// Frames filled and not yet sent (likewise).
+    tx_batch: Vec<(Frame, Ipv4Addr, usize)>,
 }
 
 /// The UDP source port for traffic to `dst`: 0xC000 | 14 bits of a hash, fixed per destination
@@ -95,6 +102,8 @@ impl<D: Datapath> UetNode<D> {
             headers: HashMap::new(),
             tss: None,
             ecn: false,
+            rx_batch: Vec::with_capacity(BATCH),
+            tx_batch: Vec::with_capacity(BATCH),
         })
     }
 
@@ -144,14 +153,33 @@ impl<D: Datapath> UetNode<D> {
 
     /// Receives every waiting frame, runs due timers and sends everything the SES has; true if
     /// anything moved.
+    ///
+    /// Frames go through in batches of up to [`BATCH`], a stage at a time: every frame of a batch
+    /// is parsed and opened, then every one handed to the SES in arrival order; on the way out
+    /// the SES fills a batch of frames, then every one is sealed and sent. The AEAD then runs
+    /// back to back instead of between the protocol layers, which evict its code and data:
+    /// sealing a packet took 18 % more AES time than in a plain loop one at a time, 5 % in
+    /// batches (`perf write --transport rud --tss`, sampled).
     pub fn progress(&mut self) -> bool {
         let now = self.dp.now();
         let mut moved = false;
-        while let Some(mut frame) = self.dp.receive() {
+        let mut rx = std::mem::take(&mut self.rx_batch);
+        loop {
+            while rx.len() < BATCH {
+                let Some(mut frame) = self.dp.receive() else { break };
+                let step = self.open(frame.as_mut_slice());
+                rx.push((frame, step));
+            }
+            if rx.is_empty() {
+                break;
+            }
             moved = true;
-            self.receive(now, frame.as_mut_slice());
-            self.dp.recycle(frame);
+            for (frame, step) in rx.drain(..) {
+                self.deliver(now, frame.as_slice(), step);
+                self.dp.recycle(frame);
+            }
         }
+        self.rx_batch = rx;
         if self.ses.poll_timeout().is_some_and(|t| t <= now) {
             self.ses.handle_timeout(now);
         }
@@ -165,8 +193,10 @@ impl<D: Datapath> UetNode<D> {
         self.ses.poll_timeout()
     }
 
-    /// Takes one frame; a sealed one is opened in place.
-    fn receive(&mut self, now: Duration, f: &mut [u8]) {
+    /// The first stage of taking a frame: Ethernet, IP and UDP are checked and a sealed datagram
+    /// is opened in place; returns what the second stage ([`deliver`](Self::deliver)) does with
+    /// it. Every drop is counted here.
+    fn open(&mut self, f: &mut [u8]) -> RxStep {
         // Ethernet, IP and UDP only: the SES parses the UET headers (after the TSS opens them).
         let r = match FrameRepr::parse_udp(f) {
             Ok(r) => r,
@@ -175,64 +205,75 @@ impl<D: Datapath> UetNode<D> {
                     == Some(wire::frame::Encapsulation::UetUdp) =>
             {
                 self.stats.rx_bad += 1;
-                return;
+                return RxStep::Drop;
             }
             Err(_) => {
                 self.stats.rx_other += 1;
-                return;
+                return RxStep::Drop;
             }
         };
         let (IpRepr::V4(ip), udp) = (r.ip, r.udp) else {
             self.stats.rx_other += 1;
-            return;
+            return RxStep::Drop;
         };
         if ip.dst_addr != self.ip || udp.dst_port != wire::uet::UDP_PORT {
             self.stats.rx_other += 1;
-            return;
+            return RxStep::Drop;
         }
         if ip.dscp_ecn >> 2 == TRIMMED_DSCP {
-            // Trimmed by a switch (no UDP checksum): what is left from the PDS header on.
-            let readable =
-                self.tss.is_none() && self.ses.pds().handle_trimmed(now, ip.src_addr, &f[r.payload]).is_ok();
-            if readable {
-                self.stats.rx_trimmed += 1;
-            } else {
+            // Trimmed by a switch (no UDP checksum): what is left from the PDS header on, readable
+            // only in the clear.
+            if self.tss.is_some() {
                 self.stats.rx_trimmed_dropped += 1;
+                return RxStep::Drop;
             }
-            return;
+            return RxStep::Trimmed { src: ip.src_addr, body: r.payload };
         }
         // In a secure domain the ICV protects the datagram, and it is sent without a UDP checksum.
         if self.require_checksum && self.tss.is_none() && udp.checksum == UdpChecksum::Zero {
             self.stats.rx_bad += 1;
-            return;
+            return RxStep::Drop;
         }
         let (src, dst, ce) = (ip.src_addr, ip.dst_addr, ip.dscp_ecn & 3 == 3);
         let (sport, dport) = (udp.src_port, udp.dst_port);
-        let at = r.payload;
-        let body = &mut f[at];
-        let result = match self.tss.as_mut() {
-            None => self.ses.handle_packet_ecn(now, src, body, ce),
-            Some(d) => {
-                let sealed = body.first().is_some_and(|b| b >> 3 == wire::uet::tss::TYPE_TSS);
-                let Some(hdr) = sealed.then(|| TssRepr::parse(body).ok()).flatten() else {
-                    self.stats.rx_tss_drops += 1;
-                    return;
-                };
-                let sealed = &mut body[hdr.buffer_len()..];
-                let prefix = aad_prefix(src, dst, sport, dport);
-                let source = hdr.ssi.unwrap_or(src.to_bits());
-                match d.open(source, &prefix, &hdr, sealed) {
-                    Ok(n) => self.ses.handle_packet_ecn(now, src, &sealed[..n], ce),
-                    Err(_) => {
-                        self.stats.rx_tss_drops += 1;
-                        return;
-                    }
+        let payload = r.payload;
+        let at = payload.start;
+        let Some(d) = self.tss.as_mut() else {
+            return RxStep::Deliver { src, body: payload, ce };
+        };
+        let body = &mut f[payload];
+        let sealed = body.first().is_some_and(|b| b >> 3 == wire::uet::tss::TYPE_TSS);
+        let Some(hdr) = sealed.then(|| TssRepr::parse(body).ok()).flatten() else {
+            self.stats.rx_tss_drops += 1;
+            return RxStep::Drop;
+        };
+        let hl = hdr.buffer_len();
+        let prefix = aad_prefix(src, dst, sport, dport);
+        let source = hdr.ssi.unwrap_or(src.to_bits());
+        match d.open(source, &prefix, &hdr, &mut body[hl..]) {
+            Ok(n) => RxStep::Deliver { src, body: at + hl..at + hl + n, ce },
+            Err(_) => {
+                self.stats.rx_tss_drops += 1;
+                RxStep::Drop
+            }
+        }
+    }
+
+    /// The second stage: hands an opened (or clear) datagram to the SES, a trimmed one to the PDS.
+    fn deliver(&mut self, now: Duration, f: &[u8], step: RxStep) {
+        match step {
+            RxStep::Drop => {}
+            RxStep::Trimmed { src, body } => {
+                if self.ses.pds().handle_trimmed(now, src, &f[body]).is_ok() {
+                    self.stats.rx_trimmed += 1;
+                } else {
+                    self.stats.rx_trimmed_dropped += 1;
                 }
             }
-        };
-        match result {
-            Ok(()) => self.stats.rx_frames += 1,
-            Err(_) => self.stats.rx_bad += 1,
+            RxStep::Deliver { src, body, ce } => match self.ses.handle_packet_ecn(now, src, &f[body], ce) {
+                Ok(()) => self.stats.rx_frames += 1,
+                Err(_) => self.stats.rx_bad += 1,
+            },
         }
     }
 
@@ -251,56 +292,91 @@ impl<D: Datapath> UetNode<D> {
         Some(t)
     }
 
+    /// Sends everything the SES has, a batch at a time: the SES fills up to [`BATCH`] frames,
+    /// then each is sealed (in a secure domain), given its headers and sent, in order.
     fn transmit_all(&mut self, now: Duration) -> bool {
         let mut moved = false;
+        let (hl, icv) = self.tss.as_ref().map_or((0, 0), |d| (d.header_len(), tss::aead::ICV_LEN));
+        let mut tx = std::mem::take(&mut self.tx_batch);
         loop {
-            let mut frame = self.dp.alloc();
-            let (hl, icv) = self.tss.as_ref().map_or((0, 0), |d| (d.header_len(), tss::aead::ICV_LEN));
-            let cap = frame.buffer_mut().len();
-            let room = &mut frame.buffer_mut()[HEADERS + hl..cap.saturating_sub(icv).max(HEADERS + hl)];
-            let Some(t) = self.ses.poll_transmit(now, room) else {
-                self.dp.recycle(frame);
-                return moved;
-            };
-            moved = true;
-            let Some(headers) = self.headers_to(t.dst) else {
-                self.stats.tx_unresolved += 1;
-                self.dp.recycle(frame);
-                continue;
-            };
-            let mut uet_len = t.len;
-            if let Some(d) = self.tss.as_mut() {
-                // The AAD holds the source port the peer will see: a kernel UDP socket sends from
-                // its own port, not the entropy port of the frame.
-                let sport = self.dp.udp_src_port().unwrap_or_else(|| entropy_port(self.ip, t.dst));
-                let prefix = aad_prefix(self.ip, t.dst, sport, wire::uet::UDP_PORT);
-                let buf = frame.buffer_mut();
-                let (data, rest) = buf[HEADERS + hl..].split_at_mut(t.len);
-                // The IV's source is the SSI when the header carries one (as the receiver reads it).
-                let source = d.ssi().unwrap_or(self.ip.to_bits());
-                match d.seal_in_place(source, &prefix, data) {
-                    Ok((hdr, tag)) => {
-                        rest[..icv].copy_from_slice(&tag);
-                        hdr.emit(&mut buf[HEADERS..HEADERS + hl]).expect("the domain's header length");
-                        uet_len = hl + t.len + icv;
-                    }
-                    Err(_) => {
-                        self.stats.tx_tss_refused += 1;
-                        self.dp.recycle(frame);
-                        continue;
-                    }
-                }
+            while tx.len() < BATCH {
+                let mut frame = self.dp.alloc();
+                let cap = frame.buffer_mut().len();
+                let room = &mut frame.buffer_mut()[HEADERS + hl..cap.saturating_sub(icv).max(HEADERS + hl)];
+                let Some(t) = self.ses.poll_transmit(now, room) else {
+                    self.dp.recycle(frame);
+                    break;
+                };
+                tx.push((frame, t.dst, t.len));
             }
-            let Ok(len) = headers.write(frame.buffer_mut(), uet_len) else {
-                self.dp.recycle(frame);
-                continue;
-            };
-            frame.set_len(len);
-            if self.dp.transmit(frame).is_ok() {
-                self.stats.tx_frames += 1;
+            if tx.is_empty() {
+                break;
+            }
+            moved = true;
+            for (frame, dst, len) in tx.drain(..) {
+                self.send(frame, dst, len, hl, icv);
             }
         }
+        self.tx_batch = tx;
+        moved
     }
+
+    /// Seals (in a secure domain) the `len` UET bytes after the headers of `frame`, writes its
+    /// Ethernet, IP and UDP headers to `dst` and sends it; a frame that cannot go is counted
+    /// and recycled.
+    fn send(&mut self, mut frame: Frame, dst: Ipv4Addr, len: usize, hl: usize, icv: usize) {
+        let Some(headers) = self.headers_to(dst) else {
+            self.stats.tx_unresolved += 1;
+            self.dp.recycle(frame);
+            return;
+        };
+        let mut uet_len = len;
+        if let Some(d) = self.tss.as_mut() {
+            // The AAD holds the source port the peer will see: a kernel UDP socket sends from
+            // its own port, not the entropy port of the frame.
+            let sport = self.dp.udp_src_port().unwrap_or_else(|| entropy_port(self.ip, dst));
+            let prefix = aad_prefix(self.ip, dst, sport, wire::uet::UDP_PORT);
+            let buf = frame.buffer_mut();
+            let (data, rest) = buf[HEADERS + hl..].split_at_mut(len);
+            // The IV's source is the SSI when the header carries one (as the receiver reads it).
+            let source = d.ssi().unwrap_or(self.ip.to_bits());
+            match d.seal_in_place(source, &prefix, data) {
+                Ok((hdr, tag)) => {
+                    rest[..icv].copy_from_slice(&tag);
+                    hdr.emit(&mut buf[HEADERS..HEADERS + hl]).expect("the domain's header length");
+                    uet_len = hl + len + icv;
+                }
+                Err(_) => {
+                    self.stats.tx_tss_refused += 1;
+                    self.dp.recycle(frame);
+                    return;
+                }
+            }
+        }
+        let Ok(n) = headers.write(frame.buffer_mut(), uet_len) else {
+            self.dp.recycle(frame);
+            return;
+        };
+        frame.set_len(n);
+        if self.dp.transmit(frame).is_ok() {
+            self.stats.tx_frames += 1;
+        }
+    }
+}
+
+/// Frames a [`UetNode`] takes or sends per stage (see [`UetNode::progress`]).
+pub const BATCH: usize = 32;
+
+/// What the second receive stage does with a frame.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum RxStep {
+    /// Nothing: dropped (and counted) by the first.
+    Drop,
+    /// A trimmed datagram from `src`: `body` is what is left from the PDS header on.
+    Trimmed { src: Ipv4Addr, body: Range<usize> },
+    /// The UET datagram from `src` in `body` (opened, in a secure domain); `ce`: the IP header
+    /// carried ECN-CE.
+    Deliver { src: Ipv4Addr, body: Range<usize>, ce: bool },
 }
 
 /// The TSS AAD prefix over UDP (`../shared/spec/uet-wire.md`, choices where no source says): IP
