@@ -382,11 +382,12 @@ enum RxStep {
 /// The TSS AAD prefix over UDP (`../shared/spec/uet-wire.md`, choices where no source says): IP
 /// source ‖ IP destination ‖ UDP source port ‖ UDP destination port.
 pub fn aad_prefix(src: Ipv4Addr, dst: Ipv4Addr, sport: u16, dport: u16) -> [u8; 12] {
+    // Two whole words (as `tss::aead::iv` builds the IV): the AAD is read back at once.
+    let addrs = u64::from(src.to_bits()) << 32 | u64::from(dst.to_bits());
+    let ports = u32::from(sport) << 16 | u32::from(dport);
     let mut p = [0u8; 12];
-    p[..4].copy_from_slice(&src.octets());
-    p[4..8].copy_from_slice(&dst.octets());
-    p[8..10].copy_from_slice(&sport.to_be_bytes());
-    p[10..].copy_from_slice(&dport.to_be_bytes());
+    p[..8].copy_from_slice(&addrs.to_be_bytes());
+    p[8..].copy_from_slice(&ports.to_be_bytes());
     p
 }
 

@@ -27,12 +27,15 @@ impl std::fmt::Debug for SealingKey {
 
 /// The 12-byte IV of a packet: `source ‖ tsc` XOR `mask`.
 pub fn iv(source: u32, tsc: u64, mask: &[u8; 12]) -> [u8; 12] {
+    // Built as one 8-byte and one 4-byte word, the widths ring loads the nonce in: written a byte
+    // at a time, ring's first load of it waits for those stores to drain (a store-forwarding stall
+    // that cost as much as the rest of ring's per-packet sealing code).
+    let (m0, m1) = mask.split_at(8);
+    let hi = (u64::from(source) << 32 | tsc >> 32) ^ u64::from_be_bytes(m0.try_into().expect("8 bytes"));
+    let lo = (tsc as u32) ^ u32::from_be_bytes(m1.try_into().expect("4 bytes"));
     let mut iv = [0u8; 12];
-    iv[..4].copy_from_slice(&source.to_be_bytes());
-    iv[4..].copy_from_slice(&tsc.to_be_bytes());
-    for (b, m) in iv.iter_mut().zip(mask) {
-        *b ^= m;
-    }
+    iv[..8].copy_from_slice(&hi.to_be_bytes());
+    iv[8..].copy_from_slice(&lo.to_be_bytes());
     iv
 }
 
