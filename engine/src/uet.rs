@@ -174,8 +174,12 @@ impl<D: Datapath> UetNode<D> {
                 break;
             }
             moved = true;
-            for (frame, step) in rx.drain(..) {
+            // By reference: a step moved out of the batch is read back at once from where the
+            // move just wrote it, which stalls on store forwarding.
+            for (frame, step) in &rx {
                 self.deliver(now, frame.as_slice(), step);
+            }
+            for (frame, _) in rx.drain(..) {
                 self.dp.recycle(frame);
             }
         }
@@ -260,20 +264,22 @@ impl<D: Datapath> UetNode<D> {
     }
 
     /// The second stage: hands an opened (or clear) datagram to the SES, a trimmed one to the PDS.
-    fn deliver(&mut self, now: Duration, f: &[u8], step: RxStep) {
-        match step {
+    fn deliver(&mut self, now: Duration, f: &[u8], step: &RxStep) {
+        match *step {
             RxStep::Drop => {}
-            RxStep::Trimmed { src, body } => {
-                if self.ses.pds().handle_trimmed(now, src, &f[body]).is_ok() {
+            RxStep::Trimmed { src, ref body } => {
+                if self.ses.pds().handle_trimmed(now, src, &f[body.clone()]).is_ok() {
                     self.stats.rx_trimmed += 1;
                 } else {
                     self.stats.rx_trimmed_dropped += 1;
                 }
             }
-            RxStep::Deliver { src, body, ce } => match self.ses.handle_packet_ecn(now, src, &f[body], ce) {
-                Ok(()) => self.stats.rx_frames += 1,
-                Err(_) => self.stats.rx_bad += 1,
-            },
+            RxStep::Deliver { src, ref body, ce } => {
+                match self.ses.handle_packet_ecn(now, src, &f[body.clone()], ce) {
+                    Ok(()) => self.stats.rx_frames += 1,
+                    Err(_) => self.stats.rx_bad += 1,
+                }
+            }
         }
     }
 

@@ -334,9 +334,10 @@ impl SecureDomain {
         let tsc = (u64::from(self.epoch) << 48) | counter;
         let hdr =
             TssRepr { reserved: false, an: an == 1, sdi: self.cfg.sdi & 0xFF_FFFF, ssi: self.cfg.ssi, tsc };
-        let (aad, n) = aad(aad_prefix, &hdr);
+        let mut buf = [0u8; MAX_AAD_PREFIX + 16];
+        let aad = aad(aad_prefix, &hdr, &mut buf);
         let epoch = self.epoch;
-        let tag = self.key(SEAL, an, source, epoch, counter)?.seal_in_place(source, tsc, &aad[..n], data);
+        let tag = self.key(SEAL, an, source, epoch, counter)?.seal_in_place(source, tsc, aad, data);
         self.stats.sealed += 1;
         Ok((hdr, tag))
     }
@@ -398,9 +399,10 @@ impl SecureDomain {
         if !self.replay.get(&source).is_none_or(|r| r.fresh(window, hdr.tsc)) {
             return Err(TssError::Replay);
         }
-        let (aad, len) = aad(aad_prefix, hdr);
+        let mut aad_buf = [0u8; MAX_AAD_PREFIX + 16];
+        let aad = aad(aad_prefix, hdr, &mut aad_buf);
         let key = self.key(OPEN, usize::from(hdr.an), source, hdr.epoch(), hdr.counter())?;
-        let n = key.open(source, hdr.tsc, &aad[..len], buf).ok_or(TssError::AuthFailed)?;
+        let n = key.open(source, hdr.tsc, aad, buf).ok_or(TssError::AuthFailed)?;
         self.replay.entry(source).or_default().mark(window, hdr.tsc);
         Ok(n)
     }
@@ -410,13 +412,14 @@ impl SecureDomain {
 pub const MAX_AAD_PREFIX: usize = 36;
 
 /// The AAD: the prefix (addresses, entropy or UDP ports, at most [`MAX_AAD_PREFIX`] bytes; longer
-/// ones are cut) then the TSS header bytes; returned with its length, without allocating.
-pub fn aad(prefix: &[u8], hdr: &TssRepr) -> ([u8; MAX_AAD_PREFIX + 16], usize) {
-    let mut v = [0u8; MAX_AAD_PREFIX + 16];
+/// ones are cut) then the TSS header bytes, written into `buf`; returns the written part. The
+/// caller's buffer, not a returned array: copying a just-written array out of a function reads it
+/// back while its stores are still draining (a store-forwarding stall per packet).
+pub fn aad<'a>(prefix: &[u8], hdr: &TssRepr, buf: &'a mut [u8; MAX_AAD_PREFIX + 16]) -> &'a [u8] {
     let p = prefix.len().min(MAX_AAD_PREFIX);
-    v[..p].copy_from_slice(&prefix[..p]);
-    let n = hdr.emit(&mut v[p..]).expect("a TSS header is at most 16 bytes");
-    (v, p + n)
+    buf[..p].copy_from_slice(&prefix[..p]);
+    let n = hdr.emit(&mut buf[p..]).expect("a TSS header is at most 16 bytes");
+    &buf[..p + n]
 }
 
 #[cfg(test)]

@@ -137,7 +137,10 @@ pub struct Ipv4Repr<'a> {
 }
 
 impl<'a> Ipv4Repr<'a> {
-    /// Parses a checked packet; rejects a version other than 4 and a bad header checksum.
+    /// Parses a checked packet; rejects a version other than 4 and a bad header checksum. Inline:
+    /// returned through memory, the repr was read back while its stores drained (a stall per
+    /// received frame).
+    #[inline]
     pub fn parse(packet: &Packet<&'a [u8]>) -> Result<Ipv4Repr<'a>> {
         if packet.version() != 4 {
             return Err(Error::BadVersion("IPv4"));
