@@ -24,8 +24,18 @@ impl Body {
         if head.len() > HEAD_MAX {
             return Body::from(Bytes::from([head, &data[..]].concat()));
         }
-        let mut b = Body { head: [0; HEAD_MAX], head_len: head.len() as u8, data };
-        b.head[..head.len()].copy_from_slice(head);
+        Body::with_head(data, |h| {
+            h[..head.len()].copy_from_slice(head);
+            head.len()
+        })
+    }
+
+    /// A body whose header `emit` writes straight into the inline space (returning its length, at
+    /// most [`HEAD_MAX`]), followed by `data`. Built elsewhere and copied in, a header is read back
+    /// while the stores that built it still drain: a stall per packet.
+    pub fn with_head(data: Bytes, emit: impl FnOnce(&mut [u8; HEAD_MAX]) -> usize) -> Body {
+        let mut b = Body { head: [0; HEAD_MAX], head_len: 0, data };
+        b.head_len = emit(&mut b.head).min(HEAD_MAX) as u8;
         b
     }
 

@@ -268,7 +268,9 @@ struct IpLayer<'a> {
 }
 
 impl<'a> IpLayer<'a> {
-    /// Parses Ethernet and IPv4 (checksum verified, fragments refused) or IPv6.
+    /// Parses Ethernet and IPv4 (checksum verified, fragments refused) or IPv6. Inline, so the
+    /// layer is not returned through memory and read back at once (a stall per frame).
+    #[inline]
     fn parse(frame: &'a [u8]) -> Result<IpLayer<'a>> {
         let (ethernet, ip_at) = EthernetRepr::parse(frame)?;
         let ip_buf = &frame[ip_at..];

@@ -642,8 +642,10 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
         let msg_id = self.alloc_msg_id();
         let pdc_mode = if mode == DeliveryMode::Rod { Mode::Rod } else { Mode::Rud };
         let pdc = self.pds.connect(peer, pdc_mode).map_err(|_| Error::NoPdc)?;
-        let (head, n) = request_head(&req(msg_id), &self.cfg, true, true, 0, payload.len());
-        let body = Body::new(&head[..n], Bytes::copy_from_slice(payload));
+        let r = req(msg_id);
+        let body = Body::with_head(Bytes::copy_from_slice(payload), |head| {
+            request_head(&r, &self.cfg, true, true, 0, payload.len(), head)
+        });
         self.pds.send_on(pdc, NextHeader::ReqStd, body, u64::from(msg_id)).map_err(|_| Error::Busy)?;
         self.ops.insert(msg_id, out_op(context, kind, peer, Some(pdc), len, 1));
         Ok(msg_id)
@@ -1464,12 +1466,12 @@ fn out_op<A>(
 /// The bytes after the PDS header of one request packet: the standard header (SOM form with
 /// header_data on the first packet, segment form after) and the payload, shared.
 fn request_body(r: &Req, cfg: &Config, som: bool, eom: bool, offset: usize, chunk: Bytes) -> Body {
-    let (head, n) = request_head(r, cfg, som, eom, offset, chunk.len());
-    Body::new(&head[..n], chunk)
+    let len = chunk.len();
+    Body::with_head(chunk, |head| request_head(r, cfg, som, eom, offset, len, head))
 }
 
-/// The standard header (and extension) of a request packet carrying `len` payload bytes at
-/// `offset`, and its length.
+/// Writes the standard header (and extension) of a request packet carrying `len` payload bytes at
+/// `offset` into `head`; returns its length.
 fn request_head(
     r: &Req,
     cfg: &Config,
@@ -1477,7 +1479,8 @@ fn request_head(
     eom: bool,
     offset: usize,
     len: usize,
-) -> ([u8; HEAD_MAX], usize) {
+    head: &mut [u8; HEAD_MAX],
+) -> usize {
     let mut flags = 0;
     if som {
         flags |= FLAG_SOM;
@@ -1513,8 +1516,5 @@ fn request_head(
         request_length: r.total as u32,
     };
     let repr = SesRepr { header: SesHeader::Standard(std), ext: r.ext };
-    let mut head = [0; HEAD_MAX];
-    let n =
-        repr.emit(&mut head).expect("an SES header fits, and the extension is the one the opcode calls for");
-    (head, n)
+    repr.emit(head).expect("an SES header fits, and the extension is the one the opcode calls for")
 }
