@@ -341,7 +341,9 @@ impl<'a> FrameRepr<'a> {
 
     /// Parses Ethernet, IP and UDP only, with the checks of [`FrameRepr::parse_with`] (lengths,
     /// the IPv4 and non-zero UDP checksums), and says where the UDP payload is: for an endpoint
-    /// whose transport parses that payload itself.
+    /// whose transport parses that payload itself. Inline: returned through memory, its result was
+    /// read back in wider pieces than it was written in (a store-forwarding stall per frame).
+    #[inline]
     pub fn parse_udp(frame: &'a [u8]) -> Result<UdpFrameRepr<'a>> {
         let l = IpLayer::parse(frame)?;
         if l.protocol != PROTO_UDP {
