@@ -684,7 +684,7 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
             let len = match c {
                 Ctrl::Nack(n) => {
                     self.stats.tx_nacks += 1;
-                    emit(&PdsRepr::Nack(n), &[], buf)
+                    emit(&PdsRepr::Nack(n), buf)
                 }
                 Ctrl::Rudi { pkt_id, next_hdr, body } => {
                     let r = RudiRepr { response: true, next_hdr, flags: 0, reserved: 0, pkt_id };

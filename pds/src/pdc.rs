@@ -355,10 +355,10 @@ impl<A: Copy> Pdc<A> {
                 payload: n.payload,
                 ccx: None,
             };
-            return emit(&PdsRepr::Nack(repr), &[], buf).map(|l| (l, TxKind::Nack));
+            return emit(&PdsRepr::Nack(repr), buf).map(|l| (l, TxKind::Nack));
         }
         if self.rx.ack_ready(now) || self.probe_reply.is_some() {
-            let len = emit(&PdsRepr::Ack(self.ack()), &[], buf)?;
+            let len = emit(&PdsRepr::Ack(self.ack()), buf)?;
             self.rx.acked();
             self.ce_seen = false;
             self.probe_reply = None;
@@ -373,13 +373,12 @@ impl<A: Copy> Pdc<A> {
             && self.close_psn.is_none()
         {
             self.close_req_due = Some(now + cfg.rto);
-            return emit(&PdsRepr::Cp(self.cp(CtlType::CloseReq, 0)), &[], buf).map(|l| (l, TxKind::Control));
+            return emit(&PdsRepr::Cp(self.cp(CtlType::CloseReq, 0)), buf).map(|l| (l, TxKind::Control));
         }
         if self.credit_rx.announce {
             self.credit_rx.announce = false;
             let field = self.credit_rx.field();
-            return emit(&PdsRepr::Cp(self.cp(CtlType::Credit, field)), &[], buf)
-                .map(|l| (l, TxKind::Credit));
+            return emit(&PdsRepr::Cp(self.cp(CtlType::Credit, field)), buf).map(|l| (l, TxKind::Credit));
         }
         if self.closing && self.role == Role::Initiator && !self.close_queued && self.tx.is_empty() {
             self.tx.push(Payload::Close);
@@ -420,7 +419,7 @@ impl<A: Copy> Pdc<A> {
                     return None;
                 }
                 let req = self.cp(CtlType::CreditReq, self.credit_tx.target_field(rc));
-                return emit(&PdsRepr::Cp(req), &[], buf).map(|l| (l, TxKind::CreditReq));
+                return emit(&PdsRepr::Cp(req), buf).map(|l| (l, TxKind::CreditReq));
             }
             credit = Some((cost, self.credit_tx.target_field(rc)));
         }
@@ -463,7 +462,7 @@ impl<A: Copy> Pdc<A> {
                     dpdcid: peer_id,
                     payload: 0,
                 };
-                emit(&PdsRepr::Cp(c), &[], buf)?
+                emit(&PdsRepr::Cp(c), buf)?
             }
         };
         if let (Some(rc), Some((cost, _))) = (&cfg.rccc, credit) {
@@ -556,16 +555,14 @@ fn sink(out: &mut Outcome) -> impl FnMut(Delivered) + '_ {
     }
 }
 
-/// Writes `pds` and then `body` into `buf`; `None` if it does not fit.
-pub(crate) fn emit(pds: &PdsRepr, body: &[u8], buf: &mut [u8]) -> Option<usize> {
-    let n = pds.emit(buf).ok()?;
-    let end = n + body.len();
-    buf.get_mut(n..end)?.copy_from_slice(body);
-    Some(end)
+/// Writes `pds`, a packet with nothing after its PDS header (ACK, NACK, CP), into `buf`; `None`
+/// if it does not fit.
+pub(crate) fn emit(pds: &PdsRepr, buf: &mut [u8]) -> Option<usize> {
+    pds.emit(buf).ok()
 }
 
 /// [`emit`] with an upper-layer [`Body`] after the header.
 pub(crate) fn emit_body(pds: &PdsRepr, body: &Body, buf: &mut [u8]) -> Option<usize> {
-    let n = pds.emit(buf).ok()?;
+    let n = emit(pds, buf)?;
     Some(n + body.write_to(buf.get_mut(n..)?)?)
 }
