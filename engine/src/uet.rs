@@ -315,12 +315,15 @@ impl<D: Datapath> UetNode<D> {
                 };
                 tx.push((frame, t.dst, t.len));
             }
-            if tx.is_empty() {
-                break;
-            }
-            moved = true;
+            // A batch the SES could not fill leaves it with nothing more to send (sending does
+            // not call back into it): no round after it.
+            let drained = tx.len() < BATCH;
+            moved |= !tx.is_empty();
             for (frame, dst, len) in tx.drain(..) {
                 self.send(frame, dst, len, hl, icv);
+            }
+            if drained {
+                break;
             }
         }
         self.tx_batch = tx;
