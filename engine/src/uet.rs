@@ -11,6 +11,7 @@ use std::ops::Range;
 use std::time::Duration;
 
 use ahash::AHashMap as HashMap;
+use std::collections::hash_map::Entry;
 use wire::ethernet::ethertype;
 use wire::uet::UetConfig;
 use wire::uet::tss::TssRepr;
@@ -283,21 +284,6 @@ impl<D: Datapath> UetNode<D> {
         }
     }
 
-    /// The headers of frames to `dst`: remembered, or built (its MAC resolved) now.
-    fn headers_to(&mut self, dst: Ipv4Addr) -> Option<UdpTemplate> {
-        if let Some(&t) = self.headers.get(&dst) {
-            return Some(t);
-        }
-        let mac = self.dp.resolve(IpAddr::V4(dst))?;
-        let ecn = if self.ecn { ECT0 } else { 0 };
-        // Sealed datagrams go without a UDP checksum (RFC 768 allows it over IPv4): the ICV
-        // already covers every byte a checksum would, and the receiver checks it first.
-        let checksum = if self.tss.is_some() { UdpChecksum::Zero } else { UdpChecksum::Computed };
-        let t = udp_template(self.dp.mac(), mac, self.ip, dst, ecn, checksum);
-        self.headers.insert(dst, t);
-        Some(t)
-    }
-
     /// Sends everything the SES has, a batch at a time: the SES fills up to [`BATCH`] frames,
     /// then each is sealed (in a secure domain), given its headers and sent, in order.
     fn transmit_all(&mut self, now: Duration) -> bool {
@@ -334,7 +320,11 @@ impl<D: Datapath> UetNode<D> {
     /// Ethernet, IP and UDP headers to `dst` and sends it; a frame that cannot go is counted
     /// and recycled.
     fn send(&mut self, mut frame: Frame, dst: Ipv4Addr, len: usize, hl: usize, icv: usize) {
-        let Some(headers) = self.headers_to(dst) else {
+        // Sealed datagrams go without a UDP checksum (RFC 768 allows it over IPv4): the ICV
+        // already covers every byte a checksum would, and the receiver checks it first.
+        let checksum = if self.tss.is_some() { UdpChecksum::Zero } else { UdpChecksum::Computed };
+        let ecn = if self.ecn { ECT0 } else { 0 };
+        let Some(headers) = headers_to(&mut self.headers, &mut self.dp, self.ip, dst, ecn, checksum) else {
             self.stats.tx_unresolved += 1;
             self.dp.recycle(frame);
             return;
@@ -371,6 +361,25 @@ impl<D: Datapath> UetNode<D> {
             self.stats.tx_frames += 1;
         }
     }
+}
+
+/// The headers of frames to `dst`: remembered, or built (its MAC resolved) now. By reference: a
+/// template copied out per packet was read back at once while its stores drained.
+fn headers_to<'a, D: Datapath>(
+    headers: &'a mut HashMap<Ipv4Addr, UdpTemplate>,
+    dp: &mut D,
+    src: Ipv4Addr,
+    dst: Ipv4Addr,
+    ecn: u8,
+    checksum: UdpChecksum,
+) -> Option<&'a UdpTemplate> {
+    Some(match headers.entry(dst) {
+        Entry::Occupied(e) => e.into_mut(),
+        Entry::Vacant(v) => {
+            let mac = dp.resolve(IpAddr::V4(dst))?;
+            v.insert(udp_template(dp.mac(), mac, src, dst, ecn, checksum))
+        }
+    })
 }
 
 /// Frames a [`UetNode`] takes or sends per stage (see [`UetNode::progress`]).

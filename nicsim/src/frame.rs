@@ -59,41 +59,49 @@ impl std::fmt::Debug for AlignedBuf {
 /// room for two VLAN tags and IPv6.
 pub const FRAME_CAPACITY: usize = 2 * PAGE;
 
+/// The pages of one frame.
+type FramePages = [Page; FRAME_CAPACITY / PAGE];
+
 /// One Ethernet frame (no FCS) in a page-aligned buffer of [`FRAME_CAPACITY`] bytes.
+///
+/// Two words (a pointer to a fixed-size buffer and a length), so that a frame moves through the
+/// datapath calls in registers: a frame of a `Vec` and a length took five words, copied through the
+/// stack at each call and read back while its stores drained.
 #[derive(Clone)]
 pub struct Frame {
-    buf: AlignedBuf,
+    buf: Box<FramePages>,
     len: usize,
 }
 
 impl Frame {
     /// An empty frame.
     pub fn new() -> Frame {
-        Frame { buf: AlignedBuf::zeroed(FRAME_CAPACITY), len: 0 }
+        Frame { buf: Box::new(FramePages::zeroed()), len: 0 }
     }
 
     /// A frame holding a copy of `bytes` (at most [`FRAME_CAPACITY`] of them).
     pub fn from_bytes(bytes: &[u8]) -> Frame {
         let mut f = Frame::new();
         let n = bytes.len().min(FRAME_CAPACITY);
-        f.buf.as_mut_slice()[..n].copy_from_slice(&bytes[..n]);
+        f.buffer_mut()[..n].copy_from_slice(&bytes[..n]);
         f.len = n;
         f
     }
 
     /// The frame's bytes.
     pub fn as_slice(&self) -> &[u8] {
-        &self.buf.as_slice()[..self.len]
+        &bytemuck::cast_slice(&self.buf[..])[..self.len]
     }
 
     /// The frame's bytes, writable.
     pub fn as_mut_slice(&mut self) -> &mut [u8] {
-        &mut self.buf.as_mut_slice()[..self.len]
+        let len = self.len;
+        &mut self.buffer_mut()[..len]
     }
 
     /// The whole buffer, to build a frame in; then call [`Frame::set_len`].
     pub fn buffer_mut(&mut self) -> &mut [u8] {
-        self.buf.as_mut_slice()
+        bytemuck::cast_slice_mut(&mut self.buf[..])
     }
 
     /// Sets the frame length (clamped to the capacity).

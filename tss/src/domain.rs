@@ -120,13 +120,14 @@ pub struct Stats {
 #[derive(Debug, Clone, Default)]
 struct Replay {
     top: Option<u64>,
+    /// A power of two of words, so that a TSC's bit is found with a mask, not a division.
     seen: Vec<u64>,
 }
 
 impl Replay {
     /// The word and bit of `tsc` in the ring.
     fn slot(&self, tsc: u64) -> (usize, u64) {
-        let i = tsc % (self.seen.len() as u64 * 64).max(1);
+        let i = tsc & (self.seen.len() as u64 * 64).saturating_sub(1);
         ((i / 64) as usize, 1 << (i % 64))
     }
 
@@ -145,7 +146,7 @@ impl Replay {
     /// Records `tsc`, which [`Replay::fresh`] accepted.
     fn mark(&mut self, window: u64, tsc: u64) {
         if self.seen.is_empty() {
-            self.seen = vec![0; window.div_ceil(64).max(1) as usize];
+            self.seen = vec![0; window.div_ceil(64).max(1).next_power_of_two() as usize];
         }
         let bits = self.seen.len() as u64 * 64;
         match self.top {
@@ -182,6 +183,66 @@ const SEAL: usize = 0;
 /// [`SecureDomain::key`]'s direction: opening.
 const OPEN: usize = 1;
 
+/// The keys derived so far, by (AN, source, epoch, rekey step).
+#[derive(Debug, Default)]
+struct Derived {
+    cache: HashMap<KeyId, Arc<SealingKey>>,
+    /// The key each direction (seal, open) used last: a flow's packets share one key until its
+    /// next rekey step, so most packets need no lookup. Cleared with the cache.
+    last: [Option<(KeyId, Arc<SealingKey>)>; 2],
+}
+
+impl Derived {
+    /// The key for a packet of `an` (whose domain key is `base`), `source`, `epoch` and
+    /// `counter`, sealed or opened (`dir`): the last one `dir` used if it is the same, else from
+    /// the cache, derived only the first time this (AN, source, epoch, rekey step) is seen.
+    #[allow(clippy::too_many_arguments)]
+    fn get(
+        &mut self,
+        cfg: &Config,
+        base: Option<[u8; 32]>,
+        dir: usize,
+        an: usize,
+        source: u32,
+        epoch: u16,
+        counter: u64,
+    ) -> Result<&SealingKey, TssError> {
+        let base = base.ok_or(TssError::NoKey)?;
+        let rekey = match cfg.mode {
+            KeyMode::Direct => 0,
+            _ => cfg.rekey_shift.map_or(0, |s| (counter >> s) as u32),
+        };
+        let id = (an, source, epoch, rekey);
+        if self.last[dir].as_ref().is_none_or(|(k, _)| *k != id) {
+            if self.cache.len() > 4096 && !self.cache.contains_key(&id) {
+                self.forget(None);
+            }
+            let mode = cfg.mode;
+            let key = self.cache.entry(id).or_insert_with(|| {
+                Arc::new(match mode {
+                    KeyMode::Direct => SealingKey::new(&base, [0; 12]),
+                    KeyMode::Cluster | KeyMode::Server => {
+                        let label = if mode == KeyMode::Cluster { LABEL_CLUSTER } else { LABEL_SERVER };
+                        let d = derive(&base, label, &context_v4(epoch, rekey, source));
+                        SealingKey::new(&d.key, d.iv_mask)
+                    }
+                })
+            });
+            self.last[dir] = Some((id, Arc::clone(key)));
+        }
+        Ok(&self.last[dir].as_ref().expect("set above").1)
+    }
+
+    /// Drops the keys of `an` (all of them with `None`).
+    fn forget(&mut self, an: Option<usize>) {
+        match an {
+            Some(an) => self.cache.retain(|k, _| k.0 != an),
+            None => self.cache.clear(),
+        }
+        self.last = [None, None];
+    }
+}
+
 /// One secure domain, both directions.
 #[derive(Debug)]
 pub struct SecureDomain {
@@ -190,10 +251,7 @@ pub struct SecureDomain {
     tx_an: usize,
     epoch: u16,
     next_counter: u64,
-    cache: HashMap<KeyId, Arc<SealingKey>>,
-    /// The key each direction (seal, open) used last: a flow's packets share one key until its
-    /// next rekey step, so most packets need no lookup. Cleared with the cache.
-    last: [Option<(KeyId, Arc<SealingKey>)>; 2],
+    derived: Derived,
     replay: HashMap<u32, Replay>,
     failures: u32,
     latched: bool,
@@ -209,8 +267,7 @@ impl SecureDomain {
             tx_an: 0,
             epoch: 0,
             next_counter: 0,
-            cache: HashMap::new(),
-            last: [None, None],
+            derived: Derived::default(),
             replay: HashMap::new(),
             failures: 0,
             latched: false,
@@ -236,7 +293,7 @@ impl SecureDomain {
     /// Installs `key` under `an` (0 or 1); packets with that AN are accepted from now on.
     pub fn install_key(&mut self, an: bool, key: [u8; 32]) {
         self.keys[usize::from(an)] = Some(key);
-        self.forget_keys(Some(usize::from(an)));
+        self.derived.forget(Some(usize::from(an)));
     }
 
     /// Sends with the key of `an` from now on (make-before-break: install first).
@@ -249,7 +306,7 @@ impl SecureDomain {
     /// Removes the key of `an`: its packets are refused (NoKey).
     pub fn retire(&mut self, an: bool) {
         self.keys[usize::from(an)] = None;
-        self.forget_keys(Some(usize::from(an)));
+        self.derived.forget(Some(usize::from(an)));
     }
 
     /// Starts epoch `epoch` (the counter restarts at 0; epochs only move forward).
@@ -257,55 +314,8 @@ impl SecureDomain {
         if epoch > self.epoch {
             self.epoch = epoch;
             self.next_counter = 0;
-            self.forget_keys(None);
+            self.derived.forget(None);
         }
-    }
-
-    fn rekey(&self, counter: u64) -> u32 {
-        self.cfg.rekey_shift.map_or(0, |s| (counter >> s) as u32)
-    }
-
-    /// Drops the derived keys of `an` (all of them with `None`).
-    fn forget_keys(&mut self, an: Option<usize>) {
-        match an {
-            Some(an) => self.cache.retain(|k, _| k.0 != an),
-            None => self.cache.clear(),
-        }
-        self.last = [None, None];
-    }
-
-    /// The key for a packet of `an`, `source`, `epoch` and `counter`, sealed or opened (`dir`):
-    /// the last one `dir` used if it is the same, else from the cache, derived only the first time
-    /// this (AN, source, epoch, rekey step) is seen.
-    fn key(
-        &mut self,
-        dir: usize,
-        an: usize,
-        source: u32,
-        epoch: u16,
-        counter: u64,
-    ) -> Result<&SealingKey, TssError> {
-        let base = self.keys[an].ok_or(TssError::NoKey)?;
-        let rekey = if self.cfg.mode == KeyMode::Direct { 0 } else { self.rekey(counter) };
-        let id = (an, source, epoch, rekey);
-        if self.last[dir].as_ref().is_none_or(|(k, _)| *k != id) {
-            if self.cache.len() > 4096 && !self.cache.contains_key(&id) {
-                self.forget_keys(None);
-            }
-            let mode = self.cfg.mode;
-            let key = self.cache.entry(id).or_insert_with(|| {
-                Arc::new(match mode {
-                    KeyMode::Direct => SealingKey::new(&base, [0; 12]),
-                    KeyMode::Cluster | KeyMode::Server => {
-                        let label = if mode == KeyMode::Cluster { LABEL_CLUSTER } else { LABEL_SERVER };
-                        let d = derive(&base, label, &context_v4(epoch, rekey, source));
-                        SealingKey::new(&d.key, d.iv_mask)
-                    }
-                })
-            });
-            self.last[dir] = Some((id, Arc::clone(key)));
-        }
-        Ok(&self.last[dir].as_ref().expect("set above").1)
     }
 
     /// Seals `buf` (the clear PDS bytes onwards) from `source` (this sender's SSI or IPv4
@@ -337,7 +347,8 @@ impl SecureDomain {
         let mut buf = [0u8; MAX_AAD_PREFIX + 16];
         let aad = aad(aad_prefix, &hdr, &mut buf);
         let epoch = self.epoch;
-        let tag = self.key(SEAL, an, source, epoch, counter)?.seal_in_place(source, tsc, aad, data);
+        let key = self.derived.get(&self.cfg, self.keys[an], SEAL, an, source, epoch, counter)?;
+        let tag = key.seal_in_place(source, tsc, aad, data);
         self.stats.sealed += 1;
         Ok((hdr, tag))
     }
@@ -396,14 +407,21 @@ impl SecureDomain {
             return Err(TssError::OldEpoch);
         }
         let window = self.cfg.replay_window.max(1);
-        if !self.replay.get(&source).is_none_or(|r| r.fresh(window, hdr.tsc)) {
+        // One lookup of the source's replay state per packet; a source is only added once a
+        // packet of it opens (forged sources add nothing).
+        let replay = self.replay.get_mut(&source);
+        if replay.as_ref().is_some_and(|r| !r.fresh(window, hdr.tsc)) {
             return Err(TssError::Replay);
         }
         let mut aad_buf = [0u8; MAX_AAD_PREFIX + 16];
         let aad = aad(aad_prefix, hdr, &mut aad_buf);
-        let key = self.key(OPEN, usize::from(hdr.an), source, hdr.epoch(), hdr.counter())?;
+        let an = usize::from(hdr.an);
+        let key = self.derived.get(&self.cfg, self.keys[an], OPEN, an, source, hdr.epoch(), hdr.counter())?;
         let n = key.open(source, hdr.tsc, aad, buf).ok_or(TssError::AuthFailed)?;
-        self.replay.entry(source).or_default().mark(window, hdr.tsc);
+        match replay {
+            Some(r) => r.mark(window, hdr.tsc),
+            None => self.replay.entry(source).or_default().mark(window, hdr.tsc),
+        }
         Ok(n)
     }
 }
@@ -452,7 +470,7 @@ mod tests {
             assert_eq!(rx.stats().opened, 600);
             // Implicit rekeying: a new derived key every 256 packets (600 packets: periods 0, 1, 2).
             let want = if mode == KeyMode::Direct { 1 } else { 3 };
-            assert_eq!((tx.cache.len(), rx.cache.len()), (want, want), "{mode:?}");
+            assert_eq!((tx.derived.cache.len(), rx.derived.cache.len()), (want, want), "{mode:?}");
         }
     }
 
