@@ -959,12 +959,15 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
             SesOpcode::DeferrableRtr => return self.on_rtr(src, reply, r),
             _ => {}
         }
-        if !self.inbound.contains_key(&key) {
-            let dest = self.destination(c, r, &info, total);
-            self.inbound
-                .insert(key, InMsg { dest, info, total, received: 0, header_data: None, job_id: c.job_id });
-        }
-        let m = self.inbound.get_mut(&key).expect("inserted");
+        // One lookup per packet; the first packet of a message decides where its bytes go.
+        let m = match self.inbound.get_mut(&key) {
+            Some(m) => m,
+            None => {
+                let dest = self.destination(c, r, &info, total);
+                let m = InMsg { dest, info, total, received: 0, header_data: None, job_id: c.job_id };
+                self.inbound.entry(key).or_insert(m)
+            }
+        };
         if m.total != total {
             // Every packet of a message carries the same request_length; one that does not is not
             // part of it.

@@ -102,6 +102,7 @@ impl RequestRepr {
     }
 
     /// Parses a request header (types 2, 3, 13, 14).
+    #[inline]
     pub fn parse(buf: &[u8]) -> Result<RequestRepr> {
         let p = Prologue::parse(buf)?;
         let (mode, has_cc) = match PdsType::from(p.pds_type) {
