@@ -556,6 +556,40 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
         self.handle_packet_ecn(now, src, buf, false)
     }
 
+    /// A RUD/ROD request with `body` after its header: its PDC is found (or, with SYN,
+    /// established), the request is accepted or refused by it, and the body is delivered once.
+    fn on_request_packet<'a>(
+        &mut self,
+        now: Duration,
+        src: A,
+        r: &RequestRepr,
+        body: &'a [u8],
+        ce: bool,
+    ) -> Option<Delivery<'a, A>> {
+        let id = if r.syn() {
+            self.syn_target(now, src, r)
+        } else {
+            let id = self.lookup(src, r.dpdcid, r.spdcid);
+            if id.is_none() {
+                self.nack(src, NackCode::InvDpdcid, r.psn, r.spdcid, 0);
+            }
+            id
+        };
+        let id = id?;
+        let p = self.pdcs.get_mut(&id).expect("looked up");
+        if p.mode != r.mode {
+            let (psn, spdcid) = (r.psn, r.spdcid);
+            self.nack(src, NackCode::PdcModeMismatch, psn, spdcid, 0);
+            return None;
+        }
+        let out = p.on_request(r, now, &self.cfg);
+        p.ce_seen |= ce;
+        let deliver = out.deliver;
+        self.apply(id, out);
+        let kind = DeliveryKind::Pdc { pdc: id, psn: r.psn, mode: r.mode };
+        deliver.then_some(Delivery { peer: src, kind, next_hdr: r.next_hdr, body })
+    }
+
     /// [`handle_packet`](Self::handle_packet) for a packet whose IP header carried ECN CE: the
     /// PDC's next ACK has the M flag set (the sender's NSCC reacts to it).
     pub fn handle_packet_ecn<'a>(
@@ -565,34 +599,18 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
         buf: &'a [u8],
         ce: bool,
     ) -> Result<Option<Delivery<'a, A>>, wire::Error> {
+        // Requests, the packets that carry data, take a path of their own: parsed inline, their
+        // repr is not merged with the other types' through memory, where it was read back at
+        // once in other widths than it was written in (a store-forwarding stall per packet).
+        if let Ok(r) = RequestRepr::parse(buf) {
+            self.stats.rx_packets += 1;
+            return Ok(self.on_request_packet(now, src, &r, &buf[r.buffer_len()..], ce));
+        }
         let pds = PdsRepr::parse(buf).inspect_err(|_| self.stats.rx_malformed += 1)?;
         self.stats.rx_packets += 1;
         let body = &buf[pds.buffer_len()..];
         match pds {
-            PdsRepr::Request(r) => {
-                let id = if r.syn() {
-                    self.syn_target(now, src, &r)
-                } else {
-                    let id = self.lookup(src, r.dpdcid, r.spdcid);
-                    if id.is_none() {
-                        self.nack(src, NackCode::InvDpdcid, r.psn, r.spdcid, 0);
-                    }
-                    id
-                };
-                let Some(id) = id else { return Ok(None) };
-                let p = self.pdcs.get_mut(&id).expect("looked up");
-                if p.mode != r.mode {
-                    let (psn, spdcid) = (r.psn, r.spdcid);
-                    self.nack(src, NackCode::PdcModeMismatch, psn, spdcid, 0);
-                    return Ok(None);
-                }
-                let out = p.on_request(&r, now, &self.cfg);
-                p.ce_seen |= ce;
-                let deliver = out.deliver;
-                self.apply(id, out);
-                let kind = DeliveryKind::Pdc { pdc: id, psn: r.psn, mode: r.mode };
-                Ok(deliver.then_some(Delivery { peer: src, kind, next_hdr: r.next_hdr, body }))
-            }
+            PdsRepr::Request(r) => Ok(self.on_request_packet(now, src, &r, body, ce)),
             PdsRepr::Ack(a) => {
                 match self.lookup(src, a.dpdcid, a.spdcid) {
                     Some(id) => {

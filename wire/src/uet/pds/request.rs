@@ -101,8 +101,9 @@ impl RequestRepr {
         if self.cc.is_some() { 16 } else { 12 }
     }
 
-    /// Parses a request header (types 2, 3, 13, 14).
-    #[inline]
+    /// Parses a request header (types 2, 3, 13, 14). Inlined into the PDS's receive path, where a
+    /// repr returned through memory was read back while its stores drained.
+    #[inline(always)]
     pub fn parse(buf: &[u8]) -> Result<RequestRepr> {
         let p = Prologue::parse(buf)?;
         let (mode, has_cc) = match PdsType::from(p.pds_type) {
