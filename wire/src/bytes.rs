@@ -3,8 +3,13 @@
 //! Every caller validates the buffer length in `check_len` before using these, which is what makes
 //! the accessors of the `Packet` views panic-free.
 
+// The reads take the field as one slice (one bounds check, one load of the field's width), not a
+// byte at a time: a value assembled from byte loads and stored was read back whole at once, a
+// store-forwarding stall in the receive path.
 pub(crate) fn read_u16(b: &[u8], at: usize) -> u16 {
-    u16::from_be_bytes([b[at], b[at + 1]])
+    let mut v = [0u8; 2];
+    v.copy_from_slice(&b[at..at + 2]);
+    u16::from_be_bytes(v)
 }
 
 pub(crate) fn read_u24(b: &[u8], at: usize) -> u32 {
@@ -12,7 +17,9 @@ pub(crate) fn read_u24(b: &[u8], at: usize) -> u32 {
 }
 
 pub(crate) fn read_u32(b: &[u8], at: usize) -> u32 {
-    u32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+    let mut v = [0u8; 4];
+    v.copy_from_slice(&b[at..at + 4]);
+    u32::from_be_bytes(v)
 }
 
 pub(crate) fn read_u64(b: &[u8], at: usize) -> u64 {

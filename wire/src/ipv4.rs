@@ -2,7 +2,7 @@
 
 use core::net::Ipv4Addr;
 
-use crate::bytes::{need, out, read_u16, write_u16};
+use crate::bytes::{need, out, read_u16, read_u32, write_u16};
 use crate::checksum;
 use crate::{Error, Result};
 
@@ -82,14 +82,14 @@ impl<T: AsRef<[u8]>> Packet<T> {
 
     /// Source address.
     pub fn src_addr(&self) -> Ipv4Addr {
-        let b = self.buffer.as_ref();
-        Ipv4Addr::new(b[12], b[13], b[14], b[15])
+        // One 4-byte load, not four byte loads the address is then stored from a byte at a time
+        // (and read back whole: a store-forwarding stall in the receive path).
+        Ipv4Addr::from(read_u32(self.buffer.as_ref(), 12))
     }
 
     /// Destination address.
     pub fn dst_addr(&self) -> Ipv4Addr {
-        let b = self.buffer.as_ref();
-        Ipv4Addr::new(b[16], b[17], b[18], b[19])
+        Ipv4Addr::from(read_u32(self.buffer.as_ref(), 16))
     }
 
     /// True if the header checksum verifies. A field of 0xFFFF is refused even where the one's

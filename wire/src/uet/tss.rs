@@ -36,7 +36,10 @@ impl TssRepr {
         self.tsc & 0xFFFF_FFFF_FFFF
     }
 
-    /// Parses a TSS header; the type field must be 1.
+    /// Parses a TSS header; the type field must be 1. Inlined: returned through memory, the repr
+    /// was read back at once in other widths than it was written in (a store-forwarding stall per
+    /// packet in the engine's receive path).
+    #[inline(always)]
     pub fn parse(buf: &[u8]) -> Result<TssRepr> {
         need(buf.len(), 12, "TSS header")?;
         let w0 = read_u32(buf, 0);
