@@ -195,12 +195,13 @@ struct Derived {
 impl Derived {
     /// The key for a packet of `an` (whose domain key is `base`), `source`, `epoch` and
     /// `counter`, sealed or opened (`dir`): the last one `dir` used if it is the same, else from
-    /// the cache, derived only the first time this (AN, source, epoch, rekey step) is seen.
+    /// the cache, derived only the first time this (AN, source, epoch, rekey step) is seen. `base`
+    /// by reference: the 33-byte option passed by value was read back while its stores drained.
     #[allow(clippy::too_many_arguments)]
     fn get(
         &mut self,
         cfg: &Config,
-        base: Option<[u8; 32]>,
+        base: Option<&[u8; 32]>,
         dir: usize,
         an: usize,
         source: u32,
@@ -220,10 +221,10 @@ impl Derived {
             let mode = cfg.mode;
             let key = self.cache.entry(id).or_insert_with(|| {
                 Arc::new(match mode {
-                    KeyMode::Direct => SealingKey::new(&base, [0; 12]),
+                    KeyMode::Direct => SealingKey::new(base, [0; 12]),
                     KeyMode::Cluster | KeyMode::Server => {
                         let label = if mode == KeyMode::Cluster { LABEL_CLUSTER } else { LABEL_SERVER };
-                        let d = derive(&base, label, &context_v4(epoch, rekey, source));
+                        let d = derive(base, label, &context_v4(epoch, rekey, source));
                         SealingKey::new(&d.key, d.iv_mask)
                     }
                 })
@@ -347,7 +348,7 @@ impl SecureDomain {
         let mut buf = [0u8; MAX_AAD_PREFIX + 16];
         let aad = aad(aad_prefix, &hdr, &mut buf);
         let epoch = self.epoch;
-        let key = self.derived.get(&self.cfg, self.keys[an], SEAL, an, source, epoch, counter)?;
+        let key = self.derived.get(&self.cfg, self.keys[an].as_ref(), SEAL, an, source, epoch, counter)?;
         let tag = key.seal_in_place(source, tsc, aad, data);
         self.stats.sealed += 1;
         Ok((hdr, tag))
@@ -416,7 +417,8 @@ impl SecureDomain {
         let mut aad_buf = [0u8; MAX_AAD_PREFIX + 16];
         let aad = aad(aad_prefix, hdr, &mut aad_buf);
         let an = usize::from(hdr.an);
-        let key = self.derived.get(&self.cfg, self.keys[an], OPEN, an, source, hdr.epoch(), hdr.counter())?;
+        let (base, epoch, counter) = (self.keys[an].as_ref(), hdr.epoch(), hdr.counter());
+        let key = self.derived.get(&self.cfg, base, OPEN, an, source, epoch, counter)?;
         let n = key.open(source, hdr.tsc, aad, buf).ok_or(TssError::AuthFailed)?;
         match replay {
             Some(r) => r.mark(window, hdr.tsc),

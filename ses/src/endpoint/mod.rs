@@ -872,6 +872,19 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
                 DeliveryKind::RudiResponse { cookie, .. } => (Reply::None, (cookie & 0xFFFF_FFFF) as usize),
                 DeliveryKind::Uud => (Reply::None, 0),
             };
+            // Sends and writes first, their header parsed inline (see parse_plain_standard).
+            let plain = match (d.next_hdr, d.kind) {
+                (
+                    NextHeader::ReqStd,
+                    DeliveryKind::Pdc { .. } | DeliveryKind::RudiRequest { .. } | DeliveryKind::Uud,
+                ) => SesRepr::parse_plain_standard(d.body),
+                _ => None,
+            };
+            if let Some(r) = plain {
+                self.on_request(src, reply, &r, None, &d.body[StandardRequest::LEN..]);
+                self.drain_pds_events();
+                return Ok(());
+            }
             match SesRepr::parse(d.body, d.next_hdr) {
                 Ok(Some(ses)) => {
                     let payload = &d.body[ses.buffer_len()..];

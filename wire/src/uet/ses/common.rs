@@ -64,6 +64,7 @@ impl RequestCommon {
 impl FixedHeader for RequestCommon {
     const LEN: usize = 12;
 
+    #[inline]
     fn parse(buf: &[u8]) -> Result<Self> {
         need(buf.len(), 12, "SES request header")?;
         Ok(RequestCommon {

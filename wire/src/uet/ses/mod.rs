@@ -256,6 +256,17 @@ impl SesRepr {
         }
     }
 
+    /// The standard request at the start of `buf` when its opcode takes no extension (sends and
+    /// writes: the packets that carry data), parsed inline; `None` for anything else, which
+    /// [`SesRepr::parse`] takes. A receive path that tries this first keeps the header out of a
+    /// `SesRepr` in memory, where it was read back at once in other widths than it was written in
+    /// (a store-forwarding stall per packet).
+    #[inline(always)]
+    pub fn parse_plain_standard(buf: &[u8]) -> Option<StandardRequest> {
+        let r = StandardRequest::parse(buf).ok()?;
+        (ext_kind(r.common.opcode) == ExtKind::None).then_some(r)
+    }
+
     /// Parses the header announced by `next_hdr` (and its extension) at the start of `buf`;
     /// `Ok(None)` for next_hdr NONE.
     pub fn parse(buf: &[u8], next_hdr: NextHeader) -> Result<Option<SesRepr>> {
@@ -403,6 +414,30 @@ pub(crate) mod tests {
             SesRepr::parse(&b, NextHeader::Unknown(9)),
             Err(Error::Unsupported("reserved PDS next_hdr value"))
         );
+    }
+
+    #[test]
+    fn plain_standard_requests_parse_as_the_general_parser_does() {
+        let mut plain = 0;
+        for (nh, h) in SAMPLES {
+            let b = hex(h);
+            let general = SesRepr::parse(&b, NextHeader::from(*nh)).unwrap().unwrap();
+            let fast = SesRepr::parse_plain_standard(&b);
+            match (general.header, general.ext) {
+                (SesHeader::Standard(r), None) if *nh == 3 => {
+                    assert_eq!(fast, Some(r), "{h}");
+                    plain += 1;
+                }
+                // An extension (atomics, CAS) is left to the general parser.
+                _ if *nh == 3 => assert_eq!(fast, None, "{h}"),
+                _ => {}
+            }
+            // Short buffers are refused, never a panic.
+            for n in 0..b.len().min(StandardRequest::LEN) {
+                assert_eq!(SesRepr::parse_plain_standard(&b[..n]), None);
+            }
+        }
+        assert_eq!(plain, 4, "the four standard samples without an extension");
     }
 
     #[test]

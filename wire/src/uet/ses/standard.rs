@@ -56,6 +56,7 @@ impl StandardRequest {
 impl FixedHeader for StandardRequest {
     const LEN: usize = 44;
 
+    #[inline(always)]
     fn parse(buf: &[u8]) -> Result<Self> {
         let common = RequestCommon::parse(buf)?;
         need(buf.len(), 44, "SES standard request")?;
