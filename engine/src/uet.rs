@@ -232,7 +232,7 @@ impl<D: Datapath> UetNode<D> {
                 self.stats.rx_trimmed_dropped += 1;
                 return RxStep::Drop;
             }
-            return RxStep::Trimmed { src: ip.src_addr, body: r.payload };
+            return RxStep::Trimmed { src: ip.src_addr.to_bits(), body: r.payload };
         }
         // In a secure domain the ICV protects the datagram, and it is sent without a UDP checksum.
         if self.require_checksum && self.tss.is_none() && udp.checksum == UdpChecksum::Zero {
@@ -244,7 +244,7 @@ impl<D: Datapath> UetNode<D> {
         let payload = r.payload;
         let at = payload.start;
         let Some(d) = self.tss.as_mut() else {
-            return RxStep::Deliver { src, body: payload, ce };
+            return RxStep::Deliver { src: src.to_bits(), body: payload, ce };
         };
         let body = &mut f[payload];
         let sealed = body.first().is_some_and(|b| b >> 3 == wire::uet::tss::TYPE_TSS);
@@ -256,7 +256,7 @@ impl<D: Datapath> UetNode<D> {
         let prefix = aad_prefix(src, dst, sport, dport);
         let source = hdr.ssi.unwrap_or(src.to_bits());
         match d.open(source, &prefix, &hdr, &mut body[hl..]) {
-            Ok(n) => RxStep::Deliver { src, body: at + hl..at + hl + n, ce },
+            Ok(n) => RxStep::Deliver { src: src.to_bits(), body: at + hl..at + hl + n, ce },
             Err(_) => {
                 self.stats.rx_tss_drops += 1;
                 RxStep::Drop
@@ -269,14 +269,14 @@ impl<D: Datapath> UetNode<D> {
         match *step {
             RxStep::Drop => {}
             RxStep::Trimmed { src, ref body } => {
-                if self.ses.pds().handle_trimmed(now, src, &f[body.clone()]).is_ok() {
+                if self.ses.pds().handle_trimmed(now, Ipv4Addr::from_bits(src), &f[body.clone()]).is_ok() {
                     self.stats.rx_trimmed += 1;
                 } else {
                     self.stats.rx_trimmed_dropped += 1;
                 }
             }
             RxStep::Deliver { src, ref body, ce } => {
-                match self.ses.handle_packet_ecn(now, src, &f[body.clone()], ce) {
+                match self.ses.handle_packet_ecn(now, Ipv4Addr::from_bits(src), &f[body.clone()], ce) {
                     Ok(()) => self.stats.rx_frames += 1,
                     Err(_) => self.stats.rx_bad += 1,
                 }
@@ -385,16 +385,18 @@ fn headers_to<'a, D: Datapath>(
 /// Frames a [`UetNode`] takes or sends per stage (see [`UetNode::progress`]).
 pub const BATCH: usize = 32;
 
-/// What the second receive stage does with a frame.
+/// What the second receive stage does with a frame. Sources are kept as `u32` (4-byte aligned):
+/// an `Ipv4Addr` (byte-aligned) shared a word with `ce` and was copied into the batch with a load
+/// spanning both stores (a store-forwarding stall per frame).
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum RxStep {
     /// Nothing: dropped (and counted) by the first.
     Drop,
     /// A trimmed datagram from `src`: `body` is what is left from the PDS header on.
-    Trimmed { src: Ipv4Addr, body: Range<usize> },
+    Trimmed { src: u32, body: Range<usize> },
     /// The UET datagram from `src` in `body` (opened, in a secure domain); `ce`: the IP header
     /// carried ECN-CE.
-    Deliver { src: Ipv4Addr, body: Range<usize>, ce: bool },
+    Deliver { src: u32, body: Range<usize>, ce: bool },
 }
 
 /// The TSS AAD prefix over UDP (`../shared/spec/uet-wire.md`, choices where no source says): IP
