@@ -36,7 +36,6 @@ pub(crate) struct TxPkt {
     pub(crate) retries: u32,
     /// Transmission sequence number of its latest transmission (0: never sent).
     seq: u64,
-    deadline: Duration,
     /// When it last went out (for RTT samples).
     sent_at: Duration,
 }
@@ -52,6 +51,10 @@ pub(crate) struct TxHalf {
     /// PSN of `pkts[0]`: the oldest packet not cumulatively acknowledged.
     una: u32,
     pkts: VecDeque<TxPkt>,
+    /// Per queued packet, its retransmit deadline while the timer runs (sent, not SACKed, not
+    /// queued again), else `Duration::MAX`. Apart from the packets (each with its body inline), so
+    /// that finding the earliest deadline reads 16 bytes a packet.
+    timers: VecDeque<Duration>,
     /// `pkts[..sent]` have gone out at least once.
     sent: usize,
     retx_pending: usize,
@@ -65,6 +68,7 @@ impl TxHalf {
         TxHalf {
             una: start_psn,
             pkts: VecDeque::new(),
+            timers: VecDeque::new(),
             sent: 0,
             retx_pending: 0,
             seq: 0,
@@ -100,9 +104,9 @@ impl TxHalf {
             retx: false,
             retries: 0,
             seq: 0,
-            deadline: Duration::ZERO,
             sent_at: Duration::ZERO,
         });
+        self.timers.push_back(Duration::MAX);
         psn
     }
 
@@ -123,6 +127,7 @@ impl TxHalf {
             p.retries = 0;
             p.seq = 0;
         }
+        self.timers.iter_mut().for_each(|t| *t = Duration::MAX);
     }
 
     /// Index of the packet to transmit next: a retransmission first, then a new packet if fewer than
@@ -149,7 +154,7 @@ impl TxHalf {
         self.seq += 1;
         let p = &mut self.pkts[idx];
         p.seq = self.seq;
-        p.deadline = now + cfg.backoff(p.retries);
+        self.timers[idx] = now + cfg.backoff(p.retries);
         p.sent_at = now;
         if p.retx {
             p.retx = false;
@@ -167,6 +172,7 @@ impl TxHalf {
         }
         p.retx = true;
         self.retx_pending += 1;
+        self.timers[idx] = Duration::MAX;
         true
     }
 
@@ -192,6 +198,7 @@ impl TxHalf {
         if n > 0 && n as usize <= self.sent {
             for i in 0..n as u32 {
                 let p = self.pkts.pop_front().expect("n <= sent <= len");
+                self.timers.pop_front();
                 newest = newest.max(p.seq);
                 if p.retx {
                     self.retx_pending -= 1;
@@ -218,6 +225,7 @@ impl TxHalf {
                 newest = newest.max(p.seq);
                 if !p.acked {
                     p.acked = true;
+                    self.timers[idx] = Duration::MAX;
                     if p.retx {
                         p.retx = false;
                         self.retx_pending -= 1;
@@ -268,7 +276,7 @@ impl TxHalf {
         let mut expired = 0;
         for i in 0..self.sent {
             let p = &self.pkts[i];
-            if p.acked || p.retx || p.deadline > now {
+            if p.acked || p.retx || self.timers[i] > now {
                 continue;
             }
             if p.retries >= cfg.max_retries {
@@ -289,7 +297,7 @@ impl TxHalf {
 
     /// Earliest retransmit deadline.
     pub(crate) fn poll_timeout(&self) -> Option<Duration> {
-        self.pkts.iter().take(self.sent).filter(|p| !p.acked && !p.retx).map(|p| p.deadline).min()
+        self.timers.iter().take(self.sent).copied().min().filter(|&t| t != Duration::MAX)
     }
 
     /// Empties the buffer, returning the cookies of the data packets not known received.
@@ -304,6 +312,7 @@ impl TxHalf {
             })
             .collect();
         self.pkts.clear();
+        self.timers.clear();
         self.sent = 0;
         self.retx_pending = 0;
         out
@@ -405,6 +414,43 @@ mod tests {
         assert_eq!(tx2.go_back(102, 103, &mut |_| {}), 0, "stale: 103 left before 102 was resent");
         // After everything was resent, a NACK caused by the new 103 means the new 102 was lost.
         assert_eq!(tx.go_back(102, 103, &mut |_| {}), 3);
+    }
+
+    #[test]
+    fn the_earliest_deadline_follows_sacks_resends_and_acks() {
+        let cfg = Config::default();
+        let rto = cfg.rto;
+        let ms = Duration::from_millis;
+        let mut tx = TxHalf::new(10);
+        // Packets 10..14 go out 1 ms apart; 14 is queued, never sent (no timer).
+        for c in 0..5 {
+            tx.push(data(c));
+        }
+        for i in 0..4 {
+            tx.mark_sent(i, ms(i as u64), &cfg);
+        }
+        assert_eq!(tx.poll_timeout(), Some(rto));
+        // 10 is SACKed: 11's timer is the earliest. RUD queues nothing sent before a received one.
+        assert_eq!(acked(&mut tx, 9, Some((10, 0b1)), Mode::Rud), (vec![0], 0));
+        assert_eq!(tx.poll_timeout(), Some(ms(1) + rto));
+        // 11 is NACKed: queued again, its timer stops until it is resent (at 9 ms).
+        assert!(tx.resend(11));
+        assert_eq!(tx.poll_timeout(), Some(ms(2) + rto));
+        tx.mark_sent(1, ms(9), &cfg);
+        assert_eq!(tx.poll_timeout(), Some(ms(2) + rto));
+        // 12 and 13 time out: queued again, only 11's timer runs.
+        assert_eq!(tx.handle_timeout(ms(3) + rto, &cfg, Mode::Rud), Ok(2));
+        assert_eq!(tx.poll_timeout(), Some(ms(9) + rto));
+        // Resent with backoff (two RTOs), then 14 goes out for the first time.
+        tx.mark_sent(2, ms(20), &cfg);
+        tx.mark_sent(3, ms(20), &cfg);
+        tx.mark_sent(4, ms(21), &cfg);
+        assert_eq!(tx.poll_timeout(), Some(ms(9) + rto));
+        // A cumulative ACK through 12: 13 (backed off) is later than 14.
+        assert_eq!(acked(&mut tx, 12, None, Mode::Rud), (vec![1, 2], 0));
+        assert_eq!(tx.poll_timeout(), Some((ms(21) + rto).min(ms(20) + cfg.backoff(1))));
+        assert_eq!(acked(&mut tx, 14, None, Mode::Rud), (vec![3, 4], 0));
+        assert_eq!(tx.poll_timeout(), None, "nothing in flight");
     }
 
     #[test]
