@@ -6,12 +6,12 @@
 //! 4793 with a valid IPv4 checksum and a valid (or, from a kernel socket that already checked it,
 //! absent) UDP checksum.
 
+use std::collections::hash_map::Entry;
 use std::net::{IpAddr, Ipv4Addr};
 use std::ops::Range;
 use std::time::Duration;
 
 use ahash::AHashMap as HashMap;
-use std::collections::hash_map::Entry;
 use wire::ethernet::ethertype;
 use wire::uet::UetConfig;
 use wire::uet::tss::TssRepr;
