@@ -115,7 +115,6 @@ pub struct Prologue {
 impl FixedHeader for Prologue {
     const LEN: usize = 2;
 
-    #[inline]
     fn parse(buf: &[u8]) -> Result<Self> {
         need(buf.len(), 2, "PDS prologue")?;
         let w = read_u16(buf, 0);
@@ -163,26 +162,9 @@ pub enum PdsRepr {
 
 impl PdsRepr {
     /// Parses the PDS header at the start of `buf` (the TSS type 1 and reserved types are errors).
-    ///
-    /// Requests (the packets that carry data) are parsed inline, their repr kept in registers by
-    /// the caller; the other types out of line. Returned through memory, a request's fields were
-    /// read back at once in other widths than they had been written in (a store-forwarding stall
-    /// per packet).
-    #[inline]
     pub fn parse(buf: &[u8]) -> Result<PdsRepr> {
         let p = Prologue::parse(buf)?;
-        match PdsType::from(p.pds_type) {
-            PdsType::RudReq | PdsType::RodReq | PdsType::RudCcReq | PdsType::RodCcReq => {
-                Ok(PdsRepr::Request(RequestRepr::parse(buf)?))
-            }
-            t => Self::parse_other(buf, t),
-        }
-    }
-
-    /// [`PdsRepr::parse`] out of line, for every type (it is called for all but the requests).
-    #[inline(never)]
-    fn parse_other(buf: &[u8], t: PdsType) -> Result<PdsRepr> {
-        Ok(match t {
+        Ok(match PdsType::from(p.pds_type) {
             PdsType::RudReq | PdsType::RodReq | PdsType::RudCcReq | PdsType::RodCcReq => {
                 PdsRepr::Request(RequestRepr::parse(buf)?)
             }
