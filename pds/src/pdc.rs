@@ -385,8 +385,11 @@ impl<A: Copy> Pdc<A> {
             self.close_queued = true;
         }
         let syn = self.role == Role::Initiator && self.peer_id.is_none();
-        if self.nscc.is_none() {
-            self.nscc = cfg.cc.map(crate::cc::Nscc::new);
+        // Only when NSCC is configured: `self.nscc = cfg.cc.map(Nscc::new)` on every call was
+        // compiled into one store sequence for both cases, writing the whole option (~120 bytes,
+        // the None niche and leftover registers) on every packet sent.
+        if let (None, Some(c)) = (&self.nscc, cfg.cc) {
+            self.nscc = Some(crate::cc::Nscc::new(c));
         }
         let mut window = cfg.window.min(RX_WINDOW);
         if let Some(cc) = &self.nscc {
