@@ -386,7 +386,7 @@ impl<A: Copy> Pdc<A> {
         }
         let syn = self.role == Role::Initiator && self.peer_id.is_none();
         // Only when NSCC is configured: `self.nscc = cfg.cc.map(Nscc::new)` on every call was
-        // compiled into one store sequence for both cases, writing the whole option (~120 bytes,
+        // compiled into one store sequence for both cases, writing the whole option (128 bytes,
         // the None niche and leftover registers) on every packet sent.
         if let (None, Some(c)) = (&self.nscc, cfg.cc) {
             self.nscc = Some(crate::cc::Nscc::new(c));
