@@ -873,12 +873,10 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
                 DeliveryKind::Uud => (Reply::None, 0),
             };
             // Sends and writes first, their header parsed inline (see parse_plain_standard).
-            let plain = match (d.next_hdr, d.kind) {
-                (
-                    NextHeader::ReqStd,
-                    DeliveryKind::Pdc { .. } | DeliveryKind::RudiRequest { .. } | DeliveryKind::Uud,
-                ) => SesRepr::parse_plain_standard(d.body),
-                _ => None,
+            let plain = if d.next_hdr == NextHeader::ReqStd && carries_requests(d.kind) {
+                SesRepr::parse_plain_standard(d.body)
+            } else {
+                None
             };
             if let Some(r) = plain {
                 self.on_request(src, reply, &r, None, &d.body[StandardRequest::LEN..]);
@@ -907,10 +905,9 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
         piece: usize,
     ) {
         match (ses.header, kind) {
-            (
-                SesHeader::Standard(r),
-                DeliveryKind::Pdc { .. } | DeliveryKind::RudiRequest { .. } | DeliveryKind::Uud,
-            ) => self.on_request(src, reply, &r, ses.ext, payload),
+            (SesHeader::Standard(r), k) if carries_requests(k) => {
+                self.on_request(src, reply, &r, ses.ext, payload)
+            }
             (SesHeader::Response(r), DeliveryKind::Pdc { .. } | DeliveryKind::RudiResponse { .. }) => {
                 self.on_response(src, r.message_id, r.head.return_code, r.head.list, &[], 0)
             }
@@ -1477,6 +1474,12 @@ fn out_op<A>(
         cleanup_key: None,
         restart: None,
     }
+}
+
+/// Whether a PDS delivery of this kind can carry a SES request (a PDC's packets, RUDI requests,
+/// UUD datagrams), not only responses.
+fn carries_requests(kind: DeliveryKind) -> bool {
+    matches!(kind, DeliveryKind::Pdc { .. } | DeliveryKind::RudiRequest { .. } | DeliveryKind::Uud)
 }
 
 /// The bytes after the PDS header of one request packet: the standard header (SOM form with
