@@ -320,11 +320,9 @@ impl<D: Datapath> UetNode<D> {
     /// Ethernet, IP and UDP headers to `dst` and sends it; a frame that cannot go is counted
     /// and recycled.
     fn send(&mut self, mut frame: Frame, dst: Ipv4Addr, len: usize, hl: usize, icv: usize) {
-        // Sealed datagrams go without a UDP checksum (RFC 768 allows it over IPv4): the ICV
-        // already covers every byte a checksum would, and the receiver checks it first.
-        let checksum = if self.tss.is_some() { UdpChecksum::Zero } else { UdpChecksum::Computed };
-        let ecn = if self.ecn { ECT0 } else { 0 };
-        let Some(headers) = headers_to(&mut self.headers, &mut self.dp, self.ip, dst, ecn, checksum) else {
+        let sealed = self.tss.is_some();
+        let Some(headers) = headers_to(&mut self.headers, &mut self.dp, self.ip, dst, self.ecn, sealed)
+        else {
             self.stats.tx_unresolved += 1;
             self.dp.recycle(frame);
             return;
@@ -363,20 +361,25 @@ impl<D: Datapath> UetNode<D> {
     }
 }
 
-/// The headers of frames to `dst`: remembered, or built (its MAC resolved) now. By reference: a
-/// template copied out per packet was read back at once while its stores drained.
+/// The headers of frames to `dst`: remembered, or built (its MAC resolved) now, marked ECT(0) with
+/// `ecn`, for `sealed` datagrams or clear ones. By reference: a template copied out per packet was
+/// read back at once while its stores drained.
 fn headers_to<'a, D: Datapath>(
     headers: &'a mut HashMap<Ipv4Addr, UdpTemplate>,
     dp: &mut D,
     src: Ipv4Addr,
     dst: Ipv4Addr,
-    ecn: u8,
-    checksum: UdpChecksum,
+    ecn: bool,
+    sealed: bool,
 ) -> Option<&'a UdpTemplate> {
     Some(match headers.entry(dst) {
         Entry::Occupied(e) => e.into_mut(),
         Entry::Vacant(v) => {
             let mac = dp.resolve(IpAddr::V4(dst))?;
+            let ecn = if ecn { ECT0 } else { 0 };
+            // Sealed datagrams go without a UDP checksum (RFC 768 allows it over IPv4): the ICV
+            // already covers every byte a checksum would, and the receiver checks it first.
+            let checksum = if sealed { UdpChecksum::Zero } else { UdpChecksum::Computed };
             v.insert(udp_template(dp.mac(), mac, src, dst, ecn, checksum))
         }
     })
