@@ -13,7 +13,9 @@ pub(crate) fn read_u16(b: &[u8], at: usize) -> u16 {
 }
 
 pub(crate) fn read_u24(b: &[u8], at: usize) -> u32 {
-    u32::from_be_bytes([0, b[at], b[at + 1], b[at + 2]])
+    let mut v = [0u8; 4];
+    v[1..].copy_from_slice(&b[at..at + 3]);
+    u32::from_be_bytes(v)
 }
 
 pub(crate) fn read_u32(b: &[u8], at: usize) -> u32 {
