@@ -133,6 +133,9 @@ pub struct Network {
     links: Vec<Link>,
     switches: Vec<Switch>,
     events: BinaryHeap<Reverse<Event>>,
+    /// No frame in flight arrives before this (the earliest arrival, or earlier): receiving
+    /// checks it instead of searching every link and the heap per frame taken.
+    due: Duration,
     seq: u64,
     tap: Option<Vec<TapRecord>>,
     pool: FramePool,
@@ -169,6 +172,7 @@ impl Network {
             links: Vec::new(),
             switches: Vec::new(),
             events: BinaryHeap::new(),
+            due: Duration::MAX,
             seq: 0,
             tap: None,
             pool: FramePool::default(),
@@ -406,6 +410,7 @@ impl Network {
 
     fn push(&mut self, at: Duration, link: usize, frame: Frame) {
         self.seq += 1;
+        self.due = self.due.min(at);
         let ev = Event { at, seq: self.seq, link, frame };
         let fifo = &mut self.links[link].fifo;
         if fifo.back().is_none_or(|last| last.at <= at) {
@@ -417,8 +422,13 @@ impl Network {
 
     /// The earliest (time, sequence) in flight and where it waits: `None` for the heap, or a link.
     fn earliest(&self) -> Option<(Duration, u64, Option<usize>)> {
+        self.earliest_except(usize::MAX)
+    }
+
+    /// [`earliest`](Self::earliest) of every place but the link `skip`.
+    fn earliest_except(&self, skip: usize) -> Option<(Duration, u64, Option<usize>)> {
         let mut best = self.events.peek().map(|e| (e.0.at, e.0.seq, None));
-        for (i, l) in self.links.iter().enumerate() {
+        for (i, l) in self.links.iter().enumerate().filter(|&(i, _)| i != skip) {
             if let Some(e) = l.fifo.front() {
                 if best.is_none_or(|(at, seq, _)| (e.at, e.seq) < (at, seq)) {
                     best = Some((e.at, e.seq, Some(i)));
@@ -440,11 +450,21 @@ impl Network {
     }
 
     fn deliver_due(&mut self) {
+        if self.due > self.now {
+            return;
+        }
+        self.due = Duration::MAX;
         while let Some((at, _, from)) = self.earliest() {
             if at > self.now {
+                // Frames a switch forwards below were pushed with `due` lowered already.
+                self.due = self.due.min(at);
                 break;
             }
             let ev = match from {
+                Some(l) if matches!(self.links[l].to, Node::Port(_)) => {
+                    self.deliver_run(l);
+                    continue;
+                }
                 Some(l) => self.links[l].fifo.pop_front(),
                 None => self.events.pop().map(|r| r.0),
             };
@@ -453,6 +473,27 @@ impl Network {
                 Node::Port(p) if self.ports[p].up => self.ports[p].rx.push_back(ev.frame),
                 Node::Port(_) => self.pool.put(ev.frame),
                 Node::Switch(s, ingress) => self.switch(s, ingress, ev.frame, ev.at),
+            }
+        }
+    }
+
+    /// Delivers the frames at the head of link `l`, which ends at a port, that are due and come
+    /// before everything waiting elsewhere: the order one frame at a time would give, with the
+    /// other places searched once per run instead of once per frame (arriving at a port adds no
+    /// event anywhere).
+    fn deliver_run(&mut self, l: usize) {
+        let bound = self.earliest_except(l).map(|(at, seq, _)| (at, seq));
+        let Node::Port(p) = self.links[l].to else { return };
+        let (link, port, pool, now) = (&mut self.links[l], &mut self.ports[p], &mut self.pool, self.now);
+        while let Some(e) = link.fifo.front() {
+            if e.at > now || bound.is_some_and(|b| (e.at, e.seq) > b) {
+                break;
+            }
+            let Some(ev) = link.fifo.pop_front() else { break };
+            if port.up {
+                port.rx.push_back(ev.frame);
+            } else {
+                pool.put(ev.frame);
             }
         }
     }
