@@ -46,15 +46,24 @@ pub(crate) enum Delivered {
     Close,
 }
 
+/// A queued packet whose retransmit timer does not run.
+const NO_TIMER: u64 = u64::MAX;
+
+/// A deadline as nanoseconds (virtual or real time since its epoch: 584 years fit).
+fn nanos(t: Duration) -> u64 {
+    u64::try_from(t.as_nanos()).unwrap_or(NO_TIMER - 1)
+}
+
 #[derive(Debug)]
 pub(crate) struct TxHalf {
     /// PSN of `pkts[0]`: the oldest packet not cumulatively acknowledged.
     una: u32,
     pkts: VecDeque<TxPkt>,
-    /// Per queued packet, its retransmit deadline while the timer runs (sent, not SACKed, not
-    /// queued again), else `Duration::MAX`. Apart from the packets (each with its body inline), so
-    /// that finding the earliest deadline reads 16 bytes a packet.
-    timers: VecDeque<Duration>,
+    /// Per queued packet, its retransmit deadline in nanoseconds while the timer runs (sent, not
+    /// SACKed, not queued again), else [`NO_TIMER`]. Apart from the packets (each with its body
+    /// inline), so that finding the earliest deadline reads 8 bytes a packet, in a loop the
+    /// compiler vectorizes.
+    timers: VecDeque<u64>,
     /// `pkts[..sent]` have gone out at least once.
     sent: usize,
     retx_pending: usize,
@@ -106,7 +115,7 @@ impl TxHalf {
             seq: 0,
             sent_at: Duration::ZERO,
         });
-        self.timers.push_back(Duration::MAX);
+        self.timers.push_back(NO_TIMER);
         psn
     }
 
@@ -127,7 +136,7 @@ impl TxHalf {
             p.retries = 0;
             p.seq = 0;
         }
-        self.timers.iter_mut().for_each(|t| *t = Duration::MAX);
+        self.timers.iter_mut().for_each(|t| *t = NO_TIMER);
     }
 
     /// Index of the packet to transmit next: a retransmission first, then a new packet if fewer than
@@ -154,7 +163,7 @@ impl TxHalf {
         self.seq += 1;
         let p = &mut self.pkts[idx];
         p.seq = self.seq;
-        self.timers[idx] = now + cfg.backoff(p.retries);
+        self.timers[idx] = nanos(now + cfg.backoff(p.retries));
         p.sent_at = now;
         if p.retx {
             p.retx = false;
@@ -172,7 +181,7 @@ impl TxHalf {
         }
         p.retx = true;
         self.retx_pending += 1;
-        self.timers[idx] = Duration::MAX;
+        self.timers[idx] = NO_TIMER;
         true
     }
 
@@ -225,7 +234,7 @@ impl TxHalf {
                 newest = newest.max(p.seq);
                 if !p.acked {
                     p.acked = true;
-                    self.timers[idx] = Duration::MAX;
+                    self.timers[idx] = NO_TIMER;
                     if p.retx {
                         p.retx = false;
                         self.retx_pending -= 1;
@@ -273,7 +282,7 @@ impl TxHalf {
     /// them). Returns how many timed out, or `Err` if one had already been retransmitted
     /// `max_retries` times.
     pub(crate) fn handle_timeout(&mut self, now: Duration, cfg: &Config, mode: Mode) -> Result<usize, ()> {
-        let mut expired = 0;
+        let (mut expired, now) = (0, nanos(now));
         for i in 0..self.sent {
             let p = &self.pkts[i];
             if p.acked || p.retx || self.timers[i] > now {
@@ -297,7 +306,11 @@ impl TxHalf {
 
     /// Earliest retransmit deadline.
     pub(crate) fn poll_timeout(&self) -> Option<Duration> {
-        self.timers.iter().take(self.sent).copied().min().filter(|&t| t != Duration::MAX)
+        let (a, b) = self.timers.as_slices();
+        let (a, b) = (&a[..self.sent.min(a.len())], &b[..self.sent.saturating_sub(a.len())]);
+        let min = |s: &[u64]| s.iter().fold(NO_TIMER, |m, &t| m.min(t));
+        let first = min(a).min(min(b));
+        (first != NO_TIMER).then(|| Duration::from_nanos(first))
     }
 
     /// Empties the buffer, returning the cookies of the data packets not known received.
