@@ -779,7 +779,7 @@ fn run_uet_perf(a: &PerfArgs, transport: ses::DeliveryMode) -> ExitCode {
             let (engine, with_checks) = (r.engine_rate() / 1e6, r.average() / 1e6);
             let share = 100.0 * r.check_time.as_secs_f64() / r.wall.as_secs_f64().max(1e-9);
             println!(
-                " TSS baseline: the same {moved} bytes sealed and opened with AES-256-GCM (ring) in {}-byte packets on this thread, best of three passes: {base:.1} MB/s",
+                " TSS baseline: the same {moved} bytes sealed and opened with AES-256-GCM (aws-lc-rs) in {}-byte packets on this thread, best of three passes: {base:.1} MB/s",
                 cfg.max_payload
             );
             println!(
