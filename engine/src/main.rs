@@ -788,7 +788,7 @@ fn run_uet_perf(a: &PerfArgs, transport: ses::DeliveryMode) -> ExitCode {
                 100.0 * with_checks / base
             );
             println!(
-                " TSS floor (the same messages copied into frames, sealed, opened and copied out, no protocol): {floor_engine:.1} MB/s = {:.1} % of the baseline ({floor:.1} MB/s = {:.1} % with making and checking them); this run = {:.1} % of the floor",
+                " TSS floor (the same messages sealed into frames, opened and copied out, no protocol): {floor_engine:.1} MB/s = {:.1} % of the baseline ({floor:.1} MB/s = {:.1} % with making and checking them); this run = {:.1} % of the floor",
                 100.0 * floor_engine / base,
                 100.0 * floor / base,
                 100.0 * engine / floor_engine

@@ -12,6 +12,7 @@ use std::ops::Range;
 use std::time::Duration;
 
 use ahash::AHashMap as HashMap;
+use bytes::Bytes;
 use wire::ethernet::ethertype;
 use wire::uet::UetConfig;
 use wire::uet::tss::TssRepr;
@@ -72,8 +73,9 @@ pub struct UetNode<D> {
     ecn: bool,
     /// Frames taken and not yet delivered (kept between rounds for its capacity).
     rx_batch: Vec<(Frame, RxStep)>,
-    /// Frames filled and not yet sent (likewise).
-    tx_batch: Vec<(Frame, Ipv4Addr, usize)>,
+    /// Frames filled and not yet sent (likewise): destination, bytes written, and the payload
+    /// still to place after them.
+    tx_batch: Vec<(Frame, Ipv4Addr, usize, Bytes)>,
 }
 
 /// The UDP source port for traffic to `dst`: 0xC000 | 14 bits of a hash, fixed per destination
@@ -284,8 +286,9 @@ impl<D: Datapath> UetNode<D> {
         }
     }
 
-    /// Sends everything the SES has, a batch at a time: the SES fills up to [`BATCH`] frames,
-    /// then each is sealed (in a secure domain), given its headers and sent, in order.
+    /// Sends everything the SES has, a batch at a time: the SES fills up to [`BATCH`] frames with
+    /// headers, then each gets its payload (sealed into it in a secure domain, else copied), its
+    /// Ethernet, IP and UDP headers, and is sent, in order.
     fn transmit_all(&mut self, now: Duration) -> bool {
         let mut moved = false;
         let (hl, icv) = self.tss.as_ref().map_or((0, 0), |d| (d.header_len(), tss::aead::ICV_LEN));
@@ -295,18 +298,18 @@ impl<D: Datapath> UetNode<D> {
                 let mut frame = self.dp.alloc();
                 let cap = frame.buffer_mut().len();
                 let room = &mut frame.buffer_mut()[HEADERS + hl..cap.saturating_sub(icv).max(HEADERS + hl)];
-                let Some(t) = self.ses.poll_transmit(now, room) else {
+                let Some((t, tail)) = self.ses.poll_transmit_split(now, room) else {
                     self.dp.recycle(frame);
                     break;
                 };
-                tx.push((frame, t.dst, t.len));
+                tx.push((frame, t.dst, t.len, tail));
             }
             // A batch the SES could not fill leaves it with nothing more to send (sending does
             // not call back into it): no round after it.
             let drained = tx.len() < BATCH;
             moved |= !tx.is_empty();
-            for (frame, dst, len) in tx.drain(..) {
-                self.send(frame, dst, len, hl, icv);
+            for (frame, dst, len, tail) in tx.drain(..) {
+                self.send(frame, dst, len, &tail, hl, icv);
             }
             if drained {
                 break;
@@ -316,10 +319,11 @@ impl<D: Datapath> UetNode<D> {
         moved
     }
 
-    /// Seals (in a secure domain) the `len` UET bytes after the headers of `frame`, writes its
-    /// Ethernet, IP and UDP headers to `dst` and sends it; a frame that cannot go is counted
-    /// and recycled.
-    fn send(&mut self, mut frame: Frame, dst: Ipv4Addr, len: usize, hl: usize, icv: usize) {
+    /// Places `tail` after the `len` UET bytes written after the headers of `frame`: in a secure
+    /// domain by sealing the two, the `len` bytes in place and `tail` straight from where it lies
+    /// (the message) into the frame, else by copying it. Then writes its Ethernet, IP and UDP
+    /// headers to `dst` and sends it; a frame that cannot go is counted and recycled.
+    fn send(&mut self, mut frame: Frame, dst: Ipv4Addr, len: usize, tail: &[u8], hl: usize, icv: usize) {
         let sealed = self.tss.is_some();
         let Some(headers) = headers_to(&mut self.headers, &mut self.dp, self.ip, dst, self.ecn, sealed)
         else {
@@ -327,28 +331,33 @@ impl<D: Datapath> UetNode<D> {
             self.dp.recycle(frame);
             return;
         };
-        let mut uet_len = len;
+        let mut uet_len = len + tail.len();
         if let Some(d) = self.tss.as_mut() {
             // The AAD holds the source port the peer will see: a kernel UDP socket sends from
             // its own port, not the entropy port of the frame.
             let sport = self.dp.udp_src_port().unwrap_or_else(|| entropy_port(self.ip, dst));
             let prefix = aad_prefix(self.ip, dst, sport, wire::uet::UDP_PORT);
             let buf = frame.buffer_mut();
-            let (data, rest) = buf[HEADERS + hl..].split_at_mut(len);
+            let (head, rest) = buf[HEADERS + hl..].split_at_mut(len);
             // The IV's source is the SSI when the header carries one (as the receiver reads it).
             let source = d.ssi().unwrap_or(self.ip.to_bits());
-            match d.seal_in_place(source, &prefix, data) {
-                Ok((hdr, tag)) => {
+            let hdr = if tail.is_empty() {
+                d.seal_in_place(source, &prefix, head).map(|(hdr, tag)| {
                     rest[..icv].copy_from_slice(&tag);
-                    hdr.emit(&mut buf[HEADERS..HEADERS + hl]).expect("the domain's header length");
-                    uet_len = hl + len + icv;
-                }
-                Err(_) => {
-                    self.stats.tx_tss_refused += 1;
-                    self.dp.recycle(frame);
-                    return;
-                }
-            }
+                    hdr
+                })
+            } else {
+                d.seal_scatter(source, &prefix, head, tail, &mut rest[..tail.len() + icv])
+            };
+            let Ok(hdr) = hdr else {
+                self.stats.tx_tss_refused += 1;
+                self.dp.recycle(frame);
+                return;
+            };
+            hdr.emit(&mut buf[HEADERS..HEADERS + hl]).expect("the domain's header length");
+            uet_len = hl + len + tail.len() + icv;
+        } else {
+            frame.buffer_mut()[HEADERS + len..HEADERS + uet_len].copy_from_slice(tail);
         }
         let Ok(n) = headers.write(frame.buffer_mut(), uet_len) else {
             self.dp.recycle(frame);

@@ -68,6 +68,17 @@ impl Body {
         Some(end)
     }
 
+    /// Copies the header only to the start of `buf`, which must have room for the whole body (the
+    /// data is placed after it by the caller); the header's length, or `None` if `buf` is too short.
+    pub fn write_head_to(&self, buf: &mut [u8]) -> Option<usize> {
+        let h = usize::from(self.head_len);
+        if buf.len() < self.len() {
+            return None;
+        }
+        buf[..h].copy_from_slice(self.head());
+        Some(h)
+    }
+
     /// The body as one vector.
     pub fn to_vec(&self) -> Vec<u8> {
         [self.head(), &self.data[..]].concat()

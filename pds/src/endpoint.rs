@@ -13,6 +13,7 @@ use std::hash::Hash;
 use std::time::Duration;
 
 use ahash::AHashMap as HashMap;
+use bytes::Bytes;
 use wire::uet::pds::nack::FLAG_NT;
 use wire::uet::pds::request::FLAG_RETX;
 use wire::uet::pds::{Mode, NackCode, NackRepr, NextHeader, PdsRepr, RequestRepr, RudiRepr, UudRepr};
@@ -691,12 +692,29 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
 
     /// Writes the next packet to send into `buf` (which must hold the largest body plus 16 bytes).
     pub fn poll_transmit(&mut self, now: Duration, buf: &mut [u8]) -> Option<Transmit<A>> {
-        let t = self.poll_inner(now, buf)?;
+        let t = self.poll_inner(now, buf, None)?;
         self.stats.tx_packets += 1;
         Some(t)
     }
 
-    fn poll_inner(&mut self, now: Duration, buf: &mut [u8]) -> Option<Transmit<A>> {
+    /// [`poll_transmit`](Self::poll_transmit) that leaves an upper layer's payload where it is:
+    /// `len` bytes are written (the PDS header and the upper layer's header), and the payload
+    /// that follows them on the wire is returned (shared, not copied; empty for a packet without
+    /// one) for the caller to place after them, copied or sealed straight into the frame. `buf`
+    /// must still have room for it: a packet is only taken when the whole of it fits.
+    pub fn poll_transmit_split(&mut self, now: Duration, buf: &mut [u8]) -> Option<(Transmit<A>, Bytes)> {
+        let mut tail = Bytes::new();
+        let t = self.poll_inner(now, buf, Some(&mut tail))?;
+        self.stats.tx_packets += 1;
+        Some((t, tail))
+    }
+
+    fn poll_inner(
+        &mut self,
+        now: Duration,
+        buf: &mut [u8],
+        mut tail: Option<&mut Bytes>,
+    ) -> Option<Transmit<A>> {
         self.grant_credit(now);
         if let Some((dst, c)) = self.ctrl.pop_front() {
             let len = match c {
@@ -706,10 +724,10 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
                 }
                 Ctrl::Rudi { pkt_id, next_hdr, body } => {
                     let r = RudiRepr { response: true, next_hdr, flags: 0, reserved: 0, pkt_id };
-                    emit_body(&PdsRepr::Rudi(r), &body, buf)
+                    emit_body(&PdsRepr::Rudi(r), &body, buf, tail)
                 }
                 Ctrl::Uud { next_hdr, body } => {
-                    emit_body(&PdsRepr::Uud(UudRepr { next_hdr, flags: 0, reserved: 0 }), &body, buf)
+                    emit_body(&PdsRepr::Uud(UudRepr { next_hdr, flags: 0, reserved: 0 }), &body, buf, tail)
                 }
             }?;
             return Some(Transmit { dst, len });
@@ -717,7 +735,7 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
         if let Some((pkt_id, p, retx)) = self.rudi.next_to_send(now, &self.cfg) {
             let flags = if retx { FLAG_RETX } else { 0 };
             let r = RudiRepr { response: false, next_hdr: p.next_hdr, flags, reserved: 0, pkt_id };
-            let (dst, len) = (p.peer, emit_body(&PdsRepr::Rudi(r), &p.body, buf)?);
+            let (dst, len) = (p.peer, emit_body(&PdsRepr::Rudi(r), &p.body, buf, tail)?);
             self.stats.tx_retransmits += u64::from(retx);
             return Some(Transmit { dst, len });
         }
@@ -728,7 +746,9 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
             let id = *next?.0;
             cursor = id;
             let p = self.pdcs.get_mut(&id).expect("listed");
-            let Some((len, kind)) = p.poll_transmit(now, &self.cfg, buf) else { continue };
+            let Some((len, kind)) = p.poll_transmit(now, &self.cfg, buf, tail.as_deref_mut()) else {
+                continue;
+            };
             let (dst, done) = (p.peer, p.close_done);
             match kind {
                 TxKind::Ack => self.stats.tx_acks += 1,
@@ -877,6 +897,34 @@ mod tests {
         assert!(nacks(&mut ep).is_empty());
         assert_eq!(ep.handle_trimmed(NOW, 6, &[0xFF; 3]).map_err(|_| ()), Err(()));
         assert_eq!((ep.stats().rx_trimmed, ep.stats().rx_malformed), (3, 1));
+    }
+
+    /// The split transmit writes what the whole one writes, less the payload it hands back, and
+    /// takes a packet only when the whole of it fits the buffer.
+    #[test]
+    fn a_split_transmit_is_the_whole_transmit_less_the_payload() {
+        let body = |n: u8| Body::new(b"ses-head", Bytes::from((0..n).collect::<Vec<u8>>()));
+        let (mut whole, mut split) =
+            (Endpoint::<u8>::new(Config::default(), 1), Endpoint::<u8>::new(Config::default(), 1));
+        for e in [&mut whole, &mut split] {
+            for n in [0u8, 1, 200] {
+                e.send(2, Mode::Rud, NextHeader::ReqStd, body(n), u64::from(n)).unwrap();
+            }
+            e.uud_send(3, NextHeader::ReqStd, body(9));
+        }
+        let (mut a, mut b) = ([0u8; 512], [0u8; 512]);
+        let mut n = 0;
+        while let Some(t) = whole.poll_transmit(NOW, &mut a) {
+            let (s, tail) = split.poll_transmit_split(NOW, &mut b).unwrap();
+            assert_eq!((s.dst, [&b[..s.len], &tail[..]].concat()), (t.dst, a[..t.len].to_vec()));
+            n += 1;
+        }
+        assert_eq!((n, split.poll_transmit_split(NOW, &mut b)), (4, None));
+        // Room for the headers but not the payload: nothing is taken.
+        split.send(2, Mode::Rud, NextHeader::ReqStd, body(200), 9).unwrap();
+        assert!(split.poll_transmit_split(NOW, &mut b[..100]).is_none());
+        let (t, tail) = split.poll_transmit_split(NOW, &mut b).unwrap();
+        assert_eq!(t.len + tail.len(), 12 + 8 + 200);
     }
 
     #[test]

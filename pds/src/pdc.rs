@@ -14,6 +14,7 @@
 
 use std::time::Duration;
 
+use bytes::Bytes;
 use wire::uet::pds::ack::CreditState;
 use wire::uet::pds::ack::{FLAG_P, REQ_CLOSE};
 use wire::uet::pds::request::CcRequest;
@@ -341,6 +342,7 @@ impl<A: Copy> Pdc<A> {
         now: Duration,
         cfg: &Config,
         buf: &mut [u8],
+        tail: Option<&mut Bytes>,
     ) -> Option<(usize, TxKind)> {
         let peer_id = self.peer_id.unwrap_or(0);
         if let Some(n) = self.rx.nack.take() {
@@ -452,7 +454,7 @@ impl<A: Copy> Pdc<A> {
                     dpdcid,
                     cc: credit.map(|(_, credit_target)| CcRequest { ccc_id: 0, credit_target }),
                 };
-                emit_body(&PdsRepr::Request(r), body, buf)?
+                emit_body(&PdsRepr::Request(r), body, buf, tail)?
             }
             Payload::Close => {
                 let isrod = if self.mode == Mode::Rod { wire::uet::pds::cp::FLAG_ISROD } else { 0 };
@@ -564,8 +566,26 @@ pub(crate) fn emit(pds: &PdsRepr, buf: &mut [u8]) -> Option<usize> {
     pds.emit(buf).ok()
 }
 
-/// [`emit`] with an upper-layer [`Body`] after the header.
-pub(crate) fn emit_body(pds: &PdsRepr, body: &Body, buf: &mut [u8]) -> Option<usize> {
+/// [`emit`] with an upper-layer [`Body`] after the header; with `tail`, only the body's header is
+/// written and its payload handed back there (see [`Endpoint::poll_transmit_split`]).
+///
+/// [`Endpoint::poll_transmit_split`]: crate::Endpoint::poll_transmit_split
+pub(crate) fn emit_body(
+    pds: &PdsRepr,
+    body: &Body,
+    buf: &mut [u8],
+    tail: Option<&mut Bytes>,
+) -> Option<usize> {
     let n = emit(pds, buf)?;
-    Some(n + body.write_to(buf.get_mut(n..)?)?)
+    let rest = buf.get_mut(n..)?;
+    Some(
+        n + match tail {
+            Some(t) => {
+                let h = body.write_head_to(rest)?;
+                *t = body.data().clone();
+                h
+            }
+            None => body.write_to(rest)?,
+        },
+    )
 }

@@ -64,6 +64,26 @@ impl SealingKey {
         tag.as_ref().try_into().expect("16-byte tag")
     }
 
+    /// Encrypts `head` in place and `tail` into `tail_out` (then the ICV, `tail.len() + ICV_LEN`
+    /// bytes): one AEAD pass over `head ‖ tail`, the same ciphertext and ICV as sealing the two
+    /// joined, without first copying `tail` next to `head` (a payload sealed straight from the
+    /// message into the frame). False, and nothing written, if `tail_out` has another length.
+    pub fn seal_scatter(
+        &self,
+        source: u32,
+        tsc: u64,
+        aad: &[u8],
+        head: &mut [u8],
+        tail: &[u8],
+        tail_out: &mut [u8],
+    ) -> bool {
+        if tail_out.len() != tail.len() + ICV_LEN {
+            return false;
+        }
+        let nonce = Nonce::assume_unique_for_key(iv(source, tsc, &self.iv_mask));
+        self.key.seal_in_place_scatter(nonce, Aad::from(aad), head, tail, tail_out).is_ok()
+    }
+
     /// Decrypts `buf` (ciphertext then ICV) in place; the plaintext length, or `None` if the ICV
     /// does not verify (wrong key, tampered ciphertext or AAD, short buffer).
     pub fn open(&self, source: u32, tsc: u64, aad: &[u8], buf: &mut [u8]) -> Option<usize> {

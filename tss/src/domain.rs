@@ -79,6 +79,8 @@ pub enum TssError {
     Replay,
     /// The ICV did not verify: wrong key, tampered ciphertext, AAD or header.
     AuthFailed,
+    /// A buffer to seal into has the wrong length for what it must hold.
+    Length,
 }
 
 impl std::fmt::Display for TssError {
@@ -90,6 +92,7 @@ impl std::fmt::Display for TssError {
             TssError::NoKey => "no key installed for this AN",
             TssError::OldEpoch => "epoch too old",
             TssError::Replay => "replayed TSC",
+            TssError::Length => "buffer of the wrong length to seal into",
             TssError::AuthFailed => "authentication failed",
         })
     }
@@ -344,6 +347,42 @@ impl SecureDomain {
         aad_prefix: &[u8],
         data: &mut [u8],
     ) -> Result<(TssRepr, [u8; crate::aead::ICV_LEN]), TssError> {
+        let mut tag = [0; crate::aead::ICV_LEN];
+        let hdr = self.seal_with(source, aad_prefix, |key, tsc, aad| {
+            tag = key.seal_in_place(source, tsc, aad, data);
+            true
+        })?;
+        Ok((hdr, tag))
+    }
+
+    /// [`seal_in_place`](Self::seal_in_place) of `head ‖ tail` where `tail` lies elsewhere:
+    /// `head` is encrypted in place, `tail` into `tail_out`, which must be `tail.len()` +
+    /// [`ICV_LEN`](crate::aead::ICV_LEN) bytes and receives the ICV after it ([`TssError::Length`]
+    /// otherwise, with nothing sealed and no TSC used). Returns the header.
+    pub fn seal_scatter(
+        &mut self,
+        source: u32,
+        aad_prefix: &[u8],
+        head: &mut [u8],
+        tail: &[u8],
+        tail_out: &mut [u8],
+    ) -> Result<TssRepr, TssError> {
+        if tail_out.len() != tail.len() + crate::aead::ICV_LEN {
+            return Err(TssError::Length);
+        }
+        self.seal_with(source, aad_prefix, |key, tsc, aad| {
+            key.seal_scatter(source, tsc, aad, head, tail, tail_out)
+        })
+    }
+
+    /// Takes the next TSC, builds the header and the AAD, finds the key, and has `seal` seal with
+    /// them (false: nothing was sealed, and the TSC is not given back: it is never reused).
+    fn seal_with(
+        &mut self,
+        source: u32,
+        aad_prefix: &[u8],
+        seal: impl FnOnce(&crate::aead::SealingKey, u64, &[u8]) -> bool,
+    ) -> Result<TssRepr, TssError> {
         if self.next_counter >= COUNTER_MAX {
             return Err(TssError::CounterExhausted);
         }
@@ -357,9 +396,11 @@ impl SecureDomain {
         let aad = aad(aad_prefix, &hdr, &mut buf);
         let epoch = self.epoch;
         let key = self.derived.get(&self.cfg, self.keys[an].as_ref(), SEAL, an, source, epoch, counter)?;
-        let tag = key.seal_in_place(source, tsc, aad, data);
+        if !seal(key, tsc, aad) {
+            return Err(TssError::Length);
+        }
         self.stats.sealed += 1;
-        Ok((hdr, tag))
+        Ok(hdr)
     }
 
     /// The SSI this domain puts in its headers (and in its IVs), if any.
@@ -493,6 +534,33 @@ mod tests {
             let n = rx.open(0x0A00_0001, &PREFIX, &h, &mut b).unwrap();
             assert_eq!(&b[..n], 10u32.to_be_bytes(), "{mode:?} late packet");
         }
+    }
+
+    /// Sealing a head in place and a tail from elsewhere gives the bytes and ICV of sealing the
+    /// two joined, which open as one; a tail buffer of the wrong length seals nothing.
+    #[test]
+    fn a_scattered_seal_is_the_joined_seal() {
+        let (mut joined, mut rx) = pair(KeyMode::Cluster);
+        let (mut split, _) = pair(KeyMode::Cluster);
+        let (head, tail): (Vec<u8>, Vec<u8>) = ((0..56u8).collect(), (0..200u8).map(|i| i ^ 0x5A).collect());
+        for cut in [0, 8, 16, 56] {
+            let whole: Vec<u8> = [&head[..cut], &tail[..]].concat();
+            let mut a = whole.clone();
+            let (ha, tag) = joined.seal_in_place(0x0A00_0001, &PREFIX, &mut a).unwrap();
+            let mut h = head[..cut].to_vec();
+            let mut out = vec![0u8; tail.len() + crate::aead::ICV_LEN];
+            let hb = split.seal_scatter(0x0A00_0001, &PREFIX, &mut h, &tail, &mut out).unwrap();
+            assert_eq!(ha, hb);
+            assert_eq!([&h[..], &out[..tail.len()]].concat(), a, "cut {cut}");
+            assert_eq!(out[tail.len()..], tag);
+            let mut b = [&h[..], &out[..]].concat();
+            let n = rx.open(0x0A00_0001, &PREFIX, &hb, &mut b).unwrap();
+            assert_eq!(&b[..n], &whole[..]);
+        }
+        let counter = split.next_counter;
+        let mut short = vec![0u8; tail.len()];
+        assert_eq!(split.seal_scatter(1, &PREFIX, &mut [0u8; 4], &tail, &mut short), Err(TssError::Length));
+        assert_eq!(split.next_counter, counter, "no TSC spent on a refused seal");
     }
 
     #[test]

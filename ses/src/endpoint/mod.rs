@@ -1386,6 +1386,19 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
         self.pds.poll_transmit(now, buf)
     }
 
+    /// [`poll_transmit`](Self::poll_transmit) with the payload left where it is (see
+    /// [`pds::Endpoint::poll_transmit_split`]): the headers are written, the payload returned.
+    pub fn poll_transmit_split(
+        &mut self,
+        now: Duration,
+        buf: &mut [u8],
+    ) -> Option<(pds::Transmit<A>, Bytes)> {
+        if !self.backlog.is_empty() {
+            self.flush_backlog();
+        }
+        self.pds.poll_transmit_split(now, buf)
+    }
+
     /// The next deadline.
     pub fn poll_timeout(&self) -> Option<Duration> {
         self.pds.poll_timeout()
