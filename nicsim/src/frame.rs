@@ -149,6 +149,21 @@ impl FramePool {
         f
     }
 
+    /// Fills the free list to `n` frames (at most [`KEEP`](Self::KEEP)), made now: a run that
+    /// then needs that many does not fault their pages in as it goes (a NIC driver fills its
+    /// rings before traffic starts, for the same reason).
+    pub fn reserve(&mut self, n: usize) {
+        let n = n.min(Self::KEEP);
+        while self.free.len() < n {
+            self.free.push(Frame::default());
+        }
+    }
+
+    /// Frames on the free list.
+    pub fn free(&self) -> usize {
+        self.free.len()
+    }
+
     /// Returns a frame to the free list.
     pub fn put(&mut self, f: Frame) {
         if self.free.len() < Self::KEEP {
@@ -173,6 +188,20 @@ mod tests {
         assert!(b.as_slice().iter().all(|&x| x == 0));
         let big = Frame::from_bytes(&vec![7; FRAME_CAPACITY + 10]);
         assert_eq!(big.len(), FRAME_CAPACITY);
+    }
+
+    #[test]
+    fn a_reserved_pool_hands_out_what_it_made_first() {
+        let mut p = FramePool::default();
+        p.reserve(3);
+        assert_eq!(p.free(), 3);
+        let f = p.get();
+        assert_eq!((f.len(), p.free()), (0, 2));
+        p.put(f);
+        p.reserve(2);
+        assert_eq!(p.free(), 3, "never shrinks");
+        p.reserve(usize::MAX);
+        assert_eq!(p.free(), FramePool::KEEP);
     }
 
     #[test]

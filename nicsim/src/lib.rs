@@ -304,6 +304,11 @@ impl Network {
         self.pool.get()
     }
 
+    /// Makes frame buffers up front until the free list holds `n` (see [`FramePool::reserve`]).
+    pub fn reserve_frames(&mut self, n: usize) {
+        self.pool.reserve(n);
+    }
+
     /// Gives a received frame back to the free list.
     pub fn recycle(&mut self, f: Frame) {
         self.pool.put(f);

@@ -640,6 +640,10 @@ impl UetBench {
         cfg.check().map_err(PerfError::Stalled)?;
         let (net, pa, pb) = SimNet::pair(cfg.seed, cfg.link, cfg.link);
         let scfg = cfg.ses_config();
+        // Every frame the run can hold at once, made before it starts: both PDS windows in
+        // flight and each node's receive and send batches.
+        let frames = 2 * (scfg.pds.window as usize + 2 * crate::uet::BATCH);
+        net.with(|n| n.reserve_frames(frames));
         let mut a =
             UetNode::new(pa, ses::Endpoint::new(scfg, cfg.seed * 2), true).map_err(PerfError::Stalled)?;
         let mut b =
