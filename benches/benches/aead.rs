@@ -30,6 +30,24 @@ fn run(name: &str, size: usize, mut f: impl FnMut(u64)) -> f64 {
     mbs
 }
 
+/// Seals `buf` in place, appends the tag, opens it and drops the tag again, with the `aead`
+/// module of a ring-shaped crate (`ring`, `aws-lc-rs`: the same API) and its `LessSafeKey`.
+macro_rules! seal_open {
+    ($aead:path, $key:expr, $aad:expr, $buf:expr, $i:expr) => {{
+        use $aead as m;
+        let mut nonce = [0u8; 12];
+        nonce[4..].copy_from_slice(&$i.to_be_bytes());
+        let tag = $key
+            .seal_in_place_separate_tag(m::Nonce::assume_unique_for_key(nonce), m::Aad::from($aad), $buf)
+            .expect("seal");
+        $buf.extend_from_slice(tag.as_ref());
+        let n = m::Nonce::assume_unique_for_key(nonce);
+        let plain = $key.open_in_place(n, m::Aad::from($aad), $buf).expect("open").len();
+        $buf.truncate(plain);
+        black_box(&$buf);
+    }};
+}
+
 fn main() {
     let key = [0x42u8; 32];
     let aad = [0x11u8; 28];
@@ -52,45 +70,8 @@ fn main() {
             black_box(&buf);
         });
         let mut buf = vec![0x5Au8; size];
-        let b = run("ring", size, |i| {
-            let mut nonce = [0u8; 12];
-            nonce[4..].copy_from_slice(&i.to_be_bytes());
-            let tag = ring_key
-                .seal_in_place_separate_tag(
-                    ring::aead::Nonce::assume_unique_for_key(nonce),
-                    ring::aead::Aad::from(&aad),
-                    &mut buf,
-                )
-                .expect("seal");
-            let mut with_tag = std::mem::take(&mut buf);
-            with_tag.extend_from_slice(tag.as_ref());
-            let n = ring::aead::Nonce::assume_unique_for_key(nonce);
-            let plain =
-                ring_key.open_in_place(n, ring::aead::Aad::from(&aad), &mut with_tag).expect("open").len();
-            with_tag.truncate(plain);
-            buf = with_tag;
-            black_box(&buf);
-        });
-        let mut buf = vec![0x5Au8; size];
-        let c = run("aws-lc-rs", size, |i| {
-            let mut nonce = [0u8; 12];
-            nonce[4..].copy_from_slice(&i.to_be_bytes());
-            let tag = lc_key
-                .seal_in_place_separate_tag(
-                    aws_lc_rs::aead::Nonce::assume_unique_for_key(nonce),
-                    aws_lc_rs::aead::Aad::from(&aad),
-                    &mut buf,
-                )
-                .expect("seal");
-            let mut with_tag = std::mem::take(&mut buf);
-            with_tag.extend_from_slice(tag.as_ref());
-            let n = aws_lc_rs::aead::Nonce::assume_unique_for_key(nonce);
-            let plain =
-                lc_key.open_in_place(n, aws_lc_rs::aead::Aad::from(&aad), &mut with_tag).expect("open").len();
-            with_tag.truncate(plain);
-            buf = with_tag;
-            black_box(&buf);
-        });
+        let b = run("ring", size, |i| seal_open!(ring::aead, ring_key, &aad, &mut buf, i));
+        let c = run("aws-lc-rs", size, |i| seal_open!(aws_lc_rs::aead, lc_key, &aad, &mut buf, i));
         println!("  against aes-gcm: ring {:.2}x, aws-lc-rs {:.2}x", b / a, c / a);
     }
 }
