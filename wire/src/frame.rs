@@ -2,8 +2,8 @@
 //! packet, parsed into one [`FrameRepr`] that re-emits the frame byte for byte (checksums, ICRC and
 //! CRC recomputed).
 
-use crate::bytes::out;
-use crate::ethernet::{EthernetAddress, EthernetRepr, MAX_VLAN_TAGS, ethertype};
+use crate::bytes::{out, read_u16};
+use crate::ethernet::{EthernetRepr, ethertype};
 use crate::ib::{RoceRepr, icrc};
 use crate::ipv4::{self, Ipv4Repr, PROTO_UDP};
 use crate::ipv6::{self, Ipv6Repr};
@@ -365,65 +365,36 @@ impl<'a> FrameRepr<'a> {
     }
 
     /// [`parse_udp`](Self::parse_udp) of the shape nearly every frame has: untagged Ethernet,
-    /// IPv4 without options and not a fragment, UDP; the same checks (IPv4 checksum, lengths, the
-    /// UDP checksum when present) on fixed offsets, with one bounds check. `None` for any other
-    /// shape and for any frame a check refuses, which the general parser then parses (and
-    /// explains): so it returns nothing the general parser would not (`tests`, proptest
-    /// `the_plain_ipv4_path_agrees_with_the_general_one`).
+    /// IPv4 without options and not a fragment, UDP. The shape is recognised on fixed offsets;
+    /// the headers then go through the same parsers as every frame (`EthernetRepr`, `Ipv4Repr`
+    /// with its checksum, `UdpRepr` with the pseudo-header), skipping only the general path's
+    /// VLAN, IPv6 and option handling. `None` for any other shape and for any frame a check
+    /// refuses, which the general parser then parses (and explains): so it returns nothing the
+    /// general parser would not (proptest `the_plain_ipv4_path_agrees_with_the_general_one`).
     #[inline]
     fn parse_udp_plain_v4(frame: &'a [u8]) -> Option<UdpFrameRepr<'a>> {
         const IP: usize = 14;
         const L4: usize = IP + ipv4::MIN_HEADER_LEN;
         const PAYLOAD: usize = L4 + udp::HEADER_LEN;
         let h: &[u8; PAYLOAD] = frame.get(..PAYLOAD)?.try_into().ok()?;
-        let be16 = |at: usize| u16::from_be_bytes([h[at], h[at + 1]]);
-        let ip_total = usize::from(be16(IP + 2));
-        let flags_frag = be16(IP + 6);
-        let plain = be16(12) == ethertype::IPV4
+        let ip_total = usize::from(read_u16(h, IP + 2));
+        let udp_len = ip_total.checked_sub(L4 - IP)?;
+        let plain = read_u16(h, 12) == ethertype::IPV4
             && h[IP] == 0x45
-            && h[IP + 9] == PROTO_UDP
-            && flags_frag & (ipv4::MORE_FRAGMENTS | 0x1fff) == 0
-            && be16(IP + 10) != 0xFFFF
-            && ip_total >= L4 - IP + udp::HEADER_LEN
-            && IP + ip_total <= frame.len()
-            && usize::from(be16(L4 + 4)) == ip_total - (L4 - IP);
-        if !plain || checksum::finish(checksum::sum(&h[IP..L4])) != 0 {
+            && udp_len >= udp::HEADER_LEN
+            && usize::from(read_u16(h, L4 + 4)) == udp_len;
+        if !plain {
             return None;
         }
-        let octets = |at: usize| core::net::Ipv4Addr::new(h[at], h[at + 1], h[at + 2], h[at + 3]);
-        let ip = Ipv4Repr {
-            dscp_ecn: h[IP + 1],
-            ident: be16(IP + 4),
-            flags_frag,
-            ttl: h[IP + 8],
-            protocol: PROTO_UDP,
-            src_addr: octets(IP + 12),
-            dst_addr: octets(IP + 16),
-            options: &frame[L4..L4],
-            payload_len: ip_total - (L4 - IP),
-        };
-        let udp_len = ip_total - (L4 - IP);
-        let checksum = if be16(L4 + 6) == 0 {
-            UdpChecksum::Zero
-        } else {
-            let pseudo = checksum::pseudo_v4(ip.src_addr, ip.dst_addr, PROTO_UDP, udp_len as u16);
-            if checksum::finish(pseudo + checksum::sum(&frame[L4..L4 + udp_len])) != 0 {
-                return None;
-            }
-            UdpChecksum::Computed
-        };
-        let mac = |at: usize| EthernetAddress([h[at], h[at + 1], h[at + 2], h[at + 3], h[at + 4], h[at + 5]]);
-        Some(UdpFrameRepr {
-            ethernet: EthernetRepr {
-                dst_addr: mac(0),
-                src_addr: mac(6),
-                vlan_tags: [None; MAX_VLAN_TAGS],
-                ethertype: ethertype::IPV4,
-            },
-            ip: IpRepr::V4(ip),
-            udp: UdpRepr { src_port: be16(L4), dst_port: be16(L4 + 2), checksum },
-            payload: PAYLOAD..IP + ip_total,
-        })
+        let (ethernet, _) = EthernetRepr::parse(h).ok()?;
+        let ip_packet = ipv4::Packet::new_unchecked(frame.get(IP..IP + ip_total)?);
+        let ip = Ipv4Repr::parse(&ip_packet).ok()?;
+        if ip.protocol != PROTO_UDP || ip.is_fragment() {
+            return None;
+        }
+        let udp_packet = udp::Packet::new_unchecked(&frame[L4..IP + ip_total]);
+        let udp = UdpRepr::parse(&udp_packet, IpRepr::V4(ip).udp_pseudo_sum(udp_len)).ok()?;
+        Some(UdpFrameRepr { ethernet, ip: IpRepr::V4(ip), udp, payload: PAYLOAD..IP + ip_total })
     }
 
     /// Parses a frame and verifies its ICRC (RoCEv2) or CRC trailer (UET with CRC).
