@@ -466,11 +466,13 @@ impl Network {
                 break;
             }
             let ev = match from {
-                Some(l) if matches!(self.links[l].to, Node::Port(_)) => {
-                    self.deliver_run(l);
-                    continue;
-                }
-                Some(l) => self.links[l].fifo.pop_front(),
+                Some(l) => match self.links[l].to {
+                    Node::Port(p) => {
+                        self.deliver_run(l, p);
+                        continue;
+                    }
+                    Node::Switch(..) => self.links[l].fifo.pop_front(),
+                },
                 None => self.events.pop().map(|r| r.0),
             };
             let Some(ev) = ev else { break };
@@ -482,13 +484,12 @@ impl Network {
         }
     }
 
-    /// Delivers the frames at the head of link `l`, which ends at a port, that are due and come
+    /// Delivers the frames at the head of link `l`, which ends at port `p`, that are due and come
     /// before everything waiting elsewhere: the order one frame at a time would give, with the
     /// other places searched once per run instead of once per frame (arriving at a port adds no
     /// event anywhere).
-    fn deliver_run(&mut self, l: usize) {
+    fn deliver_run(&mut self, l: usize, p: usize) {
         let bound = self.earliest_except(l).map(|(at, seq, _)| (at, seq));
-        let Node::Port(p) = self.links[l].to else { return };
         let (link, port, pool, now) = (&mut self.links[l], &mut self.ports[p], &mut self.pool, self.now);
         while let Some(e) = link.fifo.front() {
             if e.at > now || bound.is_some_and(|b| (e.at, e.seq) > b) {
