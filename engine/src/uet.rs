@@ -341,15 +341,8 @@ impl<D: Datapath> UetNode<D> {
             let (head, rest) = buf[HEADERS + hl..].split_at_mut(len);
             // The IV's source is the SSI when the header carries one (as the receiver reads it).
             let source = d.ssi().unwrap_or(self.ip.to_bits());
-            let hdr = if tail.is_empty() {
-                d.seal_in_place(source, &prefix, head).map(|(hdr, tag)| {
-                    rest[..icv].copy_from_slice(&tag);
-                    hdr
-                })
-            } else {
-                d.seal_scatter(source, &prefix, head, tail, &mut rest[..tail.len() + icv])
-            };
-            let Ok(hdr) = hdr else {
+            // One seal for every packet: a control packet's tail is empty and gets only the ICV.
+            let Ok(hdr) = d.seal_scatter(source, &prefix, head, tail, &mut rest[..tail.len() + icv]) else {
                 self.stats.tx_tss_refused += 1;
                 self.dp.recycle(frame);
                 return;

@@ -543,13 +543,13 @@ mod tests {
         let (mut joined, mut rx) = pair(KeyMode::Cluster);
         let (mut split, _) = pair(KeyMode::Cluster);
         let (head, tail): (Vec<u8>, Vec<u8>) = ((0..56u8).collect(), (0..200u8).map(|i| i ^ 0x5A).collect());
-        for cut in [0, 8, 16, 56] {
-            let whole: Vec<u8> = [&head[..cut], &tail[..]].concat();
+        for (cut, tail) in [(0, &tail[..]), (8, &tail), (16, &tail), (56, &tail), (56, &[]), (12, &[])] {
+            let whole: Vec<u8> = [&head[..cut], tail].concat();
             let mut a = whole.clone();
             let (ha, tag) = joined.seal_in_place(0x0A00_0001, &PREFIX, &mut a).unwrap();
             let mut h = head[..cut].to_vec();
             let mut out = vec![0u8; tail.len() + crate::aead::ICV_LEN];
-            let hb = split.seal_scatter(0x0A00_0001, &PREFIX, &mut h, &tail, &mut out).unwrap();
+            let hb = split.seal_scatter(0x0A00_0001, &PREFIX, &mut h, tail, &mut out).unwrap();
             assert_eq!(ha, hb);
             assert_eq!([&h[..], &out[..tail.len()]].concat(), a, "cut {cut}");
             assert_eq!(out[tail.len()..], tag);
