@@ -555,30 +555,58 @@ pub fn tss_domain(seed: u64) -> tss::SecureDomain {
     tss::SecureDomain::new(tss::Config { mode: tss::KeyMode::Cluster, ..tss::Config::default() }, key)
 }
 
-/// The TSS baseline of issue 10: `bytes` sealed and opened in `packet`-byte packets with the
-/// chosen AEAD in a plain loop on this thread; MB/s, the best of three passes (this machine's
-/// speed wanders, and the fastest pass makes the run's share of it the conservative one).
-pub fn tss_baseline(bytes: usize, packet: usize) -> f64 {
-    let key = tss::aead::SealingKey::new(&[0x42; 32], [0; 12]);
-    let packet = packet.max(1);
-    let mut buf = vec![0x5Au8; packet];
-    let aad = [0u8; 24];
-    let mut tsc = 0u64;
-    let mut pass = || {
-        let start = Instant::now();
-        let mut done = 0usize;
-        while done < bytes.max(1) {
-            seal_and_open(&key, tsc, &aad, &mut buf);
-            tsc += 1;
-            done += packet;
+/// The TSS baseline of issue 10: packets of the run's payload size sealed and opened with the
+/// chosen AEAD in a plain loop on this thread, in slices a run (or the floor loop) takes between
+/// its own steps. This machine's single-thread speed wanders by tens of percent from one second to
+/// the next; a baseline measured before or after the run, however often repeated, compares two
+/// different machines. Interleaved slices of about a megabyte see the speed the run sees, and
+/// both sides are then counted the same way: bytes over the time they took.
+pub struct AeadBaseline {
+    key: tss::aead::SealingKey,
+    buf: Vec<u8>,
+    tsc: u64,
+    /// Bytes sealed and opened so far.
+    pub bytes: u64,
+    /// Time that took.
+    pub elapsed: Duration,
+}
+
+impl AeadBaseline {
+    /// Bytes a run moves between two slices of its baseline.
+    pub const SLICE: u64 = 1 << 20;
+
+    /// A baseline in `packet`-byte packets.
+    pub fn new(packet: usize) -> AeadBaseline {
+        let key = tss::aead::SealingKey::new(&[0x42; 32], [0; 12]);
+        AeadBaseline { key, buf: vec![0x5A; packet.max(1)], tsc: 0, bytes: 0, elapsed: Duration::ZERO }
+    }
+
+    /// Seals and opens whole packets until the baseline has covered `total` bytes.
+    pub fn catch_up(&mut self, total: u64) {
+        let t0 = Instant::now();
+        let aad = [0u8; 24];
+        while self.bytes < total {
+            seal_and_open(&self.key, self.tsc, &aad, &mut self.buf);
+            self.tsc += 1;
+            self.bytes += self.buf.len() as u64;
         }
-        done as f64 / start.elapsed().as_secs_f64() / 1e6
-    };
-    (0..3).map(|_| pass()).fold(0.0, f64::max)
+        self.elapsed += t0.elapsed();
+    }
+
+    /// MB/s over the slices so far.
+    pub fn rate(&self) -> f64 {
+        self.bytes as f64 / self.elapsed.as_secs_f64().max(1e-9) / 1e6
+    }
+
+    /// The baseline as a bandwidth row reports it.
+    fn report(&self) -> super::baseline::Baseline {
+        let packets = self.bytes / self.buf.len() as u64;
+        super::baseline::Baseline { bytes: self.bytes, packets, elapsed: self.elapsed, intact: true }
+    }
 }
 
 /// Seals `buf` in place under `tsc`, appends the ICV, opens it again and drops the ICV: `buf` ends
-/// as it began (the baseline's and the floor's unit of work).
+/// as it began (the baseline's unit of work).
 fn seal_and_open(key: &tss::aead::SealingKey, tsc: u64, aad: &[u8], buf: &mut Vec<u8>) {
     let tag = key.seal_in_place(1, tsc, aad, buf);
     buf.extend_from_slice(&tag);
@@ -586,18 +614,29 @@ fn seal_and_open(key: &tss::aead::SealingKey, tsc: u64, aad: &[u8], buf: &mut Ve
     buf.truncate(n);
 }
 
+/// What the floor loop ([`tss_floor`]) reached, in MB/s of message bytes.
+#[derive(Debug, Clone, Copy)]
+pub struct Floor {
+    /// Over the whole loop, making and checking the messages included.
+    pub all: f64,
+    /// Over its engine time (without making and checking the messages, as a run's engine rate
+    /// counts).
+    pub engine: f64,
+    /// The AEAD baseline, in slices interleaved with the loop's messages.
+    pub baseline: f64,
+}
+
 /// The most a TSS write run could reach on this thread: per message what any engine must do with
 /// no protocol at all - the message made and checked as the run does, each packet sealed from it
 /// into one (cache-hot) frame, opened there, and copied into the target's memory (a receiver
-/// cannot open into that memory: what fails to authenticate must never land). Returns MB/s
-/// of message bytes over the whole loop and over its engine time (without making and checking
-/// the messages, as a run's engine rate counts): [`tss_baseline`] over these bounds the share of
-/// the baseline a run can reach.
-pub fn tss_floor(bytes: usize, packet: usize, size: usize) -> (f64, f64) {
+/// cannot open into that memory: what fails to authenticate must never land). The AEAD baseline
+/// runs interleaved with it: `engine / baseline` bounds the share of the baseline a run can reach.
+pub fn tss_floor(bytes: usize, packet: usize, size: usize) -> Floor {
     let key = tss::aead::SealingKey::new(&[0x42; 32], [0; 12]);
     let (packet, size) = (packet.max(1), size.max(1));
     let icv = tss::aead::ICV_LEN;
     let (mut msg, mut frame, mut dst) = (Vec::new(), vec![0u8; packet + icv], vec![0u8; size]);
+    let mut base = AeadBaseline::new(packet);
     let aad = [0u8; 24];
     let start = Instant::now();
     let (mut done, mut tsc, mut i, mut harness) = (0usize, 0u64, 0u64, Duration::ZERO);
@@ -614,10 +653,14 @@ pub fn tss_floor(bytes: usize, packet: usize, size: usize) -> (f64, f64) {
         assert!(intact, "the floor loop delivers intact messages");
         done += size;
         i += 1;
+        if done as u64 >= base.bytes + AeadBaseline::SLICE {
+            base.catch_up(done as u64);
+        }
     }
-    let wall = start.elapsed();
+    base.catch_up(done as u64);
+    let wall = start.elapsed().saturating_sub(base.elapsed);
     let rate = |t: Duration| done as f64 / t.as_secs_f64().max(1e-9) / 1e6;
-    (rate(wall), rate(wall.saturating_sub(harness)))
+    Floor { all: rate(wall), engine: rate(wall.saturating_sub(harness)), baseline: base.rate() }
 }
 
 /// Both sides on a simulated cable in this process.
@@ -738,6 +781,7 @@ impl UetBench {
         let (mut posted, mut completed, mut lost) = (0u64, 0u64, 0u64);
         let v0 = self.net.now();
         let harness0 = self.a.harness + self.b.harness;
+        let mut base = cfg.tss.then(|| AeadBaseline::new(cfg.max_payload));
         let start = Instant::now();
         while completed < iters || (cfg.receives() && self.b.received + lost < iters) {
             while posted < iters
@@ -757,11 +801,22 @@ impl UetBench {
                 // UUD: what has not arrived when the network falls silent is lost.
                 lost = posted - self.b.received;
             }
+            if let Some(base) = base.as_mut() {
+                let done = completed * cfg.size as u64;
+                if done >= base.bytes + AeadBaseline::SLICE {
+                    base.catch_up(done);
+                }
+            }
         }
-        let wall = start.elapsed();
+        if let Some(base) = base.as_mut() {
+            base.catch_up(iters * cfg.size as u64);
+        }
+        // The baseline's slices are not the run's time.
+        let wall = start.elapsed().saturating_sub(base.as_ref().map_or(Duration::ZERO, |b| b.elapsed));
         let (verified, errors) = self.totals();
         let mut row = BwRow::measured(cfg.size, iters, wall, self.net.now() - v0, verified, errors, lost);
         row.check_time = self.a.harness + self.b.harness - harness0;
+        row.baseline = base.map(|b| b.report());
         self.last = Some(row);
         Ok(row)
     }
@@ -1117,8 +1172,8 @@ mod tests {
     #[test]
     fn the_tss_floor_loop_runs_and_checks_its_messages() {
         // Small sizes: the loop's own check asserts every message arrives intact.
-        for (all, engine) in [tss_floor(300_000, 1000, 3000), tss_floor(10_000, 4096, 7)] {
-            assert!(all > 0.0 && engine >= all, "{all} {engine}");
+        for f in [tss_floor(300_000, 1000, 3000), tss_floor(10_000, 4096, 7)] {
+            assert!(f.all > 0.0 && f.engine >= f.all && f.baseline > 0.0, "{f:?}");
         }
     }
 
@@ -1215,7 +1270,10 @@ mod tests {
         let counters = b.counters();
         assert!(counters[1].contains("TSS sealed"), "{}", counters[1]);
         assert!(b.b.node.tss().unwrap().stats().opened > 200);
-        assert!(tss_baseline(1 << 20, 4096) > 0.0);
+        let base = r.baseline.expect("a sealed run measures its AEAD baseline");
+        assert!(base.bytes >= 200 * 5000 && base.elapsed > Duration::ZERO, "{base:?}");
+        let mut clear = UetBench::new(cfg(UetOp::Send, DeliveryMode::Rud, LinkConfig::default())).unwrap();
+        assert!(!clear.a.cfg.tss && clear.run_bw().unwrap().baseline.is_none(), "no seal, no baseline");
     }
 
     #[test]
