@@ -343,6 +343,12 @@ pub struct Initiator<D> {
     errors: u64,
     /// Time spent making and checking messages.
     harness: Duration,
+    /// The buffers of the messages in flight: the application's until their operation completes
+    /// (the endpoint shares them until then).
+    buffers: HashMap<u64, Bytes>,
+    /// Buffers of completed messages, for the next ones (as a verbs application reuses its
+    /// registered memory rather than allocating a buffer per message).
+    spare: Vec<Vec<u8>>,
 }
 
 impl<D: Datapath> Initiator<D> {
@@ -362,6 +368,8 @@ impl<D: Datapath> Initiator<D> {
             verified: 0,
             errors: 0,
             harness: Duration::ZERO,
+            buffers: HashMap::new(),
+            spare: Vec::new(),
         }
     }
 
@@ -380,9 +388,11 @@ impl<D: Datapath> Initiator<D> {
         // (as a verbs application posts from its memory): no copy before the frame.
         let mut made = || {
             timed(&mut self.harness, || {
-                let mut m = Vec::with_capacity(size);
+                let mut m = self.spare.pop().unwrap_or_default();
                 message(i, size, &mut m);
-                Bytes::from(m)
+                let m = Bytes::from(m);
+                self.buffers.insert(i, m.clone());
+                m
             })
         };
         let r = match self.cfg.op {
@@ -428,6 +438,11 @@ impl<D: Datapath> Initiator<D> {
 
     /// Takes a completion: frees its slot, checks READ data. Returns `(index, slot)`.
     fn complete(&mut self, c: &Completion<Ipv4Addr>) -> (u64, Option<usize>) {
+        if let Some(m) = self.buffers.remove(&c.context) {
+            // Back to the spares once the endpoint holds no part of it (it may still, if the
+            // operation failed with packets queued).
+            timed(&mut self.harness, || self.spare.extend(m.try_into_mut().ok().map(Vec::from)));
+        }
         let slot = self.slot_of.remove(&c.context);
         if let Some(s) = slot {
             self.free.push(s);
@@ -1257,6 +1272,18 @@ mod tests {
             let c = UetPerfConfig { size, ..cfg(op, t, LinkConfig::default()) };
             let r = UetBench::new(c).unwrap().run_bw().unwrap();
             assert_eq!((r.verified, r.errors), (200, 0), "{op:?} {t:?} {size}");
+        }
+    }
+
+    #[test]
+    fn message_buffers_are_reused_once_their_operation_completes() {
+        for op in [UetOp::Write, UetOp::Send] {
+            let mut b = UetBench::new(cfg(op, DeliveryMode::Rud, LinkConfig::default())).unwrap();
+            let r = b.run_bw().unwrap();
+            assert_eq!((r.verified, r.errors), (200, 0), "{op:?}");
+            // 200 messages, at most `depth` buffers ever made: each completed one came back.
+            assert!(b.a.buffers.is_empty(), "{op:?}: {} still held", b.a.buffers.len());
+            assert!((1..=16).contains(&b.a.spare.len()), "{op:?}: {} spare", b.a.spare.len());
         }
     }
 
