@@ -338,7 +338,15 @@ impl<D: Datapath> UetNode<D> {
             let sport = self.dp.udp_src_port().unwrap_or_else(|| entropy_port(self.ip, dst));
             let prefix = aad_prefix(self.ip, dst, sport, wire::uet::UDP_PORT);
             let buf = frame.buffer_mut();
-            let (head, rest) = buf[HEADERS + hl..].split_at_mut(len);
+            // The AEAD seals the headers in place and the payload from the message in one pass,
+            // but a first piece that ends inside a 16-byte block makes it finish that block a
+            // byte at a time and then hash it alone (about 15 ns a packet at 56 header bytes):
+            // the payload's first bytes (at most 15) join the headers, and the rest is sealed
+            // from a block boundary.
+            let pad = (len.wrapping_neg() % 16).min(tail.len());
+            let (head, rest) = buf[HEADERS + hl..].split_at_mut(len + pad);
+            head[len..].copy_from_slice(&tail[..pad]);
+            let tail = &tail[pad..];
             // The IV's source is the SSI when the header carries one (as the receiver reads it).
             let source = d.ssi().unwrap_or(self.ip.to_bits());
             // One seal for every packet: a control packet's tail is empty and gets only the ICV.
@@ -348,7 +356,7 @@ impl<D: Datapath> UetNode<D> {
                 return;
             };
             hdr.emit(&mut buf[HEADERS..HEADERS + hl]).expect("the domain's header length");
-            uet_len = hl + len + tail.len() + icv;
+            uet_len = hl + len + pad + tail.len() + icv;
         } else {
             frame.buffer_mut()[HEADERS + len..HEADERS + uet_len].copy_from_slice(tail);
         }
