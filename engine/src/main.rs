@@ -771,33 +771,32 @@ fn run_uet_perf(a: &PerfArgs, transport: ses::DeliveryMode) -> ExitCode {
     if a.link_gbps.is_some() {
         println!("{}", bench.link_report());
     }
-    if cfg.tss {
+    // Only a sealed (--tss) bandwidth run measures the AEAD baseline.
+    if let Some((r, b)) = bench.last_bw().and_then(|r| Some((r, r.baseline?))) {
         let moved = (cfg.size as u64 * cfg.iters) as usize;
         let floor = engine::perf::uet::tss_floor(moved, cfg.max_payload, cfg.size);
-        if let Some((r, b)) = bench.last_bw().and_then(|r| Some((r, r.baseline?))) {
-            let base = b.bytes_per_sec() / 1e6;
-            let (engine, with_checks) = (r.engine_rate() / 1e6, r.average() / 1e6);
-            let share = 100.0 * r.check_time.as_secs_f64() / r.wall.as_secs_f64().max(1e-9);
-            println!(
-                " TSS baseline: {} bytes sealed and opened with AES-256-GCM (aws-lc-rs) in {}-byte packets on this thread, in slices of about {} MiB between the run's steps (so both see the same machine speed): {base:.1} MB/s",
-                b.bytes,
-                cfg.max_payload,
-                engine::perf::uet::AeadBaseline::SLICE >> 20
-            );
-            println!(
-                " this run: {engine:.1} MB/s of engine time = {:.1} % of the baseline (wall-clock minus the {share:.1} % spent making and checking messages, as the RC lines count); {with_checks:.1} MB/s = {:.1} % with them",
-                100.0 * engine / base,
-                100.0 * with_checks / base
-            );
-            println!(
-                " TSS floor (the same messages sealed into frames, opened and copied out, no protocol; its own baseline interleaved the same way, {:.1} MB/s): {:.1} MB/s = {:.1} % of that baseline ({:.1} MB/s = {:.1} % with making and checking them)",
-                floor.baseline,
-                floor.engine,
-                100.0 * floor.engine / floor.baseline,
-                floor.all,
-                100.0 * floor.all / floor.baseline,
-            );
-        }
+        let base = b.bytes_per_sec() / 1e6;
+        let (engine, with_checks) = (r.engine_rate() / 1e6, r.average() / 1e6);
+        let share = 100.0 * r.check_time.as_secs_f64() / r.wall.as_secs_f64().max(1e-9);
+        println!(
+            " TSS baseline: {} bytes sealed and opened with AES-256-GCM (aws-lc-rs) in {}-byte packets on this thread, in slices of about {} MiB between the run's steps (so both see the same machine speed): {base:.1} MB/s",
+            b.bytes,
+            cfg.max_payload,
+            engine::perf::uet::AeadBaseline::SLICE >> 20
+        );
+        println!(
+            " this run: {engine:.1} MB/s of engine time = {:.1} % of the baseline (wall-clock minus the {share:.1} % spent making and checking messages, as the RC lines count); {with_checks:.1} MB/s = {:.1} % with them",
+            100.0 * engine / base,
+            100.0 * with_checks / base
+        );
+        println!(
+            " TSS floor (the same messages sealed into frames, opened and copied out, no protocol; its own baseline interleaved the same way, {:.1} MB/s): {:.1} MB/s = {:.1} % of that baseline ({:.1} MB/s = {:.1} % with making and checking them)",
+            floor.baseline,
+            floor.engine,
+            100.0 * floor.engine / floor.baseline,
+            floor.all,
+            100.0 * floor.all / floor.baseline,
+        );
     }
     if a.counters {
         for c in bench.counters() {
