@@ -77,9 +77,7 @@ impl SealingKey {
         tail: &[u8],
         tail_out: &mut [u8],
     ) -> bool {
-        if tail_out.len() != tail.len() + ICV_LEN {
-            return false;
-        }
+        // aws-lc-rs refuses a `tail_out` of another length before writing anything.
         let nonce = Nonce::assume_unique_for_key(iv(source, tsc, &self.iv_mask));
         self.key.seal_in_place_scatter(nonce, Aad::from(aad), head, tail, tail_out).is_ok()
     }
@@ -165,5 +163,18 @@ mod tests {
         );
         assert_eq!(k.open(1, 2, b"aad", &mut [0u8; 5]), None, "shorter than the ICV");
         assert_eq!(iv(0x0102_0304, 5, &[0xFF; 12])[..4], [0xFE, 0xFD, 0xFC, 0xFB]);
+    }
+
+    #[test]
+    fn a_scatter_seal_into_a_wrongly_sized_tail_writes_nothing() {
+        let k = SealingKey::new(&[9; 32], [0; 12]);
+        let (mut head, tail) = (*b"headers", *b"payload");
+        for n in [0, tail.len(), tail.len() + ICV_LEN - 1, tail.len() + ICV_LEN + 1] {
+            let mut out = vec![0xEEu8; n];
+            assert!(!k.seal_scatter(1, 2, b"aad", &mut head, &tail, &mut out), "{n} bytes");
+            assert_eq!((&head, out.iter().all(|&b| b == 0xEE)), (b"headers", true), "{n} bytes");
+        }
+        let mut out = [0u8; 7 + ICV_LEN];
+        assert!(k.seal_scatter(1, 2, b"aad", &mut head, &tail, &mut out));
     }
 }
