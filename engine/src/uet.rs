@@ -356,7 +356,7 @@ impl<D: Datapath> UetNode<D> {
                 return;
             };
             hdr.emit(&mut buf[HEADERS..HEADERS + hl]).expect("the domain's header length");
-            uet_len = hl + len + pad + tail.len() + icv;
+            uet_len += hl + icv;
         } else {
             frame.buffer_mut()[HEADERS + len..HEADERS + uet_len].copy_from_slice(tail);
         }
