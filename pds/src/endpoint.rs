@@ -181,6 +181,8 @@ pub struct Endpoint<A> {
     min_start: HashMap<(A, Mode), u32>,
     /// 1-RTT: the Start_PSN this side minted for a peer's next PDC, until a SYN uses it.
     minted: HashMap<(A, Mode), u32>,
+    /// Report each acknowledged packet ([`Event::Acked`]); see [`Endpoint::set_ack_events`].
+    ack_events: bool,
 }
 
 /// How a target accepts the Start_PSN of a new PDC (uet-wire.md §4, secure PDC establishment).
@@ -252,6 +254,7 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
             next_start: HashMap::new(),
             min_start: HashMap::new(),
             minted: HashMap::new(),
+            ack_events: true,
         };
         e.rudi = Initiator::new(e.random() as u32);
         e
@@ -440,6 +443,13 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
         self.secure = mode;
     }
 
+    /// Whether each packet the peer acknowledges is reported as an [`Event::Acked`] (the default).
+    /// A user that learns completion elsewhere (the SES, from its responses) turns them off: one
+    /// event queued and taken per packet sent is work nobody reads.
+    pub fn set_ack_events(&mut self, on: bool) {
+        self.ack_events = on;
+    }
+
     fn fail(&mut self, pdc: PdcId, error: PdcError) {
         if let Some(mut p) = self.remove(pdc) {
             let unacked = p.tx.drain_unacked();
@@ -468,8 +478,8 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
         if out.established {
             self.events.push_back(Event::Established { pdc, peer });
         }
-        for (psn, cookie) in out.acked {
-            self.events.push_back(Event::Acked { pdc, psn, cookie });
+        if self.ack_events {
+            self.events.extend(out.acked.into_iter().map(|(psn, cookie)| Event::Acked { pdc, psn, cookie }));
         }
         self.stats.fast_retransmits += out.retransmits as u64;
         match out.dropped {
@@ -943,6 +953,29 @@ mod tests {
             matches!(PdsRepr::parse(&buf[..again.len]), Ok(PdsRepr::Request(r)) if r.flags & FLAG_RETX != 0)
         );
         assert_eq!(a.stats().timeouts, 0);
+    }
+
+    #[test]
+    fn acknowledged_packets_are_reported_unless_turned_off() {
+        for on in [true, false] {
+            let mut a = Endpoint::<u8>::new(Config { ack_every: 1, ..Config::default() }, 1);
+            let mut b = Endpoint::<u8>::new(Config::default(), 2);
+            a.set_ack_events(on);
+            let mut pdc = 0;
+            for cookie in [7, 8] {
+                pdc = a.send(2, Mode::Rud, NextHeader::ReqStd, Bytes::from_static(b"x"), cookie).unwrap().0;
+            }
+            let (sent, got) = shuttle(&mut a, &mut b, NOW);
+            assert_eq!((sent.len(), got.len()), (2, 2));
+            assert_eq!(a.pdc_info(pdc).map(|i| i.unacked), Some(0), "both acknowledged either way");
+            let mut cookies = Vec::new();
+            while let Some(e) = a.poll_event() {
+                if let Event::Acked { cookie, .. } = e {
+                    cookies.push(cookie);
+                }
+            }
+            assert_eq!(cookies, if on { vec![7, 8] } else { vec![] }, "ack events {on}");
+        }
     }
 
     /// Moves packets between `a` (address 1) and `b` (address 2) at `now` until both are quiet;

@@ -294,9 +294,12 @@ struct Req {
 impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
     /// An endpoint; `seed` goes to the PDS (Start_PSNs).
     pub fn new(cfg: Config, seed: u64) -> Endpoint<A> {
+        let mut pds = pds::Endpoint::new(cfg.pds, seed);
+        // Operations complete on their SES responses, never on PDS acknowledgements.
+        pds.set_ack_events(false);
         Endpoint {
             cfg,
-            pds: pds::Endpoint::new(cfg.pds, seed),
+            pds,
             regions: Regions::default(),
             queues: Queues::new(),
             unexpected: VecDeque::new(),
