@@ -31,11 +31,11 @@ PY
 }
 
 seed ethernet_frame "" "$shared/captures/roce" "$shared/captures/uet" "$seeds"
-# qp_packets and uet_endpoint build their inputs from descriptions (see their headers) and start from an
-# empty corpus.
+# qp_packets, uet_endpoint and tss_domain build their inputs from descriptions (see their headers)
+# and start from an empty corpus.
 # uet_frame: first byte 0x02 = native IP with protocol 253, no CRC; second byte unused then.
 seed uet_frame "02fd" "$shared/captures/uet" "$seeds"
-for target in ethernet_frame uet_frame qp_packets uet_endpoint; do
+for target in ethernet_frame uet_frame qp_packets uet_endpoint tss_domain; do
     echo "fuzz: $target for ${seconds}s"
     (cd fuzz && cargo fuzz run -s none "$target" -- -max_total_time="$seconds" -print_final_stats=1)
 done
