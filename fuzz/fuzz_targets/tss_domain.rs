@@ -29,7 +29,6 @@ const KEEP: usize = 64;
 #[derive(Clone, PartialEq)]
 struct Sealed {
     source: u32,
-    prefix: [u8; 12],
     hdr: TssRepr,
     body: Vec<u8>,
     clear: Vec<u8>,
@@ -72,6 +71,12 @@ fn key(n: u32) -> [u8; 32] {
     k
 }
 
+/// The index of the sender whose source this is.
+fn sender(source: u32) -> Option<usize> {
+    SOURCES.iter().position(|&s| s == source)
+}
+
+/// The AAD prefix (addresses and ports) of a packet from `source`.
 fn prefix(source: u32) -> [u8; 12] {
     let mut p = [0u8; 12];
     p[..4].copy_from_slice(&source.to_be_bytes());
@@ -105,7 +110,7 @@ impl World {
         let s = &mut self.senders[who];
         let hdr = s.seal(source, &prefix(source), &mut body).expect("a sender with a key seals");
         let key = self.sender_keys[who][usize::from(hdr.an)].expect("the active AN has a key");
-        let p = Sealed { source, prefix: prefix(source), hdr, body, clear, key };
+        let p = Sealed { source, hdr, body, clear, key };
         if self.sealed.len() == KEEP {
             self.sealed.remove(0);
         }
@@ -114,7 +119,7 @@ impl World {
 
     /// Whether `p` (as sealed) must open now.
     fn should_open(&self, p: &Sealed) -> bool {
-        let who = SOURCES.iter().position(|&s| s == p.source).expect("a sender's packet");
+        let who = sender(p.source).expect("a sender's packet");
         !self.receiver.latched()
             && self.receiver_keys[usize::from(p.hdr.an)] == Some(p.key)
             && p.hdr.epoch() >= self.receiver.epoch().saturating_sub(LIFETIME)
@@ -122,23 +127,23 @@ impl World {
             && self.top[who].is_none_or(|t| p.hdr.tsc > t)
     }
 
-    fn deliver(&mut self, source: u32, prefix: [u8; 12], hdr: TssRepr, body: &[u8]) {
+    fn deliver(&mut self, source: u32, aad: [u8; 12], hdr: TssRepr, body: &[u8]) {
         let original = self
             .sealed
             .iter()
-            .find(|p| p.source == source && p.prefix == prefix && p.hdr == hdr && p.body == body)
+            .find(|p| p.source == source && aad == prefix(source) && p.hdr == hdr && p.body == body)
             .cloned();
         let must = original.as_ref().is_some_and(|p| self.should_open(p));
         let was_latched = self.receiver.latched();
         let mut buf = body.to_vec();
-        let r = self.receiver.open(source, &prefix, &hdr, &mut buf);
+        let r = self.receiver.open(source, &aad, &hdr, &mut buf);
         match r {
             Ok(n) => {
                 let p = original.expect("only what a sender sealed, untampered, opens");
                 assert!(!was_latched, "a latched domain opened a packet");
                 assert_eq!(&buf[..n], &p.clear[..], "the plaintext is what was sealed");
                 assert!(self.delivered.insert((source, hdr.tsc)), "a TSC delivered twice");
-                let who = SOURCES.iter().position(|&s| s == source).expect("a sender");
+                let who = sender(source).expect("a sender");
                 let behind = self.top[who].map_or(0, |t| t.saturating_sub(hdr.tsc));
                 assert!(behind < WINDOW, "a TSC {behind} behind its source's newest opened");
                 self.top[who] = Some(self.top[who].map_or(hdr.tsc, |t| t.max(hdr.tsc)));
@@ -171,26 +176,26 @@ fuzz_target!(|data: &[u8]| {
             }
             2 | 3 if !w.sealed.is_empty() => {
                 let p = w.sealed[usize::from(arg().unwrap_or(0)) % w.sealed.len()].clone();
-                w.deliver(p.source, p.prefix, p.hdr, &p.body);
+                w.deliver(p.source, prefix(p.source), p.hdr, &p.body);
             }
             4 if !w.sealed.is_empty() => {
                 // Tampered: `how` picks the field, `at` the byte or bit.
                 let p = w.sealed[usize::from(arg().unwrap_or(0)) % w.sealed.len()].clone();
                 let (how, at) = (arg().unwrap_or(0), usize::from(arg().unwrap_or(0)));
-                let (mut source, mut prefix, mut hdr, mut body) = (p.source, p.prefix, p.hdr, p.body);
+                let (mut source, mut aad, mut hdr, mut body) = (p.source, prefix(p.source), p.hdr, p.body);
                 match how % 6 {
                     0 if !body.is_empty() => {
                         let i = at % body.len();
                         body[i] ^= 1 << (how >> 5);
                     }
                     0 => body.push(how),
-                    1 => prefix[at % 12] ^= 1 << (how >> 5),
+                    1 => aad[at % 12] ^= 1 << (how >> 5),
                     2 => hdr.tsc ^= 1 << (at % 64),
                     3 => hdr.an = !hdr.an,
                     4 => hdr.sdi ^= 1 << (at % 24),
                     _ => source = SOURCES[usize::from(source == SOURCES[0])],
                 }
-                w.deliver(source, prefix, hdr, &body);
+                w.deliver(source, aad, hdr, &body);
             }
             5 => {
                 // Made up: a header and a body from the input.
