@@ -358,7 +358,7 @@ impl<D: Datapath> UetNode<D> {
             hdr.emit(&mut buf[HEADERS..HEADERS + hl]).expect("the domain's header length");
             uet_len += hl + icv;
         } else {
-            frame.buffer_mut()[HEADERS + len..HEADERS + uet_len].copy_from_slice(tail);
+            wire::copy_payload(&mut frame.buffer_mut()[HEADERS + len..HEADERS + uet_len], tail);
         }
         let Ok(n) = headers.write(frame.buffer_mut(), uet_len) else {
             self.dp.recycle(frame);

@@ -1,9 +1,9 @@
 //! Page-aligned frame buffers.
 //!
 //! `../shared/notes/performance.md` (the glibc memcpy cliff): copying 4 KiB between addresses whose
-//! difference modulo 4096 is 1..=31 is 25-50x slower. Memory regions and frame buffers are both
-//! page-aligned, so the distance between a payload in a frame and its place in a region is the header
-//! length (54 bytes and more), never inside that window.
+//! difference modulo 4096 is small but not zero is an order of magnitude slower. Page alignment
+//! alone does not keep payload copies out of that window (the distance also holds the offset the
+//! application writes at), so the engine copies payloads with `wire::copy_payload`, which avoids it.
 
 use bytemuck::{Pod, Zeroable};
 

@@ -64,7 +64,7 @@ impl Body {
         let (h, end) = (usize::from(self.head_len), self.len());
         let out = buf.get_mut(..end)?;
         out[..h].copy_from_slice(self.head());
-        out[h..].copy_from_slice(&self.data);
+        wire::copy_payload(&mut out[h..], &self.data);
         Some(end)
     }
 

@@ -103,6 +103,7 @@ macro_rules! wire_enum {
 
 mod bytes;
 pub mod checksum;
+pub mod copy;
 mod error;
 pub mod ethernet;
 pub mod frame;
@@ -113,6 +114,7 @@ pub mod udp;
 pub mod uet;
 pub mod vlan;
 
+pub use copy::copy_payload;
 pub use error::{Error, Result};
 pub use ethernet::{EthernetAddress, EthernetRepr};
 pub use frame::{FrameRepr, IpRepr, L4Repr, UdpFrameRepr, UdpTemplate};

@@ -628,20 +628,17 @@ impl QueuePair {
                     let w = &self.req.sq[index];
                     path.emit(buf, &desc.packet, len as usize, |dst| match &w.inline {
                         Some(data) => {
-                            dst.copy_from_slice(&data[offset as usize..(offset + len) as usize]);
+                            wire::copy_payload(dst, &data[offset as usize..(offset + len) as usize]);
                             Ok(())
                         }
                         None => mem.gather(&w.wr.sg_list, u64::from(offset), dst),
                     })
                 }
                 TxPayload::Remote { rkey, va, len } => path.emit(buf, &desc.packet, len as usize, |dst| {
-                    dst.copy_from_slice(mem.remote(
-                        self.cfg.pd,
-                        rkey,
-                        va,
-                        len as usize,
-                        Access::REMOTE_READ,
-                    )?);
+                    wire::copy_payload(
+                        dst,
+                        mem.remote(self.cfg.pd, rkey, va, len as usize, Access::REMOTE_READ)?,
+                    );
                     Ok(())
                 }),
             };

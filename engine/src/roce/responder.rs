@@ -435,7 +435,7 @@ impl Responder {
         }
         if n > 0 {
             match mem.remote_mut(self.cfg.pd, rkey, va, n as usize, Access::REMOTE_WRITE) {
-                Ok(dst) => dst.copy_from_slice(pkt.payload),
+                Ok(dst) => wire::copy_payload(dst, pkt.payload),
                 Err(_) => return self.reject(p, NakCode::RemoteAccessError, rq),
             }
         }

@@ -198,7 +198,7 @@ impl MemTable {
         for (sge, at, n) in spans(sges, offset, dst.len())? {
             let r = self.get(sge.lkey)?;
             let from = r.offset(sge.addr + at, n as u64)?;
-            dst[done..done + n].copy_from_slice(&r.data.as_slice()[from..from + n]);
+            wire::copy_payload(&mut dst[done..done + n], &r.data.as_slice()[from..from + n]);
             done += n;
         }
         Ok(())
@@ -219,7 +219,7 @@ impl MemTable {
         for (sge, at, n) in pieces {
             let r = self.get_mut(sge.lkey)?;
             let to = r.offset(sge.addr + at, n as u64)?;
-            r.data.as_mut_slice()[to..to + n].copy_from_slice(&src[done..done + n]);
+            wire::copy_payload(&mut r.data.as_mut_slice()[to..to + n], &src[done..done + n]);
             done += n;
         }
         Ok(())

@@ -352,7 +352,7 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
         req: RdvReq<A>,
     ) {
         let n = p.buf.len().min(eager.len());
-        p.buf[..n].copy_from_slice(&eager[..n]);
+        wire::copy_payload(&mut p.buf[..n], &eager[..n]);
         let want = req.total.min(p.buf.len());
         if want <= eager.len() {
             return self.finish_rendezvous(p, info, header_data, req);
@@ -403,7 +403,7 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
                     Ok(data) => {
                         let at = req.ext.eager_length as usize;
                         let end = (at + data.len()).min(posted.buf.len());
-                        posted.buf[at..end].copy_from_slice(&data[..end - at]);
+                        wire::copy_payload(&mut posted.buf[at..end], &data[..end - at]);
                         self.finish_rendezvous(posted, info, header_data, req);
                     }
                     Err(status) => {

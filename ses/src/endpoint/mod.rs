@@ -785,7 +785,7 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
         if u.complete {
             let mut posted = posted;
             let n = posted.buf.len().min(u.data.len());
-            posted.buf[..n].copy_from_slice(&u.data[..n]);
+            wire::copy_payload(&mut posted.buf[..n], &u.data[..n]);
             self.finish_recv(posted, u.info, u.data.len(), u.header_data);
             return;
         }
@@ -798,7 +798,7 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
         };
         let mut posted = posted;
         let n = posted.buf.len().min(u.data.len());
-        posted.buf[..n].copy_from_slice(&u.data[..n]);
+        wire::copy_payload(&mut posted.buf[..n], &u.data[..n]);
         msg.dest = Dest::Recv(posted);
     }
 
@@ -992,14 +992,14 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
             Dest::Recv(p) => {
                 let end = (offset + payload.len()).min(p.buf.len());
                 if offset < end {
-                    p.buf[offset..end].copy_from_slice(&payload[..end - offset]);
+                    wire::copy_payload(&mut p.buf[offset..end], &payload[..end - offset]);
                 }
             }
             Dest::Unexpected(id) => {
                 let id = *id;
                 let slot = self.unexpected.iter_mut().find(|u| u.id == id);
                 match slot.and_then(|u| u.data.get_mut(offset..offset + payload.len())) {
-                    Some(dst) => dst.copy_from_slice(payload),
+                    Some(dst) => wire::copy_payload(dst, payload),
                     None => self.stats.dropped += 1,
                 }
             }
@@ -1008,7 +1008,7 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
                 // by a smaller one) since: then the rest of the write is refused, never a panic.
                 let at = *base as usize + offset;
                 match self.regions.get_mut(*key).and_then(|r| r.data.get_mut(at..at + payload.len())) {
-                    Some(dst) => dst.copy_from_slice(payload),
+                    Some(dst) => wire::copy_payload(dst, payload),
                     None => m.dest = Dest::Discard(ReturnCode::BadMkey),
                 }
             }
@@ -1294,7 +1294,7 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
         } else if matches!(op.kind, CompletionKind::Read | CompletionKind::FetchAtomic) {
             match at.checked_add(data.len()).filter(|&end| end <= op.total) {
                 Some(end) => {
-                    op.data[at..end].copy_from_slice(data);
+                    wire::copy_payload(&mut op.data[at..end], data);
                     op.got += data.len();
                 }
                 None => {
