@@ -67,22 +67,27 @@ mod tests {
         assert!(in_cliff(10, usize::MAX - 5), "wraps around the address space");
     }
 
-    /// A buffer with `src` at its start and `dst` at `gap` bytes after `src`'s end, so that their
-    /// distance is `len + gap`: every distance, inside the window and outside it, is reachable.
-    fn copied(len: usize, gap: usize, seed: u8) -> (Vec<u8>, Vec<u8>) {
-        let mut buf: Vec<u8> = (0..2 * len + gap).map(|i| (i as u8).wrapping_mul(31) ^ seed).collect();
-        let (src, rest) = buf.split_at_mut(len);
+    /// Copies `len` bytes from the start of a buffer to the first place after them whose distance
+    /// from the source is `distance` modulo 4096 (so inside the window or out of it, as asked, at
+    /// any length); returns the bytes that were there and what the copy left, and whether the
+    /// copy's addresses were in the window.
+    fn copied(len: usize, distance: usize, seed: u8) -> (Vec<u8>, Vec<u8>, bool) {
+        let at = len.next_multiple_of(PAGE) + distance % PAGE;
+        let mut buf: Vec<u8> = (0..at + len).map(|i| (i as u8).wrapping_mul(31) ^ seed).collect();
+        let (src, rest) = buf.split_at_mut(at);
+        let (src, dst) = (&src[..len], &mut rest[..len]);
+        let window = in_cliff(dst.as_ptr() as usize, src.as_ptr() as usize);
         let want = src.to_vec();
-        copy_payload(&mut rest[gap..], src);
-        (want, buf[len + gap..].to_vec())
+        copy_payload(dst, src);
+        (want, buf[at..].to_vec(), window)
     }
 
     #[test]
     fn copies_every_length_at_distances_in_and_out_of_the_window() {
         for len in [0, 1, 63, 64, 65, 127, 4000, 4096, 4104] {
-            for distance in [len, len + 1, len + 10, len + 31, len + 32, len + 4096 + 7] {
-                let gap = distance - len;
-                let (want, got) = copied(len, gap, 0x5A);
+            for distance in [0, 1, 10, 15, 31, 32, 64, 4095] {
+                let (want, got, window) = copied(len, distance, 0x5A);
+                assert_eq!(window, (1..=31).contains(&distance), "len {len}, distance {distance}");
                 assert_eq!(want, got, "len {len}, distance {distance}");
             }
         }
@@ -90,8 +95,15 @@ mod tests {
 
     proptest! {
         #[test]
-        fn equals_copy_from_slice(len in 0usize..9000, gap in 0usize..200, seed: u8) {
-            let (want, got) = copied(len, gap, seed);
+        fn equals_copy_from_slice(len in 0usize..9000, distance in 0usize..4096, seed: u8) {
+            let (want, got, _) = copied(len, distance, seed);
+            prop_assert_eq!(want, got);
+        }
+
+        #[test]
+        fn equals_copy_from_slice_inside_the_window(len in 0usize..9000, distance in 1usize..=31, seed: u8) {
+            let (want, got, window) = copied(len, distance, seed);
+            prop_assert!(window);
             prop_assert_eq!(want, got);
         }
     }
