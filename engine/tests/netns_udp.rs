@@ -83,14 +83,19 @@ impl Drop for Netns {
 /// and AF_XDP on a 2-core machine, and UC/UD runs count any drop caused by CPU starvation.
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
-/// Whether this machine can run the test; under CI it must.
-fn can_run() -> bool {
+/// Whether this machine can run the test, which also runs each of `tools` (`scripts/setup.sh`
+/// installs them); under CI it must.
+fn can_run(tools: &[&str]) -> bool {
     let root = rustix::process::geteuid().is_root();
     let ip = Command::new("ip").arg("-V").output().is_ok_and(|o| o.status.success());
-    if root && ip {
-        return true;
-    }
-    let why = if root { "iproute2 (ip) is missing" } else { "it needs root (network namespaces, veth)" };
+    let missing =
+        tools.iter().find(|t| !Command::new(t).arg("--version").output().is_ok_and(|o| o.status.success()));
+    let why = match (root, ip, missing) {
+        (true, true, None) => return true,
+        (false, _, _) => "it needs root (network namespaces, veth)".to_string(),
+        (true, false, _) => "iproute2 (ip) is missing".to_string(),
+        (true, true, Some(t)) => format!("{t} is missing (scripts/setup.sh installs it)"),
+    };
     assert!(std::env::var_os("CI").is_none(), "netns_udp cannot run under CI: {why}");
     eprintln!("netns_udp: skipped: {why}");
     false
@@ -247,7 +252,7 @@ fn run_on(n: &Netns, backend: &str, args: &[&str]) -> String {
 
 #[test]
 fn perf_between_namespaces_over_kernel_udp() {
-    if !can_run() {
+    if !can_run(&["tshark"]) {
         return;
     }
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
@@ -303,7 +308,7 @@ fn perf_between_namespaces_over_kernel_udp() {
 
 #[test]
 fn perf_between_namespaces_over_af_xdp() {
-    if !can_run() {
+    if !can_run(&[]) {
         return;
     }
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
@@ -400,7 +405,7 @@ fn perf_between_namespaces_over_af_xdp() {
 /// checked; a client capture that passes `softrdma decode --verify`.
 #[test]
 fn uet_between_namespaces_over_udp_and_af_xdp() {
-    if !can_run() {
+    if !can_run(&[]) {
         return;
     }
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
