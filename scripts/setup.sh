@@ -9,6 +9,12 @@ fi
 if ! rustup component list --installed 2>/dev/null | grep -q '^clippy'; then
     rustup component add clippy
 fi
+# llvm-profdata, for the profile-guided release build (scripts/pgo.sh). It comes from rustup's
+# server, not a package registry: where that is out of reach, everything else still works and
+# scripts/pgo.sh says what is missing.
+if ! rustup component list --installed 2>/dev/null | grep -q '^llvm-tools'; then
+    rustup component add llvm-tools || echo "setup: rustup could not add llvm-tools; scripts/pgo.sh needs it" >&2
+fi
 if ! command -v cargo-fuzz >/dev/null 2>&1; then
     cargo install cargo-fuzz --locked
 fi

@@ -750,9 +750,10 @@ fn run_uet_perf(a: &PerfArgs, transport: ses::DeliveryMode) -> ExitCode {
     let rule = "-".repeat(87);
     println!("{rule}\n                    {what} test, UET {} over the simulated network", name(transport));
     println!(
-        " size: {size}   messages: {iters}   payload per packet: {}   in flight: {}\n{rule}",
+        " size: {size}   messages: {iters}   payload per packet: {}   in flight: {}\n Build: {}\n{rule}",
         cfg.max_payload,
-        cfg.depth()
+        cfg.depth(),
+        perf::build_kind()
     );
     println!("{}", if mode == Mode::Bw { perf::BW_COLUMNS } else { perf::LAT_COLUMNS });
     let mut bench = match UetBench::new(cfg) {

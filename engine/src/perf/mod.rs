@@ -792,6 +792,19 @@ pub fn sweep_iters(iters: u64, size: usize) -> u64 {
 
 const LINE: &str = "---------------------------------------------------------------------------------------";
 
+/// Which build this binary is. The compiler's layout of the protocol code moves a run's share of
+/// its baseline by several points (issue 10: `perf write --transport rud --tss` reads about 5 points
+/// higher in the profile-guided build of `scripts/pgo.sh`), so the headers say which it is.
+pub fn build_kind() -> &'static str {
+    if cfg!(debug_assertions) {
+        "debug (not representative of speed)"
+    } else if env!("SOFTRDMA_PGO") == "1" {
+        "release, profile-guided (scripts/pgo.sh)"
+    } else {
+        "release, not profile-guided (scripts/pgo.sh builds with it)"
+    }
+}
+
 /// The header perftest prints above a table.
 pub fn header(cfg: &PerfConfig) -> String {
     let l = &cfg.link;
@@ -811,7 +824,7 @@ pub fn header(cfg: &PerfConfig) -> String {
     format!(
         "{LINE}\n                    {op} {mode} Test\n Transport: {transport} over nicsim (in-process, one thread)   \
          Number of qps: {}   MTU: {}   tx depth: {} (at most what the 128-PSN window holds + 2)\n Link: latency {:?} each way, loss {}, reorder {}, \
-         dup {}, corrupt {}, seed {}\n{LINE}",
+         dup {}, corrupt {}, seed {}\n Build: {}\n{LINE}",
         cfg.qps,
         cfg.mtu.bytes(),
         if cfg.mode == Mode::Bw { cfg.tx_depth } else { 1 },
@@ -820,7 +833,8 @@ pub fn header(cfg: &PerfConfig) -> String {
         l.reorder,
         l.duplicate,
         l.corrupt,
-        cfg.seed
+        cfg.seed,
+        build_kind()
     )
 }
 
