@@ -647,7 +647,7 @@ fn run_perf(a: PerfArgs) -> ExitCode {
             }
         }
     }
-    println!("{}", "-".repeat(87));
+    println!("{}", perf::LINE);
     if mode == Mode::Lat {
         println!(" latency: wall-clock time from post to completion, one message outstanding");
     }
@@ -747,7 +747,7 @@ fn run_uet_perf(a: &PerfArgs, transport: ses::DeliveryMode) -> ExitCode {
         UetOp::FetchAdd => "Fetch_Add",
         UetOp::CmpSwap => "Compare_Swap",
     };
-    let rule = "-".repeat(87);
+    let rule = perf::LINE;
     println!("{rule}\n                    {what} test, UET {} over the simulated network", name(transport));
     println!(
         " size: {size}   messages: {iters}   payload per packet: {}   in flight: {}\n Build: {}\n{rule}",
@@ -932,7 +932,7 @@ fn run_uet_remote(a: &PerfArgs, cfg: engine::perf::uet::UetPerfConfig) -> ExitCo
             return code;
         }
     }
-    let rule = "-".repeat(87);
+    let rule = perf::LINE;
     println!("{rule}");
     println!(
         "                    {:?} test, UET {} over {} ({})",
@@ -942,8 +942,11 @@ fn run_uet_remote(a: &PerfArgs, cfg: engine::perf::uet::UetPerfConfig) -> ExitCo
         if client { "client" } else { "server" }
     );
     println!(
-        " size: {}   messages: {}   payload per packet: {}\n{rule}",
-        cfg.size, cfg.iters, cfg.max_payload
+        " size: {}   messages: {}   payload per packet: {}\n Build: {}\n{rule}",
+        cfg.size,
+        cfg.iters,
+        cfg.max_payload,
+        perf::build_kind()
     );
     if let Some(r) = &o.bw {
         println!("{}\n{}", perf::BW_COLUMNS, perf::bw_line(r));
@@ -1177,20 +1180,21 @@ fn run_remote(a: &PerfArgs, test: perf::remote::Test) -> ExitCode {
         QpType::Uc => "UC",
         QpType::Ud => "UD",
     };
-    println!("{}", "-".repeat(87));
+    println!("{}", perf::LINE);
     println!(
         "                    {what} test, {transport} over {} ({})",
         if a.backend() == BackendArg::Afxdp { "AF_XDP" } else { "kernel UDP" },
         if client { "client" } else { "server" }
     );
     println!(
-        " Number of qps: {}   MTU: {}   size: {}   iterations: {}",
+        " Number of qps: {}   MTU: {}   size: {}   iterations: {}\n Build: {}",
         t.qps,
         t.mtu.bytes(),
         t.size,
-        t.iters
+        t.iters,
+        perf::build_kind()
     );
-    println!("{}", "-".repeat(87));
+    println!("{}", perf::LINE);
     if client && t.mode == Mode::Lat {
         let mut h = match hdrhistogram::Histogram::<u64>::new_with_bounds(1, 3_600_000_000_000, 3) {
             Ok(h) => h,

@@ -790,7 +790,9 @@ pub fn sweep_iters(iters: u64, size: usize) -> u64 {
     iters.min(((256u64 << 20) / size.max(1) as u64).max(16))
 }
 
-const LINE: &str = "---------------------------------------------------------------------------------------";
+/// The rule above and below every `softrdma perf` header and table, perftest's width.
+pub const LINE: &str =
+    "---------------------------------------------------------------------------------------";
 
 /// Which build this binary is. The compiler's layout of the protocol code moves a run's share of
 /// its baseline by several points (issue 10: `perf write --transport rud --tss` reads about 5 points

@@ -585,7 +585,7 @@ fn verb_name(o: &Options) -> &'static str {
 /// The result as perftest prints it: the test, both addresses, and the bandwidth or latency table.
 pub fn render(o: &Options, out: &Outcome) -> String {
     use std::fmt::Write;
-    let line = "-".repeat(87);
+    let line = crate::perf::LINE;
     let mut s = String::new();
     let kind = if o.mode == Mode::Bw { "BW" } else { "Latency" };
     let _ = writeln!(
@@ -600,8 +600,10 @@ pub fn render(o: &Options, out: &Outcome) -> String {
     };
     let _ = writeln!(
         s,
-        " Connection type : RC\t\tMtu : {}[B]\t\titerations : {}\t\tdatapath : {datapath}",
-        out.mtu, o.iters
+        " Connection type : RC\t\tMtu : {}[B]\t\titerations : {}\t\tdatapath : {datapath}\n Build: {}",
+        out.mtu,
+        o.iters,
+        crate::perf::build_kind()
     );
     for (who, d) in [("local", out.me), ("remote", out.peer)] {
         if let Some(d) = d {
