@@ -21,9 +21,12 @@ fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 # Separate target directories: flags that differ from a plain build's would otherwise rebuild
-# target/release each time.
+# target/release each time. The instrumented build writes to a fixed directory, so that its flags,
+# and so its build, stay the same from one run of this script to the next.
+raw=$PWD/target/pgo-gen/profraw
+rm -rf "$raw"
 echo "pgo: instrumented build" >&2
-RUSTFLAGS="-Cprofile-generate=$work/raw" CARGO_TARGET_DIR=target/pgo-gen cargo build --release -q -p engine
+RUSTFLAGS="-Cprofile-generate=$raw" CARGO_TARGET_DIR=target/pgo-gen cargo build --release -q -p engine
 bin=target/pgo-gen/release/softrdma
 echo "pgo: training" >&2
 train() {
@@ -51,8 +54,9 @@ train write --transport rud --cc rccc --link-gbps 100 --iters 1000
 train write --cc dcqcn --link-gbps 100 --iters 1000
 train write --transport rud --loss 0.01 --reorder 0.01 --iters 500
 train write --loss 0.01 --reorder 0.01 --iters 500
-"$profdata" merge -o "$work/merged.profdata" "$work"/raw/*.profraw
+"$profdata" merge -o "$work/merged.profdata" "$raw"/*.profraw
 echo "pgo: optimised build" >&2
+# The profile sits at a new path each run, so this build is redone with it, never reused.
 RUSTFLAGS="-Cprofile-use=$work/merged.profdata" CARGO_TARGET_DIR=target/pgo cargo build --release -q -p engine
 # The binary says which build it is in every perf header (engine/build.rs reads the flags).
 header=$(target/pgo/release/softrdma perf write --iters 10)
