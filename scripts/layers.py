@@ -1,0 +1,346 @@
+#!/usr/bin/env python3
+"""Checks the layout rules of ARCHITECTURE.md that a compiler does not.
+
+- No source file over 900 lines (generated tables excepted: none today).
+- No import cycle between the files of a library crate: every `use` and every `crate::`/`super::`/
+  `self::`/child-module path in a file is resolved (through `pub use` re-exports) to the file that
+  defines the item, and the graph of those file-to-file edges must have no cycle.
+- Layer rules between modules: the RoCE core (engine/src/roce) imports nothing of the verbs API or the
+  runtime; the real datapaths (udp, afxdp) import nothing of the simulator.
+
+Prints what it finds; exits 1 on any violation. `--graph CRATE_DIR` prints one crate's file edges.
+"""
+
+import os
+import re
+import sys
+from collections import defaultdict
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MAX_LINES = 900
+
+# Library crates (their src/ trees), relative to the root.
+LIB_CRATES = ["wire", "nicsim", "pds", "ses", "tss", "engine", "engine/frame"]
+
+# (files under this prefix, must not reference modules/crates matching this regex, why)
+LAYER_RULES = [
+    ("engine/src/roce/", re.compile(r"^(crate::(verbs|datapath|provider|uet|progress|simpair)\b|nicsim\b)"),
+     "the RoCE core sits below the verbs API, the runtime and the datapaths"),
+    ("engine/src/datapath/udp", re.compile(r"^(nicsim\b|crate::datapath::sim\b)"),
+     "real datapaths do not depend on the simulator"),
+    ("engine/src/datapath/afxdp", re.compile(r"^(nicsim\b|crate::datapath::sim\b)"),
+     "real datapaths do not depend on the simulator"),
+]
+
+ITEM_RE = re.compile(
+    r"\b(?:pub(?:\([^)]*\))?\s+)?(?:unsafe\s+|const\s+|async\s+|extern\s+\"C\"\s+)*"
+    r"(?:struct|enum|union|trait|type|fn|const|static|mod|macro_rules!)\s+(r#)?([A-Za-z_][A-Za-z0-9_]*)"
+)
+
+
+def strip(src):
+    """Source with comments, strings and char literals blanked (line structure kept)."""
+    out = []
+    i, n = 0, len(src)
+    while i < n:
+        c = src[i]
+        if src.startswith("//", i):
+            j = src.find("\n", i)
+            j = n if j < 0 else j
+            i = j
+        elif src.startswith("/*", i):
+            depth, j = 1, i + 2
+            while j < n and depth:
+                if src.startswith("/*", j):
+                    depth, j = depth + 1, j + 2
+                elif src.startswith("*/", j):
+                    depth, j = depth - 1, j + 2
+                else:
+                    j += 1
+            out.append("\n" * src.count("\n", i, j))
+            i = j
+        elif c == "r" and re.match(r'r#*"', src[i:i + 20]) and (i == 0 or not (src[i - 1].isalnum() or src[i - 1] == "_")):
+            m = re.match(r'r(#*)"', src[i:])
+            end = '"' + m.group(1)
+            j = src.find(end, i + len(m.group(0)))
+            j = n if j < 0 else j + len(end)
+            out.append('""' + "\n" * src.count("\n", i, j))
+            i = j
+        elif c == '"':
+            j = i + 1
+            while j < n and src[j] != '"':
+                j += 2 if src[j] == "\\" else 1
+            out.append('""' + "\n" * src.count("\n", i, j))
+            i = j + 1
+        elif c == "'":
+            m = re.match(r"'(\\.[^']*|[^\\'])'", src[i:])
+            if m:
+                out.append("' '")
+                i += len(m.group(0))
+            else:  # a lifetime
+                out.append(c)
+                i += 1
+        else:
+            out.append(c)
+            i += 1
+    return "".join(out)
+
+
+def expand_use(tree):
+    """`a::{b, c::{d, e as f}, self}` -> [[a,b],[a,c,d],[a,c,e],[a]] (renames dropped)."""
+    tree = re.sub(r"\s+", "", tree)
+
+    def parse(s, prefix):
+        paths, depth, start = [], 0, 0
+        parts = []
+        for k, ch in enumerate(s):
+            if ch == "{":
+                depth += 1
+            elif ch == "}":
+                depth -= 1
+            elif ch == "," and depth == 0:
+                parts.append(s[start:k])
+                start = k + 1
+        parts.append(s[start:])
+        for p in parts:
+            if not p:
+                continue
+            if "{" in p:
+                head, rest = p.split("{", 1)
+                head = [x for x in head.split("::") if x]
+                paths += parse(rest[:-1], prefix + head)
+            else:
+                p = re.sub(r"as[A-Za-z_0-9]+$", "", p) if re.search(r"[a-z0-9_]as[A-Za-z_]", p) and "::" in p else p
+                segs = [x for x in p.split("::") if x]
+                if segs and segs[-1] == "self":
+                    segs = segs[:-1]
+                paths.append(prefix + segs)
+        return paths
+
+    return parse(tree, [])
+
+
+class Crate:
+    def __init__(self, rel):
+        self.rel = rel
+        self.src = os.path.join(ROOT, rel, "src")
+        self.files = {}  # module path tuple -> file path
+        for d, _, names in os.walk(self.src):
+            for name in names:
+                if not name.endswith(".rs"):
+                    continue
+                path = os.path.join(d, name)
+                relp = os.path.relpath(path, self.src)[:-3].split(os.sep)
+                if relp == ["lib"]:
+                    mod = ()
+                elif relp == ["main"] or relp[0] == "bin":
+                    continue
+                elif relp[-1] == "mod":
+                    mod = tuple(relp[:-1])
+                else:
+                    mod = tuple(relp)
+                self.files[mod] = path
+        self.text = {m: strip(open(p).read()) for m, p in self.files.items()}
+        self.defs = {m: set(g[1] for g in ITEM_RE.findall(t)) for m, t in self.text.items()}
+        self.reexports = {m: self._reexports(m) for m in self.files}
+
+    def _reexports(self, mod):
+        """name -> full module path of what a file's `pub use` brings in."""
+        out = {}
+        for m in re.finditer(r"\bpub(?:\([^)]*\))?\s+use\s+([^;]+);", self.text[mod]):
+            tree = m.group(1)
+            for path in expand_use(tree):
+                if not path:
+                    continue
+                if path[-1] == "*":
+                    out.setdefault("*", []).append(path[:-1])
+                    continue
+                name = path[-1]
+                if " as " in tree:
+                    am = re.search(re.escape(path[-1]) + r"\s+as\s+([A-Za-z_0-9]+)", tree)
+                    if am:
+                        name = am.group(1)
+                out[name] = path
+        return out
+
+    def absolute(self, mod, path, inline_depth=0):
+        """A path as written in module `mod` -> segments from the crate root, or None if external."""
+        if not path:
+            return None
+        head = path[0]
+        base = list(mod)
+        if head == "crate":
+            return path[1:]
+        if head in ("self", "super"):
+            cur = base + ["<inline>"] * inline_depth
+            rest = list(path)
+            while rest and rest[0] in ("self", "super"):
+                if rest[0] == "super":
+                    cur = cur[:-1]
+                rest = rest[1:]
+            cur = [c for c in cur if c != "<inline>"]
+            return cur + rest
+        if tuple(base + [head]) in self.files:
+            return base + path
+        return None
+
+    def resolve(self, segs, seen=None):
+        """Absolute segments -> the file (module tuple) that defines the item."""
+        seen = seen or set()
+        key = tuple(segs)
+        if key in seen:
+            return None
+        seen.add(key)
+        k = len(segs)
+        while k > 0 and tuple(segs[:k]) not in self.files:
+            k -= 1
+        mod = tuple(segs[:k])
+        if k == len(segs):
+            return mod
+        name = segs[k]
+        if name in self.defs[mod]:
+            return mod
+        target = self.reexports[mod].get(name)
+        if target is not None:
+            abs_t = self.absolute(mod, target)
+            if abs_t is not None:
+                r = self.resolve(abs_t + segs[k + 1:], seen)
+                if r is not None:
+                    return r
+        for glob in self.reexports[mod].get("*", []):
+            abs_g = self.absolute(mod, glob)
+            if abs_g is not None:
+                r = self.resolve(abs_g + [name] + segs[k + 1:], seen)
+                if r is not None and r != tuple(abs_g):
+                    return r
+        return mod
+
+    def references(self, mod):
+        """(written path segments, inline depth) for every use-tree leaf and inline path."""
+        text = self.text[mod]
+        refs = []
+        # Track inline `mod name {` blocks so that `super::` inside them resolves right.
+        depth_stack, depth = [], 0
+        tokens = re.finditer(
+            r"\bmod\s+[A-Za-z_0-9]+\s*\{|\{|\}|\buse\s+[^;]+;|\b(?:crate|super|self|[a-z_][a-z0-9_]*)(?:::[A-Za-z_0-9]+)+",
+            text,
+        )
+        children = {m[-1] for m in self.files if len(m) == len(mod) + 1 and m[:len(mod)] == mod}
+        for t in tokens:
+            s = t.group(0)
+            if s.startswith("mod") and s.endswith("{"):
+                depth += 1
+                depth_stack.append(depth)
+            elif s == "{":
+                depth += 1
+            elif s == "}":
+                if depth_stack and depth_stack[-1] == depth:
+                    depth_stack.pop()
+                depth -= 1
+            elif s.startswith("use"):
+                for p in expand_use(s[3:-1]):
+                    refs.append((p, len(depth_stack)))
+            else:
+                p = s.split("::")
+                if p[0] in ("crate", "super", "self") or p[0] in children:
+                    refs.append((p, len(depth_stack)))
+        return refs
+
+    def edges(self):
+        g = defaultdict(set)
+        for mod in self.files:
+            for path, inline in self.references(mod):
+                segs = self.absolute(mod, path, inline)
+                if segs is None:
+                    continue
+                target = self.resolve(segs)
+                if target is not None and target != mod:
+                    g[mod].add(target)
+        return g
+
+
+def cycles(graph, nodes):
+    index, low, on, stack, out, counter = {}, {}, set(), [], [], [0]
+    sys.setrecursionlimit(10000)
+
+    def visit(v):
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(comp)
+
+    for v in nodes:
+        if v not in index:
+            visit(v)
+    return out
+
+
+def rel(crate, mod):
+    return os.path.relpath(crate.files[mod], ROOT)
+
+
+def main():
+    bad = 0
+    if len(sys.argv) == 3 and sys.argv[1] == "--graph":
+        c = Crate(sys.argv[2])
+        for a, bs in sorted(c.edges().items()):
+            for b in sorted(bs):
+                print(f"{rel(c, a)} -> {rel(c, b)}")
+        return 0
+    # File sizes, every Rust file in the tree.
+    for d, dirs, names in os.walk(ROOT):
+        dirs[:] = [x for x in dirs if x not in ("target", ".git", "corpus", "artifacts")]
+        for name in names:
+            if name.endswith(".rs"):
+                p = os.path.join(d, name)
+                n = sum(1 for _ in open(p))
+                if n > MAX_LINES:
+                    print(f"layers: {os.path.relpath(p, ROOT)} has {n} lines (limit {MAX_LINES})")
+                    bad += 1
+    for rel_crate in LIB_CRATES:
+        if not os.path.isdir(os.path.join(ROOT, rel_crate, "src")):
+            continue
+        c = Crate(rel_crate)
+        g = c.edges()
+        for comp in cycles(g, sorted(c.files)):
+            names = sorted(rel(c, m) for m in comp)
+            print(f"layers: import cycle in {rel_crate}: " + " <-> ".join(names))
+            bad += 1
+        for mod in c.files:
+            path = rel(c, mod)
+            for prefix, forbidden, why in LAYER_RULES:
+                if not path.startswith(prefix):
+                    continue
+                for ref, inline in c.references(mod):
+                    segs = c.absolute(mod, ref, inline)
+                    written = "::".join(["crate"] + segs) if segs is not None else "::".join(ref)
+                    if forbidden.search(written):
+                        print(f"layers: {path} uses {written}: {why}")
+                        bad += 1
+                # External crates named in `use` or inline paths.
+                for m in re.finditer(r"\b(nicsim)::", c.text[mod]):
+                    if forbidden.search(m.group(1)):
+                        print(f"layers: {path} uses {m.group(1)}: {why}")
+                        bad += 1
+    print("layers: ok" if bad == 0 else f"layers: {bad} violation(s)")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
