@@ -18,7 +18,7 @@ use wire::uet::UetConfig;
 use wire::uet::tss::TssRepr;
 use wire::{EthernetAddress, EthernetRepr, FrameRepr, IpRepr, Ipv4Repr, UdpChecksum, UdpRepr, UdpTemplate};
 
-use nicsim::Frame;
+use frame::Frame;
 
 use crate::datapath::Datapath;
 

@@ -9,11 +9,10 @@
 //! frames that have arrived by now; [`Network::next_event`] says when the next frame arrives and
 //! [`Network::advance_to`] moves time forward.
 
-mod frame;
 mod link;
 mod tap;
 
-pub use frame::{AlignedBuf, FRAME_CAPACITY, Frame, FramePool, PAGE, Page};
+use frame::{Frame, FramePool};
 pub use link::{LinkConfig, LinkStats, QUEUE_BUCKET, jain, mark_ce, trim};
 pub use tap::{TapRecord, write_pcap};
 

@@ -6,7 +6,7 @@ pub mod sim;
 pub mod udp;
 pub mod wrap;
 
-use nicsim::Frame;
+use frame::Frame;
 use std::net::IpAddr;
 use std::time::Duration;
 

@@ -2,7 +2,8 @@
 
 use super::Datapath;
 use crate::roce::path::canonical;
-use nicsim::{Frame, LinkConfig, Network, PortId};
+use frame::Frame;
+use nicsim::{LinkConfig, Network, PortId};
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr};

@@ -18,7 +18,7 @@
 
 use super::Datapath;
 use crate::verbs::Mtu;
-use nicsim::{Frame, FramePool};
+use frame::{Frame, FramePool};
 use rustix::net::sockopt::{self, Ipv4PathMtuDiscovery};
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, SocketAddrV4, UdpSocket};
@@ -191,7 +191,7 @@ impl Datapath for UdpPort {
             };
             let SocketAddr::V4(src) = from else { continue };
             self.counters.rx += 1;
-            if HEADERS + n >= nicsim::FRAME_CAPACITY {
+            if HEADERS + n >= frame::FRAME_CAPACITY {
                 self.counters.rx_oversized += 1;
                 continue;
             }

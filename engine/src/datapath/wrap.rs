@@ -4,7 +4,8 @@
 
 use super::Datapath;
 use crate::verbs::Mtu;
-use nicsim::{Frame, TapRecord};
+use frame::Frame;
+use nicsim::TapRecord;
 use rand_xoshiro::Xoshiro256PlusPlus;
 use rand_xoshiro::rand_core::{Rng, SeedableRng};
 use std::cell::RefCell;

@@ -3,7 +3,7 @@
 //! into memory) in a plain loop on one thread, with the same page-aligned buffers the engine uses.
 
 use crate::roce::Path;
-use nicsim::{AlignedBuf, Frame};
+use frame::{AlignedBuf, Frame};
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::{Duration, Instant};
 use wire::ib::icrc;

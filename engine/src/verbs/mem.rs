@@ -1,12 +1,12 @@
 //! Memory regions and the one table every transport consults before it touches a byte
 //! (notes/architecture.md: "Memory regions are looked up by key in one table").
 //!
-//! A region's memory belongs to the device (page-aligned, see `nicsim::AlignedBuf`); the device gives
+//! A region's memory belongs to the device (page-aligned, see `frame::AlignedBuf`); the device gives
 //! it a virtual address range of its own, which is what SGEs, RETHs and AtomicETHs name. The L_Key
 //! and R_Key are equal: a slot index and a generation byte, so a stale key never names a new region.
 
 use super::types::{Access, Sge};
-use nicsim::{AlignedBuf, PAGE};
+use frame::{AlignedBuf, PAGE};
 
 /// Why a memory access was refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

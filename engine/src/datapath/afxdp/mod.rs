@@ -18,7 +18,7 @@ mod ring;
 
 use super::Datapath;
 use crate::verbs::Mtu;
-use nicsim::{Frame, FramePool};
+use frame::{Frame, FramePool};
 use ring::Ring;
 use std::io;
 use std::net::{IpAddr, Ipv4Addr};
@@ -370,7 +370,7 @@ impl Datapath for AfXdpPort {
     fn receive(&mut self) -> Option<Frame> {
         let d = self.rx.pop()?;
         let mut frame = self.pool.get();
-        let len = (d.len as usize).min(nicsim::FRAME_CAPACITY);
+        let len = (d.len as usize).min(frame::FRAME_CAPACITY);
         if let Some(src) = self.umem.chunk(d.addr, len) {
             frame.buffer_mut()[..len].copy_from_slice(src);
             frame.set_len(len);

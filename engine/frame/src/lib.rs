@@ -1,4 +1,10 @@
-//! Page-aligned frame buffers.
+//! Page-aligned frame and memory buffers: the one buffer type below the simulator (`nicsim`) and every
+//! datapath (kernel UDP, AF_XDP), so that no real datapath depends on the simulator.
+//!
+//! The engine never makes a [`Frame`] itself: it asks its datapath for one (`Datapath::alloc`) and
+//! hands it back (`transmit`, `recycle`). A datapath may therefore lend frames backed by its own
+//! memory (an AF_XDP UMEM chunk) without the engine changing; today every datapath keeps a
+//! [`FramePool`] of these heap pages.
 //!
 //! `../shared/notes/performance.md` (the glibc memcpy cliff): copying 4 KiB between addresses whose
 //! difference modulo 4096 is small but not zero is an order of magnitude slower. Page alignment
