@@ -5,8 +5,9 @@
 - No import cycle between the files of a library crate: every `use` and every `crate::`/`super::`/
   `self::`/child-module path in a file is resolved (through `pub use` re-exports) to the file that
   defines the item, and the graph of those file-to-file edges must have no cycle.
-- Layer rules between modules: the RoCE core (engine/src/roce) imports nothing of the verbs API or the
-  runtime; the real datapaths (udp, afxdp) import nothing of the simulator.
+- Layer rules between modules: the RoCE core (engine/src/roce) imports nothing of the verbs API, the
+  runtime or the datapaths; no datapath imports the APIs or the runtime; the real datapaths (udp,
+  afxdp) import nothing of the simulator.
 
 Prints what it finds; exits 1 on any violation. `--graph CRATE_DIR` prints one crate's file edges.
 """
@@ -26,6 +27,8 @@ LIB_CRATES = ["wire", "nicsim", "pds", "ses", "tss", "engine", "engine/frame"]
 LAYER_RULES = [
     ("engine/src/roce/", re.compile(r"^(crate::(verbs|datapath|provider|uet|progress|simpair)\b|nicsim\b)"),
      "the RoCE core sits below the verbs API, the runtime and the datapaths"),
+    ("engine/src/datapath/", re.compile(r"^crate::(verbs|provider|uet|progress|simpair)\b"),
+     "datapaths sit beside the APIs, below nothing of them or of the runtime"),
     ("engine/src/datapath/udp", re.compile(r"^(nicsim\b|crate::datapath::sim\b)"),
      "real datapaths do not depend on the simulator"),
     ("engine/src/datapath/afxdp", re.compile(r"^(nicsim\b|crate::datapath::sim\b)"),

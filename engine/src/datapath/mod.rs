@@ -30,8 +30,8 @@ pub trait Datapath {
     fn recycle(&mut self, frame: Frame);
     /// The largest RoCE payload per packet the link carries (rxe: the largest IB MTU below the
     /// netdev MTU minus 80, roce-wire.md §1.8).
-    fn port_mtu(&self) -> crate::verbs::Mtu {
-        crate::verbs::Mtu::Mtu4096
+    fn port_mtu(&self) -> crate::roce::types::Mtu {
+        crate::roce::types::Mtu::Mtu4096
     }
     /// Whether the link is up.
     fn link_up(&self) -> bool {

@@ -17,7 +17,7 @@
 //! covers is verified, and [`UdpCounters::icrc_trusted`] says how many frames that was.
 
 use super::Datapath;
-use crate::verbs::Mtu;
+use crate::roce::types::Mtu;
 use frame::{Frame, FramePool};
 use rustix::net::sockopt::{self, Ipv4PathMtuDiscovery};
 use std::io;

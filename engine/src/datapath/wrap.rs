@@ -3,7 +3,7 @@
 //! `Context::open(Capture::new(Faulty::new(UdpPort::bind(..)?, faults, seed)))`.
 
 use super::Datapath;
-use crate::verbs::Mtu;
+use crate::roce::types::Mtu;
 use frame::Frame;
 use nicsim::TapRecord;
 use rand_xoshiro::Xoshiro256PlusPlus;

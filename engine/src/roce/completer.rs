@@ -1,9 +1,10 @@
 //! The RC completer: consumes ACKs, NAKs, READ responses and atomic ACKs, completes send work
 //! requests in order, and starts retries (roce-wire.md §1.5, §1.6).
 
-use super::Kind;
+use super::desc::Kind;
+use super::mem::MemTable;
 use super::requester::Requester;
-use crate::verbs::{MemTable, WcStatus};
+use super::types::WcStatus;
 use std::time::Duration;
 use wire::ib::aeth::rnr_timer_us;
 use wire::ib::{AethKind, NakCode, Operation, RoceRepr, psn};

@@ -63,7 +63,7 @@ pub enum BuildError {
     /// The headers or the buffer were wrong.
     Wire(wire::Error),
     /// The payload source failed (the memory region is gone or too short).
-    Payload(crate::verbs::MemError),
+    Payload(super::mem::MemError),
 }
 
 impl Path {
@@ -89,7 +89,7 @@ impl Path {
         buf: &mut [u8],
         packet: &RoceRepr<'_>,
         payload_len: usize,
-        fill: impl FnOnce(&mut [u8]) -> Result<(), crate::verbs::MemError>,
+        fill: impl FnOnce(&mut [u8]) -> Result<(), super::mem::MemError>,
     ) -> Result<usize, BuildError> {
         self.template().emit(buf, packet, payload_len, fill)
     }
@@ -147,7 +147,7 @@ impl HeaderTemplate {
         buf: &mut [u8],
         packet: &RoceRepr<'_>,
         payload_len: usize,
-        fill: impl FnOnce(&mut [u8]) -> Result<(), crate::verbs::MemError>,
+        fill: impl FnOnce(&mut [u8]) -> Result<(), super::mem::MemError>,
     ) -> Result<usize, BuildError> {
         let mut packet = *packet;
         packet.bth.pad_count = pad_for(payload_len);

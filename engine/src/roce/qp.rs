@@ -2,14 +2,15 @@
 //! glue between the requester, completer and responder and the frames on the wire.
 
 use super::dcqcn::{Dcqcn, DcqcnConfig};
+use super::desc::{Kind, TxPayload};
+use super::error::VerbsError;
+use super::mem::{MemTable, sge_len};
 use super::path::{HeaderTemplate, Path, canonical, udp_sport};
 use super::requester::{ReqConfig, ReqCounters, Requester, SendWqe, UdSend, ack_timeout};
 use super::responder::{RecvWqe, RespConfig, RespDrops, Responder, RxMeta};
-use super::{Kind, TxPayload};
-use crate::verbs::mem::sge_len;
-use crate::verbs::{
-    Access, MemTable, Mtu, QpAttr, QpCap, QpState, QpType, RecvWr, SendFlags, SendWr, VerbsError, WcOpcode,
-    WcStatus, WorkCompletion, WrOpcode,
+use super::types::{
+    Access, Mtu, QpAttr, QpCap, QpState, QpType, RecvWr, SendFlags, SendWr, WcOpcode, WcStatus,
+    WorkCompletion, WrOpcode,
 };
 use std::collections::VecDeque;
 use std::net::IpAddr;

@@ -3,9 +3,9 @@
 //! responses, is in `completer.rs` and shares this state); on UC and UD a request completes when its
 //! last packet is sent; UD packets carry a DETH and go where the request's address handle says.
 
+use super::desc::{Kind, TxDesc, TxPayload};
 use super::path::HeaderTemplate;
-use super::{Kind, TxDesc, TxPayload};
-use crate::verbs::{SendFlags, SendWr, WcStatus, WorkCompletion, WrOpcode};
+use super::types::{SendFlags, SendWr, WcStatus, WorkCompletion, WrOpcode};
 use std::collections::VecDeque;
 use std::time::Duration;
 use wire::ib::aeth::credit_count;
@@ -467,7 +467,8 @@ impl Requester {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::verbs::{Access, MemTable, Sge, WcOpcode};
+    use crate::roce::mem::MemTable;
+    use crate::roce::types::{Access, Sge, WcOpcode};
     use wire::ib::{AethRepr, NakCode};
 
     const MTU: u32 = 256;

@@ -6,8 +6,9 @@
 //! Receive WQEs come from the queue the caller passes in: the QP's own receive queue or its SRQ. A
 //! message keeps the WQE it started with until it ends.
 
-use super::{TxDesc, TxPayload};
-use crate::verbs::{Access, MemTable, RecvWr, WcOpcode, WcStatus, WorkCompletion, mem::sge_len};
+use super::desc::{TxDesc, TxPayload};
+use super::mem::{MemTable, sge_len};
+use super::types::{Access, RecvWr, WcOpcode, WcStatus, WorkCompletion};
 use std::collections::VecDeque;
 use std::net::IpAddr;
 use wire::ib::aeth::{CREDITS_INVALID, credit_code_for};

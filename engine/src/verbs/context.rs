@@ -1,14 +1,13 @@
 //! An opened device and the objects on it, plus the progress engine.
 
 use super::cq::{Channel, CqState, signal};
-use super::error::VerbsError;
-use super::mem::MemTable;
-use super::types::{
-    Access, AddressVector, Mtu, QpAttr, QpCap, QpState, QpType, RecvWr, SendWr, WorkCompletion,
-};
 use crate::datapath::Datapath;
 use crate::roce::path::{Path, canonical};
+use crate::roce::types::{
+    Access, AddressVector, Ah, Mtu, QpAttr, QpCap, QpState, QpType, RecvWr, SendWr, WorkCompletion,
+};
 use crate::roce::{CqSide, QpConfig, QueuePair, RecvWqe, ReqCounters, RespDrops, RxMeta};
+use crate::roce::{MemTable, VerbsError};
 use rustix::fd::BorrowedFd;
 use std::collections::VecDeque;
 use std::net::IpAddr;
@@ -26,10 +25,6 @@ pub struct Cq(u32);
 /// A shared receive queue.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Srq(u32);
-
-/// An address handle: where UD sends go.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct Ah(u32);
 
 /// A completion channel.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -6,8 +6,8 @@
 //! eventfd becomes readable, so an application can wait for it with epoll, poll or select next to
 //! its other descriptors.
 
-use super::error::VerbsError;
-use super::types::{WcStatus, WorkCompletion};
+use crate::roce::VerbsError;
+use crate::roce::types::{WcStatus, WorkCompletion};
 use rustix::event::{EventfdFlags, eventfd};
 use rustix::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::collections::VecDeque;

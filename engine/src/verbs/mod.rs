@@ -7,14 +7,11 @@
 
 mod context;
 mod cq;
-mod error;
-pub mod mem;
-mod types;
 
-pub use context::{Ah, AsyncEvent, CompChannel, Context, Cq, Mr, Pd, Qp, QpInitAttr, Srq, SrqAttr, Stats};
-pub use error::VerbsError;
-pub use mem::{MemError, MemTable};
-pub use types::{
-    Access, AddressVector, Mtu, QpAttr, QpCap, QpState, QpType, RecvWr, SendFlags, SendWr, Sge, UdDest,
+pub use crate::roce::mem;
+pub use crate::roce::types::{
+    Access, AddressVector, Ah, Mtu, QpAttr, QpCap, QpState, QpType, RecvWr, SendFlags, SendWr, Sge, UdDest,
     WcOpcode, WcStatus, WorkCompletion, WrOpcode,
 };
+pub use crate::roce::{MemError, MemTable, VerbsError};
+pub use context::{AsyncEvent, CompChannel, Context, Cq, Mr, Pd, Qp, QpInitAttr, Srq, SrqAttr, Stats};

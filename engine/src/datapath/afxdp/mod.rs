@@ -17,7 +17,7 @@ mod bpf;
 mod ring;
 
 use super::Datapath;
-use crate::verbs::Mtu;
+use crate::roce::types::Mtu;
 use frame::{Frame, FramePool};
 use ring::Ring;
 use std::io;

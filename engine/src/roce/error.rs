@@ -1,4 +1,5 @@
-//! Errors of the verbs API.
+//! Why a work request or a QP/memory operation is refused: the core's errors, which the verbs API
+//! returns as they are.
 
 use super::mem::MemError;
 use super::types::QpState;

@@ -1,5 +1,6 @@
-//! The value types of the verbs API: access flags, scatter/gather entries, work requests, work
-//! completions and QP attributes (named after libibverbs' `ibv_*` types).
+//! The RoCE core's value types: access flags, scatter/gather entries, work requests, work
+//! completions and QP attributes (named after libibverbs' `ibv_*` types). The verbs API re-exports
+//! them as its own.
 
 use std::net::IpAddr;
 
@@ -147,11 +148,15 @@ impl WrOpcode {
     }
 }
 
+/// An address handle: where UD sends go (an index into the device's table of them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Ah(pub(crate) u32);
+
 /// Where a UD send goes (`ibv_send_wr.wr.ud`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct UdDest {
     /// Address handle of the destination port.
-    pub ah: crate::verbs::Ah,
+    pub ah: Ah,
     /// Destination QP number.
     pub remote_qpn: u32,
     /// Destination Q_Key; with the top bit set, the QP's own Q_Key is sent instead (IBTA).
@@ -369,7 +374,7 @@ impl Default for QpCap {
 }
 
 /// Attributes for `modify_qp` (`ibv_qp_attr`); a transition reads the ones it needs and rejects a
-/// missing one with [`crate::verbs::VerbsError::MissingAttr`].
+/// missing one with [`VerbsError::MissingAttr`](super::error::VerbsError::MissingAttr).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct QpAttr {
     /// Remote access the responder allows (RESET -> INIT; RC and UC).
