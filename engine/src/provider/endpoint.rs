@@ -22,7 +22,7 @@ use super::errno::{FiErrno, FiError, errno_of_status};
 use super::info::{Info, MAX_PAYLOAD, RMA_SIZE_RANGE, caps};
 use super::objects::{
     AddressVector, AvInner, CompletionQueue, Counter, CqEntry, CqErrEntry, EqEvent, EventQueue,
-    FI_ADDR_UNSPEC, FiAddr, UetAddr, cq_flags,
+    FI_ADDR_UNSPEC, FabricOps, FiAddr, JobSink, UetAddr, cq_flags,
 };
 use crate::datapath::sim::{SimNet, SimPort};
 use crate::uet::UetNode;
@@ -43,7 +43,7 @@ impl std::fmt::Debug for FabricInner {
 }
 
 /// One round of every endpoint; true if anything moved.
-pub(super) fn progress(f: &Rc<RefCell<FabricInner>>) -> bool {
+fn progress(f: &RefCell<FabricInner>) -> bool {
     let eps: Vec<_> = f.borrow().endpoints.iter().filter_map(Weak::upgrade).collect();
     let mut moved = false;
     for ep in eps {
@@ -53,7 +53,7 @@ pub(super) fn progress(f: &Rc<RefCell<FabricInner>>) -> bool {
 }
 
 /// Progress, or else virtual time to the next event; false when nothing can happen any more.
-pub(super) fn step(f: &Rc<RefCell<FabricInner>>) -> bool {
+fn step(f: &RefCell<FabricInner>) -> bool {
     if progress(f) {
         return true;
     }
@@ -64,6 +64,24 @@ pub(super) fn step(f: &Rc<RefCell<FabricInner>>) -> bool {
     let now = fab.net.now();
     fab.net.advance_to(t.max(now + Duration::from_nanos(1)));
     true
+}
+
+impl FabricOps for RefCell<FabricInner> {
+    fn progress(&self) -> bool {
+        progress(self)
+    }
+
+    fn step(&self) -> bool {
+        step(self)
+    }
+
+    fn now(&self) -> Duration {
+        self.borrow().net.now()
+    }
+
+    fn may_use(&self, process: u32, job_id: u32) -> bool {
+        self.borrow().control.may_use(process, job_id)
+    }
 }
 
 /// `fi_fabric`: a simulated network with a switch; `link` impairs every port's cable both ways.
@@ -403,6 +421,12 @@ fn ses_err(e: ses::Error) -> FiError {
     FiError::new(errno, e.to_string())
 }
 
+impl JobSink for RefCell<EpInner> {
+    fn authorize_job(&self, job_id: u32) {
+        self.borrow_mut().node.ses().authorize_job(job_id);
+    }
+}
+
 impl EpInner {
     fn progress(&mut self) -> bool {
         let mut moved = self.node.progress();
@@ -601,7 +625,8 @@ impl Endpoint {
         for j in jobs {
             e.node.ses().authorize_job(j);
         }
-        av.inner.borrow_mut().endpoints.push(Rc::downgrade(&self.inner));
+        let ep: Weak<RefCell<EpInner>> = Rc::downgrade(&self.inner);
+        av.inner.borrow_mut().endpoints.push(ep);
         e.av = Some(av.clone());
     }
 

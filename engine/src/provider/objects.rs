@@ -8,8 +8,26 @@ use std::net::Ipv4Addr;
 use std::rc::{Rc, Weak};
 use std::time::Duration;
 
-use super::endpoint::{EpInner, FabricInner, step};
 use super::errno::{FiErrno, FiError};
+
+/// What the objects need of their fabric: manual progress, virtual time and the control plane's
+/// JobID check. The fabric (`endpoint.rs`) implements it, so that this file does not depend on it.
+pub(super) trait FabricOps {
+    /// One round of every endpoint; true if anything moved.
+    fn progress(&self) -> bool;
+    /// Progress, or virtual time to the next event; false when nothing can happen any more.
+    fn step(&self) -> bool;
+    /// Virtual time.
+    fn now(&self) -> Duration;
+    /// Whether the control plane assigned `job_id` to `process`.
+    fn may_use(&self, process: u32, job_id: u32) -> bool;
+}
+
+/// An endpoint bound to an address vector: it serves the JobIDs the AV's auth keys add.
+pub(super) trait JobSink {
+    /// Lets the endpoint's semantic sublayer serve `job_id`.
+    fn authorize_job(&self, job_id: u32);
+}
 
 /// An address vector index (`fi_addr_t`).
 pub type FiAddr = u64;
@@ -100,11 +118,11 @@ pub(super) struct CqInner {
 #[derive(Debug, Clone)]
 pub struct CompletionQueue {
     pub(super) inner: Rc<RefCell<CqInner>>,
-    pub(super) fabric: Weak<RefCell<FabricInner>>,
+    pub(super) fabric: Weak<dyn FabricOps>,
 }
 
 impl CompletionQueue {
-    pub(super) fn new(fabric: Weak<RefCell<FabricInner>>) -> CompletionQueue {
+    pub(super) fn new(fabric: Weak<dyn FabricOps>) -> CompletionQueue {
         CompletionQueue { inner: Rc::default(), fabric }
     }
 
@@ -114,7 +132,7 @@ impl CompletionQueue {
 
     fn progress(&self) {
         if let Some(f) = self.fabric.upgrade() {
-            super::endpoint::progress(&f);
+            f.progress();
         }
     }
 
@@ -143,12 +161,12 @@ impl CompletionQueue {
     /// success or error, up to `limit` of virtual time; FI_ETIMEDOUT if none comes.
     pub fn sread(&self, limit: Duration) -> Result<Result<CqEntry, CqErrEntry>, FiError> {
         let fabric = self.fabric.upgrade().ok_or_else(|| FiError::new(FiErrno::EINVAL, "fabric closed"))?;
-        let until = fabric.borrow().net.now() + limit;
+        let until = fabric.now() + limit;
         loop {
             if let Some(e) = self.inner.borrow_mut().queue.pop_front() {
                 return Ok(e);
             }
-            if !step(&fabric) || fabric.borrow().net.now() > until {
+            if !fabric.step() || fabric.now() > until {
                 return Err(FiError::new(FiErrno::ETIMEDOUT, "no completion"));
             }
         }
@@ -166,11 +184,11 @@ pub(super) struct CntrInner {
 #[derive(Debug, Clone)]
 pub struct Counter {
     pub(super) inner: Rc<RefCell<CntrInner>>,
-    pub(super) fabric: Weak<RefCell<FabricInner>>,
+    pub(super) fabric: Weak<dyn FabricOps>,
 }
 
 impl Counter {
-    pub(super) fn new(fabric: Weak<RefCell<FabricInner>>) -> Counter {
+    pub(super) fn new(fabric: Weak<dyn FabricOps>) -> Counter {
         Counter { inner: Rc::default(), fabric }
     }
 
@@ -186,7 +204,7 @@ impl Counter {
 
     fn progress(&self) {
         if let Some(f) = self.fabric.upgrade() {
-            super::endpoint::progress(&f);
+            f.progress();
         }
     }
 
@@ -259,7 +277,7 @@ pub(super) struct AvEntry {
 pub(super) struct AvInner {
     pub(super) entries: Vec<AvEntry>,
     pub(super) auth_keys: Vec<u32>,
-    pub(super) endpoints: Vec<Weak<RefCell<EpInner>>>,
+    pub(super) endpoints: Vec<Weak<dyn JobSink>>,
     pub(super) eq: Option<EventQueue>,
 }
 
@@ -269,7 +287,7 @@ pub struct AddressVector {
     pub(super) inner: Rc<RefCell<AvInner>>,
     /// The process the domain belongs to (for auth key checks) and the control plane.
     pub(super) process: u32,
-    pub(super) fabric: Weak<RefCell<FabricInner>>,
+    pub(super) fabric: Weak<dyn FabricOps>,
 }
 
 /// An auth key handle returned by [`AddressVector::insert_auth_key`].
@@ -297,7 +315,7 @@ impl AddressVector {
     /// (FI_EKEYREJECTED otherwise); endpoints bound to this AV then also serve that JobID.
     pub fn insert_auth_key(&self, job_id: u32) -> Result<AuthKey, FiError> {
         let fabric = self.fabric.upgrade().ok_or_else(|| FiError::new(FiErrno::EINVAL, "fabric closed"))?;
-        if !fabric.borrow().control.may_use(self.process, job_id) {
+        if !fabric.may_use(self.process, job_id) {
             return Err(FiError::new(
                 FiErrno::EKEYREJECTED,
                 format!("JobID {job_id} is not assigned to this process"),
@@ -309,7 +327,7 @@ impl AddressVector {
         }
         av.auth_keys.push(job_id);
         for ep in av.endpoints.iter().filter_map(Weak::upgrade) {
-            ep.borrow_mut().node.ses().authorize_job(job_id);
+            ep.authorize_job(job_id);
         }
         Ok(AuthKey(av.auth_keys.len() - 1))
     }
