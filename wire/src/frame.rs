@@ -4,12 +4,14 @@
 
 use crate::bytes::{out, read_u16};
 use crate::ethernet::{EthernetRepr, ethertype};
+use crate::header::FixedHeader;
 use crate::ib::{RoceRepr, icrc};
 use crate::ipv4::{self, Ipv4Repr, PROTO_UDP};
 use crate::ipv6::{self, Ipv6Repr};
+use crate::ports::ROCEV2_UDP_PORT;
 use crate::udp::{self, UdpChecksum, UdpRepr};
 use crate::uet::{self, EntropyRepr, UetConfig, UetRepr};
-use crate::{Error, FixedHeader, ROCEV2_UDP_PORT, Result, checksum};
+use crate::{Error, Result, checksum};
 
 /// The IP header of a frame.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

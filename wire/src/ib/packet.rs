@@ -2,11 +2,12 @@
 //! and the ICRC slot (roce-wire.md §1.1). This is the UDP payload of a RoCEv2 datagram.
 
 use crate::bytes::out;
+use crate::header::FixedHeader;
 use crate::ib::icrc::ICRC_LEN;
 use crate::ib::opcode::{Headers, PayloadRule};
 use crate::ib::{
-    AethRepr, AtomicAckEthRepr, AtomicEthRepr, BthRepr, DethRepr, FethRepr, FixedHeader, IethRepr, ImmDt,
-    RdethRepr, RethRepr, bth,
+    AethRepr, AtomicAckEthRepr, AtomicEthRepr, BthRepr, DethRepr, FethRepr, IethRepr, ImmDt, RdethRepr,
+    RethRepr, bth,
 };
 use crate::{Error, Result};
 

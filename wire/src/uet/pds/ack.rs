@@ -4,8 +4,9 @@
 
 use super::{NextHeader, PdsType, Prologue, psn_plus};
 use crate::bytes::{need, out, read_u16, read_u32, read_u64, write_u16, write_u32, write_u64};
+use crate::header::FixedHeader;
 use crate::uet::layout::CCX_STATE_LEN;
-use crate::{Error, FixedHeader, Result};
+use crate::{Error, Result};
 
 /// M: the acknowledged packet was ECN-marked.
 pub const FLAG_M: u8 = 0x20;

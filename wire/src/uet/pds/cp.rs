@@ -4,8 +4,9 @@
 
 use super::{CtlType, PdsType, Prologue};
 use crate::bytes::{need, out, read_u16, read_u32, write_u16, write_u32};
+use crate::header::FixedHeader;
 use crate::uet::layout::CP_LEN;
-use crate::{Error, FixedHeader, Result};
+use crate::{Error, Result};
 
 /// ISROD ([`crate::uet::layout::CP_FLAG_ISROD`]): the PDC is ROD (NOOP and negotiation CPs).
 pub const FLAG_ISROD: u8 = crate::uet::layout::CP_FLAG_ISROD;

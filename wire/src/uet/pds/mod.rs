@@ -16,7 +16,8 @@ pub use rudi::RudiRepr;
 pub use uud::UudRepr;
 
 use crate::bytes::{need, out, read_u16, write_u16};
-use crate::{Error, FixedHeader, Result};
+use crate::header::FixedHeader;
+use crate::{Error, Result};
 
 wire_enum! {
     /// PDS packet types (the prologue's top 5 bits; SUET cites spec Table 3-32).

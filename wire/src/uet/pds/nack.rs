@@ -4,8 +4,9 @@
 
 use super::{NackCode, NextHeader, PdsType, Prologue};
 use crate::bytes::{need, out, read_u16, read_u32, write_u16, write_u32};
+use crate::header::FixedHeader;
 use crate::uet::layout::CCX_STATE_LEN;
-use crate::{Error, FixedHeader, Result};
+use crate::{Error, Result};
 
 /// M: ECN marked.
 pub const FLAG_M: u8 = 0x20;

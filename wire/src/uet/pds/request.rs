@@ -4,7 +4,8 @@
 
 use super::{NextHeader, PdsType, Prologue, psn_plus};
 use crate::bytes::{need, out, read_u16, read_u32, write_u16, write_u32};
-use crate::{Error, FixedHeader, Result};
+use crate::header::FixedHeader;
+use crate::{Error, Result};
 
 /// RETX: this is a retransmission.
 pub const FLAG_RETX: u8 = 0x10;

@@ -3,8 +3,9 @@
 
 use super::{NextHeader, PdsType, Prologue, prologue};
 use crate::bytes::{out, read_u16, read_u32, write_u16, write_u32};
+use crate::header::FixedHeader;
 use crate::uet::layout::RUDI_LEN;
-use crate::{Error, FixedHeader, Result};
+use crate::{Error, Result};
 
 /// M (responses only): ECN marked.
 pub const FLAG_M: u8 = 0x20;

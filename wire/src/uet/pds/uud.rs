@@ -2,7 +2,8 @@
 
 use super::{NextHeader, PdsType, Prologue, prologue};
 use crate::bytes::{out, read_u16, write_u16};
-use crate::{Error, FixedHeader, Result};
+use crate::header::FixedHeader;
+use crate::{Error, Result};
 
 /// Length of the UUD header.
 pub const LEN: usize = 4;

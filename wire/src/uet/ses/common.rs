@@ -5,7 +5,8 @@
 
 use super::SesOpcode;
 use crate::bytes::{need, out, read_u16, read_u24, write_u16, write_u24};
-use crate::{Error, FixedHeader, Result};
+use crate::header::FixedHeader;
+use crate::{Error, Result};
 
 /// DC: delivery complete requested.
 pub const FLAG_DC: u8 = 0x20;

@@ -25,8 +25,9 @@ pub use response_data_small::ResponseDataSmall;
 pub use small::SmallRequest;
 pub use standard::{SomField, StandardRequest};
 
+use crate::header::FixedHeader;
 use crate::uet::pds::NextHeader;
-use crate::{Error, FixedHeader, Result};
+use crate::{Error, Result};
 
 wire_enum! {
     /// SES request opcodes, 6 bits (SUET cites spec Table 3-17).

@@ -4,7 +4,8 @@
 
 use super::{ResponseOpcode, ReturnCode};
 use crate::bytes::{need, out, read_u16, read_u24, read_u32, write_u16, write_u24, write_u32};
-use crate::{Error, FixedHeader, Result};
+use crate::header::FixedHeader;
+use crate::{Error, Result};
 
 /// The two bytes every response format starts with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
