@@ -2,7 +2,7 @@
 
 use crate::Result;
 use crate::header::FixedHeader;
-use crate::ib::{emit_word, parse_word};
+use crate::ib::word::{emit_word, parse_word};
 
 /// Immediate data as the 32-bit big-endian value on the wire.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

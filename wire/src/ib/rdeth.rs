@@ -3,7 +3,7 @@
 
 use crate::Result;
 use crate::header::FixedHeader;
-use crate::ib::{emit_word, parse_word};
+use crate::ib::word::{emit_word, parse_word};
 
 /// A parsed RDETH.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
