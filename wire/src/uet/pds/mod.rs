@@ -245,11 +245,6 @@ pub(crate) mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    /// Parses a hex string (test vectors from `captures/uet/xdp2_uet_*.pcap`).
-    pub(crate) fn hex(s: &str) -> std::vec::Vec<u8> {
-        (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap()).collect()
-    }
-
     #[test]
     fn prologue_fields() {
         // xdp2_uet_pds.pcap frame 9: ACK, next_hdr RSP, flags M|RETX|REQ=1.
