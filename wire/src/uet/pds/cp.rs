@@ -2,7 +2,7 @@
 //! `prologue (ctl_type in the next_hdr bits) | probe_opaque:16 | psn:32 | spdcid:16 | dpdcid:16 | payload:32`.
 //! A CP carries no SES header.
 
-use super::{CtlType, PdsType, Prologue};
+use super::common::{CtlType, PdsType, Prologue};
 use crate::bytes::{need, out, read_u16, read_u32, write_u16, write_u32};
 use crate::header::FixedHeader;
 use crate::uet::layout::CP_LEN;

@@ -1,7 +1,7 @@
 //! RUDI request/response header, 8 bytes: `prologue | rsvd:16 | pkt_id:32` (uet-wire.md §2;
 //! size per [`crate::uet::layout::RUDI_LEN`]). RUDI has no PDC: one response per request, by pkt_id.
 
-use super::{NextHeader, PdsType, Prologue, prologue};
+use super::common::{NextHeader, PdsType, Prologue, prologue};
 use crate::bytes::{out, read_u16, read_u32, write_u16, write_u32};
 use crate::header::FixedHeader;
 use crate::uet::layout::RUDI_LEN;

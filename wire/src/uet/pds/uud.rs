@@ -1,6 +1,6 @@
 //! UUD request header, 4 bytes: `prologue | rsvd:16` (uet-wire.md §2). Single-packet, no PDC, no ACK.
 
-use super::{NextHeader, PdsType, Prologue, prologue};
+use super::common::{NextHeader, PdsType, Prologue, prologue};
 use crate::bytes::{out, read_u16, write_u16};
 use crate::header::FixedHeader;
 use crate::{Error, Result};
