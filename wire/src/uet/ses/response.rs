@@ -2,7 +2,7 @@
 //! ri_gen:8, job_id:24, modified_length:32 (uet-wire.md §3). The first two bytes, [`ResponseHead`],
 //! open all three response formats.
 
-use super::{ResponseOpcode, ReturnCode};
+use super::codes::{ResponseOpcode, ReturnCode};
 use crate::bytes::{need, out, read_u16, read_u24, read_u32, write_u16, write_u24, write_u32};
 use crate::header::FixedHeader;
 use crate::{Error, Result};
