@@ -499,6 +499,7 @@ mod tests {
     use crate::ethernet::EthernetAddress;
     use crate::ib::icrc::tests::{CNP_FRAME, READ_REQ_FRAME};
     use crate::ib::packet::tests::{arb_roce, build, known_opcodes};
+    use crate::testutil::hex;
     use crate::udp::UdpChecksum;
     use crate::vlan::VlanTag;
     use proptest::prelude::*;
@@ -507,10 +508,6 @@ mod tests {
 
     fn identify_default(frame: &[u8]) -> Option<Encapsulation> {
         identify(frame, &UetConfig::default())
-    }
-
-    fn hex(s: &str) -> Vec<u8> {
-        (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap()).collect()
     }
 
     #[test]

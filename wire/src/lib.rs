@@ -112,6 +112,8 @@ pub mod ib;
 pub mod ipv4;
 pub mod ipv6;
 mod ports;
+#[cfg(test)]
+mod testutil;
 pub mod udp;
 pub mod uet;
 pub mod vlan;

@@ -245,8 +245,7 @@ pub(crate) mod tests {
     #[test]
     fn read_request_vector() {
         let f = crate::ib::icrc::tests::READ_REQ_FRAME;
-        let bytes: Vec<u8> =
-            (0..f.len()).step_by(2).map(|i| u8::from_str_radix(&f[i..i + 2], 16).unwrap()).collect();
+        let bytes = crate::testutil::hex(f);
         let roce = &bytes[14 + 20 + 8..];
         let r = RoceRepr::parse(roce).unwrap();
         assert_eq!(r.bth.opcode, Opcode(0x0C));

@@ -14,9 +14,6 @@ pub mod pds;
 pub mod ses;
 pub mod tss;
 
-#[cfg(test)]
-mod testutil;
-
 pub use entropy::EntropyRepr;
 pub use packet::{UetConfig, UetRepr};
 pub use pds::PdsRepr;

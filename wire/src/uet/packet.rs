@@ -141,9 +141,9 @@ impl<'a> UetRepr<'a> {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use crate::testutil::hex;
     use crate::uet::pds::tests::arb_pds;
     use crate::uet::ses::tests::arb_ses;
-    use crate::uet::testutil::hex;
     use crate::uet::tss::tests::arb_tss;
     use proptest::prelude::*;
     use std::vec;

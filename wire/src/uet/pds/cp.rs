@@ -71,7 +71,7 @@ impl CpRepr {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::uet::testutil::hex;
+    use crate::testutil::hex;
     use proptest::prelude::*;
 
     #[test]

@@ -64,7 +64,7 @@ impl RudiRepr {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::uet::testutil::hex;
+    use crate::testutil::hex;
     use proptest::prelude::*;
 
     #[test]

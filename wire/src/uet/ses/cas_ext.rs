@@ -42,8 +42,8 @@ impl FixedHeader for CasExt {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use crate::testutil::hex;
     use crate::uet::ses::AmoOpcode;
-    use crate::uet::testutil::hex;
     use proptest::prelude::*;
 
     #[test]

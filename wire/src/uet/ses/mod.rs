@@ -219,7 +219,7 @@ impl SesRepr {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::uet::testutil::hex;
+    use crate::testutil::hex;
     use proptest::prelude::*;
 
     /// Every SES header of `xdp2_uet_ses.pcap` that follows the chosen layouts: (next_hdr, bytes after

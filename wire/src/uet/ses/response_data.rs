@@ -73,8 +73,8 @@ impl FixedHeader for ResponseData {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use crate::testutil::hex;
     use crate::uet::ses::ResponseOpcode;
-    use crate::uet::testutil::hex;
     use proptest::prelude::*;
 
     #[test]

@@ -60,7 +60,7 @@ impl FixedHeader for ResponseDataSmall {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::uet::testutil::hex;
+    use crate::testutil::hex;
     use proptest::prelude::*;
 
     #[test]

@@ -42,7 +42,7 @@ impl FixedHeader for SmallRequest {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::uet::testutil::hex;
+    use crate::testutil::hex;
     use proptest::prelude::*;
 
     #[test]

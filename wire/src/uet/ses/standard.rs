@@ -106,8 +106,8 @@ impl FixedHeader for StandardRequest {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use crate::testutil::hex;
     use crate::uet::ses::SesOpcode;
-    use crate::uet::testutil::hex;
     use proptest::prelude::*;
 
     #[test]
