@@ -1,24 +1,12 @@
 //! Ethernet II framing (IEEE 802.3 with an EtherType), with up to two 802.1Q/802.1ad tags.
 
+pub mod ethertype;
+
 use core::fmt;
 
 use crate::bytes::{out, read_u16, write_u16};
 use crate::vlan::{self, VlanTag};
 use crate::{Error, Result};
-
-/// EtherType values this codec knows.
-pub mod ethertype {
-    /// IPv4.
-    pub const IPV4: u16 = 0x0800;
-    /// ARP.
-    pub const ARP: u16 = 0x0806;
-    /// IPv6.
-    pub const IPV6: u16 = 0x86DD;
-    /// IEEE 802.1Q customer VLAN tag.
-    pub const VLAN: u16 = 0x8100;
-    /// IEEE 802.1ad service VLAN tag (QinQ outer tag).
-    pub const QINQ: u16 = 0x88A8;
-}
 
 /// Length of the untagged Ethernet II header.
 pub const HEADER_LEN: usize = 14;

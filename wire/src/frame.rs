@@ -3,13 +3,20 @@
 //! CRC recomputed).
 
 use crate::bytes::{out, read_u16};
-use crate::ethernet::{EthernetRepr, ethertype};
+use crate::ethernet::{self, EthernetRepr, ethertype};
+use crate::header::FixedHeader;
 use crate::ib::{RoceRepr, icrc};
 use crate::ipv4::{self, Ipv4Repr, PROTO_UDP};
 use crate::ipv6::{self, Ipv6Repr};
+use crate::ports::ROCEV2_UDP_PORT;
 use crate::udp::{self, UdpChecksum, UdpRepr};
 use crate::uet::{self, EntropyRepr, UetConfig, UetRepr};
-use crate::{Error, FixedHeader, ROCEV2_UDP_PORT, Result, checksum};
+use crate::{Error, Result, checksum};
+
+/// Length of the Ethernet, IPv4 and UDP headers of a frame without VLAN tags or IPv4 options
+/// (14 + 20 + 8 = 42 bytes): where the UDP payload of such a frame starts, and the
+/// [`UdpTemplate::len`] of an IPv4 flow.
+pub const ETH_IPV4_UDP_LEN: usize = ethernet::HEADER_LEN + ipv4::MIN_HEADER_LEN + udp::HEADER_LEN;
 
 /// The IP header of a frame.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -492,6 +499,7 @@ mod tests {
     use crate::ethernet::EthernetAddress;
     use crate::ib::icrc::tests::{CNP_FRAME, READ_REQ_FRAME};
     use crate::ib::packet::tests::{arb_roce, build, known_opcodes};
+    use crate::testutil::hex;
     use crate::udp::UdpChecksum;
     use crate::vlan::VlanTag;
     use proptest::prelude::*;
@@ -500,10 +508,6 @@ mod tests {
 
     fn identify_default(frame: &[u8]) -> Option<Encapsulation> {
         identify(frame, &UetConfig::default())
-    }
-
-    fn hex(s: &str) -> Vec<u8> {
-        (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap()).collect()
     }
 
     #[test]
@@ -594,6 +598,7 @@ mod tests {
         let r = FrameRepr::parse(&bytes).unwrap();
         let mut udp = *r.udp().unwrap();
         let t = UdpTemplate::new(&r.ethernet, &r.ip, &udp).unwrap();
+        assert_eq!((t.len(), ETH_IPV4_UDP_LEN), (42, 42));
         let mut w = bytes.clone();
         w[..42].fill(0xAA);
         assert_eq!(t.write(&mut w, bytes.len() - 42), Ok(bytes.len()));

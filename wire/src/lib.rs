@@ -107,9 +107,13 @@ pub mod copy;
 mod error;
 pub mod ethernet;
 pub mod frame;
+mod header;
 pub mod ib;
 pub mod ipv4;
 pub mod ipv6;
+mod ports;
+#[cfg(test)]
+mod testutil;
 pub mod udp;
 pub mod uet;
 pub mod vlan;
@@ -118,20 +122,9 @@ pub use copy::copy_payload;
 pub use error::{Error, Result};
 pub use ethernet::{EthernetAddress, EthernetRepr};
 pub use frame::{FrameRepr, IpRepr, L4Repr, UdpFrameRepr, UdpTemplate};
+pub use header::FixedHeader;
 pub use ipv4::Ipv4Repr;
 pub use ipv6::Ipv6Repr;
+pub use ports::ROCEV2_UDP_PORT;
 pub use udp::{UdpChecksum, UdpRepr};
 pub use vlan::VlanTag;
-
-/// A header of fixed size (the IB extension headers, the UET headers).
-pub trait FixedHeader: Sized + Copy {
-    /// Size on the wire.
-    const LEN: usize;
-    /// Parses the header from the start of `buf`.
-    fn parse(buf: &[u8]) -> Result<Self>;
-    /// Writes the header at the start of `buf`; returns [`Self::LEN`].
-    fn emit(&self, buf: &mut [u8]) -> Result<usize>;
-}
-
-/// UDP destination port of RoCEv2 (`ROCE_V2_UDP_DPORT`, roce-wire.md §1.4).
-pub const ROCEV2_UDP_PORT: u16 = 4791;

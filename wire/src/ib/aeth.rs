@@ -1,7 +1,7 @@
 //! ACK extended transport header, 4 bytes: syndrome and 24-bit MSN (roce-wire.md §1.5, §3).
 
 use crate::bytes::{out, read_u24, write_u24};
-use crate::ib::FixedHeader;
+use crate::header::FixedHeader;
 use crate::{Error, Result};
 
 /// Size of the AETH.

@@ -2,7 +2,7 @@
 
 use crate::Result;
 use crate::bytes::{need, out, read_u64, write_u64};
-use crate::ib::FixedHeader;
+use crate::header::FixedHeader;
 
 /// A parsed AtomicAckETH.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -2,7 +2,7 @@
 
 use crate::Result;
 use crate::bytes::{out, read_u32, read_u64, write_u32, write_u64};
-use crate::ib::FixedHeader;
+use crate::header::FixedHeader;
 
 /// Size of the AtomicETH.
 pub const HEADER_LEN: usize = 28;

@@ -2,7 +2,7 @@
 //! (roce-wire.md §1.2).
 
 use crate::bytes::{out, read_u24, read_u32, write_u24, write_u32};
-use crate::ib::FixedHeader;
+use crate::header::FixedHeader;
 use crate::{Error, Result};
 
 /// Size of the DETH.

@@ -2,7 +2,8 @@
 //! placement type in bits 3..0, selectivity level in bits 5..4, the rest reserved.
 
 use crate::Result;
-use crate::ib::{FixedHeader, emit_word, parse_word};
+use crate::header::FixedHeader;
+use crate::ib::word::{emit_word, parse_word};
 
 /// A parsed FETH. The whole word is kept so that reserved bits re-emit unchanged.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -90,10 +90,7 @@ pub fn fill(ip_packet: &mut [u8]) -> Result<()> {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-
-    fn hex(s: &str) -> std::vec::Vec<u8> {
-        (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap()).collect()
-    }
+    use crate::testutil::hex;
 
     /// ConnectX-4 Lx CNP from scapy's roce.uts (captures/roce/cx4lx_cnp_scapy.pcap), Ethernet included.
     pub(crate) const CNP_FRAME: &str = "e41d2dab2bc27cfe90643b32080045c2003c718c4000401191610a0011010a001201000012b7002800008100ffff40000118000000000000000000000000000000000000000082fd002a";

@@ -1,7 +1,8 @@
 //! Invalidate extended transport header: the R_Key to invalidate, 4 bytes (SEND_*_INV).
 
 use crate::Result;
-use crate::ib::{FixedHeader, emit_word, parse_word};
+use crate::header::FixedHeader;
+use crate::ib::word::{emit_word, parse_word};
 
 /// A parsed IETH.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -1,7 +1,8 @@
 //! Immediate data, 4 opaque bytes copied raw as `__be32` (roce-wire.md §1.2).
 
 use crate::Result;
-use crate::ib::{FixedHeader, emit_word, parse_word};
+use crate::header::FixedHeader;
+use crate::ib::word::{emit_word, parse_word};
 
 /// Immediate data as the 32-bit big-endian value on the wire.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

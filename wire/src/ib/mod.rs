@@ -17,6 +17,7 @@ pub mod packet;
 pub mod psn;
 pub mod rdeth;
 pub mod reth;
+mod word;
 
 pub use aeth::{AethKind, AethRepr, NakCode};
 pub use atomic_ack_eth::AtomicAckEthRepr;
@@ -32,17 +33,3 @@ pub use rdeth::RdethRepr;
 pub use reth::RethRepr;
 
 pub use crate::FixedHeader;
-
-use crate::Result;
-
-/// Reads the single 32-bit big-endian field of a 4-byte header.
-fn parse_word(buf: &[u8], what: &'static str) -> Result<u32> {
-    crate::bytes::need(buf.len(), 4, what)?;
-    Ok(crate::bytes::read_u32(buf, 0))
-}
-
-/// Writes the single 32-bit field of a 4-byte header.
-fn emit_word(buf: &mut [u8], v: u32) -> Result<usize> {
-    crate::bytes::write_u32(crate::bytes::out(buf, 4)?, 0, v);
-    Ok(4)
-}

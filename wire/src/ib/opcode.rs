@@ -265,9 +265,10 @@ impl Headers {
 
     /// Bytes the headers of the set take on the wire (roce-wire.md §1.1, "Header sizes").
     pub fn wire_len(self) -> usize {
+        use crate::header::FixedHeader;
         use crate::ib::{
-            AethRepr, AtomicAckEthRepr, AtomicEthRepr, DethRepr, FethRepr, FixedHeader, IethRepr, ImmDt,
-            RdethRepr, RethRepr,
+            AethRepr, AtomicAckEthRepr, AtomicEthRepr, DethRepr, FethRepr, IethRepr, ImmDt, RdethRepr,
+            RethRepr,
         };
         [
             (Headers::RDETH, RdethRepr::LEN),

@@ -2,11 +2,12 @@
 //! and the ICRC slot (roce-wire.md §1.1). This is the UDP payload of a RoCEv2 datagram.
 
 use crate::bytes::out;
+use crate::header::FixedHeader;
 use crate::ib::icrc::ICRC_LEN;
 use crate::ib::opcode::{Headers, PayloadRule};
 use crate::ib::{
-    AethRepr, AtomicAckEthRepr, AtomicEthRepr, BthRepr, DethRepr, FethRepr, FixedHeader, IethRepr, ImmDt,
-    RdethRepr, RethRepr, bth,
+    AethRepr, AtomicAckEthRepr, AtomicEthRepr, BthRepr, DethRepr, FethRepr, IethRepr, ImmDt, RdethRepr,
+    RethRepr, bth,
 };
 use crate::{Error, Result};
 
@@ -244,8 +245,7 @@ pub(crate) mod tests {
     #[test]
     fn read_request_vector() {
         let f = crate::ib::icrc::tests::READ_REQ_FRAME;
-        let bytes: Vec<u8> =
-            (0..f.len()).step_by(2).map(|i| u8::from_str_radix(&f[i..i + 2], 16).unwrap()).collect();
+        let bytes = crate::testutil::hex(f);
         let roce = &bytes[14 + 20 + 8..];
         let r = RoceRepr::parse(roce).unwrap();
         assert_eq!(r.bth.opcode, Opcode(0x0C));

@@ -2,7 +2,8 @@
 //! RD is decoded for completeness; rxe does not create RD QPs (roce-wire.md §1.1).
 
 use crate::Result;
-use crate::ib::{FixedHeader, emit_word, parse_word};
+use crate::header::FixedHeader;
+use crate::ib::word::{emit_word, parse_word};
 
 /// A parsed RDETH.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

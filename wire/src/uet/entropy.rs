@@ -1,7 +1,8 @@
 //! The 4-byte entropy header in front of native-IP UET: `entropy:16 | reserved:16` (uet-wire.md §1).
 
+use crate::Result;
 use crate::bytes::{need, out, read_u16, write_u16};
-use crate::{FixedHeader, Result};
+use crate::header::FixedHeader;
 
 /// A parsed entropy header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

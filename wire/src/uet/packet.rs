@@ -141,7 +141,8 @@ impl<'a> UetRepr<'a> {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::uet::pds::tests::{arb_pds, hex};
+    use crate::testutil::hex;
+    use crate::uet::pds::tests::arb_pds;
     use crate::uet::ses::tests::arb_ses;
     use crate::uet::tss::tests::arb_tss;
     use proptest::prelude::*;

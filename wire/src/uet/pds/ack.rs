@@ -2,10 +2,11 @@
 //! `prologue | ack_psn_offset:s16 | cack_psn:32 | spdcid:16 | dpdcid:16`, then for CC
 //! `cc_type:4 | cc_flags:4 | mpr:8 | sack_psn_offset:s16 | sack_bitmap:64 | cc state (8 B, or 16 B for CCX)`.
 
-use super::{NextHeader, PdsType, Prologue, psn_plus};
+use super::common::{NextHeader, PdsType, Prologue, psn_plus};
 use crate::bytes::{need, out, read_u16, read_u32, read_u64, write_u16, write_u32, write_u64};
+use crate::header::FixedHeader;
 use crate::uet::layout::CCX_STATE_LEN;
-use crate::{Error, FixedHeader, Result};
+use crate::{Error, Result};
 
 /// M: the acknowledged packet was ECN-marked.
 pub const FLAG_M: u8 = 0x20;
@@ -255,7 +256,7 @@ impl AckRepr {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::uet::pds::tests::hex;
+    use crate::testutil::hex;
     use proptest::prelude::*;
 
     #[test]

@@ -2,10 +2,11 @@
 //! `prologue (ctl_type in the next_hdr bits) | probe_opaque:16 | psn:32 | spdcid:16 | dpdcid:16 | payload:32`.
 //! A CP carries no SES header.
 
-use super::{CtlType, PdsType, Prologue};
+use super::common::{CtlType, PdsType, Prologue};
 use crate::bytes::{need, out, read_u16, read_u32, write_u16, write_u32};
+use crate::header::FixedHeader;
 use crate::uet::layout::CP_LEN;
-use crate::{Error, FixedHeader, Result};
+use crate::{Error, Result};
 
 /// ISROD ([`crate::uet::layout::CP_FLAG_ISROD`]): the PDC is ROD (NOOP and negotiation CPs).
 pub const FLAG_ISROD: u8 = crate::uet::layout::CP_FLAG_ISROD;
@@ -70,7 +71,7 @@ impl CpRepr {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::uet::pds::tests::hex;
+    use crate::testutil::hex;
     use proptest::prelude::*;
 
     #[test]

@@ -2,10 +2,11 @@
 //! `prologue | nack_code:8 | vendor_code:8 | nack_psn:32 (pkt_id if NT) | spdcid:16 | dpdcid:16 | payload:32`,
 //! NACK_CCX adding `nccx_type:4` and 124 bits of state ([`crate::uet::layout::CCX_STATE_LEN`] bytes).
 
-use super::{NackCode, NextHeader, PdsType, Prologue};
+use super::common::{NackCode, NextHeader, PdsType, Prologue};
 use crate::bytes::{need, out, read_u16, read_u32, write_u16, write_u32};
+use crate::header::FixedHeader;
 use crate::uet::layout::CCX_STATE_LEN;
-use crate::{Error, FixedHeader, Result};
+use crate::{Error, Result};
 
 /// M: ECN marked.
 pub const FLAG_M: u8 = 0x20;
@@ -110,7 +111,7 @@ impl NackRepr {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::uet::pds::tests::hex;
+    use crate::testutil::hex;
     use proptest::prelude::*;
 
     #[test]

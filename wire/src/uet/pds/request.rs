@@ -2,9 +2,10 @@
 //! `prologue | clear_psn_offset:s16 | psn:32 | spdcid:16 | dpdcid:16` (+ `ccc_id:8 | credit_target:24`).
 //! With SYN set, the last 16 bits are `use_rsv_pdc:1 | rsvd:3 | psn_offset:12`.
 
-use super::{NextHeader, PdsType, Prologue, psn_plus};
+use super::common::{NextHeader, PdsType, Prologue, psn_plus};
 use crate::bytes::{need, out, read_u16, read_u32, write_u16, write_u32};
-use crate::{Error, FixedHeader, Result};
+use crate::header::FixedHeader;
+use crate::{Error, Result};
 
 /// RETX: this is a retransmission.
 pub const FLAG_RETX: u8 = 0x10;
@@ -154,7 +155,7 @@ impl RequestRepr {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::uet::pds::tests::hex;
+    use crate::testutil::hex;
     use proptest::prelude::*;
 
     #[test]

@@ -1,10 +1,11 @@
 //! RUDI request/response header, 8 bytes: `prologue | rsvd:16 | pkt_id:32` (uet-wire.md §2;
 //! size per [`crate::uet::layout::RUDI_LEN`]). RUDI has no PDC: one response per request, by pkt_id.
 
-use super::{NextHeader, PdsType, Prologue, prologue};
+use super::common::{NextHeader, PdsType, Prologue, prologue};
 use crate::bytes::{out, read_u16, read_u32, write_u16, write_u32};
+use crate::header::FixedHeader;
 use crate::uet::layout::RUDI_LEN;
-use crate::{Error, FixedHeader, Result};
+use crate::{Error, Result};
 
 /// M (responses only): ECN marked.
 pub const FLAG_M: u8 = 0x20;
@@ -63,7 +64,7 @@ impl RudiRepr {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::uet::pds::tests::hex;
+    use crate::testutil::hex;
     use proptest::prelude::*;
 
     #[test]

@@ -1,8 +1,9 @@
 //! UUD request header, 4 bytes: `prologue | rsvd:16` (uet-wire.md §2). Single-packet, no PDC, no ACK.
 
-use super::{NextHeader, PdsType, Prologue, prologue};
+use super::common::{NextHeader, PdsType, Prologue, prologue};
 use crate::bytes::{out, read_u16, write_u16};
-use crate::{Error, FixedHeader, Result};
+use crate::header::FixedHeader;
+use crate::{Error, Result};
 
 /// Length of the UUD header.
 pub const LEN: usize = 4;

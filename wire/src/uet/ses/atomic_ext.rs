@@ -1,10 +1,11 @@
 //! Atomic extension header, 4 bytes: `amo_opcode:8 | datatype:8 | sem_ctl:8 | rsvd:8`
 //! (uet-wire.md §3; `sem_ctl` flags per [`crate::uet::layout::SEM_CTL_CACHEABLE`]).
 
-use super::{AmoDatatype, AmoOpcode};
+use super::codes::{AmoDatatype, AmoOpcode};
+use crate::Result;
 use crate::bytes::{need, out};
+use crate::header::FixedHeader;
 use crate::uet::layout::{SEM_CTL_CACHEABLE, SEM_CTL_CPU_COHERENT};
-use crate::{FixedHeader, Result};
 
 /// A parsed atomic extension header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -2,8 +2,9 @@
 //! (uet-wire.md §3). Used with AMO opcodes 0x0D-0x12.
 
 use super::AtomicExt;
+use crate::Result;
 use crate::bytes::{need, out};
-use crate::{FixedHeader, Result};
+use crate::header::FixedHeader;
 
 /// A parsed compare-and-swap extension header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -41,7 +42,7 @@ impl FixedHeader for CasExt {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::uet::pds::tests::hex;
+    use crate::testutil::hex;
     use crate::uet::ses::AmoOpcode;
     use proptest::prelude::*;
 

@@ -3,9 +3,10 @@
 //! standard request; `rsvd:2 | request_length:14` in small and medium), `ri_generation:8`,
 //! `job_id:24`, `rsvd:4 | pid_on_fep:12`, `rsvd:4 | resource_index:12`.
 
-use super::SesOpcode;
+use super::codes::SesOpcode;
 use crate::bytes::{need, out, read_u16, read_u24, write_u16, write_u24};
-use crate::{Error, FixedHeader, Result};
+use crate::header::FixedHeader;
+use crate::{Error, Result};
 
 /// DC: delivery complete requested.
 pub const FLAG_DC: u8 = 0x20;

@@ -4,9 +4,10 @@
 
 use super::RequestCommon;
 use super::common::FLAG_HD;
+use crate::Result;
 use crate::bytes::{need, out, read_u32, read_u64, write_u32, write_u64};
+use crate::header::FixedHeader;
 use crate::uet::layout::MEDIUM_REQUEST_LEN;
-use crate::{FixedHeader, Result};
 
 /// A parsed medium request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -60,7 +61,7 @@ impl FixedHeader for MediumRequest {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::uet::pds::tests::hex;
+    use crate::testutil::hex;
     use proptest::prelude::*;
 
     #[test]

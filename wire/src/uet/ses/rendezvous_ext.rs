@@ -2,9 +2,10 @@
 //! `eager_length:32 | rd_ri_gen:8 | rd_pid_on_fep:12 | rd_res_index:12 | read_offset:64 |
 //! read_match_bits:64` (uet-wire.md §3).
 
+use crate::Result;
 use crate::bytes::{need, out, read_u32, read_u64, write_u32, write_u64};
+use crate::header::FixedHeader;
 use crate::uet::layout::RENDEZVOUS_EXT_LEN;
-use crate::{FixedHeader, Result};
 
 /// A parsed rendezvous extension header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -2,9 +2,10 @@
 //! ri_gen:8, job_id:24, modified_length:32 (uet-wire.md §3). The first two bytes, [`ResponseHead`],
 //! open all three response formats.
 
-use super::{ResponseOpcode, ReturnCode};
+use super::codes::{ResponseOpcode, ReturnCode};
 use crate::bytes::{need, out, read_u16, read_u24, read_u32, write_u16, write_u24, write_u32};
-use crate::{Error, FixedHeader, Result};
+use crate::header::FixedHeader;
+use crate::{Error, Result};
 
 /// The two bytes every response format starts with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -91,7 +92,7 @@ impl FixedHeader for Response {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::uet::pds::tests::hex;
+    use crate::testutil::hex;
     use proptest::prelude::*;
 
     #[test]

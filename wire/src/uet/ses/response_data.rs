@@ -4,7 +4,8 @@
 
 use super::ResponseHead;
 use crate::bytes::{need, out, read_u16, read_u24, read_u32, write_u16, write_u24, write_u32};
-use crate::{Error, FixedHeader, Result};
+use crate::header::FixedHeader;
+use crate::{Error, Result};
 
 /// A parsed response with data (next_hdr RSP_DATA).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -72,7 +73,7 @@ impl FixedHeader for ResponseData {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::uet::pds::tests::hex;
+    use crate::testutil::hex;
     use crate::uet::ses::ResponseOpcode;
     use proptest::prelude::*;
 

@@ -3,9 +3,10 @@
 //! (uet-wire.md §3).
 
 use super::ResponseHead;
+use crate::Result;
 use crate::bytes::{need, out, read_u16, read_u32, write_u16, write_u32};
+use crate::header::FixedHeader;
 use crate::uet::layout::RSP_DATA_SMALL_LEN;
-use crate::{FixedHeader, Result};
 
 /// A parsed small response with data (next_hdr RSP_DATA_SMALL).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -59,7 +60,7 @@ impl FixedHeader for ResponseDataSmall {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::uet::pds::tests::hex;
+    use crate::testutil::hex;
     use proptest::prelude::*;
 
     #[test]

@@ -2,8 +2,9 @@
 //! request_length:14` in bytes 2-3) | buffer_offset:64 (uet-wire.md §3). Single-packet messages.
 
 use super::RequestCommon;
+use crate::Result;
 use crate::bytes::{need, out, read_u64, write_u64};
-use crate::{FixedHeader, Result};
+use crate::header::FixedHeader;
 
 /// A parsed small request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -41,7 +42,7 @@ impl FixedHeader for SmallRequest {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::uet::pds::tests::hex;
+    use crate::testutil::hex;
     use proptest::prelude::*;
 
     #[test]

@@ -6,7 +6,8 @@
 use super::RequestCommon;
 use super::common::FLAG_SOM;
 use crate::bytes::{need, out, read_u32, read_u64, write_u32, write_u64};
-use crate::{Error, FixedHeader, Result};
+use crate::header::FixedHeader;
+use crate::{Error, Result};
 
 /// The word at offset 32, chosen by SOM (uet-wire.md, "Decisions").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -105,7 +106,7 @@ impl FixedHeader for StandardRequest {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::uet::pds::tests::hex;
+    use crate::testutil::hex;
     use crate::uet::ses::SesOpcode;
     use proptest::prelude::*;
 
