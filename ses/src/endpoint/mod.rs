@@ -15,9 +15,11 @@ use wire::uet::ses::{
     StandardRequest,
 };
 
+use crate::amo;
+use crate::config::{Config, EpType, Profile};
 use crate::key::{Access, JobScope, Regions, Want};
 use crate::matching::{MsgInfo, Posted, Queues, RecvSpec, Source};
-use crate::{Config, DeliveryMode, EpType, OpKind, Profile, amo, delivery_mode};
+use crate::mode::{DeliveryMode, OpKind, delivery_mode};
 
 mod large;
 
