@@ -26,10 +26,10 @@ use wire::uet::pds::{
 use crate::Body;
 use crate::credit::{CreditRx, CreditTx, RcccConfig};
 
+use crate::config::{Config, RX_WINDOW};
 use crate::psn::{diff, offset16};
 use crate::rx::{RxHalf, Verdict};
 use crate::tx::{Delivered, Payload, TxHalf};
-use crate::{Config, RX_WINDOW};
 
 /// A local PDC identifier (the SPDCID of the packets this side sends). 0 is never used.
 pub type PdcId = u16;

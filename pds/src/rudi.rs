@@ -9,7 +9,7 @@ use std::time::Duration;
 use wire::uet::pds::NextHeader;
 
 use crate::Body;
-use crate::Config;
+use crate::config::Config;
 
 /// A request waiting for its response.
 #[derive(Debug)]

@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use wire::uet::pds::{Mode, NackCode};
 
+use crate::config::{Config, RX_WINDOW};
 use crate::psn::diff;
-use crate::{Config, RX_WINDOW};
 
 const WORDS: usize = (RX_WINDOW / 64) as usize;
 /// After a ROD_OOO NACK for one expected PSN, another is sent for every this many further

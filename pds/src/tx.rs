@@ -13,7 +13,7 @@ use std::time::Duration;
 use wire::uet::pds::{Mode, NextHeader};
 
 use crate::Body;
-use crate::Config;
+use crate::config::Config;
 use crate::psn::diff;
 
 /// What a packet of the PDC carries.

@@ -24,63 +24,21 @@
 //! above, where the spec text was not available. Targets in other profiles treat deferrable sends
 //! as plain sends (as the mapping says of HPC); a NO_MATCH with list EXPECTED is a refusal.
 
-use super::*;
-use crate::key::INTERNAL;
+use std::hash::Hash;
+
+use wire::uet::ses::common::{FLAG_EOM, FLAG_HD, FLAG_SOM};
+use wire::uet::ses::{RendezvousExt, ReturnCode, SesExt, SesOpcode, SomField, StandardRequest};
+
+use super::Endpoint;
+use super::state::{Dest, Internal, Later, RdvReq, RdvWait, Reply, Req, Restart, Src};
+use super::types::{Addr, Completion, CompletionKind, Error, Opts, Status};
+use crate::config::{EpType, Profile};
+use crate::key::{Access, INTERNAL, JobScope};
+use crate::matching::{MsgInfo, Posted};
+use crate::mode::{DeliveryMode, OpKind, delivery_mode};
 
 /// Response list value meaning "kept on the overflow list": a deferred deferrable send.
 pub(super) const LIST_OVERFLOW: u8 = 1;
-
-/// What an unexpected message still needs once a receive takes it.
-#[derive(Debug)]
-pub(super) enum Later<A> {
-    /// Nothing: its bytes are all there (or still arriving).
-    Nothing,
-    /// A rendezvous: the rest is read from the initiator.
-    Rendezvous(RdvReq<A>),
-    /// A deferred send: the initiator is asked to restart it.
-    Deferred { init_token: u32, job_id: u32 },
-}
-
-/// A rendezvous request as the target keeps it until its read is done.
-#[derive(Debug, Clone, Copy)]
-pub(super) struct RdvReq<A> {
-    src: A,
-    reply: Reply<A>,
-    msg_id: u16,
-    job_id: u32,
-    ext: RendezvousExt,
-    total: usize,
-}
-
-/// A receive waiting for the read of a rendezvous.
-#[derive(Debug)]
-pub(super) struct RdvWait<A> {
-    posted: Posted<A>,
-    info: MsgInfo<A>,
-    header_data: Option<u64>,
-    req: RdvReq<A>,
-}
-
-/// Internal operations: their completion is the endpoint's own business, not the user's.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Internal {
-    /// The READ of a rendezvous (its message id, the key of `rdv_waits`).
-    RdvRead(u16),
-    /// A DEFERRABLE_RTR sent for a reserved receive (its target token).
-    Rtr(u32),
-}
-
-/// A deferrable send kept for its restart.
-#[derive(Debug)]
-pub(super) struct Restart<A> {
-    data: Bytes,
-    dst: Addr<A>,
-    tag: Option<u64>,
-    header_data: Option<u64>,
-    token: u32,
-    mode: DeliveryMode,
-    job_id: u32,
-}
 
 impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
     /// Sends `data` by rendezvous or as a deferrable send when the profile and size call for it;

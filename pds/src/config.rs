@@ -1,0 +1,65 @@
+//! The tunables of an [`Endpoint`](crate::Endpoint) ([`Config`]) and the receive window they are
+//! bounded by ([`RX_WINDOW`]).
+
+use std::time::Duration;
+
+use crate::{cc, credit};
+
+/// PSNs the receiver tracks beyond the next expected one (its window; the bitmap size). A packet
+/// further ahead is answered with NACK PSN_OOR_WINDOW.
+pub const RX_WINDOW: u32 = 1024;
+
+/// Tunables of an [`Endpoint`]. The defaults follow the ref-prov (5 ms retransmit timeout, 5
+/// retries) and htsim (ACK coalescing) where uet-wire.md §2 "Timers" names them.
+///
+/// [`Endpoint`]: crate::Endpoint
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Config {
+    /// Initial retransmit timeout of a packet.
+    pub rto: Duration,
+    /// Upper bound of the exponential backoff.
+    pub max_rto: Duration,
+    /// Retransmissions of one packet after which its PDC (or RUDI request) fails.
+    pub max_retries: u32,
+    /// Packets in flight per PDC; at most [`RX_WINDOW`].
+    pub window: u32,
+    /// Packets queued per PDC (sent or not) before `send` returns [`SendError::QueueFull`].
+    ///
+    /// [`SendError::QueueFull`]: crate::SendError::QueueFull
+    pub max_queued: usize,
+    /// The receiver acknowledges at once after this many in-order packets.
+    pub ack_every: u32,
+    /// Otherwise it acknowledges this long after the first unacknowledged packet.
+    pub ack_delay: Duration,
+    /// PDCs this endpoint holds at most; a SYN beyond it is answered with NACK NO_PDC_AVAIL.
+    pub max_pdcs: usize,
+    /// Sender congestion control: NSCC with these parameters, or none (the window alone).
+    pub cc: Option<cc::NsccConfig>,
+    /// Receiver-credit congestion control (RCCC, [`credit`]): send new data against granted
+    /// credit, and grant credit at this rate. Both ends should run it; with NSCC too, both limit.
+    pub rccc: Option<credit::RcccConfig>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            rto: Duration::from_millis(5),
+            max_rto: Duration::from_millis(320),
+            max_retries: 5,
+            window: 256,
+            max_queued: 8192,
+            ack_every: 16,
+            ack_delay: Duration::from_micros(20),
+            max_pdcs: 4096,
+            cc: None,
+            rccc: None,
+        }
+    }
+}
+
+impl Config {
+    /// The retransmit timeout after `retries` retransmissions: `rto * 2^retries`, capped.
+    pub fn backoff(&self, retries: u32) -> Duration {
+        self.rto.saturating_mul(1 << retries.min(20)).min(self.max_rto)
+    }
+}

@@ -1,0 +1,184 @@
+//! The receiving side of an [`Endpoint`]: a received PDS packet is parsed and goes to its PDC
+//! (requests, ACKs, NACKs, CPs), to the RUDI initiator (responses) or up (RUDI requests, UUD
+//! datagrams); trimmed packets are NACKed; what a PDC reports back becomes events and counters.
+
+use std::hash::Hash;
+use std::time::Duration;
+
+use wire::uet::pds::nack::FLAG_NT;
+use wire::uet::pds::{NackCode, PdsRepr, RequestRepr};
+
+use super::Endpoint;
+use super::types::{Delivery, DeliveryKind};
+use crate::event::{Event, PdcError};
+use crate::pdc::{Outcome, PdcId};
+use crate::rx::Verdict;
+
+impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
+    /// Processes one received PDS packet (`buf` starts at the PDS header; a CRC trailer is already
+    /// checked and removed). Returns the upper-layer bytes to deliver, if any; malformed packets are
+    /// a typed error and change nothing.
+    pub fn handle_packet<'a>(
+        &mut self,
+        now: Duration,
+        src: A,
+        buf: &'a [u8],
+    ) -> Result<Option<Delivery<'a, A>>, wire::Error> {
+        self.handle_packet_ecn(now, src, buf, false)
+    }
+
+    /// A RUD/ROD request with `body` after its header: its PDC is found (or, with SYN,
+    /// established), the request is accepted or refused by it, and the body is delivered once.
+    fn on_request_packet<'a>(
+        &mut self,
+        now: Duration,
+        src: A,
+        r: &RequestRepr,
+        body: &'a [u8],
+        ce: bool,
+    ) -> Option<Delivery<'a, A>> {
+        let id = if r.syn() {
+            self.syn_target(now, src, r)
+        } else {
+            let id = self.lookup(src, r.dpdcid, r.spdcid);
+            if id.is_none() {
+                self.nack(src, NackCode::InvDpdcid, r.psn, r.spdcid, 0);
+            }
+            id
+        };
+        let id = id?;
+        let p = self.pdcs.get_mut(&id).expect("looked up");
+        if p.mode != r.mode {
+            let (psn, spdcid) = (r.psn, r.spdcid);
+            self.nack(src, NackCode::PdcModeMismatch, psn, spdcid, 0);
+            return None;
+        }
+        let out = p.on_request(r, now, &self.cfg);
+        p.ce_seen |= ce;
+        let deliver = out.deliver;
+        self.apply(id, out);
+        let kind = DeliveryKind::Pdc { pdc: id, psn: r.psn, mode: r.mode };
+        deliver.then_some(Delivery { peer: src, kind, next_hdr: r.next_hdr, body })
+    }
+
+    /// [`handle_packet`](Self::handle_packet) for a packet whose IP header carried ECN CE: the
+    /// PDC's next ACK has the M flag set (the sender's NSCC reacts to it).
+    pub fn handle_packet_ecn<'a>(
+        &mut self,
+        now: Duration,
+        src: A,
+        buf: &'a [u8],
+        ce: bool,
+    ) -> Result<Option<Delivery<'a, A>>, wire::Error> {
+        // Requests, the packets that carry data, take a path of their own: parsed inline, their
+        // repr is not merged with the other types' through memory, where it was read back at
+        // once in other widths than it was written in (a store-forwarding stall per packet).
+        if let Ok(r) = RequestRepr::parse(buf) {
+            self.stats.rx_packets += 1;
+            return Ok(self.on_request_packet(now, src, &r, &buf[r.buffer_len()..], ce));
+        }
+        let pds = PdsRepr::parse(buf).inspect_err(|_| self.stats.rx_malformed += 1)?;
+        self.stats.rx_packets += 1;
+        let body = &buf[pds.buffer_len()..];
+        match pds {
+            PdsRepr::Request(r) => Ok(self.on_request_packet(now, src, &r, body, ce)),
+            PdsRepr::Ack(a) => {
+                match self.lookup(src, a.dpdcid, a.spdcid) {
+                    Some(id) => {
+                        let out = self.pdcs.get_mut(&id).expect("looked up").on_ack(&a, now, &self.cfg);
+                        self.apply(id, out);
+                    }
+                    None => self.stats.rx_stale += 1,
+                }
+                Ok(None)
+            }
+            PdsRepr::Nack(n) => {
+                self.stats.rx_nacks += 1;
+                if n.flags & FLAG_NT != 0 {
+                    // RUDI NACK: the request stays pending; its timer resends it.
+                    return Ok(None);
+                }
+                match self.lookup(src, n.dpdcid, n.spdcid) {
+                    Some(id) => {
+                        match self.pdcs.get_mut(&id).expect("looked up").on_nack(&n, now, &self.cfg) {
+                            Ok(out) => self.apply(id, out),
+                            Err(code) => self.fail(id, PdcError::Nack(code)),
+                        }
+                    }
+                    None => self.stats.rx_stale += 1,
+                }
+                Ok(None)
+            }
+            PdsRepr::Cp(c) => {
+                match self.lookup(src, c.dpdcid, c.spdcid) {
+                    Some(id) => {
+                        let out = self.pdcs.get_mut(&id).expect("looked up").on_cp(&c, now, &self.cfg);
+                        self.apply(id, out);
+                    }
+                    None => self.nack(src, NackCode::InvDpdcid, c.psn, c.spdcid, 0),
+                }
+                Ok(None)
+            }
+            PdsRepr::Rudi(r) if !r.response => Ok(Some(Delivery {
+                peer: src,
+                kind: DeliveryKind::RudiRequest { pkt_id: r.pkt_id },
+                next_hdr: r.next_hdr,
+                body,
+            })),
+            PdsRepr::Rudi(r) => match self.rudi.complete(src, r.pkt_id) {
+                Some(cookie) => Ok(Some(Delivery {
+                    peer: src,
+                    kind: DeliveryKind::RudiResponse { pkt_id: r.pkt_id, cookie },
+                    next_hdr: r.next_hdr,
+                    body,
+                })),
+                None => {
+                    self.stats.rx_stale += 1;
+                    Ok(None)
+                }
+            },
+            PdsRepr::Uud(u) => {
+                Ok(Some(Delivery { peer: src, kind: DeliveryKind::Uud, next_hdr: u.next_hdr, body }))
+            }
+        }
+    }
+
+    /// A packet a switch trimmed (uet-wire.md NACK codes: TRIMMED): `buf` holds what is left from
+    /// the PDS header on. A request is answered with NACK TRIMMED for its PSN, so the sender resends
+    /// it at once instead of waiting for its timer; a trimmed SYN opens its PDC as any SYN does (the
+    /// PDS header is whole; the packet itself is not taken). Other packets are only counted.
+    pub fn handle_trimmed(&mut self, now: Duration, src: A, buf: &[u8]) -> Result<(), wire::Error> {
+        let pds = PdsRepr::parse(buf).inspect_err(|_| self.stats.rx_malformed += 1)?;
+        self.stats.rx_trimmed += 1;
+        if let PdsRepr::Request(r) = pds {
+            let pdc =
+                if r.syn() { self.syn_target(now, src, &r) } else { self.lookup(src, r.dpdcid, r.spdcid) };
+            if pdc.is_some() {
+                self.nack(src, NackCode::Trimmed, r.psn, r.spdcid, 0);
+            }
+        }
+        Ok(())
+    }
+
+    fn apply(&mut self, pdc: PdcId, out: Outcome) {
+        let Some(p) = self.pdcs.get(&pdc) else { return };
+        let peer = p.peer;
+        if out.established {
+            self.events.push_back(Event::Established { pdc, peer });
+        }
+        if self.ack_events {
+            self.events.extend(out.acked.into_iter().map(|(psn, cookie)| Event::Acked { pdc, psn, cookie }));
+        }
+        self.stats.fast_retransmits += out.retransmits as u64;
+        match out.dropped {
+            Some(Verdict::Duplicate) => self.stats.rx_duplicates += 1,
+            Some(Verdict::OutOfOrder) => self.stats.rx_out_of_order += 1,
+            Some(Verdict::OutOfWindow) => self.stats.rx_out_of_window += 1,
+            _ => {}
+        }
+        if out.closed {
+            self.remove(pdc);
+            self.events.push_back(Event::Closed { pdc, peer });
+        }
+    }
+}

@@ -1,0 +1,215 @@
+//! The sending side of an [`Endpoint`]: queuing packets on PDCs, RUDI requests and responses, UUD
+//! datagrams and NACKs; the transmit poll (control packets, then RUDI, then the PDCs round robin)
+//! with RCCC credit grants; the next deadline and the timers.
+
+use std::hash::Hash;
+use std::time::Duration;
+
+use bytes::Bytes;
+use wire::uet::pds::request::FLAG_RETX;
+use wire::uet::pds::{Mode, NackCode, NackRepr, NextHeader, PdsRepr, RudiRepr, UudRepr};
+
+use super::types::{CLOSED_LINGER, SendError, Transmit};
+use super::{Ctrl, Endpoint};
+use crate::body::Body;
+use crate::event::{Event, PdcError};
+use crate::pdc::{Pdc, PdcId, TxKind, emit, emit_body};
+
+impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
+    /// Sends `bytes` (an SES header of format `next_hdr` and payload) to `peer` over this side's
+    /// PDC in `mode`, opening it if needed. Returns the PDC and the packet's PSN; an
+    /// [`Event::Acked`] with `cookie` follows when the peer has it.
+    pub fn send(
+        &mut self,
+        peer: A,
+        mode: Mode,
+        next_hdr: NextHeader,
+        body: impl Into<Body>,
+        cookie: u64,
+    ) -> Result<(PdcId, u32), SendError> {
+        let id = self.connect(peer, mode)?;
+        self.send_on(id, next_hdr, body, cookie).map(|psn| (id, psn))
+    }
+
+    /// Sends on an existing PDC, in either role (a target sends responses and read data this way).
+    pub fn send_on(
+        &mut self,
+        pdc: PdcId,
+        next_hdr: NextHeader,
+        body: impl Into<Body>,
+        cookie: u64,
+    ) -> Result<u32, SendError> {
+        let p = self.pdcs.get_mut(&pdc).ok_or(SendError::UnknownPdc)?;
+        if p.closing {
+            return Err(SendError::Closing);
+        }
+        if p.tx.len() >= self.cfg.max_queued {
+            return Err(SendError::QueueFull);
+        }
+        Ok(p.push(next_hdr, body.into(), cookie, &self.cfg))
+    }
+
+    /// Sends a RUDI request; returns its `pkt_id`. The response arrives as a
+    /// [`DeliveryKind::RudiResponse`], or [`Event::RudiFailed`] after `max_retries`.
+    ///
+    /// [`DeliveryKind::RudiResponse`]: crate::DeliveryKind::RudiResponse
+    pub fn rudi_send(&mut self, peer: A, next_hdr: NextHeader, body: impl Into<Body>, cookie: u64) -> u32 {
+        self.rudi.push(peer, next_hdr, body.into(), cookie)
+    }
+
+    /// Answers the RUDI request `pkt_id` from `peer` (sent once; a lost response is recovered by
+    /// the initiator retransmitting the request).
+    pub fn rudi_respond(&mut self, peer: A, pkt_id: u32, next_hdr: NextHeader, body: impl Into<Body>) {
+        self.ctrl.push_back((peer, Ctrl::Rudi { pkt_id, next_hdr, body: body.into() }));
+    }
+
+    /// Sends a UUD datagram (no state, no acknowledgement, no retransmission).
+    pub fn uud_send(&mut self, peer: A, next_hdr: NextHeader, body: impl Into<Body>) {
+        self.ctrl.push_back((peer, Ctrl::Uud { next_hdr, body: body.into() }));
+    }
+
+    pub(super) fn nack(&mut self, dst: A, code: NackCode, psn: u32, dpdcid: u16, payload: u32) {
+        let repr = NackRepr {
+            next_hdr: NextHeader::None,
+            flags: 0,
+            nack_code: code,
+            vendor_code: 0,
+            nack_psn: psn,
+            spdcid: 0,
+            dpdcid,
+            payload,
+            ccx: None,
+        };
+        self.ctrl.push_back((dst, Ctrl::Nack(repr)));
+    }
+
+    /// Writes the next packet to send into `buf` (which must hold the largest body plus 16 bytes).
+    pub fn poll_transmit(&mut self, now: Duration, buf: &mut [u8]) -> Option<Transmit<A>> {
+        let t = self.poll_inner(now, buf, None)?;
+        self.stats.tx_packets += 1;
+        Some(t)
+    }
+
+    /// [`poll_transmit`](Self::poll_transmit) that leaves an upper layer's payload where it is:
+    /// `len` bytes are written (the PDS header and the upper layer's header), and the payload
+    /// that follows them on the wire is returned (shared, not copied; empty for a packet without
+    /// one) for the caller to place after them, copied or sealed straight into the frame. `buf`
+    /// must still have room for it: a packet is only taken when the whole of it fits.
+    pub fn poll_transmit_split(&mut self, now: Duration, buf: &mut [u8]) -> Option<(Transmit<A>, Bytes)> {
+        let mut tail = Bytes::new();
+        let t = self.poll_inner(now, buf, Some(&mut tail))?;
+        self.stats.tx_packets += 1;
+        Some((t, tail))
+    }
+
+    fn poll_inner(
+        &mut self,
+        now: Duration,
+        buf: &mut [u8],
+        mut tail: Option<&mut Bytes>,
+    ) -> Option<Transmit<A>> {
+        self.grant_credit(now);
+        if let Some((dst, c)) = self.ctrl.pop_front() {
+            let len = match c {
+                Ctrl::Nack(n) => {
+                    self.stats.tx_nacks += 1;
+                    emit(&PdsRepr::Nack(n), buf)
+                }
+                Ctrl::Rudi { pkt_id, next_hdr, body } => {
+                    let r = RudiRepr { response: true, next_hdr, flags: 0, reserved: 0, pkt_id };
+                    emit_body(&PdsRepr::Rudi(r), &body, buf, tail)
+                }
+                Ctrl::Uud { next_hdr, body } => {
+                    emit_body(&PdsRepr::Uud(UudRepr { next_hdr, flags: 0, reserved: 0 }), &body, buf, tail)
+                }
+            }?;
+            return Some(Transmit { dst, len });
+        }
+        if let Some((pkt_id, p, retx)) = self.rudi.next_to_send(now, &self.cfg) {
+            let flags = if retx { FLAG_RETX } else { 0 };
+            let r = RudiRepr { response: false, next_hdr: p.next_hdr, flags, reserved: 0, pkt_id };
+            let (dst, len) = (p.peer, emit_body(&PdsRepr::Rudi(r), &p.body, buf, tail)?);
+            self.stats.tx_retransmits += u64::from(retx);
+            return Some(Transmit { dst, len });
+        }
+        // Round robin over the PDCs, starting after the one served last.
+        let mut cursor = self.rr;
+        for _ in 0..self.pdcs.len() {
+            let next = self.pdcs.range(cursor.wrapping_add(1)..).next().or_else(|| self.pdcs.iter().next());
+            let id = *next?.0;
+            cursor = id;
+            let p = self.pdcs.get_mut(&id).expect("listed");
+            let Some((len, kind)) = p.poll_transmit(now, &self.cfg, buf, tail.as_deref_mut()) else {
+                continue;
+            };
+            let (dst, done) = (p.peer, p.close_done);
+            match kind {
+                TxKind::Ack => self.stats.tx_acks += 1,
+                TxKind::Nack => self.stats.tx_nacks += 1,
+                TxKind::Retransmit => self.stats.tx_retransmits += 1,
+                TxKind::Credit => self.stats.tx_credits += 1,
+                TxKind::CreditReq => self.stats.tx_credit_reqs += 1,
+                TxKind::Control | TxKind::Data => {}
+            }
+            self.rr = id;
+            if done {
+                let (peer_id, start) = (p.peer_id.unwrap_or(0), p.start_psn);
+                self.closed.push_back((now + CLOSED_LINGER, dst, peer_id, start));
+                self.remove(id);
+                self.events.push_back(Event::Closed { pdc: id, peer: dst });
+            }
+            return Some(Transmit { dst, len });
+        }
+        None
+    }
+
+    /// RCCC: the pull pacer makes the grants due at `now`, round robin over the PDCs whose peers
+    /// want credit (each grant goes out in the PDC's next ACK or a CP CREDIT).
+    fn grant_credit(&mut self, now: Duration) {
+        let Some(rc) = self.cfg.rccc else { return };
+        let (pdcs, cursor) = (&mut self.pdcs, &mut self.grant_rr);
+        self.pacer.run(&rc, now, |max| {
+            let wants = |(_, p): &(&PdcId, &Pdc<A>)| p.credit_rx.demand() > 0;
+            let after = pdcs.range(cursor.wrapping_add(1)..).find(wants);
+            let Some((&id, _)) = after.or_else(|| pdcs.range(..=*cursor).find(wants)) else { return 0 };
+            *cursor = id;
+            pdcs.get_mut(&id).map_or(0, |p| p.credit_rx.grant(max))
+        });
+    }
+
+    /// The earliest time [`Endpoint::handle_timeout`] has something to do (or a delayed ACK, or a
+    /// credit grant, is due).
+    pub fn poll_timeout(&self) -> Option<Duration> {
+        // One pass over the PDCs: their own deadlines, and whether any wants credit granted.
+        let (mut first, mut wanted) = (None::<Duration>, false);
+        for p in self.pdcs.values() {
+            first = first.into_iter().chain(p.poll_timeout()).min();
+            wanted |= p.credit_rx.demand() > 0;
+        }
+        let wanted = wanted && self.cfg.rccc.is_some();
+        first.into_iter().chain(self.rudi.poll_timeout()).chain(self.pacer.poll_timeout(wanted)).min()
+    }
+
+    /// Whether `poll_transmit` would return a packet now (without a deadline passing).
+    pub fn has_transmit(&self) -> bool {
+        !self.ctrl.is_empty() || self.rudi.has_due()
+    }
+
+    /// Runs the timers due at `now`: retransmissions, retry limits (which fail the PDC or the RUDI
+    /// request).
+    pub fn handle_timeout(&mut self, now: Duration) {
+        let mut failed = Vec::new();
+        for (&id, p) in self.pdcs.iter_mut() {
+            match p.handle_timeout(now, &self.cfg) {
+                Ok(n) => self.stats.timeouts += n as u64,
+                Err(()) => failed.push(id),
+            }
+        }
+        for id in failed {
+            self.fail(id, PdcError::RetryExceeded);
+        }
+        for (peer, pkt_id, cookie) in self.rudi.handle_timeout(now, &self.cfg) {
+            self.events.push_back(Event::RudiFailed { peer, pkt_id, cookie });
+        }
+    }
+}

@@ -1,0 +1,186 @@
+//! The public types of a PDS [`Endpoint`]: the packets it writes out ([`Transmit`]) and the bytes
+//! it hands up ([`Delivery`], [`DeliveryKind`]), why it refuses a send ([`SendError`]), its
+//! counters ([`Stats`]), how it accepts new PDCs ([`Establishment`], [`CLOSED_LINGER`]) and what it
+//! tells about one ([`PdcInfo`]).
+//!
+//! [`Endpoint`]: crate::Endpoint
+
+use std::time::Duration;
+
+use wire::uet::pds::{Mode, NextHeader};
+
+use crate::pdc::{PdcId, Role};
+
+/// How long a target remembers a closed PDC, to ignore delayed duplicates of its SYN packets
+/// (longer than any packet lives in a data-center network, like TCP's TIME-WAIT).
+pub const CLOSED_LINGER: Duration = Duration::from_secs(1);
+
+/// A packet to send, written into the caller's buffer by [`Endpoint::poll_transmit`].
+///
+/// [`Endpoint::poll_transmit`]: crate::Endpoint::poll_transmit
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Transmit<A> {
+    /// Destination fabric address.
+    pub dst: A,
+    /// Bytes written: PDS header and what follows it.
+    pub len: usize,
+}
+
+/// Which service delivered a packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeliveryKind {
+    /// A new (never before delivered) packet of a PDC; for ROD, the next in order.
+    Pdc {
+        /// The local PDC.
+        pdc: PdcId,
+        /// Its PSN.
+        psn: u32,
+        /// The PDC's mode.
+        mode: Mode,
+    },
+    /// A RUDI request: answer it with [`Endpoint::rudi_respond`].
+    ///
+    /// [`Endpoint::rudi_respond`]: crate::Endpoint::rudi_respond
+    RudiRequest {
+        /// Its id.
+        pkt_id: u32,
+    },
+    /// The response to a RUDI request this side sent.
+    RudiResponse {
+        /// Its id.
+        pkt_id: u32,
+        /// The cookie given to [`Endpoint::rudi_send`].
+        ///
+        /// [`Endpoint::rudi_send`]: crate::Endpoint::rudi_send
+        cookie: u64,
+    },
+    /// A UUD datagram.
+    Uud,
+}
+
+/// Upper-layer bytes handed up by [`Endpoint::handle_packet`], borrowed from the packet.
+///
+/// [`Endpoint::handle_packet`]: crate::Endpoint::handle_packet
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Delivery<'a, A> {
+    /// The sender.
+    pub peer: A,
+    /// Which service.
+    pub kind: DeliveryKind,
+    /// The SES header format of `body`.
+    pub next_hdr: NextHeader,
+    /// Everything after the PDS header.
+    pub body: &'a [u8],
+}
+
+/// Why a send was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SendError {
+    /// `max_queued` packets are already waiting on this PDC.
+    QueueFull,
+    /// No such PDC (never opened, failed or closed).
+    UnknownPdc,
+    /// The PDC is closing.
+    Closing,
+    /// `max_pdcs` PDCs exist already.
+    NoPdcAvailable,
+}
+
+impl std::fmt::Display for SendError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            SendError::QueueFull => "send queue full",
+            SendError::UnknownPdc => "no such PDC",
+            SendError::Closing => "PDC is closing",
+            SendError::NoPdcAvailable => "PDC limit reached",
+        })
+    }
+}
+
+impl std::error::Error for SendError {}
+
+/// Counters of an endpoint.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Packets written by `poll_transmit`.
+    pub tx_packets: u64,
+    /// Of which retransmissions (PDC and RUDI).
+    pub tx_retransmits: u64,
+    /// ACKs sent.
+    pub tx_acks: u64,
+    /// NACKs sent.
+    pub tx_nacks: u64,
+    /// Packets queued again after a SACK or NACK showed them lost.
+    pub fast_retransmits: u64,
+    /// Retransmit timer expiries.
+    pub timeouts: u64,
+    /// Packets received (parsed).
+    pub rx_packets: u64,
+    /// Packets that did not parse.
+    pub rx_malformed: u64,
+    /// Sequenced packets received twice (dropped).
+    pub rx_duplicates: u64,
+    /// ROD packets dropped for arriving out of order.
+    pub rx_out_of_order: u64,
+    /// Packets beyond the receive window (dropped).
+    pub rx_out_of_window: u64,
+    /// ACKs, NACKs and RUDI responses for no PDC or request (dropped).
+    pub rx_stale: u64,
+    /// NACKs received.
+    pub rx_nacks: u64,
+    /// SYNs refused by secure establishment (answered with NACK NEW_START_PSN).
+    pub rx_stale_syns: u64,
+    /// Trimmed packets received (answered with NACK TRIMMED when their PDC is known).
+    pub rx_trimmed: u64,
+    /// RCCC: CP CREDIT packets sent (grants not carried by an ACK).
+    pub tx_credits: u64,
+    /// RCCC: CP CREDIT_REQ packets sent (sends waiting for credit).
+    pub tx_credit_reqs: u64,
+}
+
+/// How a target accepts the Start_PSN of a new PDC (uet-wire.md §4, secure PDC establishment).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Establishment {
+    /// Any Start_PSN (outside a secure domain).
+    #[default]
+    Open,
+    /// 0-RTT: a Start_PSN at or after the PSN following the last one received on the previous PDC
+    /// from that peer (in that mode); an older one is refused with NACK NEW_START_PSN carrying that
+    /// PSN. The initiator starts each new PDC after the last PSN of its previous one, so it is
+    /// normally never refused.
+    ZeroRtt,
+    /// 1-RTT: only a Start_PSN this side minted: every new PDC's first SYN is answered with NACK
+    /// NEW_START_PSN carrying a random Start_PSN, used once.
+    OneRtt,
+}
+
+/// What [`Endpoint::pdc_info`] tells about a PDC.
+///
+/// [`Endpoint::pdc_info`]: crate::Endpoint::pdc_info
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PdcInfo<A> {
+    /// The peer.
+    pub peer: A,
+    /// The peer's PDCID, once known.
+    pub peer_id: Option<u16>,
+    /// Delivery mode.
+    pub mode: Mode,
+    /// Who opened it.
+    pub role: Role,
+    /// Start_PSN of both directions.
+    pub start_psn: u32,
+    /// PSN the next packet sent gets.
+    pub next_psn: u32,
+    /// Lowest PSN not yet received from the peer.
+    pub expected_psn: u32,
+    /// The peer's CLEAR_PSN as last received.
+    pub clear_psn: u32,
+    /// Packets queued or not yet acknowledged.
+    pub unacked: usize,
+    /// Close in progress.
+    pub closing: bool,
+    /// The NSCC window in bytes, when congestion control runs.
+    pub cwnd: Option<usize>,
+    /// RCCC: credit units (256 bytes) granted to this PDC's peer so far.
+    pub credit_granted: u64,
+}

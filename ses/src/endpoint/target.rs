@@ -1,0 +1,430 @@
+//! The target side of a SES endpoint: posted receives, and requests in. Each request is checked
+//! (JobID, PIDonFEP, resource index, length); a send is matched against the posted receives or kept
+//! as an unexpected message, a write is placed into its region, a read or an atomic is served; each
+//! is answered with a response (see `response`).
+
+use std::hash::Hash;
+
+use pds::NextHeader;
+use wire::uet::ses::common::{FLAG_EOM, FLAG_HD, FLAG_SOM};
+use wire::uet::ses::{RequestCommon, ReturnCode, SesExt, SesOpcode, SomField, StandardRequest};
+
+use super::Endpoint;
+use super::large::LIST_OVERFLOW;
+use super::response::data_response;
+use super::state::{Dest, InMsg, Later, Reply, Unexpected};
+use super::types::{Completion, CompletionKind, Status};
+use crate::amo;
+use crate::key::Want;
+use crate::matching::{MsgInfo, Posted, RecvSpec, Source};
+
+impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
+    /// Posts a receive buffer of `len` bytes for messages `spec` accepts. An unexpected message it
+    /// matches is taken at once.
+    pub fn post_recv(&mut self, spec: RecvSpec<A>, len: usize, context: u64) {
+        let posted = Posted { spec, buf: vec![0; len], context };
+        let Some(i) = self.unexpected.iter().position(|u| spec.accepts(&u.info)) else {
+            self.queues.post(posted);
+            return;
+        };
+        let u = self.unexpected.remove(i).expect("found");
+        self.unexpected_bytes -= u.data.len();
+        match u.later {
+            Later::Nothing => {}
+            Later::Rendezvous(req) => {
+                return self.start_rdv_read(posted, u.info, u.header_data, &u.data, req);
+            }
+            Later::Deferred { init_token, job_id } => {
+                return self.restart_deferred(posted, u.info.src.fep, init_token, job_id);
+            }
+        }
+        if u.complete {
+            let mut posted = posted;
+            let n = posted.buf.len().min(u.data.len());
+            wire::copy_payload(&mut posted.buf[..n], &u.data[..n]);
+            self.finish_recv(posted, u.info, u.data.len(), u.header_data);
+            return;
+        }
+        // Still arriving: the receive takes its place, with what has come so far.
+        let msg = self.inbound.values_mut().find(|m| matches!(m.dest, Dest::Unexpected(id) if id == u.id));
+        let Some(msg) = msg else {
+            // Not reachable while `forget_pdc` keeps both in step; never a panic if it were.
+            self.queues.post(posted);
+            return;
+        };
+        let mut posted = posted;
+        let n = posted.buf.len().min(u.data.len());
+        wire::copy_payload(&mut posted.buf[..n], &u.data[..n]);
+        msg.dest = Dest::Recv(posted);
+    }
+
+    /// Cancels a posted receive (a completion with [`Status::Cancelled`] follows); false if no
+    /// receive with that context is waiting.
+    pub fn cancel_recv(&mut self, context: u64) -> bool {
+        let Some(p) = self.queues.cancel(context) else { return false };
+        self.completions.push_back(Completion::local(
+            p.context,
+            CompletionKind::Recv,
+            Status::Cancelled,
+            0,
+            Vec::new(),
+        ));
+        true
+    }
+
+    /// A receive that could not get its message (a rendezvous whose read failed).
+    pub(super) fn finish_recv_status(
+        &mut self,
+        p: Posted<A>,
+        info: MsgInfo<A>,
+        status: Status,
+        header_data: Option<u64>,
+    ) {
+        self.completions.push_back(Completion {
+            context: p.context,
+            kind: CompletionKind::Recv,
+            status,
+            len: 0,
+            data: Vec::new(),
+            src: Some(info.src),
+            tag: info.tag,
+            header_data,
+        });
+    }
+
+    /// A receive whose buffer holds the (first `buf.len()` bytes of the) message is done.
+    pub(super) fn finish_recv(
+        &mut self,
+        p: Posted<A>,
+        info: MsgInfo<A>,
+        total: usize,
+        header_data: Option<u64>,
+    ) {
+        let mut buf = p.buf;
+        let len = total.min(buf.len());
+        buf.truncate(len);
+        let status = if total > len { Status::Truncated } else { Status::Ok };
+        self.completions.push_back(Completion {
+            context: p.context,
+            kind: CompletionKind::Recv,
+            status,
+            len,
+            data: buf,
+            src: Some(info.src),
+            tag: info.tag,
+            header_data,
+        });
+    }
+
+    pub(super) fn on_request(
+        &mut self,
+        src: A,
+        reply: Reply<A>,
+        r: &StandardRequest,
+        ext: Option<SesExt>,
+        payload: &[u8],
+    ) {
+        let c = &r.common;
+        let total = r.request_length as usize;
+        let (offset, header_data) = match r.som_field {
+            SomField::HeaderData(h) => (0, (c.has(FLAG_HD)).then_some(h)),
+            SomField::Segment { payload_length, message_offset, .. } => {
+                if usize::from(payload_length) != payload.len() {
+                    self.stats.dropped += 1;
+                    return;
+                }
+                (message_offset as usize, None)
+            }
+        };
+        if offset.checked_add(payload.len()).is_none_or(|end| end > total) {
+            self.stats.dropped += 1;
+            return;
+        }
+        let pdc = match reply {
+            Reply::Pdc(p) => p,
+            _ => 0,
+        };
+        let key = (src, pdc, r.message_id());
+        let info = MsgInfo {
+            src: Source { fep: src, initiator: r.initiator },
+            tag: is_tagged(c.opcode).then_some(r.memory_key),
+            job_id: c.job_id,
+        };
+        match c.opcode {
+            SesOpcode::Read => return self.serve_read(reply, r),
+            SesOpcode::Atomic | SesOpcode::FetchingAtomic => {
+                return self.serve_atomic(reply, r, ext, payload);
+            }
+            SesOpcode::RendezvousSend | SesOpcode::RendezvousTsend => {
+                return self.on_rendezvous(src, reply, r, ext, payload, info);
+            }
+            SesOpcode::DeferrableRtr => return self.on_rtr(src, reply, r),
+            _ => {}
+        }
+        // One lookup per packet; the first packet of a message decides where its bytes go.
+        let m = match self.inbound.get_mut(&key) {
+            Some(m) => m,
+            None => {
+                let dest = self.destination(c, r, &info, total);
+                let m = InMsg { dest, info, total, received: 0, header_data: None, job_id: c.job_id };
+                self.inbound.entry(key).or_insert(m)
+            }
+        };
+        if m.total != total {
+            // Every packet of a message carries the same request_length; one that does not is not
+            // part of it.
+            self.stats.dropped += 1;
+            return;
+        }
+        m.header_data = m.header_data.or(header_data);
+        match &mut m.dest {
+            Dest::Recv(p) => {
+                let end = (offset + payload.len()).min(p.buf.len());
+                if offset < end {
+                    wire::copy_payload(&mut p.buf[offset..end], &payload[..end - offset]);
+                }
+            }
+            Dest::Unexpected(id) => {
+                let id = *id;
+                let slot = self.unexpected.iter_mut().find(|u| u.id == id);
+                match slot.and_then(|u| u.data.get_mut(offset..offset + payload.len())) {
+                    Some(dst) => wire::copy_payload(dst, payload),
+                    None => self.stats.dropped += 1,
+                }
+            }
+            Dest::Rma { key, base } => {
+                // Checked on the first packet; the region may have been deregistered (or replaced
+                // by a smaller one) since: then the rest of the write is refused, never a panic.
+                let at = *base as usize + offset;
+                match self.regions.get_mut(*key).and_then(|r| r.data.get_mut(at..at + payload.len())) {
+                    Some(dst) => wire::copy_payload(dst, payload),
+                    None => m.dest = Dest::Discard(ReturnCode::BadMkey),
+                }
+            }
+            Dest::Discard(_) | Dest::Deferred => {}
+        }
+        m.received += payload.len();
+        if m.received < m.total {
+            return;
+        }
+        let m = self.inbound.remove(&key).expect("present");
+        let rc = match m.dest {
+            Dest::Recv(p) => {
+                let truncated = m.total > p.buf.len();
+                self.finish_recv(p, m.info, m.total, m.header_data);
+                if truncated { ReturnCode::TooLong } else { ReturnCode::Ok }
+            }
+            Dest::Unexpected(id) => {
+                if let Some(u) = self.unexpected.iter_mut().find(|u| u.id == id) {
+                    u.complete = true;
+                    u.header_data = m.header_data;
+                }
+                ReturnCode::Ok
+            }
+            Dest::Rma { key, .. } => {
+                if let Some(r) = self.regions.get_mut(key) {
+                    r.accesses += 1;
+                }
+                if let Some(h) = m.header_data {
+                    self.completions.push_back(Completion {
+                        context: 0,
+                        kind: CompletionKind::RemoteWrite,
+                        status: Status::Ok,
+                        len: m.total,
+                        data: Vec::new(),
+                        src: Some(m.info.src),
+                        tag: None,
+                        header_data: Some(h),
+                    });
+                }
+                ReturnCode::Ok
+            }
+            Dest::Discard(rc) => rc,
+            Dest::Deferred => {
+                return self.respond_list(
+                    reply,
+                    r.message_id(),
+                    m.job_id,
+                    ReturnCode::NoMatch,
+                    0,
+                    LIST_OVERFLOW,
+                );
+            }
+        };
+        if c.opcode != SesOpcode::DatagramSend {
+            self.respond(reply, r.message_id(), m.job_id, rc, m.total as u32);
+        }
+    }
+
+    /// Decides, on the first packet of a message to arrive, where its bytes go.
+    fn destination(
+        &mut self,
+        c: &RequestCommon,
+        r: &StandardRequest,
+        info: &MsgInfo<A>,
+        total: usize,
+    ) -> Dest<A> {
+        if let Err(rc) = self.check_target(c, total) {
+            return Dest::Discard(rc);
+        }
+        match c.opcode {
+            SesOpcode::Send | SesOpcode::TaggedSend | SesOpcode::DatagramSend => match self.queues.take(info)
+            {
+                Some(p) => Dest::Recv(p),
+                None => self.unexpected_dest(info, total, c.opcode == SesOpcode::DatagramSend),
+            },
+            SesOpcode::DeferrableSend | SesOpcode::DeferrableTsend => self.deferrable_dest(r, info, total),
+            SesOpcode::Write => {
+                match self.regions.check(r.memory_key, c.job_id, r.buffer_offset, total as u64, Want::Write) {
+                    Ok(()) => Dest::Rma { key: r.memory_key, base: r.buffer_offset },
+                    Err(rc) => Dest::Discard(rc),
+                }
+            }
+            _ => Dest::Discard(ReturnCode::UnsupportedOp),
+        }
+    }
+
+    /// The checks every request to this endpoint passes first: JobID, PIDonFEP, resource index,
+    /// length.
+    pub(super) fn check_target(&self, c: &RequestCommon, len: usize) -> Result<(), ReturnCode> {
+        if !self.job_authorized(c.job_id) {
+            Err(ReturnCode::BadJobId)
+        } else if c.pid_on_fep() != self.cfg.pid_on_fep {
+            Err(ReturnCode::BadPid)
+        } else if c.resource_index() != self.cfg.resource_index {
+            Err(ReturnCode::BadIndex)
+        } else if len > self.cfg.max_message {
+            Err(ReturnCode::TooLong)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// A message no receive takes: kept as unexpected while the byte budget allows (datagrams
+    /// never are), else refused with NO_MATCH.
+    pub(super) fn unexpected_dest(&mut self, info: &MsgInfo<A>, total: usize, datagram: bool) -> Dest<A> {
+        if datagram || self.unexpected_bytes + total > self.cfg.unexpected_bytes {
+            return Dest::Discard(ReturnCode::NoMatch);
+        }
+        self.unexpected_bytes += total;
+        self.stats.unexpected += 1;
+        Dest::Unexpected(self.push_unexpected(*info, vec![0; total], false, None, Later::Nothing))
+    }
+
+    /// Files a message on the unexpected (overflow) list, after those already there; its id.
+    pub(super) fn push_unexpected(
+        &mut self,
+        info: MsgInfo<A>,
+        data: Vec<u8>,
+        complete: bool,
+        header_data: Option<u64>,
+        later: Later<A>,
+    ) -> u64 {
+        self.next_unexpected += 1;
+        let id = self.next_unexpected;
+        self.unexpected.push_back(Unexpected { id, info, data, complete, header_data, later });
+        id
+    }
+
+    fn serve_read(&mut self, reply: Reply<A>, r: &StandardRequest) {
+        let c = &r.common;
+        let len = r.request_length as usize;
+        // A rendezvous read of one of this endpoint's own send buffers is authorized by that
+        // buffer's JobID alone (the send may have used an auth key's JobID the endpoint does not
+        // otherwise serve).
+        let own_rendezvous = r.memory_key & crate::key::INTERNAL != 0;
+        let first = match self.check_target(c, len) {
+            Err(ReturnCode::BadJobId) if own_rendezvous => Ok(()),
+            other => other,
+        };
+        let check = first.and_then(|()| {
+            self.regions.check(r.memory_key, c.job_id, r.buffer_offset, len as u64, Want::Read)
+        });
+        if let Err(rc) = check {
+            return self.respond(reply, r.message_id(), c.job_id, rc, 0);
+        }
+        let step = self.cfg.max_payload.max(1);
+        let region = &self.regions.get(r.memory_key).expect("checked").data;
+        let base = r.buffer_offset as usize;
+        let mut packets = Vec::new();
+        for off in (0..len.max(1)).step_by(step) {
+            let n = step.min(len - off.min(len));
+            let bytes = &region[base + off..base + off + n];
+            packets.push(data_response(r.message_id(), c.job_id, len, off, bytes));
+        }
+        for p in packets {
+            self.reply(reply, NextHeader::RspData, p);
+        }
+        if let Some(region) = self.regions.get_mut(r.memory_key) {
+            region.accesses += 1;
+        }
+    }
+
+    /// ATOMIC and FETCHING_ATOMIC: one packet, applied when it arrives (the PDS delivers each
+    /// packet once), answered with RSP (non-fetching) or RSP_DATA holding the old value.
+    fn serve_atomic(&mut self, reply: Reply<A>, r: &StandardRequest, ext: Option<SesExt>, payload: &[u8]) {
+        let c = &r.common;
+        match self.atomic_at_target(r, ext, payload) {
+            Ok(old) if c.opcode == SesOpcode::FetchingAtomic => {
+                let rsp = data_response(r.message_id(), c.job_id, old.len(), 0, &old);
+                self.reply(reply, NextHeader::RspData, rsp);
+            }
+            Ok(_) => self.respond(reply, r.message_id(), c.job_id, ReturnCode::Ok, r.request_length),
+            Err(rc) => self.respond(reply, r.message_id(), c.job_id, rc, 0),
+        }
+    }
+
+    fn atomic_at_target(
+        &mut self,
+        r: &StandardRequest,
+        ext: Option<SesExt>,
+        payload: &[u8],
+    ) -> Result<Vec<u8>, ReturnCode> {
+        let c = &r.common;
+        let len = r.request_length as usize;
+        self.check_target(c, len)?;
+        let fetching = c.opcode == SesOpcode::FetchingAtomic;
+        let (a, cas) = match ext {
+            Some(SesExt::Atomic(a)) => (a, None),
+            Some(SesExt::CompareSwap(x)) => (x.atomic, Some(x)),
+            _ => return Err(ReturnCode::UnsupportedOp),
+        };
+        amo::check(a.amo_opcode, a.datatype, fetching)?;
+        let size = amo::element_size(a.datatype).ok_or(ReturnCode::AmoUnsupportedDt)?;
+        let single = c.has(FLAG_SOM) && c.has(FLAG_EOM);
+        let operands_ok = if cas.is_some() { payload.is_empty() } else { payload.len() == len };
+        if !single || !operands_ok || len == 0 || len % size != 0 || (fetching && len != size) {
+            return Err(ReturnCode::AmoUnsupportedSize);
+        }
+        self.regions.check(r.memory_key, c.job_id, r.buffer_offset, len as u64, Want::Write)?;
+        if fetching {
+            self.regions.check(r.memory_key, c.job_id, r.buffer_offset, len as u64, Want::Read)?;
+        }
+        if r.buffer_offset % size as u64 != 0 {
+            return Err(ReturnCode::AmoUnaligned);
+        }
+        let at = r.buffer_offset as usize;
+        let region = self.regions.get_mut(r.memory_key).expect("checked");
+        region.accesses += 1;
+        let target = &mut region.data[at..at + len];
+        match cas {
+            Some(x) => amo::compare_swap(
+                a.amo_opcode,
+                a.datatype,
+                target,
+                &amo::from_cas_field(&x.compare, size),
+                &amo::from_cas_field(&x.swap, size),
+            ),
+            None => {
+                let mut old = Vec::new();
+                amo::apply(a.amo_opcode, a.datatype, target, payload, Some(&mut old))?;
+                Ok(old)
+            }
+        }
+    }
+}
+
+/// The request opcodes whose `memory_key` slot carries match bits.
+fn is_tagged(op: SesOpcode) -> bool {
+    matches!(op, SesOpcode::TaggedSend | SesOpcode::RendezvousTsend | SesOpcode::DeferrableTsend)
+}

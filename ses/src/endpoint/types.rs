@@ -1,0 +1,152 @@
+//! The public types of a SES [`Endpoint`]: the address ([`Addr`]) and options ([`Opts`]) of an
+//! operation, its completion ([`Completion`], [`CompletionKind`], [`Status`]), why one is refused
+//! ([`Error`]), and the endpoint's counters ([`Stats`]).
+//!
+//! [`Endpoint`]: crate::Endpoint
+
+use pds::PdcError;
+use wire::uet::ses::ReturnCode;
+
+use crate::matching::Source;
+
+/// A SES endpoint address: the fabric endpoint and the target's PIDonFEP and resource index.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Addr<A> {
+    /// Fabric endpoint (what the PDS addresses).
+    pub fep: A,
+    /// PIDonFEP of the target process.
+    pub pid_on_fep: u16,
+    /// Resource index of the target service.
+    pub resource_index: u16,
+}
+
+/// Options of an operation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct Opts {
+    /// Returned in the completion.
+    pub context: u64,
+    /// The operation's ordering class is on: ROD.
+    pub ordered: bool,
+    /// Completion data for the target (sends and writes; ignored by reads).
+    pub header_data: Option<u64>,
+    /// The JobID to put in the request (the destination's auth key with the AV JobID method);
+    /// `None`: the endpoint's own (`Config::job_id`).
+    pub job_id: Option<u32>,
+}
+
+/// What a completion completes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum CompletionKind {
+    /// A send (tagged or not) this side started.
+    Send,
+    /// A write this side started.
+    Write,
+    /// A read this side started (`data` holds the bytes read).
+    Read,
+    /// A posted receive got a message (`data`, `src`, `tag`, `header_data`).
+    Recv,
+    /// A peer wrote to a region with completion data (`header_data`, `src`, `len`).
+    RemoteWrite,
+    /// A non-fetching atomic this side started.
+    Atomic,
+    /// A fetching or compare atomic this side started (`data` holds the old value).
+    FetchAtomic,
+}
+
+/// How an operation ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Status {
+    /// Done.
+    Ok,
+    /// The target answered with this return code.
+    Remote(ReturnCode),
+    /// A receive got a message longer than its buffer: the first `len` bytes were placed.
+    Truncated,
+    /// The PDC carrying it failed.
+    Failed(PdcError),
+    /// A RUDI request got no response.
+    Timeout,
+    /// A receive cancelled.
+    Cancelled,
+}
+
+/// A completion.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Completion<A> {
+    /// The context given with the operation or receive.
+    pub context: u64,
+    /// What completed.
+    pub kind: CompletionKind,
+    /// How.
+    pub status: Status,
+    /// Bytes moved.
+    pub len: usize,
+    /// Received or read bytes (`len` of them).
+    pub data: Vec<u8>,
+    /// The sender, for receives and remote writes.
+    pub src: Option<Source<A>>,
+    /// The message tag, for tagged receives.
+    pub tag: Option<u64>,
+    /// Completion data, when the sender gave some.
+    pub header_data: Option<u64>,
+}
+
+impl<A> Completion<A> {
+    pub(super) fn local(
+        context: u64,
+        kind: CompletionKind,
+        status: Status,
+        len: usize,
+        data: Vec<u8>,
+    ) -> Completion<A> {
+        Completion { context, kind, status, len, data, src: None, tag: None, header_data: None }
+    }
+}
+
+/// Why an operation was refused before anything was sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Error {
+    /// Longer than `max_message`, or (UUD) than one packet.
+    TooLong,
+    /// The PDC's send queue has no room for the message now; retry after progress.
+    Busy,
+    /// The operation does not exist on this endpoint type (RMA on DGRAM, ...).
+    Unsupported,
+    /// The PDS refused (PDC limit).
+    NoPdc,
+    /// Atomic operands of the wrong length for the datatype (or empty).
+    BadOperand,
+}
+
+impl std::fmt::Display for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Error::TooLong => "message too long",
+            Error::Busy => "send queue full",
+            Error::Unsupported => "operation not supported on this endpoint",
+            Error::NoPdc => "no PDC available",
+            Error::BadOperand => "atomic operand length does not fit the datatype",
+        })
+    }
+}
+
+impl std::error::Error for Error {}
+
+/// Counters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Requests answered with a return code other than OK.
+    pub errors_sent: u64,
+    /// Messages kept as unexpected.
+    pub unexpected: u64,
+    /// Packets the SES could not use (bad header, inconsistent lengths, stray responses).
+    pub dropped: u64,
+    /// Sends this side started as rendezvous.
+    pub rendezvous_sent: u64,
+    /// Rendezvous reads this side issued as the target.
+    pub rendezvous_reads: u64,
+    /// Deferrable sends this side kept on its overflow list (target).
+    pub deferred: u64,
+    /// Deferrable sends this side restarted on an RTR (initiator).
+    pub restarts: u64,
+}
