@@ -14,6 +14,7 @@ use std::time::Duration;
 use ahash::AHashMap as HashMap;
 use bytes::Bytes;
 use wire::ethernet::ethertype;
+use wire::ipv4::PROTO_UDP;
 use wire::uet::UetConfig;
 use wire::uet::tss::TssRepr;
 use wire::{EthernetAddress, EthernetRepr, FrameRepr, IpRepr, Ipv4Repr, UdpChecksum, UdpRepr, UdpTemplate};
@@ -23,8 +24,7 @@ use frame::Frame;
 use crate::datapath::Datapath;
 
 /// Ethernet + IPv4 + UDP.
-pub const HEADERS: usize = 14 + 20 + 8;
-const PROTO_UDP: u8 = 17;
+use wire::frame::ETH_IPV4_UDP_LEN as HEADERS;
 
 /// Counters of a [`UetNode`].
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -9,10 +9,11 @@ use std::time::Duration;
 
 use engine::datapath::Datapath;
 use engine::datapath::sim::SimNet;
-use engine::uet::{HEADERS, UetNode, write_headers};
+use engine::uet::{UetNode, write_headers};
 use nicsim::LinkConfig;
 use ses::{Addr, Config, Opts, RecvSpec, Status};
 use tss::{KeyMode, SecureDomain};
+use wire::frame::ETH_IPV4_UDP_LEN as HEADERS;
 
 fn domain(key: u8, limit: u32) -> SecureDomain {
     let cfg = tss::Config { mode: KeyMode::Cluster, auth_fail_limit: limit, ..tss::Config::default() };

@@ -23,15 +23,14 @@ use rustix::net::sockopt::{self, Ipv4PathMtuDiscovery};
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, SocketAddrV4, UdpSocket};
 use std::time::{Duration, Instant};
+use wire::ethernet::{self, EthernetAddress, ethertype};
+use wire::frame::ETH_IPV4_UDP_LEN as HEADERS;
 use wire::ib::icrc;
-use wire::{checksum, ethernet::ethertype};
+use wire::ipv4::{self, DONT_FRAGMENT, PROTO_UDP};
+use wire::{EthernetRepr, Ipv4Repr, UdpChecksum, UdpRepr, udp};
 
-/// RoCEv2's UDP port.
-pub const ROCE_PORT: u16 = 4791;
 /// The MAC address frames are built with (the kernel routes; MACs never reach a wire).
 const PLACEHOLDER_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0];
-/// Ethernet + IPv4 + UDP.
-const HEADERS: usize = 14 + 20 + 8;
 
 /// What the receive path verifies of the ICRC.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -113,27 +112,39 @@ impl UdpPort {
     }
 }
 
-/// Writes Ethernet, IPv4 (ID 0, DF, TTL 64) and UDP headers for `payload` bytes from `src` to `dst`.
-fn rebuild_headers(b: &mut [u8], src: SocketAddrV4, dst: SocketAddrV4, payload: usize) {
-    b[0..6].copy_from_slice(&PLACEHOLDER_MAC);
-    b[6..12].copy_from_slice(&PLACEHOLDER_MAC);
-    b[12..14].copy_from_slice(&ethertype::IPV4.to_be_bytes());
-    let ip = &mut b[14..34];
-    ip.fill(0);
-    ip[0] = 0x45;
-    ip[2..4].copy_from_slice(&((20 + 8 + payload) as u16).to_be_bytes());
-    ip[6] = 0x40; // DF
-    ip[8] = 64;
-    ip[9] = 17;
-    ip[12..16].copy_from_slice(&src.ip().octets());
-    ip[16..20].copy_from_slice(&dst.ip().octets());
-    let c = checksum::finish(checksum::sum(ip));
-    ip[10..12].copy_from_slice(&c.to_be_bytes());
-    let udp = &mut b[34..42];
-    udp[0..2].copy_from_slice(&src.port().to_be_bytes());
-    udp[2..4].copy_from_slice(&dst.port().to_be_bytes());
-    udp[4..6].copy_from_slice(&((8 + payload) as u16).to_be_bytes());
-    udp[6..8].fill(0);
+/// Writes Ethernet, IPv4 (ID 0, DF, TTL 64) and UDP (checksum 0) headers for `payload` bytes from
+/// `src` to `dst` into the first [`HEADERS`] bytes of `b`.
+fn rebuild_headers(b: &mut [u8], src: SocketAddrV4, dst: SocketAddrV4, payload: usize) -> wire::Result<()> {
+    let mac = EthernetAddress(PLACEHOLDER_MAC);
+    let eth = EthernetRepr { dst_addr: mac, src_addr: mac, vlan_tags: [None; 2], ethertype: ethertype::IPV4 };
+    let ip = Ipv4Repr {
+        dscp_ecn: 0,
+        ident: 0,
+        flags_frag: DONT_FRAGMENT,
+        ttl: 64,
+        protocol: PROTO_UDP,
+        src_addr: *src.ip(),
+        dst_addr: *dst.ip(),
+        options: &[],
+        payload_len: udp::HEADER_LEN + payload,
+    };
+    let udp = UdpRepr { src_port: src.port(), dst_port: dst.port(), checksum: UdpChecksum::Zero };
+    let at = eth.emit(b)?;
+    let at = at + ip.emit(&mut b[at..])?;
+    udp.emit(&mut b[at..], payload)?;
+    Ok(())
+}
+
+/// Where an IPv4 frame the engine built goes, and its UDP payload (BTH through ICRC); `None` for
+/// anything else. Only what `sendto` needs is read: the engine built the headers.
+fn udp_destination(f: &[u8]) -> Option<(SocketAddrV4, &[u8])> {
+    let eth = ethernet::Frame::new_checked(f).ok()?;
+    if eth.ethertype() != ethertype::IPV4 {
+        return None;
+    }
+    let ip = ipv4::Packet::new_checked(&f[ethernet::HEADER_LEN..]).ok()?;
+    let dgram = udp::Packet::new_checked(&f[ethernet::HEADER_LEN + ip.header_len()..]).ok()?;
+    Some((SocketAddrV4::new(ip.dst_addr(), dgram.dst_port()), &dgram.into_inner()[udp::HEADER_LEN..]))
 }
 
 impl Datapath for UdpPort {
@@ -158,17 +169,9 @@ impl Datapath for UdpPort {
     }
 
     fn transmit(&mut self, frame: Frame) -> Result<(), &'static str> {
-        let f = frame.as_slice();
-        let sent = if f.len() > HEADERS && f[12..14] == ethertype::IPV4.to_be_bytes() {
-            let ihl = usize::from(f[14] & 0x0F) * 4;
-            let dst = Ipv4Addr::new(f[30], f[31], f[32], f[33]);
-            let port = u16::from_be_bytes([f[14 + ihl + 2], f[14 + ihl + 3]]);
-            match f.get(14 + ihl + 8..) {
-                Some(payload) => self.socket.send_to(payload, SocketAddrV4::new(dst, port)).is_ok(),
-                None => false,
-            }
-        } else {
-            false
+        let sent = match udp_destination(frame.as_slice()) {
+            Some((dst, payload)) => self.socket.send_to(payload, dst).is_ok(),
+            None => false,
         };
         if sent {
             self.counters.tx += 1;
@@ -196,9 +199,13 @@ impl Datapath for UdpPort {
                 continue;
             }
             let dst = SocketAddrV4::new(self.ip, self.port);
-            rebuild_headers(frame.buffer_mut(), src, dst, n);
+            if rebuild_headers(frame.buffer_mut(), src, dst, n).is_err() {
+                continue; // a payload too long for an IPv4 datagram
+            }
             frame.set_len(HEADERS + n);
-            if self.rx_icrc == RxIcrc::Trust && icrc::fill(&mut frame.as_mut_slice()[14..]).is_ok() {
+            if self.rx_icrc == RxIcrc::Trust
+                && icrc::fill(&mut frame.as_mut_slice()[ethernet::HEADER_LEN..]).is_ok()
+            {
                 self.counters.icrc_trusted += 1;
             }
             return Some(frame);
@@ -238,12 +245,15 @@ mod tests {
         let mut b = [0u8; 64];
         let src = SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 1), 4791);
         let dst = SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 2), 4791);
-        rebuild_headers(&mut b, src, dst, 22);
+        rebuild_headers(&mut b, src, dst, 22).unwrap();
         let (eth, ip_at) = wire::EthernetRepr::parse(&b).unwrap();
         assert_eq!((eth.ethertype, ip_at), (ethertype::IPV4, 14));
         let p = wire::ipv4::Packet::new_checked(&b[14..]).unwrap();
         let ip = wire::Ipv4Repr::parse(&p).unwrap();
         assert_eq!((ip.ident, ip.flags_frag, ip.ttl, ip.protocol), (0, 0x4000, 64, 17));
         assert_eq!((ip.src_addr, ip.dst_addr, ip.payload_len), (*src.ip(), *dst.ip(), 30));
+        let u = udp::Packet::new_checked(&b[34..]).unwrap();
+        assert_eq!((u.src_port(), u.dst_port(), u.len(), u.checksum()), (4791, 4791, 30, 0));
+        assert_eq!(udp_destination(&b[..HEADERS + 22]), Some((dst, &b[HEADERS..HEADERS + 22])));
     }
 }

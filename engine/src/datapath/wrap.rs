@@ -130,7 +130,7 @@ impl<D: Datapath> Faulty<D> {
 }
 
 /// Bytes of Ethernet, IPv4 and UDP header the engine writes (corruption goes after them).
-const L2_L4: usize = 14 + 20 + 8;
+use wire::frame::ETH_IPV4_UDP_LEN as L2_L4;
 
 impl<D: Datapath> Datapath for Faulty<D> {
     delegate_datapath!(inner);

@@ -103,7 +103,7 @@ impl Net {
     pub fn udp() -> Net {
         Net {
             backend: Backend::Udp,
-            udp_port: crate::datapath::udp::ROCE_PORT,
+            udp_port: wire::ROCEV2_UDP_PORT,
             rx_icrc: RxIcrc::Verify,
             tx_faults: TxFaults::default(),
             seed: 1,

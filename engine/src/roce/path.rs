@@ -7,11 +7,8 @@ use wire::ethernet::ethertype;
 use wire::ib::RoceRepr;
 use wire::ib::icrc::{self, ICRC_LEN};
 use wire::ib::packet::pad_for;
+use wire::ipv4::PROTO_UDP;
 use wire::{EthernetAddress, EthernetRepr, IpRepr, Ipv4Repr, Ipv6Repr, UdpChecksum, UdpRepr, UdpTemplate};
-
-/// RoCEv2 UDP destination port.
-pub const ROCE_PORT: u16 = 4791;
-const PROTO_UDP: u8 = 17;
 
 /// Where a connection's frames go and how they are addressed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -74,7 +71,8 @@ impl Path {
 
     /// Bytes of Ethernet, IP and UDP header.
     pub fn header_len(&self) -> usize {
-        if self.is_v4() { 14 + 20 + 8 } else { 14 + 40 + 8 }
+        let ip = if self.is_v4() { wire::ipv4::MIN_HEADER_LEN } else { wire::ipv6::HEADER_LEN };
+        wire::ethernet::HEADER_LEN + ip + wire::udp::HEADER_LEN
     }
 
     /// The connection's Ethernet, IP and UDP headers, built once (see [`HeaderTemplate`]).
@@ -134,7 +132,8 @@ impl HeaderTemplate {
             ethertype: if v4 { ethertype::IPV4 } else { ethertype::IPV6 },
         };
         // RoCEv2 sends no UDP checksum (the ICRC covers the packet).
-        let udp = UdpRepr { src_port: path.src_port, dst_port: ROCE_PORT, checksum: UdpChecksum::Zero };
+        let udp =
+            UdpRepr { src_port: path.src_port, dst_port: wire::ROCEV2_UDP_PORT, checksum: UdpChecksum::Zero };
         let udp = UdpTemplate::new(&eth, &ip, &udp).expect("untagged Ethernet, IP without options");
         HeaderTemplate { udp }
     }

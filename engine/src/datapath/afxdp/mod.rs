@@ -178,7 +178,7 @@ impl AfXdpPort {
     /// Opens queue `queue` of `dev`, whose IPv4 address is `ip`: UMEM, rings, socket, XDP program
     /// steering UDP port 4791 (RoCEv2).
     pub fn open(dev: &str, queue: u32, ip: Ipv4Addr, mode: XdpMode) -> io::Result<AfXdpPort> {
-        Self::open_port(dev, queue, ip, mode, 4791)
+        Self::open_port(dev, queue, ip, mode, wire::ROCEV2_UDP_PORT)
     }
 
     /// [`AfXdpPort::open`], steering UDP destination port `udp_port` (4793 for UET).
