@@ -1,5 +1,6 @@
-//! Two devices on a simulated cable with connected RC QP pairs, and the loop that drives them on
-//! virtual time. `softrdma perf` and the simulation tests use it.
+//! Two devices on a simulated cable with connected RC QP pairs, driven on virtual time as a
+//! [`nicsim::System`] ([`SimPair::step`], [`SimPair::run_until`]). `softrdma perf` and the
+//! simulation tests use it.
 
 use crate::datapath::sim::SimNet;
 use crate::verbs::{
@@ -165,41 +166,42 @@ impl SimPair {
         Ok((qa, qb))
     }
 
-    /// One step: both contexts make progress; if neither had anything to do, virtual time jumps
-    /// to the next frame arrival or timer. Returns false when nothing is pending at all.
+    /// One step ([`nicsim::step`]): both contexts make progress; if neither had anything to do,
+    /// virtual time jumps to the next frame arrival or timer. Returns false when nothing is pending
+    /// at all.
     pub fn step(&mut self) -> Result<bool, VerbsError> {
-        let work = self.a.progress()? + self.b.progress()?;
-        if work > 0 {
-            return Ok(true);
-        }
-        let next = [self.net.next_event(), self.a.next_deadline(), self.b.next_deadline()]
-            .into_iter()
-            .flatten()
-            .min();
-        match next {
-            Some(t) => {
-                self.net.advance_to(t.max(self.net.now()));
-                Ok(true)
-            }
-            None => Ok(false),
-        }
+        nicsim::step(self)
     }
 
-    /// Steps until `done` holds, nothing is pending, or virtual time passes `limit`. Returns
-    /// whether `done` held.
+    /// Runs the pair until `done` holds, or until nothing is pending by `limit`
+    /// ([`nicsim::run_until`]: `done` is asked whenever nothing moves any more at the current
+    /// instant, and what it posts runs before time moves on). Returns whether `done` held.
     pub fn run_until(
         &mut self,
         limit: Duration,
-        mut done: impl FnMut(&mut SimPair) -> bool,
+        done: impl FnMut(&mut SimPair) -> bool,
     ) -> Result<bool, VerbsError> {
-        loop {
-            if done(self) {
-                return Ok(true);
-            }
-            if self.net.now() > limit || !self.step()? {
-                return Ok(done(self));
-            }
-        }
+        nicsim::run_until(self, limit, done)
+    }
+}
+
+impl nicsim::System for SimPair {
+    type Error = VerbsError;
+
+    fn pass(&mut self) -> Result<bool, VerbsError> {
+        Ok(self.a.progress()? + self.b.progress()? > 0)
+    }
+
+    fn next_event(&self) -> Option<Duration> {
+        [self.net.next_event(), self.a.next_deadline(), self.b.next_deadline()].into_iter().flatten().min()
+    }
+
+    fn now(&self) -> Duration {
+        self.net.now()
+    }
+
+    fn advance_to(&mut self, t: Duration) {
+        self.net.advance_to(t);
     }
 }
 

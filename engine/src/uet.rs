@@ -489,18 +489,37 @@ mod tests {
         nb.ses().post_recv(RecvSpec::any(), 10_000, 7);
         let msg: Vec<u8> = (0..9000u32).map(|i| (i * 7) as u8).collect();
         na.ses().send(dst, &msg, None, Opts { context: 1, ..Opts::default() }).unwrap();
-        let (mut sent, mut got) = (None, None);
-        for _ in 0..100_000 {
-            na.progress();
-            nb.progress();
-            sent = sent.or_else(|| na.ses().poll_completion());
-            got = got.or_else(|| nb.ses().poll_completion());
-            if sent.is_some() && got.is_some() {
-                break;
-            }
-            let next = [net.next_event(), na.poll_timeout(), nb.poll_timeout()].into_iter().flatten().min();
-            net.advance_to(next.unwrap_or(net.now()).max(net.now() + Duration::from_nanos(1)));
+        struct Two {
+            net: SimNet,
+            a: UetNode<crate::datapath::sim::SimPort>,
+            b: UetNode<crate::datapath::sim::SimPort>,
         }
+        impl nicsim::System for Two {
+            type Error = std::convert::Infallible;
+            fn pass(&mut self) -> Result<bool, Self::Error> {
+                Ok(self.a.progress() | self.b.progress())
+            }
+            fn next_event(&self) -> Option<Duration> {
+                [self.net.next_event(), self.a.poll_timeout(), self.b.poll_timeout()]
+                    .into_iter()
+                    .flatten()
+                    .min()
+            }
+            fn now(&self) -> Duration {
+                self.net.now()
+            }
+            fn advance_to(&mut self, t: Duration) {
+                self.net.advance_to(t);
+            }
+        }
+        let mut two = Two { net, a: na, b: nb };
+        let (mut sent, mut got) = (None, None);
+        let Ok(_) = nicsim::run_until(&mut two, Duration::from_secs(10), |t| {
+            sent = sent.take().or_else(|| t.a.ses().poll_completion());
+            got = got.take().or_else(|| t.b.ses().poll_completion());
+            sent.is_some() && got.is_some()
+        });
+        let Two { a: na, b: nb, .. } = two;
         assert_eq!(sent.map(|c| c.status), Some(Status::Ok));
         let got = got.unwrap();
         assert_eq!((got.status, got.data), (Status::Ok, msg));

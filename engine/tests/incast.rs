@@ -27,6 +27,63 @@ enum Cc {
     Rccc,
 }
 
+/// An incast on the driver: a pass posts what each sender may (`DEPTH` in flight, from its start
+/// until [`RUN`]), then runs every node's round and takes the senders' completions.
+struct Incast {
+    net: SimNet,
+    rx: UetNode<SimPort>,
+    tx: Vec<UetNode<SimPort>>,
+    dst: Addr<Ipv4Addr>,
+    data: Vec<u8>,
+    start: Vec<Duration>,
+    in_flight: [usize; SENDERS],
+    /// Bytes written by each sender by `RUN`.
+    done: [u64; SENDERS],
+}
+
+impl nicsim::System for Incast {
+    type Error = std::convert::Infallible;
+
+    fn pass(&mut self) -> Result<bool, Self::Error> {
+        let now = self.net.now();
+        for (i, n) in self.tx.iter_mut().enumerate() {
+            while self.in_flight[i] < DEPTH && now < RUN && now >= self.start[i] {
+                let off = (i * MSG) as u64;
+                if n.ses().write(self.dst, 0x77, off, &self.data, Opts::default()).is_err() {
+                    break;
+                }
+                self.in_flight[i] += 1;
+            }
+        }
+        let mut moved = self.rx.progress();
+        for (i, n) in self.tx.iter_mut().enumerate() {
+            moved |= n.progress();
+            while let Some(c) = n.ses().poll_completion() {
+                self.in_flight[i] -= 1;
+                if c.kind == CompletionKind::Write && c.status == Status::Ok && now <= RUN {
+                    self.done[i] += c.len as u64;
+                }
+            }
+        }
+        Ok(moved)
+    }
+
+    fn next_event(&self) -> Option<Duration> {
+        let now = self.net.now();
+        let timers = self.tx.iter().filter_map(UetNode::poll_timeout).chain(self.rx.poll_timeout());
+        let waiting = self.start.iter().copied().filter(|&t| t > now);
+        self.net.next_event().into_iter().chain(timers).chain(waiting).min()
+    }
+
+    fn now(&self) -> Duration {
+        self.net.now()
+    }
+
+    fn advance_to(&mut self, t: Duration) {
+        self.net.advance_to(t);
+    }
+}
+
 fn run(cc: Cc, seed: u64) -> Metrics {
     run_with(cc, seed, false).0
 }
@@ -60,47 +117,25 @@ fn run_with(cc: Cc, seed: u64, trim: bool) -> (Metrics, u64) {
     let mut rx = node("rx", Ipv4Addr::new(10, 9, 0, 100), bottleneck, seed * 100);
     let rx_port = rx.datapath().port();
     rx.ses().regions.register(0x77, vec![0; MSG * SENDERS], Access::ALL, JobScope::Any).unwrap();
-    let mut tx: Vec<UetNode<SimPort>> = (0..SENDERS)
+    let tx: Vec<UetNode<SimPort>> = (0..SENDERS)
         .map(|i| {
             node(&format!("s{i}"), Ipv4Addr::new(10, 9, 0, 1 + i as u8), fast, seed * 100 + 1 + i as u64)
         })
         .collect();
     let dst = Addr { fep: rx.ip(), pid_on_fep: 0, resource_index: 0 };
-    let data = vec![0x5A; MSG];
-    let start = starts(seed);
-    let mut in_flight = [0usize; SENDERS];
-    let mut done = [0u64; SENDERS];
-    loop {
-        for (i, n) in tx.iter_mut().enumerate() {
-            while in_flight[i] < DEPTH && net.now() < RUN && net.now() >= start[i] {
-                let off = (i * MSG) as u64;
-                if n.ses().write(dst, 0x77, off, &data, Opts::default()).is_err() {
-                    break;
-                }
-                in_flight[i] += 1;
-            }
-        }
-        let mut moved = rx.progress();
-        for (i, n) in tx.iter_mut().enumerate() {
-            moved |= n.progress();
-            while let Some(c) = n.ses().poll_completion() {
-                in_flight[i] -= 1;
-                if c.kind == CompletionKind::Write && c.status == Status::Ok && net.now() <= RUN {
-                    done[i] += c.len as u64;
-                }
-            }
-        }
-        if moved {
-            continue;
-        }
-        if net.now() >= RUN {
-            break;
-        }
-        let timers = tx.iter().filter_map(UetNode::poll_timeout).chain(rx.poll_timeout());
-        let waiting = start.iter().copied().filter(|&t| t > net.now());
-        let next = net.next_event().into_iter().chain(timers).chain(waiting).min().unwrap_or(RUN);
-        net.advance_to(next.max(net.now() + Duration::from_nanos(1)));
-    }
+    let mut sys = Incast {
+        net,
+        rx,
+        tx,
+        dst,
+        data: vec![0x5A; MSG],
+        start: starts(seed),
+        in_flight: [0; SENDERS],
+        done: [0; SENDERS],
+    };
+    // Until the run's end, and then until the instant nothing moves any more.
+    let Ok(_) = nicsim::run_until(&mut sys, Duration::MAX, |s| s.net.now() >= RUN);
+    let Incast { net, rx, mut tx, done, .. } = sys;
     let st = net.with(|n| n.ingress_stats(rx_port)).unwrap();
     let q_p99 = net.with(|n| n.ingress_queue_quantile(rx_port, 0.99)).unwrap_or(0);
     let in_flight = st.trimmed - rx.stats().rx_trimmed;

@@ -22,12 +22,78 @@ use common::incast::{ECN_K, MSG, Metrics, RATE, RUN, SENDERS, links, starts};
 use engine::datapath::sim::SimNet;
 use engine::roce::dcqcn::DcqcnConfig;
 use engine::simpair::{PairConfig, connect};
-use engine::verbs::{Access, Context, Mtu, QpInitAttr, QpType, SendWr, Sge, WcStatus, WrOpcode};
+use engine::verbs::{
+    Access, Context, Cq, Mr, Mtu, Qp, QpInitAttr, QpType, SendWr, Sge, VerbsError, WcStatus, WorkCompletion,
+    WrOpcode,
+};
 use nicsim::LinkConfig;
 
 /// Writes in flight per QP, and their size.
 const DEPTH: u64 = 5;
 const WRITE: usize = 32 << 10;
+
+/// An incast on the driver: a pass posts what each sender may (`depth` writes of `write` bytes
+/// outstanding, from its start until [`RUN`]), then runs every device's round and takes the
+/// senders' completions.
+struct Incast {
+    net: SimNet,
+    rx: Context,
+    /// Each sender's context, CQ, QP and source buffer.
+    tx: Vec<(Context, Cq, Qp, Mr)>,
+    dst: Mr,
+    start: Vec<Duration>,
+    depth: u64,
+    write: usize,
+    posted: [u64; SENDERS],
+    done: [u64; SENDERS],
+    /// Bytes written by each sender by `RUN`.
+    bytes: [u64; SENDERS],
+    wcs: Vec<WorkCompletion>,
+}
+
+impl nicsim::System for Incast {
+    type Error = VerbsError;
+
+    fn pass(&mut self) -> Result<bool, VerbsError> {
+        let now = self.net.now();
+        let mut work = self.rx.progress()?;
+        for (i, (c, cq, qp, src)) in self.tx.iter_mut().enumerate() {
+            while self.posted[i] - self.done[i] < self.depth && now < RUN && now >= self.start[i] {
+                let sge = Sge { addr: src.addr, length: self.write as u32, lkey: src.lkey };
+                let remote_addr = self.dst.addr + (i * MSG) as u64;
+                let op = WrOpcode::RdmaWrite { remote_addr, rkey: self.dst.rkey };
+                c.post_send(*qp, &[SendWr::new(self.posted[i], op, vec![sge])]).map_err(|(_, e)| e)?;
+                self.posted[i] += 1;
+            }
+            work += c.progress()?;
+            self.wcs.clear();
+            c.poll_cq(*cq, &mut self.wcs, 64)?;
+            for wc in &self.wcs {
+                assert_eq!(wc.status, WcStatus::Success, "{wc:?}");
+                self.done[i] += 1;
+                if now <= RUN {
+                    self.bytes[i] += self.write as u64;
+                }
+            }
+        }
+        Ok(work > 0)
+    }
+
+    fn next_event(&self) -> Option<Duration> {
+        let now = self.net.now();
+        let deadlines = self.tx.iter().filter_map(|t| t.0.next_deadline()).chain(self.rx.next_deadline());
+        let waiting = self.start.iter().copied().filter(|&t| t > now);
+        self.net.next_event().into_iter().chain(deadlines).chain(waiting).min()
+    }
+
+    fn now(&self) -> Duration {
+        self.net.now()
+    }
+
+    fn advance_to(&mut self, t: Duration) {
+        self.net.advance_to(t);
+    }
+}
 
 fn run(cc: Option<DcqcnConfig>, seed: u64, depth: u64, write: usize) -> Metrics {
     let net = SimNet::new(seed);
@@ -69,44 +135,23 @@ fn run(cc: Option<DcqcnConfig>, seed: u64, depth: u64, write: usize) -> Metrics 
         connect(&mut rx, qr, qs.qpn(), gs, pr, ps, &cfg).unwrap();
         tx.push((c, cq, qs, src));
     }
-    let start = starts(seed);
-    let mut posted = [0u64; SENDERS];
-    let mut done = [0u64; SENDERS];
-    let mut bytes = [0u64; SENDERS];
-    let mut wcs = Vec::new();
-    loop {
-        let now = net.now();
-        let mut work = rx.progress().unwrap();
-        for (i, (c, cq, qp, src)) in tx.iter_mut().enumerate() {
-            while posted[i] - done[i] < depth && now < RUN && now >= start[i] {
-                let sge = Sge { addr: src.addr, length: write as u32, lkey: src.lkey };
-                let op = WrOpcode::RdmaWrite { remote_addr: dst.addr + (i * MSG) as u64, rkey: dst.rkey };
-                c.post_send(*qp, &[SendWr::new(posted[i], op, vec![sge])]).map_err(|(_, e)| e).unwrap();
-                posted[i] += 1;
-            }
-            work += c.progress().unwrap();
-            wcs.clear();
-            c.poll_cq(*cq, &mut wcs, 64).unwrap();
-            for wc in &wcs {
-                assert_eq!(wc.status, WcStatus::Success, "{wc:?}");
-                done[i] += 1;
-                if net.now() <= RUN {
-                    bytes[i] += write as u64;
-                }
-            }
-        }
-        if work > 0 {
-            continue;
-        }
-        let busy = (0..SENDERS).any(|i| posted[i] > done[i]);
-        if net.now() >= RUN && !busy {
-            break;
-        }
-        let deadlines = tx.iter().filter_map(|t| t.0.next_deadline()).chain(rx.next_deadline());
-        let waiting = start.iter().copied().filter(|&t| t > net.now());
-        let Some(next) = net.next_event().into_iter().chain(deadlines).chain(waiting).min() else { break };
-        net.advance_to(next.max(net.now() + Duration::from_nanos(1)));
-    }
+    let mut sys = Incast {
+        net,
+        rx,
+        tx,
+        dst,
+        start: starts(seed),
+        depth,
+        write,
+        posted: [0; SENDERS],
+        done: [0; SENDERS],
+        bytes: [0; SENDERS],
+        wcs: Vec::new(),
+    };
+    // Until the run's end with no write outstanding.
+    let busy = |s: &Incast| (0..SENDERS).any(|i| s.posted[i] > s.done[i]);
+    nicsim::run_until(&mut sys, Duration::MAX, |s| s.net.now() >= RUN && !busy(s)).unwrap();
+    let Incast { net, tx, bytes, .. } = sys;
     let cnps = tx.iter().filter_map(|(c, _, qp, _)| c.dcqcn_state(*qp)).map(|(_, n)| n).sum();
     let st = net.with(|n| n.ingress_stats(rx_port)).unwrap();
     let q_p99 = net.with(|n| n.ingress_queue_quantile(rx_port, 0.99)).unwrap_or(0);

@@ -41,19 +41,7 @@ impl Two {
     /// Runs until nothing happens any more (or 1 s of virtual time).
     fn settle(&mut self) {
         let limit = self.net.now() + Duration::from_secs(1);
-        loop {
-            if self.a.progress() | self.b.progress() {
-                continue;
-            }
-            let next = [self.net.next_event(), self.a.poll_timeout(), self.b.poll_timeout()]
-                .into_iter()
-                .flatten()
-                .min();
-            match next {
-                Some(t) if t <= limit => self.net.advance_to(t.max(self.net.now() + Duration::from_nanos(1))),
-                _ => return,
-            }
-        }
+        let Ok(_) = nicsim::run_until(self, limit, |_| false);
     }
 
     fn dst(&self) -> Addr<Ipv4Addr> {
@@ -82,6 +70,26 @@ impl Two {
             }
             self.b.progress();
         }
+    }
+}
+
+impl nicsim::System for Two {
+    type Error = std::convert::Infallible;
+
+    fn pass(&mut self) -> Result<bool, Self::Error> {
+        Ok(self.a.progress() | self.b.progress())
+    }
+
+    fn next_event(&self) -> Option<Duration> {
+        [self.net.next_event(), self.a.poll_timeout(), self.b.poll_timeout()].into_iter().flatten().min()
+    }
+
+    fn now(&self) -> Duration {
+        self.net.now()
+    }
+
+    fn advance_to(&mut self, t: Duration) {
+        self.net.advance_to(t);
     }
 }
 

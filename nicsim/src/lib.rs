@@ -7,13 +7,17 @@
 //!
 //! Driving it: ports [`Network::transmit`] at [`Network::now`]; [`Network::receive`] hands a port the
 //! frames that have arrived by now; [`Network::next_event`] says when the next frame arrives and
-//! [`Network::advance_to`] moves time forward.
+//! [`Network::advance_to`] moves time forward. [`run_until`] and [`step`] do that for a [`System`] of
+//! endpoints (the one loop of the tests, benches and `softrdma perf`); [`Pair`] is two endpoints on
+//! a cable and [`impairments`] the matrix of link impairments the simulation tests sweep.
 
+mod driver;
 mod link;
 mod tap;
 
+pub use driver::{Ends, Pair, System, run_until, step};
 use frame::{Frame, FramePool};
-pub use link::{LinkConfig, LinkStats, QUEUE_BUCKET, jain, mark_ce, trim};
+pub use link::{LinkConfig, LinkStats, QUEUE_BUCKET, impairments, jain, mark_ce, trim};
 pub use tap::{TapRecord, write_pcap};
 
 use rand_xoshiro::Xoshiro256PlusPlus;

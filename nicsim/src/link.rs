@@ -158,3 +158,33 @@ impl LinkStats {
         self.corrupted += other.corrupted;
     }
 }
+
+/// The impairment matrix of the simulation tests (pds, ses and the engine's UC/UD sweep): named
+/// lines, each `base` with one impairment, and the last all of them at once behind a bandwidth
+/// limit. In order: clean; loss 1 %, 10 %, 30 %; reorder 20 % (held back up to 30 us); duplicate
+/// 20 %; corrupt 10 %; all (loss 5 %, reorder 10 % within `base`'s window, duplicate 10 %, corrupt
+/// 5 %, 10 Gb/s with a 64 KiB queue).
+pub fn impairments(base: LinkConfig) -> [(&'static str, LinkConfig); 8] {
+    let reorder_window = Duration::from_micros(30);
+    [
+        ("clean", base),
+        ("loss 1%", LinkConfig { loss: 0.01, ..base }),
+        ("loss 10%", LinkConfig { loss: 0.10, ..base }),
+        ("loss 30%", LinkConfig { loss: 0.30, ..base }),
+        ("reorder 20%", LinkConfig { reorder: 0.2, reorder_window, ..base }),
+        ("duplicate 20%", LinkConfig { duplicate: 0.2, ..base }),
+        ("corrupt 10%", LinkConfig { corrupt: 0.1, ..base }),
+        (
+            "all",
+            LinkConfig {
+                loss: 0.05,
+                reorder: 0.1,
+                duplicate: 0.1,
+                corrupt: 0.05,
+                bandwidth_bps: 10_000_000_000,
+                queue_limit: 64 * 1024,
+                ..base
+            },
+        ),
+    ]
+}

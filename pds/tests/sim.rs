@@ -18,7 +18,7 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use bytes::Bytes;
-use common::{Rng, Sim, check_message, message, rudi_answer};
+use common::{Pds, Rng, Sim, check_message, message, rudi_answer};
 use nicsim::LinkConfig;
 use pds::credit::RcccConfig;
 use pds::{Config, DeliveryKind, Establishment, Event, Mode, NextHeader};
@@ -43,12 +43,12 @@ fn run(seed: u64, mode: Mode, link: LinkConfig) -> Result<(Duration, [u64; 2]), 
     if seed % 2 == 1 {
         cfg.rccc = Some(RcccConfig { grant_bps: 2_000_000_000, speculative: 2048, pull: 8192, overhead: 42 });
     }
-    let mut sim = Sim::new(seed, cfg, link, link);
+    let mut sim = Pds::pair(seed, cfg, link, link);
     // Secure establishment on a third of the seeds each (1-RTT: every PDC starts with a NACK
     // NEW_START_PSN round trip, itself subject to the link's impairments).
     let establishment =
         [Establishment::Open, Establishment::ZeroRtt, Establishment::OneRtt][(seed / 2 % 3) as usize];
-    for side in &mut sim.sides {
+    for side in &mut sim.ends.sides {
         side.ep.set_secure(establishment);
     }
     let mut forward = Vec::new();
@@ -56,7 +56,7 @@ fn run(seed: u64, mode: Mode, link: LinkConfig) -> Result<(Duration, [u64; 2]), 
         let len = rng.below(3000) as usize;
         let body = message(1, i, len);
         forward.push(body.clone());
-        sim.sides[0]
+        sim.ends.sides[0]
             .ep
             .send(1, mode, NextHeader::ReqStd, Bytes::from(body), u64::from(i))
             .map_err(|e| e.to_string())?;
@@ -64,12 +64,16 @@ fn run(seed: u64, mode: Mode, link: LinkConfig) -> Result<(Duration, [u64; 2]), 
     let mut rudi = Vec::new();
     for i in 0..RUDI {
         let req = message(3, i, rng.below(40) as usize);
-        let id =
-            sim.sides[0].ep.rudi_send(1, NextHeader::ReqSmall, Bytes::from(req.clone()), 1000 + u64::from(i));
+        let id = sim.ends.sides[0].ep.rudi_send(
+            1,
+            NextHeader::ReqSmall,
+            Bytes::from(req.clone()),
+            1000 + u64::from(i),
+        );
         rudi.push((id, req));
     }
     for i in 0..UUD {
-        sim.sides[0].ep.uud_send(
+        sim.ends.sides[0].ep.uud_send(
             1,
             NextHeader::ReqSmall,
             Bytes::from(message(4, i, rng.below(1500) as usize)),
@@ -79,7 +83,7 @@ fn run(seed: u64, mode: Mode, link: LinkConfig) -> Result<(Duration, [u64; 2]), 
     let limit = Duration::from_secs(60);
     let ok = sim.run_until(limit, |sim| {
         if !reverse_started {
-            let acc = sim.sides[1].events.iter().find_map(|e| match e {
+            let acc = sim.ends.sides[1].events.iter().find_map(|e| match e {
                 Event::Accepted { pdc, .. } => Some(*pdc),
                 _ => None,
             });
@@ -87,7 +91,7 @@ fn run(seed: u64, mode: Mode, link: LinkConfig) -> Result<(Duration, [u64; 2]), 
                 reverse_started = true;
                 for i in 0..REVERSE {
                     let body = message(2, i, (i as usize * 97) % 2500);
-                    sim.sides[1]
+                    sim.ends.sides[1]
                         .ep
                         .send_on(pdc, NextHeader::RspData, Bytes::from(body), u64::from(i))
                         .unwrap();
@@ -96,9 +100,9 @@ fn run(seed: u64, mode: Mode, link: LinkConfig) -> Result<(Duration, [u64; 2]), 
             }
         }
         let acked =
-            |s: usize| sim.sides[s].events.iter().filter(|e| matches!(e, Event::Acked { .. })).count();
+            |s: usize| sim.ends.sides[s].events.iter().filter(|e| matches!(e, Event::Acked { .. })).count();
         let got = |s: usize, tag: u8| {
-            sim.sides[s]
+            sim.ends.sides[s]
                 .received
                 .iter()
                 .filter(|r| matches!(r.kind, DeliveryKind::Pdc { .. }) && r.body[0] == tag)
@@ -108,36 +112,36 @@ fn run(seed: u64, mode: Mode, link: LinkConfig) -> Result<(Duration, [u64; 2]), 
             && acked(1) == REVERSE as usize
             && got(1, 1) >= FORWARD as usize
             && got(0, 2) >= REVERSE as usize
-            && sim.sides[0].ep.rudi_outstanding() == 0
+            && sim.ends.sides[0].ep.rudi_outstanding() == 0
     });
     if !ok {
         if std::env::var("PDS_TRACE").is_ok_and(|m| m == format!("{mode:?}")) {
-            for (side, p) in &sim.sent {
+            for (side, p) in &sim.ends.sent {
                 eprintln!("{side} {p:?}");
             }
             eprintln!(
                 "events A {:?}",
-                std::iter::from_fn(|| sim.sides[0].ep.poll_event()).collect::<Vec<_>>()
+                std::iter::from_fn(|| sim.ends.sides[0].ep.poll_event()).collect::<Vec<_>>()
             );
         }
         return Err(format!("transfer not done by {:?} (t = {:?})", limit, sim.now()));
     }
-    let pdc = sim.sides[0].ep.connect(1, mode).unwrap();
-    sim.sides[0].ep.close(sim.now(), pdc).map_err(|e| e.to_string())?;
+    let pdc = sim.ends.sides[0].ep.connect(1, mode).unwrap();
+    sim.ends.sides[0].ep.close(sim.now(), pdc).map_err(|e| e.to_string())?;
     let closed =
-        |sim: &mut Sim, s: usize| sim.sides[s].events.iter().any(|e| matches!(e, Event::Closed { .. }));
+        |sim: &mut Sim, s: usize| sim.ends.sides[s].events.iter().any(|e| matches!(e, Event::Closed { .. }));
     if !sim.run_until(limit, |sim| closed(sim, 0) && closed(sim, 1)) {
         return Err(format!("close not done by {limit:?}"));
     }
     let done_at = sim.now();
-    let counts = |sim: &Sim| sim.sides.each_ref().map(|s| (s.events.len(), s.received.len()));
+    let counts = |sim: &Sim| sim.ends.sides.each_ref().map(|s| (s.events.len(), s.received.len()));
     let before = counts(&sim);
     sim.run_for(Duration::from_millis(50));
     // Late duplicates may still be delivered as nothing (dropped); UUD duplicates are legitimate.
     let after = counts(&sim);
     let extra_rx: usize = (0..2)
         .map(|s| {
-            sim.sides[s].received[before[s].1..after[s].1]
+            sim.ends.sides[s].received[before[s].1..after[s].1]
                 .iter()
                 .filter(|r| r.kind != DeliveryKind::Uud)
                 .count()
@@ -147,15 +151,15 @@ fn run(seed: u64, mode: Mode, link: LinkConfig) -> Result<(Duration, [u64; 2]), 
         return Err("events or deliveries after the close".into());
     }
     for s in 0..2 {
-        if sim.sides[s].ep.pdc_count() != 0 {
-            return Err(format!("side {s} still holds {} PDCs", sim.sides[s].ep.pdc_count()));
+        if sim.ends.sides[s].ep.pdc_count() != 0 {
+            return Err(format!("side {s} still holds {} PDCs", sim.ends.sides[s].ep.pdc_count()));
         }
     }
 
     // Exactly once, intact, in order for ROD.
     for (s, tag, n) in [(1usize, 1u8, FORWARD), (0, 2, REVERSE)] {
         let mut seen = Vec::new();
-        for r in &sim.sides[s].received {
+        for r in &sim.ends.sides[s].received {
             if let DeliveryKind::Pdc { mode: m, .. } = r.kind {
                 if m != mode {
                     return Err("delivered in the wrong mode".into());
@@ -178,7 +182,7 @@ fn run(seed: u64, mode: Mode, link: LinkConfig) -> Result<(Duration, [u64; 2]), 
             return Err(format!("ROD stream {tag} out of order: {seen:?}"));
         }
     }
-    for r in &sim.sides[1].received {
+    for r in &sim.ends.sides[1].received {
         if let (DeliveryKind::Pdc { .. }, Ok((1, i))) = (r.kind, check_message(&r.body)) {
             if forward.get(i as usize) != Some(&r.body) {
                 return Err(format!("forward message {i} differs from what was sent"));
@@ -188,7 +192,7 @@ fn run(seed: u64, mode: Mode, link: LinkConfig) -> Result<(Duration, [u64; 2]), 
     // Every send acknowledged exactly once; no failure.
     for s in 0..2 {
         let mut cookies = Vec::new();
-        for e in &sim.sides[s].events {
+        for e in &sim.ends.sides[s].events {
             match e {
                 Event::Acked { cookie, .. } => cookies.push(*cookie),
                 Event::Failed { error, .. } => return Err(format!("side {s}: PDC failed: {error}")),
@@ -203,7 +207,7 @@ fn run(seed: u64, mode: Mode, link: LinkConfig) -> Result<(Duration, [u64; 2]), 
         }
     }
     // RUDI: one response each, the right one.
-    let responses: Vec<_> = sim.sides[0]
+    let responses: Vec<_> = sim.ends.sides[0]
         .received
         .iter()
         .filter_map(|r| match r.kind {
@@ -223,13 +227,13 @@ fn run(seed: u64, mode: Mode, link: LinkConfig) -> Result<(Duration, [u64; 2]), 
         }
     }
     // UUD: whatever arrived is whole.
-    for r in sim.sides[1].received.iter().filter(|r| r.kind == DeliveryKind::Uud) {
+    for r in sim.ends.sides[1].received.iter().filter(|r| r.kind == DeliveryKind::Uud) {
         let (t, _) = check_message(&r.body)?;
         if t != 4 {
             return Err("UUD datagram with the wrong tag".into());
         }
     }
-    let st = sim.sides.each_ref().map(|s| *s.ep.stats());
+    let st = sim.ends.sides.each_ref().map(|s| *s.ep.stats());
     if seed % 2 == 1 && st[0].tx_credits + st[1].tx_credits == 0 {
         return Err("RCCC seed without a CP CREDIT".into());
     }
@@ -275,66 +279,50 @@ fn matrix(name: &str, first_seed: u64, link: LinkConfig) {
     }
 }
 
-fn link(f: impl FnOnce(&mut LinkConfig)) -> LinkConfig {
-    let mut l = LinkConfig { latency: Duration::from_micros(2), ..LinkConfig::default() };
-    f(&mut l);
-    l
+/// Line `name` of nicsim's impairment matrix on a 2 us cable; line `i`'s seeds start at `1000 i`.
+fn line(name: &str) {
+    let base = LinkConfig { latency: Duration::from_micros(2), ..LinkConfig::default() };
+    let lines = nicsim::impairments(base);
+    let i = lines.iter().position(|l| l.0 == name).expect("a line of the matrix");
+    matrix(name, 1000 * i as u64, lines[i].1);
 }
 
 #[test]
 fn clean() {
-    matrix("clean", 0, link(|_| {}));
+    line("clean");
 }
 
 #[test]
 fn loss_1_percent() {
-    matrix("loss 1%", 1000, link(|l| l.loss = 0.01));
+    line("loss 1%");
 }
 
 #[test]
 fn loss_10_percent() {
-    matrix("loss 10%", 2000, link(|l| l.loss = 0.10));
+    line("loss 10%");
 }
 
 #[test]
 fn loss_30_percent() {
-    matrix("loss 30%", 3000, link(|l| l.loss = 0.30));
+    line("loss 30%");
 }
 
 #[test]
 fn reorder() {
-    matrix(
-        "reorder 20%",
-        4000,
-        link(|l| {
-            l.reorder = 0.2;
-            l.reorder_window = Duration::from_micros(30);
-        }),
-    );
+    line("reorder 20%");
 }
 
 #[test]
 fn duplication() {
-    matrix("duplicate 20%", 5000, link(|l| l.duplicate = 0.2));
+    line("duplicate 20%");
 }
 
 #[test]
 fn corruption() {
-    matrix("corrupt 10%", 6000, link(|l| l.corrupt = 0.1));
+    line("corrupt 10%");
 }
 
 #[test]
 fn everything_at_once() {
-    matrix(
-        "all",
-        7000,
-        link(|l| {
-            l.loss = 0.05;
-            l.reorder = 0.1;
-            l.duplicate = 0.1;
-            l.corrupt = 0.05;
-            l.bandwidth_bps = 10_000_000_000;
-            l.queue_limit = 64 * 1024;
-        }),
-    );
+    line("all");
 }

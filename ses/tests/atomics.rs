@@ -10,7 +10,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{Sim, addr};
+use common::{Ses, addr};
 use nicsim::LinkConfig;
 use ses::amo::{element_size, supported_pairs};
 use ses::{Access, CompletionKind, Config, JobScope, Opts, ReturnCode, Status};
@@ -216,8 +216,8 @@ struct Case {
 
 fn run(seed: u64, link: LinkConfig) -> Result<usize, String> {
     let mut rng = Rng(seed.wrapping_mul(0x2545_F491_4F6C_DD1D) | 1);
-    let mut sim = Sim::new(seed, [cfg(0), cfg(1)], link);
-    let dst = addr(sim.eps[1].config(), 1);
+    let mut sim = Ses::pair(seed, [cfg(0), cfg(1)], link);
+    let dst = addr(sim.ends.eps[1].config(), 1);
     let mut cases = Vec::new();
     let pairs = supported_pairs(false).into_iter().map(|p| (p, Kind::Atomic));
     let fetching = supported_pairs(true).into_iter().map(|(op, dt)| {
@@ -244,7 +244,7 @@ fn run(seed: u64, link: LinkConfig) -> Result<usize, String> {
         mem.resize((i + 1) * SLOT, 0);
         cases.push(Case { op, dt, kind, slot: i, operands, compare, expect_mem, expect_old: before });
     }
-    sim.eps[1].regions.register(KEY, mem, Access::ALL, JobScope::Any).unwrap();
+    sim.ends.eps[1].regions.register(KEY, mem, Access::ALL, JobScope::Any).unwrap();
     // Issue in waves of 32 (the PDC's send queue is finite).
     for wave in cases.chunks(32) {
         let first = wave[0].slot as u64;
@@ -252,26 +252,26 @@ fn run(seed: u64, link: LinkConfig) -> Result<usize, String> {
             let off = (c.slot * SLOT) as u64;
             let opts = Opts { context: c.slot as u64, ..Opts::default() };
             let r = match c.kind {
-                Kind::Atomic => sim.eps[0].atomic(dst, KEY, off, c.op, c.dt, &c.operands, opts),
-                Kind::Fetch => sim.eps[0].fetch_atomic(dst, KEY, off, c.op, c.dt, &c.operands, opts),
+                Kind::Atomic => sim.ends.eps[0].atomic(dst, KEY, off, c.op, c.dt, &c.operands, opts),
+                Kind::Fetch => sim.ends.eps[0].fetch_atomic(dst, KEY, off, c.op, c.dt, &c.operands, opts),
                 Kind::Compare => {
-                    sim.eps[0].compare_atomic(dst, KEY, off, c.op, c.dt, &c.compare, &c.operands, opts)
+                    sim.ends.eps[0].compare_atomic(dst, KEY, off, c.op, c.dt, &c.compare, &c.operands, opts)
                 }
             };
             r.map_err(|e| format!("{:?} {:?} {:?}: {e}", c.kind, c.op, c.dt))?;
         }
         let want = first + wave.len() as u64;
         let limit = sim.now() + Duration::from_secs(20);
-        let done = sim.run_until(limit, |s| (first..want).all(|ctx| s.completion(0, ctx).is_some()));
+        let done = sim.run_until(limit, |s| (first..want).all(|ctx| s.ends.completion(0, ctx).is_some()));
         if !done {
             return Err(format!("wave from {first} did not complete"));
         }
     }
-    let region = sim.eps[1].regions.get(KEY).unwrap().data.clone();
+    let region = sim.ends.eps[1].regions.get(KEY).unwrap().data.clone();
     for c in &cases {
         let at = c.slot * SLOT;
         let got = &region[at..at + c.expect_mem.len()];
-        let comp = sim.completion(0, c.slot as u64).unwrap();
+        let comp = sim.ends.completion(0, c.slot as u64).unwrap();
         let what = format!("{:?} {:?} {:?}", c.kind, c.op, c.dt);
         if comp.status != Status::Ok {
             return Err(format!("{what}: {:?}", comp.status));
@@ -288,8 +288,8 @@ fn run(seed: u64, link: LinkConfig) -> Result<usize, String> {
             ));
         }
     }
-    if sim.done[0].len() != cases.len() {
-        return Err(format!("{} completions for {} atomics", sim.done[0].len(), cases.len()));
+    if sim.ends.done[0].len() != cases.len() {
+        return Err(format!("{} completions for {} atomics", sim.ends.done[0].len(), cases.len()));
     }
     Ok(cases.len())
 }
@@ -331,17 +331,17 @@ fn every_supported_pair_loss_10_percent() {
 #[test]
 fn refusals_touch_nothing() {
     let link = LinkConfig { latency: Duration::from_micros(2), ..LinkConfig::default() };
-    let mut sim = Sim::new(7, [cfg(0), cfg(1)], link);
-    let dst = addr(sim.eps[1].config(), 1);
-    let job = sim.eps[1].config().job_id;
+    let mut sim = Ses::pair(7, [cfg(0), cfg(1)], link);
+    let dst = addr(sim.ends.eps[1].config(), 1);
+    let job = sim.ends.eps[1].config().job_id;
     let before: Vec<u8> = (0..64).collect();
-    sim.eps[1].regions.register(KEY, before.clone(), Access::ALL, JobScope::Any).unwrap();
-    sim.eps[1].regions.register(0x77, before.clone(), Access::ALL, JobScope::Job(job + 1)).unwrap();
+    sim.ends.eps[1].regions.register(KEY, before.clone(), Access::ALL, JobScope::Any).unwrap();
+    sim.ends.eps[1].regions.register(0x77, before.clone(), Access::ALL, JobScope::Job(job + 1)).unwrap();
     let ro = Access { remote_read: true, remote_write: false };
-    sim.eps[1].regions.register(0x78, before.clone(), ro, JobScope::Any).unwrap();
+    sim.ends.eps[1].regions.register(0x78, before.clone(), ro, JobScope::Any).unwrap();
     let one = 1u64.to_le_bytes();
     let o = |context| Opts { context, ..Opts::default() };
-    let e = &mut sim.eps[0];
+    let e = &mut sim.ends.eps[0];
     e.atomic(dst, KEY, 0, AmoOpcode::Sum, AmoDatatype::LongDouble, &[1; 16], o(1)).unwrap();
     e.atomic(dst, KEY, 0, AmoOpcode::Bxor, AmoDatatype::Double, &one, o(2)).unwrap();
     e.atomic(dst, KEY, 4, AmoOpcode::Sum, AmoDatatype::Uint64, &one, o(3)).unwrap();
@@ -363,8 +363,8 @@ fn refusals_touch_nothing() {
         e.atomic(dst, KEY, 0, AmoOpcode::Sum, AmoDatatype::Uint32, &[1; 6], o(11)),
         Err(ses::Error::BadOperand)
     );
-    let done = sim.run_until(Duration::from_secs(1), |s| s.done[0].len() == 9);
-    assert!(done, "{:?}", sim.done[0]);
+    let done = sim.run_until(Duration::from_secs(1), |s| s.ends.done[0].len() == 9);
+    assert!(done, "{:?}", sim.ends.done[0]);
     let want = [
         (1, ReturnCode::AmoUnsupportedDt),
         (2, ReturnCode::AmoUnsupportedOp),
@@ -377,9 +377,9 @@ fn refusals_touch_nothing() {
         (9, ReturnCode::AmoUnsupportedOp),
     ];
     for (ctx, rc) in want {
-        assert_eq!(sim.completion(0, ctx).unwrap().status, Status::Remote(rc), "context {ctx}");
+        assert_eq!(sim.ends.completion(0, ctx).unwrap().status, Status::Remote(rc), "context {ctx}");
     }
     for k in [KEY, 0x77, 0x78] {
-        assert_eq!(sim.eps[1].regions.get(k).unwrap().data, before, "key {k:#x} touched");
+        assert_eq!(sim.ends.eps[1].regions.get(k).unwrap().data, before, "key {k:#x} touched");
     }
 }

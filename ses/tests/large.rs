@@ -6,7 +6,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{Sim, addr, pattern};
+use common::{Ses, Sim, addr, pattern};
 use nicsim::LinkConfig;
 use ses::key::INTERNAL;
 use ses::{CompletionKind, Config, Opts, Profile, RecvSpec, ReturnCode, Status};
@@ -28,7 +28,7 @@ fn cfg(profile: Profile, rank: u32) -> Config {
 }
 
 fn sim(a: Profile, b: Profile, link: LinkConfig, seed: u64) -> Sim {
-    Sim::new(seed, [cfg(a, 1), cfg(b, 2)], link)
+    Ses::pair(seed, [cfg(a, 1), cfg(b, 2)], link)
 }
 
 fn o(context: u64) -> Opts {
@@ -37,95 +37,98 @@ fn o(context: u64) -> Opts {
 
 fn wait(sim: &mut Sim, side: usize, context: u64) -> ses::Completion<u8> {
     assert!(
-        sim.run_until(LIMIT, |s| s.completion(side, context).is_some()),
+        sim.run_until(LIMIT, |s| s.ends.completion(side, context).is_some()),
         "no completion {context}/{side}"
     );
-    sim.completion(side, context).unwrap().clone()
+    sim.ends.completion(side, context).unwrap().clone()
 }
 
 /// Packets side 0 sent, by the PDS count.
 fn bytes_sent(sim: &mut Sim) -> u64 {
-    sim.eps[0].pds().stats().tx_packets
+    sim.ends.eps[0].pds().stats().tx_packets
 }
 
 #[test]
 fn rendezvous_reads_the_rest_for_receives_posted_before_and_after() {
     let mut sim = sim(Profile::Hpc, Profile::Hpc, LinkConfig::default(), 1);
-    let dst = addr(sim.eps[1].config(), 1);
+    let dst = addr(sim.ends.eps[1].config(), 1);
     let (m1, m2, m3) = (pattern(1, 50_000), pattern(2, 20_000), pattern(3, 9_000));
-    sim.eps[1].post_recv(RecvSpec::any(), 60_000, 100);
-    sim.eps[0].send(dst, &m1, None, o(1)).unwrap();
+    sim.ends.eps[1].post_recv(RecvSpec::any(), 60_000, 100);
+    sim.ends.eps[0].send(dst, &m1, None, o(1)).unwrap();
     let r = wait(&mut sim, 1, 100);
     assert_eq!((r.status, &r.data, r.header_data), (Status::Ok, &m1, Some(3)));
     assert_eq!(wait(&mut sim, 0, 1).status, Status::Ok);
-    assert!(sim.eps[0].regions.get(INTERNAL | 1).is_none(), "the internal key is dropped");
+    assert!(sim.ends.eps[0].regions.get(INTERNAL | 1).is_none(), "the internal key is dropped");
     // Unexpected: only the eager part waits at the target.
-    sim.eps[0].send(dst, &m2, Some(0x77), o(2)).unwrap();
+    sim.ends.eps[0].send(dst, &m2, Some(0x77), o(2)).unwrap();
     sim.run_until(Duration::from_millis(50), |_| false);
-    assert_eq!(sim.eps[1].unexpected_count(), 1);
-    assert!(sim.completion(0, 2).is_none(), "the send completes only once the target has read it");
-    sim.eps[1].post_recv(RecvSpec::tagged(0x70, 0xF), 30_000, 101);
+    assert_eq!(sim.ends.eps[1].unexpected_count(), 1);
+    assert!(sim.ends.completion(0, 2).is_none(), "the send completes only once the target has read it");
+    sim.ends.eps[1].post_recv(RecvSpec::tagged(0x70, 0xF), 30_000, 101);
     let r = wait(&mut sim, 1, 101);
     assert_eq!((r.status, &r.data, r.tag), (Status::Ok, &m2, Some(0x77)));
     assert_eq!(wait(&mut sim, 0, 2).status, Status::Ok);
     // Truncated: the target reads only what fits; the sender learns TOO_LONG.
-    sim.eps[1].post_recv(RecvSpec::any(), 5_000, 102);
-    sim.eps[0].send(dst, &m3, None, o(3)).unwrap();
+    sim.ends.eps[1].post_recv(RecvSpec::any(), 5_000, 102);
+    sim.ends.eps[0].send(dst, &m3, None, o(3)).unwrap();
     let r = wait(&mut sim, 1, 102);
     assert_eq!((r.status, &r.data[..], r.len), (Status::Truncated, &m3[..5_000], 5_000));
     assert_eq!(wait(&mut sim, 0, 3).status, Status::Remote(ReturnCode::TooLong));
     // Smaller than the eager part: no read at all.
-    sim.eps[1].post_recv(RecvSpec::any(), 100, 103);
-    sim.eps[0].send(dst, &m3, None, o(4)).unwrap();
+    sim.ends.eps[1].post_recv(RecvSpec::any(), 100, 103);
+    sim.ends.eps[0].send(dst, &m3, None, o(4)).unwrap();
     assert_eq!(wait(&mut sim, 1, 103).data, &m3[..100]);
     assert_eq!(wait(&mut sim, 0, 4).status, Status::Remote(ReturnCode::TooLong));
     // Below the threshold: a plain send.
-    sim.eps[1].post_recv(RecvSpec::any(), 100, 104);
-    sim.eps[0].send(dst, &m3[..7999], None, o(5)).unwrap();
+    sim.ends.eps[1].post_recv(RecvSpec::any(), 100, 104);
+    sim.ends.eps[0].send(dst, &m3[..7999], None, o(5)).unwrap();
     assert_eq!(wait(&mut sim, 1, 104).status, Status::Truncated);
-    assert_eq!(sim.done[1].iter().filter(|c| c.kind == CompletionKind::Recv).count(), 5);
+    assert_eq!(sim.ends.done[1].iter().filter(|c| c.kind == CompletionKind::Recv).count(), 5);
 }
 
 #[test]
 fn deferrable_sends_restart_when_a_receive_is_posted() {
     let mut sim = sim(Profile::AiFull, Profile::AiFull, LinkConfig::default(), 2);
-    let dst = addr(sim.eps[1].config(), 1);
+    let dst = addr(sim.ends.eps[1].config(), 1);
     let (m1, m2) = (pattern(4, 30_000), pattern(5, 12_000));
     // Matched at once: one pass.
-    sim.eps[1].post_recv(RecvSpec::any(), 40_000, 100);
+    sim.ends.eps[1].post_recv(RecvSpec::any(), 40_000, 100);
     let before = bytes_sent(&mut sim);
-    sim.eps[0].send(dst, &m1, None, o(1)).unwrap();
+    sim.ends.eps[0].send(dst, &m1, None, o(1)).unwrap();
     assert_eq!(wait(&mut sim, 1, 100).data, m1);
     assert_eq!(wait(&mut sim, 0, 1).status, Status::Ok);
     let one_pass = bytes_sent(&mut sim) - before;
     // Deferred: the data is dropped, NO_MATCH/overflow, then RTR and a second pass.
     let before = bytes_sent(&mut sim);
-    sim.eps[0].send(dst, &m1, None, o(2)).unwrap();
-    sim.eps[0].send(dst, &m2, Some(0x55), o(3)).unwrap();
+    sim.ends.eps[0].send(dst, &m1, None, o(2)).unwrap();
+    sim.ends.eps[0].send(dst, &m2, Some(0x55), o(3)).unwrap();
     sim.run_until(Duration::from_millis(50), |_| false);
-    assert_eq!(sim.eps[1].unexpected_count(), 2);
-    assert!(sim.completion(0, 2).is_none() && sim.completion(0, 3).is_none(), "deferred sends wait");
-    sim.eps[1].post_recv(RecvSpec::tagged(0x55, 0), 20_000, 101);
+    assert_eq!(sim.ends.eps[1].unexpected_count(), 2);
+    assert!(
+        sim.ends.completion(0, 2).is_none() && sim.ends.completion(0, 3).is_none(),
+        "deferred sends wait"
+    );
+    sim.ends.eps[1].post_recv(RecvSpec::tagged(0x55, 0), 20_000, 101);
     let r = wait(&mut sim, 1, 101);
     assert_eq!((r.status, &r.data, r.tag, r.header_data), (Status::Ok, &m2, Some(0x55), Some(9)));
     assert_eq!(wait(&mut sim, 0, 3).status, Status::Ok);
-    assert!(sim.completion(0, 2).is_none());
-    sim.eps[1].post_recv(RecvSpec::any(), 40_000, 102);
+    assert!(sim.ends.completion(0, 2).is_none());
+    sim.ends.eps[1].post_recv(RecvSpec::any(), 40_000, 102);
     assert_eq!(wait(&mut sim, 1, 102).data, m1);
     assert_eq!(wait(&mut sim, 0, 2).status, Status::Ok);
     let deferred = bytes_sent(&mut sim) - before;
     assert!(deferred > 2 * one_pass, "each deferred message went twice ({deferred} vs {one_pass} per pass)");
-    assert_eq!(sim.eps[1].unexpected_count(), 0);
+    assert_eq!(sim.ends.eps[1].unexpected_count(), 0);
 }
 
 #[test]
 fn an_hpc_target_takes_deferrable_sends_as_plain_sends() {
     let mut sim = sim(Profile::AiFull, Profile::Hpc, LinkConfig::default(), 3);
-    let dst = addr(sim.eps[1].config(), 1);
+    let dst = addr(sim.ends.eps[1].config(), 1);
     let m = pattern(6, 20_000);
-    sim.eps[0].send(dst, &m, None, o(1)).unwrap();
+    sim.ends.eps[0].send(dst, &m, None, o(1)).unwrap();
     assert_eq!(wait(&mut sim, 0, 1).status, Status::Ok, "buffered as an unexpected message");
-    sim.eps[1].post_recv(RecvSpec::any(), 20_000, 100);
+    sim.ends.eps[1].post_recv(RecvSpec::any(), 20_000, 100);
     assert_eq!(wait(&mut sim, 1, 100).data, m);
 }
 
@@ -146,7 +149,7 @@ fn run(profile: Profile, seed: u64, loss: f64) -> Result<(), String> {
     let link = LinkConfig { latency: Duration::from_micros(2), loss, ..LinkConfig::default() };
     let mut sim = sim(profile, profile, link, seed);
     let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
-    let dst = addr(sim.eps[1].config(), 1);
+    let dst = addr(sim.ends.eps[1].config(), 1);
     let mut msgs = Vec::new();
     for i in 0..7u64 {
         let len = if i == 6 { 100 } else { 8_000 + rng.below(40_000) as usize };
@@ -156,29 +159,29 @@ fn run(profile: Profile, seed: u64, loss: f64) -> Result<(), String> {
     let spec = |tag: Option<u64>| tag.map_or(RecvSpec::any(), |t| RecvSpec::tagged(t, 0));
     for (i, (m, tag)) in msgs.iter().enumerate() {
         if i % 2 == 0 {
-            sim.eps[1].post_recv(spec(*tag), m.len(), 100 + i as u64);
+            sim.ends.eps[1].post_recv(spec(*tag), m.len(), 100 + i as u64);
         }
         // Untagged messages match receives in arrival order: sent ordered (ROD) so that is send order.
         let opts = Opts { ordered: tag.is_none(), ..o(i as u64) };
-        sim.eps[0].send(dst, m, *tag, opts).map_err(|e| e.to_string())?;
+        sim.ends.eps[0].send(dst, m, *tag, opts).map_err(|e| e.to_string())?;
     }
     let delay = sim.now() + Duration::from_micros(rng.below(3000));
     sim.run_until(delay, |_| false);
     for (i, (m, tag)) in msgs.iter().enumerate() {
         if i % 2 == 1 {
-            sim.eps[1].post_recv(spec(*tag), m.len(), 100 + i as u64);
+            sim.ends.eps[1].post_recv(spec(*tag), m.len(), 100 + i as u64);
         }
     }
     let n = msgs.len() as u64;
     let done = sim.run_until(sim.now() + LIMIT, |s| {
-        (0..n).all(|i| s.completion(0, i).is_some() && s.completion(1, 100 + i).is_some())
+        (0..n).all(|i| s.ends.completion(0, i).is_some() && s.ends.completion(1, 100 + i).is_some())
     });
     if !done {
-        return Err(format!("not all done: {:?} / {:?}", sim.done[0], sim.done[1].len()));
+        return Err(format!("not all done: {:?} / {:?}", sim.ends.done[0], sim.ends.done[1].len()));
     }
     for (i, (m, tag)) in msgs.iter().enumerate() {
-        let s = sim.completion(0, i as u64).unwrap();
-        let r = sim.completion(1, 100 + i as u64).unwrap();
+        let s = sim.ends.completion(0, i as u64).unwrap();
+        let r = sim.ends.completion(1, 100 + i as u64).unwrap();
         if s.status != Status::Ok || r.status != Status::Ok || &r.data != m || r.tag != *tag {
             return Err(format!(
                 "message {i}: send {:?}, receive {:?} {} bytes",
@@ -188,8 +191,8 @@ fn run(profile: Profile, seed: u64, loss: f64) -> Result<(), String> {
             ));
         }
     }
-    if sim.done[0].len() != msgs.len() || sim.done[1].len() != msgs.len() {
-        return Err(format!("extra completions: {} / {}", sim.done[0].len(), sim.done[1].len()));
+    if sim.ends.done[0].len() != msgs.len() || sim.ends.done[1].len() != msgs.len() {
+        return Err(format!("extra completions: {} / {}", sim.ends.done[0].len(), sim.ends.done[1].len()));
     }
     Ok(())
 }
@@ -231,12 +234,12 @@ fn large_sends_loss_10_percent() {
 #[test]
 fn rendezvous_under_an_auth_key_jobid() {
     let mut sim = sim(Profile::Hpc, Profile::Hpc, LinkConfig::default(), 4);
-    let dst = addr(sim.eps[1].config(), 1);
-    let job = sim.eps[0].config().job_id + 40;
-    sim.eps[1].authorize_job(job);
+    let dst = addr(sim.ends.eps[1].config(), 1);
+    let job = sim.ends.eps[0].config().job_id + 40;
+    sim.ends.eps[1].authorize_job(job);
     let m = pattern(8, 30_000);
-    sim.eps[1].post_recv(RecvSpec::any(), 30_000, 100);
-    sim.eps[0].send(dst, &m, None, Opts { job_id: Some(job), ..o(1) }).unwrap();
+    sim.ends.eps[1].post_recv(RecvSpec::any(), 30_000, 100);
+    sim.ends.eps[0].send(dst, &m, None, Opts { job_id: Some(job), ..o(1) }).unwrap();
     assert_eq!(wait(&mut sim, 1, 100).data, m);
     assert_eq!(wait(&mut sim, 0, 1).status, Status::Ok);
 }

@@ -52,18 +52,36 @@ fn progress(f: &RefCell<FabricInner>) -> bool {
     moved
 }
 
-/// Progress, or else virtual time to the next event; false when nothing can happen any more.
-fn step(f: &RefCell<FabricInner>) -> bool {
-    if progress(f) {
-        return true;
+/// The fabric as a [`nicsim::System`]: a pass is one round of every endpoint.
+struct Driven<'a>(&'a RefCell<FabricInner>);
+
+impl nicsim::System for Driven<'_> {
+    type Error = std::convert::Infallible;
+
+    fn pass(&mut self) -> Result<bool, Self::Error> {
+        Ok(progress(self.0))
     }
-    let eps: Vec<_> = f.borrow().endpoints.iter().filter_map(Weak::upgrade).collect();
-    let timers = eps.iter().filter_map(|e| e.borrow().node.poll_timeout());
-    let fab = f.borrow();
-    let Some(t) = fab.net.next_event().into_iter().chain(timers).min() else { return false };
-    let now = fab.net.now();
-    fab.net.advance_to(t.max(now + Duration::from_nanos(1)));
-    true
+
+    fn next_event(&self) -> Option<Duration> {
+        let eps: Vec<_> = self.0.borrow().endpoints.iter().filter_map(Weak::upgrade).collect();
+        let timer = eps.iter().filter_map(|e| e.borrow().node.poll_timeout()).min();
+        self.0.borrow().net.next_event().into_iter().chain(timer).min()
+    }
+
+    fn now(&self) -> Duration {
+        self.0.borrow().net.now()
+    }
+
+    fn advance_to(&mut self, t: Duration) {
+        self.0.borrow().net.advance_to(t);
+    }
+}
+
+/// Progress, or else virtual time to the next event ([`nicsim::step`]); false when nothing can
+/// happen any more.
+fn step(f: &RefCell<FabricInner>) -> bool {
+    let Ok(moved) = nicsim::step(&mut Driven(f));
+    moved
 }
 
 impl FabricOps for RefCell<FabricInner> {

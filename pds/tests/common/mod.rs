@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use nicsim::{LinkConfig, Network, PortId};
+use nicsim::{Ends, LinkConfig, Network, Pair, PortId};
 use pds::{Config, DeliveryKind, Endpoint, Event, NextHeader};
 use wire::uet::PdsRepr;
 use wire::uet::layout::{CRC_LEN, crc32c};
@@ -22,7 +22,6 @@ pub struct Received {
 
 pub struct Side {
     pub ep: Endpoint<u8>,
-    pub port: PortId,
     pub events: Vec<Event<u8>>,
     pub received: Vec<Received>,
     pub bad_crc: u64,
@@ -43,8 +42,11 @@ pub type DropHook = Box<dyn FnMut(u8, &PdsRepr) -> bool>;
 /// The packets each side has sent, parsed, for inspection.
 pub type Sent = Vec<(u8, PdsRepr)>;
 
-pub struct Sim {
-    pub net: Network,
+/// The two endpoints on their cable (side 0 on `ports[0]`, side 1 on `ports[1]`).
+pub type Sim = Pair<Pds>;
+
+/// Both PDS endpoints of a [`Sim`] and what the test sees of them.
+pub struct Pds {
     pub sides: [Side; 2],
     /// Called with the sender and the PDS header of every packet; true loses it before the cable.
     pub drop: DropHook,
@@ -52,42 +54,28 @@ pub struct Sim {
     buf: Vec<u8>,
 }
 
-impl Sim {
-    pub fn new(seed: u64, cfg: Config, a_to_b: LinkConfig, b_to_a: LinkConfig) -> Sim {
-        let mut net = Network::new(seed);
-        let pa = net.add_port([2, 0, 0, 0, 0, 1]);
-        let pb = net.add_port([2, 0, 0, 0, 0, 2]);
-        net.connect(pa, pb, a_to_b, b_to_a).unwrap();
-        let side = |ep, port| Side {
-            ep,
-            port,
-            events: Vec::new(),
-            received: Vec::new(),
-            bad_crc: 0,
-            serve_rudi: true,
-        };
-        Sim {
-            net,
+impl Pds {
+    /// Two endpoints with `cfg` on a cable seeded with `seed`.
+    pub fn pair(seed: u64, cfg: Config, a_to_b: LinkConfig, b_to_a: LinkConfig) -> Sim {
+        let side = |ep| Side { ep, events: Vec::new(), received: Vec::new(), bad_crc: 0, serve_rudi: true };
+        let pds = Pds {
             sides: [
-                side(Endpoint::new(cfg, seed.wrapping_mul(2)), pa),
-                side(Endpoint::new(cfg, seed.wrapping_mul(2) + 1), pb),
+                side(Endpoint::new(cfg, seed.wrapping_mul(2))),
+                side(Endpoint::new(cfg, seed.wrapping_mul(2) + 1)),
             ],
             drop: Box::new(|_, _| false),
             sent: Vec::new(),
             buf: vec![0; 9000],
-        }
+        };
+        Pair::new(seed, a_to_b, b_to_a, pds)
     }
+}
 
-    pub fn now(&self) -> Duration {
-        self.net.now()
-    }
-
-    /// One pass over both sides at the current time; true if anything moved.
-    fn pass(&mut self) -> bool {
-        let now = self.net.now();
+impl Ends for Pds {
+    fn pass(&mut self, net: &mut Network, ports: [PortId; 2]) -> bool {
+        let now = net.now();
         let mut moved = false;
-        for s in 0..2 {
-            let port = self.sides[s].port;
+        for (s, &port) in ports.iter().enumerate() {
             let ep = &mut self.sides[s].ep;
             if ep.poll_timeout().is_some_and(|t| t <= now) {
                 ep.handle_timeout(now);
@@ -103,20 +91,20 @@ impl Sim {
                 if (self.drop)(s as u8, &pds) {
                     continue;
                 }
-                let mut f = self.net.alloc();
+                let mut f = net.alloc();
                 f.buffer_mut()[..len + CRC_LEN].copy_from_slice(&self.buf[..len + CRC_LEN]);
                 f.set_len(len + CRC_LEN);
-                self.net.transmit(port, f).unwrap();
+                net.transmit(port, f).unwrap();
             }
             let side = &mut self.sides[s];
-            while let Some(f) = self.net.receive(side.port) {
+            while let Some(f) = net.receive(port) {
                 moved = true;
                 let data = f.as_slice();
                 let (pkt, trailer) = data.split_at(data.len().saturating_sub(CRC_LEN));
                 if trailer.len() != CRC_LEN || crc32c(pkt) != u32::from_be_bytes(trailer.try_into().unwrap())
                 {
                     side.bad_crc += 1;
-                    self.net.recycle(f);
+                    net.recycle(f);
                     continue;
                 }
                 let d = side.ep.handle_packet(now, 1 - s as u8, pkt).expect("CRC-checked packets parse");
@@ -131,50 +119,25 @@ impl Sim {
                         body: d.body.to_vec(),
                     });
                 }
-                self.net.recycle(f);
+                net.recycle(f);
             }
             while let Some(e) = side.ep.poll_event() {
                 moved = true;
                 side.events.push(e);
             }
         }
+        if !moved {
+            // A deadline already past that nothing acts on is a timer that spins: the endpoint
+            // would wake up every nanosecond (RCCC's CREDIT_REQ timer once did).
+            if let Some(t) = self.timeout() {
+                assert!(t > now, "a deadline at {t:?} (now {now:?}) that nothing acts on");
+            }
+        }
         moved
     }
 
-    /// Runs until `done` holds (true) or virtual time passes `limit` / nothing is left to happen
-    /// (false).
-    pub fn run_until(&mut self, limit: Duration, mut done: impl FnMut(&mut Sim) -> bool) -> bool {
-        loop {
-            while self.pass() {}
-            if done(self) {
-                return true;
-            }
-            let next =
-                [self.net.next_event(), self.sides[0].ep.poll_timeout(), self.sides[1].ep.poll_timeout()]
-                    .into_iter()
-                    .flatten()
-                    .min();
-            match next {
-                None => return false,
-                Some(t) if t > limit => return false,
-                Some(t) => {
-                    let now = self.net.now();
-                    // A deadline already past that nothing acts on is a timer that spins: the
-                    // endpoint would wake up every nanosecond (RCCC's CREDIT_REQ timer once did).
-                    assert!(t > now, "a deadline at {t:?} (now {now:?}) that nothing acts on");
-                    self.net.advance_to(t.max(now + Duration::from_nanos(1)));
-                }
-            }
-        }
-    }
-
-    /// Runs for `d` of virtual time, whatever happens.
-    pub fn run_for(&mut self, d: Duration) {
-        let end = self.net.now() + d;
-        self.run_until(end, |_| false);
-        if self.net.now() < end {
-            self.net.advance_to(end);
-        }
+    fn timeout(&self) -> Option<Duration> {
+        self.sides.iter().filter_map(|s| s.ep.poll_timeout()).min()
     }
 }
 

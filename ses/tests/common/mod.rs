@@ -5,14 +5,16 @@
 
 use std::time::Duration;
 
-use nicsim::{LinkConfig, Network, PortId};
+use nicsim::{Ends, LinkConfig, Network, Pair, PortId};
 use ses::{Addr, Completion, Config, Endpoint};
 use wire::uet::layout::{CRC_LEN, crc32c};
 
-pub struct Sim {
-    pub net: Network,
+/// The two endpoints on their cable (side 0 on `ports[0]`, side 1 on `ports[1]`).
+pub type Sim = Pair<Ses>;
+
+/// Both SES endpoints of a [`Sim`] and their completions.
+pub struct Ses {
     pub eps: [Endpoint<u8>; 2],
-    pub ports: [PortId; 2],
     pub done: [Vec<Completion<u8>>; 2],
     pub bad_crc: u64,
     buf: Vec<u8>,
@@ -23,30 +25,29 @@ pub fn addr(cfg: &Config, s: u8) -> Addr<u8> {
     Addr { fep: s, pid_on_fep: cfg.pid_on_fep, resource_index: cfg.resource_index }
 }
 
-impl Sim {
-    pub fn new(seed: u64, cfgs: [Config; 2], link: LinkConfig) -> Sim {
-        let mut net = Network::new(seed);
-        let a = net.add_port([2, 0, 0, 0, 0, 1]);
-        let b = net.add_port([2, 0, 0, 0, 0, 2]);
-        net.connect(a, b, link, link).unwrap();
-        Sim {
-            net,
+impl Ses {
+    /// Endpoints with `cfgs` on a cable seeded with `seed`, both directions `link`.
+    pub fn pair(seed: u64, cfgs: [Config; 2], link: LinkConfig) -> Sim {
+        let ses = Ses {
             eps: [Endpoint::new(cfgs[0], seed * 2), Endpoint::new(cfgs[1], seed * 2 + 1)],
-            ports: [a, b],
             done: [Vec::new(), Vec::new()],
             bad_crc: 0,
             buf: vec![0; 9000],
-        }
+        };
+        Pair::new(seed, link, link, ses)
     }
 
-    pub fn now(&self) -> Duration {
-        self.net.now()
+    /// The completion of side `s` with `context`, if it came.
+    pub fn completion(&self, s: usize, context: u64) -> Option<&Completion<u8>> {
+        self.done[s].iter().find(|c| c.context == context)
     }
+}
 
-    fn pass(&mut self) -> bool {
-        let now = self.net.now();
+impl Ends for Ses {
+    fn pass(&mut self, net: &mut Network, ports: [PortId; 2]) -> bool {
+        let now = net.now();
         let mut moved = false;
-        for s in 0..2 {
+        for (s, &port) in ports.iter().enumerate() {
             let ep = &mut self.eps[s];
             if ep.poll_timeout().is_some_and(|t| t <= now) {
                 ep.handle_timeout(now);
@@ -55,12 +56,12 @@ impl Sim {
                 moved = true;
                 let crc = crc32c(&self.buf[..t.len]);
                 self.buf[t.len..t.len + CRC_LEN].copy_from_slice(&crc.to_be_bytes());
-                let mut f = self.net.alloc();
+                let mut f = net.alloc();
                 f.buffer_mut()[..t.len + CRC_LEN].copy_from_slice(&self.buf[..t.len + CRC_LEN]);
                 f.set_len(t.len + CRC_LEN);
-                self.net.transmit(self.ports[s], f).unwrap();
+                net.transmit(port, f).unwrap();
             }
-            while let Some(f) = self.net.receive(self.ports[s]) {
+            while let Some(f) = net.receive(port) {
                 moved = true;
                 let data = f.as_slice();
                 let (pkt, trailer) = data.split_at(data.len().saturating_sub(CRC_LEN));
@@ -70,7 +71,7 @@ impl Sim {
                 } else {
                     self.bad_crc += 1;
                 }
-                self.net.recycle(f);
+                net.recycle(f);
             }
             while let Some(c) = self.eps[s].poll_completion() {
                 moved = true;
@@ -80,30 +81,8 @@ impl Sim {
         moved
     }
 
-    /// Runs until `done` holds (true), or until `limit` / nothing left to happen (false).
-    pub fn run_until(&mut self, limit: Duration, mut done: impl FnMut(&mut Sim) -> bool) -> bool {
-        loop {
-            while self.pass() {}
-            if done(self) {
-                return true;
-            }
-            let next = [self.net.next_event(), self.eps[0].poll_timeout(), self.eps[1].poll_timeout()]
-                .into_iter()
-                .flatten()
-                .min();
-            match next {
-                Some(t) if t <= limit => {
-                    let now = self.net.now();
-                    self.net.advance_to(t.max(now + Duration::from_nanos(1)));
-                }
-                _ => return false,
-            }
-        }
-    }
-
-    /// The completion of side `s` with `context`, if it came.
-    pub fn completion(&self, s: usize, context: u64) -> Option<&Completion<u8>> {
-        self.done[s].iter().find(|c| c.context == context)
+    fn timeout(&self) -> Option<Duration> {
+        self.eps.iter().filter_map(Endpoint::poll_timeout).min()
     }
 }
 
