@@ -6,8 +6,8 @@
 
 mod common;
 
-use engine::capture;
-use engine::decode::{self, Verdict};
+use softrdma::capture;
+use softrdma::decode::{self, Verdict};
 use wire::uet::UetConfig;
 
 /// Byte offsets (from the start of the IP header) that identify an IPv4 RoCEv2 frame or that no

@@ -10,9 +10,9 @@ pub mod baseline;
 pub mod remote;
 pub mod uet;
 
-use crate::roce::GRH_LEN;
-use crate::simpair::{PairConfig, SimPair};
-use crate::verbs::{
+use engine::roce::GRH_LEN;
+use engine::simpair::{PairConfig, SimPair};
+use engine::verbs::{
     Access, Mr, Mtu, QpCap, QpType, RecvWr, SendWr, Sge, UdDest, VerbsError, WcOpcode, WcStatus,
     WorkCompletion, WrOpcode,
 };
@@ -96,7 +96,7 @@ pub struct PerfConfig {
     /// Also run the TX+RX baseline (bw mode).
     pub baseline: bool,
     /// DCQCN on both sides (RC).
-    pub dcqcn: Option<crate::roce::dcqcn::DcqcnConfig>,
+    pub dcqcn: Option<engine::roce::dcqcn::DcqcnConfig>,
 }
 
 /// One bandwidth row.
@@ -254,7 +254,7 @@ pub(crate) fn unstamp(data: &[u8]) -> u64 {
 /// The queue report of a simulated pair's two link directions (when they have a rate): frames
 /// offered, tail drops, CE marks and the queue's p99, toward `names[0]`'s port 0 and `names[1]`'s
 /// port 1.
-pub fn link_report(net: &crate::datapath::sim::SimNet, names: [&str; 2]) -> String {
+pub fn link_report(net: &engine::datapath::sim::SimNet, names: [&str; 2]) -> String {
     net.with(|n| {
         let mut out = String::new();
         for (i, name) in names.iter().enumerate() {
@@ -410,7 +410,7 @@ impl Bench {
     }
 
     /// Both sides' counters.
-    pub fn stats(&self) -> (crate::verbs::Stats, crate::verbs::Stats) {
+    pub fn stats(&self) -> (engine::verbs::Stats, engine::verbs::Stats) {
         (self.pair.a.stats(), self.pair.b.stats())
     }
 
@@ -764,7 +764,7 @@ impl Bench {
 /// reuses one small buffer). In-flight messages never exceed the slots, so no slot is reused before
 /// its message was checked.
 pub fn ring_slots(depth: usize, size: usize, mtu: usize) -> usize {
-    window_slots(crate::roce::MAX_UNACKED_PSNS as usize, depth, size, mtu)
+    window_slots(engine::roce::MAX_UNACKED_PSNS as usize, depth, size, mtu)
 }
 
 /// Messages to keep in flight: `depth`, but no more than a window of `window` packets of `payload`
@@ -902,7 +902,7 @@ pub fn lat_line(r: &LatRow) -> String {
 }
 
 /// One line of a side's counters, for the end of a run.
-pub fn counters_line(side: &str, st: &crate::verbs::Stats) -> String {
+pub fn counters_line(side: &str, st: &engine::verbs::Stats) -> String {
     let (r, d) = (&st.requests, &st.drops);
     format!(
         " {side}: frames tx {} ({} B) rx {} ({} B) (bad {}, unknown {}); requests {} retries {} timeouts {} tail probes {}; \

@@ -3,8 +3,8 @@
 mod common;
 
 use common::softrdma;
-use engine::capture;
-use engine::decode::{self, Fault, Verdict};
+use softrdma::capture;
+use softrdma::decode::{self, Fault, Verdict};
 use wire::uet::UetConfig;
 
 /// xdp2's samples follow its reading of the spec. Where that differs from the Decisions table, a frame

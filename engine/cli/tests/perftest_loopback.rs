@@ -3,9 +3,9 @@
 //! `scripts/interop-rxe.sh`, against rxe in the VM). Also: a peer that breaks the exchange gets a
 //! clear error.
 
-use engine::perf::remote::Net;
-use engine::perf::{AtomicOp, Mode, PerfOp};
-use engine::perftest::{Options, Outcome, messages, run};
+use softrdma::perf::remote::Net;
+use softrdma::perf::{AtomicOp, Mode, PerfOp};
+use softrdma::perftest::{Options, Outcome, messages, run};
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, TcpStream};
 use std::time::Duration;

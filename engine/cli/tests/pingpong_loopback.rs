@@ -2,9 +2,9 @@
 //! in `scripts/interop-rxe.sh`, against rxe in the VM): RC, UC and UD with the `-c` buffer check,
 //! sizes across the MTU and page boundaries, both roles in one process.
 
-use engine::perf::remote::Net;
-use engine::pingpong::{Options, run};
 use engine::verbs::{Mtu, QpType};
+use softrdma::perf::remote::Net;
+use softrdma::pingpong::{Options, run};
 use std::net::Ipv4Addr;
 use std::time::Duration;
 

@@ -6,7 +6,7 @@ mod common;
 use std::process::Command;
 
 use common::softrdma;
-use engine::corpus;
+use softrdma::corpus;
 
 #[test]
 fn gen_roce_decodes_and_verifies() {

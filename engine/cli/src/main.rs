@@ -4,10 +4,10 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use engine::perf::{self, AtomicOp, Mode, PerfConfig, PerfOp};
 use engine::roce::dcqcn::DcqcnConfig;
 use engine::verbs::{Mtu, QpType};
-use engine::{capture, corpus, decode};
+use softrdma::perf::{self, AtomicOp, Mode, PerfConfig, PerfOp};
+use softrdma::{capture, corpus, decode};
 use wire::uet::UetConfig;
 
 /// Userspace RoCEv2 and Ultra Ethernet Transport engine.
@@ -197,7 +197,7 @@ struct PerfArgs {
     #[arg(long)]
     xdp_driver: bool,
     /// TCP port of the out-of-band exchange.
-    #[arg(long, default_value_t = engine::perf::remote::DEFAULT_TCP_PORT)]
+    #[arg(long, default_value_t = softrdma::perf::remote::DEFAULT_TCP_PORT)]
     tcp_port: u16,
     /// UDP port of RoCEv2 on the UDP backend.
     #[arg(long, default_value_t = 4791)]
@@ -678,7 +678,7 @@ fn run_perf(a: PerfArgs) -> ExitCode {
 /// `softrdma perf OP --transport rud|rod|rudi|uud`: UET on the simulated network, then RC with the
 /// same operation, size, messages and link for comparison.
 fn run_uet_perf(a: &PerfArgs, transport: ses::DeliveryMode) -> ExitCode {
-    use engine::perf::uet::{UetBench, UetCc, UetOp, UetPerfConfig};
+    use softrdma::perf::uet::{UetBench, UetCc, UetOp, UetPerfConfig};
     let refuse = |why: &str| {
         eprintln!("softrdma perf: {why}");
         ExitCode::from(2)
@@ -775,7 +775,7 @@ fn run_uet_perf(a: &PerfArgs, transport: ses::DeliveryMode) -> ExitCode {
     // Only a sealed (--tss) bandwidth run measures the AEAD baseline.
     if let Some((r, b)) = bench.last_bw().and_then(|r| Some((r, r.baseline?))) {
         let moved = (cfg.size as u64 * cfg.iters) as usize;
-        let floor = engine::perf::uet::tss_floor(moved, cfg.max_payload, cfg.size);
+        let floor = softrdma::perf::uet::tss_floor(moved, cfg.max_payload, cfg.size);
         let base = b.bytes_per_sec() / 1e6;
         let (engine, with_checks) = (r.engine_rate() / 1e6, r.average() / 1e6);
         let share = 100.0 * r.check_time.as_secs_f64() / r.wall.as_secs_f64().max(1e-9);
@@ -783,7 +783,7 @@ fn run_uet_perf(a: &PerfArgs, transport: ses::DeliveryMode) -> ExitCode {
             " TSS baseline: {} bytes sealed and opened with AES-256-GCM (aws-lc-rs) in {}-byte packets on this thread, in slices of about {} MiB between the run's steps (so both see the same machine speed): {base:.1} MB/s",
             b.bytes,
             cfg.max_payload,
-            engine::perf::uet::AeadBaseline::SLICE >> 20
+            softrdma::perf::uet::AeadBaseline::SLICE >> 20
         );
         println!(
             " this run: {engine:.1} MB/s of engine time = {:.1} % of the baseline (wall-clock minus the {share:.1} % spent making and checking messages, as the RC lines count); {with_checks:.1} MB/s = {:.1} % with them",
@@ -909,8 +909,8 @@ fn remote_side(a: &PerfArgs, udp_port: u16) -> Result<(Option<String>, perf::rem
 }
 
 /// A UET run with one side per process over kernel UDP or AF_XDP (UDP port 4793).
-fn run_uet_remote(a: &PerfArgs, cfg: engine::perf::uet::UetPerfConfig) -> ExitCode {
-    use engine::perf::uet;
+fn run_uet_remote(a: &PerfArgs, cfg: softrdma::perf::uet::UetPerfConfig) -> ExitCode {
+    use softrdma::perf::uet;
     let (host, link) = match remote_side(a, wire::uet::UDP_PORT) {
         Ok(r) => r,
         Err(code) => return code,
@@ -1003,7 +1003,7 @@ fn run_pingpong(a: &PingpongArgs) -> ExitCode {
         seed: a.seed,
         ..perf::remote::Net::udp()
     };
-    let o = engine::pingpong::Options {
+    let o = softrdma::pingpong::Options {
         net,
         qp_type,
         server: a.server.clone(),
@@ -1016,7 +1016,7 @@ fn run_pingpong(a: &PingpongArgs) -> ExitCode {
         chk: a.chk,
         timeout: a.timeout,
     };
-    match engine::pingpong::run(&o) {
+    match softrdma::pingpong::run(&o) {
         Ok(r) => {
             let secs = r.elapsed.as_secs_f64().max(1e-9);
             println!(
@@ -1096,7 +1096,7 @@ fn run_perftest(a: &PerfArgs, op: PerfOp, mode: Mode) -> ExitCode {
         (_, None) => 2,
     };
     let Some(backend) = real_backend(a) else { return ExitCode::from(2) };
-    let o = engine::perftest::Options {
+    let o = softrdma::perftest::Options {
         op,
         atomic: if matches!(a.atomic, AtomicArg::CmpSwap) { AtomicOp::CmpSwap } else { AtomicOp::FetchAdd },
         mode,
@@ -1121,14 +1121,14 @@ fn run_perftest(a: &PerfArgs, op: PerfOp, mode: Mode) -> ExitCode {
     if o.server.is_none() {
         println!(" waiting for a perftest client on TCP port {}", o.tcp_port);
     }
-    let out = match engine::perftest::run(&o) {
+    let out = match softrdma::perftest::run(&o) {
         Ok(out) => out,
         Err(e) => {
             eprintln!("softrdma perf --perftest: {e}");
             return ExitCode::FAILURE;
         }
     };
-    println!("{}", engine::perftest::render(&o, &out));
+    println!("{}", softrdma::perftest::render(&o, &out));
     if let Some(path) = &a.capture {
         if let Err(code) = write_capture(path, &out.captured) {
             return code;
@@ -1264,7 +1264,7 @@ fn main() -> ExitCode {
         Command::Perf(args) => run_perf(*args),
         Command::Pingpong(a) => run_pingpong(&a),
         Command::Devinfo => {
-            print!("{}", engine::devinfo::report());
+            print!("{}", softrdma::devinfo::report());
             ExitCode::SUCCESS
         }
         Command::Decode { verify, json, uet_ip_proto, uet_crc, files } => {

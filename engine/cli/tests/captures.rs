@@ -2,8 +2,8 @@
 
 mod common;
 
-use engine::capture;
-use engine::decode::{self, Options, Verdict};
+use softrdma::capture;
+use softrdma::decode::{self, Options, Verdict};
 use wire::uet::UetConfig;
 
 #[test]

@@ -6,7 +6,7 @@
 mod common;
 
 use common::{scratch_dir, shared, softrdma};
-use engine::capture;
+use softrdma::capture;
 use wire::FrameRepr;
 
 /// (opcode, extension headers, AckReq, payload length) of one packet.

@@ -24,12 +24,12 @@ use wire::uet::ses::{AmoDatatype, AmoOpcode};
 
 use super::remote::{Backend, Link, RemoteError};
 use super::{BwRow, LatRow, PerfError};
-use crate::datapath::Datapath;
-use crate::datapath::afxdp::{AfXdpPort, XdpMode};
-use crate::datapath::sim::{SimNet, SimPort};
-use crate::datapath::udp::{RxIcrc, UdpPort};
-use crate::datapath::wrap::{Capture, CaptureLog, Faulty};
-use crate::uet::UetNode;
+use engine::datapath::Datapath;
+use engine::datapath::afxdp::{AfXdpPort, XdpMode};
+use engine::datapath::sim::{SimNet, SimPort};
+use engine::datapath::udp::{RxIcrc, UdpPort};
+use engine::datapath::wrap::{Capture, CaptureLog, Faulty};
+use engine::uet::UetNode;
 
 /// UET operations.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -700,7 +700,7 @@ impl UetBench {
         let scfg = cfg.ses_config();
         // Every frame the run can hold at once, made before it starts: both PDS windows in
         // flight and each node's receive and send batches.
-        let frames = 2 * (scfg.pds.window as usize + 2 * crate::uet::BATCH);
+        let frames = 2 * (scfg.pds.window as usize + 2 * engine::uet::BATCH);
         net.with(|n| n.reserve_frames(frames));
         let mut a =
             UetNode::new(pa, ses::Endpoint::new(scfg, cfg.seed * 2), true).map_err(PerfError::Stalled)?;

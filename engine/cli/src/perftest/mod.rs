@@ -25,11 +25,11 @@
 
 pub mod messages;
 
-use crate::datapath::wrap::CaptureLog;
 use crate::oob::{self, Exchange};
 use crate::perf::remote::{Backend, Net, open_context};
 use crate::perf::{AtomicOp, Mode, PerfOp};
-use crate::verbs::{
+use engine::datapath::wrap::CaptureLog;
+use engine::verbs::{
     Access, AddressVector, Context, Cq, Mr, Mtu, Qp, QpAttr, QpCap, QpInitAttr, QpState, QpType, RecvWr,
     SendWr, Sge, Stats, WcStatus, WorkCompletion, WrOpcode,
 };

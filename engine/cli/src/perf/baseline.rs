@@ -2,7 +2,7 @@
 //! (headers + copy from memory into a frame + ICRC) and one RX step (ICRC check + copy from the frame
 //! into memory) in a plain loop on one thread, with the same page-aligned buffers the engine uses.
 
-use crate::roce::Path;
+use engine::roce::Path;
 use nicsim::{AlignedBuf, Frame};
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::{Duration, Instant};

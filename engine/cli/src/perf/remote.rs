@@ -9,12 +9,12 @@
 //! the server checks at the end that every target slot holds the last message written to it.
 
 use super::{AtomicOp, Mode, PerfOp, fill_pattern, ring_slots, stamp, unstamp};
-use crate::datapath::afxdp::{AfXdpPort, XdpMode};
-use crate::datapath::udp::{RxIcrc, UdpPort};
-use crate::datapath::wrap::{Capture, CaptureLog, Faulty, TxFaults};
-use crate::roce::dcqcn::DcqcnConfig;
-use crate::simpair::{PairConfig, connect};
-use crate::verbs::{
+use engine::datapath::afxdp::{AfXdpPort, XdpMode};
+use engine::datapath::udp::{RxIcrc, UdpPort};
+use engine::datapath::wrap::{Capture, CaptureLog, Faulty, TxFaults};
+use engine::roce::dcqcn::DcqcnConfig;
+use engine::simpair::{PairConfig, connect};
+use engine::verbs::{
     Access, AddressVector, Ah, Context, Cq, Mr, Mtu, Pd, Qp, QpCap, QpInitAttr, QpType, RecvWr, SendWr, Sge,
     UdDest, WcOpcode, WcStatus, WrOpcode,
 };
@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 /// Default TCP port of the out-of-band exchange (the rdma-core tools' 18515).
 pub const DEFAULT_TCP_PORT: u16 = 18515;
 /// UD receives start with the GRH area.
-const GRH: usize = crate::roce::GRH_LEN;
+const GRH: usize = engine::roce::GRH_LEN;
 
 /// Which side this process is.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -103,7 +103,7 @@ impl Net {
     pub fn udp() -> Net {
         Net {
             backend: Backend::Udp,
-            udp_port: crate::datapath::udp::ROCE_PORT,
+            udp_port: engine::datapath::udp::ROCE_PORT,
             rx_icrc: RxIcrc::Verify,
             tx_faults: TxFaults::default(),
             seed: 1,
@@ -165,7 +165,7 @@ pub struct Outcome {
     /// Frames sent (port 0) and received (port 1), with `Link::capture`.
     pub captured: Vec<nicsim::TapRecord>,
     /// This side's counters at the end.
-    pub stats: crate::verbs::Stats,
+    pub stats: engine::verbs::Stats,
     /// The datapath's own counters at the end.
     pub datapath: Vec<(&'static str, u64)>,
 }

@@ -12,7 +12,7 @@
 
 use crate::oob;
 use crate::perf::remote::{Net, open_context};
-use crate::verbs::{
+use engine::verbs::{
     Access, AddressVector, Context, Mtu, QpAttr, QpCap, QpInitAttr, QpState, QpType, RecvWr, SendFlags,
     SendWr, Sge, UdDest, WcStatus, WrOpcode,
 };
@@ -270,7 +270,7 @@ pub fn run(o: &Options) -> Result<Outcome, String> {
 
 fn connect(
     ctx: &mut Context,
-    qp: crate::verbs::Qp,
+    qp: engine::verbs::Qp,
     o: &Options,
     me: &Dest,
     peer: &Dest,

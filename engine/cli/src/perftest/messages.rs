@@ -11,7 +11,7 @@
 //! | report | 5 x 8 | bandwidth tools: size, iterations (big-endian u64), peak and average MB/s and Mpps (big-endian f64) |
 //! | done | 5 | `"done"` and a NUL |
 
-use crate::verbs::Mtu;
+use engine::verbs::Mtu;
 use std::net::Ipv6Addr;
 
 /// The protocol version perftest 4.5 announces.

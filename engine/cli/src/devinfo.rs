@@ -1,8 +1,8 @@
 //! `softrdma devinfo`: the backends, the devices each offers, their ports, MTUs, GIDs and limits
 //! (as `ibv_devinfo` lists RDMA devices).
 
-use crate::roce::MAX_MSG_SIZE;
-use crate::verbs::Mtu;
+use engine::roce::MAX_MSG_SIZE;
+use engine::verbs::Mtu;
 use std::fmt::Write;
 use std::net::{IpAddr, Ipv4Addr};
 
