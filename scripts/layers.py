@@ -20,7 +20,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MAX_LINES = 900
 
 # Library crates (their src/ trees), relative to the root.
-LIB_CRATES = ["wire", "nicsim", "pds", "ses", "tss", "engine", "engine/frame"]
+LIB_CRATES = ["wire", "nicsim", "pds", "ses", "tss", "engine", "engine/cli", "engine/frame"]
 
 # (files under this prefix, must not reference modules/crates matching this regex, why)
 LAYER_RULES = [

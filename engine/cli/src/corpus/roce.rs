@@ -6,7 +6,7 @@
 //! READ_REQUEST, COMPARE_SWAP, FETCH_ADD and ATOMIC_ACKNOWLEDGE (it reads the headers 8 bytes early),
 //! although the layout here is rxe's own (`rxe_opcode.c`: RDETH, DETH, then RETH or AtomicETH).
 
-use super::{Generated, emit_frame, ip_header};
+use super::frame::{Generated, emit_frame, ip_header};
 use wire::ib::opcode::{Headers, PayloadRule};
 use wire::ib::packet::pad_for;
 use wire::ib::{

@@ -4,7 +4,7 @@
 //! 4793 and over native IP (protocol 253), on IPv4, some on IPv6 too. TSS bodies are opaque
 //! pattern bytes: the codec does not decrypt. CRC trailers are off (their default).
 
-use super::{emit_frame, ip_header};
+use super::frame::{emit_frame, ip_header};
 use wire::ipv4::PROTO_UDP;
 use wire::uet::pds::{
     AckCc, AckCcInfo, AckRepr, CcRequest, CpRepr, CreditState, CtlType, Mode, NackCode, NackRepr, NextHeader,
