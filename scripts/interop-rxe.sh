@@ -25,7 +25,7 @@ ip link show br-rxe >/dev/null 2>&1 || { echo "interop-rxe: br-rxe did not come 
 if pgrep -f 'ifname=tap-rxe1' >/dev/null; then
     echo "interop-rxe: a VM already runs on tap-rxe1 (another run of this script?)"; exit 2
 fi
-cargo build --release -q -p engine || exit 2
+cargo build --release -q -p softrdma || exit 2
 logs=$(mktemp -d /tmp/interop-rxe.XXXXXX)
 # A copy, so that a rebuild while the matrix runs does not change the binary under test.
 cp target/release/softrdma "$logs/softrdma"

@@ -21,7 +21,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MAX_LINES = 900
 
 # Library crates (their src/ trees), relative to the root.
-LIB_CRATES = ["wire", "nicsim", "pds", "ses", "tss", "engine", "engine/frame"]
+LIB_CRATES = ["wire", "nicsim", "pds", "ses", "tss", "engine", "engine/cli", "engine/frame"]
 
 # (files under this prefix, must not reference modules/crates matching this regex, why)
 LAYER_RULES = [
@@ -91,6 +91,9 @@ def strip(src):
 
 def expand_use(tree):
     """`a::{b, c::{d, e as f}, self}` -> [[a,b],[a,c,d],[a,c,e],[a]] (renames dropped)."""
+    # Renames go while the spaces around `as` still mark them (without spaces, `baseline` read as
+    # `b` renamed to `eline`).
+    tree = re.sub(r"\s+as\s+[A-Za-z_0-9]+", "", tree)
     tree = re.sub(r"\s+", "", tree)
 
     def parse(s, prefix):
@@ -113,7 +116,6 @@ def expand_use(tree):
                 head = [x for x in head.split("::") if x]
                 paths += parse(rest[:-1], prefix + head)
             else:
-                p = re.sub(r"as[A-Za-z_0-9]+$", "", p) if re.search(r"[a-z0-9_]as[A-Za-z_]", p) and "::" in p else p
                 segs = [x for x in p.split("::") if x]
                 if segs and segs[-1] == "self":
                     segs = segs[:-1]

@@ -26,7 +26,7 @@ trap 'rm -rf "$work"' EXIT
 raw=$PWD/target/pgo-gen/profraw
 rm -rf "$raw"
 echo "pgo: instrumented build" >&2
-RUSTFLAGS="-Cprofile-generate=$raw" CARGO_TARGET_DIR=target/pgo-gen cargo build --release -q -p engine
+RUSTFLAGS="-Cprofile-generate=$raw" CARGO_TARGET_DIR=target/pgo-gen cargo build --release -q -p softrdma
 bin=target/pgo-gen/release/softrdma
 echo "pgo: training" >&2
 train() {
@@ -57,8 +57,8 @@ train write --loss 0.01 --reorder 0.01 --iters 500
 "$profdata" merge -o "$work/merged.profdata" "$raw"/*.profraw
 echo "pgo: optimised build" >&2
 # The profile sits at a new path each run, so this build is redone with it, never reused.
-RUSTFLAGS="-Cprofile-use=$work/merged.profdata" CARGO_TARGET_DIR=target/pgo cargo build --release -q -p engine
-# The binary says which build it is in every perf header (engine/build.rs reads the flags).
+RUSTFLAGS="-Cprofile-use=$work/merged.profdata" CARGO_TARGET_DIR=target/pgo cargo build --release -q -p softrdma
+# The binary says which build it is in every perf header (engine/cli/build.rs reads the flags).
 header=$(target/pgo/release/softrdma perf write --iters 10)
 grep -q "Build: release, profile-guided" <<<"$header" || {
     echo "pgo: target/pgo/release/softrdma does not report a profile-guided build" >&2

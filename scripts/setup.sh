@@ -18,7 +18,7 @@ fi
 if ! command -v cargo-fuzz >/dev/null 2>&1; then
     cargo install cargo-fuzz --locked
 fi
-# tshark: the Wireshark cross-check of `softrdma gen` output (engine/tests/gen_tshark.rs).
+# tshark: the Wireshark cross-check of `softrdma gen` output (engine/cli/tests/gen_tshark.rs).
 if ! command -v tshark >/dev/null 2>&1; then
     if [ "$(id -u)" -eq 0 ]; then sudo=""; else sudo="sudo"; fi
     $sudo apt-get update -qq

@@ -22,7 +22,9 @@ trap 'for w in "$work"/*/; do git -C "$root" worktree remove --force "$w" 2>/dev
 build() { # rev side -> path of its softrdma binary
     local rev=$1 dir="$work/$2"
     git worktree add -q --detach "$dir" "$rev"
-    (cd "$dir" && CARGO_TARGET_DIR="$root/target/ab" cargo build --release -q -p engine)
+    # --bin rather than -p: the binary was in package `engine` before it moved to `softrdma`
+    # (engine/cli); either way it is the root's default member.
+    (cd "$dir" && CARGO_TARGET_DIR="$root/target/ab" cargo build --release -q --bin softrdma)
     cp "$root/target/ab/release/softrdma" "$dir.bin"
     echo "$dir.bin"
 }

@@ -20,7 +20,7 @@ if ! command -v perf >/dev/null 2>&1; then
     [ "$(id -u)" -eq 0 ] || { echo "perf is missing: apt-get install linux-perf" >&2; exit 2; }
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq linux-perf >/dev/null
 fi
-RUSTFLAGS="-C force-frame-pointers=yes -g" CARGO_TARGET_DIR=target/fp cargo build --release -q -p engine
+RUSTFLAGS="-C force-frame-pointers=yes -g" CARGO_TARGET_DIR=target/fp cargo build --release -q -p softrdma
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 args=("$@")

@@ -8,7 +8,7 @@
 #   ITERS=2000 scripts/uet-vs-rc.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cargo build --release -q -p engine
+cargo build --release -q -p softrdma
 bin=$PWD/target/release/softrdma
 iters=${ITERS:-3000}
 lat_iters=${LAT_ITERS:-1000}

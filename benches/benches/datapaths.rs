@@ -5,7 +5,7 @@
 //! batches of 32). Needs root and iproute2; prints why and stops otherwise. Results go to stdout and
 //! `target/bench/datapaths.json`.
 //!
-//! `cargo build --release -p engine && cargo bench -p benches --bench datapaths`
+//! `cargo build --release -p softrdma && cargo bench -p benches --bench datapaths`
 
 use nix::sys::socket::{MsgFlags, MultiHeaders, SockaddrIn, recvmmsg, sendmmsg};
 use serde_json::json;
@@ -177,8 +177,8 @@ fn main() {
     let softrdma = root.join("target/release/softrdma");
     if !softrdma.exists() {
         let ok =
-            Command::new("cargo").args(["build", "--release", "-p", "engine"]).current_dir(&root).status();
-        assert!(ok.is_ok_and(|s| s.success()), "cargo build --release -p engine");
+            Command::new("cargo").args(["build", "--release", "-p", "softrdma"]).current_dir(&root).status();
+        assert!(ok.is_ok_and(|s| s.success()), "cargo build --release -p softrdma");
     }
     let softrdma = softrdma.to_str().unwrap().to_string();
     let me = std::env::current_exe().unwrap().to_str().unwrap().to_string();

@@ -7,8 +7,8 @@
 //! `cargo bench -p benches --bench write_bw` (ROUNDS=n to change the number of rounds).
 
 use benches::summarize;
-use engine::perf::{Bench, Mode, PerfConfig, PerfOp, baseline};
 use engine::verbs::Mtu;
+use softrdma::perf::{Bench, Mode, PerfConfig, PerfOp, baseline};
 use std::time::Duration;
 
 const SIZE: usize = 65536;
@@ -24,7 +24,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         op: PerfOp::Write,
         qp_type: engine::verbs::QpType::Rc,
         srq: false,
-        atomic: engine::perf::AtomicOp::FetchAdd,
+        atomic: softrdma::perf::AtomicOp::FetchAdd,
         sizes: vec![SIZE],
         iters: ITERS,
         qps: 1,
@@ -104,6 +104,6 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     Ok(())
 }
 
-fn nicsim_default() -> engine::perf::LinkConfig {
-    engine::perf::LinkConfig { latency: Duration::from_micros(1), ..Default::default() }
+fn nicsim_default() -> softrdma::perf::LinkConfig {
+    softrdma::perf::LinkConfig { latency: Duration::from_micros(1), ..Default::default() }
 }

@@ -1,15 +1,9 @@
-//! softrdma engine: capture I/O and frame decoding today; the RoCE transports, verbs API, provider
-//! layer, progress engine and datapaths arrive with their issues.
+//! softrdma engine: the RoCEv2 transports (RC, UC, UD) as sans-IO state machines behind a
+//! verbs-shaped API, UET endpoints and a libfabric-shaped provider over them, the datapaths they
+//! run on (the simulated network, kernel UDP, AF_XDP) and the progress engine that drives them.
+//! The `softrdma` command-line tool and its perf, decode and capture code live in `engine/cli`.
 
-pub mod capture;
-pub mod corpus;
 pub mod datapath;
-pub mod decode;
-pub mod devinfo;
-pub mod oob;
-pub mod perf;
-pub mod perftest;
-pub mod pingpong;
 pub mod progress;
 pub mod provider;
 pub mod roce;

@@ -1,0 +1,8 @@
+//! The subcommands' options ([`args`]) and how each runs.
+
+pub(crate) mod args;
+pub(crate) mod perf;
+mod perftest;
+pub(crate) mod pingpong;
+mod remote;
+mod uet;

@@ -1,0 +1,208 @@
+//! `softrdma perf` with one side per process over kernel UDP or AF_XDP: which side this process is,
+//! its datapath, the RoCE run and its report, and writing what it captured.
+
+use std::process::ExitCode;
+
+use engine::verbs::QpType;
+use softrdma::perf::{self, Mode, PerfOp};
+
+use super::args::{BackendArg, PerfArgs};
+
+/// Which side this process is on a real datapath, with its link: `Ok((None, link))` for a server,
+/// `Ok((Some(host), link))` for a client. `udp_port` is the protocol's port (4791 or 4793).
+pub(crate) fn remote_side(
+    a: &PerfArgs,
+    udp_port: u16,
+) -> Result<(Option<String>, perf::remote::Link), ExitCode> {
+    let Some(backend) = real_backend(a) else { return Err(ExitCode::from(2)) };
+    let link = |local| perf::remote::Link {
+        backend: backend.clone(),
+        local,
+        udp_port,
+        tcp_port: a.tcp_port,
+        rx_icrc: a.rx_icrc(),
+        tx_faults: a.tx_faults(),
+        seed: a.seed,
+        capture: a.capture.is_some(),
+    };
+    match (&a.connect, a.server) {
+        (None, false) => {
+            eprintln!(
+                "softrdma perf: a real datapath runs one side per process: give --server or --connect HOST"
+            );
+            Err(ExitCode::from(2))
+        }
+        (None, true) => {
+            let Some(local) = a.local else {
+                eprintln!("softrdma perf: the server needs --local IP (the address clients reach)");
+                return Err(ExitCode::from(2));
+            };
+            println!(" waiting for a client on {local}:{} (UDP {local}:{udp_port})", a.tcp_port);
+            Ok((None, link(local)))
+        }
+        (Some(host), _) => {
+            let towards = host.parse().ok().or_else(|| {
+                use std::net::ToSocketAddrs;
+                (host.as_str(), 0).to_socket_addrs().ok()?.find_map(|s| match s.ip() {
+                    std::net::IpAddr::V4(v4) => Some(v4),
+                    std::net::IpAddr::V6(_) => None,
+                })
+            });
+            let Some(local) = a.local.or_else(|| towards.and_then(perf::remote::local_ip_towards)) else {
+                eprintln!("softrdma perf: cannot tell the local address towards {host}: give --local IP");
+                return Err(ExitCode::from(2));
+            };
+            Ok((Some(host.clone()), link(local)))
+        }
+    }
+}
+
+/// The real datapath `a` asks for (printing why not, if it cannot be had).
+pub(crate) fn real_backend(a: &PerfArgs) -> Option<perf::remote::Backend> {
+    use perf::remote::Backend;
+    match (a.backend(), &a.dev) {
+        (BackendArg::Afxdp, Some(dev)) => {
+            Some(Backend::AfXdp { dev: dev.clone(), queue: a.queue, driver: a.xdp_driver })
+        }
+        (BackendArg::Afxdp, None) => {
+            eprintln!("softrdma perf: --backend afxdp needs --dev IFACE");
+            None
+        }
+        (BackendArg::Udp, _) => Some(Backend::Udp),
+        (BackendArg::Sim, _) => {
+            eprintln!("softrdma perf: this mode needs a real datapath (--backend udp or afxdp)");
+            None
+        }
+    }
+}
+
+pub(crate) fn write_capture(path: &std::path::Path, frames: &[nicsim::TapRecord]) -> Result<(), ExitCode> {
+    let written = std::fs::File::create(path)
+        .map_err(|e| e.to_string())
+        .and_then(|f| nicsim::write_pcap(std::io::BufWriter::new(f), frames).map_err(|e| e.to_string()));
+    match written {
+        Ok(()) => {
+            println!(" wrote {} frames to {}", frames.len(), path.display());
+            Ok(())
+        }
+        Err(e) => {
+            eprintln!("softrdma perf: writing {}: {e}", path.display());
+            Err(ExitCode::from(2))
+        }
+    }
+}
+
+/// One side of a two-process run over the UDP backend.
+pub(crate) fn run_remote(a: &PerfArgs, test: perf::remote::Test) -> ExitCode {
+    use perf::remote;
+    if a.all_sizes {
+        eprintln!("softrdma perf: --all-sizes runs on the simulated backend only");
+        return ExitCode::from(2);
+    }
+    let (host, link) = match remote_side(a, a.udp_port) {
+        Ok(r) => r,
+        Err(code) => return code,
+    };
+    let result = match host {
+        None => remote::serve(&link).map(|(t, o)| (t, o, false)),
+        Some(host) => remote::run_client(&host, &link, &test).map(|o| (test.clone(), o, true)),
+    };
+    let (t, o, client): (perf::remote::Test, perf::remote::Outcome, bool) = match result {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("softrdma perf: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    if let Some(path) = &a.capture {
+        if let Err(code) = write_capture(path, &o.captured) {
+            return code;
+        }
+    }
+    let what = match t.op {
+        PerfOp::Send => "Send",
+        PerfOp::Write => "RDMA_Write",
+        PerfOp::Read => "RDMA_Read",
+        PerfOp::Atomic => "Atomic",
+    };
+    let transport = match t.qp_type {
+        QpType::Rc => "RC",
+        QpType::Uc => "UC",
+        QpType::Ud => "UD",
+    };
+    println!("{}", perf::LINE);
+    println!(
+        "                    {what} test, {transport} over {} ({})",
+        if a.backend() == BackendArg::Afxdp { "AF_XDP" } else { "kernel UDP" },
+        if client { "client" } else { "server" }
+    );
+    println!(
+        " Number of qps: {}   MTU: {}   size: {}   iterations: {}\n Build: {}",
+        t.qps,
+        t.mtu.bytes(),
+        t.size,
+        t.iters,
+        perf::build_kind()
+    );
+    println!("{}", perf::LINE);
+    if client && t.mode == Mode::Lat {
+        let mut h = match hdrhistogram::Histogram::<u64>::new_with_bounds(1, 3_600_000_000_000, 3) {
+            Ok(h) => h,
+            Err(e) => {
+                eprintln!("softrdma perf: {e}");
+                return ExitCode::from(2);
+            }
+        };
+        for &ns in &o.latencies {
+            h.saturating_record(ns);
+        }
+        println!("{}", perf::LAT_COLUMNS);
+        let row = perf::LatRow {
+            size: t.size,
+            wall_ns: h.clone(),
+            virtual_ns: h,
+            verified: o.verified,
+            errors: o.errors,
+            lost: o.lost,
+        };
+        println!("{}", perf::lat_line(&row));
+        if t.qp_type != QpType::Rc {
+            println!(" latency on UC/UD: post to the local completion (sent), not to the receipt");
+        }
+    } else if client {
+        let secs = o.wall.as_secs_f64().max(1e-9);
+        println!("{}", perf::BW_COLUMNS);
+        let msgs = (t.iters * t.qps as u64) as f64;
+        let avg = o.bytes as f64 / secs;
+        println!(
+            " {:<10} {:<14} {:<18} {:<20.2} {:<15.6} {:.2}",
+            t.size,
+            t.iters,
+            "-",
+            avg / (1u64 << 20) as f64,
+            msgs / secs / 1e6,
+            avg * 8.0 / 1e9
+        );
+    }
+    if t.qp_type != QpType::Rc {
+        println!(
+            " lost: {} messages (an unreliable transport drops whole messages; none arrived corrupt)",
+            o.lost
+        );
+    }
+    let who = match (t.op, t.qp_type) {
+        (PerfOp::Send, _) | (PerfOp::Write, QpType::Uc) => "the server checked every message it received",
+        (PerfOp::Write, _) => {
+            "RDMA WRITE has no receive-side signal: the server checked that every target slot holds the last message written to it"
+        }
+        _ => "the client checked every READ response or atomic result",
+    };
+    println!(" checks: {who}");
+    if a.counters {
+        println!("{}", perf::counters_line(if client { "client" } else { "server" }, &o.stats));
+        let dp: Vec<String> = o.datapath.iter().map(|(k, v)| format!("{k} {v}")).collect();
+        println!(" datapath: {}", dp.join(", "));
+    }
+    println!("verified: {} messages, {} errors", o.verified, o.errors);
+    if o.errors == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE }
+}

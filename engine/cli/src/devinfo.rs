@@ -1,0 +1,95 @@
+//! `softrdma devinfo`: the backends, the devices each offers, their ports, MTUs, GIDs and limits
+//! (as `ibv_devinfo` lists RDMA devices).
+
+use engine::roce::MAX_MSG_SIZE;
+use engine::verbs::Mtu;
+use std::fmt::Write;
+use std::net::{IpAddr, Ipv4Addr};
+
+/// One network interface with an IPv4 address the UDP backend can bind.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostPort {
+    /// Interface name.
+    pub name: String,
+    /// Its IPv4 address.
+    pub ip: Ipv4Addr,
+    /// Netdev MTU.
+    pub mtu: u32,
+    /// Whether the interface is up.
+    pub up: bool,
+}
+
+/// The largest IB MTU that fits a netdev MTU, as rxe picks it (netdev MTU minus 80, roce-wire.md
+/// §1.8), or `None` below 256.
+pub fn active_mtu(netdev_mtu: u32) -> Option<Mtu> {
+    [Mtu::Mtu4096, Mtu::Mtu2048, Mtu::Mtu1024, Mtu::Mtu512, Mtu::Mtu256]
+        .into_iter()
+        .find(|m| m.bytes() + 80 <= netdev_mtu)
+}
+
+/// The host's interfaces with IPv4 addresses.
+pub fn host_ports() -> Vec<HostPort> {
+    let mut out = Vec::new();
+    let Ok(addrs) = nix::ifaddrs::getifaddrs() else { return out };
+    for a in addrs {
+        let Some(ip) = a.address.as_ref().and_then(|s| s.as_sockaddr_in()).map(|s| s.ip()) else { continue };
+        let mtu = std::fs::read_to_string(format!("/sys/class/net/{}/mtu", a.interface_name))
+            .ok()
+            .and_then(|m| m.trim().parse().ok())
+            .unwrap_or(1500);
+        let up = a.flags.contains(nix::net::if_::InterfaceFlags::IFF_UP);
+        out.push(HostPort { name: a.interface_name, ip, mtu, up });
+    }
+    out
+}
+
+/// The report.
+pub fn report() -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "backends: sim (in-process simulated network), udp (kernel UDP sockets, unprivileged); afxdp: not available yet"
+    );
+    let _ = writeln!(s, "\nsim: two devices per `softrdma perf` run");
+    for (name, ip) in [("sim0", "10.0.0.1"), ("sim1", "10.0.0.2")] {
+        let _ = writeln!(s, "  {name}: port 1 ACTIVE, active_mtu 4096, GID ::ffff:{ip}");
+    }
+    let _ = writeln!(s, "\nudp: one device per IPv4 address (bind it with --local)");
+    for p in host_ports() {
+        let gid = IpAddr::V4(p.ip);
+        let mtu =
+            active_mtu(p.mtu).map_or("none (netdev MTU below 336)".to_string(), |m| m.bytes().to_string());
+        let state = if p.up { "ACTIVE" } else { "DOWN" };
+        let _ = writeln!(
+            s,
+            "  {} ({}): port 1 {state}, netdev MTU {}, active_mtu {mtu}, GID ::ffff:{gid}",
+            p.name, p.ip, p.mtu
+        );
+    }
+    let _ = writeln!(
+        s,
+        "\nlimits: max_msg_sz {MAX_MSG_SIZE}, max_qp_wr 16384, max_sge 32, max_inline_data 4096, \
+         max_rd_atomic 128, max_dest_rd_atomic 128, max_srq_wr 16384, qp types RC UC UD, SRQ, atomics CMP_AND_SWP FETCH_AND_ADD"
+    );
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rxe_mtu_rule() {
+        assert_eq!(active_mtu(1500), Some(Mtu::Mtu1024));
+        assert_eq!(active_mtu(9000), Some(Mtu::Mtu4096));
+        assert_eq!(active_mtu(4176), Some(Mtu::Mtu4096));
+        assert_eq!(active_mtu(4175), Some(Mtu::Mtu2048));
+        assert_eq!(active_mtu(300), None);
+    }
+
+    #[test]
+    fn loopback_is_listed() {
+        assert!(host_ports().iter().any(|p| p.ip == Ipv4Addr::LOCALHOST));
+        assert!(report().contains("GID ::ffff:127.0.0.1"));
+    }
+}

@@ -1,0 +1,126 @@
+//! `softrdma`, the command-line tool: parses the command line and runs the subcommand - `perf`
+//! (bandwidth and latency runs, every byte checked, over the simulated network, kernel UDP or
+//! AF_XDP, or against perftest's tools), `pingpong` (against rdma-core's), `devinfo`, `decode` and
+//! `gen`. The work is done by the `softrdma` library and the `engine` crate; `cli/` holds the
+//! options and each subcommand's run.
+
+mod cli;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand, ValueEnum};
+use softrdma::{capture, corpus, decode};
+use wire::uet::UetConfig;
+
+use cli::args::{PerfArgs, PingpongArgs};
+use cli::perf::run_perf;
+use cli::pingpong::run_pingpong;
+
+/// Userspace RoCEv2 and Ultra Ethernet Transport engine.
+#[derive(Parser)]
+#[command(name = "softrdma", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Print one line per RoCEv2 or UET frame of pcap/pcapng captures; other frames are counted and
+    /// skipped.
+    Decode {
+        /// Check every frame's ICRC (RoCEv2) or CRC trailer (UET with --uet-crc) and checksums, and
+        /// that its parsed form re-emits byte for byte; exit non-zero if any frame is bad.
+        #[arg(long)]
+        verify: bool,
+        /// One JSON object per frame (JSON Lines) on stdout; the summary goes to stderr.
+        #[arg(long)]
+        json: bool,
+        /// Also decode native-IP UET carried in this IP protocol number (253 is the usual choice).
+        #[arg(long, value_name = "PROTO")]
+        uet_ip_proto: Option<u8>,
+        /// UET packets without TSS end with a 4-byte CRC32C trailer.
+        #[arg(long)]
+        uet_crc: bool,
+        /// Capture files (pcap or pcapng, Ethernet link type).
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+    },
+    /// Measure bandwidth or latency between two endpoints over the simulated network (one process,
+    /// one thread), perftest style, checking every delivered byte.
+    Perf(Box<PerfArgs>),
+    /// List the backends, their devices, ports, MTUs, GIDs and limits.
+    Devinfo,
+    /// Ping-pong compatible with rdma-core's ibv_rc_pingpong, ibv_uc_pingpong and ibv_ud_pingpong
+    /// (either side can be the stock tool), over kernel UDP or AF_XDP.
+    Pingpong(PingpongArgs),
+    /// Write a deterministic corpus of well-formed frames to a pcap file.
+    Gen {
+        /// Which corpus.
+        #[arg(value_enum)]
+        kind: GenKind,
+        /// Output pcap file.
+        #[arg(long)]
+        out: PathBuf,
+    },
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum GenKind {
+    /// Every RoCEv2 opcode of RC, UC, UD and CNP (FLUSH and ATOMIC_WRITE included), IPv4 and IPv6,
+    /// plus every AETH syndrome kind. RD is decode-only.
+    Roce,
+    /// Every UET PDS packet type and CP control type, SES header format and extension header, with and
+    /// without TSS, over UDP 4793 and native IP (protocol 253): decode with `--uet-ip-proto 253`.
+    Uet,
+}
+
+fn main() -> ExitCode {
+    engine::restore_default_sigpipe();
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Perf(args) => run_perf(*args),
+        Command::Pingpong(a) => run_pingpong(&a),
+        Command::Devinfo => {
+            print!("{}", softrdma::devinfo::report());
+            ExitCode::SUCCESS
+        }
+        Command::Decode { verify, json, uet_ip_proto, uet_crc, files } => {
+            let uet = UetConfig { crc: uet_crc, ip_proto: uet_ip_proto };
+            let opts = decode::Options { verify, json, uet };
+            let stdout = std::io::stdout();
+            let mut out = stdout.lock();
+            let stats = match decode::run(&files, &opts, &mut out) {
+                Ok(s) => s,
+                Err(e) => {
+                    eprintln!("softrdma decode: {e:#}");
+                    return ExitCode::from(2);
+                }
+            };
+            let summary = stats.summary();
+            if json {
+                eprintln!("{summary}");
+            } else {
+                println!("{summary}");
+            }
+            if verify && stats.bad() > 0 { ExitCode::FAILURE } else { ExitCode::SUCCESS }
+        }
+        Command::Gen { kind, out } => {
+            let frames: Vec<Vec<u8>> = match kind {
+                GenKind::Roce => corpus::roce_corpus().into_iter().map(|g| g.bytes).collect(),
+                GenKind::Uet => corpus::uet_corpus(),
+            };
+            match capture::write_file(&out, &frames) {
+                Ok(()) => {
+                    println!("wrote {} frames to {}", frames.len(), out.display());
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("softrdma gen: {e:#}");
+                    ExitCode::from(2)
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,215 @@
+//! What a perf run is (operation, transport, sizes, link) and what it gives back (a bandwidth or
+//! latency row, or why it stopped), and how many messages its rings hold.
+
+use engine::verbs::{Mtu, QpType, VerbsError};
+use hdrhistogram::Histogram;
+use nicsim::LinkConfig;
+use std::time::Duration;
+
+use super::baseline;
+
+/// The operation measured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PerfOp {
+    /// SEND / RECV.
+    Send,
+    /// RDMA WRITE.
+    Write,
+    /// RDMA READ.
+    Read,
+    /// 64-bit atomics.
+    Atomic,
+}
+
+/// Which atomic `perf atomic` runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AtomicOp {
+    /// FETCH_AND_ADD of 1: the returned values count up.
+    FetchAdd,
+    /// CMP_AND_SWP of n -> n+1: every swap succeeds.
+    CmpSwap,
+}
+
+/// Bandwidth or latency.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Keep `tx_depth` messages in flight per QP.
+    Bw,
+    /// One message at a time.
+    Lat,
+}
+
+/// A perf run.
+#[derive(Debug, Clone)]
+pub struct PerfConfig {
+    /// Operation.
+    pub op: PerfOp,
+    /// Transport: RC, or UC (SEND, WRITE) and UD (SEND), which may lose messages.
+    pub qp_type: QpType,
+    /// Receives come from a shared receive queue on the receiving side (RC, UD).
+    pub srq: bool,
+    /// Which atomic.
+    pub atomic: AtomicOp,
+    /// Message sizes, one table row each.
+    pub sizes: Vec<usize>,
+    /// Messages per QP and size.
+    pub iters: u64,
+    /// QP pairs.
+    pub qps: usize,
+    /// Bandwidth or latency.
+    pub mode: Mode,
+    /// Path MTU.
+    pub mtu: Mtu,
+    /// The simulated cable (both directions).
+    pub link: LinkConfig,
+    /// Seed of the impairments.
+    pub seed: u64,
+    /// Messages in flight per QP (bw mode).
+    pub tx_depth: usize,
+    /// Retries without progress: 0..=7 is verbs' `retry_cnt`, more uses the `max_retries` extension.
+    pub retries: u32,
+    /// Keep every frame the tap sees (for `--pcap`).
+    pub tap: bool,
+    /// Also run the TX+RX baseline (bw mode).
+    pub baseline: bool,
+    /// DCQCN on both sides (RC).
+    pub dcqcn: Option<engine::roce::dcqcn::DcqcnConfig>,
+}
+
+/// One bandwidth row.
+#[derive(Debug, Clone, Copy)]
+pub struct BwRow {
+    /// Message size.
+    pub size: usize,
+    /// Messages per QP.
+    pub iters: u64,
+    /// Payload bytes over all QPs.
+    pub bytes: u64,
+    /// Wall-clock time.
+    pub wall: Duration,
+    /// Virtual time on the simulated network.
+    pub virtual_time: Duration,
+    /// Best rate over a window of completions, bytes per second.
+    pub peak: f64,
+    /// Messages checked.
+    pub verified: u64,
+    /// Messages that failed a check or completed with an error.
+    pub errors: u64,
+    /// Messages an unreliable transport lost (sent but never delivered).
+    pub lost: u64,
+    /// UD messages delivered a second time by a duplicated frame (checked, not counted as new).
+    pub duplicates: u64,
+    /// Wall-clock time spent comparing delivered bytes (part of `wall`).
+    pub check_time: Duration,
+    /// The baseline at the same size and byte count, if run.
+    pub baseline: Option<baseline::Baseline>,
+}
+
+impl BwRow {
+    /// A row from totals alone: `iters` messages of `size` bytes in `wall` (peak = average, no
+    /// baseline, no check time).
+    pub fn measured(
+        size: usize,
+        iters: u64,
+        wall: Duration,
+        virtual_time: Duration,
+        verified: u64,
+        errors: u64,
+        lost: u64,
+    ) -> BwRow {
+        let bytes = iters * size as u64;
+        BwRow {
+            size,
+            iters,
+            bytes,
+            wall,
+            virtual_time,
+            peak: bytes as f64 / wall.as_secs_f64().max(1e-9),
+            verified,
+            errors,
+            lost,
+            duplicates: 0,
+            check_time: Duration::ZERO,
+            baseline: None,
+        }
+    }
+
+    /// Average payload bytes per wall-clock second.
+    pub fn average(&self) -> f64 {
+        self.bytes as f64 / self.wall.as_secs_f64().max(1e-9)
+    }
+
+    /// Payload bytes per second of engine time: wall-clock minus the time spent checking data.
+    pub fn engine_rate(&self) -> f64 {
+        self.bytes as f64 / self.wall.saturating_sub(self.check_time).as_secs_f64().max(1e-9)
+    }
+}
+
+/// One latency row.
+#[derive(Debug, Clone)]
+pub struct LatRow {
+    /// Message size.
+    pub size: usize,
+    /// Wall-clock nanoseconds from post to completion.
+    pub wall_ns: Histogram<u64>,
+    /// Virtual nanoseconds from post to completion.
+    pub virtual_ns: Histogram<u64>,
+    /// Messages checked.
+    pub verified: u64,
+    /// Errors.
+    pub errors: u64,
+    /// Messages an unreliable transport lost.
+    pub lost: u64,
+}
+
+/// Why a perf run stopped.
+#[derive(Debug)]
+pub enum PerfError {
+    /// A verbs call failed.
+    Verbs(VerbsError),
+    /// Work is outstanding but nothing can happen any more.
+    Stalled(&'static str),
+}
+
+impl std::fmt::Display for PerfError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PerfError::Verbs(e) => write!(f, "{e}"),
+            PerfError::Stalled(why) => write!(f, "stalled: {why}"),
+        }
+    }
+}
+
+impl std::error::Error for PerfError {}
+
+impl From<VerbsError> for PerfError {
+    fn from(e: VerbsError) -> Self {
+        PerfError::Verbs(e)
+    }
+}
+
+/// Message slots per QP ring: `depth`, but no more than the messages the 128-PSN window lets be in
+/// flight plus two, and at least 2, so rings of large messages stay cache-sized (perftest also
+/// reuses one small buffer). In-flight messages never exceed the slots, so no slot is reused before
+/// its message was checked.
+pub fn ring_slots(depth: usize, size: usize, mtu: usize) -> usize {
+    window_slots(engine::roce::MAX_UNACKED_PSNS as usize, depth, size, mtu)
+}
+
+/// Messages to keep in flight: `depth`, but no more than a window of `window` packets of `payload`
+/// bytes holds of `size`-byte messages, plus two (more would only wait in a queue, holding memory
+/// that is cold by the time it is sent), and at least 2 unless `depth` is 1.
+pub fn window_slots(window: usize, depth: usize, size: usize, payload: usize) -> usize {
+    let in_window = (window * payload).div_ceil(size.max(1));
+    depth.min(in_window + 2).max(2.min(depth))
+}
+
+/// Sizes perftest's `-a` runs: 2 bytes to 8 MiB in powers of two.
+pub fn all_sizes() -> Vec<usize> {
+    (1..=23).map(|s| 1usize << s).collect()
+}
+
+/// Messages to run at `size` when sweeping every size: at most ~256 MiB per QP, at least 16.
+pub fn sweep_iters(iters: u64, size: usize) -> u64 {
+    iters.min(((256u64 << 20) / size.max(1) as u64).max(16))
+}

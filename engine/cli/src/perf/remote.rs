@@ -1,0 +1,806 @@
+//! `softrdma perf` with one side per process over a real datapath (`--backend udp`): the sides meet
+//! on TCP (port 18515 by default, as the rdma-core tools do), exchange QP numbers, PSNs, GIDs,
+//! R_Keys and addresses as JSON lines, run the test, and check the data.
+//!
+//! The client decides the test (operation, transport, size, iterations, QPs, MTU, seed); the server
+//! takes it from the client's hello. Both build their rings from the seed, so each side knows what
+//! the other's memory holds: the server checks every SEND (and UC WRITE_WITH_IMM) it receives, the
+//! client every READ response and atomic result; for RC WRITE, which has no receive-side signal,
+//! the server checks at the end that every target slot holds the last message written to it.
+
+use super::{AtomicOp, Mode, PerfOp, fill_pattern, ring_slots, stamp, unstamp};
+use engine::datapath::afxdp::{AfXdpPort, XdpMode};
+use engine::datapath::udp::{RxIcrc, UdpPort};
+use engine::datapath::wrap::{Capture, CaptureLog, Faulty, TxFaults};
+use engine::roce::dcqcn::DcqcnConfig;
+use engine::simpair::{PairConfig, connect};
+use engine::verbs::{
+    Access, AddressVector, Ah, Context, Cq, Mr, Mtu, Pd, Qp, QpCap, QpInitAttr, QpType, RecvWr, SendWr, Sge,
+    UdDest, WcOpcode, WcStatus, WrOpcode,
+};
+use serde_json::{Value, json};
+use std::io::{BufRead, BufReader, Write};
+use std::net::{IpAddr, Ipv4Addr, TcpListener, TcpStream};
+use std::time::{Duration, Instant};
+
+/// Default TCP port of the out-of-band exchange (the rdma-core tools' 18515).
+pub const DEFAULT_TCP_PORT: u16 = 18515;
+/// UD receives start with the GRH area.
+const GRH: usize = engine::roce::GRH_LEN;
+
+/// Which side this process is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Role {
+    /// Wait for a client.
+    Server,
+    /// Connect to a server at this host (name or address).
+    Client(String),
+}
+
+/// The test a client asks for.
+#[derive(Debug, Clone)]
+pub struct Test {
+    /// Operation.
+    pub op: PerfOp,
+    /// Which atomic.
+    pub atomic: AtomicOp,
+    /// Transport.
+    pub qp_type: QpType,
+    /// Bandwidth or latency.
+    pub mode: Mode,
+    /// Message size.
+    pub size: usize,
+    /// Messages per QP.
+    pub iters: u64,
+    /// QP pairs.
+    pub qps: usize,
+    /// Path MTU.
+    pub mtu: Mtu,
+    /// Messages in flight per QP.
+    pub depth: usize,
+    /// Seed of the data patterns.
+    pub seed: u64,
+    /// DCQCN on both sides' QPs ([`DcqcnConfig::datacenter`] for this line rate, bits per second).
+    pub dcqcn_bps: Option<u64>,
+}
+
+/// The datapath of this process's side.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Backend {
+    /// Kernel UDP sockets.
+    Udp,
+    /// AF_XDP on a queue of an interface.
+    AfXdp {
+        /// Interface.
+        dev: String,
+        /// RX/TX queue.
+        queue: u32,
+        /// Native driver mode instead of generic.
+        driver: bool,
+    },
+}
+
+/// A side's datapath settings before its local address is known (`pingpong`, `perf --perftest`:
+/// the address comes from the exchange connection).
+#[derive(Debug, Clone)]
+pub struct Net {
+    /// Kernel UDP or AF_XDP.
+    pub backend: Backend,
+    /// UDP port (4791).
+    pub udp_port: u16,
+    /// What received ICRCs are checked against (UDP backend).
+    pub rx_icrc: RxIcrc,
+    /// Faults injected on this side's egress.
+    pub tx_faults: TxFaults,
+    /// Seed of the faults.
+    pub seed: u64,
+    /// Keep every frame sent and received.
+    pub capture: bool,
+}
+
+impl Net {
+    /// Kernel UDP on port 4791, verifying ICRCs, no faults, no capture.
+    pub fn udp() -> Net {
+        Net {
+            backend: Backend::Udp,
+            udp_port: wire::ROCEV2_UDP_PORT,
+            rx_icrc: RxIcrc::Verify,
+            tx_faults: TxFaults::default(),
+            seed: 1,
+            capture: false,
+        }
+    }
+
+    /// The link of a side at `local` whose exchange uses `tcp_port`.
+    pub fn link(&self, local: Ipv4Addr, tcp_port: u16) -> Link {
+        Link {
+            backend: self.backend.clone(),
+            local,
+            udp_port: self.udp_port,
+            tcp_port,
+            rx_icrc: self.rx_icrc,
+            tx_faults: self.tx_faults,
+            seed: self.seed,
+            capture: self.capture,
+        }
+    }
+}
+
+/// How this process's side talks to the network.
+#[derive(Debug, Clone)]
+pub struct Link {
+    /// Kernel UDP or AF_XDP.
+    pub backend: Backend,
+    /// Local IPv4 address.
+    pub local: Ipv4Addr,
+    /// UDP port (4791).
+    pub udp_port: u16,
+    /// TCP port of the exchange.
+    pub tcp_port: u16,
+    /// What received ICRCs are checked against.
+    pub rx_icrc: RxIcrc,
+    /// Faults injected on this side's egress.
+    pub tx_faults: TxFaults,
+    /// Seed of the faults.
+    pub seed: u64,
+    /// Keep every frame sent and received (for `--capture`).
+    pub capture: bool,
+}
+
+/// What a remote run found.
+#[derive(Debug, Clone, Default)]
+pub struct Outcome {
+    /// Payload bytes the client sent or read.
+    pub bytes: u64,
+    /// Wall-clock time of the client's run.
+    pub wall: Duration,
+    /// Messages checked (by either side).
+    pub verified: u64,
+    /// Messages that failed a check or completed with an error.
+    pub errors: u64,
+    /// Messages an unreliable transport lost.
+    pub lost: u64,
+    /// Latency mode: wall-clock time from post to completion of each request, in nanoseconds.
+    pub latencies: Vec<u64>,
+    /// Frames sent (port 0) and received (port 1), with `Link::capture`.
+    pub captured: Vec<nicsim::TapRecord>,
+    /// This side's counters at the end.
+    pub stats: engine::verbs::Stats,
+    /// The datapath's own counters at the end.
+    pub datapath: Vec<(&'static str, u64)>,
+}
+
+/// Why a remote run failed.
+#[derive(Debug)]
+pub struct RemoteError(pub String);
+
+impl std::fmt::Display for RemoteError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for RemoteError {}
+
+fn err(e: impl std::fmt::Display) -> RemoteError {
+    RemoteError(e.to_string())
+}
+
+struct Lane {
+    qp: Qp,
+    /// Client: SEND/WRITE source, READ/atomic destination. Server: receive ring, WRITE target, READ
+    /// source, atomic counter.
+    mr: Mr,
+    /// What the client's source ring holds (for the server's checks and the client's READ checks).
+    pattern: Vec<u8>,
+    posted: u64,
+    completed: u64,
+    received: u64,
+}
+
+struct Side {
+    ctx: Context,
+    capture: Option<CaptureLog>,
+    pd: Pd,
+    cq: Cq,
+    lanes: Vec<Lane>,
+    slots: usize,
+    /// The peer's QP number for each lane.
+    peer_qpns: Vec<u32>,
+}
+
+fn op_name(op: PerfOp) -> &'static str {
+    match op {
+        PerfOp::Send => "send",
+        PerfOp::Write => "write",
+        PerfOp::Read => "read",
+        PerfOp::Atomic => "atomic",
+    }
+}
+
+fn qp_name(t: QpType) -> &'static str {
+    match t {
+        QpType::Rc => "rc",
+        QpType::Uc => "uc",
+        QpType::Ud => "ud",
+    }
+}
+
+fn recv_len(t: &Test) -> usize {
+    if t.qp_type == QpType::Ud { t.size + GRH } else { t.size }
+}
+
+/// Whether the server sees a completion per message (SEND, UC WRITE_WITH_IMM).
+fn server_checks(t: &Test) -> bool {
+    t.op == PerfOp::Send || (t.op == PerfOp::Write && t.qp_type == QpType::Uc)
+}
+
+fn send_line(s: &mut TcpStream, v: &Value) -> Result<(), RemoteError> {
+    let mut line = v.to_string();
+    line.push('\n');
+    s.write_all(line.as_bytes()).map_err(err)
+}
+
+fn read_line(r: &mut BufReader<TcpStream>) -> Result<Value, RemoteError> {
+    let mut line = String::new();
+    if r.read_line(&mut line).map_err(err)? == 0 {
+        return Err(RemoteError("the peer closed the connection".into()));
+    }
+    serde_json::from_str(&line).map_err(|e| RemoteError(format!("bad message from the peer: {e}")))
+}
+
+/// Opens this side's datapath (UDP or AF_XDP, with `link`'s egress faults and capture) as a verbs
+/// context, after checking that path MTU `mtu` fits the interface.
+pub fn open_context(link: &Link, mtu: Mtu) -> Result<(Context, Option<CaptureLog>), RemoteError> {
+    let (local, udp_port) = (link.local, link.udp_port);
+    // The kernel refuses (DF set) datagrams larger than the link: check the path MTU fits it.
+    if let Some(p) = crate::devinfo::host_ports().into_iter().find(|p| p.ip == local) {
+        if mtu.bytes() + 80 > p.mtu {
+            let fits = crate::devinfo::active_mtu(p.mtu).map_or(0, |m| m.bytes());
+            return Err(RemoteError(format!(
+                "path MTU {} needs a netdev MTU of at least {} and {} has {}: use --mtu {fits}",
+                mtu.bytes(),
+                mtu.bytes() + 80,
+                p.name,
+                p.mtu
+            )));
+        }
+    }
+    let (ctx, capture) = match &link.backend {
+        Backend::Udp => {
+            let port = UdpPort::bind(local, udp_port, link.rx_icrc)
+                .map_err(|e| RemoteError(format!("binding {local}:{udp_port}: {e}")))?
+                .with_mtu(mtu);
+            let dp = Capture::new(Faulty::new(port, link.tx_faults, link.seed));
+            let capture = link.capture.then(|| dp.log());
+            (Context::open(dp), capture)
+        }
+        Backend::AfXdp { dev, queue, driver } => {
+            let mode = if *driver { XdpMode::Driver } else { XdpMode::Generic };
+            let port = AfXdpPort::open(dev, *queue, local, mode)
+                .map_err(|e| RemoteError(format!("AF_XDP on {dev} queue {queue}: {e}")))?;
+            let dp = Capture::new(Faulty::new(port, link.tx_faults, link.seed));
+            let capture = link.capture.then(|| dp.log());
+            (Context::open(dp), capture)
+        }
+    };
+    if mtu.bytes() > ctx.port_mtu().bytes() {
+        return Err(RemoteError(format!(
+            "path MTU {} is above this datapath's {} (AF_XDP frames are 4096-byte UMEM chunks): use --mtu {}",
+            mtu.bytes(),
+            ctx.port_mtu().bytes(),
+            ctx.port_mtu().bytes()
+        )));
+    }
+    Ok((ctx, capture))
+}
+
+fn open_side(link: &Link, t: &Test, server: bool) -> Result<Side, RemoteError> {
+    let (mut ctx, capture) = open_context(link, t.mtu)?;
+    ctx.set_dcqcn(t.dcqcn_bps.map(DcqcnConfig::datacenter));
+    let pd = ctx.alloc_pd();
+    let slots = ring_slots(if t.mode == Mode::Lat { 1 } else { t.depth }, t.size, t.mtu.bytes() as usize);
+    let cq = ctx.create_cq(4 * slots * t.qps + 64).map_err(err)?;
+    let cap = QpCap {
+        max_send_wr: slots as u32,
+        max_recv_wr: slots as u32,
+        max_send_sge: 1,
+        max_recv_sge: 1,
+        max_inline_data: 0,
+    };
+    let all = Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ | Access::REMOTE_ATOMIC;
+    let ring = slots * t.size.max(8);
+    let mut lanes = Vec::new();
+    for q in 0..t.qps {
+        let qp =
+            ctx.create_qp(pd, &QpInitAttr { qp_type: t.qp_type, cap, ..QpInitAttr::rc(cq) }).map_err(err)?;
+        let len = if server { slots * recv_len(t).max(8) } else { ring };
+        let mr = ctx.reg_mr(pd, len, all).map_err(err)?;
+        let mut pattern = vec![0u8; ring];
+        fill_pattern(&mut pattern, t.seed ^ q as u64);
+        // The client's SEND/WRITE source and the server's READ source hold the pattern.
+        let holds_pattern =
+            if server { t.op == PerfOp::Read } else { matches!(t.op, PerfOp::Send | PerfOp::Write) };
+        if holds_pattern {
+            ctx.mr_bytes_mut(&mr).map_err(err)?[..ring].copy_from_slice(&pattern);
+        }
+        lanes.push(Lane { qp, mr, pattern, posted: 0, completed: 0, received: 0 });
+    }
+    Ok(Side { ctx, capture, pd, cq, lanes, slots, peer_qpns: Vec::new() })
+}
+
+fn hello(side: &Side, psn_base: u32) -> Value {
+    json!({
+        "gid": side.ctx.gid().to_string(),
+        "qpns": side.lanes.iter().map(|l| l.qp.qpn()).collect::<Vec<_>>(),
+        "psns": (0..side.lanes.len() as u32).map(|i| (psn_base + 1000 * i) & 0xFF_FFFF).collect::<Vec<_>>(),
+        "rkeys": side.lanes.iter().map(|l| l.mr.rkey).collect::<Vec<_>>(),
+        "addrs": side.lanes.iter().map(|l| l.mr.addr).collect::<Vec<_>>(),
+    })
+}
+
+fn list(v: &Value, key: &str) -> Result<Vec<u64>, RemoteError> {
+    v[key]
+        .as_array()
+        .ok_or_else(|| RemoteError(format!("hello without {key}")))?
+        .iter()
+        .map(|x| x.as_u64().ok_or_else(|| RemoteError(format!("bad {key}"))))
+        .collect()
+}
+
+/// A peer's region: (R_Key, address).
+type RemoteMr = (u32, u64);
+
+/// Connects every lane's QP to the peer's, returns the peer's (rkey, addr) per lane and, on UD, an
+/// address handle.
+fn connect_all(
+    side: &mut Side,
+    mine: &Value,
+    peer: &Value,
+    t: &Test,
+) -> Result<(Vec<RemoteMr>, Option<Ah>), RemoteError> {
+    let gid: IpAddr =
+        peer["gid"].as_str().unwrap_or_default().parse().map_err(|_| RemoteError("bad peer GID".into()))?;
+    let (qpns, psns, my_psns) = (list(peer, "qpns")?, list(peer, "psns")?, list(mine, "psns")?);
+    let (rkeys, addrs) = (list(peer, "rkeys")?, list(peer, "addrs")?);
+    if qpns.len() != side.lanes.len()
+        || psns.len() != qpns.len()
+        || rkeys.len() != qpns.len()
+        || addrs.len() != qpns.len()
+    {
+        return Err(RemoteError("the peer has a different number of QPs".into()));
+    }
+    // 4.096 us x 2^10 = 4 ms: many round trips of a LAN or veth.
+    let cfg = PairConfig {
+        qp_type: t.qp_type,
+        mtu: t.mtu,
+        timeout: 10,
+        retry_cnt: 7,
+        max_retries: Some(1000),
+        ..PairConfig::default()
+    };
+    for (i, lane) in side.lanes.iter().enumerate() {
+        connect(&mut side.ctx, lane.qp, qpns[i] as u32, gid, my_psns[i] as u32, psns[i] as u32, &cfg)
+            .map_err(err)?;
+    }
+    side.peer_qpns = qpns.iter().map(|&q| q as u32).collect();
+    let ah = if t.qp_type == QpType::Ud {
+        Some(side.ctx.create_ah(side.pd, &AddressVector::new(gid)).map_err(err)?)
+    } else {
+        None
+    };
+    Ok((rkeys.iter().zip(&addrs).map(|(&k, &a)| (k as u32, a)).collect(), ah))
+}
+
+fn post_recv(side: &mut Side, q: usize, slot: usize, t: &Test) -> Result<(), RemoteError> {
+    let len = recv_len(t);
+    let l = &side.lanes[q];
+    let sg_list = if t.op == PerfOp::Send {
+        vec![Sge { addr: l.mr.addr + (slot * len) as u64, length: len as u32, lkey: l.mr.lkey }]
+    } else {
+        vec![]
+    };
+    side.ctx.post_recv(l.qp, &[RecvWr { wr_id: (q << 32 | slot) as u64, sg_list }]).map_err(|(_, e)| err(e))
+}
+
+/// Whether `data` is message `n` of lane `pattern`: the stamp, then the slot's pattern.
+fn is_message(pattern: &[u8], size: usize, slots: usize, n: u64, data: &[u8]) -> bool {
+    let at = (n % slots as u64) as usize * size;
+    let k = size.min(8);
+    data.len() == size && data[..k] == stamp(n)[..k] && data[k..] == pattern[at + k..at + size]
+}
+
+/// Waits on `link`'s TCP port for one client: its stream, and a line reader over it.
+pub fn accept_one(link: &Link) -> Result<(TcpStream, BufReader<TcpStream>), RemoteError> {
+    let (local, tcp_port) = (link.local, link.tcp_port);
+    let listener = TcpListener::bind((local, tcp_port))
+        .map_err(|e| RemoteError(format!("listening on {local}:{tcp_port}: {e}")))?;
+    let (stream, _) = listener.accept().map_err(err)?;
+    let reader = BufReader::new(stream.try_clone().map_err(err)?);
+    Ok((stream, reader))
+}
+
+/// The server side: waits for a client, runs its test, checks what arrived, reports.
+pub fn serve(link: &Link) -> Result<(Test, Outcome), RemoteError> {
+    let (mut stream, mut reader) = accept_one(link)?;
+    let c = read_line(&mut reader)?;
+    let t = parse_test(&c)?;
+    let mut side = open_side(link, &t, true)?;
+    let mine = hello(&side, 0x20_0000);
+    connect_all(&mut side, &mine, &c, &t)?;
+    // Receives are posted (QPs in RTS) before the client hears back, so none of its sends is early.
+    if server_checks(&t) {
+        for q in 0..side.lanes.len() {
+            for s in 0..side.slots {
+                post_recv(&mut side, q, s, &t)?;
+            }
+        }
+    }
+    send_line(&mut stream, &mine)?;
+    stream.set_nonblocking(true).map_err(err)?;
+    let mut out = Outcome::default();
+    let mut wcs = Vec::new();
+    let mut line = String::new();
+    let mut reported = 0u64;
+    let mut last_report = Instant::now();
+    let done = loop {
+        // Flow control for UC and UD (which have none): the client learns how many messages each
+        // lane has received and keeps within the receive ring.
+        let total: u64 = side.lanes.iter().map(|l| l.received).sum();
+        if total != reported && last_report.elapsed() >= Duration::from_micros(200) {
+            let rx: Vec<u64> = side.lanes.iter().map(|l| l.received).collect();
+            let mut msg = json!({ "rx": rx }).to_string();
+            msg.push('\n');
+            // Non-blocking: a full socket buffer only delays the report.
+            if stream.write(msg.as_bytes()).is_ok_and(|n| n == msg.len()) {
+                reported = total;
+                last_report = Instant::now();
+            }
+        }
+        side.ctx.progress().map_err(err)?;
+        wcs.clear();
+        side.ctx.poll_cq(side.cq, &mut wcs, 256).map_err(err)?;
+        for wc in &wcs {
+            let Some(q) = side.lanes.iter().position(|l| l.qp.qpn() == wc.qp_num) else { continue };
+            let slot = (wc.wr_id & 0xFFFF_FFFF) as usize;
+            side.lanes[q].received += 1;
+            let ok = wc.status == WcStatus::Success
+                && check_receive(&side, q, slot, wc.opcode, wc.imm_data, wc.byte_len, &t);
+            if ok {
+                out.verified += 1
+            } else {
+                out.errors += 1
+            }
+            post_recv(&mut side, q, slot, &t)?;
+        }
+        match reader.read_line(&mut line) {
+            Ok(0) => return Err(RemoteError("the client left before the end".into())),
+            Ok(_) => break serde_json::from_str::<Value>(&line).map_err(err)?,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            Err(e) => return Err(err(e)),
+        }
+    };
+    let sent = list(&done, "sent")?;
+    if t.op == PerfOp::Write && t.qp_type == QpType::Rc {
+        // No receive-side signal for RC WRITE: every slot must hold the last message written to it.
+        for (q, lane) in side.lanes.iter().enumerate() {
+            let posted = sent.get(q).copied().unwrap_or(0);
+            let bytes = side.ctx.mr_bytes(&lane.mr).map_err(err)?;
+            for slot in 0..side.slots.min(posted as usize) {
+                let n = slot as u64 + (posted - 1 - slot as u64) / side.slots as u64 * side.slots as u64;
+                let data = &bytes[slot * t.size..(slot + 1) * t.size];
+                if is_message(&lane.pattern, t.size, side.slots, n, data) {
+                    out.verified += 1
+                } else {
+                    out.errors += 1
+                }
+            }
+        }
+    }
+    if server_checks(&t) {
+        out.lost = side.lanes.iter().zip(&sent).map(|(l, &s)| s.saturating_sub(l.received)).sum();
+    }
+    stream.set_nonblocking(false).map_err(err)?;
+    send_line(&mut stream, &json!({"verified": out.verified, "errors": out.errors, "lost": out.lost}))?;
+    out.stats = side.ctx.stats();
+    out.datapath = side.ctx.datapath_counters();
+    out.captured = side.capture.map(|c| c.take()).unwrap_or_default();
+    Ok((t, out))
+}
+
+fn check_receive(
+    side: &Side,
+    q: usize,
+    slot: usize,
+    opcode: WcOpcode,
+    imm: Option<u32>,
+    byte_len: u32,
+    t: &Test,
+) -> bool {
+    let lane = &side.lanes[q];
+    let Ok(bytes) = side.ctx.mr_bytes(&lane.mr) else { return false };
+    if opcode == WcOpcode::RecvRdmaWithImm {
+        let n = u64::from(imm.unwrap_or(u32::MAX));
+        let at = (n % side.slots as u64) as usize * t.size;
+        return byte_len as usize == t.size
+            && is_message(&lane.pattern, t.size, side.slots, n, bytes.get(at..at + t.size).unwrap_or(&[]));
+    }
+    let skip = if t.qp_type == QpType::Ud { GRH } else { 0 };
+    let rl = recv_len(t);
+    let data = &bytes[slot * rl + skip..slot * rl + skip + t.size];
+    let n = if t.qp_type == QpType::Rc { lane.received - 1 } else { unstamp(data) };
+    byte_len as usize == skip + t.size && is_message(&lane.pattern, t.size, side.slots, n, data)
+}
+
+fn parse_test(c: &Value) -> Result<Test, RemoteError> {
+    let s = |k: &str| c[k].as_str().unwrap_or_default();
+    let u = |k: &str| c[k].as_u64().ok_or_else(|| RemoteError(format!("hello without {k}")));
+    let op = match s("op") {
+        "send" => PerfOp::Send,
+        "write" => PerfOp::Write,
+        "read" => PerfOp::Read,
+        "atomic" => PerfOp::Atomic,
+        o => return Err(RemoteError(format!("unknown operation {o:?}"))),
+    };
+    let qp_type = match s("qp_type") {
+        "rc" => QpType::Rc,
+        "uc" => QpType::Uc,
+        "ud" => QpType::Ud,
+        o => return Err(RemoteError(format!("unknown transport {o:?}"))),
+    };
+    Ok(Test {
+        op,
+        atomic: if s("atomic") == "cmp-swap" { AtomicOp::CmpSwap } else { AtomicOp::FetchAdd },
+        qp_type,
+        mode: if s("mode") == "lat" { Mode::Lat } else { Mode::Bw },
+        size: u("size")? as usize,
+        iters: u("iters")?,
+        qps: u("qps")?.clamp(1, 256) as usize,
+        mtu: Mtu::from_bytes(u("mtu")? as u32).ok_or_else(|| RemoteError("bad MTU".into()))?,
+        depth: u("depth")?.clamp(1, 4096) as usize,
+        seed: u("seed")?,
+        dcqcn_bps: c["dcqcn_bps"].as_u64(),
+    })
+}
+
+/// Connects to the exchange port, retrying a refused connection for a few seconds (the server may
+/// still be starting).
+pub fn connect_retry(host: &str, tcp_port: u16) -> Result<TcpStream, RemoteError> {
+    let give_up = Instant::now() + Duration::from_secs(5);
+    loop {
+        match TcpStream::connect((host, tcp_port)) {
+            Ok(s) => return Ok(s),
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused && Instant::now() < give_up => {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            Err(e) => return Err(RemoteError(format!("connecting to {host}:{tcp_port}: {e}"))),
+        }
+    }
+}
+
+/// The client side: connects, asks for `t`, runs it, and returns what both sides found.
+pub fn run_client(host: &str, link: &Link, t: &Test) -> Result<Outcome, RemoteError> {
+    let stream = connect_retry(host, link.tcp_port)?;
+    let mut reader = BufReader::new(stream.try_clone().map_err(err)?);
+    let mut stream = stream;
+    let mut side = open_side(link, t, false)?;
+    let mut mine = hello(&side, 0x10_0000);
+    for (k, v) in [
+        ("op", json!(op_name(t.op))),
+        ("qp_type", json!(qp_name(t.qp_type))),
+        ("atomic", json!(if t.atomic == AtomicOp::CmpSwap { "cmp-swap" } else { "fetch-add" })),
+        ("mode", json!(if t.mode == Mode::Lat { "lat" } else { "bw" })),
+        ("size", json!(t.size)),
+        ("iters", json!(t.iters)),
+        ("qps", json!(t.qps)),
+        ("mtu", json!(t.mtu.bytes())),
+        ("depth", json!(t.depth)),
+        ("seed", json!(t.seed)),
+        ("dcqcn_bps", json!(t.dcqcn_bps)),
+    ] {
+        mine[k] = v;
+    }
+    send_line(&mut stream, &mine)?;
+    let peer = read_line(&mut reader)?;
+    let (remote, ah) = connect_all(&mut side, &mine, &peer, t)?;
+    let depth = side.slots as u64;
+    let mut out = Outcome::default();
+    let mut wcs = Vec::new();
+    let start = Instant::now();
+    let deadline = start + Duration::from_secs(600);
+    let unreliable = t.qp_type != QpType::Rc;
+    let mut posted_at = vec![start; side.lanes.len()];
+    // UC/UD pacing: what the server reported received per lane, and what the client gave up on.
+    let mut rx_seen = vec![0u64; side.lanes.len()];
+    let mut settled = vec![0u64; side.lanes.len()];
+    let mut progress_at = Instant::now();
+    let mut inbox = Vec::new();
+    stream.set_nonblocking(true).map_err(err)?;
+    while side.lanes.iter().any(|l| l.completed < t.iters) {
+        if Instant::now() > deadline {
+            return Err(RemoteError("the run took longer than 10 minutes".into()));
+        }
+        for q in 0..side.lanes.len() {
+            while side.lanes[q].posted < t.iters && side.lanes[q].posted - side.lanes[q].completed < depth {
+                // UC and UD have no flow control: stay within half the server's receive ring.
+                if unreliable
+                    && server_checks(t)
+                    && side.lanes[q].posted.saturating_sub(rx_seen[q].max(settled[q])) > depth / 2
+                {
+                    break;
+                }
+                let wr = client_wr(&mut side, q, &remote[q], ah, t)?;
+                side.ctx.post_send(side.lanes[q].qp, &[wr]).map_err(|(_, e)| err(e))?;
+                side.lanes[q].posted += 1;
+                posted_at[q] = Instant::now();
+            }
+        }
+        side.ctx.progress().map_err(err)?;
+        if unreliable {
+            for msg in poll_lines(&mut stream, &mut inbox)? {
+                if let Ok(rx) = list(&msg, "rx") {
+                    for (q, &r) in rx.iter().enumerate().take(rx_seen.len()) {
+                        if r > rx_seen[q] {
+                            rx_seen[q] = r;
+                            progress_at = Instant::now();
+                        }
+                    }
+                }
+            }
+            // Nothing received for a while: what is outstanding was lost.
+            if progress_at.elapsed() > Duration::from_millis(20) {
+                for (q, l) in side.lanes.iter().enumerate() {
+                    settled[q] = l.posted;
+                }
+                progress_at = Instant::now();
+            }
+        }
+        wcs.clear();
+        side.ctx.poll_cq(side.cq, &mut wcs, 256).map_err(err)?;
+        for wc in &wcs {
+            let Some(q) = side.lanes.iter().position(|l| l.qp.qpn() == wc.qp_num) else { continue };
+            side.lanes[q].completed += 1;
+            if t.mode == Mode::Lat {
+                out.latencies.push(posted_at[q].elapsed().as_nanos().max(1) as u64);
+            }
+            if wc.status != WcStatus::Success {
+                out.errors += 1;
+                continue;
+            }
+            match t.op {
+                PerfOp::Read => {
+                    let lane = &side.lanes[q];
+                    let n = wc.wr_id;
+                    let at = (n % side.slots as u64) as usize * t.size;
+                    let got = &side.ctx.mr_bytes(&lane.mr).map_err(err)?[at..at + t.size];
+                    if got == &lane.pattern[at..at + t.size] { out.verified += 1 } else { out.errors += 1 }
+                }
+                PerfOp::Atomic => {
+                    let lane = &side.lanes[q];
+                    let at = (wc.wr_id % side.slots as u64) as usize * 8;
+                    let got = u64::from_ne_bytes(
+                        side.ctx.mr_bytes(&lane.mr).map_err(err)?[at..at + 8].try_into().unwrap_or([0xFF; 8]),
+                    );
+                    if got == wc.wr_id { out.verified += 1 } else { out.errors += 1 }
+                }
+                _ => {}
+            }
+        }
+    }
+    // Let the last frames land before the server looks.
+    let settle = Instant::now() + Duration::from_millis(100);
+    while Instant::now() < settle {
+        side.ctx.progress().map_err(err)?;
+    }
+    out.wall = start.elapsed();
+    out.bytes = t.iters * t.qps as u64 * if t.op == PerfOp::Atomic { 8 } else { t.size as u64 };
+    stream.set_nonblocking(false).map_err(err)?;
+    send_line(
+        &mut stream,
+        &json!({"done": true, "sent": side.lanes.iter().map(|l| l.posted).collect::<Vec<_>>()}),
+    )?;
+    // Progress reports may come before the final one, whole or in part: finish any partial line
+    // from the inbox, then read lines until the report.
+    let mut report = Value::Null;
+    if !inbox.is_empty() {
+        let mut rest = String::new();
+        reader.read_line(&mut rest).map_err(err)?;
+        inbox.extend_from_slice(rest.as_bytes());
+        for msg in inbox_lines(&mut inbox) {
+            if msg.get("verified").is_some() {
+                report = msg;
+            }
+        }
+    }
+    while report.get("verified").is_none() {
+        report = read_line(&mut reader)?;
+    }
+    out.verified += report["verified"].as_u64().unwrap_or(0);
+    out.errors += report["errors"].as_u64().unwrap_or(1);
+    out.lost += report["lost"].as_u64().unwrap_or(0);
+    out.stats = side.ctx.stats();
+    out.datapath = side.ctx.datapath_counters();
+    out.captured = side.capture.map(|c| c.take()).unwrap_or_default();
+    Ok(out)
+}
+
+fn client_wr(
+    side: &mut Side,
+    q: usize,
+    remote: &(u32, u64),
+    ah: Option<Ah>,
+    t: &Test,
+) -> Result<SendWr, RemoteError> {
+    let n = side.lanes[q].posted;
+    let slot = (n % side.slots as u64) as usize;
+    let (rkey, raddr) = *remote;
+    let lane = &side.lanes[q];
+    let at = slot * t.size;
+    let sge = |len: usize, off: usize| {
+        vec![Sge { addr: lane.mr.addr + off as u64, length: len as u32, lkey: lane.mr.lkey }]
+    };
+    let k = t.size.min(8);
+    if matches!(t.op, PerfOp::Send | PerfOp::Write) {
+        side.ctx.mr_bytes_mut(&lane.mr).map_err(err)?[at..at + k].copy_from_slice(&stamp(n)[..k]);
+    }
+    let remote_addr = raddr + at as u64;
+    let (opcode, sg) = match (t.op, t.qp_type) {
+        (PerfOp::Send, _) => (WrOpcode::Send, sge(t.size, at)),
+        (PerfOp::Write, QpType::Uc) => {
+            (WrOpcode::RdmaWriteWithImm { remote_addr, rkey, imm: n as u32 }, sge(t.size, at))
+        }
+        (PerfOp::Write, _) => (WrOpcode::RdmaWrite { remote_addr, rkey }, sge(t.size, at)),
+        (PerfOp::Read, _) => (WrOpcode::RdmaRead { remote_addr, rkey }, sge(t.size, at)),
+        (PerfOp::Atomic, _) => {
+            let op = match t.atomic {
+                AtomicOp::FetchAdd => WrOpcode::AtomicFetchAndAdd { remote_addr: raddr, rkey, add: 1 },
+                AtomicOp::CmpSwap => {
+                    WrOpcode::AtomicCmpAndSwp { remote_addr: raddr, rkey, compare: n, swap: n + 1 }
+                }
+            };
+            (op, sge(8, slot * 8))
+        }
+    };
+    let mut wr = SendWr::new(n, opcode, sg);
+    if let Some(ah) = ah {
+        wr.ud = Some(UdDest { ah, remote_qpn: side.peer_qpns[q], remote_qkey: 0x8000_0000 });
+    }
+    Ok(wr)
+}
+
+/// Complete JSON lines that arrived on a non-blocking stream (partial lines wait in `buf`).
+fn poll_lines(stream: &mut TcpStream, buf: &mut Vec<u8>) -> Result<Vec<Value>, RemoteError> {
+    let mut chunk = [0u8; 4096];
+    loop {
+        match std::io::Read::read(stream, &mut chunk) {
+            Ok(0) => return Err(RemoteError("the server closed the connection".into())),
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+            Err(e) => return Err(err(e)),
+        }
+    }
+    Ok(inbox_lines(buf))
+}
+
+/// Takes the complete lines out of `buf`.
+fn inbox_lines(buf: &mut Vec<u8>) -> Vec<Value> {
+    let mut out = Vec::new();
+    while let Some(i) = buf.iter().position(|&b| b == b'\n') {
+        let line: Vec<u8> = buf.drain(..=i).collect();
+        if let Ok(v) = serde_json::from_slice(&line) {
+            out.push(v);
+        }
+    }
+    out
+}
+
+/// The default local address: the first IPv4 address of the host that is not loopback, from the
+/// route a UDP socket would take towards `towards`.
+pub fn local_ip_towards(towards: Ipv4Addr) -> Option<Ipv4Addr> {
+    let s = std::net::UdpSocket::bind((Ipv4Addr::UNSPECIFIED, 0)).ok()?;
+    s.connect((towards, 9)).ok()?;
+    match s.local_addr().ok()?.ip() {
+        IpAddr::V4(ip) => Some(ip),
+        IpAddr::V6(_) => None,
+    }
+}

@@ -1,0 +1,231 @@
+//! What a UET perf run is: the operation, delivery mode, sizes and congestion control, the SES
+//! configuration both sides build from it, and its JSON form for the two-process runs.
+
+use std::time::Duration;
+
+use nicsim::LinkConfig;
+use serde_json::{Value, json};
+use ses::key::IDEMPOTENT_SAFE;
+use ses::{DeliveryMode, EpType};
+
+use super::tss::tss_domain;
+use crate::perf::remote::RemoteError;
+use engine::datapath::Datapath;
+use engine::uet::UetNode;
+
+/// UET operations.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UetOp {
+    /// SEND.
+    Send,
+    /// TAGGED_SEND.
+    Tsend,
+    /// WRITE.
+    Write,
+    /// READ.
+    Read,
+    /// FETCHING_ATOMIC SUM on a UINT64 (fetch-and-add).
+    FetchAdd,
+    /// FETCHING_ATOMIC CSWAP on a UINT64 with the compare-and-swap extension.
+    CmpSwap,
+}
+
+impl UetOp {
+    pub(super) fn is_atomic(self) -> bool {
+        matches!(self, UetOp::FetchAdd | UetOp::CmpSwap)
+    }
+
+    pub(super) fn uses_region(self) -> bool {
+        !matches!(self, UetOp::Send | UetOp::Tsend)
+    }
+}
+
+/// What to run.
+#[derive(Debug, Clone, Copy)]
+pub struct UetPerfConfig {
+    /// Operation.
+    pub op: UetOp,
+    /// Delivery mode.
+    pub transport: DeliveryMode,
+    /// Bandwidth or latency.
+    pub lat: bool,
+    /// Message size.
+    pub size: usize,
+    /// Messages.
+    pub iters: u64,
+    /// Operations in flight (bandwidth mode).
+    pub depth: usize,
+    /// Payload bytes per packet.
+    pub max_payload: usize,
+    /// The simulated link, both directions (in-process runs).
+    pub link: LinkConfig,
+    /// Seed of the network and the endpoints.
+    pub seed: u64,
+    /// PDS retry limit.
+    pub max_retries: u32,
+    /// Seal every packet with TSS.
+    pub tss: bool,
+    /// Congestion control of the PDCs.
+    pub cc: UetCc,
+    /// The line rate congestion control assumes, bits per second.
+    pub cc_bps: u64,
+    /// The unloaded round-trip time congestion control assumes.
+    pub cc_rtt: Duration,
+}
+
+/// Congestion control of a UET perf run (`pds::cc` NSCC, `pds::credit` RCCC).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum UetCc {
+    /// The PDS window alone.
+    #[default]
+    None,
+    /// Sender windows from delay and ECN; senders mark ECT(0).
+    Nscc,
+    /// Receiver-granted credit.
+    Rccc,
+}
+
+impl UetPerfConfig {
+    /// Why the combination cannot run, if it cannot.
+    pub fn check(&self) -> Result<(), &'static str> {
+        match (self.transport, self.op) {
+            (DeliveryMode::Rudi, UetOp::Send | UetOp::Tsend) => {
+                Err("RUDI carries idempotent RMA: write or read")
+            }
+            (DeliveryMode::Uud, UetOp::Write | UetOp::Read) => Err("UUD carries datagram sends: send"),
+            (DeliveryMode::Uud, UetOp::Tsend) => Err("UUD carries untagged datagram sends: send"),
+            (DeliveryMode::Rudi | DeliveryMode::Uud, UetOp::FetchAdd | UetOp::CmpSwap) => {
+                Err("atomics are not idempotent: rud or rod")
+            }
+            (_, UetOp::FetchAdd | UetOp::CmpSwap) if self.size != 8 => Err("atomics move 8 bytes (UINT64)"),
+            (DeliveryMode::Rudi | DeliveryMode::Uud, _) if self.cc != UetCc::None => {
+                Err("congestion control runs on PDCs: rud or rod")
+            }
+            (DeliveryMode::Uud, _) if self.size > self.max_payload => {
+                Err("a UUD datagram must fit one packet")
+            }
+            _ if self.size > 1 << 30 => Err("messages are at most 1 GiB"),
+            _ if self.max_payload == 0 || self.max_payload > 16383 => {
+                Err("payload per packet is 1 to 16383 bytes")
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Puts a node of this run in the run's secure domain (`--tss`) and has it mark ECT(0) when
+    /// NSCC runs.
+    pub(super) fn secure_and_mark<D: Datapath>(&self, node: &mut UetNode<D>) {
+        if self.tss {
+            node.enable_tss(tss_domain(self.seed));
+        }
+        node.set_ecn(self.cc == UetCc::Nscc);
+    }
+
+    /// Operations kept in flight: one in latency mode; `depth`, but, as the RC runs do, no more
+    /// messages than the PDS window carries plus two (see [`crate::perf::window_slots`]).
+    pub fn depth(&self) -> usize {
+        if self.lat {
+            return 1;
+        }
+        let window = self.ses_config().pds.window as usize;
+        crate::perf::window_slots(window, self.depth.max(1), self.size, self.max_payload)
+    }
+
+    pub(super) fn key(&self) -> u64 {
+        if self.transport == DeliveryMode::Rudi { KEY | IDEMPOTENT_SAFE } else { KEY }
+    }
+
+    pub(super) fn receives(&self) -> bool {
+        matches!(self.op, UetOp::Send | UetOp::Tsend)
+    }
+
+    pub(super) fn ses_config(&self) -> ses::Config {
+        let mut pds = pds::Config { max_retries: self.max_retries, ..pds::Config::default() };
+        let mtu = (self.max_payload + 128) as u64;
+        match self.cc {
+            UetCc::None => {}
+            UetCc::Nscc => {
+                let mss = mtu as usize;
+                pds.cc = Some(pds::cc::NsccConfig { link_bps: self.cc_bps, base_rtt: self.cc_rtt, mss });
+                // NSCC needs an RTT sample per packet: ACK each (see pds::cc).
+                pds.ack_every = 1;
+            }
+            UetCc::Rccc => {
+                let mut rc = pds::credit::RcccConfig::new(self.cc_bps, self.cc_rtt, mtu);
+                if self.tss {
+                    // The TSS header of a domain without SSI, and the ICV.
+                    rc.overhead += (12 + wire::uet::tss::ICV_LEN) as u64;
+                }
+                pds.rccc = Some(rc);
+            }
+        }
+        let ep_type = if self.transport == DeliveryMode::Uud { EpType::Dgram } else { EpType::Rdm };
+        ses::Config { pds, ep_type, max_payload: self.max_payload, initiator: 1, ..ses::Config::default() }
+    }
+
+    pub(super) fn to_json(self) -> Value {
+        json!({
+            "op": format!("{:?}", self.op),
+            "transport": format!("{:?}", self.transport),
+            "lat": self.lat,
+            "size": self.size,
+            "iters": self.iters,
+            "depth": self.depth,
+            "max_payload": self.max_payload,
+            "seed": self.seed,
+            "max_retries": self.max_retries,
+            "tss": self.tss,
+            "cc": format!("{:?}", self.cc),
+            "cc_bps": self.cc_bps,
+            "cc_rtt_ns": self.cc_rtt.as_nanos() as u64,
+        })
+    }
+
+    pub(super) fn from_json(v: &Value) -> Result<UetPerfConfig, RemoteError> {
+        let n = |k: &str| v[k].as_u64().ok_or_else(|| RemoteError(format!("the client's test lacks {k}")));
+        let op = match v["op"].as_str() {
+            Some("Send") => UetOp::Send,
+            Some("Tsend") => UetOp::Tsend,
+            Some("Write") => UetOp::Write,
+            Some("Read") => UetOp::Read,
+            Some("FetchAdd") => UetOp::FetchAdd,
+            Some("CmpSwap") => UetOp::CmpSwap,
+            _ => return Err(RemoteError("the client asked for an unknown operation".into())),
+        };
+        let transport = match v["transport"].as_str() {
+            Some("Rud") => DeliveryMode::Rud,
+            Some("Rod") => DeliveryMode::Rod,
+            Some("Rudi") => DeliveryMode::Rudi,
+            Some("Uud") => DeliveryMode::Uud,
+            _ => return Err(RemoteError("the client asked for an unknown transport".into())),
+        };
+        let cfg = UetPerfConfig {
+            op,
+            transport,
+            lat: v["lat"].as_bool().unwrap_or(false),
+            size: n("size")? as usize,
+            iters: n("iters")?,
+            depth: n("depth")? as usize,
+            max_payload: n("max_payload")? as usize,
+            link: LinkConfig::default(),
+            seed: n("seed")?,
+            max_retries: n("max_retries")? as u32,
+            tss: v["tss"].as_bool().unwrap_or(false),
+            cc: match v["cc"].as_str() {
+                None | Some("None") => UetCc::None,
+                Some("Nscc") => UetCc::Nscc,
+                Some("Rccc") => UetCc::Rccc,
+                Some(_) => {
+                    return Err(RemoteError("the client asked for an unknown congestion control".into()));
+                }
+            },
+            cc_bps: v["cc_bps"].as_u64().unwrap_or(100_000_000_000),
+            cc_rtt: Duration::from_nanos(v["cc_rtt_ns"].as_u64().unwrap_or(20_000)),
+        };
+        cfg.check().map_err(|e| RemoteError(e.into()))?;
+        Ok(cfg)
+    }
+}
+
+pub(super) const TAG: u64 = 0x5EED_0000_0000_0001;
+const KEY: u64 = 0x1000;

@@ -1,0 +1,297 @@
+//! A UET perf run with one side per process over kernel UDP or AF_XDP, meeting on TCP like the RoCE
+//! runs of [`crate::perf::remote`]: the client sends the test as JSON, runs the initiator and
+//! collects the server's checks.
+
+use std::io::{BufRead, BufReader, Write};
+use std::net::{Ipv4Addr, TcpStream};
+use std::time::{Duration, Instant};
+
+use hdrhistogram::Histogram;
+use serde_json::{Value, json};
+
+use super::config::{UetOp, UetPerfConfig};
+use super::report::counters_line;
+use super::sides::{Initiator, Target};
+use crate::perf::remote::{Backend, Link, RemoteError};
+use crate::perf::{BwRow, LatRow};
+use engine::datapath::Datapath;
+use engine::datapath::afxdp::{AfXdpPort, XdpMode};
+use engine::datapath::udp::{RxIcrc, UdpPort};
+use engine::datapath::wrap::{Capture, CaptureLog, Faulty};
+use engine::uet::UetNode;
+
+/// What a two-process run found (the client's view, with the server's checks).
+#[derive(Default)]
+pub struct RemoteOutcome {
+    /// Bandwidth row (bandwidth mode).
+    pub bw: Option<BwRow>,
+    /// Latency row (latency mode).
+    pub lat: Option<LatRow>,
+    /// Messages checked on both sides.
+    pub verified: u64,
+    /// Failed checks and error completions on both sides.
+    pub errors: u64,
+    /// UUD datagrams that never arrived.
+    pub lost: u64,
+    /// This side's counters.
+    pub counters: String,
+    /// Frames this side sent and received, when capturing.
+    pub capture: Option<CaptureLog>,
+}
+
+fn err(e: impl std::fmt::Display) -> RemoteError {
+    RemoteError(e.to_string())
+}
+
+fn send_json(s: &mut TcpStream, v: &Value) -> Result<(), RemoteError> {
+    let mut line = v.to_string();
+    line.push('\n');
+    s.write_all(line.as_bytes()).map_err(err)
+}
+
+/// Reads whole JSON lines from a non-blocking stream into `buf`; returns those complete.
+fn poll_json(stream: &mut TcpStream, buf: &mut Vec<u8>) -> Result<Vec<Value>, RemoteError> {
+    let mut chunk = [0u8; 4096];
+    let mut closed = false;
+    loop {
+        match std::io::Read::read(stream, &mut chunk) {
+            Ok(0) => {
+                closed = true;
+                break;
+            }
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+            Err(e) => return Err(err(e)),
+        }
+    }
+    let mut out = Vec::new();
+    while let Some(at) = buf.iter().position(|&b| b == b'\n') {
+        let line: Vec<u8> = buf.drain(..=at).collect();
+        out.push(
+            serde_json::from_slice(&line)
+                .map_err(|e| RemoteError(format!("bad message from the peer: {e}")))?,
+        );
+    }
+    if closed && out.is_empty() {
+        return Err(RemoteError("the peer closed the connection".into()));
+    }
+    Ok(out)
+}
+
+/// Runs `f` with this side's UET node on `link`'s datapath (UDP port 4793, or AF_XDP steering
+/// UDP 4793), with its egress faults and capture.
+fn with_node<R>(
+    link: &Link,
+    cfg: &UetPerfConfig,
+    seed: u64,
+    f: &mut dyn FnMut(UetNodeAny) -> Result<R, RemoteError>,
+) -> Result<R, RemoteError> {
+    let port = wire::uet::UDP_PORT;
+    let ses = ses::Endpoint::new(cfg.ses_config(), seed);
+    match &link.backend {
+        Backend::Udp => {
+            let p = UdpPort::bind(link.local, port, RxIcrc::Verify)
+                .map_err(|e| RemoteError(format!("binding {}:{port}: {e}", link.local)))?;
+            let dp = Capture::new(Faulty::new(p, link.tx_faults, link.seed));
+            let log = link.capture.then(|| dp.log());
+            // The kernel checked the UDP checksum (and sends none we could check): accept 0.
+            let mut node = UetNode::new(dp, ses, false).map_err(err)?;
+            cfg.secure_and_mark(&mut node);
+            f(UetNodeAny::Udp(Box::new(node), log))
+        }
+        Backend::AfXdp { dev, queue, driver } => {
+            let mode = if *driver { XdpMode::Driver } else { XdpMode::Generic };
+            let p = AfXdpPort::open_port(dev, *queue, link.local, mode, port)
+                .map_err(|e| RemoteError(format!("AF_XDP on {dev} queue {queue}: {e}")))?;
+            let dp = Capture::new(Faulty::new(p, link.tx_faults, link.seed));
+            let log = link.capture.then(|| dp.log());
+            let mut node = UetNode::new(dp, ses, true).map_err(err)?;
+            cfg.secure_and_mark(&mut node);
+            f(UetNodeAny::AfXdp(Box::new(node), log))
+        }
+    }
+}
+
+/// A node on one of the real datapaths.
+enum UetNodeAny {
+    /// Kernel UDP.
+    Udp(Box<UetNode<Capture<Faulty<UdpPort>>>>, Option<CaptureLog>),
+    /// AF_XDP.
+    AfXdp(Box<UetNode<Capture<Faulty<AfXdpPort>>>>, Option<CaptureLog>),
+}
+
+impl std::fmt::Debug for UetNodeAny {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            UetNodeAny::Udp(..) => "UetNodeAny::Udp",
+            UetNodeAny::AfXdp(..) => "UetNodeAny::AfXdp",
+        })
+    }
+}
+
+/// Waits for one client on `link`'s TCP port, takes its test, serves it, and reports its checks.
+pub fn serve(link: &Link) -> Result<(UetPerfConfig, RemoteOutcome), RemoteError> {
+    let (mut stream, mut reader) = crate::perf::remote::accept_one(link)?;
+    let mut line = String::new();
+    reader.read_line(&mut line).map_err(err)?;
+    let hello: Value =
+        serde_json::from_str(&line).map_err(|e| RemoteError(format!("bad test from the client: {e}")))?;
+    let cfg = UetPerfConfig::from_json(&hello["uet"])?;
+    let out = with_node(link, &cfg, cfg.seed * 2 + 1, &mut |any| match any {
+        UetNodeAny::Udp(node, log) => serve_on(*node, log, cfg, &mut stream),
+        UetNodeAny::AfXdp(node, log) => serve_on(*node, log, cfg, &mut stream),
+    })?;
+    Ok((cfg, out))
+}
+
+fn serve_on<D: Datapath>(
+    node: UetNode<D>,
+    capture: Option<CaptureLog>,
+    cfg: UetPerfConfig,
+    stream: &mut TcpStream,
+) -> Result<RemoteOutcome, RemoteError> {
+    let mut t = Target::new(node, cfg).map_err(err)?;
+    send_json(stream, &json!({"ready": true}))?;
+    stream.set_nonblocking(true).map_err(err)?;
+    let mut buf = Vec::new();
+    let mut last_heard = Instant::now();
+    let done = loop {
+        let moved = t.node.progress();
+        t.drain();
+        if let Some(v) = poll_json(stream, &mut buf)?.into_iter().find(|v| v.get("done").is_some()) {
+            break v;
+        }
+        // Busy polling, as the RoCE runs do: a yield would hand the core to any other busy
+        // process for a whole time slice (milliseconds of latency).
+        if moved {
+            last_heard = Instant::now();
+        } else if last_heard.elapsed() > Duration::from_secs(60) {
+            return Err(RemoteError("nothing happened for 60 s".into()));
+        }
+    };
+    // Datagrams in flight when the client finished may still arrive; answer retransmissions.
+    let until = Instant::now() + Duration::from_millis(300);
+    while Instant::now() < until {
+        t.node.progress();
+        t.drain();
+    }
+    if cfg.op == UetOp::Write || cfg.op.is_atomic() {
+        // Writes: the last message written to each slot; atomics: each slot's expected value.
+        for pair in done["done"]["last"].as_array().into_iter().flatten() {
+            let (slot, i) = (pair[0].as_u64().unwrap_or(u64::MAX) as usize, pair[1].as_u64().unwrap_or(0));
+            let ok = if cfg.op.is_atomic() { t.slot_value(slot) == Some(i) } else { t.slot_holds(slot, i) };
+            if ok {
+                t.verified += 1;
+            } else {
+                t.errors += 1;
+            }
+        }
+    }
+    let lost = if cfg.receives() { cfg.iters.saturating_sub(t.received) } else { 0 };
+    let result = json!({"verified": t.verified, "errors": t.errors, "received": t.received, "lost": lost});
+    stream.set_nonblocking(false).map_err(err)?;
+    send_json(stream, &json!({ "result": result }))?;
+    let counters = counters_line("server", &mut t.node);
+    Ok(RemoteOutcome {
+        verified: t.verified,
+        errors: t.errors,
+        lost,
+        counters,
+        capture,
+        ..RemoteOutcome::default()
+    })
+}
+
+/// Connects to a server, gives it the test, runs it and collects both sides' checks.
+pub fn run_client(host: &str, link: &Link, cfg: &UetPerfConfig) -> Result<RemoteOutcome, RemoteError> {
+    let stream = crate::perf::remote::connect_retry(host, link.tcp_port)?;
+    let server_ip = match stream.peer_addr().map_err(err)?.ip() {
+        std::net::IpAddr::V4(v4) => v4,
+        std::net::IpAddr::V6(_) => return Err(RemoteError("UET runs use IPv4".into())),
+    };
+    let mut stream = stream;
+    send_json(&mut stream, &json!({ "uet": cfg.to_json() }))?;
+    let mut reader = BufReader::new(stream.try_clone().map_err(err)?);
+    let mut line = String::new();
+    reader.read_line(&mut line).map_err(err)?;
+    if !line.contains("ready") {
+        return Err(RemoteError(format!("the server did not start the test: {}", line.trim())));
+    }
+    with_node(link, cfg, cfg.seed * 2, &mut |any| match any {
+        UetNodeAny::Udp(node, log) => client_on(*node, log, *cfg, server_ip, &mut stream),
+        UetNodeAny::AfXdp(node, log) => client_on(*node, log, *cfg, server_ip, &mut stream),
+    })
+}
+
+fn client_on<D: Datapath>(
+    node: UetNode<D>,
+    capture: Option<CaptureLog>,
+    cfg: UetPerfConfig,
+    server: Ipv4Addr,
+    stream: &mut TcpStream,
+) -> Result<RemoteOutcome, RemoteError> {
+    let mut a = Initiator::new(node, cfg, server);
+    let (iters, depth) = (cfg.iters, cfg.depth() as u64);
+    let (mut posted, mut completed) = (0u64, 0u64);
+    let mut hist = Histogram::<u64>::new_with_bounds(1, 3_600_000_000_000, 3).map_err(err)?;
+    let start = Instant::now();
+    let mut last_progress = Instant::now();
+    let mut posted_at = Instant::now();
+    while completed < iters {
+        while posted < iters && posted - completed < depth {
+            a.post(posted).map_err(err)?;
+            posted += 1;
+            posted_at = Instant::now();
+        }
+        let moved = a.node.progress();
+        while let Some(c) = a.node.ses().poll_completion() {
+            a.complete(&c);
+            completed += 1;
+            if cfg.lat {
+                hist.saturating_record(posted_at.elapsed().as_nanos().max(1) as u64);
+            }
+            last_progress = Instant::now();
+        }
+        if !moved && last_progress.elapsed() > Duration::from_secs(60) {
+            return Err(RemoteError(format!("nothing completed for 60 s ({completed} of {iters})")));
+        }
+    }
+    let wall = start.elapsed();
+    let last: Vec<Value> = if cfg.op.is_atomic() {
+        a.expected.iter().enumerate().map(|(s, v)| json!([s, v])).collect()
+    } else {
+        a.last_write.iter().enumerate().filter_map(|(s, i)| i.map(|i| json!([s, i]))).collect()
+    };
+    send_json(stream, &json!({"done": {"last": last}}))?;
+    stream.set_nonblocking(true).map_err(err)?;
+    let mut buf = Vec::new();
+    let result = loop {
+        a.node.progress();
+        if let Some(v) = poll_json(stream, &mut buf)?.into_iter().find(|v| v.get("result").is_some()) {
+            break v["result"].clone();
+        }
+        if start.elapsed() > wall + Duration::from_secs(60) {
+            return Err(RemoteError("the server did not report".into()));
+        }
+        std::thread::yield_now();
+    };
+    let n = |k: &str| result[k].as_u64().unwrap_or(0);
+    let verified = a.verified + n("verified");
+    let errors = a.errors + n("errors");
+    let lost = n("lost");
+    let mut out = RemoteOutcome {
+        verified,
+        errors,
+        lost,
+        counters: counters_line("client", &mut a.node),
+        capture,
+        ..RemoteOutcome::default()
+    };
+    if cfg.lat {
+        out.lat =
+            Some(LatRow { size: cfg.size, wall_ns: hist.clone(), virtual_ns: hist, verified, errors, lost });
+    } else {
+        out.bw = Some(BwRow::measured(cfg.size, iters, wall, Duration::ZERO, verified, errors, lost));
+    }
+    Ok(out)
+}

@@ -1,0 +1,36 @@
+//! A UET node's counters as a perf run prints them.
+
+use engine::datapath::Datapath;
+use engine::uet::UetNode;
+
+/// One line of a node's frame and PDS counters.
+pub fn counters_line<D: Datapath>(name: &str, n: &mut UetNode<D>) -> String {
+    let f = n.stats();
+    let p = *n.ses().pds().stats();
+    let s = *n.ses().stats();
+    let tss = n.tss().map_or(String::new(), |d| {
+        let t = d.stats();
+        format!(
+            "; TSS sealed {} opened {} auth failures {} replays {} old epochs {}",
+            t.sealed, t.opened, t.auth_failures, t.replays, t.old_epochs
+        )
+    });
+    format!(
+        " {name}: frames tx {} rx {} (bad {}); PDS packets tx {} retransmits {} (SACK/NACK {}, timer {}) ACKs {} NACKs {}; rx duplicates {} out-of-order drops {}; SES rendezvous sent {} read {}, deferred {} restarted {}{tss}",
+        f.tx_frames,
+        f.rx_frames,
+        f.rx_bad,
+        p.tx_packets,
+        p.tx_retransmits,
+        p.fast_retransmits,
+        p.timeouts,
+        p.tx_acks,
+        p.tx_nacks,
+        p.rx_duplicates,
+        p.rx_out_of_order,
+        s.rendezvous_sent,
+        s.rendezvous_reads,
+        s.deferred,
+        s.restarts
+    )
+}
