@@ -10,7 +10,8 @@
 //! returned again and again at the same instant and the loop would spin; with the rule the endpoint
 //! sees it once per nanosecond instead (the pds tests assert it never happens).
 
-use crate::{LinkConfig, Network, PortId};
+use crate::link::LinkConfig;
+use crate::network::{Network, PortId};
 use std::convert::Infallible;
 use std::time::Duration;
 

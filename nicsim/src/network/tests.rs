@@ -1,4 +1,5 @@
 use super::*;
+use crate::link::jain;
 
 const A: [u8; 6] = [2, 0, 0, 0, 0, 1];
 const B: [u8; 6] = [2, 0, 0, 0, 0, 2];
