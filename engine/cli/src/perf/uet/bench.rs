@@ -27,6 +27,30 @@ impl std::fmt::Debug for UetBench {
     }
 }
 
+/// A pass is one round of both nodes.
+impl nicsim::System for UetBench {
+    type Error = std::convert::Infallible;
+
+    fn pass(&mut self) -> Result<bool, Self::Error> {
+        Ok(self.a.node.progress() | self.b.node.progress())
+    }
+
+    fn next_event(&self) -> Option<Duration> {
+        [self.net.next_event(), self.a.node.poll_timeout(), self.b.node.poll_timeout()]
+            .into_iter()
+            .flatten()
+            .min()
+    }
+
+    fn now(&self) -> Duration {
+        self.net.now()
+    }
+
+    fn advance_to(&mut self, t: Duration) {
+        self.net.advance_to(t);
+    }
+}
+
 impl UetBench {
     /// Builds the two nodes.
     pub fn new(cfg: UetPerfConfig) -> Result<UetBench, PerfError> {
@@ -67,19 +91,11 @@ impl UetBench {
         self.net.with(|n| n.take_tap())
     }
 
-    /// One round of both nodes, then virtual time moves to the next event if nothing moved;
-    /// `false` when nothing can happen any more.
+    /// One round of both nodes, then virtual time moves to the next event if nothing moved
+    /// ([`nicsim::step`]); `false` when nothing can happen any more.
     fn step(&mut self) -> bool {
-        if self.a.node.progress() | self.b.node.progress() {
-            return true;
-        }
-        let next = [self.net.next_event(), self.a.node.poll_timeout(), self.b.node.poll_timeout()]
-            .into_iter()
-            .flatten()
-            .min();
-        let Some(t) = next else { return false };
-        self.net.advance_to(t.max(self.net.now() + Duration::from_nanos(1)));
-        true
+        let Ok(moved) = nicsim::step(self);
+        moved
     }
 
     /// Takes the initiator's completions (checking WRITEs against the target's region); returns
