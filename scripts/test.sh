@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# The project's test command: formatting, lints with warnings denied, and the whole test suite.
+# The project's test command: formatting, lints with warnings denied, the layout rules of
+# ARCHITECTURE.md (scripts/layers.py), and the whole test suite.
 # Ends with one line "tests: N passed, M failed, K ignored" summed over every test binary.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo fmt --all --check
 cargo clippy --workspace --all-targets -- -D warnings
+python3 scripts/layers.py
 mkdir -p target
 log=target/test-log.txt
 set +e

@@ -1,6 +1,12 @@
-//! softrdma engine: the RoCEv2 transports (RC, UC, UD) as sans-IO state machines behind a
-//! verbs-shaped API, UET endpoints and a libfabric-shaped provider over them, the datapaths they
-//! run on (the simulated network, kernel UDP, AF_XDP) and the progress engine that drives them.
+//! softrdma engine, by layer (ARCHITECTURE.md; every arrow points down):
+//! - transport core: [`roce`], the RoCEv2 RC/UC/UD queue pair as a sans-IO state machine, with its
+//!   own vocabulary (work requests, completions, the memory table, [`roce::VerbsError`]); the UET
+//!   cores are the `pds`, `ses` and `tss` crates;
+//! - runtime: [`verbs::Context`] (a device: memory, QPs, CQs and `progress`), [`uet::UetNode`] (UET
+//!   on a datapath), [`progress`] (the progress thread), [`simpair`] (two devices on a cable);
+//! - APIs: [`verbs`] (Rust verbs) and [`provider`] (libfabric-shaped, over UET);
+//! - datapaths: [`datapath`] (the simulated network, kernel UDP, AF_XDP, and decorators).
+//!
 //! The `softrdma` command-line tool and its perf, decode and capture code live in `engine/cli`.
 
 pub mod datapath;

@@ -1,4 +1,6 @@
 //! The UET Packet Delivery Sublayer (PDS) as a sans-IO state machine (`../shared/spec/uet-wire.md` §2).
+//! A transport core (ARCHITECTURE.md): it depends on `wire` alone; `ses` sits on it and the engine's
+//! `UetNode` drives it.
 //!
 //! An [`Endpoint`] is one fabric endpoint's PDS. It never reads a clock, sleeps or does I/O: the caller
 //! passes `now`, feeds received PDS packets in with [`Endpoint::handle_packet`] (the bytes after UDP,

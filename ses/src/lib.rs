@@ -1,5 +1,6 @@
 //! The UET Semantic Sublayer (SES), messaging and RMA, as a sans-IO state machine over the PDS
-//! (`../shared/spec/uet-wire.md` §3, `../shared/spec/uet-libfabric.md`).
+//! (`../shared/spec/uet-wire.md` §3, `../shared/spec/uet-libfabric.md`). A transport core
+//! (ARCHITECTURE.md): it depends on `wire` and `pds`; the engine's `UetNode` and provider sit on it.
 //!
 //! An [`Endpoint`] owns a [`pds::Endpoint`] and turns operations into SES requests: SEND and
 //! TAGGED_SEND segmented with SOM/EOM, `message_id`, `payload_length`/`message_offset` and

@@ -2,7 +2,8 @@
 //! sealing with a 16-byte ICV ([`aead`], through `aws-lc-rs`, chosen by measurement), the SP 800-108
 //! counter-mode KDF with AES-CMAC-256 ([`kdf`]), and secure domains ([`domain`]): two keys by AN,
 //! the three key modes, the never-repeating TSC, implicit rekeying, epoch rejection, replay window
-//! and the authentication-failure latch.
+//! and the authentication-failure latch. A transport core (ARCHITECTURE.md): it depends on `wire`
+//! alone; the engine's `UetNode` seals and opens frames with it.
 
 pub mod aead;
 pub mod domain;

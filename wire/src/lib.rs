@@ -1,4 +1,6 @@
-//! Zero-copy codecs for RoCEv2 and (later) Ultra Ethernet Transport.
+//! Zero-copy codecs for RoCEv2 and Ultra Ethernet Transport: the bottom layer of softrdma
+//! (ARCHITECTURE.md). Every other crate builds and parses headers through it, and each protocol
+//! constant (ports, protocol numbers, header lengths) is defined here once.
 //!
 //! The style follows smoltcp's `wire` module: every header has a `Packet<T: AsRef<[u8]>>` view whose
 //! `new_checked` validates the buffer length once, after which no accessor panics, and a `Repr` with
