@@ -5,6 +5,8 @@
 - No import cycle between the files of a library crate: every `use` and every `crate::`/`super::`/
   `self::`/child-module path in a file is resolved (through `pub use` re-exports) to the file that
   defines the item, and the graph of those file-to-file edges must have no cycle.
+- The engine library depends on none of the CLI-only crates (clap, anyhow, serde_json,
+  hdrhistogram), by `cargo tree -p engine -e normal`.
 - Layer rules between modules: the RoCE core (engine/src/roce) imports nothing of the verbs API, the
   runtime or the datapaths; no datapath imports the APIs or the runtime; the real datapaths (udp,
   afxdp) import nothing of the simulator.
@@ -14,11 +16,15 @@ Prints what it finds; exits 1 on any violation. `--graph CRATE_DIR` prints one c
 
 import os
 import re
+import subprocess
 import sys
 from collections import defaultdict
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MAX_LINES = 900
+
+# Dependencies only the tool (engine/cli) may have; `cargo tree -p engine -e normal` must not show them.
+CLI_ONLY = ["clap", "anyhow", "serde_json", "hdrhistogram"]
 
 # Library crates (their src/ trees), relative to the root.
 LIB_CRATES = ["wire", "nicsim", "pds", "ses", "tss", "engine", "engine/cli", "engine/frame"]
@@ -130,24 +136,25 @@ class Crate:
         self.rel = rel
         self.src = os.path.join(ROOT, rel, "src")
         self.files = {}  # module path tuple -> file path
-        for d, _, names in os.walk(self.src):
-            for name in names:
-                if not name.endswith(".rs"):
-                    continue
-                path = os.path.join(d, name)
-                relp = os.path.relpath(path, self.src)[:-3].split(os.sep)
-                if relp == ["lib"]:
-                    mod = ()
-                elif relp == ["main"] or relp[0] == "bin":
-                    continue
-                elif relp[-1] == "mod":
-                    mod = tuple(relp[:-1])
-                else:
-                    mod = tuple(relp)
-                self.files[mod] = path
+        self._walk((), os.path.join(self.src, "lib.rs"))
         self.text = {m: strip(open(p).read()) for m, p in self.files.items()}
         self.defs = {m: set(g[1] for g in ITEM_RE.findall(t)) for m, t in self.text.items()}
         self.reexports = {m: self._reexports(m) for m in self.files}
+
+    def _walk(self, mod, path):
+        """The library's files: lib.rs and every file a `mod NAME;` reaches from it (so the modules
+        of the binary, declared from main.rs, are not the library's)."""
+        self.files[mod] = path
+        base = os.path.dirname(path)
+        stem = os.path.basename(path)[:-3]
+        if stem not in ("lib", "mod", "main"):
+            base = os.path.join(base, stem)
+        for m in re.finditer(r"^\s*(?:pub(?:\([^)]*\))?\s+)?mod\s+([A-Za-z_0-9]+)\s*;", strip(open(path).read()), re.M):
+            name = m.group(1)
+            for child in (os.path.join(base, name + ".rs"), os.path.join(base, name, "mod.rs")):
+                if os.path.exists(child):
+                    self._walk(mod + (name,), child)
+                    break
 
     def _reexports(self, mod):
         """name -> full module path of what a file's `pub use` brings in."""
@@ -310,7 +317,8 @@ def main():
         return 0
     # File sizes, every Rust file in the tree.
     for d, dirs, names in os.walk(ROOT):
-        dirs[:] = [x for x in dirs if x not in ("target", ".git", "corpus", "artifacts")]
+        rel_d = os.path.relpath(d, ROOT)
+        dirs[:] = [x for x in dirs if x not in ("target", ".git") and os.path.join(rel_d, x) not in ("fuzz/corpus", "fuzz/artifacts")]
         for name in names:
             if name.endswith(".rs"):
                 p = os.path.join(d, name)
@@ -343,6 +351,16 @@ def main():
                     if forbidden.search(m.group(1)):
                         print(f"layers: {path} uses {m.group(1)}: {why}")
                         bad += 1
+    # The engine library needs none of the CLI's dependencies.
+    tree = subprocess.run(["cargo", "tree", "-q", "-p", "engine", "-e", "normal", "--prefix", "none"],
+                          cwd=ROOT, capture_output=True, text=True)
+    if tree.returncode != 0:
+        print(f"layers: cargo tree failed: {tree.stderr.strip()}")
+        bad += 1
+    for dep in CLI_ONLY:
+        if any(line.split(" ")[0] == dep for line in tree.stdout.splitlines()):
+            print(f"layers: the engine library depends on {dep}, which only the CLI (engine/cli) may use")
+            bad += 1
     print("layers: ok" if bad == 0 else f"layers: {bad} violation(s)")
     return 1 if bad else 0
 
