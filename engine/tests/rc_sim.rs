@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::splitmix;
+use common::{line, splitmix};
 use engine::simpair::{PairConfig, SimPair};
 use engine::verbs::{Access, Mr, Mtu, RecvWr, SendWr, Sge, WcOpcode, WcStatus, WorkCompletion, WrOpcode};
 use nicsim::LinkConfig;
@@ -274,23 +274,19 @@ fn sweep_with(
     eprintln!("{name}: {} seeds ok, longest run {longest:?} of virtual time", seeds.len());
 }
 
-fn lossy(loss: f64) -> LinkConfig {
-    LinkConfig { loss, ..LinkConfig::default() }
-}
-
 #[test]
 fn clean_link() {
-    sweep("loss 0%", lossy(0.0), 0..200);
+    sweep("loss 0%", line("loss 0%"), 0..200);
 }
 
 #[test]
 fn loss_1_percent() {
-    sweep("loss 1%", lossy(0.01), 1000..1200);
+    sweep("loss 1%", line("loss 1%"), 1000..1200);
 }
 
 #[test]
 fn loss_10_percent() {
-    sweep("loss 10%", lossy(0.10), 2000..2200);
+    sweep("loss 10%", line("loss 10%"), 2000..2200);
 }
 
 /// At 30% loss each way a retry round trip fails about half the time, so seven retries without
@@ -298,7 +294,7 @@ fn loss_10_percent() {
 /// uses the `max_retries` extension (32 retries: a 0.51^32 ~ 4e-10 chance per stall).
 #[test]
 fn loss_30_percent() {
-    sweep_with("loss 30%", lossy(0.30), 3000..3200, Some(32), false);
+    sweep_with("loss 30%", line("loss 30%"), 3000..3200, Some(32), false);
 }
 
 /// The same runs with verbs' retry_cnt = 7: every message completes exactly once or the QP fails
@@ -308,7 +304,7 @@ fn loss_30_percent_spec_retry_count() {
     let mut exhausted = 0;
     for seed in 3000..3200 {
         let mtu = [Mtu::Mtu256, Mtu::Mtu1024, Mtu::Mtu4096][(seed % 3) as usize];
-        if let Err(e) = run(seed, lossy(0.30), mtu, None, false) {
+        if let Err(e) = run(seed, line("loss 30%"), mtu, None, false) {
             assert!(e.contains("RetryExcErr") || e.contains("WrFlushErr"), "seed {seed}: {e}");
             exhausted += 1;
         }
@@ -318,19 +314,17 @@ fn loss_30_percent_spec_retry_count() {
 
 #[test]
 fn reordering() {
-    let link =
-        LinkConfig { reorder: 0.2, reorder_window: Duration::from_micros(20), ..LinkConfig::default() };
-    sweep("reorder 20%", link, 4000..4200);
+    sweep("reorder 20%", line("reorder 20%"), 4000..4200);
 }
 
 #[test]
 fn duplication() {
-    sweep("duplicate 20%", LinkConfig { duplicate: 0.2, ..LinkConfig::default() }, 5000..5200);
+    sweep("duplicate 20%", line("duplicate 20%"), 5000..5200);
 }
 
 #[test]
 fn corruption_is_dropped_by_icrc() {
-    sweep("corrupt 10%", LinkConfig { corrupt: 0.1, ..LinkConfig::default() }, 6000..6200);
+    sweep("corrupt 10%", line("corrupt 10%"), 6000..6200);
 }
 
 #[test]
@@ -352,10 +346,10 @@ fn everything_at_once() {
 #[test]
 fn srq_at_every_loss_rate_and_mixed_impairments() {
     for (name, link, seeds) in [
-        ("srq loss 0%", lossy(0.0), 8000..8200),
-        ("srq loss 1%", lossy(0.01), 8200..8400),
-        ("srq loss 10%", lossy(0.10), 8400..8600),
-        ("srq loss 30%", lossy(0.30), 8600..8800),
+        ("srq loss 0%", line("loss 0%"), 8000..8200),
+        ("srq loss 1%", line("loss 1%"), 8200..8400),
+        ("srq loss 10%", line("loss 10%"), 8400..8600),
+        ("srq loss 30%", line("loss 30%"), 8600..8800),
         (
             "srq mixed",
             LinkConfig { loss: 0.05, reorder: 0.1, duplicate: 0.05, corrupt: 0.05, ..LinkConfig::default() },

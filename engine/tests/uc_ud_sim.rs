@@ -220,15 +220,7 @@ fn sweep(name: &str, qp_type: QpType, srq: bool, link: LinkConfig, seeds: std::o
 /// nicsim's impairment matrix on the default 1 us cable without its last line ("all"), with the
 /// clean line named "loss 0%" and reordered frames held back by up to 20 us.
 fn grid() -> Vec<(&'static str, LinkConfig)> {
-    nicsim::impairments(LinkConfig::default())
-        .into_iter()
-        .filter(|&(name, _)| name != "all")
-        .map(|(name, link)| match name {
-            "clean" => ("loss 0%", link),
-            "reorder 20%" => (name, LinkConfig { reorder_window: Duration::from_micros(20), ..link }),
-            _ => (name, link),
-        })
-        .collect()
+    common::matrix()
 }
 
 #[test]

@@ -23,6 +23,28 @@ pub fn drain(p: &mut engine::simpair::SimPair, on_a: bool) -> Vec<engine::verbs:
     v
 }
 
+/// The impairment matrix the engine's RC, UC and UD sweeps run: `nicsim::impairments` on the
+/// default 1 us cable, its clean line named "loss 0%" and its reorder window 20 us (as the engine's
+/// sweeps always had); without the "all" line, which the RC sweep runs with its own mix.
+pub fn matrix() -> Vec<(&'static str, nicsim::LinkConfig)> {
+    nicsim::impairments(nicsim::LinkConfig::default())
+        .into_iter()
+        .filter(|&(name, _)| name != "all")
+        .map(|(name, link)| match name {
+            "clean" => ("loss 0%", link),
+            "reorder 20%" => {
+                (name, nicsim::LinkConfig { reorder_window: std::time::Duration::from_micros(20), ..link })
+            }
+            _ => (name, link),
+        })
+        .collect()
+}
+
+/// One line of [`matrix`] by name.
+pub fn line(name: &str) -> nicsim::LinkConfig {
+    matrix().into_iter().find(|&(n, _)| n == name).map(|(_, l)| l).expect("a line of the matrix")
+}
+
 /// Runs a pair for `d` of virtual time.
 pub fn run_for(p: &mut engine::simpair::SimPair, d: std::time::Duration) {
     let end = p.net.now() + d;
