@@ -49,6 +49,8 @@ pub struct PairConfig {
     pub sq_sig_all: bool,
     /// DCQCN on both sides' RC QPs (`None`: off).
     pub dcqcn: Option<crate::roce::dcqcn::DcqcnConfig>,
+    /// The RC requesters' send window (`None`: the QP's default, see `QpAttr::send_window`).
+    pub send_window: Option<crate::roce::SendWindow>,
 }
 
 impl Default for PairConfig {
@@ -73,6 +75,7 @@ impl Default for PairConfig {
             cq_depth: 4096,
             dcqcn: None,
             sq_sig_all: false,
+            send_window: None,
         }
     }
 }
@@ -239,6 +242,7 @@ pub fn connect(
         rnr_retry: Some(cfg.rnr_retry),
         max_rd_atomic: Some(cfg.max_rd_atomic),
         max_retries: cfg.max_retries,
+        send_window: cfg.send_window,
         ..QpAttr::default()
     };
     ctx.modify_qp(qp, QpState::Rts, &rts)

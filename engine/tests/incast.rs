@@ -98,7 +98,9 @@ fn run_with(cc: Cc, seed: u64, trim: bool) -> (Metrics, u64) {
         bottleneck.trim_to = 128;
         bottleneck.trim_dscp = TRIMMED_DSCP;
     }
-    let mut pcfg = pds::Config { ack_every: 1, max_retries: 50, ..pds::Config::default() };
+    // "No CC" is the fixed window: the loss-adaptive one (`min_window`) is itself a (loss-based)
+    // congestion control, and these runs measure NSCC, RCCC and trimming against none.
+    let mut pcfg = pds::Config { ack_every: 1, max_retries: 50, min_window: None, ..pds::Config::default() };
     let base_rtt = Duration::from_micros(8);
     match cc {
         Cc::None => {}

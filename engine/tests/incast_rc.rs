@@ -108,7 +108,14 @@ fn run(cc: Option<DcqcnConfig>, seed: u64, depth: u64, write: usize) -> Metrics 
         c.set_dcqcn(cc);
         (c, port)
     };
-    let cfg = PairConfig { mtu: Mtu::Mtu4096, max_retries: Some(1000), ..PairConfig::default() };
+    // rxe's fixed window with and without DCQCN: "no CC" is the window alone (the adaptive one is
+    // itself a loss-based congestion control; with DCQCN it is off by default anyway).
+    let cfg = PairConfig {
+        mtu: Mtu::Mtu4096,
+        max_retries: Some(1000),
+        send_window: Some(engine::roce::SendWindow::Fixed),
+        ..PairConfig::default()
+    };
     let (mut rx, rx_port) = device("rx", Ipv4Addr::new(10, 8, 0, 100), bottleneck);
     let rx_pd = rx.alloc_pd();
     let rx_cq = rx.create_cq(4096).unwrap();

@@ -23,6 +23,12 @@ pub struct Config {
     pub max_retries: u32,
     /// Packets in flight per PDC; at most [`RX_WINDOW`].
     pub window: u32,
+    /// The loss-adaptive window (`window.rs`): with neither `cc` nor `rccc`, a PDC's window halves
+    /// on a loss it learns of from the peer (SACK bitmap, ROD_OOO, a NACK for a trimmed or refused
+    /// packet), falls to this many packets on a retransmission timeout, and grows back to
+    /// `window` as TCP's congestion window does. `None`: always `window` packets. NSCC and RCCC
+    /// pace the sender themselves and leave it off.
+    pub min_window: Option<u32>,
     /// Packets queued per PDC (sent or not) before `send` returns [`SendError::QueueFull`].
     ///
     /// [`SendError::QueueFull`]: crate::SendError::QueueFull
@@ -47,6 +53,7 @@ impl Default for Config {
             max_rto: Duration::from_millis(320),
             max_retries: 5,
             window: 256,
+            min_window: Some(4),
             max_queued: 8192,
             ack_every: 16,
             ack_delay: Duration::from_micros(20),

@@ -31,6 +31,7 @@ pub mod psn;
 pub mod rudi;
 mod rx;
 mod tx;
+mod window;
 
 pub use body::{Body, HEAD_MAX};
 pub use config::{Config, RX_WINDOW};

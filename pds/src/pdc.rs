@@ -30,6 +30,7 @@ use crate::config::{Config, RX_WINDOW};
 use crate::psn::{diff, offset16};
 use crate::rx::{RxHalf, Verdict};
 use crate::tx::{Delivered, Payload, TxHalf};
+use crate::window::LossWindow;
 
 /// A local PDC identifier (the SPDCID of the packets this side sends). 0 is never used.
 pub type PdcId = u16;
@@ -60,6 +61,20 @@ pub(crate) struct Pdc<A> {
     pub(crate) rx: RxHalf,
     /// NSCC, when the endpoint runs it (created with the first transmission).
     pub(crate) nscc: Option<crate::cc::Nscc>,
+    /// The loss-adaptive window, when the endpoint runs neither NSCC nor RCCC and
+    /// `Config::min_window` is set (created with the first transmission).
+    pub(crate) win: Option<LossWindow>,
+    /// Falls of the adaptive window on a timeout, not yet counted by the endpoint.
+    pub(crate) window_cuts: u64,
+    /// With the adaptive window, a tail probe: when the sender can send nothing new and no ACK
+    /// has made progress for twice the smoothed RTT, the oldest and the newest unacknowledged
+    /// packets go again (one probe per stall).
+    probe_at: Option<Duration>,
+    probed: bool,
+    /// Probes sent, not yet counted by the endpoint.
+    pub(crate) probes: u64,
+    /// Smoothed RTT (from the newest packet each ACK acknowledges; 1/8 gain).
+    srtt: Option<Duration>,
     /// RCCC: this side's credit for sending, and what it grants its peer.
     credit_tx: CreditTx,
     pub(crate) credit_rx: CreditRx,
@@ -113,6 +128,8 @@ pub(crate) struct Outcome {
     pub(crate) retransmits: usize,
     /// Duplicate, out-of-order (ROD) or out-of-window arrival.
     pub(crate) dropped: Option<Verdict>,
+    /// The adaptive window was halved.
+    pub(crate) window_cut: bool,
 }
 
 impl<A: Copy> Pdc<A> {
@@ -134,6 +151,12 @@ impl<A: Copy> Pdc<A> {
             tx: TxHalf::new(start_psn),
             rx: RxHalf::new(start_psn),
             nscc: None,
+            win: None,
+            window_cuts: 0,
+            probe_at: None,
+            probed: false,
+            probes: 0,
+            srtt: None,
             credit_tx: CreditTx::default(),
             credit_rx: CreditRx::default(),
             ce_seen: false,
@@ -201,6 +224,7 @@ impl<A: Copy> Pdc<A> {
         let sack = a.sack_base_psn().zip(a.cc_info().map(|i| i.sack_bitmap));
         let n = self.tx.on_ack(a.cack_psn, sack, self.mode, &mut sink(&mut out));
         out.retransmits = n;
+        self.window_signal(now, n > 0, &mut out);
         if let Some(cc) = &mut self.nscc {
             let (bytes, sent_at) = self.tx.last_acked;
             let rtt = sent_at.map(|t| now.saturating_sub(t));
@@ -232,6 +256,7 @@ impl<A: Copy> Pdc<A> {
             C::RodOoo => {
                 let n = self.tx.go_back(n.nack_psn, n.payload.wrapping_sub(1), &mut sink(&mut out));
                 out.retransmits = n;
+                self.window_signal(now, n > 0, &mut out);
             }
             // Transient: the packet was not taken; send it again now.
             C::Trimmed
@@ -248,6 +273,10 @@ impl<A: Copy> Pdc<A> {
                 if let (Some(cc), C::Trimmed | C::TrimmedLastHop) = (&mut self.nscc, n.nack_code) {
                     cc.on_loss(now);
                 }
+                // To the adaptive window, a packet the path or the receiver could not take (not
+                // one the SES had no resources for: that is the receiver's pace, not the path's).
+                let dropped = !matches!(n.nack_code, C::NoSesMsgAvail | C::NoGtdDelAvail);
+                self.window_signal(now, dropped && out.retransmits > 0, &mut out);
             }
             // The retransmit timer resends it when the window has moved.
             C::PsnOorWindow | C::RcvdSesProcg | C::TrimmedAck => {}
@@ -310,7 +339,7 @@ impl<A: Copy> Pdc<A> {
         out
     }
 
-    /// Retransmit timers. `Err` when the retry limit is exceeded.
+    /// Retransmit timers: how many packets timed out. `Err` when the retry limit is exceeded.
     pub(crate) fn handle_timeout(&mut self, now: Duration, cfg: &Config) -> Result<usize, ()> {
         let r = self.tx.handle_timeout(now, cfg, self.mode);
         if let (Ok(n), Some(cc)) = (&r, &mut self.nscc) {
@@ -318,15 +347,68 @@ impl<A: Copy> Pdc<A> {
                 cc.on_loss(now);
             }
         }
+        if let (Ok(n), Some(w)) = (&r, &mut self.win) {
+            if *n > 0 && w.on_timeout(self.tx.sent_end(), self.tx.expired_seq, self.tx.seq()) {
+                self.window_cuts += 1;
+            }
+        }
+        if r.is_ok() && self.probe_at.is_some_and(|t| t <= now) {
+            self.probe_at = None;
+            self.probed = true;
+            if self.tx.probe() > 0 {
+                self.probes += 1;
+            }
+        }
         r
+    }
+
+    /// The adaptive window hears of what an ACK or NACK reported: the packets newly known
+    /// received (in `out`), and whether it showed a loss. Progress times a round trip and ends
+    /// a stall (the probe re-arms).
+    fn window_signal(&mut self, now: Duration, lost: bool, out: &mut Outcome) {
+        let Some(w) = &mut self.win else { return };
+        let n = out.acked.len() as u32;
+        w.on_ack(self.tx.una(), n);
+        out.window_cut |= lost && w.on_loss(self.tx.sent_end());
+        if n > 0 {
+            if let Some(sent) = self.tx.last_acked.1 {
+                let sample = now.saturating_sub(sent);
+                self.srtt = Some(self.srtt.map_or(sample, |s| s - s / 8 + sample / 8));
+            }
+            self.probe_at = None;
+            self.probed = false;
+        }
+    }
+
+    /// Arms the tail probe when the adaptive window runs, a round trip has been timed, packets are
+    /// unacknowledged and nothing else may go (the caller found nothing to send).
+    fn arm_probe(&mut self, now: Duration, cfg: &Config) {
+        if self.win.is_none() || self.probed || self.probe_at.is_some() || self.tx.sent_end() == self.tx.una()
+        {
+            return;
+        }
+        if let Some(srtt) = self.srtt {
+            self.probe_at = Some(now + (srtt * 2).max(Duration::from_micros(10)).min(cfg.rto / 2));
+        }
+    }
+
+    /// The adaptive window's size, when it runs.
+    pub(crate) fn window(&self) -> Option<u32> {
+        self.win.as_ref().map(LossWindow::limit)
     }
 
     /// Earliest deadline of this PDC.
     pub(crate) fn poll_timeout(&self) -> Option<Duration> {
-        [self.tx.poll_timeout(), self.rx.ack_due, self.close_req_due, self.credit_tx.poll_timeout()]
-            .into_iter()
-            .flatten()
-            .min()
+        [
+            self.tx.poll_timeout(),
+            self.rx.ack_due,
+            self.close_req_due,
+            self.credit_tx.poll_timeout(),
+            self.probe_at,
+        ]
+        .into_iter()
+        .flatten()
+        .min()
     }
 
     /// True if the target has everything up to and including the CLOSE_CMD and nothing of its own
@@ -394,8 +476,20 @@ impl<A: Copy> Pdc<A> {
             self.nscc = Some(crate::cc::Nscc::new(c));
         }
         let mut window = cfg.window.min(RX_WINDOW);
+        if let (None, Some(min), None, None) = (&self.win, cfg.min_window, cfg.cc, cfg.rccc) {
+            self.win = Some(LossWindow::new(min, window));
+        }
         if let Some(cc) = &self.nscc {
             window = window.min(cc.cwnd_packets() as u32);
+        }
+        // The adaptive window bounds retransmissions too, and asks for an ACK with the packet that
+        // fills it once it is below the configured window (the receiver's coalescing would hold
+        // the ACK of a window smaller than `ack_every` for `ack_delay`).
+        let (mut retx_window, mut ask_at) = (usize::MAX, None);
+        if let Some(w) = &self.win {
+            window = window.min(w.limit());
+            retx_window = window as usize;
+            ask_at = (window as usize).checked_sub(1).filter(|_| w.reduced());
         }
         if syn {
             window =
@@ -404,9 +498,12 @@ impl<A: Copy> Pdc<A> {
         // Only the look below may find this PDC blocked on credit (a stale flag would keep a past
         // CREDIT_REQ deadline alive while the window, not credit, holds the sender back).
         self.credit_tx.unblock();
-        let idx = self.tx.next_to_send(window as usize)?;
+        let Some(idx) = self.tx.next_to_send_within(window as usize, retx_window) else {
+            self.arm_probe(now, cfg);
+            return None;
+        };
         let retx = self.tx.is_retransmission(idx);
-        let last = idx + 1 == self.tx.len();
+        let last = idx + 1 == self.tx.len() || ask_at == Some(idx);
         let (psn, pkt) = self.tx.get(idx);
         // RCCC: every data transmission needs credit (a retransmission adds its cost to the target
         // first), so not even go-back-N can send faster than the receiver grants; without credit,

@@ -70,6 +70,9 @@ pub(crate) struct TxHalf {
     seq: u64,
     /// Payload bytes the last `on_ack` newly acknowledged, and when the newest of them was sent.
     pub(crate) last_acked: (usize, Option<Duration>),
+    /// The newest transmission sequence number among the packets the last `handle_timeout`
+    /// found expired.
+    pub(crate) expired_seq: u64,
 }
 
 impl TxHalf {
@@ -82,6 +85,7 @@ impl TxHalf {
             retx_pending: 0,
             seq: 0,
             last_acked: (0, None),
+            expired_seq: 0,
         }
     }
 
@@ -141,11 +145,29 @@ impl TxHalf {
 
     /// Index of the packet to transmit next: a retransmission first, then a new packet if fewer than
     /// `window` have been sent.
+    #[cfg(test)]
     pub(crate) fn next_to_send(&self, window: usize) -> Option<usize> {
+        self.next_to_send_within(window, usize::MAX)
+    }
+
+    /// [`next_to_send`](Self::next_to_send), and a retransmission only among the first
+    /// `retx_window` packets (the adaptive window counts retransmissions as in flight too; while
+    /// one waits beyond it, nothing new goes either).
+    pub(crate) fn next_to_send_within(&self, window: usize, retx_window: usize) -> Option<usize> {
         if self.retx_pending > 0 {
-            return self.pkts.iter().take(self.sent).position(|p| p.retx);
+            return self.pkts.iter().take(self.sent.min(retx_window)).position(|p| p.retx);
         }
         (self.sent < self.pkts.len() && self.sent < window).then_some(self.sent)
+    }
+
+    /// One past the highest PSN sent.
+    pub(crate) fn sent_end(&self) -> u32 {
+        self.una.wrapping_add(self.sent as u32)
+    }
+
+    /// The sequence number of the newest transmission.
+    pub(crate) fn seq(&self) -> u64 {
+        self.seq
     }
 
     /// The packet at `idx` and its PSN.
@@ -271,6 +293,20 @@ impl TxHalf {
         (0..self.sent).filter(|&i| self.set_retx(i)).count()
     }
 
+    /// A tail probe: queues the oldest and the newest packets sent and not known received for
+    /// retransmission (not counted as retries). The oldest fills the hole the receiver's
+    /// cumulative ACK waits for, if that is what was lost; the newest, once SACKed (RUD) or
+    /// NACKed out of order (ROD), shows every packet sent before it lost. Returns how many were
+    /// queued.
+    pub(crate) fn probe(&mut self) -> usize {
+        if self.sent == 0 {
+            return 0;
+        }
+        // The newest the receiver's SACK bitmap can report (64 PSNs from its cumulative ACK).
+        let newest = (1..self.sent.min(64)).rev().find(|&i| !self.pkts[i].acked && !self.pkts[i].retx);
+        usize::from(self.set_retx(0)) + newest.map_or(0, |i| usize::from(self.set_retx(i)))
+    }
+
     /// Queues the sent packet `psn` for retransmission (after a transient NACK); false if it is
     /// unknown, received or already queued.
     pub(crate) fn resend(&mut self, psn: u32) -> bool {
@@ -283,6 +319,7 @@ impl TxHalf {
     /// `max_retries` times.
     pub(crate) fn handle_timeout(&mut self, now: Duration, cfg: &Config, mode: Mode) -> Result<usize, ()> {
         let (mut expired, now) = (0, nanos(now));
+        self.expired_seq = 0;
         for i in 0..self.sent {
             let p = &self.pkts[i];
             if p.acked || p.retx || self.timers[i] > now {
@@ -291,6 +328,7 @@ impl TxHalf {
             if p.retries >= cfg.max_retries {
                 return Err(());
             }
+            self.expired_seq = self.expired_seq.max(p.seq);
             self.pkts[i].retries += 1;
             self.set_retx(i);
             expired += 1;

@@ -191,6 +191,16 @@ impl Requester {
     /// Forward progress: retry budgets are full again, the requester never resends what is now
     /// acknowledged, and the timer restarts if anything is still outstanding.
     fn progressed(&mut self, now: Duration) {
+        let acked = psn::diff(self.comp_psn, self.win_mark).max(0) as u32;
+        self.win_mark = self.comp_psn;
+        if let Some(w) = &mut self.win {
+            w.on_ack(self.comp_psn, acked);
+        }
+        if let Some((_, sent)) = self.timed.filter(|&(p, _)| psn::diff(self.comp_psn, p) > 0) {
+            let sample = now.saturating_sub(sent);
+            self.srtt = Some(self.srtt.map_or(sample, |s| s - s / 8 + sample / 8));
+            self.timed = None;
+        }
         self.retry_left = self.cfg.retry_limit;
         self.rnr_left = self.cfg.rnr_retry;
         self.retried_at = None;
@@ -202,10 +212,14 @@ impl Requester {
         self.arm_probe(now);
     }
 
-    /// Starts a go-back-N retry unless one already started at this `comp_psn`.
+    /// Starts a go-back-N retry for a loss (a PSN sequence NAK, a missing READ/atomic response)
+    /// unless one already started at this `comp_psn`; the adaptive window halves once per round.
     fn retry_once(&mut self, now: Duration) -> Result<(), Fatal> {
         if self.retried_at == Some(self.comp_psn) {
             return Ok(());
+        }
+        if self.win.as_mut().is_some_and(|w| w.on_loss(self.high_psn)) {
+            self.counters.window_cuts += 1;
         }
         self.retry(now)
     }
@@ -240,6 +254,10 @@ impl Requester {
             self.retrans_at = None;
             self.counters.timeouts += u64::from(self.outstanding());
             if self.outstanding() {
+                if let Some(w) = &mut self.win {
+                    w.on_timeout(self.high_psn);
+                    self.counters.window_cuts += 1;
+                }
                 // A timeout always retries, even at a comp_psn that already saw one.
                 self.retried_at = None;
                 self.retry(now)?;

@@ -21,6 +21,7 @@ mod qp;
 mod requester;
 mod responder;
 pub mod types;
+mod window;
 
 pub use error::VerbsError;
 pub use mem::{MemError, MemTable};
@@ -29,3 +30,4 @@ pub use qp::{CqSide, MAX_MSG_SIZE, QpConfig, QueuePair, ud_sport};
 pub use responder::{GRH_LEN, RecvWqe, RespDrops, RxMeta};
 
 pub use requester::{MAX_PKT_PER_ACK, MAX_UNACKED_PSNS, ReqCounters, ack_timeout};
+pub use types::SendWindow;

@@ -9,7 +9,7 @@ use super::path::{HeaderTemplate, Path, canonical, udp_sport};
 use super::requester::{ReqConfig, ReqCounters, Requester, SendWqe, UdSend, ack_timeout};
 use super::responder::{RecvWqe, RespConfig, RespDrops, Responder, RxMeta};
 use super::types::{
-    Access, Mtu, QpAttr, QpCap, QpState, QpType, RecvWr, SendFlags, SendWr, WcOpcode, WcStatus,
+    Access, Mtu, QpAttr, QpCap, QpState, QpType, RecvWr, SendFlags, SendWindow, SendWr, WcOpcode, WcStatus,
     WorkCompletion, WrOpcode,
 };
 use std::collections::VecDeque;
@@ -139,6 +139,7 @@ impl QueuePair {
             rnr_retry: 0,
             max_rd_atomic: 1,
             sq_sig_all: cfg.sq_sig_all,
+            window: SendWindow::Fixed,
         };
         let resp_cfg = RespConfig {
             transport: t,
@@ -207,6 +208,17 @@ impl QueuePair {
     /// What the requester sent and received (packets, retries, timeouts, NAKs).
     pub fn req_counters(&self) -> ReqCounters {
         self.req.counters
+    }
+
+    /// The requester's limit on unacknowledged PSNs now: 128 with [`SendWindow::Fixed`], the
+    /// adaptive window's size with [`SendWindow::Adaptive`].
+    pub fn send_window(&self) -> u32 {
+        self.req.window()
+    }
+
+    /// The requester's smoothed round-trip time, once a response has been timed.
+    pub fn srtt(&self) -> Option<Duration> {
+        self.req.srtt
     }
 
     /// The path frames take (after RTR).
@@ -326,12 +338,19 @@ impl QueuePair {
                     cfg.rnr_retry = rnr_retry;
                     // rxe rounds up to a power of two (roce-wire.md §1.6).
                     cfg.max_rd_atomic = usize::from(max_rd.max(1)).next_power_of_two();
+                    // The adaptive window unless DCQCN paces the QP (README, "The RC transport").
+                    cfg.window = a.send_window.unwrap_or(if self.dcqcn.is_some() {
+                        SendWindow::Fixed
+                    } else {
+                        SendWindow::Adaptive { min: SendWindow::DEFAULT_MIN }
+                    });
                     self.attr = QpAttr {
                         timeout: Some(timeout),
                         retry_cnt: Some(retry_cnt),
                         rnr_retry: Some(rnr_retry),
                         max_rd_atomic: Some(max_rd),
                         max_retries: a.max_retries,
+                        send_window: Some(cfg.window),
                         ..self.attr
                     };
                 }
@@ -349,6 +368,10 @@ impl QueuePair {
                     self.access = acc;
                     self.resp.cfg.access = acc;
                     self.attr.qp_access_flags = Some(acc);
+                }
+                if let Some(w) = a.send_window.filter(|_| ty == QpType::Rc) {
+                    self.req.set_window(w);
+                    self.attr.send_window = Some(w);
                 }
             }
             (from, to) => return Err(VerbsError::InvalidTransition(from, to)),

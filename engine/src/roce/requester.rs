@@ -5,7 +5,8 @@
 
 use super::desc::{Kind, TxDesc, TxPayload};
 use super::path::HeaderTemplate;
-use super::types::{SendFlags, SendWr, WcStatus, WorkCompletion, WrOpcode};
+use super::types::{SendFlags, SendWindow, SendWr, WcStatus, WorkCompletion, WrOpcode};
+use super::window::LossWindow;
 use std::collections::VecDeque;
 use std::time::Duration;
 use wire::ib::aeth::credit_count;
@@ -14,7 +15,7 @@ use wire::ib::{
 };
 
 /// `RXE_MAX_UNACKED_PSNS`: the requester stops when it is this far ahead of the oldest unacked PSN.
-pub const MAX_UNACKED_PSNS: i32 = 128;
+pub const MAX_UNACKED_PSNS: i32 = super::window::CAP as i32;
 /// `RXE_MAX_PKT_PER_ACK`: AckReq at least every this many packets.
 pub const MAX_PKT_PER_ACK: u32 = 64;
 
@@ -80,6 +81,8 @@ pub(crate) struct ReqConfig {
     pub(crate) rnr_retry: u8,
     pub(crate) max_rd_atomic: usize,
     pub(crate) sq_sig_all: bool,
+    /// The limit on unacknowledged PSNs (RC).
+    pub(crate) window: SendWindow,
 }
 
 /// `4.096 us x 2^timeout`, or no timer for 0.
@@ -104,6 +107,9 @@ pub struct ReqCounters {
     pub seq_naks: u64,
     /// Other NAKs received (invalid request, remote access, remote operational).
     pub error_naks: u64,
+    /// Times the adaptive send window was cut (halved on a loss round, or to its floor on a
+    /// timeout; see [`SendWindow::Adaptive`]).
+    pub window_cuts: u64,
 }
 
 /// Requester and completer state of one RC QP.
@@ -140,6 +146,19 @@ pub(crate) struct Requester {
     /// (credit code 31, what rxe always sends).
     pub(crate) credit_limit: Option<u32>,
     pub(crate) counters: ReqCounters,
+    /// The adaptive send window (RC with [`SendWindow::Adaptive`]; `None`: rxe's fixed 128).
+    pub(crate) win: Option<LossWindow>,
+    /// `comp_psn` when the window last counted acknowledged PSNs.
+    pub(crate) win_mark: u32,
+    /// Smoothed round-trip time (from an AckReq packet's first transmission to the response that
+    /// acknowledges it; RFC 6298's 1/8 gain), and the packet being timed (PSN, when sent).
+    pub(crate) srtt: Option<Duration>,
+    pub(crate) timed: Option<(u32, Duration)>,
+    /// The next packet is a tail probe: it asks for an ACK whatever its position.
+    probe_pkt: bool,
+    /// A probe in go-back-N recovery resends the oldest unacknowledged packet and then the last
+    /// one sent: the send position (`next`, `offset`, `psn`) of the second.
+    resume: Option<(usize, u32, u32)>,
 }
 
 impl Requester {
@@ -165,7 +184,43 @@ impl Requester {
             // No credits are known before the first ACK: one message may go as a probe.
             credit_limit: Some(0),
             counters: ReqCounters::default(),
+            win: match cfg.window {
+                SendWindow::Adaptive { min } if cfg.transport == Transport::Rc => Some(LossWindow::new(min)),
+                _ => None,
+            },
+            win_mark: sq_psn,
+            srtt: None,
+            timed: None,
+            probe_pkt: false,
+            resume: None,
         }
+    }
+
+    /// Switches the send window (`modify_qp` at RTS); an adaptive one starts at the cap again.
+    pub(crate) fn set_window(&mut self, window: SendWindow) {
+        self.cfg.window = window;
+        self.win = match window {
+            SendWindow::Adaptive { min } if self.cfg.transport == Transport::Rc => Some(LossWindow::new(min)),
+            _ => None,
+        };
+        self.win_mark = self.comp_psn;
+    }
+
+    /// Unacknowledged PSNs allowed now: the adaptive window, or rxe's 128.
+    pub(crate) fn window(&self) -> u32 {
+        self.win.as_ref().map_or(MAX_UNACKED_PSNS as u32, LossWindow::limit)
+    }
+
+    /// AckReq at least every this many packets: rxe's 64, or half the window when that is smaller,
+    /// so that a full window always holds a packet that asks for an ACK (and two, for an ACK
+    /// clock).
+    pub(crate) fn ack_every(&self) -> u32 {
+        MAX_PKT_PER_ACK.min((self.window() / 2).max(1))
+    }
+
+    /// True when the window is full: nothing more may go before an acknowledgement.
+    fn window_full(&self) -> bool {
+        self.cfg.transport == Transport::Rc && psn::diff(self.psn, self.comp_psn) >= self.window() as i32
     }
 
     /// Takes the end-to-end credits of an ACK (roce-wire.md §3): the responder accepts messages
@@ -183,6 +238,11 @@ impl Requester {
     pub(crate) fn rewind(&mut self) {
         self.next = 0;
         self.noack = 0;
+        // What was being timed may be sent again: its ACK would not say which copy it answers
+        // (Karn).
+        self.timed = None;
+        self.resume = None;
+        self.probe_pkt = false;
         self.psn = self.comp_psn;
         self.offset = match self.sq.front() {
             Some(w) if w.sent && w.kind != Kind::Atomic => {
@@ -199,42 +259,71 @@ impl Requester {
     }
 
     /// How long the ACK of a tail may be late before a probe: 1/16 of the local ACK timeout, at
-    /// most 1 ms.
-    fn probe_delay(&self) -> Option<Duration> {
-        self.cfg.timeout.map(|t| (t / 16).min(Duration::from_millis(1)))
+    /// most 1 ms. When the requester is held back with more to send (by the window, credits or
+    /// the READ/atomic limit) rather than done, ACKs come as a clock, one or two a round trip:
+    /// then twice the smoothed round trip once one has been timed (TCP's tail loss probe), at
+    /// least 10 us and at most half the timeout.
+    fn probe_delay(&self, done: bool) -> Option<Duration> {
+        let t = self.cfg.timeout?;
+        Some(match self.srtt {
+            Some(srtt) if !done => (srtt * 2).max(Duration::from_micros(10)).min(t / 2),
+            _ => (t / 16).min(Duration::from_millis(1)),
+        })
     }
 
-    /// Arms the tail probe if everything queued is on the wire, some of it is unacknowledged, and
-    /// no probe went out since the last progress.
+    /// Arms the tail probe if the requester can send nothing more now (everything queued is on the
+    /// wire, or the window or another limit holds the rest back), some of it is unacknowledged,
+    /// and no probe went out since the last progress.
     pub(crate) fn arm_probe(&mut self, now: Duration) {
-        let tail = self.cfg.transport == Transport::Rc && self.next == self.sq.len() && self.outstanding();
-        self.probe_at = if tail && !self.probed { self.probe_delay().map(|d| now + d) } else { None };
+        let done = self.next == self.sq.len();
+        let stalled = self.cfg.transport == Transport::Rc
+            && self.outstanding()
+            && self.rnr_until.is_none()
+            && (done || !self.ready());
+        self.probe_at = if stalled && !self.probed { self.probe_delay(done).map(|d| now + d) } else { None };
     }
 
     /// A tail probe (as TCP's tail loss probe): when the last packet's ACK is late and nothing else
-    /// is left to send, send that packet once more instead of waiting out the whole ACK timeout.
-    /// The responder answers a duplicate with an ACK, and a gap before it with a PSN sequence NAK,
-    /// so a lost last packet or a lost ACK is repaired after `probe_delay` rather than the full
-    /// timeout, before a peer that has finished tears its QP down. One probe per stall; probes do
-    /// not count as retries. Only SEND and WRITE tails are probed (a READ or atomic request cannot
-    /// be repeated out of order).
+    /// may go (everything is sent, or the window is full), send that packet once more, asking for
+    /// an ACK, instead of waiting out the whole ACK timeout. The responder answers a duplicate with
+    /// an ACK of everything it has, the packet itself (if it was the one lost) with an ACK, and a
+    /// gap before it with a PSN sequence NAK, so a lost tail (the last packets of a burst that
+    /// overflowed a queue) or a lost ACK is repaired after `probe_delay` rather than the full
+    /// timeout, before a peer that has finished tears its QP down. During a go-back-N (the send
+    /// position behind the highest PSN sent) the oldest unacknowledged packet goes first: a
+    /// responder that NAKed a gap stays silent about it (one NAK per gap) until the packet it
+    /// expects arrives, and when the first retransmission is lost too (in a queue still full of
+    /// the burst that overflowed it), only that packet moves it. One probe per stall; probes do
+    /// not count as retries. Only when every request sent is a SEND or WRITE (a READ or atomic
+    /// request cannot be repeated out of order).
     pub(crate) fn probe_tail(&mut self) {
         let mtu = self.cfg.mtu;
-        let plain = self.sq.iter().all(|w| matches!(w.kind, Kind::Send | Kind::Write));
-        let Some(last) = self.sq.back() else { return };
-        if !plain
-            || !last.sent
-            || self.next != self.sq.len()
-            || self.psn != self.high_psn
-            || self.rnr_until.is_some()
-        {
+        let plain = self.sq.iter().filter(|w| w.sent).all(|w| matches!(w.kind, Kind::Send | Kind::Write));
+        let unacked = psn::diff(self.psn, self.comp_psn);
+        if !plain || self.rnr_until.is_some() || !self.outstanding() || unacked <= 0 {
             return;
         }
+        // The last packet sent is just before the send position: in the request being sent
+        // (a full-MTU FIRST or MIDDLE), or the last packet of the one before it.
+        let (index, offset) = if self.offset > 0 {
+            (self.next, self.offset.saturating_sub(mtu))
+        } else {
+            let Some(i) = self.next.checked_sub(1) else { return };
+            let w = &self.sq[i];
+            (i, (w.npkts(mtu) - 1).saturating_mul(mtu).min(w.len))
+        };
+        let last = psn::add(self.psn, psn::MASK);
         self.probed = true;
         self.counters.tail_probes += 1;
-        self.offset = (last.npkts(mtu) - 1).saturating_mul(mtu).min(last.len);
-        self.psn = last.last_psn;
-        self.next = self.sq.len() - 1;
+        if self.psn != self.high_psn && unacked > 1 {
+            self.rewind();
+            self.resume = Some((index, offset, last));
+        } else {
+            (self.next, self.offset, self.psn) = (index, offset, last);
+        }
+        self.probe_pkt = true;
+        // Its ACK would not tell which transmission it answers (Karn).
+        self.timed = None;
     }
 
     fn read_atomic_in_flight(&self) -> usize {
@@ -249,7 +338,7 @@ impl Requester {
         }
         let Some(w) = self.sq.get(self.next) else { return false };
         // The window counts unacknowledged PSNs: RC only (UC and UD are never acknowledged).
-        if self.cfg.transport == Transport::Rc && psn::diff(self.psn, self.comp_psn) >= MAX_UNACKED_PSNS {
+        if self.window_full() {
             return false;
         }
         let ordered = matches!(w.kind, Kind::Read | Kind::Atomic);
@@ -361,7 +450,8 @@ impl Requester {
                 bth.solicited = last && w.wr.flags.contains(SendFlags::SOLICITED);
                 self.noack += 1;
                 // UC and UD never ask for an ACK (§1.6).
-                bth.ack_req = transport == Transport::Rc && (last || self.noack >= MAX_PKT_PER_ACK);
+                bth.ack_req =
+                    transport == Transport::Rc && (last || self.noack >= self.ack_every() || self.probe_pkt);
                 if n > 0 {
                     payload = TxPayload::Wqe { index, offset, len: n };
                 }
@@ -398,8 +488,13 @@ impl Requester {
         if bth.ack_req {
             self.noack = 0;
         }
+        self.probe_pkt = false;
         self.counters.packets += 1;
         pkt.bth = bth;
+        // Time a first transmission that asks for an ACK, one at a time.
+        if bth.ack_req && self.timed.is_none() && psn::diff(psn, self.high_psn) >= 0 {
+            self.timed = Some((psn, now));
+        }
         self.psn = psn::add(psn, consumed);
         if psn::diff(self.psn, self.high_psn) > 0 {
             self.high_psn = self.psn;
@@ -408,11 +503,15 @@ impl Requester {
             self.next += 1;
             self.offset = 0;
         }
+        if let Some((next, offset, psn)) = self.resume.take() {
+            (self.next, self.offset, self.psn) = (next, offset, psn);
+            self.probe_pkt = true;
+        }
         let reliable = transport == Transport::Rc;
         if reliable && self.retrans_at.is_none() {
             self.retrans_at = self.cfg.timeout.map(|t| now + t);
         }
-        if reliable && message_done {
+        if reliable {
             self.arm_probe(now);
         }
         let template = self.sq[index].ud.map(|u| u.template);
@@ -458,11 +557,15 @@ impl Requester {
         }
         self.next = 0;
         self.offset = 0;
+        self.resume = None;
         self.retrans_at = None;
         self.probe_at = None;
         self.rnr_until = None;
     }
 }
+
+#[cfg(test)]
+mod loss_tests;
 
 #[cfg(test)]
 mod tests {
@@ -471,9 +574,11 @@ mod tests {
     use crate::roce::types::{Access, Sge, WcOpcode};
     use wire::ib::{AethRepr, NakCode};
 
-    const MTU: u32 = 256;
+    pub(super) const MTU: u32 = 256;
 
-    fn setup(sq_psn: u32) -> (Requester, MemTable, u32, u64) {
+    /// An RC requester (the default adaptive window, timeout code 8, 2 retries, MTU 256) and a
+    /// 64 KiB region: (requester, memory, lkey, address).
+    pub(super) fn setup(sq_psn: u32) -> (Requester, MemTable, u32, u64) {
         let mut mem = MemTable::default();
         let (key, addr) = mem.register(1, 65536, Access::LOCAL_WRITE).unwrap();
         let cfg = ReqConfig {
@@ -487,6 +592,7 @@ mod tests {
             rnr_retry: 7,
             max_rd_atomic: 2,
             sq_sig_all: true,
+            window: SendWindow::Adaptive { min: SendWindow::DEFAULT_MIN },
         };
         let mut r = Requester::new(cfg, sq_psn);
         // A peer like rxe: "no credit information" (credits have their own test).
@@ -494,19 +600,19 @@ mod tests {
         (r, mem, key, addr)
     }
 
-    fn push(r: &mut Requester, wr_id: u64, opcode: WrOpcode, key: u32, addr: u64, len: u32) {
+    pub(super) fn push(r: &mut Requester, wr_id: u64, opcode: WrOpcode, key: u32, addr: u64, len: u32) {
         let sg_list = vec![Sge { addr, length: len, lkey: key }];
         r.sq.push_back(SendWqe::new(SendWr::new(wr_id, opcode, sg_list), None, len, None));
     }
 
     /// Every packet the requester sends now: (opcode, PSN, AckReq).
-    fn drain(r: &mut Requester, now: Duration) -> Vec<(u8, u32, bool)> {
+    pub(super) fn drain(r: &mut Requester, now: Duration) -> Vec<(u8, u32, bool)> {
         std::iter::from_fn(|| r.poll(now))
             .map(|d| (d.packet.bth.opcode.0, d.packet.bth.psn, d.packet.bth.ack_req))
             .collect()
     }
 
-    fn ack(
+    pub(super) fn ack(
         r: &mut Requester,
         mem: &mut MemTable,
         now: Duration,

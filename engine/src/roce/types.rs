@@ -407,4 +407,31 @@ pub struct QpAttr {
     /// timeouts and sequence errors, replacing `retry_cnt`'s 0..=7 (`u32::MAX` retries forever,
     /// which is what rxe does for `retry_cnt = 7`). For links lossier than real fabrics.
     pub max_retries: Option<u32>,
+    /// softrdma extension, no verbs equivalent (RTR -> RTS, optional, RC): how the requester limits
+    /// the PSNs it has unacknowledged. `None`: [`SendWindow::Adaptive`] with
+    /// [`SendWindow::DEFAULT_MIN`], or [`SendWindow::Fixed`] on a QP that runs DCQCN (its rate
+    /// control paces it). Purely sender-side: the wire format is rxe's either way.
+    pub send_window: Option<SendWindow>,
+}
+
+/// The RC requester's limit on unacknowledged PSNs (the [`QpAttr::send_window`] extension).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SendWindow {
+    /// rxe's: always up to 128 unacknowledged PSNs (`RXE_MAX_UNACKED_PSNS`).
+    Fixed,
+    /// A window that adapts to loss, as TCP's congestion window (AIMD): it starts at 128 PSNs,
+    /// halves (at most once per round of loss) on a PSN sequence NAK or a lost READ/atomic
+    /// response, falls to `min` on a retransmission timeout, and grows back (doubling per round
+    /// trip up to half the window at the loss, then one PSN per window acknowledged) to 128. It
+    /// never goes below `min` (at least 1) nor above 128, so on a path that loses nothing it stays
+    /// at 128 and the requester behaves as [`SendWindow::Fixed`].
+    Adaptive {
+        /// The smallest window, in PSNs.
+        min: u8,
+    },
+}
+
+impl SendWindow {
+    /// The adaptive window's default floor.
+    pub const DEFAULT_MIN: u8 = 4;
 }

@@ -18,6 +18,8 @@ mod receive;
 mod tests;
 mod transmit;
 mod types;
+#[cfg(test)]
+mod window_tests;
 
 use std::collections::{BTreeMap, VecDeque};
 use std::hash::Hash;
@@ -129,6 +131,7 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
             unacked: p.tx.len(),
             closing: p.closing,
             cwnd: p.nscc.as_ref().map(crate::cc::Nscc::cwnd),
+            window: p.window(),
             credit_granted: p.credit_rx.granted(),
         })
     }

@@ -170,6 +170,7 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
             self.events.extend(out.acked.into_iter().map(|(psn, cookie)| Event::Acked { pdc, psn, cookie }));
         }
         self.stats.fast_retransmits += out.retransmits as u64;
+        self.stats.window_cuts += u64::from(out.window_cut);
         match out.dropped {
             Some(Verdict::Duplicate) => self.stats.rx_duplicates += 1,
             Some(Verdict::OutOfOrder) => self.stats.rx_out_of_order += 1,

@@ -201,7 +201,11 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
         let mut failed = Vec::new();
         for (&id, p) in self.pdcs.iter_mut() {
             match p.handle_timeout(now, &self.cfg) {
-                Ok(n) => self.stats.timeouts += n as u64,
+                Ok(n) => {
+                    self.stats.timeouts += n as u64;
+                    self.stats.window_cuts += std::mem::take(&mut p.window_cuts);
+                    self.stats.tail_probes += std::mem::take(&mut p.probes);
+                }
                 Err(()) => failed.push(id),
             }
         }

@@ -136,6 +136,14 @@ pub struct Stats {
     pub tx_credits: u64,
     /// RCCC: CP CREDIT_REQ packets sent (sends waiting for credit).
     pub tx_credit_reqs: u64,
+    /// Cuts of the PDCs' adaptive windows ([`Config::min_window`]): halvings on a loss round,
+    /// falls to the floor on a timeout.
+    ///
+    /// [`Config::min_window`]: crate::Config::min_window
+    pub window_cuts: u64,
+    /// Tail probes of the adaptive window: the oldest and newest unacknowledged packets of a
+    /// stalled PDC sent again after twice its smoothed RTT without progress.
+    pub tail_probes: u64,
 }
 
 /// How a target accepts the Start_PSN of a new PDC (uet-wire.md §4, secure PDC establishment).
@@ -181,6 +189,10 @@ pub struct PdcInfo<A> {
     pub closing: bool,
     /// The NSCC window in bytes, when congestion control runs.
     pub cwnd: Option<usize>,
+    /// The adaptive window in packets ([`Config::min_window`]), once the PDC has sent.
+    ///
+    /// [`Config::min_window`]: crate::Config::min_window
+    pub window: Option<u32>,
     /// RCCC: credit units (256 bytes) granted to this PDC's peer so far.
     pub credit_granted: u64,
 }

@@ -1,0 +1,153 @@
+//! The RC requester's loss-adaptive send window ([`SendWindow::Adaptive`]): a limit on
+//! unacknowledged PSNs below rxe's 128 that reacts to loss as TCP's congestion window does (AIMD,
+//! RFC 5681 with NewReno's recovery point, RFC 6582), for paths that give no ECN/CNP feedback: a
+//! receiver whose socket buffer overflows, a VM's queues, a slow link with a short tail-drop queue.
+//!
+//! - **Start**: at the cap (128 PSNs), so a path that loses nothing never sees the window below
+//!   rxe's and the requester sends exactly what it would with [`SendWindow::Fixed`].
+//! - **Decrease**: a PSN sequence NAK or a lost READ/atomic response halves the window (not below
+//!   the floor); a retransmission timeout sets it to the floor and remembers half of it as the
+//!   slow-start threshold. One loss round costs one halving: the PSNs in flight when it was seen
+//!   (up to the highest sent, the recovery point) may report more losses, which are the same round.
+//! - **Increase**: every acknowledged PSN adds one PSN below the threshold (slow start: the window
+//!   doubles per round trip), and one PSN per window's worth of acknowledged PSNs above it
+//!   (congestion avoidance), back to the cap.
+//!
+//! The window is counted in PSNs as rxe's limit is (a READ takes one per response packet). Only the
+//! sender changes; the responder sees rxe's packets, with AckReq at least twice per window (see
+//! `Requester::ack_every`), so a small window still gets its ACKs.
+//!
+//! [`SendWindow::Adaptive`]: super::types::SendWindow::Adaptive
+//! [`SendWindow::Fixed`]: super::types::SendWindow::Fixed
+
+use wire::ib::psn;
+
+/// The cap: rxe's limit (`requester::MAX_UNACKED_PSNS`).
+pub(crate) const CAP: u32 = 128;
+
+/// One RC requester's adaptive window.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct LossWindow {
+    min: u32,
+    cwnd: u32,
+    ssthresh: u32,
+    /// PSNs acknowledged towards the next one-PSN increase (congestion avoidance).
+    acked: u32,
+    /// While set, losses reported for PSNs before it belong to the round already reacted to (one
+    /// past the highest PSN sent when it was seen).
+    recover: Option<u32>,
+}
+
+impl LossWindow {
+    /// A window at the cap with floor `min` (at least 1, at most the cap).
+    pub(crate) fn new(min: u8) -> LossWindow {
+        LossWindow { min: u32::from(min).clamp(1, CAP), cwnd: CAP, ssthresh: CAP, acked: 0, recover: None }
+    }
+
+    /// Unacknowledged PSNs allowed now.
+    pub(crate) fn limit(&self) -> u32 {
+        self.cwnd
+    }
+
+    /// `n` more PSNs acknowledged, the oldest unacknowledged now `comp_psn`.
+    pub(crate) fn on_ack(&mut self, comp_psn: u32, n: u32) {
+        if self.recover.is_some_and(|r| psn::diff(comp_psn, r) >= 0) {
+            self.recover = None;
+        }
+        let mut n = n;
+        if self.cwnd < self.ssthresh {
+            let step = n.min(self.ssthresh - self.cwnd);
+            self.cwnd += step;
+            n -= step;
+        }
+        if self.cwnd >= self.ssthresh {
+            self.acked += n;
+            while self.acked >= self.cwnd && self.cwnd < CAP {
+                self.acked -= self.cwnd;
+                self.cwnd += 1;
+            }
+        }
+        if self.cwnd >= CAP {
+            self.cwnd = CAP;
+            self.acked = 0;
+        }
+    }
+
+    /// A loss seen by a NAK or a missing response, `high_psn` one past the highest PSN sent:
+    /// halves the window unless this round already did. Returns whether it did.
+    pub(crate) fn on_loss(&mut self, high_psn: u32) -> bool {
+        if self.recover.is_some() {
+            return false;
+        }
+        self.ssthresh = (self.cwnd / 2).max(self.min);
+        self.cwnd = self.ssthresh;
+        self.acked = 0;
+        self.recover = Some(high_psn);
+        true
+    }
+
+    /// A retransmission timeout: the window falls to the floor and slow-starts back to half of
+    /// what it was (or to the threshold an earlier halving of this round already set).
+    pub(crate) fn on_timeout(&mut self, high_psn: u32) {
+        if self.recover.is_none() {
+            self.ssthresh = (self.cwnd / 2).max(self.min);
+        }
+        self.cwnd = self.min;
+        self.acked = 0;
+        self.recover = Some(high_psn);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    #[test]
+    fn halves_once_per_round_falls_to_the_floor_on_timeout_and_grows_back_to_the_cap() {
+        let mut w = LossWindow::new(4);
+        assert_eq!(w.limit(), 128);
+        // A NAK with PSNs 0..200 sent: 64. A second report of the same round changes nothing.
+        assert!(w.on_loss(200));
+        assert_eq!(w.limit(), 64);
+        assert!(!w.on_loss(200));
+        w.on_ack(150, 10);
+        assert!(!w.on_loss(220), "PSNs before 200 are not acknowledged yet: same round");
+        // The round is repaired: the next loss halves again.
+        w.on_ack(200, 50);
+        assert!(w.on_loss(300));
+        assert_eq!(w.limit(), 32);
+        // A timeout in the same round: the floor, and slow start back to the threshold the round
+        // already set (32), not half of it again.
+        w.on_timeout(300);
+        assert_eq!(w.limit(), 4);
+        w.on_ack(304, 28);
+        assert_eq!(w.limit(), 32);
+        // A timeout in a new round: the floor, then slow start to half of 32.
+        w.on_timeout(400);
+        assert_eq!(w.limit(), 4);
+        w.on_ack(400, 4);
+        assert_eq!(w.limit(), 8);
+        w.on_ack(408, 8);
+        assert_eq!(w.limit(), 16);
+        // Above the threshold: one PSN per window acknowledged.
+        w.on_ack(424, 16);
+        assert_eq!(w.limit(), 17);
+        let mut at = 424u32;
+        while w.limit() < 128 {
+            at = psn::add(at, w.limit());
+            w.on_ack(at, w.limit());
+        }
+        w.on_ack(psn::add(at, 1000), 1000);
+        assert_eq!(w.limit(), 128, "never above the cap");
+        // Never below the floor.
+        for i in 0..20u32 {
+            w.on_ack(2000 + i, 1);
+            w.on_loss(2000 + i);
+            w.on_timeout(2000 + i);
+        }
+        assert_eq!(w.limit(), 4);
+        let mut tiny = LossWindow::new(0);
+        assert_eq!(tiny.limit(), 128);
+        tiny.on_timeout(1);
+        assert_eq!(tiny.limit(), 1, "a floor of 0 is 1");
+    }
+}
