@@ -247,6 +247,7 @@ impl Context {
             st.requests.retries += r.retries;
             st.requests.timeouts += r.timeouts;
             st.requests.tail_probes += r.tail_probes;
+            st.requests.window_cuts += r.window_cuts;
             st.requests.rnr_naks += r.rnr_naks;
             st.requests.seq_naks += r.seq_naks;
             st.requests.error_naks += r.error_naks;

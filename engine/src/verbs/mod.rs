@@ -10,8 +10,8 @@ mod cq;
 
 pub use crate::roce::mem;
 pub use crate::roce::types::{
-    Access, AddressVector, Ah, Mtu, QpAttr, QpCap, QpState, QpType, RecvWr, SendFlags, SendWr, Sge, UdDest,
-    WcOpcode, WcStatus, WorkCompletion, WrOpcode,
+    Access, AddressVector, Ah, Mtu, QpAttr, QpCap, QpState, QpType, RecvWr, SendFlags, SendWindow, SendWr,
+    Sge, UdDest, WcOpcode, WcStatus, WorkCompletion, WrOpcode,
 };
 pub use crate::roce::{MemError, MemTable, VerbsError};
 pub use context::{AsyncEvent, CompChannel, Context, Cq, Mr, Pd, Qp, QpInitAttr, Srq, SrqAttr, Stats};

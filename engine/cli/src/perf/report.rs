@@ -156,7 +156,7 @@ pub fn lat_line(r: &LatRow) -> String {
 pub fn counters_line(side: &str, st: &engine::verbs::Stats) -> String {
     let (r, d) = (&st.requests, &st.drops);
     format!(
-        " {side}: frames tx {} ({} B) rx {} ({} B) (bad {}, unknown {}); requests {} retries {} timeouts {} tail probes {}; \
+        " {side}: frames tx {} ({} B) rx {} ({} B) (bad {}, unknown {}); requests {} retries {} timeouts {} tail probes {} window cuts {}; \
          NAKs in: seq {} rnr {} error {}; NAKs out: seq {} rnr {}; duplicates {}; dropped: qkey {} no-wqe {} uc {}",
         st.tx_frames,
         st.tx_bytes,
@@ -168,6 +168,7 @@ pub fn counters_line(side: &str, st: &engine::verbs::Stats) -> String {
         r.retries,
         r.timeouts,
         r.tail_probes,
+        r.window_cuts,
         r.seq_naks,
         r.rnr_naks,
         r.error_naks,
