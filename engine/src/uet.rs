@@ -23,6 +23,8 @@ use wire::{EthernetAddress, EthernetRepr, FrameRepr, IpRepr, Ipv4Repr, UdpChecks
 use frame::Frame;
 
 use crate::datapath::{Datapath, TxError};
+use crate::progress::Sleep;
+use std::os::fd::BorrowedFd;
 
 /// Ethernet + IPv4 + UDP.
 use wire::frame::ETH_IPV4_UDP_LEN as HEADERS;
@@ -413,6 +415,22 @@ impl<D: Datapath> UetNode<D> {
             }
             Err(TxError::Failed(_)) => self.stats.tx_failed += 1,
         }
+    }
+}
+
+impl<D: Datapath> Sleep for UetNode<D> {
+    fn wait_fd(&self) -> Option<BorrowedFd<'_>> {
+        self.dp.wait_fd()
+    }
+
+    fn tx_blocked(&self) -> bool {
+        !self.pending.is_empty()
+    }
+
+    fn next_work_in(&self) -> Option<Duration> {
+        // A round sends everything the SES has (or stops at a full datapath, whose descriptor
+        // turning writable ends the sleep): what is left is its timers.
+        self.ses.poll_timeout().map(|t| t.saturating_sub(self.dp.now()))
     }
 }
 

@@ -5,6 +5,7 @@
 //! timeout and no frame lost: every frame the engine made crossed the link once.
 
 use std::net::Ipv4Addr;
+use std::os::fd::BorrowedFd;
 use std::time::Duration;
 
 use engine::datapath::sim::{SimNet, SimPort};
@@ -63,6 +64,9 @@ impl Datapath for Refusing {
     }
     fn recycle(&mut self, frame: Frame) {
         self.inner.recycle(frame);
+    }
+    fn wait_fd(&self) -> Option<BorrowedFd<'_>> {
+        None
     }
     fn counters(&self) -> Vec<(&'static str, u64)> {
         vec![("refused", self.refused), ("taken", self.taken)]

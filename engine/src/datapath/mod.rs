@@ -4,7 +4,8 @@
 //! **Back-pressure.** A datapath never drops a frame it was handed because it has no room for it
 //! now (a full AF_XDP ring, a full socket buffer): [`Datapath::transmit`] hands such a frame back as
 //! [`TxError::Full`], and the engine keeps it, produces nothing more, and offers the same frame
-//! again first when the datapath has room (in a later round, after [`Datapath::flush`]). Only a frame the datapath can never send is dropped
+//! again first when the datapath has room (after the next [`Datapath::flush`], or when
+//! [`Datapath::wait_fd`] turns writable). Only a frame the datapath can never send is dropped
 //! ([`TxError::Failed`], counted by the datapath). The fast path costs nothing more than before:
 //! the result of the call the datapath already makes.
 
@@ -15,6 +16,7 @@ pub mod wrap;
 
 use frame::Frame;
 use std::net::IpAddr;
+use std::os::fd::BorrowedFd;
 use std::time::Duration;
 
 /// Why [`Datapath::transmit`] did not send a frame.
@@ -73,6 +75,12 @@ pub trait Datapath {
     /// Pushes out frames transmitted since the last call (one system call for a batch); called at
     /// the end of every progress round.
     fn flush(&mut self) {}
+    /// A descriptor to sleep on instead of polling: readable when a frame may have arrived,
+    /// writable when a refused frame may now fit (poll(2) it for both). `None` (the simulator, on
+    /// virtual time): there is nothing to sleep on, so idle loops spin.
+    fn wait_fd(&self) -> Option<BorrowedFd<'_>> {
+        None
+    }
     /// The datapath's own counters, named.
     fn counters(&self) -> Vec<(&'static str, u64)> {
         Vec::new()

@@ -8,7 +8,8 @@
 //! source port ([`Datapath::udp_src_port`]). TOS, TTL and the UDP checksum are masked by the ICRC;
 //! the socket sends UDP checksum 0 (`SO_NO_CHECK`), as rxe does. The socket is non-blocking: a
 //! send the kernel refuses for want of room (`EAGAIN`/`EWOULDBLOCK`, `ENOBUFS`) hands the frame
-//! back as [`TxError::Full`], and the engine sends it again in a later round; only a datagram the kernel will never take is dropped
+//! back as [`TxError::Full`], and the engine sends it again when the socket turns writable (its
+//! descriptor is [`Datapath::wait_fd`]); only a datagram the kernel will never take is dropped
 //! ([`UdpCounters::tx_failed`]).
 //!
 //! **Receiving.** A UDP socket shows neither the IP header nor the sender's IP ID. The datapath
@@ -25,6 +26,7 @@ use frame::{Frame, FramePool};
 use rustix::net::sockopt::{self, Ipv4PathMtuDiscovery};
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, SocketAddrV4, UdpSocket};
+use std::os::fd::{AsFd, BorrowedFd};
 use std::time::{Duration, Instant};
 use wire::ethernet::{self, EthernetAddress, ethertype};
 use wire::frame::ETH_IPV4_UDP_LEN as HEADERS;
@@ -252,6 +254,10 @@ impl Datapath for UdpPort {
 
     fn udp_src_port(&self) -> Option<u16> {
         Some(self.port)
+    }
+
+    fn wait_fd(&self) -> Option<BorrowedFd<'_>> {
+        Some(self.socket.as_fd())
     }
 
     fn counters(&self) -> Vec<(&'static str, u64)> {

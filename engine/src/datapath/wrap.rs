@@ -10,6 +10,7 @@ use rand_xoshiro::Xoshiro256PlusPlus;
 use rand_xoshiro::rand_core::{Rng, SeedableRng};
 use std::cell::RefCell;
 use std::net::IpAddr;
+use std::os::fd::BorrowedFd;
 use std::rc::Rc;
 use std::time::Duration;
 
@@ -51,6 +52,9 @@ macro_rules! delegate_datapath_tail {
         }
         fn flush(&mut self) {
             self.$inner.flush();
+        }
+        fn wait_fd(&self) -> Option<BorrowedFd<'_>> {
+            self.$inner.wait_fd()
         }
     };
 }

@@ -2,6 +2,7 @@
 
 use super::cq::{Channel, CqState, signal};
 use crate::datapath::{Datapath, TxError};
+use crate::progress::Sleep;
 use crate::roce::path::{Path, canonical};
 use crate::roce::types::{
     Access, AddressVector, Ah, Mtu, QpAttr, QpCap, QpState, QpType, RecvWr, SendWr, WorkCompletion,
@@ -819,5 +820,24 @@ fn offer(
             stats.tx_failed += 1;
             Err(VerbsError::Datapath(why))
         }
+    }
+}
+
+impl Sleep for Context {
+    fn wait_fd(&self) -> Option<BorrowedFd<'_>> {
+        self.dp.wait_fd()
+    }
+
+    fn tx_blocked(&self) -> bool {
+        self.pending.is_some()
+    }
+
+    fn next_work_in(&self) -> Option<Duration> {
+        // A QP with frames to send has work now, unless the datapath is full (then the
+        // descriptor turning writable ends the sleep).
+        if self.pending.is_none() && self.wants_transmit() {
+            return Some(Duration::ZERO);
+        }
+        self.qp_deadline().map(|t| t.saturating_sub(self.dp.now()))
     }
 }

@@ -17,7 +17,8 @@
 //! descriptors: copy mode moves at most a batch per call), `recv` for FILL when the RX ring is
 //! empty. When no TX chunk or ring slot is free, `transmit` takes back the completed chunks, kicks
 //! the kernel, and if there is still no room hands the frame back ([`TxError::Full`]); the engine
-//! offers it again later.
+//! offers it again later. The socket's descriptor ([`Datapath::wait_fd`]) is what idle loops sleep
+//! on: readable when the RX ring has frames, writable when the TX ring has room.
 //!
 //! This module and `engine::sys` are the only places with `unsafe`; every block says why it holds.
 #![allow(unsafe_code)]
@@ -31,7 +32,7 @@ use frame::{Frame, FramePool};
 use ring::Ring;
 use std::io;
 use std::net::{IpAddr, Ipv4Addr};
-use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::ptr::NonNull;
 use std::time::{Duration, Instant};
 
@@ -441,6 +442,10 @@ impl Datapath for AfXdpPort {
                 break;
             }
         }
+    }
+
+    fn wait_fd(&self) -> Option<BorrowedFd<'_>> {
+        Some(self.xsk.as_fd())
     }
 
     fn counters(&self) -> Vec<(&'static str, u64)> {
