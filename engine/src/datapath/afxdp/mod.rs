@@ -321,6 +321,27 @@ impl AfXdpPort {
         }
     }
 
+    /// The kernel's statistics of the socket (`XDP_STATISTICS`): what it dropped on the way in
+    /// (RX ring full, FILL ring empty) and the descriptors it found invalid. A kernel older than
+    /// 5.9 fills only the first three fields.
+    fn kernel_stats(&self) -> Option<libc::xdp_statistics> {
+        // SAFETY: a zeroed xdp_statistics is a valid value (plain integers).
+        let mut st: libc::xdp_statistics = unsafe { std::mem::zeroed() };
+        let mut len = std::mem::size_of::<libc::xdp_statistics>() as libc::socklen_t;
+        // SAFETY: `st` and `len` are live and sized for XDP_STATISTICS; the kernel writes at most
+        // `len` bytes and updates `len`.
+        let r = unsafe {
+            libc::getsockopt(
+                self.xsk.as_raw_fd(),
+                libc::SOL_XDP,
+                libc::XDP_STATISTICS,
+                (&mut st as *mut libc::xdp_statistics).cast(),
+                &mut len,
+            )
+        };
+        (r == 0).then_some(st)
+    }
+
     /// Whether a frame fits now: a free TX chunk and a free TX ring slot.
     fn tx_room(&self) -> bool {
         !self.free_tx.is_empty() && self.tx.free() > 0
@@ -450,13 +471,22 @@ impl Datapath for AfXdpPort {
 
     fn counters(&self) -> Vec<(&'static str, u64)> {
         let c = self.counters;
-        vec![
+        let mut v = vec![
             ("af_xdp frames sent", c.tx),
             ("af_xdp sends deferred (tx ring full)", c.tx_full),
             ("af_xdp sends failed", c.tx_failed),
             ("af_xdp frames received", c.rx),
             ("af_xdp tx wake-ups", c.tx_kicks),
             ("af_xdp fill wake-ups", c.fill_kicks),
-        ]
+        ];
+        if let Some(k) = self.kernel_stats() {
+            v.extend([
+                ("af_xdp kernel: rx dropped", k.rx_dropped),
+                ("rx ring full", k.rx_ring_full),
+                ("fill ring empty", k.rx_fill_ring_empty_descs),
+                ("invalid descriptors", k.rx_invalid_descs + k.tx_invalid_descs),
+            ]);
+        }
+        v
     }
 }
