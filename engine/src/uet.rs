@@ -34,8 +34,8 @@ use wire::frame::ETH_IPV4_UDP_LEN as HEADERS;
 pub struct NodeStats {
     /// Frames sent.
     pub tx_frames: u64,
-    /// Times the datapath had no room for a frame (back-pressure): the frame, and the rest of its
-    /// batch, waited in the node, and the SES made no more until they had gone.
+    /// Frames the datapath had no room for when first offered (back-pressure): each, and the rest
+    /// of its batch, waited in the node, and the SES made no more until they had gone.
     pub tx_stalls: u64,
     /// Frames the datapath could not send at all (dropped, counted by the datapath too).
     pub tx_failed: u64,

@@ -118,8 +118,9 @@ pub struct Stats {
     pub tx_frames: u64,
     /// Bytes of the frames sent.
     pub tx_bytes: u64,
-    /// Times the datapath had no room for a frame (back-pressure): the frame waited in the
-    /// device, and no QP sent anything until it had gone.
+    /// Frames the datapath had no room for when first offered (back-pressure): each waited in the
+    /// device, and no QP sent anything until it had gone (the datapath's own counters count every
+    /// refusal).
     pub tx_stalls: u64,
     /// Frames the datapath could not send at all (dropped; `progress` returned the error).
     pub tx_failed: u64,
