@@ -208,6 +208,24 @@ impl nicsim::System for SimPair {
     }
 }
 
+/// On virtual time there is no descriptor to sleep on: a progress thread with [`Idle::Adaptive`]
+/// driving a pair sleeps only when [`SimPair::step`] says nothing is pending at all, until a call.
+///
+/// [`Idle::Adaptive`]: crate::progress::Idle::Adaptive
+impl crate::progress::Sleep for SimPair {
+    fn wait_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+        None
+    }
+
+    fn tx_blocked(&self) -> bool {
+        false
+    }
+
+    fn next_work_in(&self) -> Option<Duration> {
+        None
+    }
+}
+
 /// Takes one QP of a pair through INIT, RTR and RTS towards `remote` at `remote_gid` (UD: INIT
 /// with the Q_Key, RTR, RTS), with `cfg`'s attributes. Any datapath.
 pub fn connect(

@@ -6,6 +6,7 @@
 //! 4793 with a valid IPv4 checksum and a valid (or, from a kernel socket that already checked it,
 //! absent) UDP checksum.
 
+use std::collections::VecDeque;
 use std::collections::hash_map::Entry;
 use std::net::{IpAddr, Ipv4Addr};
 use std::ops::Range;
@@ -21,7 +22,9 @@ use wire::{EthernetAddress, EthernetRepr, FrameRepr, IpRepr, Ipv4Repr, UdpChecks
 
 use frame::Frame;
 
-use crate::datapath::Datapath;
+use crate::datapath::{Datapath, TxError};
+use crate::progress::Sleep;
+use std::os::fd::BorrowedFd;
 
 /// Ethernet + IPv4 + UDP.
 use wire::frame::ETH_IPV4_UDP_LEN as HEADERS;
@@ -31,6 +34,11 @@ use wire::frame::ETH_IPV4_UDP_LEN as HEADERS;
 pub struct NodeStats {
     /// Frames sent.
     pub tx_frames: u64,
+    /// Frames the datapath had no room for when first offered (back-pressure): each, and the rest
+    /// of its batch, waited in the node, and the SES made no more until they had gone.
+    pub tx_stalls: u64,
+    /// Frames the datapath could not send at all (dropped, counted by the datapath too).
+    pub tx_failed: u64,
     /// Packets dropped because the destination's MAC is unknown.
     pub tx_unresolved: u64,
     /// Frames received and handed to the SES.
@@ -76,6 +84,9 @@ pub struct UetNode<D> {
     /// Frames filled and not yet sent (likewise): destination, bytes written, and the payload
     /// still to place after them.
     tx_batch: Vec<(Frame, Ipv4Addr, usize, Bytes)>,
+    /// Finished frames the datapath had no room for, in order (at most a batch): they go first,
+    /// and the SES makes no more while any waits.
+    pending: VecDeque<Frame>,
 }
 
 /// The UDP source port for traffic to `dst`: 0xC000 | 14 bits of a hash, fixed per destination
@@ -107,6 +118,7 @@ impl<D: Datapath> UetNode<D> {
             ecn: false,
             rx_batch: Vec::with_capacity(BATCH),
             tx_batch: Vec::with_capacity(BATCH),
+            pending: VecDeque::new(),
         })
     }
 
@@ -190,14 +202,38 @@ impl<D: Datapath> UetNode<D> {
         if self.ses.poll_timeout().is_some_and(|t| t <= now) {
             self.ses.handle_timeout(now);
         }
-        moved |= self.transmit_all(now);
+        moved |= self.send_pending();
+        if self.pending.is_empty() {
+            moved |= self.transmit_all(now);
+        }
         self.dp.flush();
         moved
     }
 
-    /// The next deadline of the protocol cores.
+    /// The next deadline of the protocol cores, or now while frames wait for room in the datapath.
     pub fn poll_timeout(&self) -> Option<Duration> {
+        if !self.pending.is_empty() {
+            return Some(self.dp.now());
+        }
         self.ses.poll_timeout()
+    }
+
+    /// Offers the frames the datapath handed back, in order, until it refuses one; true if any
+    /// went.
+    fn send_pending(&mut self) -> bool {
+        let mut moved = false;
+        while let Some(frame) = self.pending.pop_front() {
+            match self.dp.transmit(frame) {
+                Ok(()) => self.stats.tx_frames += 1,
+                Err(TxError::Full(frame)) => {
+                    self.pending.push_front(frame);
+                    break;
+                }
+                Err(TxError::Failed(_)) => self.stats.tx_failed += 1,
+            }
+            moved = true;
+        }
+        moved
     }
 
     /// The first stage of taking a frame: Ethernet, IP and UDP are checked and a sealed datagram
@@ -311,7 +347,8 @@ impl<D: Datapath> UetNode<D> {
             for (frame, dst, len, tail) in tx.drain(..) {
                 self.send(frame, dst, len, &tail, hl, icv);
             }
-            if drained {
+            // A full datapath: the SES makes no more frames until the waiting ones have gone.
+            if drained || !self.pending.is_empty() {
                 break;
             }
         }
@@ -322,7 +359,8 @@ impl<D: Datapath> UetNode<D> {
     /// Places `tail` after the `len` UET bytes written after the headers of `frame`: in a secure
     /// domain by sealing the two, the `len` bytes in place and `tail` straight from where it lies
     /// (the message) into the frame, else by copying it. Then writes its Ethernet, IP and UDP
-    /// headers to `dst` and sends it; a frame that cannot go is counted and recycled.
+    /// headers to `dst` and sends it; a frame that cannot go is counted and recycled. A frame the
+    /// datapath has no room for waits, in order, with those after it.
     fn send(&mut self, mut frame: Frame, dst: Ipv4Addr, len: usize, tail: &[u8], hl: usize, icv: usize) {
         let sealed = self.tss.is_some();
         let Some(headers) = headers_to(&mut self.headers, &mut self.dp, self.ip, dst, self.ecn, sealed)
@@ -365,9 +403,34 @@ impl<D: Datapath> UetNode<D> {
             return;
         };
         frame.set_len(n);
-        if self.dp.transmit(frame).is_ok() {
-            self.stats.tx_frames += 1;
+        if !self.pending.is_empty() {
+            self.pending.push_back(frame);
+            return;
         }
+        match self.dp.transmit(frame) {
+            Ok(()) => self.stats.tx_frames += 1,
+            Err(TxError::Full(frame)) => {
+                self.stats.tx_stalls += 1;
+                self.pending.push_back(frame);
+            }
+            Err(TxError::Failed(_)) => self.stats.tx_failed += 1,
+        }
+    }
+}
+
+impl<D: Datapath> Sleep for UetNode<D> {
+    fn wait_fd(&self) -> Option<BorrowedFd<'_>> {
+        self.dp.wait_fd()
+    }
+
+    fn tx_blocked(&self) -> bool {
+        !self.pending.is_empty()
+    }
+
+    fn next_work_in(&self) -> Option<Duration> {
+        // A round sends everything the SES has (or stops at a full datapath, whose descriptor
+        // turning writable ends the sleep): what is left is its timers.
+        self.ses.poll_timeout().map(|t| t.saturating_sub(self.dp.now()))
     }
 }
 

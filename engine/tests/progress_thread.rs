@@ -93,3 +93,10 @@ fn a_failing_setup_is_reported() {
     );
     assert_eq!(r.err(), Some(engine::verbs::VerbsError::OutOfResources));
 }
+
+#[test]
+fn adaptive_progress_thread_sleeps_until_a_call() {
+    // On the simulated network there is no descriptor: the thread sleeps only when nothing is
+    // pending at all, and each call wakes it through its eventfd.
+    run(Idle::ADAPTIVE);
+}

@@ -141,3 +141,32 @@ fn uc_and_ud_sends_over_kernel_udp() {
         }
     }
 }
+
+/// Adaptive waiting (issue 27): an idle context spins for the spin time, then sleeps on its socket
+/// until the next QP timer (here none: the sleep's limit), and wakes at once when a frame arrives.
+#[test]
+fn an_idle_context_sleeps_on_its_socket_until_a_frame_arrives() {
+    use engine::progress::{Idle, Waiter};
+    let (mut a, mut b, _) = pair(14, QpType::Rc);
+    let mut waiter = Waiter::new(Idle::Adaptive(Duration::from_millis(1)));
+    // Work resets the spin; the first idle rounds spin and return at once.
+    let t = Instant::now();
+    assert!(!waiter.after_round(&a.ctx, true, None, Duration::from_secs(1)).unwrap());
+    assert!(!waiter.after_round(&a.ctx, false, None, Duration::from_secs(1)).unwrap());
+    assert!(t.elapsed() < Duration::from_millis(500));
+    std::thread::sleep(Duration::from_millis(2));
+    // Spun long enough: nothing comes, so it sleeps the whole 50 ms given.
+    let t = Instant::now();
+    assert!(waiter.after_round(&a.ctx, false, None, Duration::from_millis(50)).unwrap());
+    assert!(t.elapsed() >= Duration::from_millis(45), "{:?}", t.elapsed());
+    // A SEND from b: a's socket is readable, so a long sleep ends at once.
+    b.ctx.post_recv(b.qp, &[RecvWr { wr_id: 0, sg_list: vec![sge(&b.mr, 0, 4096)] }]).unwrap();
+    a.ctx.post_recv(a.qp, &[RecvWr { wr_id: 0, sg_list: vec![sge(&a.mr, 0, 4096)] }]).unwrap();
+    b.ctx.post_send(b.qp, &[SendWr::new(1, WrOpcode::Send, vec![sge(&b.mr, 0, 100)])]).unwrap();
+    b.ctx.progress().unwrap();
+    let t = Instant::now();
+    assert!(waiter.after_round(&a.ctx, false, None, Duration::from_secs(5)).unwrap());
+    assert!(t.elapsed() < Duration::from_secs(1), "{:?}", t.elapsed());
+    assert!(a.ctx.progress().unwrap() > 0, "the frame that woke it is there");
+    assert_eq!(waiter.sleeps(), 2);
+}

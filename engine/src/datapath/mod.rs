@@ -1,5 +1,13 @@
 //! Datapaths: where a device's frames go. The progress engine in [`crate::verbs::Context`] is the
 //! only caller; it takes time from the datapath, so the simulated network runs on virtual time.
+//!
+//! **Back-pressure.** A datapath never drops a frame it was handed because it has no room for it
+//! now (a full AF_XDP ring, a full socket buffer): [`Datapath::transmit`] hands such a frame back as
+//! [`TxError::Full`], and the engine keeps it, produces nothing more, and offers the same frame
+//! again first when the datapath has room (after the next [`Datapath::flush`], or when
+//! [`Datapath::wait_fd`] turns writable). Only a frame the datapath can never send is dropped
+//! ([`TxError::Failed`], counted by the datapath). The fast path costs nothing more than before:
+//! the result of the call the datapath already makes.
 
 pub mod afxdp;
 pub mod sim;
@@ -8,7 +16,28 @@ pub mod wrap;
 
 use frame::Frame;
 use std::net::IpAddr;
+use std::os::fd::BorrowedFd;
 use std::time::Duration;
+
+/// Why [`Datapath::transmit`] did not send a frame.
+#[derive(Debug)]
+pub enum TxError {
+    /// No room now (full ring or socket buffer): the frame comes back untouched. The caller keeps
+    /// it, sends nothing else, and offers this same frame again first, later.
+    Full(Frame),
+    /// The frame cannot be sent (no link, not a frame this datapath can carry, a socket error that
+    /// retrying will not cure): it is dropped, and the datapath counts it.
+    Failed(&'static str),
+}
+
+impl std::fmt::Display for TxError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TxError::Full(_) => f.write_str("the datapath is full"),
+            TxError::Failed(why) => f.write_str(why),
+        }
+    }
+}
 
 /// One port of a backend, as the progress engine sees it.
 pub trait Datapath {
@@ -22,8 +51,9 @@ pub trait Datapath {
     fn resolve(&self, ip: IpAddr) -> Option<[u8; 6]>;
     /// A buffer to build a frame in.
     fn alloc(&mut self) -> Frame;
-    /// Sends a frame.
-    fn transmit(&mut self, frame: Frame) -> Result<(), &'static str>;
+    /// Sends a frame, or hands it back when there is no room for it now (see [`TxError`] and the
+    /// module documentation).
+    fn transmit(&mut self, frame: Frame) -> Result<(), TxError>;
     /// The next received frame, if any.
     fn receive(&mut self) -> Option<Frame>;
     /// Returns a buffer.
@@ -45,6 +75,12 @@ pub trait Datapath {
     /// Pushes out frames transmitted since the last call (one system call for a batch); called at
     /// the end of every progress round.
     fn flush(&mut self) {}
+    /// A descriptor to sleep on instead of polling: readable when a frame may have arrived,
+    /// writable when a refused frame may now fit (poll(2) it for both). `None` (the simulator, on
+    /// virtual time): there is nothing to sleep on, so idle loops spin.
+    fn wait_fd(&self) -> Option<BorrowedFd<'_>> {
+        None
+    }
     /// The datapath's own counters, named.
     fn counters(&self) -> Vec<(&'static str, u64)> {
         Vec::new()

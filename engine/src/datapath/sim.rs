@@ -1,6 +1,6 @@
 //! The in-process datapath: devices are ports of a [`nicsim::Network`], all driven from one thread.
 
-use super::Datapath;
+use super::{Datapath, TxError};
 use crate::roce::path::canonical;
 use frame::Frame;
 use nicsim::{LinkConfig, Network, PortId};
@@ -173,8 +173,10 @@ impl Datapath for SimPort {
         self.shared.borrow_mut().net.alloc()
     }
 
-    fn transmit(&mut self, frame: Frame) -> Result<(), &'static str> {
-        self.shared.borrow_mut().net.transmit(self.port, frame).map_err(|_| "simulated port has no link")
+    /// Never full: the simulated network queues or drops by its links' settings.
+    fn transmit(&mut self, frame: Frame) -> Result<(), TxError> {
+        let sent = self.shared.borrow_mut().net.transmit(self.port, frame);
+        sent.map_err(|_| TxError::Failed("simulated port has no link"))
     }
 
     fn receive(&mut self) -> Option<Frame> {

@@ -6,7 +6,11 @@
 //! unconnected with don't-fragment set (`IP_PMTUDISC_DO`): Linux then sends IP ID 0, which is what the
 //! engine's headers say, and every frame leaves from the bound port 4791, which QPs use as their UDP
 //! source port ([`Datapath::udp_src_port`]). TOS, TTL and the UDP checksum are masked by the ICRC;
-//! the socket sends UDP checksum 0 (`SO_NO_CHECK`), as rxe does.
+//! the socket sends UDP checksum 0 (`SO_NO_CHECK`), as rxe does. The socket is non-blocking: a
+//! send the kernel refuses for want of room (`EAGAIN`/`EWOULDBLOCK`, `ENOBUFS`) hands the frame
+//! back as [`TxError::Full`], and the engine sends it again when the socket turns writable (its
+//! descriptor is [`Datapath::wait_fd`]); only a datagram the kernel will never take is dropped
+//! ([`UdpCounters::tx_failed`]).
 //!
 //! **Receiving.** A UDP socket shows neither the IP header nor the sender's IP ID. The datapath
 //! rebuilds the Ethernet, IPv4 and UDP headers from what `recvfrom` does give (addresses, ports,
@@ -16,12 +20,13 @@
 //! picks a random one): the rebuilt frame then gets a freshly computed ICRC, so nothing the ICRC
 //! covers is verified, and [`UdpCounters::icrc_trusted`] says how many frames that was.
 
-use super::Datapath;
+use super::{Datapath, TxError};
 use crate::roce::types::Mtu;
 use frame::{Frame, FramePool};
 use rustix::net::sockopt::{self, Ipv4PathMtuDiscovery};
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, SocketAddrV4, UdpSocket};
+use std::os::fd::{AsFd, BorrowedFd};
 use std::time::{Duration, Instant};
 use wire::ethernet::{self, EthernetAddress, ethertype};
 use wire::frame::ETH_IPV4_UDP_LEN as HEADERS;
@@ -46,8 +51,12 @@ pub enum RxIcrc {
 pub struct UdpCounters {
     /// Datagrams sent.
     pub tx: u64,
-    /// Datagrams the kernel refused (full socket buffer: dropped as a full NIC queue would be).
-    pub tx_dropped: u64,
+    /// Sends the kernel refused for now (full socket buffer): the frame went back to the engine,
+    /// which sent it again later (back-pressure; nothing was lost).
+    pub tx_full: u64,
+    /// Frames dropped because they can never be sent: not an IPv4/UDP frame, or a send error
+    /// other than a full buffer (larger than the path MTU, no route...).
+    pub tx_failed: u64,
     /// Datagrams received.
     pub rx: u64,
     /// Datagrams too large for a frame buffer (dropped).
@@ -135,6 +144,14 @@ fn rebuild_headers(b: &mut [u8], src: SocketAddrV4, dst: SocketAddrV4, payload: 
     Ok(())
 }
 
+/// Whether a failed `sendto` means "no room now, try again" (the socket is non-blocking): a full
+/// socket buffer, or a device queue the kernel reports full.
+fn refused_for_now(e: &io::Error) -> bool {
+    e.kind() == io::ErrorKind::WouldBlock
+        || e.kind() == io::ErrorKind::Interrupted
+        || e.raw_os_error() == Some(libc::ENOBUFS)
+}
+
 /// Where an IPv4 frame the engine built goes, and its UDP payload (BTH through ICRC); `None` for
 /// anything else. Only what `sendto` needs is read: the engine built the headers.
 fn udp_destination(f: &[u8]) -> Option<(SocketAddrV4, &[u8])> {
@@ -168,18 +185,33 @@ impl Datapath for UdpPort {
         self.pool.get()
     }
 
-    fn transmit(&mut self, frame: Frame) -> Result<(), &'static str> {
-        let sent = match udp_destination(frame.as_slice()) {
-            Some((dst, payload)) => self.socket.send_to(payload, dst).is_ok(),
-            None => false,
+    fn transmit(&mut self, frame: Frame) -> Result<(), TxError> {
+        let Some((dst, payload)) = udp_destination(frame.as_slice()) else {
+            self.counters.tx_failed += 1;
+            self.pool.put(frame);
+            return Err(TxError::Failed("not an IPv4/UDP frame"));
         };
-        if sent {
-            self.counters.tx += 1;
-        } else {
-            self.counters.tx_dropped += 1;
+        match self.socket.send_to(payload, dst) {
+            Ok(_) => {
+                self.counters.tx += 1;
+                self.pool.put(frame);
+                Ok(())
+            }
+            Err(e) if refused_for_now(&e) => {
+                self.counters.tx_full += 1;
+                Err(TxError::Full(frame))
+            }
+            Err(e) => {
+                self.counters.tx_failed += 1;
+                self.pool.put(frame);
+                Err(TxError::Failed(match e.raw_os_error() {
+                    Some(libc::EMSGSIZE) => "sendto: the datagram is larger than the path MTU",
+                    Some(libc::ENETUNREACH | libc::EHOSTUNREACH) => "sendto: no route to the peer",
+                    Some(libc::EPERM | libc::EACCES) => "sendto: refused by the host (firewall?)",
+                    _ => "sendto failed",
+                }))
+            }
         }
-        self.pool.put(frame);
-        Ok(())
     }
 
     fn receive(&mut self) -> Option<Frame> {
@@ -224,11 +256,16 @@ impl Datapath for UdpPort {
         Some(self.port)
     }
 
+    fn wait_fd(&self) -> Option<BorrowedFd<'_>> {
+        Some(self.socket.as_fd())
+    }
+
     fn counters(&self) -> Vec<(&'static str, u64)> {
         let c = self.counters;
         vec![
             ("udp datagrams sent", c.tx),
-            ("udp sends refused", c.tx_dropped),
+            ("udp sends deferred (socket buffer full)", c.tx_full),
+            ("udp sends failed", c.tx_failed),
             ("udp datagrams received", c.rx),
             ("udp oversized dropped", c.rx_oversized),
             ("icrc not verified (--rx-icrc trust)", c.icrc_trusted),

@@ -2,7 +2,7 @@
 //! frame the engine sends and receives. They stack on any datapath:
 //! `Context::open(Capture::new(Faulty::new(UdpPort::bind(..)?, faults, seed)))`.
 
-use super::Datapath;
+use super::{Datapath, TxError};
 use crate::roce::types::Mtu;
 use frame::Frame;
 use nicsim::TapRecord;
@@ -10,6 +10,7 @@ use rand_xoshiro::Xoshiro256PlusPlus;
 use rand_xoshiro::rand_core::{Rng, SeedableRng};
 use std::cell::RefCell;
 use std::net::IpAddr;
+use std::os::fd::BorrowedFd;
 use std::rc::Rc;
 use std::time::Duration;
 
@@ -51,6 +52,9 @@ macro_rules! delegate_datapath_tail {
         }
         fn flush(&mut self) {
             self.$inner.flush();
+        }
+        fn wait_fd(&self) -> Option<BorrowedFd<'_>> {
+            self.$inner.wait_fd()
         }
     };
 }
@@ -96,6 +100,9 @@ pub struct Faulty<D> {
     faults: TxFaults,
     rng: Xoshiro256PlusPlus,
     held: Option<Frame>,
+    /// The inner datapath handed the last frame back ([`TxError::Full`]): the engine offers that
+    /// same frame next, and it has had its faults already.
+    refused: bool,
     counters: Rc<RefCell<FaultCounters>>,
 }
 
@@ -107,6 +114,7 @@ impl<D: Datapath> Faulty<D> {
             faults,
             rng: Xoshiro256PlusPlus::seed_from_u64(seed),
             held: None,
+            refused: false,
             counters: Rc::default(),
         }
     }
@@ -120,12 +128,25 @@ impl<D: Datapath> Faulty<D> {
         p > 0.0 && ((self.rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64) < p
     }
 
-    fn send(&mut self, frame: Frame) -> Result<(), &'static str> {
-        let r = self.inner.transmit(frame);
-        if let Some(h) = self.held.take() {
-            self.inner.transmit(h)?;
+    /// Sends `frame`, then the frame held back, if any (which stays held if there is no room).
+    fn send(&mut self, frame: Frame) -> Result<(), TxError> {
+        if let Err(e) = self.inner.transmit(frame) {
+            self.refused = matches!(e, TxError::Full(_));
+            return Err(e);
         }
-        r
+        self.send_held()
+    }
+
+    /// Sends the frame held back, if any; it stays held while the inner datapath is full.
+    fn send_held(&mut self) -> Result<(), TxError> {
+        match self.held.take().map(|h| self.inner.transmit(h)) {
+            Some(Err(TxError::Full(h))) => {
+                self.held = Some(h);
+                Ok(())
+            }
+            Some(Err(e)) => Err(e),
+            Some(Ok(())) | None => Ok(()),
+        }
     }
 }
 
@@ -134,7 +155,11 @@ use wire::frame::ETH_IPV4_UDP_LEN as L2_L4;
 
 impl<D: Datapath> Datapath for Faulty<D> {
     delegate_datapath!(inner);
-    fn transmit(&mut self, mut frame: Frame) -> Result<(), &'static str> {
+    fn transmit(&mut self, mut frame: Frame) -> Result<(), TxError> {
+        if std::mem::take(&mut self.refused) {
+            // The frame refused last time, offered again: its faults were drawn then.
+            return self.send(frame);
+        }
         let f = self.faults;
         if self.chance(f.loss) {
             self.counters.borrow_mut().lost += 1;
@@ -151,8 +176,12 @@ impl<D: Datapath> Datapath for Faulty<D> {
             let mut copy = self.inner.alloc();
             copy.buffer_mut()[..frame.len()].copy_from_slice(frame.as_slice());
             copy.set_len(frame.len());
-            self.counters.borrow_mut().duplicated += 1;
-            self.inner.transmit(copy)?;
+            match self.inner.transmit(copy) {
+                Ok(()) => self.counters.borrow_mut().duplicated += 1,
+                // No room for the extra copy: it is not sent (the original waits its turn).
+                Err(TxError::Full(copy)) => self.inner.recycle(copy),
+                Err(e) => return Err(e),
+            }
         }
         if self.held.is_none() && self.chance(f.reorder) {
             self.counters.borrow_mut().reordered += 1;
@@ -162,10 +191,9 @@ impl<D: Datapath> Datapath for Faulty<D> {
         self.send(frame)
     }
     fn receive(&mut self) -> Option<Frame> {
-        // A frame held back too long goes out when nothing else does.
-        if let Some(h) = self.held.take() {
-            let _ = self.inner.transmit(h);
-        }
+        // A frame held back too long goes out when nothing else does (a failure was counted by
+        // the inner datapath; there is no one to report it to here).
+        let _ = self.send_held();
         self.inner.receive()
     }
     delegate_datapath_tail!(inner);
@@ -214,9 +242,14 @@ impl<D: Datapath> Capture<D> {
 
 impl<D: Datapath> Datapath for Capture<D> {
     delegate_datapath!(inner);
-    fn transmit(&mut self, frame: Frame) -> Result<(), &'static str> {
+    fn transmit(&mut self, frame: Frame) -> Result<(), TxError> {
         self.record(0, &frame);
-        self.inner.transmit(frame)
+        let sent = self.inner.transmit(frame);
+        if let Err(TxError::Full(_)) = &sent {
+            // Handed back: the engine offers the same frame again, recorded then.
+            self.log.borrow_mut().pop();
+        }
+        sent
     }
     fn receive(&mut self) -> Option<Frame> {
         let f = self.inner.receive()?;

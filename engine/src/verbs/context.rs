@@ -1,13 +1,15 @@
 //! An opened device and the objects on it, plus the progress engine.
 
 use super::cq::{Channel, CqState, signal};
-use crate::datapath::Datapath;
+use crate::datapath::{Datapath, TxError};
+use crate::progress::Sleep;
 use crate::roce::path::{Path, canonical};
 use crate::roce::types::{
     Access, AddressVector, Ah, Mtu, QpAttr, QpCap, QpState, QpType, RecvWr, SendWr, WorkCompletion,
 };
 use crate::roce::{CqSide, QpConfig, QueuePair, RecvWqe, ReqCounters, RespDrops, RxMeta};
 use crate::roce::{MemTable, VerbsError};
+use frame::Frame;
 use rustix::fd::BorrowedFd;
 use std::collections::VecDeque;
 use std::net::IpAddr;
@@ -116,6 +118,12 @@ pub struct Stats {
     pub tx_frames: u64,
     /// Bytes of the frames sent.
     pub tx_bytes: u64,
+    /// Frames the datapath had no room for when first offered (back-pressure): each waited in the
+    /// device, and no QP sent anything until it had gone (the datapath's own counters count every
+    /// refusal).
+    pub tx_stalls: u64,
+    /// Frames the datapath could not send at all (dropped; `progress` returned the error).
+    pub tx_failed: u64,
     /// Frames received.
     pub rx_frames: u64,
     /// Bytes of the frames received.
@@ -173,6 +181,9 @@ pub struct Context {
     ahs: Vec<Option<AhState>>,
     events: VecDeque<AsyncEvent>,
     link_up: bool,
+    /// A frame the datapath handed back ([`TxError::Full`]): it goes first, before any QP makes
+    /// another.
+    pending: Option<Frame>,
     stats: Stats,
     uet: UetConfig,
     /// DCQCN for the RC QPs created from now on.
@@ -200,6 +211,7 @@ impl Context {
             ahs: Vec::new(),
             events: VecDeque::from([if link_up { AsyncEvent::PortActive } else { AsyncEvent::PortError }]),
             link_up,
+            pending: None,
             dcqcn: None,
             stats: Stats::default(),
             uet: UetConfig::default(),
@@ -648,14 +660,23 @@ impl Context {
         posted
     }
 
-    /// The earliest timer of any QP.
+    /// The earliest time the device has something to do with no frame arriving: a QP's timer, or
+    /// now while a frame waits for room in the datapath.
     pub fn next_deadline(&self) -> Option<Duration> {
+        if self.pending.is_some() {
+            return Some(self.dp.now());
+        }
+        self.qp_deadline()
+    }
+
+    /// The earliest timer of any QP.
+    fn qp_deadline(&self) -> Option<Duration> {
         self.qps.iter().flatten().filter_map(|e| e.qp.poll_timeout()).min()
     }
 
-    /// True if some QP has a frame to send now.
+    /// True if some QP has a frame to send now, or a frame waits for room in the datapath.
     pub fn wants_transmit(&self) -> bool {
-        self.qps.iter().flatten().any(|e| e.qp.wants_transmit())
+        self.pending.is_some() || self.qps.iter().flatten().any(|e| e.qp.wants_transmit())
     }
 
     /// One round of the progress engine: receive, run due timers, transmit, deliver completions.
@@ -681,18 +702,25 @@ impl Context {
                 work += 1;
             }
         }
+        // A frame the datapath handed back goes first; while it cannot, no QP makes another.
+        let mut room = match self.pending.take() {
+            Some(frame) => {
+                let sent = offer(&mut *self.dp, &mut self.stats, &mut self.pending, frame, true)?;
+                work += usize::from(sent);
+                sent
+            }
+            None => true,
+        };
         for e in self.qps.iter_mut().flatten() {
             for _ in 0..TX_BUDGET {
-                if !e.qp.wants_transmit() {
+                if !room || !e.qp.wants_transmit() {
                     break;
                 }
                 let mut frame = self.dp.alloc();
                 match e.qp.poll_transmit(now, &self.mem, frame.buffer_mut()) {
                     Some(n) => {
                         frame.set_len(n);
-                        self.stats.tx_bytes += n as u64;
-                        self.dp.transmit(frame).map_err(VerbsError::Datapath)?;
-                        self.stats.tx_frames += 1;
+                        room = offer(&mut *self.dp, &mut self.stats, &mut self.pending, frame, false)?;
                         work += 1;
                     }
                     None => {
@@ -766,5 +794,52 @@ impl Context {
                 }
             }
         }
+    }
+}
+
+/// Hands `frame` to the datapath: true if it took it; false if it handed it back, and then the
+/// frame waits in `pending` (a stall, counted once per frame: `retry` says it was offered before).
+fn offer(
+    dp: &mut dyn Datapath,
+    stats: &mut Stats,
+    pending: &mut Option<Frame>,
+    frame: Frame,
+    retry: bool,
+) -> Result<bool, VerbsError> {
+    let len = frame.len() as u64;
+    match dp.transmit(frame) {
+        Ok(()) => {
+            stats.tx_frames += 1;
+            stats.tx_bytes += len;
+            Ok(true)
+        }
+        Err(TxError::Full(frame)) => {
+            stats.tx_stalls += u64::from(!retry);
+            *pending = Some(frame);
+            Ok(false)
+        }
+        Err(TxError::Failed(why)) => {
+            stats.tx_failed += 1;
+            Err(VerbsError::Datapath(why))
+        }
+    }
+}
+
+impl Sleep for Context {
+    fn wait_fd(&self) -> Option<BorrowedFd<'_>> {
+        self.dp.wait_fd()
+    }
+
+    fn tx_blocked(&self) -> bool {
+        self.pending.is_some()
+    }
+
+    fn next_work_in(&self) -> Option<Duration> {
+        // A QP with frames to send has work now, unless the datapath is full (then the
+        // descriptor turning writable ends the sleep).
+        if self.pending.is_none() && self.wants_transmit() {
+            return Some(Duration::ZERO);
+        }
+        self.qp_deadline().map(|t| t.saturating_sub(self.dp.now()))
     }
 }

@@ -163,6 +163,14 @@ pub(crate) struct PerfArgs {
     /// pcap file (on the simulated backend: the same as --pcap).
     #[arg(long, value_name = "FILE")]
     pub(crate) capture: Option<PathBuf>,
+    /// Real backends: what a round with nothing to do does: spin (busy polling: a core at 100 %,
+    /// the lowest latency) or adaptive (spin --spin-us, then sleep on the socket until a frame
+    /// arrives, the datapath has room again, a timer is due or the peer writes).
+    #[arg(long, value_enum, default_value = "adaptive")]
+    pub(crate) wait: WaitArg,
+    /// Microseconds --wait adaptive spins before it sleeps.
+    #[arg(long, value_name = "US", default_value_t = 50)]
+    pub(crate) spin_us: u64,
 }
 
 impl PerfArgs {
@@ -233,6 +241,21 @@ impl PerfArgs {
     pub(crate) fn backend(&self) -> BackendArg {
         self.backend.unwrap_or(if self.perftest { BackendArg::Udp } else { BackendArg::Sim })
     }
+
+    /// `--wait` and `--spin-us` as the engine's idle policy.
+    pub(crate) fn idle(&self) -> engine::progress::Idle {
+        use engine::progress::Idle;
+        match self.wait {
+            WaitArg::Spin => Idle::Spin,
+            WaitArg::Adaptive => Idle::Adaptive(std::time::Duration::from_micros(self.spin_us)),
+        }
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum WaitArg {
+    Spin,
+    Adaptive,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]

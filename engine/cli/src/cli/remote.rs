@@ -24,6 +24,7 @@ pub(crate) fn remote_side(
         tx_faults: a.tx_faults(),
         seed: a.seed,
         capture: a.capture.is_some(),
+        wait: a.idle(),
     };
     match (&a.connect, a.server) {
         (None, false) => {

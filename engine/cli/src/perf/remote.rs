@@ -12,6 +12,7 @@ use super::{AtomicOp, Mode, PerfOp, fill_pattern, ring_slots, stamp, unstamp};
 use engine::datapath::afxdp::{AfXdpPort, XdpMode};
 use engine::datapath::udp::{RxIcrc, UdpPort};
 use engine::datapath::wrap::{Capture, CaptureLog, Faulty, TxFaults};
+use engine::progress::{Idle, Waiter};
 use engine::roce::dcqcn::DcqcnConfig;
 use engine::simpair::{PairConfig, connect};
 use engine::verbs::{
@@ -21,12 +22,15 @@ use engine::verbs::{
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, Write};
 use std::net::{IpAddr, Ipv4Addr, TcpListener, TcpStream};
+use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
 
 /// Default TCP port of the out-of-band exchange (the rdma-core tools' 18515).
 pub const DEFAULT_TCP_PORT: u16 = 18515;
 /// UD receives start with the GRH area.
 const GRH: usize = engine::roce::GRH_LEN;
+/// The longest an idle side sleeps ([`Link::wait`]) before it looks at its loop again.
+pub const MAX_WAIT: Duration = Duration::from_millis(10);
 
 /// Which side this process is.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -122,6 +126,7 @@ impl Net {
             tx_faults: self.tx_faults,
             seed: self.seed,
             capture: self.capture,
+            wait: Idle::Spin,
         }
     }
 }
@@ -145,6 +150,8 @@ pub struct Link {
     pub seed: u64,
     /// Keep every frame sent and received (for `--capture`).
     pub capture: bool,
+    /// What a round with nothing to do does: spin, or sleep on the datapath (`--wait`).
+    pub wait: Idle,
 }
 
 /// What a remote run found.
@@ -443,6 +450,7 @@ pub fn serve(link: &Link) -> Result<(Test, Outcome), RemoteError> {
     let mut line = String::new();
     let mut reported = 0u64;
     let mut last_report = Instant::now();
+    let mut waiter = Waiter::new(link.wait);
     let done = loop {
         // Flow control for UC and UD (which have none): the client learns how many messages each
         // lane has received and keeps within the receive ring.
@@ -457,7 +465,7 @@ pub fn serve(link: &Link) -> Result<(Test, Outcome), RemoteError> {
                 last_report = Instant::now();
             }
         }
-        side.ctx.progress().map_err(err)?;
+        let moved = side.ctx.progress().map_err(err)? > 0;
         wcs.clear();
         side.ctx.poll_cq(side.cq, &mut wcs, 256).map_err(err)?;
         for wc in &wcs {
@@ -473,6 +481,10 @@ pub fn serve(link: &Link) -> Result<(Test, Outcome), RemoteError> {
             }
             post_recv(&mut side, q, slot, &t)?;
         }
+        // Idle: sleep until a frame or the client's line comes; a report owed goes within 200 us.
+        let owed = side.lanes.iter().map(|l| l.received).sum::<u64>() != reported;
+        let max = if owed { Duration::from_micros(200) } else { MAX_WAIT };
+        waiter.after_round(&side.ctx, moved || !wcs.is_empty(), Some(stream.as_fd()), max).map_err(err)?;
         match reader.read_line(&mut line) {
             Ok(0) => return Err(RemoteError("the client left before the end".into())),
             Ok(_) => break serde_json::from_str::<Value>(&line).map_err(err)?,
@@ -615,6 +627,7 @@ pub fn run_client(host: &str, link: &Link, t: &Test) -> Result<Outcome, RemoteEr
     let mut settled = vec![0u64; side.lanes.len()];
     let mut progress_at = Instant::now();
     let mut inbox = Vec::new();
+    let mut waiter = Waiter::new(link.wait);
     stream.set_nonblocking(true).map_err(err)?;
     while side.lanes.iter().any(|l| l.completed < t.iters) {
         if Instant::now() > deadline {
@@ -635,7 +648,7 @@ pub fn run_client(host: &str, link: &Link, t: &Test) -> Result<Outcome, RemoteEr
                 posted_at[q] = Instant::now();
             }
         }
-        side.ctx.progress().map_err(err)?;
+        let moved = side.ctx.progress().map_err(err)? > 0;
         if unreliable {
             for msg in poll_lines(&mut stream, &mut inbox)? {
                 if let Ok(rx) = list(&msg, "rx") {
@@ -686,11 +699,17 @@ pub fn run_client(host: &str, link: &Link, t: &Test) -> Result<Outcome, RemoteEr
                 _ => {}
             }
         }
+        // Idle: sleep until a frame (or, UC/UD, the server's report) comes.
+        let also = unreliable.then(|| stream.as_fd());
+        waiter.after_round(&side.ctx, moved || !wcs.is_empty(), also, MAX_WAIT).map_err(err)?;
     }
     // Let the last frames land before the server looks.
     let settle = Instant::now() + Duration::from_millis(100);
     while Instant::now() < settle {
-        side.ctx.progress().map_err(err)?;
+        let moved = side.ctx.progress().map_err(err)? > 0;
+        waiter
+            .after_round(&side.ctx, moved, None, settle.saturating_duration_since(Instant::now()))
+            .map_err(err)?;
     }
     out.wall = start.elapsed();
     out.bytes = t.iters * t.qps as u64 * if t.op == PerfOp::Atomic { 8 } else { t.size as u64 };

@@ -157,7 +157,8 @@ pub fn counters_line(side: &str, st: &engine::verbs::Stats) -> String {
     let (r, d) = (&st.requests, &st.drops);
     format!(
         " {side}: frames tx {} ({} B) rx {} ({} B) (bad {}, unknown {}); requests {} retries {} timeouts {} tail probes {} window cuts {}; \
-         NAKs in: seq {} rnr {} error {}; NAKs out: seq {} rnr {}; duplicates {}; dropped: qkey {} no-wqe {} uc {}",
+         NAKs in: seq {} rnr {} error {}; NAKs out: seq {} rnr {}; duplicates {}; dropped: qkey {} no-wqe {} uc {}; \
+         tx stalls {} failed {}",
         st.tx_frames,
         st.tx_bytes,
         st.rx_frames,
@@ -177,6 +178,8 @@ pub fn counters_line(side: &str, st: &engine::verbs::Stats) -> String {
         d.duplicates,
         d.qkey,
         d.no_wqe,
-        d.uc_aborted
+        d.uc_aborted,
+        st.tx_stalls,
+        st.tx_failed
     )
 }

@@ -10,19 +10,29 @@
 //! 2048 (a 4096-byte payload needs multi-buffer AF_XDP, `../shared/notes/performance.md`).
 //! Generic (SKB) mode works on any driver, veth included; driver mode is used when asked.
 //!
+//! **Wake-ups and back-pressure.** The socket is bound with `XDP_USE_NEED_WAKEUP`: the kernel sets
+//! a flag on the TX ring (always, in copy mode) or the FILL ring (native zero-copy drivers whose
+//! receive queue ran dry) when it needs a system call to go on, and this datapath makes one only
+//! then: `send` for TX at the end of a round ([`Datapath::flush`], repeated while the kernel takes
+//! descriptors: copy mode moves at most a batch per call), `recv` for FILL when the RX ring is
+//! empty. When no TX chunk or ring slot is free, `transmit` takes back the completed chunks, kicks
+//! the kernel, and if there is still no room hands the frame back ([`TxError::Full`]); the engine
+//! offers it again later. The socket's descriptor ([`Datapath::wait_fd`]) is what idle loops sleep
+//! on: readable when the RX ring has frames, writable when the TX ring has room.
+//!
 //! This module and `engine::sys` are the only places with `unsafe`; every block says why it holds.
 #![allow(unsafe_code)]
 
 mod bpf;
 mod ring;
 
-use super::Datapath;
+use super::{Datapath, TxError};
 use crate::roce::types::Mtu;
 use frame::{Frame, FramePool};
 use ring::Ring;
 use std::io;
 use std::net::{IpAddr, Ipv4Addr};
-use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::ptr::NonNull;
 use std::time::{Duration, Instant};
 
@@ -32,6 +42,9 @@ const CHUNK: usize = 4096;
 const CHUNKS: usize = 4096;
 /// Entries per ring.
 const RING: u32 = 2048;
+/// TX wake-ups per [`Datapath::flush`] at most (copy mode sends up to 32 descriptors per call, so
+/// this drains a full ring).
+const MAX_FLUSH_KICKS: u32 = RING / 32 + 1;
 
 /// Where the XDP program runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -47,12 +60,17 @@ pub enum XdpMode {
 pub struct XdpCounters {
     /// Frames sent.
     pub tx: u64,
-    /// Frames dropped for want of a free UMEM chunk or room in the TX ring.
-    pub tx_dropped: u64,
+    /// Frames handed back to the engine for want of a free UMEM chunk or room in the TX ring, after
+    /// taking back completions and kicking the kernel (back-pressure: sent again later, not lost).
+    pub tx_full: u64,
+    /// Frames dropped because they can never be sent (longer than a UMEM chunk).
+    pub tx_failed: u64,
     /// Frames received.
     pub rx: u64,
-    /// Wake-up system calls for transmission (one per batch, and only when the kernel asks).
+    /// Wake-up system calls for transmission (only when the kernel asks).
     pub tx_kicks: u64,
+    /// Wake-up system calls for the FILL ring (only when the kernel asks: native zero-copy mode).
+    pub fill_kicks: u64,
 }
 
 /// The UMEM: an anonymous, page-aligned mapping shared with the kernel.
@@ -158,8 +176,6 @@ pub struct AfXdpPort {
     _prog: OwnedFd,
     _map: OwnedFd,
     free_tx: Vec<u64>,
-    /// Descriptors queued since the last kick.
-    unkicked: u32,
     dev: String,
     mac: [u8; 6],
     ip: Ipv4Addr,
@@ -239,6 +255,8 @@ impl AfXdpPort {
             fill.push(i * CHUNK as u64);
         }
         let free_tx = (RING as u64..CHUNKS as u64).map(|i| i * CHUNK as u64).collect();
+        // Need-wakeup on both rings: the kernel flags TX and FILL when it needs a system call, and
+        // this side makes one only then (see the module documentation).
         let bind_flags = libc::XDP_USE_NEED_WAKEUP
             | match mode {
                 XdpMode::Generic => libc::XDP_COPY,
@@ -283,7 +301,6 @@ impl AfXdpPort {
             _prog: prog,
             _map: map,
             free_tx,
-            unkicked: 0,
             dev: dev.to_string(),
             mac,
             ip,
@@ -302,6 +319,43 @@ impl AfXdpPort {
         while let Some(addr) = self.comp.pop() {
             self.free_tx.push(addr);
         }
+    }
+
+    /// The kernel's statistics of the socket (`XDP_STATISTICS`): what it dropped on the way in
+    /// (RX ring full, FILL ring empty) and the descriptors it found invalid. A kernel older than
+    /// 5.9 fills only the first three fields.
+    fn kernel_stats(&self) -> Option<libc::xdp_statistics> {
+        // SAFETY: a zeroed xdp_statistics is a valid value (plain integers).
+        let mut st: libc::xdp_statistics = unsafe { std::mem::zeroed() };
+        let mut len = std::mem::size_of::<libc::xdp_statistics>() as libc::socklen_t;
+        // SAFETY: `st` and `len` are live and sized for XDP_STATISTICS; the kernel writes at most
+        // `len` bytes and updates `len`.
+        let r = unsafe {
+            libc::getsockopt(
+                self.xsk.as_raw_fd(),
+                libc::SOL_XDP,
+                libc::XDP_STATISTICS,
+                (&mut st as *mut libc::xdp_statistics).cast(),
+                &mut len,
+            )
+        };
+        (r == 0).then_some(st)
+    }
+
+    /// Whether a frame fits now: a free TX chunk and a free TX ring slot.
+    fn tx_room(&self) -> bool {
+        !self.free_tx.is_empty() && self.tx.free() > 0
+    }
+
+    /// Asks the kernel to look at the TX ring, if it says it needs asking (one empty, non-blocking
+    /// send; in copy mode the kernel transmits up to a batch of descriptors in the call).
+    fn kick_tx(&mut self) -> bool {
+        if !self.tx.needs_wakeup() {
+            return false;
+        }
+        let _ = rustix::net::send(&self.xsk, &[], rustix::net::SendFlags::DONTWAIT);
+        self.counters.tx_kicks += 1;
+        true
     }
 }
 
@@ -340,35 +394,44 @@ impl Datapath for AfXdpPort {
         self.pool.get()
     }
 
-    fn transmit(&mut self, frame: Frame) -> Result<(), &'static str> {
-        self.reclaim();
+    fn transmit(&mut self, frame: Frame) -> Result<(), TxError> {
         let len = frame.len();
-        let addr = match self.free_tx.pop() {
-            Some(a) if len <= CHUNK && self.tx.free() > 0 => a,
-            Some(a) => {
-                self.free_tx.push(a);
-                self.counters.tx_dropped += 1;
-                self.pool.put(frame);
-                return Ok(());
+        if len > CHUNK {
+            self.counters.tx_failed += 1;
+            self.pool.put(frame);
+            return Err(TxError::Failed("frame longer than an AF_XDP UMEM chunk"));
+        }
+        self.reclaim();
+        if !self.tx_room() {
+            // Let the kernel send what waits and take back what it sent, then look again.
+            if self.kick_tx() {
+                self.reclaim();
             }
-            None => {
-                self.counters.tx_dropped += 1;
-                self.pool.put(frame);
-                return Ok(());
+            if !self.tx_room() {
+                self.counters.tx_full += 1;
+                return Err(TxError::Full(frame));
             }
-        };
+        }
+        let Some(addr) = self.free_tx.pop() else { return Err(TxError::Full(frame)) };
         if let Some(dst) = self.umem.chunk(addr, len) {
             dst.copy_from_slice(frame.as_slice());
         }
         self.tx.push(libc::xdp_desc { addr, len: len as u32, options: 0 });
-        self.unkicked += 1;
         self.counters.tx += 1;
         self.pool.put(frame);
         Ok(())
     }
 
     fn receive(&mut self) -> Option<Frame> {
-        let d = self.rx.pop()?;
+        let Some(d) = self.rx.pop() else {
+            // Nothing received: a native zero-copy driver whose FILL ring ran dry waits for a
+            // wake-up (it says so in the ring's flags) before it receives again.
+            if self.fill.needs_wakeup() {
+                let _ = rustix::net::recv(&self.xsk, &mut [0u8; 0][..], rustix::net::RecvFlags::DONTWAIT);
+                self.counters.fill_kicks += 1;
+            }
+            return None;
+        };
         let mut frame = self.pool.get();
         let len = (d.len as usize).min(frame::FRAME_CAPACITY);
         if let Some(src) = self.umem.chunk(d.addr, len) {
@@ -390,23 +453,40 @@ impl Datapath for AfXdpPort {
     }
 
     fn flush(&mut self) {
-        // With XDP_USE_NEED_WAKEUP the kernel says when it needs a send() to look at the TX ring
-        // (copy mode always does): one empty, non-blocking send per round while descriptors wait
-        // (the kernel takes a bounded batch per call).
-        if (self.unkicked > 0 || self.tx.pending() > 0) && self.tx.flags() & libc::XDP_RING_NEED_WAKEUP != 0 {
-            let _ = rustix::net::send(&self.xsk, &[], rustix::net::SendFlags::DONTWAIT);
-            self.counters.tx_kicks += 1;
+        // With XDP_USE_NEED_WAKEUP the kernel says when it needs a send() to look at the TX ring.
+        // Copy mode always does, and sends at most a batch per call, in the call: kick while
+        // descriptors wait and the kernel takes some. A zero-copy driver sends from its own
+        // context after one kick (the ring does not drain in the call): one is enough.
+        for _ in 0..MAX_FLUSH_KICKS {
+            let waiting = self.tx.pending();
+            if waiting == 0 || !self.kick_tx() || self.tx.pending() >= waiting {
+                break;
+            }
         }
-        self.unkicked = 0;
+    }
+
+    fn wait_fd(&self) -> Option<BorrowedFd<'_>> {
+        Some(self.xsk.as_fd())
     }
 
     fn counters(&self) -> Vec<(&'static str, u64)> {
         let c = self.counters;
-        vec![
+        let mut v = vec![
             ("af_xdp frames sent", c.tx),
-            ("af_xdp sends dropped", c.tx_dropped),
+            ("af_xdp sends deferred (tx ring full)", c.tx_full),
+            ("af_xdp sends failed", c.tx_failed),
             ("af_xdp frames received", c.rx),
             ("af_xdp tx wake-ups", c.tx_kicks),
-        ]
+            ("af_xdp fill wake-ups", c.fill_kicks),
+        ];
+        if let Some(k) = self.kernel_stats() {
+            v.extend([
+                ("af_xdp kernel: rx dropped", k.rx_dropped),
+                ("rx ring full", k.rx_ring_full),
+                ("fill ring empty", k.rx_fill_ring_empty_descs),
+                ("invalid descriptors", k.rx_invalid_descs + k.tx_invalid_descs),
+            ]);
+        }
+        v
     }
 }

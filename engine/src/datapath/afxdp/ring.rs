@@ -71,9 +71,15 @@ impl<T: Copy> Ring<T> {
     }
 
     /// The ring's flags word (`XDP_RING_NEED_WAKEUP`).
-    pub(crate) fn flags(&self) -> u32 {
+    fn flags(&self) -> u32 {
         // SAFETY: points into the live mapping; the kernel writes it atomically.
         unsafe { self.flags.as_ref() }.load(Ordering::Acquire)
+    }
+
+    /// Whether the kernel asks for a system call before it goes on with this ring (sockets bound
+    /// with `XDP_USE_NEED_WAKEUP`: TX always in copy mode; FILL when a zero-copy driver ran dry).
+    pub(crate) fn needs_wakeup(&self) -> bool {
+        self.flags() & libc::XDP_RING_NEED_WAKEUP != 0
     }
 
     /// Producer side: entries written and not yet taken by the kernel.

@@ -4,6 +4,7 @@
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::{Ipv4Addr, TcpStream};
+use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
@@ -12,12 +13,13 @@ use serde_json::{Value, json};
 use super::config::{UetOp, UetPerfConfig};
 use super::report::counters_line;
 use super::sides::{Initiator, Target};
-use crate::perf::remote::{Backend, Link, RemoteError};
+use crate::perf::remote::{Backend, Link, MAX_WAIT, RemoteError};
 use crate::perf::{BwRow, LatRow};
 use engine::datapath::Datapath;
 use engine::datapath::afxdp::{AfXdpPort, XdpMode};
 use engine::datapath::udp::{RxIcrc, UdpPort};
 use engine::datapath::wrap::{Capture, CaptureLog, Faulty};
+use engine::progress::{Idle, Waiter};
 use engine::uet::UetNode;
 
 /// What a two-process run found (the client's view, with the server's checks).
@@ -138,8 +140,8 @@ pub fn serve(link: &Link) -> Result<(UetPerfConfig, RemoteOutcome), RemoteError>
         serde_json::from_str(&line).map_err(|e| RemoteError(format!("bad test from the client: {e}")))?;
     let cfg = UetPerfConfig::from_json(&hello["uet"])?;
     let out = with_node(link, &cfg, cfg.seed * 2 + 1, &mut |any| match any {
-        UetNodeAny::Udp(node, log) => serve_on(*node, log, cfg, &mut stream),
-        UetNodeAny::AfXdp(node, log) => serve_on(*node, log, cfg, &mut stream),
+        UetNodeAny::Udp(node, log) => serve_on(*node, log, cfg, &mut stream, link.wait),
+        UetNodeAny::AfXdp(node, log) => serve_on(*node, log, cfg, &mut stream, link.wait),
     })?;
     Ok((cfg, out))
 }
@@ -149,31 +151,37 @@ fn serve_on<D: Datapath>(
     capture: Option<CaptureLog>,
     cfg: UetPerfConfig,
     stream: &mut TcpStream,
+    wait: Idle,
 ) -> Result<RemoteOutcome, RemoteError> {
     let mut t = Target::new(node, cfg).map_err(err)?;
     send_json(stream, &json!({"ready": true}))?;
     stream.set_nonblocking(true).map_err(err)?;
     let mut buf = Vec::new();
     let mut last_heard = Instant::now();
+    let mut waiter = Waiter::new(wait);
     let done = loop {
         let moved = t.node.progress();
         t.drain();
         if let Some(v) = poll_json(stream, &mut buf)?.into_iter().find(|v| v.get("done").is_some()) {
             break v;
         }
-        // Busy polling, as the RoCE runs do: a yield would hand the core to any other busy
-        // process for a whole time slice (milliseconds of latency).
+        // Spinning or sleeping on the socket (--wait), never a yield: that would hand the core
+        // to any other busy process for a whole time slice (milliseconds of latency).
         if moved {
             last_heard = Instant::now();
         } else if last_heard.elapsed() > Duration::from_secs(60) {
             return Err(RemoteError("nothing happened for 60 s".into()));
         }
+        waiter.after_round(&t.node, moved, Some(stream.as_fd()), MAX_WAIT).map_err(err)?;
     };
     // Datagrams in flight when the client finished may still arrive; answer retransmissions.
     let until = Instant::now() + Duration::from_millis(300);
     while Instant::now() < until {
-        t.node.progress();
+        let moved = t.node.progress();
         t.drain();
+        waiter
+            .after_round(&t.node, moved, None, until.saturating_duration_since(Instant::now()))
+            .map_err(err)?;
     }
     if cfg.op == UetOp::Write || cfg.op.is_atomic() {
         // Writes: the last message written to each slot; atomics: each slot's expected value.
@@ -218,8 +226,8 @@ pub fn run_client(host: &str, link: &Link, cfg: &UetPerfConfig) -> Result<Remote
         return Err(RemoteError(format!("the server did not start the test: {}", line.trim())));
     }
     with_node(link, cfg, cfg.seed * 2, &mut |any| match any {
-        UetNodeAny::Udp(node, log) => client_on(*node, log, *cfg, server_ip, &mut stream),
-        UetNodeAny::AfXdp(node, log) => client_on(*node, log, *cfg, server_ip, &mut stream),
+        UetNodeAny::Udp(node, log) => client_on(*node, log, *cfg, server_ip, &mut stream, link.wait),
+        UetNodeAny::AfXdp(node, log) => client_on(*node, log, *cfg, server_ip, &mut stream, link.wait),
     })
 }
 
@@ -229,6 +237,7 @@ fn client_on<D: Datapath>(
     cfg: UetPerfConfig,
     server: Ipv4Addr,
     stream: &mut TcpStream,
+    wait: Idle,
 ) -> Result<RemoteOutcome, RemoteError> {
     let mut a = Initiator::new(node, cfg, server);
     let (iters, depth) = (cfg.iters, cfg.depth() as u64);
@@ -237,6 +246,7 @@ fn client_on<D: Datapath>(
     let start = Instant::now();
     let mut last_progress = Instant::now();
     let mut posted_at = Instant::now();
+    let mut waiter = Waiter::new(wait);
     while completed < iters {
         while posted < iters && posted - completed < depth {
             a.post(posted).map_err(err)?;
@@ -244,6 +254,7 @@ fn client_on<D: Datapath>(
             posted_at = Instant::now();
         }
         let moved = a.node.progress();
+        let before = completed;
         while let Some(c) = a.node.ses().poll_completion() {
             a.complete(&c);
             completed += 1;
@@ -255,6 +266,7 @@ fn client_on<D: Datapath>(
         if !moved && last_progress.elapsed() > Duration::from_secs(60) {
             return Err(RemoteError(format!("nothing completed for 60 s ({completed} of {iters})")));
         }
+        waiter.after_round(&a.node, moved || completed != before, None, MAX_WAIT).map_err(err)?;
     }
     let wall = start.elapsed();
     let last: Vec<Value> = if cfg.op.is_atomic() {

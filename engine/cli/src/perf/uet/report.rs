@@ -3,7 +3,7 @@
 use engine::datapath::Datapath;
 use engine::uet::UetNode;
 
-/// One line of a node's frame and PDS counters.
+/// One line of a node's frame, PDS and SES counters, and its datapath's own (real datapaths).
 pub fn counters_line<D: Datapath>(name: &str, n: &mut UetNode<D>) -> String {
     let f = n.stats();
     let p = *n.ses().pds().stats();
@@ -15,8 +15,10 @@ pub fn counters_line<D: Datapath>(name: &str, n: &mut UetNode<D>) -> String {
             t.sealed, t.opened, t.auth_failures, t.replays, t.old_epochs
         )
     });
+    let dp: Vec<String> = n.datapath().counters().iter().map(|(k, v)| format!("{k} {v}")).collect();
+    let dp = if dp.is_empty() { String::new() } else { format!("; datapath: {}", dp.join(", ")) };
     format!(
-        " {name}: frames tx {} rx {} (bad {}); PDS packets tx {} retransmits {} (SACK/NACK {}, timer {}) ACKs {} NACKs {}; rx duplicates {} out-of-order drops {}; SES rendezvous sent {} read {}, deferred {} restarted {}{tss}",
+        " {name}: frames tx {} rx {} (bad {}); PDS packets tx {} retransmits {} (SACK/NACK {}, timer {}) ACKs {} NACKs {}; rx duplicates {} out-of-order drops {}; SES rendezvous sent {} read {}, deferred {} restarted {}; tx stalls {} failed {}{tss}{dp}",
         f.tx_frames,
         f.rx_frames,
         f.rx_bad,
@@ -31,6 +33,8 @@ pub fn counters_line<D: Datapath>(name: &str, n: &mut UetNode<D>) -> String {
         s.rendezvous_sent,
         s.rendezvous_reads,
         s.deferred,
-        s.restarts
+        s.restarts,
+        f.tx_stalls,
+        f.tx_failed
     )
 }
