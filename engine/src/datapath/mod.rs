@@ -2,6 +2,7 @@
 //! only caller; it takes time from the datapath, so the simulated network runs on virtual time.
 
 pub mod afxdp;
+pub mod capture;
 pub mod sim;
 pub mod udp;
 pub mod wrap;

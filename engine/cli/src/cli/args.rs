@@ -160,7 +160,7 @@ pub(crate) struct PerfArgs {
     #[arg(long)]
     pub(crate) counters: bool,
     /// Write every frame this side sends and receives, as the engine built or rebuilt it, to a
-    /// pcap file (on the simulated backend: the same as --pcap).
+    /// pcap file while the run goes on (on the simulated backend: the same as --pcap).
     #[arg(long, value_name = "FILE")]
     pub(crate) capture: Option<PathBuf>,
 }

@@ -214,9 +214,9 @@ pub(crate) fn run_uet_remote(a: &PerfArgs, cfg: softrdma::perf::uet::UetPerfConf
             return ExitCode::from(2);
         }
     };
-    if let (Some(path), Some(log)) = (&a.capture, &o.capture) {
-        let frames = log.borrow().clone();
-        if let Err(code) = write_capture(path, &frames) {
+    if let Some(path) = &a.capture {
+        let written = o.capture.as_ref().map(softrdma::perf::remote::finish_capture);
+        if let Err(code) = write_capture(path, written.as_ref()) {
             return code;
         }
     }

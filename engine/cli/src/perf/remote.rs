@@ -9,9 +9,11 @@
 //! the server checks at the end that every target slot holds the last message written to it.
 
 use super::{AtomicOp, Mode, PerfOp, fill_pattern, ring_slots, stamp, unstamp};
+use engine::datapath::Datapath;
 use engine::datapath::afxdp::{AfXdpPort, XdpMode};
+use engine::datapath::capture::{Capture, CaptureLog};
 use engine::datapath::udp::{RxIcrc, UdpPort};
-use engine::datapath::wrap::{Capture, CaptureLog, Faulty, TxFaults};
+use engine::datapath::wrap::{Faulty, TxFaults};
 use engine::roce::dcqcn::DcqcnConfig;
 use engine::simpair::{PairConfig, connect};
 use engine::verbs::{
@@ -21,6 +23,7 @@ use engine::verbs::{
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, Write};
 use std::net::{IpAddr, Ipv4Addr, TcpListener, TcpStream};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 /// Default TCP port of the out-of-band exchange (the rdma-core tools' 18515).
@@ -94,8 +97,8 @@ pub struct Net {
     pub tx_faults: TxFaults,
     /// Seed of the faults.
     pub seed: u64,
-    /// Keep every frame sent and received.
-    pub capture: bool,
+    /// Write every frame sent and received to this pcap file, as the frames pass.
+    pub capture: Option<PathBuf>,
 }
 
 impl Net {
@@ -107,7 +110,7 @@ impl Net {
             rx_icrc: RxIcrc::Verify,
             tx_faults: TxFaults::default(),
             seed: 1,
-            capture: false,
+            capture: None,
         }
     }
 
@@ -121,7 +124,7 @@ impl Net {
             rx_icrc: self.rx_icrc,
             tx_faults: self.tx_faults,
             seed: self.seed,
-            capture: self.capture,
+            capture: self.capture.clone(),
         }
     }
 }
@@ -143,8 +146,8 @@ pub struct Link {
     pub tx_faults: TxFaults,
     /// Seed of the faults.
     pub seed: u64,
-    /// Keep every frame sent and received (for `--capture`).
-    pub capture: bool,
+    /// Write every frame sent and received to this pcap file, as the frames pass (`--capture`).
+    pub capture: Option<PathBuf>,
 }
 
 /// What a remote run found.
@@ -162,8 +165,9 @@ pub struct Outcome {
     pub lost: u64,
     /// Latency mode: wall-clock time from post to completion of each request, in nanoseconds.
     pub latencies: Vec<u64>,
-    /// Frames sent (port 0) and received (port 1), with `Link::capture`.
-    pub captured: Vec<nicsim::TapRecord>,
+    /// With `Link::capture`: the frames in the capture file (complete when the run returned), or
+    /// why writing it failed.
+    pub captured: Option<Result<u64, String>>,
     /// This side's counters at the end.
     pub stats: engine::verbs::Stats,
     /// The datapath's own counters at the end.
@@ -249,8 +253,8 @@ fn read_line(r: &mut BufReader<TcpStream>) -> Result<Value, RemoteError> {
     serde_json::from_str(&line).map_err(|e| RemoteError(format!("bad message from the peer: {e}")))
 }
 
-/// Opens this side's datapath (UDP or AF_XDP, with `link`'s egress faults and capture) as a verbs
-/// context, after checking that path MTU `mtu` fits the interface.
+/// Opens this side's datapath (UDP or AF_XDP, with `link`'s egress faults and, if it asks, its
+/// capture file) as a verbs context, after checking that path MTU `mtu` fits the interface.
 pub fn open_context(link: &Link, mtu: Mtu) -> Result<(Context, Option<CaptureLog>), RemoteError> {
     let (local, udp_port) = (link.local, link.udp_port);
     // The kernel refuses (DF set) datagrams larger than the link: check the path MTU fits it.
@@ -271,17 +275,13 @@ pub fn open_context(link: &Link, mtu: Mtu) -> Result<(Context, Option<CaptureLog
             let port = UdpPort::bind(local, udp_port, link.rx_icrc)
                 .map_err(|e| RemoteError(format!("binding {local}:{udp_port}: {e}")))?
                 .with_mtu(mtu);
-            let dp = Capture::new(Faulty::new(port, link.tx_faults, link.seed));
-            let capture = link.capture.then(|| dp.log());
-            (Context::open(dp), capture)
+            open_on(port, link)?
         }
         Backend::AfXdp { dev, queue, driver } => {
             let mode = if *driver { XdpMode::Driver } else { XdpMode::Generic };
             let port = AfXdpPort::open(dev, *queue, local, mode)
                 .map_err(|e| RemoteError(format!("AF_XDP on {dev} queue {queue}: {e}")))?;
-            let dp = Capture::new(Faulty::new(port, link.tx_faults, link.seed));
-            let capture = link.capture.then(|| dp.log());
-            (Context::open(dp), capture)
+            open_on(port, link)?
         }
     };
     if mtu.bytes() > ctx.port_mtu().bytes() {
@@ -293,6 +293,25 @@ pub fn open_context(link: &Link, mtu: Mtu) -> Result<(Context, Option<CaptureLog
         )));
     }
     Ok((ctx, capture))
+}
+
+/// A context on `port` with `link`'s egress faults, and the capture decorator only with a capture
+/// file.
+fn open_on<D: Datapath + 'static>(
+    port: D,
+    link: &Link,
+) -> Result<(Context, Option<CaptureLog>), RemoteError> {
+    let dp = Faulty::new(port, link.tx_faults, link.seed);
+    let Some(path) = &link.capture else { return Ok((Context::open(dp), None)) };
+    let dp = Capture::create(dp, path)
+        .map_err(|e| RemoteError(format!("creating the capture file {}: {e}", path.display())))?;
+    let log = dp.log();
+    Ok((Context::open(dp), Some(log)))
+}
+
+/// Writes out what the capture still buffers: the frames in the file, or why writing failed.
+pub fn finish_capture(log: &CaptureLog) -> Result<u64, String> {
+    log.flush().map_err(|e| e.to_string())
 }
 
 fn open_side(link: &Link, t: &Test, server: bool) -> Result<Side, RemoteError> {
@@ -504,7 +523,7 @@ pub fn serve(link: &Link) -> Result<(Test, Outcome), RemoteError> {
     send_line(&mut stream, &json!({"verified": out.verified, "errors": out.errors, "lost": out.lost}))?;
     out.stats = side.ctx.stats();
     out.datapath = side.ctx.datapath_counters();
-    out.captured = side.capture.map(|c| c.take()).unwrap_or_default();
+    out.captured = side.capture.as_ref().map(finish_capture);
     Ok((t, out))
 }
 
@@ -720,7 +739,7 @@ pub fn run_client(host: &str, link: &Link, t: &Test) -> Result<Outcome, RemoteEr
     out.lost += report["lost"].as_u64().unwrap_or(0);
     out.stats = side.ctx.stats();
     out.datapath = side.ctx.datapath_counters();
-    out.captured = side.capture.map(|c| c.take()).unwrap_or_default();
+    out.captured = side.capture.as_ref().map(finish_capture);
     Ok(out)
 }
 
