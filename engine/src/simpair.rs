@@ -49,6 +49,8 @@ pub struct PairConfig {
     pub sq_sig_all: bool,
     /// DCQCN on both sides' RC QPs (`None`: off).
     pub dcqcn: Option<crate::roce::dcqcn::DcqcnConfig>,
+    /// The UDP port the peer of [`connect`] receives RoCEv2 on (`None`: 4791).
+    pub udp_dport: Option<u16>,
 }
 
 impl Default for PairConfig {
@@ -73,6 +75,7 @@ impl Default for PairConfig {
             cq_depth: 4096,
             dcqcn: None,
             sq_sig_all: false,
+            udp_dport: None,
         }
     }
 }
@@ -223,7 +226,7 @@ pub fn connect(
     }
     ctx.modify_qp(qp, QpState::Init, &QpAttr { qp_access_flags: Some(cfg.access), ..QpAttr::default() })?;
     let rtr = QpAttr {
-        ah_attr: Some(AddressVector::new(remote_gid)),
+        ah_attr: Some(AddressVector { udp_dport: cfg.udp_dport, ..AddressVector::new(remote_gid) }),
         path_mtu: Some(cfg.mtu),
         dest_qp_num: Some(remote_qpn),
         rq_psn: Some(rq_psn),

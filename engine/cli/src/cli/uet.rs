@@ -199,6 +199,10 @@ pub(crate) fn run_uet_perf(a: &PerfArgs, transport: ses::DeliveryMode) -> ExitCo
 /// A UET run with one side per process over kernel UDP or AF_XDP (UDP port 4793).
 pub(crate) fn run_uet_remote(a: &PerfArgs, cfg: softrdma::perf::uet::UetPerfConfig) -> ExitCode {
     use softrdma::perf::uet;
+    if a.udp_port != wire::ROCEV2_UDP_PORT {
+        eprintln!("softrdma perf: UET runs on UDP port 4793; --udp-port applies to RoCE runs");
+        return ExitCode::from(2);
+    }
     let (host, link) = match remote_side(a, wire::uet::UDP_PORT) {
         Ok(r) => r,
         Err(code) => return code,

@@ -13,7 +13,7 @@ use engine::datapath::Datapath;
 use engine::datapath::afxdp::{AfXdpPort, XdpMode};
 use engine::datapath::capture::{Capture, CaptureLog};
 use engine::datapath::udp::{RxIcrc, UdpPort};
-use engine::datapath::wrap::{Faulty, TxFaults};
+use engine::datapath::wrap::{Faulty, RocePort, TxFaults};
 use engine::roce::dcqcn::DcqcnConfig;
 use engine::simpair::{PairConfig, connect};
 use engine::verbs::{
@@ -136,7 +136,8 @@ pub struct Link {
     pub backend: Backend,
     /// Local IPv4 address.
     pub local: Ipv4Addr,
-    /// UDP port (4791).
+    /// UDP port this side receives on (4791; another between softrdma processes, which tell each
+    /// other their ports in the exchange).
     pub udp_port: u16,
     /// TCP port of the exchange.
     pub tcp_port: u16,
@@ -205,6 +206,8 @@ struct Lane {
 struct Side {
     ctx: Context,
     capture: Option<CaptureLog>,
+    /// The UDP port this side receives on.
+    udp_port: u16,
     pd: Pd,
     cq: Cq,
     lanes: Vec<Lane>,
@@ -254,7 +257,8 @@ fn read_line(r: &mut BufReader<TcpStream>) -> Result<Value, RemoteError> {
 }
 
 /// Opens this side's datapath (UDP or AF_XDP, with `link`'s egress faults and, if it asks, its
-/// capture file) as a verbs context, after checking that path MTU `mtu` fits the interface.
+/// capture file and another UDP port than 4791) as a verbs context, after checking that path MTU
+/// `mtu` fits the interface.
 pub fn open_context(link: &Link, mtu: Mtu) -> Result<(Context, Option<CaptureLog>), RemoteError> {
     let (local, udp_port) = (link.local, link.udp_port);
     // The kernel refuses (DF set) datagrams larger than the link: check the path MTU fits it.
@@ -279,7 +283,7 @@ pub fn open_context(link: &Link, mtu: Mtu) -> Result<(Context, Option<CaptureLog
         }
         Backend::AfXdp { dev, queue, driver } => {
             let mode = if *driver { XdpMode::Driver } else { XdpMode::Generic };
-            let port = AfXdpPort::open(dev, *queue, local, mode)
+            let port = AfXdpPort::open_port(dev, *queue, local, mode, udp_port)
                 .map_err(|e| RemoteError(format!("AF_XDP on {dev} queue {queue}: {e}")))?;
             open_on(port, link)?
         }
@@ -295,18 +299,28 @@ pub fn open_context(link: &Link, mtu: Mtu) -> Result<(Context, Option<CaptureLog
     Ok((ctx, capture))
 }
 
-/// A context on `port` with `link`'s egress faults, and the capture decorator only with a capture
-/// file.
+/// A context on `port` with `link`'s egress faults; the capture decorator only with a capture
+/// file, and [`RocePort`] only on another UDP port than 4791 (outside the capture, which so holds
+/// the frames with the ports they had on the wire).
 fn open_on<D: Datapath + 'static>(
     port: D,
     link: &Link,
 ) -> Result<(Context, Option<CaptureLog>), RemoteError> {
     let dp = Faulty::new(port, link.tx_faults, link.seed);
-    let Some(path) = &link.capture else { return Ok((Context::open(dp), None)) };
+    let other_port = (link.udp_port != wire::ROCEV2_UDP_PORT).then_some(link.udp_port);
+    let Some(path) = &link.capture else {
+        return Ok(match other_port {
+            None => (Context::open(dp), None),
+            Some(p) => (Context::open(RocePort::new(dp, p)), None),
+        });
+    };
     let dp = Capture::create(dp, path)
         .map_err(|e| RemoteError(format!("creating the capture file {}: {e}", path.display())))?;
     let log = dp.log();
-    Ok((Context::open(dp), Some(log)))
+    Ok(match other_port {
+        None => (Context::open(dp), Some(log)),
+        Some(p) => (Context::open(RocePort::new(dp, p)), Some(log)),
+    })
 }
 
 /// Writes out what the capture still buffers: the frames in the file, or why writing failed.
@@ -345,7 +359,7 @@ fn open_side(link: &Link, t: &Test, server: bool) -> Result<Side, RemoteError> {
         }
         lanes.push(Lane { qp, mr, pattern, posted: 0, completed: 0, received: 0 });
     }
-    Ok(Side { ctx, capture, pd, cq, lanes, slots, peer_qpns: Vec::new() })
+    Ok(Side { ctx, capture, udp_port: link.udp_port, pd, cq, lanes, slots, peer_qpns: Vec::new() })
 }
 
 fn hello(side: &Side, psn_base: u32) -> Value {
@@ -355,6 +369,7 @@ fn hello(side: &Side, psn_base: u32) -> Value {
         "psns": (0..side.lanes.len() as u32).map(|i| (psn_base + 1000 * i) & 0xFF_FFFF).collect::<Vec<_>>(),
         "rkeys": side.lanes.iter().map(|l| l.mr.rkey).collect::<Vec<_>>(),
         "addrs": side.lanes.iter().map(|l| l.mr.addr).collect::<Vec<_>>(),
+        "udp_port": side.udp_port,
     })
 }
 
@@ -382,6 +397,15 @@ fn connect_all(
         peer["gid"].as_str().unwrap_or_default().parse().map_err(|_| RemoteError("bad peer GID".into()))?;
     let (qpns, psns, my_psns) = (list(peer, "qpns")?, list(peer, "psns")?, list(mine, "psns")?);
     let (rkeys, addrs) = (list(peer, "rkeys")?, list(peer, "addrs")?);
+    // The UDP port the peer receives on (a peer that does not say listens on 4791).
+    let udp_dport = match peer.get("udp_port") {
+        None => None,
+        Some(p) => Some(
+            p.as_u64()
+                .and_then(|p| u16::try_from(p).ok())
+                .ok_or_else(|| RemoteError("bad udp_port".into()))?,
+        ),
+    };
     if qpns.len() != side.lanes.len()
         || psns.len() != qpns.len()
         || rkeys.len() != qpns.len()
@@ -396,6 +420,7 @@ fn connect_all(
         timeout: 10,
         retry_cnt: 7,
         max_retries: Some(1000),
+        udp_dport,
         ..PairConfig::default()
     };
     for (i, lane) in side.lanes.iter().enumerate() {
@@ -404,7 +429,11 @@ fn connect_all(
     }
     side.peer_qpns = qpns.iter().map(|&q| q as u32).collect();
     let ah = if t.qp_type == QpType::Ud {
-        Some(side.ctx.create_ah(side.pd, &AddressVector::new(gid)).map_err(err)?)
+        Some(
+            side.ctx
+                .create_ah(side.pd, &AddressVector { udp_dport, ..AddressVector::new(gid) })
+                .map_err(err)?,
+        )
     } else {
         None
     };
