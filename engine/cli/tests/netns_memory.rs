@@ -205,16 +205,21 @@ fn run(n: &Netns, backend: &str, bytes: u64, capture: Option<&std::path::Path>) 
     Run { start: samples[0], tenth: samples[i10], last: samples[end], peak, client_out: c.into_owned() }
 }
 
-/// "retries N timeouts M" from the client's counters.
+/// Retransmissions and the frames the client's datapath could not send, from its counters.
 fn retransmissions(out: &str) -> String {
-    let word = |w: &str| {
-        out.split(&format!(" {w} "))
+    let count = |w: &str| {
+        out.split(&format!("{w} "))
             .nth(1)
             .and_then(|t| t.split(|c: char| !c.is_ascii_digit()).next())
             .unwrap_or("?")
             .to_string()
     };
-    format!("retries {}, timeouts {}", word("retries"), word("timeouts"))
+    let dropped = if out.contains("af_xdp sends dropped") {
+        count("af_xdp sends dropped")
+    } else {
+        count("udp sends refused")
+    };
+    format!("retries {}, timeouts {}, sends dropped {dropped}", count(" retries"), count(" timeouts"))
 }
 
 #[test]
