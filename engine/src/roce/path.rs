@@ -1,6 +1,6 @@
 //! The L2-L4 headers of one connection and the frame builder: Ethernet, IPv4 or IPv6, UDP to port
-//! 4791 (or the port the peer listens on), then BTH and extension headers, the payload gathered in place, pad and ICRC
-//! (roce-wire.md §1.3, §1.4).
+//! 4791 (or the port the peer listens on), then BTH and extension headers, the payload gathered in
+//! place, pad and ICRC (roce-wire.md §1.3, §1.4).
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use wire::ethernet::ethertype;
