@@ -51,6 +51,8 @@ pub struct PairConfig {
     pub dcqcn: Option<crate::roce::dcqcn::DcqcnConfig>,
     /// The RC requesters' send window (`None`: the QP's default, see `QpAttr::send_window`).
     pub send_window: Option<crate::roce::SendWindow>,
+    /// The UDP port the peer of [`connect`] receives RoCEv2 on (`None`: 4791).
+    pub udp_dport: Option<u16>,
 }
 
 impl Default for PairConfig {
@@ -76,6 +78,7 @@ impl Default for PairConfig {
             dcqcn: None,
             sq_sig_all: false,
             send_window: None,
+            udp_dport: None,
         }
     }
 }
@@ -244,7 +247,7 @@ pub fn connect(
     }
     ctx.modify_qp(qp, QpState::Init, &QpAttr { qp_access_flags: Some(cfg.access), ..QpAttr::default() })?;
     let rtr = QpAttr {
-        ah_attr: Some(AddressVector::new(remote_gid)),
+        ah_attr: Some(AddressVector { udp_dport: cfg.udp_dport, ..AddressVector::new(remote_gid) }),
         path_mtu: Some(cfg.mtu),
         dest_qp_num: Some(remote_qpn),
         rq_psn: Some(rq_psn),

@@ -124,7 +124,7 @@ fn perf_over_uc_ud_and_srq_verifies_what_arrives() {
 
 #[test]
 fn perf_rejects_bad_arguments() {
-    let bad: [(&[&str], &str); 19] = [
+    let bad: [(&[&str], &str); 20] = [
         (&["perf", "read", "--transport", "uc"], "UC carries send and write only"),
         (&["perf", "write", "--transport", "ud"], "UD carries send only"),
         (&["perf", "write", "--srq"], "--srq applies to send over RC or UD"),
@@ -146,6 +146,21 @@ fn perf_rejects_bad_arguments() {
         (
             &["perf", "write", "--backend", "udp", "--link-gbps", "10", "--connect", "10.0.0.2"],
             "shape the simulated links",
+        ),
+        (
+            &[
+                "perf",
+                "write",
+                "--transport",
+                "rud",
+                "--backend",
+                "udp",
+                "--udp-port",
+                "5000",
+                "--connect",
+                "127.0.0.1",
+            ],
+            "UET runs on UDP port 4793",
         ),
     ];
     for (args, why) in bad {

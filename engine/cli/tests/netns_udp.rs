@@ -1,6 +1,7 @@
 //! Two processes in two network namespaces joined by a veth pair (MTU 9000), one `softrdma perf`
 //! side in each, over the kernel UDP backend and over AF_XDP (issue 6). Needs root and iproute2: without
 //! them the test says so and skips, except under CI (CI=true), where it fails.
+//! Both backends also run on UDP port 5000 (issue 27: the sides exchange their ports).
 //! One run is captured with tshark on the veth (what really crossed it, real IP headers) and must
 //! pass `softrdma decode --verify` and `../shared/tools/icrc_verify.py`.
 
@@ -224,6 +225,10 @@ fn run_on(n: &Netns, backend: &str, args: &[&str]) -> String {
     {
         server_args.extend(t);
     }
+    // The server listens on the client's --udp-port too (each tells the other its port).
+    if let Some(p) = args.windows(2).find(|w| w[0] == "--udp-port") {
+        server_args.extend(p);
+    }
     server_args.extend(["--backend", backend, "--server", "--local", "10.99.0.2", "--dev", &dev_b]);
     let server = n.spawn(&n.b, &server_args);
     let mut client_args = args.to_vec();
@@ -257,8 +262,10 @@ fn perf_between_namespaces_over_kernel_udp() {
     }
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let n = Netns::new('u');
-    let runs: [&[&str]; 8] = [
+    let runs: [&[&str]; 9] = [
         &["perf", "send", "--iters", "3000"],
+        // Both sides on UDP port 5000: frames go to the port the peer gave in the exchange.
+        &["perf", "write", "--iters", "2000", "--udp-port", "5000"],
         &["perf", "write", "--iters", "3000"],
         &["perf", "read", "--iters", "3000"],
         &["perf", "atomic", "--iters", "3000"],
@@ -314,8 +321,10 @@ fn perf_between_namespaces_over_af_xdp() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let n = Netns::new('x');
     // AF_XDP frames are 4096-byte UMEM chunks: path MTU 2048.
-    let runs: [&[&str]; 8] = [
+    let runs: [&[&str]; 9] = [
         &["perf", "send", "--mtu", "2048", "--iters", "2000"],
+        // The XDP program steers UDP port 5000 (--udp-port) into the socket.
+        &["perf", "write", "--mtu", "2048", "--iters", "2000", "--udp-port", "5000"],
         &["perf", "write", "--mtu", "2048", "--iters", "2000"],
         &["perf", "read", "--mtu", "2048", "--iters", "2000"],
         &["perf", "atomic", "--mtu", "2048", "--iters", "2000"],

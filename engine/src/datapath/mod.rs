@@ -10,6 +10,7 @@
 //! the result of the call the datapath already makes.
 
 pub mod afxdp;
+pub mod capture;
 pub mod sim;
 pub mod udp;
 pub mod wrap;

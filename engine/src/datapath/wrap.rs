@@ -1,16 +1,14 @@
-//! Datapath decorators: a seeded fault injector on the engine's own egress, and a capture of every
-//! frame the engine sends and receives. They stack on any datapath:
-//! `Context::open(Capture::new(Faulty::new(UdpPort::bind(..)?, faults, seed)))`.
+//! Datapath decorators: a seeded fault injector on the engine's own egress, and RoCEv2 on a UDP
+//! port other than 4791. They stack on any datapath, with the capture of
+//! [`super::capture`]: `Context::open(RocePort::new(Faulty::new(UdpPort::bind(..)?, faults, seed), port))`.
 
 use super::{Datapath, TxError};
 use crate::roce::types::Mtu;
 use frame::Frame;
-use nicsim::TapRecord;
 use rand_xoshiro::Xoshiro256PlusPlus;
 use rand_xoshiro::rand_core::{Rng, SeedableRng};
 use std::cell::RefCell;
 use std::net::IpAddr;
-use std::os::fd::BorrowedFd;
 use std::rc::Rc;
 use std::time::Duration;
 
@@ -35,6 +33,8 @@ macro_rules! delegate_datapath {
     };
 }
 
+pub(crate) use delegate_datapath;
+
 /// The rest of the passed-through methods.
 macro_rules! delegate_datapath_tail {
     ($inner:ident) => {
@@ -53,11 +53,13 @@ macro_rules! delegate_datapath_tail {
         fn flush(&mut self) {
             self.$inner.flush();
         }
-        fn wait_fd(&self) -> Option<BorrowedFd<'_>> {
+        fn wait_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
             self.$inner.wait_fd()
         }
     };
 }
+
+pub(crate) use delegate_datapath_tail;
 
 /// Probabilities (per frame) of what [`Faulty`] does to frames the engine sends.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -212,53 +214,69 @@ impl<D: Datapath> Datapath for Faulty<D> {
     }
 }
 
-/// The frames a [`Capture`] recorded, shared with the code that writes them out.
-pub type CaptureLog = Rc<RefCell<Vec<TapRecord>>>;
-
-/// Records every frame the engine sends (port 0) and receives (port 1), as the engine built or saw
-/// it; write them with [`nicsim::write_pcap`].
+/// RoCEv2 on a UDP port other than 4791: the engine knows RoCEv2 frames by their destination port
+/// 4791, so received frames addressed to `port` whose ICRC holds (computed over the header they
+/// came with) are readdressed to 4791 and their ICRC computed again; frames whose ICRC does not
+/// hold stay as they are, and the engine drops them (`rx_bad`). What the engine sends is left
+/// alone: a QP's address vector says which port the peer listens on (`udp_dport`). Two more ICRC
+/// passes per received frame, so only for runs on another port.
 #[derive(Debug)]
-pub struct Capture<D> {
+pub struct RocePort<D> {
     inner: D,
-    log: CaptureLog,
+    port: u16,
+    readdressed: u64,
+    bad_icrc: u64,
 }
 
-impl<D: Datapath> Capture<D> {
-    /// Wraps `inner`.
-    pub fn new(inner: D) -> Capture<D> {
-        Capture { inner, log: CaptureLog::default() }
+impl<D: Datapath> RocePort<D> {
+    /// Wraps `inner`, whose RoCEv2 frames arrive at UDP port `port`.
+    pub fn new(inner: D, port: u16) -> RocePort<D> {
+        RocePort { inner, port, readdressed: 0, bad_icrc: 0 }
     }
 
-    /// The records, shared.
-    pub fn log(&self) -> CaptureLog {
-        self.log.clone()
-    }
-
-    fn record(&self, port: usize, frame: &Frame) {
-        let time = self.inner.now();
-        self.log.borrow_mut().push(TapRecord { time, port, bytes: frame.as_slice().to_vec() });
+    /// Readdresses `f` to port 4791 if it is IPv4/UDP to `self.port` with a good ICRC.
+    fn readdress(&mut self, f: &mut [u8]) {
+        const ETH: usize = wire::ethernet::HEADER_LEN;
+        let ipv4 = f.get(12..14) == Some(&wire::ethernet::ethertype::IPV4.to_be_bytes()[..]);
+        let Some(ip) = ipv4.then(|| wire::ipv4::Packet::new_checked(&f[ETH..]).ok()).flatten() else {
+            return;
+        };
+        let (udp, end) = (ETH + ip.header_len(), ETH + usize::from(ip.total_len()));
+        if ip.protocol() != wire::ipv4::PROTO_UDP || end > f.len() || udp + 8 > end {
+            return;
+        }
+        if f[udp + 2..udp + 4] != self.port.to_be_bytes() {
+            return;
+        }
+        if wire::ib::icrc::verify(&f[ETH..end]).is_err() {
+            self.bad_icrc += 1;
+            return;
+        }
+        f[udp + 2..udp + 4].copy_from_slice(&wire::ROCEV2_UDP_PORT.to_be_bytes());
+        if wire::ib::icrc::fill(&mut f[ETH..end]).is_ok() {
+            self.readdressed += 1;
+        }
     }
 }
 
-impl<D: Datapath> Datapath for Capture<D> {
+impl<D: Datapath> Datapath for RocePort<D> {
     delegate_datapath!(inner);
     fn transmit(&mut self, frame: Frame) -> Result<(), TxError> {
-        self.record(0, &frame);
-        let sent = self.inner.transmit(frame);
-        if let Err(TxError::Full(_)) = &sent {
-            // Handed back: the engine offers the same frame again, recorded then.
-            self.log.borrow_mut().pop();
-        }
-        sent
+        self.inner.transmit(frame)
     }
     fn receive(&mut self) -> Option<Frame> {
-        let f = self.inner.receive()?;
-        self.record(1, &f);
+        let mut f = self.inner.receive()?;
+        self.readdress(f.as_mut_slice());
         Some(f)
     }
     delegate_datapath_tail!(inner);
     fn counters(&self) -> Vec<(&'static str, u64)> {
-        self.inner.counters()
+        let mut v = self.inner.counters();
+        v.extend([
+            ("roce port: frames readdressed to 4791", self.readdressed),
+            ("roce port: bad icrc", self.bad_icrc),
+        ]);
+        v
     }
 }
 
@@ -266,14 +284,15 @@ impl<D: Datapath> Datapath for Capture<D> {
 mod tests {
     use super::*;
     use crate::datapath::sim::SimNet;
+    use crate::roce::path::Path;
     use nicsim::LinkConfig;
 
     #[test]
-    fn faults_follow_probabilities_and_capture_records_both_ways() {
+    fn faults_follow_probabilities() {
         let (net, a, mut b) = SimNet::pair(1, LinkConfig::default(), LinkConfig::default());
         let faults = TxFaults { loss: 0.2, duplicate: 0.1, corrupt: 0.1, reorder: 0.1 };
-        let mut tx = Capture::new(Faulty::new(a, faults, 7));
-        let log = tx.log();
+        let mut tx = Faulty::new(a, faults, 7);
+        let counters = tx.counters();
         for i in 0..1000u32 {
             let mut f = tx.alloc();
             f.buffer_mut()[..64].fill(0);
@@ -286,8 +305,65 @@ mod tests {
         while b.receive().is_some() {
             got += 1;
         }
-        assert_eq!(log.borrow().len(), 1000, "the capture sees what the engine sent, before the faults");
         // ~20% lost, ~10% duplicated: about 900 arrive; one held frame may still wait.
         assert!((800..1000).contains(&got), "{got}");
+        let c = *counters.borrow();
+        for (what, n, p) in [("lost", c.lost, 0.2), ("dup", c.duplicated, 0.1), ("corrupt", c.corrupted, 0.1)]
+        {
+            assert!((n as f64 - 1000.0 * p).abs() < 60.0, "{what}: {n}");
+        }
+    }
+
+    /// A RoCEv2 SEND to UDP port `dport`, as the engine builds it.
+    fn roce_frame(dport: u16) -> Vec<u8> {
+        let path = Path {
+            src_mac: [2, 0, 0, 0, 0, 1],
+            dst_mac: [2, 0, 0, 0, 0, 2],
+            src_ip: "10.0.0.1".parse().unwrap(),
+            dst_ip: "10.0.0.2".parse().unwrap(),
+            src_port: 49152,
+            dst_port: dport,
+            traffic_class: 0,
+            hop_limit: 64,
+            flow_label: 0,
+        };
+        let bth = wire::ib::BthRepr::new(wire::ib::Opcode(0x04), 0x11, 5);
+        let mut buf = vec![0u8; 256];
+        let n = path
+            .emit(&mut buf, &wire::ib::RoceRepr::new(bth, &[]), 40, |b| {
+                b.fill(0x5A);
+                Ok(())
+            })
+            .unwrap();
+        buf.truncate(n);
+        buf
+    }
+
+    #[test]
+    fn roce_port_readdresses_good_frames_to_4791() {
+        let (net, mut a, b) = SimNet::pair(1, LinkConfig::default(), LinkConfig::default());
+        let mut rx = RocePort::new(b, 5000);
+        let mut corrupt = roce_frame(5000);
+        corrupt[60] ^= 1;
+        for bytes in [roce_frame(5000), corrupt, roce_frame(4791)] {
+            let mut f = a.alloc();
+            f.buffer_mut()[..bytes.len()].copy_from_slice(&bytes);
+            f.set_len(bytes.len());
+            a.transmit(f).unwrap();
+        }
+        net.advance_to(Duration::from_millis(1));
+        let cfg = wire::uet::UetConfig::default();
+        let good = rx.receive().unwrap();
+        let f = wire::FrameRepr::parse_verified(good.as_slice(), &cfg).unwrap();
+        assert_eq!(f.roce().unwrap().payload, &[0x5A; 40][..]);
+        let bad = rx.receive().unwrap();
+        assert!(
+            wire::FrameRepr::parse_verified(bad.as_slice(), &cfg).is_err(),
+            "left for the engine to drop"
+        );
+        assert_eq!(bad.as_slice()[36..38], 5000u16.to_be_bytes());
+        let plain = rx.receive().unwrap();
+        assert_eq!(plain.as_slice(), &roce_frame(4791)[..], "frames to 4791 pass untouched");
+        assert_eq!((rx.readdressed, rx.bad_icrc), (1, 1));
     }
 }

@@ -1,6 +1,6 @@
 //! The L2-L4 headers of one connection and the frame builder: Ethernet, IPv4 or IPv6, UDP to port
-//! 4791, then BTH and extension headers, the payload gathered in place, pad and ICRC
-//! (roce-wire.md §1.3, §1.4).
+//! 4791 (or the port the peer listens on), then BTH and extension headers, the payload gathered in
+//! place, pad and ICRC (roce-wire.md §1.3, §1.4).
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use wire::ethernet::ethertype;
@@ -23,6 +23,9 @@ pub struct Path {
     pub dst_ip: IpAddr,
     /// UDP source port.
     pub src_port: u16,
+    /// UDP destination port: 4791 ([`wire::ROCEV2_UDP_PORT`]), or the port a softrdma peer said it
+    /// listens on (`AddressVector::udp_dport`).
+    pub dst_port: u16,
     /// IP traffic class.
     pub traffic_class: u8,
     /// IP TTL / hop limit.
@@ -132,8 +135,7 @@ impl HeaderTemplate {
             ethertype: if v4 { ethertype::IPV4 } else { ethertype::IPV6 },
         };
         // RoCEv2 sends no UDP checksum (the ICRC covers the packet).
-        let udp =
-            UdpRepr { src_port: path.src_port, dst_port: wire::ROCEV2_UDP_PORT, checksum: UdpChecksum::Zero };
+        let udp = UdpRepr { src_port: path.src_port, dst_port: path.dst_port, checksum: UdpChecksum::Zero };
         let udp = UdpTemplate::new(&eth, &ip, &udp).expect("untagged Ethernet, IP without options");
         HeaderTemplate { udp }
     }
@@ -199,6 +201,7 @@ mod tests {
             src_ip: src,
             dst_ip: dst,
             src_port: 49935,
+            dst_port: wire::ROCEV2_UDP_PORT,
             traffic_class: 0,
             hop_limit: 64,
             flow_label: 0,

@@ -284,6 +284,7 @@ impl QueuePair {
                         .cfg
                         .fixed_src_port
                         .unwrap_or_else(|| udp_sport(av.flow_label, self.cfg.qpn, dest)),
+                    dst_port: av.dst_port(),
                     // ECT(0) in the ECN bits when DCQCN runs (RFC 3168).
                     traffic_class: if self.dcqcn.is_some() {
                         (av.traffic_class & !3) | 2

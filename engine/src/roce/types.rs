@@ -343,12 +343,20 @@ pub struct AddressVector {
     pub hop_limit: u8,
     /// IPv6 flow label (0: derive the UDP source port from the QP numbers, as rxe does).
     pub flow_label: u32,
+    /// softrdma extension: the UDP port the peer receives RoCEv2 on (`None`: 4791, as every RoCEv2
+    /// peer). Two softrdma processes may use another port; they tell each other which.
+    pub udp_dport: Option<u16>,
 }
 
 impl AddressVector {
     /// A peer at `dgid`, TTL 64, traffic class 0.
     pub fn new(dgid: IpAddr) -> AddressVector {
-        AddressVector { dgid, dmac: None, traffic_class: 0, hop_limit: 64, flow_label: 0 }
+        AddressVector { dgid, dmac: None, traffic_class: 0, hop_limit: 64, flow_label: 0, udp_dport: None }
+    }
+
+    /// The UDP destination port of frames to this peer (4791 unless `udp_dport` says otherwise).
+    pub fn dst_port(&self) -> u16 {
+        self.udp_dport.unwrap_or(wire::ROCEV2_UDP_PORT)
     }
 }
 

@@ -493,6 +493,7 @@ impl Context {
             src_ip: canonical(self.gid()),
             dst_ip: canonical(av.dgid),
             src_port: 0,
+            dst_port: av.dst_port(),
             traffic_class: av.traffic_class,
             hop_limit: av.hop_limit,
             flow_label: av.flow_label,

@@ -136,7 +136,8 @@ pub(crate) struct PerfArgs {
     /// TCP port of the out-of-band exchange.
     #[arg(long, default_value_t = softrdma::perf::remote::DEFAULT_TCP_PORT)]
     pub(crate) tcp_port: u16,
-    /// UDP port of RoCEv2 on the UDP backend.
+    /// UDP port this side receives RoCEv2 on (UDP and AF_XDP backends). softrdma peers tell each
+    /// other their ports in the exchange; perftest peers (--perftest) are sent to on 4791.
     #[arg(long, default_value_t = 4791)]
     pub(crate) udp_port: u16,
     /// What the UDP backend checks of received ICRCs: verify (softrdma peers, IP ID 0) or trust
@@ -160,7 +161,7 @@ pub(crate) struct PerfArgs {
     #[arg(long)]
     pub(crate) counters: bool,
     /// Write every frame this side sends and receives, as the engine built or rebuilt it, to a
-    /// pcap file (on the simulated backend: the same as --pcap).
+    /// pcap file while the run goes on (on the simulated backend: the same as --pcap).
     #[arg(long, value_name = "FILE")]
     pub(crate) capture: Option<PathBuf>,
     /// Real backends: what a round with nothing to do does: spin (busy polling: a core at 100 %,

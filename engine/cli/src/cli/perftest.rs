@@ -54,7 +54,7 @@ pub(crate) fn run_perftest(a: &PerfArgs, op: PerfOp, mode: Mode) -> ExitCode {
             rx_icrc: a.rx_icrc(),
             tx_faults: a.tx_faults(),
             seed: a.seed,
-            capture: a.capture.is_some(),
+            capture: a.capture.clone(),
         },
     };
     if o.server.is_none() {
@@ -69,7 +69,7 @@ pub(crate) fn run_perftest(a: &PerfArgs, op: PerfOp, mode: Mode) -> ExitCode {
     };
     println!("{}", softrdma::perftest::render(&o, &out));
     if let Some(path) = &a.capture {
-        if let Err(code) = write_capture(path, &out.captured) {
+        if let Err(code) = write_capture(path, out.captured.as_ref()) {
             return code;
         }
     }

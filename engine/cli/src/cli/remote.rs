@@ -23,7 +23,7 @@ pub(crate) fn remote_side(
         rx_icrc: a.rx_icrc(),
         tx_faults: a.tx_faults(),
         seed: a.seed,
-        capture: a.capture.is_some(),
+        capture: a.capture.clone(),
         wait: a.idle(),
     };
     match (&a.connect, a.server) {
@@ -77,13 +77,15 @@ pub(crate) fn real_backend(a: &PerfArgs) -> Option<perf::remote::Backend> {
     }
 }
 
-pub(crate) fn write_capture(path: &std::path::Path, frames: &[nicsim::TapRecord]) -> Result<(), ExitCode> {
-    let written = std::fs::File::create(path)
-        .map_err(|e| e.to_string())
-        .and_then(|f| nicsim::write_pcap(std::io::BufWriter::new(f), frames).map_err(|e| e.to_string()));
-    match written {
-        Ok(()) => {
-            println!(" wrote {} frames to {}", frames.len(), path.display());
+/// Reports on the capture file `--capture` named, which the run wrote as frames passed (and
+/// completed when it ended).
+pub(crate) fn write_capture(
+    path: &std::path::Path,
+    written: Option<&Result<u64, String>>,
+) -> Result<(), ExitCode> {
+    match written.cloned().unwrap_or(Ok(0)) {
+        Ok(frames) => {
+            println!(" wrote {frames} frames to {}", path.display());
             Ok(())
         }
         Err(e) => {
@@ -116,7 +118,7 @@ pub(crate) fn run_remote(a: &PerfArgs, test: perf::remote::Test) -> ExitCode {
         }
     };
     if let Some(path) = &a.capture {
-        if let Err(code) = write_capture(path, &o.captured) {
+        if let Err(code) = write_capture(path, o.captured.as_ref()) {
             return code;
         }
     }

@@ -199,6 +199,10 @@ pub(crate) fn run_uet_perf(a: &PerfArgs, transport: ses::DeliveryMode) -> ExitCo
 /// A UET run with one side per process over kernel UDP or AF_XDP (UDP port 4793).
 pub(crate) fn run_uet_remote(a: &PerfArgs, cfg: softrdma::perf::uet::UetPerfConfig) -> ExitCode {
     use softrdma::perf::uet;
+    if a.udp_port != wire::ROCEV2_UDP_PORT {
+        eprintln!("softrdma perf: UET runs on UDP port 4793; --udp-port applies to RoCE runs");
+        return ExitCode::from(2);
+    }
     let (host, link) = match remote_side(a, wire::uet::UDP_PORT) {
         Ok(r) => r,
         Err(code) => return code,
@@ -214,9 +218,9 @@ pub(crate) fn run_uet_remote(a: &PerfArgs, cfg: softrdma::perf::uet::UetPerfConf
             return ExitCode::from(2);
         }
     };
-    if let (Some(path), Some(log)) = (&a.capture, &o.capture) {
-        let frames = log.borrow().clone();
-        if let Err(code) = write_capture(path, &frames) {
+    if let Some(path) = &a.capture {
+        let written = o.capture.as_ref().map(softrdma::perf::remote::finish_capture);
+        if let Err(code) = write_capture(path, written.as_ref()) {
             return code;
         }
     }

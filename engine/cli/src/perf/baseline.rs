@@ -39,6 +39,7 @@ pub fn run(size: usize, mtu: usize, messages: u64, misalign: usize) -> Baseline 
         src_ip: IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1)),
         dst_ip: IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2)),
         src_port: 0xC000,
+        dst_port: wire::ROCEV2_UDP_PORT,
         traffic_class: 0,
         hop_limit: 64,
         flow_label: 0,

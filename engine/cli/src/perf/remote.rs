@@ -9,9 +9,11 @@
 //! the server checks at the end that every target slot holds the last message written to it.
 
 use super::{AtomicOp, Mode, PerfOp, fill_pattern, ring_slots, stamp, unstamp};
+use engine::datapath::Datapath;
 use engine::datapath::afxdp::{AfXdpPort, XdpMode};
+use engine::datapath::capture::{Capture, CaptureLog};
 use engine::datapath::udp::{RxIcrc, UdpPort};
-use engine::datapath::wrap::{Capture, CaptureLog, Faulty, TxFaults};
+use engine::datapath::wrap::{Faulty, RocePort, TxFaults};
 use engine::progress::{Idle, Waiter};
 use engine::roce::dcqcn::DcqcnConfig;
 use engine::simpair::{PairConfig, connect};
@@ -23,6 +25,7 @@ use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, Write};
 use std::net::{IpAddr, Ipv4Addr, TcpListener, TcpStream};
 use std::os::fd::AsFd;
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 /// Default TCP port of the out-of-band exchange (the rdma-core tools' 18515).
@@ -98,8 +101,8 @@ pub struct Net {
     pub tx_faults: TxFaults,
     /// Seed of the faults.
     pub seed: u64,
-    /// Keep every frame sent and received.
-    pub capture: bool,
+    /// Write every frame sent and received to this pcap file, as the frames pass.
+    pub capture: Option<PathBuf>,
 }
 
 impl Net {
@@ -111,7 +114,7 @@ impl Net {
             rx_icrc: RxIcrc::Verify,
             tx_faults: TxFaults::default(),
             seed: 1,
-            capture: false,
+            capture: None,
         }
     }
 
@@ -125,7 +128,7 @@ impl Net {
             rx_icrc: self.rx_icrc,
             tx_faults: self.tx_faults,
             seed: self.seed,
-            capture: self.capture,
+            capture: self.capture.clone(),
             wait: Idle::Spin,
         }
     }
@@ -138,7 +141,8 @@ pub struct Link {
     pub backend: Backend,
     /// Local IPv4 address.
     pub local: Ipv4Addr,
-    /// UDP port (4791).
+    /// UDP port this side receives on (4791; another between softrdma processes, which tell each
+    /// other their ports in the exchange).
     pub udp_port: u16,
     /// TCP port of the exchange.
     pub tcp_port: u16,
@@ -148,8 +152,8 @@ pub struct Link {
     pub tx_faults: TxFaults,
     /// Seed of the faults.
     pub seed: u64,
-    /// Keep every frame sent and received (for `--capture`).
-    pub capture: bool,
+    /// Write every frame sent and received to this pcap file, as the frames pass (`--capture`).
+    pub capture: Option<PathBuf>,
     /// What a round with nothing to do does: spin, or sleep on the datapath (`--wait`).
     pub wait: Idle,
 }
@@ -169,8 +173,9 @@ pub struct Outcome {
     pub lost: u64,
     /// Latency mode: wall-clock time from post to completion of each request, in nanoseconds.
     pub latencies: Vec<u64>,
-    /// Frames sent (port 0) and received (port 1), with `Link::capture`.
-    pub captured: Vec<nicsim::TapRecord>,
+    /// With `Link::capture`: the frames in the capture file (complete when the run returned), or
+    /// why writing it failed.
+    pub captured: Option<Result<u64, String>>,
     /// This side's counters at the end.
     pub stats: engine::verbs::Stats,
     /// The datapath's own counters at the end.
@@ -208,6 +213,8 @@ struct Lane {
 struct Side {
     ctx: Context,
     capture: Option<CaptureLog>,
+    /// The UDP port this side receives on.
+    udp_port: u16,
     pd: Pd,
     cq: Cq,
     lanes: Vec<Lane>,
@@ -256,8 +263,9 @@ fn read_line(r: &mut BufReader<TcpStream>) -> Result<Value, RemoteError> {
     serde_json::from_str(&line).map_err(|e| RemoteError(format!("bad message from the peer: {e}")))
 }
 
-/// Opens this side's datapath (UDP or AF_XDP, with `link`'s egress faults and capture) as a verbs
-/// context, after checking that path MTU `mtu` fits the interface.
+/// Opens this side's datapath (UDP or AF_XDP, with `link`'s egress faults and, if it asks, its
+/// capture file and another UDP port than 4791) as a verbs context, after checking that path MTU
+/// `mtu` fits the interface.
 pub fn open_context(link: &Link, mtu: Mtu) -> Result<(Context, Option<CaptureLog>), RemoteError> {
     let (local, udp_port) = (link.local, link.udp_port);
     // The kernel refuses (DF set) datagrams larger than the link: check the path MTU fits it.
@@ -278,17 +286,13 @@ pub fn open_context(link: &Link, mtu: Mtu) -> Result<(Context, Option<CaptureLog
             let port = UdpPort::bind(local, udp_port, link.rx_icrc)
                 .map_err(|e| RemoteError(format!("binding {local}:{udp_port}: {e}")))?
                 .with_mtu(mtu);
-            let dp = Capture::new(Faulty::new(port, link.tx_faults, link.seed));
-            let capture = link.capture.then(|| dp.log());
-            (Context::open(dp), capture)
+            open_on(port, link)?
         }
         Backend::AfXdp { dev, queue, driver } => {
             let mode = if *driver { XdpMode::Driver } else { XdpMode::Generic };
-            let port = AfXdpPort::open(dev, *queue, local, mode)
+            let port = AfXdpPort::open_port(dev, *queue, local, mode, udp_port)
                 .map_err(|e| RemoteError(format!("AF_XDP on {dev} queue {queue}: {e}")))?;
-            let dp = Capture::new(Faulty::new(port, link.tx_faults, link.seed));
-            let capture = link.capture.then(|| dp.log());
-            (Context::open(dp), capture)
+            open_on(port, link)?
         }
     };
     if mtu.bytes() > ctx.port_mtu().bytes() {
@@ -300,6 +304,35 @@ pub fn open_context(link: &Link, mtu: Mtu) -> Result<(Context, Option<CaptureLog
         )));
     }
     Ok((ctx, capture))
+}
+
+/// A context on `port` with `link`'s egress faults; the capture decorator only with a capture
+/// file, and [`RocePort`] only on another UDP port than 4791 (outside the capture, which so holds
+/// the frames with the ports they had on the wire).
+fn open_on<D: Datapath + 'static>(
+    port: D,
+    link: &Link,
+) -> Result<(Context, Option<CaptureLog>), RemoteError> {
+    let dp = Faulty::new(port, link.tx_faults, link.seed);
+    let other_port = (link.udp_port != wire::ROCEV2_UDP_PORT).then_some(link.udp_port);
+    let Some(path) = &link.capture else {
+        return Ok(match other_port {
+            None => (Context::open(dp), None),
+            Some(p) => (Context::open(RocePort::new(dp, p)), None),
+        });
+    };
+    let dp = Capture::create(dp, path)
+        .map_err(|e| RemoteError(format!("creating the capture file {}: {e}", path.display())))?;
+    let log = dp.log();
+    Ok(match other_port {
+        None => (Context::open(dp), Some(log)),
+        Some(p) => (Context::open(RocePort::new(dp, p)), Some(log)),
+    })
+}
+
+/// Writes out what the capture still buffers: the frames in the file, or why writing failed.
+pub fn finish_capture(log: &CaptureLog) -> Result<u64, String> {
+    log.flush().map_err(|e| e.to_string())
 }
 
 fn open_side(link: &Link, t: &Test, server: bool) -> Result<Side, RemoteError> {
@@ -333,7 +366,7 @@ fn open_side(link: &Link, t: &Test, server: bool) -> Result<Side, RemoteError> {
         }
         lanes.push(Lane { qp, mr, pattern, posted: 0, completed: 0, received: 0 });
     }
-    Ok(Side { ctx, capture, pd, cq, lanes, slots, peer_qpns: Vec::new() })
+    Ok(Side { ctx, capture, udp_port: link.udp_port, pd, cq, lanes, slots, peer_qpns: Vec::new() })
 }
 
 fn hello(side: &Side, psn_base: u32) -> Value {
@@ -343,6 +376,7 @@ fn hello(side: &Side, psn_base: u32) -> Value {
         "psns": (0..side.lanes.len() as u32).map(|i| (psn_base + 1000 * i) & 0xFF_FFFF).collect::<Vec<_>>(),
         "rkeys": side.lanes.iter().map(|l| l.mr.rkey).collect::<Vec<_>>(),
         "addrs": side.lanes.iter().map(|l| l.mr.addr).collect::<Vec<_>>(),
+        "udp_port": side.udp_port,
     })
 }
 
@@ -370,6 +404,15 @@ fn connect_all(
         peer["gid"].as_str().unwrap_or_default().parse().map_err(|_| RemoteError("bad peer GID".into()))?;
     let (qpns, psns, my_psns) = (list(peer, "qpns")?, list(peer, "psns")?, list(mine, "psns")?);
     let (rkeys, addrs) = (list(peer, "rkeys")?, list(peer, "addrs")?);
+    // The UDP port the peer receives on (a peer that does not say listens on 4791).
+    let udp_dport = match peer.get("udp_port") {
+        None => None,
+        Some(p) => Some(
+            p.as_u64()
+                .and_then(|p| u16::try_from(p).ok())
+                .ok_or_else(|| RemoteError("bad udp_port".into()))?,
+        ),
+    };
     if qpns.len() != side.lanes.len()
         || psns.len() != qpns.len()
         || rkeys.len() != qpns.len()
@@ -384,6 +427,7 @@ fn connect_all(
         timeout: 10,
         retry_cnt: 7,
         max_retries: Some(1000),
+        udp_dport,
         ..PairConfig::default()
     };
     for (i, lane) in side.lanes.iter().enumerate() {
@@ -392,7 +436,11 @@ fn connect_all(
     }
     side.peer_qpns = qpns.iter().map(|&q| q as u32).collect();
     let ah = if t.qp_type == QpType::Ud {
-        Some(side.ctx.create_ah(side.pd, &AddressVector::new(gid)).map_err(err)?)
+        Some(
+            side.ctx
+                .create_ah(side.pd, &AddressVector { udp_dport, ..AddressVector::new(gid) })
+                .map_err(err)?,
+        )
     } else {
         None
     };
@@ -516,7 +564,7 @@ pub fn serve(link: &Link) -> Result<(Test, Outcome), RemoteError> {
     send_line(&mut stream, &json!({"verified": out.verified, "errors": out.errors, "lost": out.lost}))?;
     out.stats = side.ctx.stats();
     out.datapath = side.ctx.datapath_counters();
-    out.captured = side.capture.map(|c| c.take()).unwrap_or_default();
+    out.captured = side.capture.as_ref().map(finish_capture);
     Ok((t, out))
 }
 
@@ -739,7 +787,7 @@ pub fn run_client(host: &str, link: &Link, t: &Test) -> Result<Outcome, RemoteEr
     out.lost += report["lost"].as_u64().unwrap_or(0);
     out.stats = side.ctx.stats();
     out.datapath = side.ctx.datapath_counters();
-    out.captured = side.capture.map(|c| c.take()).unwrap_or_default();
+    out.captured = side.capture.as_ref().map(finish_capture);
     Ok(out)
 }
 

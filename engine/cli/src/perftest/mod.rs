@@ -28,7 +28,7 @@ pub mod messages;
 use crate::oob::{self, Exchange};
 use crate::perf::remote::{Backend, Net, open_context};
 use crate::perf::{AtomicOp, Mode, PerfOp};
-use engine::datapath::wrap::CaptureLog;
+use engine::datapath::capture::CaptureLog;
 use engine::verbs::{
     Access, AddressVector, Context, Cq, Mr, Mtu, Qp, QpAttr, QpCap, QpInitAttr, QpState, QpType, RecvWr,
     SendWr, Sge, Stats, WcStatus, WorkCompletion, WrOpcode,
@@ -97,8 +97,8 @@ pub struct Outcome {
     pub stats: Stats,
     /// Datapath counters.
     pub datapath: Vec<(&'static str, u64)>,
-    /// Frames, when capturing.
-    pub captured: Vec<nicsim::TapRecord>,
+    /// When capturing: the frames in the capture file, or why writing it failed.
+    pub captured: Option<Result<u64, String>>,
 }
 
 fn err(e: impl std::fmt::Display) -> String {
@@ -205,7 +205,7 @@ impl Side {
         out.peer = Some(self.peer);
         out.stats = self.ctx.stats();
         out.datapath = self.ctx.datapath_counters();
-        out.captured = capture.map(|c| c.take()).unwrap_or_default();
+        out.captured = capture.as_ref().map(crate::perf::remote::finish_capture);
         out
     }
 

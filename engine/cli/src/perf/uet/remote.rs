@@ -17,8 +17,9 @@ use crate::perf::remote::{Backend, Link, MAX_WAIT, RemoteError};
 use crate::perf::{BwRow, LatRow};
 use engine::datapath::Datapath;
 use engine::datapath::afxdp::{AfXdpPort, XdpMode};
+use engine::datapath::capture::{Capture, CaptureLog};
 use engine::datapath::udp::{RxIcrc, UdpPort};
-use engine::datapath::wrap::{Capture, CaptureLog, Faulty};
+use engine::datapath::wrap::Faulty;
 use engine::progress::{Idle, Waiter};
 use engine::uet::UetNode;
 
@@ -81,7 +82,7 @@ fn poll_json(stream: &mut TcpStream, buf: &mut Vec<u8>) -> Result<Vec<Value>, Re
 }
 
 /// Runs `f` with this side's UET node on `link`'s datapath (UDP port 4793, or AF_XDP steering
-/// UDP 4793), with its egress faults and capture.
+/// UDP 4793), with its egress faults and, with a capture file, the capture decorator.
 fn with_node<R>(
     link: &Link,
     cfg: &UetPerfConfig,
@@ -94,39 +95,71 @@ fn with_node<R>(
         Backend::Udp => {
             let p = UdpPort::bind(link.local, port, RxIcrc::Verify)
                 .map_err(|e| RemoteError(format!("binding {}:{port}: {e}", link.local)))?;
-            let dp = Capture::new(Faulty::new(p, link.tx_faults, link.seed));
-            let log = link.capture.then(|| dp.log());
+            let dp = Faulty::new(p, link.tx_faults, link.seed);
             // The kernel checked the UDP checksum (and sends none we could check): accept 0.
-            let mut node = UetNode::new(dp, ses, false).map_err(err)?;
-            cfg.secure_and_mark(&mut node);
-            f(UetNodeAny::Udp(Box::new(node), log))
+            match &link.capture {
+                None => f(UetNodeAny::Udp(Box::new(node(dp, ses, false, cfg)?))),
+                Some(path) => {
+                    let dp = capture(dp, path)?;
+                    let log = dp.log();
+                    f(UetNodeAny::UdpCapture(Box::new(node(dp, ses, false, cfg)?), log))
+                }
+            }
         }
         Backend::AfXdp { dev, queue, driver } => {
             let mode = if *driver { XdpMode::Driver } else { XdpMode::Generic };
             let p = AfXdpPort::open_port(dev, *queue, link.local, mode, port)
                 .map_err(|e| RemoteError(format!("AF_XDP on {dev} queue {queue}: {e}")))?;
-            let dp = Capture::new(Faulty::new(p, link.tx_faults, link.seed));
-            let log = link.capture.then(|| dp.log());
-            let mut node = UetNode::new(dp, ses, true).map_err(err)?;
-            cfg.secure_and_mark(&mut node);
-            f(UetNodeAny::AfXdp(Box::new(node), log))
+            let dp = Faulty::new(p, link.tx_faults, link.seed);
+            match &link.capture {
+                None => f(UetNodeAny::AfXdp(Box::new(node(dp, ses, true, cfg)?))),
+                Some(path) => {
+                    let dp = capture(dp, path)?;
+                    let log = dp.log();
+                    f(UetNodeAny::AfXdpCapture(Box::new(node(dp, ses, true, cfg)?), log))
+                }
+            }
         }
     }
 }
 
-/// A node on one of the real datapaths.
+/// `dp` writing what passes to the capture file at `path`.
+fn capture<D: Datapath>(dp: D, path: &std::path::Path) -> Result<Capture<D>, RemoteError> {
+    Capture::create(dp, path)
+        .map_err(|e| RemoteError(format!("creating the capture file {}: {e}", path.display())))
+}
+
+/// A UET node on `dp`, with the run's TSS and marking settings.
+fn node<D: Datapath>(
+    dp: D,
+    ses: ses::Endpoint<Ipv4Addr>,
+    require_checksum: bool,
+    cfg: &UetPerfConfig,
+) -> Result<UetNode<D>, RemoteError> {
+    let mut node = UetNode::new(dp, ses, require_checksum).map_err(err)?;
+    cfg.secure_and_mark(&mut node);
+    Ok(node)
+}
+
+/// A node on one of the real datapaths, with or without the capture decorator.
 enum UetNodeAny {
     /// Kernel UDP.
-    Udp(Box<UetNode<Capture<Faulty<UdpPort>>>>, Option<CaptureLog>),
+    Udp(Box<UetNode<Faulty<UdpPort>>>),
+    /// Kernel UDP, captured.
+    UdpCapture(Box<UetNode<Capture<Faulty<UdpPort>>>>, CaptureLog),
     /// AF_XDP.
-    AfXdp(Box<UetNode<Capture<Faulty<AfXdpPort>>>>, Option<CaptureLog>),
+    AfXdp(Box<UetNode<Faulty<AfXdpPort>>>),
+    /// AF_XDP, captured.
+    AfXdpCapture(Box<UetNode<Capture<Faulty<AfXdpPort>>>>, CaptureLog),
 }
 
 impl std::fmt::Debug for UetNodeAny {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
             UetNodeAny::Udp(..) => "UetNodeAny::Udp",
+            UetNodeAny::UdpCapture(..) => "UetNodeAny::UdpCapture",
             UetNodeAny::AfXdp(..) => "UetNodeAny::AfXdp",
+            UetNodeAny::AfXdpCapture(..) => "UetNodeAny::AfXdpCapture",
         })
     }
 }
@@ -140,8 +173,10 @@ pub fn serve(link: &Link) -> Result<(UetPerfConfig, RemoteOutcome), RemoteError>
         serde_json::from_str(&line).map_err(|e| RemoteError(format!("bad test from the client: {e}")))?;
     let cfg = UetPerfConfig::from_json(&hello["uet"])?;
     let out = with_node(link, &cfg, cfg.seed * 2 + 1, &mut |any| match any {
-        UetNodeAny::Udp(node, log) => serve_on(*node, log, cfg, &mut stream, link.wait),
-        UetNodeAny::AfXdp(node, log) => serve_on(*node, log, cfg, &mut stream, link.wait),
+        UetNodeAny::Udp(node) => serve_on(*node, None, cfg, &mut stream, link.wait),
+        UetNodeAny::UdpCapture(node, log) => serve_on(*node, Some(log), cfg, &mut stream, link.wait),
+        UetNodeAny::AfXdp(node) => serve_on(*node, None, cfg, &mut stream, link.wait),
+        UetNodeAny::AfXdpCapture(node, log) => serve_on(*node, Some(log), cfg, &mut stream, link.wait),
     })?;
     Ok((cfg, out))
 }
@@ -226,8 +261,14 @@ pub fn run_client(host: &str, link: &Link, cfg: &UetPerfConfig) -> Result<Remote
         return Err(RemoteError(format!("the server did not start the test: {}", line.trim())));
     }
     with_node(link, cfg, cfg.seed * 2, &mut |any| match any {
-        UetNodeAny::Udp(node, log) => client_on(*node, log, *cfg, server_ip, &mut stream, link.wait),
-        UetNodeAny::AfXdp(node, log) => client_on(*node, log, *cfg, server_ip, &mut stream, link.wait),
+        UetNodeAny::Udp(node) => client_on(*node, None, *cfg, server_ip, &mut stream, link.wait),
+        UetNodeAny::UdpCapture(node, log) => {
+            client_on(*node, Some(log), *cfg, server_ip, &mut stream, link.wait)
+        }
+        UetNodeAny::AfXdp(node) => client_on(*node, None, *cfg, server_ip, &mut stream, link.wait),
+        UetNodeAny::AfXdpCapture(node, log) => {
+            client_on(*node, Some(log), *cfg, server_ip, &mut stream, link.wait)
+        }
     })
 }
 

@@ -1,0 +1,323 @@
+//! A datapath decorator that writes every frame the engine sends and receives to a pcap file as the
+//! frames pass: `Context::open(Capture::create(UdpPort::bind(..)?, "run.pcap")?)`.
+//!
+//! The file is the nanosecond pcap that [`nicsim::write_pcap`] writes (LINKTYPE_ETHERNET, snap
+//! length 65535, little-endian), one record per frame with the datapath's clock as its timestamp.
+//! Memory stays bounded however long the run: records collect in one buffer of
+//! [`CAPTURE_BUFFER`] bytes that goes to the file whenever the next record would not fit, so the
+//! file grows while the run goes on, and whatever is still buffered goes out when the capture is
+//! dropped (also when a run ends in an error) or on [`CaptureLog::flush`].
+
+use super::wrap::{delegate_datapath, delegate_datapath_tail};
+use super::{Datapath, TxError};
+use crate::roce::types::Mtu;
+use frame::Frame;
+use std::cell::RefCell;
+use std::io::{self, Write};
+use std::net::IpAddr;
+use std::path::Path;
+use std::rc::Rc;
+use std::time::Duration;
+
+/// Bytes of records a capture holds before it writes them to its file.
+pub const CAPTURE_BUFFER: usize = 1 << 20;
+
+/// The pcap snap length (frames longer than this are cut, their original length kept).
+const SNAPLEN: usize = 65_535;
+
+/// The 24-byte pcap file header: nanosecond magic, version 2.4, no time zone or accuracy, snap
+/// length 65535, LINKTYPE_ETHERNET; little-endian (what `pcap_file` writes for [`nicsim::write_pcap`]).
+fn file_header() -> [u8; 24] {
+    let mut h = [0u8; 24];
+    h[0..4].copy_from_slice(&0xA1B2_3C4Du32.to_le_bytes());
+    h[4..6].copy_from_slice(&2u16.to_le_bytes());
+    h[6..8].copy_from_slice(&4u16.to_le_bytes());
+    h[16..20].copy_from_slice(&(SNAPLEN as u32).to_le_bytes());
+    h[20..24].copy_from_slice(&1u32.to_le_bytes());
+    h
+}
+
+/// Where a capture's records go: a bounded buffer in front of a writer (the file).
+struct Sink {
+    out: Box<dyn Write>,
+    buf: Vec<u8>,
+    frames: u64,
+    /// The first write error; the capture stops writing after it.
+    error: Option<io::Error>,
+}
+
+impl Sink {
+    fn new(mut out: Box<dyn Write>) -> io::Result<Sink> {
+        out.write_all(&file_header())?;
+        Ok(Sink { out, buf: Vec::with_capacity(CAPTURE_BUFFER), frames: 0, error: None })
+    }
+
+    /// Writes the buffered records out (not flushing the writer).
+    fn drain(&mut self) {
+        if self.error.is_none() && !self.buf.is_empty() {
+            if let Err(e) = self.out.write_all(&self.buf) {
+                self.error = Some(e);
+            }
+        }
+        self.buf.clear();
+    }
+
+    /// Appends one record; its start in the buffer, so that [`Sink::unrecord`] can take it back
+    /// (`None` once writing has failed).
+    fn record(&mut self, time: Duration, bytes: &[u8]) -> Option<usize> {
+        if self.error.is_some() {
+            return None;
+        }
+        let incl = bytes.len().min(SNAPLEN);
+        if self.buf.len() + 16 + incl > CAPTURE_BUFFER {
+            self.drain();
+        }
+        let at = self.buf.len();
+        for word in [time.as_secs() as u32, time.subsec_nanos(), incl as u32, bytes.len() as u32] {
+            self.buf.extend_from_slice(&word.to_le_bytes());
+        }
+        self.buf.extend_from_slice(&bytes[..incl]);
+        self.frames += 1;
+        Some(at)
+    }
+
+    /// Takes back the record [`Sink::record`] just appended at `at` (still buffered: the buffer
+    /// is only written out before a record is appended).
+    fn unrecord(&mut self, at: Option<usize>) {
+        if let Some(at) = at {
+            if at <= self.buf.len() && self.error.is_none() {
+                self.buf.truncate(at);
+                self.frames -= 1;
+            }
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<u64> {
+        self.drain();
+        if self.error.is_none() {
+            if let Err(e) = self.out.flush() {
+                self.error = Some(e);
+            }
+        }
+        match &self.error {
+            None => Ok(self.frames),
+            Some(e) => Err(io::Error::new(e.kind(), e.to_string())),
+        }
+    }
+}
+
+impl Drop for Sink {
+    fn drop(&mut self) {
+        // Best effort: a run that ends in an error still leaves a complete file.
+        let _ = self.flush();
+    }
+}
+
+/// A handle on a [`Capture`]'s file that stays valid after the datapath moves into a context.
+#[derive(Clone)]
+pub struct CaptureLog(Rc<RefCell<Sink>>);
+
+impl std::fmt::Debug for CaptureLog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CaptureLog").field("frames", &self.frames()).finish()
+    }
+}
+
+impl CaptureLog {
+    /// Frames recorded so far (some may still be buffered).
+    pub fn frames(&self) -> u64 {
+        self.0.borrow().frames
+    }
+
+    /// Writes every buffered record to the file and flushes it: the file is then a complete pcap
+    /// of every frame so far. Returns the number of frames, or the first write error.
+    pub fn flush(&self) -> io::Result<u64> {
+        self.0.borrow_mut().flush()
+    }
+}
+
+/// Writes every frame the engine sends and receives, as the engine built it or the datapath
+/// delivered it, to a pcap file while they pass (see the module documentation).
+pub struct Capture<D> {
+    inner: D,
+    log: CaptureLog,
+}
+
+impl<D: std::fmt::Debug> std::fmt::Debug for Capture<D> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Capture").field("inner", &self.inner).field("log", &self.log).finish()
+    }
+}
+
+impl<D: Datapath> Capture<D> {
+    /// Wraps `inner`, writing the capture to `out` (the pcap file header goes out now).
+    pub fn new(inner: D, out: impl Write + 'static) -> io::Result<Capture<D>> {
+        let sink = Sink::new(Box::new(out))?;
+        Ok(Capture { inner, log: CaptureLog(Rc::new(RefCell::new(sink))) })
+    }
+
+    /// Wraps `inner`, writing the capture to a new file at `path` (replacing any).
+    pub fn create(inner: D, path: &Path) -> io::Result<Capture<D>> {
+        Capture::new(inner, std::fs::File::create(path)?)
+    }
+
+    /// The handle on the file.
+    pub fn log(&self) -> CaptureLog {
+        self.log.clone()
+    }
+
+    fn record(&self, frame: &Frame) -> Option<usize> {
+        let time = self.inner.now();
+        self.log.0.borrow_mut().record(time, frame.as_slice())
+    }
+}
+
+impl<D: Datapath> Datapath for Capture<D> {
+    delegate_datapath!(inner);
+    fn transmit(&mut self, frame: Frame) -> Result<(), TxError> {
+        let at = self.record(&frame);
+        let sent = self.inner.transmit(frame);
+        if sent.is_err() {
+            // Not sent (handed back, or failed): not in the capture either; a frame handed back
+            // is recorded when the engine offers it again.
+            self.log.0.borrow_mut().unrecord(at);
+        }
+        sent
+    }
+    fn receive(&mut self) -> Option<Frame> {
+        let f = self.inner.receive()?;
+        self.record(&f);
+        Some(f)
+    }
+    delegate_datapath_tail!(inner);
+    fn counters(&self) -> Vec<(&'static str, u64)> {
+        self.inner.counters()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::datapath::sim::SimNet;
+    use crate::datapath::wrap::{Faulty, TxFaults};
+    use nicsim::{LinkConfig, TapRecord};
+
+    /// A writer the test can read back, counting the writes that reach it.
+    #[derive(Clone, Default)]
+    struct Shared(Rc<RefCell<(Vec<u8>, usize)>>);
+
+    impl Write for Shared {
+        fn write(&mut self, b: &[u8]) -> io::Result<usize> {
+            let mut s = self.0.borrow_mut();
+            s.0.extend_from_slice(b);
+            s.1 += 1;
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    fn frame_bytes(i: u32, len: usize) -> Vec<u8> {
+        (0..len).map(|k| (k as u32 ^ i) as u8).collect()
+    }
+
+    #[test]
+    fn records_both_ways_before_the_faults_in_nicsims_pcap_format() {
+        let (net, a, mut b) = SimNet::pair(1, LinkConfig::default(), LinkConfig::default());
+        let faults = TxFaults { loss: 0.2, duplicate: 0.1, corrupt: 0.1, reorder: 0.1 };
+        let out = Shared::default();
+        let mut tx = Capture::new(Faulty::new(a, faults, 7), out.clone()).unwrap();
+        let log = tx.log();
+        let mut sent = Vec::new();
+        for i in 0..1000u32 {
+            let mut f = tx.alloc();
+            let bytes = frame_bytes(i, 64 + (i as usize % 700));
+            f.buffer_mut()[..bytes.len()].copy_from_slice(&bytes);
+            f.set_len(bytes.len());
+            let time = tx.now();
+            tx.transmit(f).unwrap();
+            sent.push(TapRecord { time, port: 0, bytes });
+        }
+        net.advance_to(Duration::from_millis(1));
+        let mut got = 0;
+        while b.receive().is_some() {
+            got += 1;
+        }
+        assert_eq!(log.frames(), 1000, "the capture sees what the engine sent, before the faults");
+        // ~20% lost, ~10% duplicated: about 900 arrive; one held frame may still wait.
+        assert!((800..1000).contains(&got), "{got}");
+        assert_eq!(log.flush().unwrap(), 1000);
+        let mut want = Vec::new();
+        nicsim::write_pcap(&mut want, &sent).unwrap();
+        assert!(out.0.borrow().0 == want, "the same bytes as nicsim::write_pcap");
+    }
+
+    #[test]
+    fn memory_stays_bounded_and_the_file_is_complete_after_drop() {
+        let (_net, a, _b) = SimNet::pair(1, LinkConfig::default(), LinkConfig::default());
+        let out = Shared::default();
+        let mut tx = Capture::new(a, out.clone()).unwrap();
+        let frames = 3 * CAPTURE_BUFFER / 4000 + 7;
+        for i in 0..frames as u32 {
+            let mut f = tx.alloc();
+            f.buffer_mut()[..4000].copy_from_slice(&frame_bytes(i, 4000));
+            f.set_len(4000);
+            tx.transmit(f).unwrap();
+            assert!(tx.log.0.borrow().buf.len() <= CAPTURE_BUFFER);
+        }
+        // The file header, then whole buffers went to the writer during the run, each in one write.
+        let (written, writes) = (out.0.borrow().0.len(), out.0.borrow().1);
+        assert!(written > 2 * CAPTURE_BUFFER && writes == 4, "{written} bytes in {writes} writes");
+        drop(tx);
+        let bytes = out.0.borrow().0.clone();
+        assert_eq!(bytes.len(), 24 + frames * (16 + 4000));
+        let mut n = 0;
+        for p in pcap_reader(&bytes) {
+            assert_eq!(p, frame_bytes(n, 4000));
+            n += 1;
+        }
+        assert_eq!(n as usize, frames);
+    }
+
+    /// The records of a pcap this module wrote.
+    fn pcap_reader(b: &[u8]) -> impl Iterator<Item = Vec<u8>> + '_ {
+        assert_eq!(b[..24], file_header());
+        let mut at = 24;
+        std::iter::from_fn(move || {
+            let len = u32::from_le_bytes(b.get(at + 8..at + 12)?.try_into().ok()?) as usize;
+            let rec = b[at + 16..at + 16 + len].to_vec();
+            at += 16 + len;
+            Some(rec)
+        })
+    }
+
+    /// A datapath that refuses every frame.
+    #[derive(Debug)]
+    struct Refusing {
+        inner: crate::datapath::sim::SimPort,
+    }
+
+    impl Datapath for Refusing {
+        delegate_datapath!(inner);
+        fn transmit(&mut self, frame: Frame) -> Result<(), TxError> {
+            Err(TxError::Full(frame))
+        }
+        fn receive(&mut self) -> Option<Frame> {
+            self.inner.receive()
+        }
+        delegate_datapath_tail!(inner);
+    }
+
+    #[test]
+    fn a_refused_frame_is_not_in_the_capture() {
+        let (_net, a, _b) = SimNet::pair(1, LinkConfig::default(), LinkConfig::default());
+        let out = Shared::default();
+        let mut tx = Capture::new(Refusing { inner: a }, out.clone()).unwrap();
+        let mut f = tx.alloc();
+        f.set_len(60);
+        assert!(tx.transmit(f).is_err());
+        assert_eq!(tx.log().flush().unwrap(), 0);
+        assert_eq!(out.0.borrow().0.len(), 24);
+    }
+}
