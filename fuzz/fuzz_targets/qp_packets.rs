@@ -102,6 +102,7 @@ fn setup(sel: u8) -> World {
         src_ip: IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1)),
         dst_ip: PEER,
         src_port: 0,
+        dst_port: wire::ROCEV2_UDP_PORT,
         traffic_class: 0,
         hop_limit: 64,
         flow_label: 0,
