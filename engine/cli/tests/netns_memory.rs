@@ -11,8 +11,9 @@
 
 mod common;
 
+use common::netns::Netns;
 use common::scratch_dir;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 const MIB: u64 = 1 << 20;
@@ -20,52 +21,7 @@ const MIB: u64 = 1 << 20;
 const GROWTH_LIMIT: u64 = 16 * MIB;
 const SIZE: u64 = 65536;
 
-fn ip(args: &[&str]) {
-    let o = Command::new("ip").args(args).output().expect("run ip");
-    assert!(o.status.success(), "ip {args:?}: {}", String::from_utf8_lossy(&o.stderr));
-}
-
-/// Two namespaces joined by a veth pair (MTU 9000), 10.98.0.1 and 10.98.0.2.
-struct Netns {
-    a: String,
-    b: String,
-    va: String,
-    vb: String,
-}
-
 impl Netns {
-    fn new() -> Netns {
-        let id = std::process::id() % 100_000;
-        let n = Netns {
-            a: format!("sr-ma-{id}"),
-            b: format!("sr-mb-{id}"),
-            va: format!("srma{id}"),
-            vb: format!("srmb{id}"),
-        };
-        ip(&["netns", "add", &n.a]);
-        ip(&["netns", "add", &n.b]);
-        ip(&["link", "add", &n.va, "type", "veth", "peer", "name", &n.vb]);
-        ip(&["link", "set", &n.va, "netns", &n.a]);
-        ip(&["link", "set", &n.vb, "netns", &n.b]);
-        for (ns, dev, addr) in [(&n.a, &n.va, "10.98.0.1/24"), (&n.b, &n.vb, "10.98.0.2/24")] {
-            ip(&["-n", ns, "addr", "add", addr, "dev", dev]);
-            ip(&["-n", ns, "link", "set", dev, "mtu", "9000", "up"]);
-            ip(&["-n", ns, "link", "set", "lo", "up"]);
-        }
-        n
-    }
-
-    /// `softrdma` in namespace `ns` (`ip netns exec` execs it: the child's PID is softrdma's).
-    fn spawn(&self, ns: &str, args: &[&str]) -> Child {
-        Command::new("ip")
-            .args(["netns", "exec", ns, env!("CARGO_BIN_EXE_softrdma")])
-            .args(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn softrdma in a namespace")
-    }
-
     /// Bytes the client's veth has sent.
     fn client_tx_bytes(&self) -> Option<u64> {
         let o = Command::new("ip")
@@ -78,25 +34,8 @@ impl Netns {
     }
 }
 
-impl Drop for Netns {
-    fn drop(&mut self) {
-        for ns in [&self.a, &self.b] {
-            let _ = Command::new("ip").args(["netns", "del", ns]).status();
-        }
-    }
-}
-
 fn can_run() -> bool {
-    let root = rustix::process::geteuid().is_root();
-    let ip = Command::new("ip").arg("-V").output().is_ok_and(|o| o.status.success());
-    let why = match (root, ip) {
-        (true, true) => return true,
-        (false, _) => "it needs root (network namespaces, veth)",
-        (true, false) => "iproute2 (ip) is missing",
-    };
-    assert!(std::env::var_os("CI").is_none(), "netns_memory cannot run under CI: {why}");
-    eprintln!("netns_memory: skipped: {why}");
-    false
+    common::netns::can_run("netns_memory", &[])
 }
 
 /// VmRSS of a process, in bytes.
@@ -229,7 +168,7 @@ fn resident_memory_stays_flat_during_a_long_write() {
     }
     let gib: f64 = std::env::var("SOFTRDMA_RSS_GB").ok().and_then(|v| v.parse().ok()).unwrap_or(2.0);
     let bytes = ((gib * (1u64 << 30) as f64) as u64 / SIZE).max(1000) * SIZE;
-    let n = Netns::new();
+    let n = Netns::new('m', "10.98.0");
     let dir = scratch_dir("netns-memory");
     let mut failures = Vec::new();
     println!(

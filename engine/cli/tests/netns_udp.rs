@@ -7,46 +7,12 @@
 
 mod common;
 
+use common::netns::Netns;
 use common::{scratch_dir, shared, softrdma};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
-struct Netns {
-    a: String,
-    b: String,
-    va: String,
-    vb: String,
-}
-
-fn ip(args: &[&str]) {
-    let o = Command::new("ip").args(args).output().expect("run ip");
-    assert!(o.status.success(), "ip {args:?}: {}", String::from_utf8_lossy(&o.stderr));
-}
-
 impl Netns {
-    /// Two namespaces and a veth pair, named after `tag` and the process so parallel tests differ.
-    fn new(tag: char) -> Netns {
-        let id = std::process::id() % 100_000;
-        let (va, vb) = (format!("sr{tag}a{id}"), format!("sr{tag}b{id}"));
-        let n = Netns {
-            a: format!("sr-{tag}a-{id}"),
-            b: format!("sr-{tag}b-{id}"),
-            va: va.clone(),
-            vb: vb.clone(),
-        };
-        ip(&["netns", "add", &n.a]);
-        ip(&["netns", "add", &n.b]);
-        ip(&["link", "add", &va, "type", "veth", "peer", "name", &vb]);
-        ip(&["link", "set", &va, "netns", &n.a]);
-        ip(&["link", "set", &vb, "netns", &n.b]);
-        for (ns, dev, addr) in [(&n.a, &va, "10.99.0.1/24"), (&n.b, &vb, "10.99.0.2/24")] {
-            ip(&["-n", ns, "addr", "add", addr, "dev", dev]);
-            ip(&["-n", ns, "link", "set", dev, "mtu", "9000", "up"]);
-            ip(&["-n", ns, "link", "set", "lo", "up"]);
-        }
-        n
-    }
-
     fn veth_b(&self) -> String {
         self.vb.clone()
     }
@@ -60,46 +26,14 @@ impl Netns {
         let o = Command::new("ip").args(["-n", ns, "link", "show", dev]).output().expect("ip link show");
         String::from_utf8_lossy(&o.stdout).contains("xdp")
     }
-
-    fn spawn(&self, ns: &str, args: &[&str]) -> Child {
-        Command::new("ip")
-            .args(["netns", "exec", ns, env!("CARGO_BIN_EXE_softrdma")])
-            .args(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn softrdma in a namespace")
-    }
-}
-
-impl Drop for Netns {
-    fn drop(&mut self) {
-        for ns in [&self.a, &self.b] {
-            let _ = Command::new("ip").args(["netns", "del", ns]).status();
-        }
-    }
 }
 
 /// The tests of this file run one at a time: each moves thousands of frames through veth pairs
 /// and AF_XDP on a 2-core machine, and UC/UD runs count any drop caused by CPU starvation.
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
-/// Whether this machine can run the test, which also runs each of `tools` (`scripts/setup.sh`
-/// installs them); under CI it must.
 fn can_run(tools: &[&str]) -> bool {
-    let root = rustix::process::geteuid().is_root();
-    let ip = Command::new("ip").arg("-V").output().is_ok_and(|o| o.status.success());
-    let missing =
-        tools.iter().find(|t| !Command::new(t).arg("--version").output().is_ok_and(|o| o.status.success()));
-    let why = match (root, ip, missing) {
-        (true, true, None) => return true,
-        (false, _, _) => "it needs root (network namespaces, veth)".to_string(),
-        (true, false, _) => "iproute2 (ip) is missing".to_string(),
-        (true, true, Some(t)) => format!("{t} is missing (scripts/setup.sh installs it)"),
-    };
-    assert!(std::env::var_os("CI").is_none(), "netns_udp cannot run under CI: {why}");
-    eprintln!("netns_udp: skipped: {why}");
-    false
+    common::netns::can_run("netns_udp", tools)
 }
 
 /// Starts tshark on `dev` in `ns`, writing RoCEv2 frames to `path`.
@@ -261,7 +195,7 @@ fn perf_between_namespaces_over_kernel_udp() {
         return;
     }
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let n = Netns::new('u');
+    let n = Netns::new('u', "10.99.0");
     let runs: [&[&str]; 9] = [
         &["perf", "send", "--iters", "3000"],
         // Both sides on UDP port 5000: frames go to the port the peer gave in the exchange.
@@ -319,7 +253,7 @@ fn perf_between_namespaces_over_af_xdp() {
         return;
     }
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let n = Netns::new('x');
+    let n = Netns::new('x', "10.99.0");
     // AF_XDP frames are 4096-byte UMEM chunks: path MTU 2048.
     let runs: [&[&str]; 9] = [
         &["perf", "send", "--mtu", "2048", "--iters", "2000"],
@@ -418,7 +352,7 @@ fn uet_between_namespaces_over_udp_and_af_xdp() {
         return;
     }
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let n = Netns::new('e');
+    let n = Netns::new('e', "10.99.0");
     let runs: [&[&str]; 11] = [
         &["perf", "write", "--transport", "rud", "--tss", "--mtu", "2048", "--iters", "500"],
         &["perf", "send", "--transport", "rud", "--mtu", "2048", "--iters", "1000"],

@@ -1,6 +1,8 @@
 //! Helpers shared by the integration tests of the `softrdma` tool.
 #![allow(dead_code, unreachable_pub)]
 
+pub mod netns;
+
 use std::path::{Path, PathBuf};
 
 /// `../shared` beside the project root, where the reference captures live (never copied in).
