@@ -198,16 +198,17 @@ impl Requester {
         }
         if let Some((_, sent)) = self.timed.filter(|&(p, _)| psn::diff(self.comp_psn, p) > 0) {
             let sample = now.saturating_sub(sent);
-            self.srtt = Some(self.srtt.map_or(sample, |s| s - s / 8 + sample / 8));
+            self.rtt.sample(sample);
             self.timed = None;
         }
+        self.rtt.on_progress();
         self.retry_left = self.cfg.retry_limit;
         self.rnr_left = self.cfg.rnr_retry;
         self.retried_at = None;
         if psn::diff(self.psn, self.comp_psn) < 0 {
             self.rewind();
         }
-        self.retrans_at = if self.outstanding() { self.cfg.timeout.map(|t| now + t) } else { None };
+        self.retrans_at = if self.outstanding() { self.rto().map(|t| now + t) } else { None };
         self.probed = false;
         self.arm_probe(now);
     }
@@ -235,7 +236,7 @@ impl Requester {
         }
         self.retried_at = Some(self.comp_psn);
         self.rewind();
-        self.retrans_at = self.cfg.timeout.map(|t| now + t);
+        self.retrans_at = self.rto().map(|t| now + t);
         // Everything is resent; the probe re-arms when the tail is on the wire again.
         self.probe_at = None;
         self.probed = false;
@@ -247,7 +248,7 @@ impl Requester {
         if self.rnr_until.is_some_and(|t| t <= now) {
             self.rnr_until = None;
             if self.outstanding() {
-                self.retrans_at = self.cfg.timeout.map(|t| now + t);
+                self.retrans_at = self.rto().map(|t| now + t);
             }
         }
         if self.retrans_at.is_some_and(|t| t <= now) {
@@ -258,7 +259,9 @@ impl Requester {
                     w.on_timeout(self.high_psn);
                     self.counters.window_cuts += 1;
                 }
-                // A timeout always retries, even at a comp_psn that already saw one.
+                // A timeout always retries, even at a comp_psn that already saw one, and the
+                // next one waits longer.
+                self.rtt.on_timeout();
                 self.retried_at = None;
                 self.retry(now)?;
             }

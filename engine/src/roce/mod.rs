@@ -20,6 +20,7 @@ pub mod path;
 mod qp;
 mod requester;
 mod responder;
+mod rtt;
 pub mod types;
 mod window;
 

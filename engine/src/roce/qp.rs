@@ -218,7 +218,7 @@ impl QueuePair {
 
     /// The requester's smoothed round-trip time, once a response has been timed.
     pub fn srtt(&self) -> Option<Duration> {
-        self.req.srtt
+        self.req.rtt.srtt()
     }
 
     /// The path frames take (after RTR).

@@ -6,6 +6,7 @@
 use super::desc::{Kind, TxDesc, TxPayload};
 use super::path::HeaderTemplate;
 use super::types::{SendFlags, SendWindow, SendWr, WcStatus, WorkCompletion, WrOpcode};
+use super::rtt::RttEstimator;
 use super::window::LossWindow;
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -150,9 +151,10 @@ pub(crate) struct Requester {
     pub(crate) win: Option<LossWindow>,
     /// `comp_psn` when the window last counted acknowledged PSNs.
     pub(crate) win_mark: u32,
-    /// Smoothed round-trip time (from an AckReq packet's first transmission to the response that
-    /// acknowledges it; RFC 6298's 1/8 gain), and the packet being timed (PSN, when sent).
-    pub(crate) srtt: Option<Duration>,
+    /// Round-trip estimate (from an AckReq packet's first transmission to the response that
+    /// acknowledges it) and the retransmission timeout it gives, and the packet being timed (PSN,
+    /// when sent).
+    pub(crate) rtt: RttEstimator,
     pub(crate) timed: Option<(u32, Duration)>,
     /// The next packet is a tail probe: it asks for an ACK whatever its position.
     probe_pkt: bool,
@@ -189,7 +191,7 @@ impl Requester {
                 _ => None,
             },
             win_mark: sq_psn,
-            srtt: None,
+            rtt: RttEstimator::default(),
             timed: None,
             probe_pkt: false,
             resume: None,
@@ -258,6 +260,12 @@ impl Requester {
         [self.retrans_at, self.probe_at, self.rnr_until].into_iter().flatten().min()
     }
 
+    /// The retransmission timeout now: the local ACK timeout stretched to the measured round trip
+    /// (at most 4x, see [`RttEstimator`]); `None` without a timer.
+    pub(crate) fn rto(&self) -> Option<Duration> {
+        self.cfg.timeout.map(|t| self.rtt.rto(t))
+    }
+
     /// How long the ACK of a tail may be late before a probe: 1/16 of the local ACK timeout, at
     /// most 1 ms. When the requester is held back with more to send (by the window, credits or
     /// the READ/atomic limit) rather than done, ACKs come as a clock, one or two a round trip:
@@ -265,7 +273,7 @@ impl Requester {
     /// least 10 us and at most half the timeout.
     fn probe_delay(&self, done: bool) -> Option<Duration> {
         let t = self.cfg.timeout?;
-        Some(match self.srtt {
+        Some(match self.rtt.srtt() {
             Some(srtt) if !done => (srtt * 2).max(Duration::from_micros(10)).min(t / 2),
             _ => (t / 16).min(Duration::from_millis(1)),
         })
@@ -509,7 +517,7 @@ impl Requester {
         }
         let reliable = transport == Transport::Rc;
         if reliable && self.retrans_at.is_none() {
-            self.retrans_at = self.cfg.timeout.map(|t| now + t);
+            self.retrans_at = self.rto().map(|t| now + t);
         }
         if reliable {
             self.arm_probe(now);
@@ -688,20 +696,25 @@ mod tests {
         assert_eq!((r.counters.tail_probes, r.counters.retries, r.retry_left), (1, 0, 2));
         // One probe per stall: next comes the timeout.
         assert_eq!(r.poll_timeout(), Some(t));
-        // retry_limit 2: two timeouts resend everything, the third fails.
-        for round in 1..=2u32 {
-            let now = t * round;
+        // retry_limit 2: two timeouts resend everything, the third fails. Each timeout doubles
+        // the next one (t, 2t, then 4t at most): the first at t, the second 2t later.
+        let mut now = t;
+        for wait in [t * 2, t * 4] {
             r.handle_timeout(now).unwrap();
             assert_eq!(drain(&mut r, now).iter().map(|p| p.1).collect::<Vec<_>>(), vec![0, 1, 2]);
+            assert_eq!(r.retrans_at, Some(now + wait));
+            now += wait;
         }
-        // An ACK of the first packet is progress: the budget is full again.
-        ack(&mut r, &mut mem, t * 2, 0, AethRepr::ack(0x1F, 0)).unwrap();
+        // An ACK of the first packet is progress: the budget is full and the back-off over.
+        ack(&mut r, &mut mem, now, 0, AethRepr::ack(0x1F, 0)).unwrap();
         assert_eq!(r.retry_left, 2);
-        for round in 3..=4u32 {
-            r.handle_timeout(t * round).unwrap();
-            assert_eq!(drain(&mut r, t * round).iter().map(|p| p.1).collect::<Vec<_>>(), vec![1, 2]);
+        assert_eq!(r.retrans_at, Some(now + t));
+        for wait in [t, t * 2] {
+            now += wait;
+            r.handle_timeout(now).unwrap();
+            assert_eq!(drain(&mut r, now).iter().map(|p| p.1).collect::<Vec<_>>(), vec![1, 2]);
         }
-        assert_eq!(r.handle_timeout(t * 5), Err((0, WcStatus::RetryExcErr)));
+        assert_eq!(r.handle_timeout(now + t * 4), Err((0, WcStatus::RetryExcErr)));
     }
 
     fn resp(op: u8, psn: u32, payload: &[u8]) -> RoceRepr<'_> {

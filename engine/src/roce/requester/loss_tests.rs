@@ -122,7 +122,7 @@ fn a_lost_tail_of_a_full_window_is_probed_not_timed_out() {
     // The ACK of the first message comes back after 100 us (the round trip is timed); the
     // window moves by 48 and everything sent after PSN 47 is lost.
     ack(&mut r, &mut mem, us(100), 47, AethRepr::ack(0x1F, 1)).unwrap();
-    assert_eq!(r.srtt, Some(us(100)));
+    assert_eq!(r.rtt.srtt(), Some(us(100)));
     assert_eq!(psns(&drain(&mut r, us(100))), (128..176).collect::<Vec<_>>());
     // Held back by the window: the probe is due at 2 x SRTT, well before the timeout.
     assert_eq!(r.poll_timeout(), Some(us(300)));

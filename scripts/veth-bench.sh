@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# softrdma between two network namespaces over a veth pair (MTU 9000), as a user on one host would
+# run it (issue 27, acceptance 2 and 4), on kernel UDP and AF_XDP:
+#   clean     perf write and perf send, 64 KiB x ITERS: bandwidth, retries and timeouts of both sides
+#             (a clean link must need none)
+#   tx-loss   the same with --tx-loss 0.01 on both sides: goodput as a share of the clean run
+#   one-core  both processes under `taskset -c 0`: bandwidth as a share of the two-core run
+# Every measurement runs REPEAT times, alternating with the run it is compared with (this machine's
+# speed drifts); the table shows medians. Exits non-zero when a run fails its data check, a clean
+# run retransmits, the lossy goodput is under 80 % or the one-core run under 50 % of its baseline.
+#
+#   sudo bash scripts/veth-bench.sh        # ITERS=20000 REPEAT=3 BACKENDS="udp afxdp" OPS="write send"
+set -uo pipefail
+cd "$(dirname "$0")/.."
+[ "$(id -u)" = 0 ] || { echo "veth-bench: needs root (network namespaces, veth, AF_XDP)"; exit 2; }
+iters=${ITERS:-20000}
+repeat=${REPEAT:-3}
+backends=${BACKENDS:-udp afxdp}
+ops=${OPS:-write send}
+cargo build --release -q -p softrdma || exit 2
+work=$(mktemp -d /tmp/veth-bench.XXXXXX)
+cp target/release/softrdma "$work/softrdma"
+bin=$work/softrdma
+a=vb-a-$$ b=vb-b-$$ va=vba$$ vb=vbb$$
+cleanup() { ip netns del "$a" 2>/dev/null; ip netns del "$b" 2>/dev/null; rm -rf "$work"; }
+trap cleanup EXIT
+ip netns add "$a" && ip netns add "$b" || exit 2
+ip link add "$va" type veth peer name "$vb" || exit 2
+ip link set "$va" netns "$a"; ip link set "$vb" netns "$b"
+ip -n "$a" addr add 10.99.0.1/24 dev "$va"; ip -n "$b" addr add 10.99.0.2/24 dev "$vb"
+for x in "$a $va" "$b $vb"; do
+    set -- $x
+    ip -n "$1" link set "$2" mtu 9000 up; ip -n "$1" link set lo up
+done
+
+status=0
+# One run: $1 op, $2 backend, $3 "loss"|"clean", $4 "1core"|"2core". Prints "MB/s retries timeouts"
+# (retries and timeouts summed over both sides) or "fail".
+run() {
+    local op=$1 backend=$2 loss=$3 cores=$4 pin=() common=() sdev=() cdev=()
+    common=(perf "$op" --backend "$backend" --counters --size 65536 --iters "$iters" --mtu 2048)
+    [ "$loss" = loss ] && common+=(--tx-loss 0.01)
+    [ "$cores" = 1core ] && pin=(taskset -c 0)
+    [ "$backend" = afxdp ] && { sdev=(--dev "$va"); cdev=(--dev "$vb"); }
+    ip netns exec "$a" "${pin[@]}" "$bin" "${common[@]}" --server --local 10.99.0.1 "${sdev[@]}" \
+        >"$work/server" 2>&1 &
+    local spid=$!
+    sleep 0.5
+    timeout 600 ip netns exec "$b" "${pin[@]}" "$bin" "${common[@]}" --connect 10.99.0.1 "${cdev[@]}" \
+        >"$work/client" 2>&1
+    local crc=$?
+    wait "$spid"; local src=$?
+    if [ $crc != 0 ] || [ $src != 0 ] || ! grep -q "verified: .* 0 errors" "$work/client"; then
+        echo fail; cp "$work/client" "$work/failed-client"; cp "$work/server" "$work/failed-server"
+        { echo "--- client ($op $backend $loss $cores, exit $crc)"; tail -5 "$work/client";
+          echo "--- server (exit $src)"; tail -5 "$work/server"; } >&2
+        return
+    fi
+    local bw retries timeouts
+    bw=$(awk '$1 == 65536 && NF >= 5 { print $4; exit }' "$work/client")
+    retries=$(cat "$work/client" "$work/server" | sed -n 's/.* retries \([0-9]*\) timeouts.*/\1/p' | awk '{s += $1} END {print s + 0}')
+    timeouts=$(cat "$work/client" "$work/server" | sed -n 's/.* timeouts \([0-9]*\) .*/\1/p' | awk '{s += $1} END {print s + 0}')
+    echo "$bw $retries $timeouts"
+}
+
+median() { sort -g | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
+
+printf '%-6s %-6s %-9s %12s %12s %8s %9s\n' op backend run "MB/s median" "baseline" ratio "retx/tmo"
+for backend in $backends; do
+    for op in $ops; do
+        declare -A bws=() retx=()
+        for _ in $(seq "$repeat"); do
+            for kind in clean loss 1core; do
+                case $kind in
+                    clean) r=$(run "$op" "$backend" clean 2core) ;;
+                    loss) r=$(run "$op" "$backend" loss 2core) ;;
+                    1core) r=$(run "$op" "$backend" clean 1core) ;;
+                esac
+                if [ "$r" = fail ]; then status=1; continue; fi
+                set -- $r
+                bws[$kind]="${bws[$kind]:-} $1"
+                retx[$kind]="${retx[$kind]:-} $2/$3"
+            done
+        done
+        clean=$(echo ${bws[clean]:-0} | tr ' ' '\n' | median)
+        for kind in clean loss 1core; do
+            m=$(echo ${bws[$kind]:-0} | tr ' ' '\n' | median)
+            ratio=$(awk -v m="$m" -v c="$clean" 'BEGIN { printf "%.2f", c > 0 ? m / c : 0 }')
+            printf '%-6s %-6s %-9s %12s %12s %8s %9s\n' "$op" "$backend" "$kind" "$m" \
+                "$([ $kind = clean ] && echo - || echo "$clean")" "$([ $kind = clean ] && echo - || echo "$ratio")" \
+                "$(echo ${retx[$kind]:-} | tr ' ' ',')"
+            case $kind in
+                clean) for x in ${retx[clean]:-}; do [ "$x" = 0/0 ] || status=1; done ;;
+                loss) awk -v r="$ratio" 'BEGIN { exit !(r >= 0.8) }' || status=1 ;;
+                1core) awk -v r="$ratio" 'BEGIN { exit !(r >= 0.5) }' || status=1 ;;
+            esac
+        done
+        unset bws retx
+    done
+done
+[ $status = 0 ] && echo "veth-bench: pass" || echo "veth-bench: FAIL (see the rows above)"
+exit $status

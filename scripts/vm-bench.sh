@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# softrdma against rxe on the same two VMs, in one invocation (issue 27, acceptance 1): the VM pair of
+# ../shared/interop/rxe-vm (one emulated vCPU each, virtio-net, MTU 1500, rdma_rxe on eth0) runs
+#   rxe       ib_write_bw -s 65536 and ib_send_lat -s 2 (rdma-core's perftest, rxe0, GID index 1)
+#   udp       softrdma perf write 64 KiB and perf send --mode lat 2 B over kernel UDP (port 5000:
+#             rdma_rxe holds 4791 in the VMs)
+#   afxdp     the same over AF_XDP on eth0 (generic mode: virtio-net in these VMs)
+# with path MTU 1024 everywhere (the largest a 1500-byte link carries), and prints bandwidth and
+# round-trip latency with softrdma's ratios to rxe. perftest's ib_send_lat reports half the round
+# trip; softrdma's post-to-completion latency of a SEND is the whole round trip (request and ACK),
+# so the table compares softrdma's t_typical with twice rxe's. Both VMs boot once; VM 1 runs the
+# servers one after another, VM 2 the clients (each retried until its server listens).
+#
+#   sudo bash scripts/vm-bench.sh        # ITERS=500 (64 KiB writes), LAT_ITERS=1000
+# Exits non-zero when a run fails, or bandwidth < 3x rxe's or latency > rxe's on either backend.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+shared=${SHARED:-../shared}
+vm=$shared/interop/rxe-vm
+[ "$(id -u)" = 0 ] || { echo "vm-bench: needs root (bridge, tap, QEMU)"; exit 2; }
+bash "$vm/build.sh" >/dev/null 2>&1 || { echo "vm-bench: building the VM image failed"; exit 2; }
+bash "$vm/net.sh" up >/dev/null 2>&1 || true
+if pgrep -f 'ifname=tap-rxe[12]' >/dev/null; then
+    echo "vm-bench: a VM already runs on tap-rxe1/2"; exit 2
+fi
+iters=${ITERS:-500}
+lat_iters=${LAT_ITERS:-1000}
+# A static binary (glibc, crt-static) runs in the VM's minimal root.
+target=x86_64-unknown-linux-gnu
+RUSTFLAGS="-C target-feature=+crt-static" cargo build --release -q -p softrdma --target $target || exit 2
+work=$(mktemp -d /tmp/vm-bench.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+mkdir "$work/x"
+strip -o "$work/x/softrdma" "target/$target/release/softrdma"
+
+perf_common="--iters $iters --size 65536 --mtu 1024 --counters"
+lat_common="--mode lat --size 2 --iters $lat_iters --mtu 1024 --counters"
+udp="--backend udp --udp-port 5000"
+afxdp="--backend afxdp --dev eth0"
+pt="-d rxe0 -x 1 -F -m 1024"
+# name | server (VM 1) | client (VM 2, the server's address appended)
+cases=(
+    "rxe-write|ib_write_bw $pt -s 65536 -n $iters|ib_write_bw $pt -s 65536 -n $iters"
+    "rxe-lat|ib_send_lat $pt -s 2 -n $lat_iters|ib_send_lat $pt -s 2 -n $lat_iters"
+    "udp-write|softrdma perf write $udp --server --local 10.77.0.2|softrdma perf write $udp $perf_common --connect"
+    "udp-lat|softrdma perf send $udp --server --local 10.77.0.2|softrdma perf send $udp $lat_common --connect"
+    "afxdp-write|softrdma perf write $afxdp --server --local 10.77.0.2|softrdma perf write $afxdp $perf_common --connect"
+    "afxdp-lat|softrdma perf send $afxdp --server --local 10.77.0.2|softrdma perf send $afxdp $lat_common --connect"
+)
+server_cmd="" client_cmd="sleep 2"
+for c in "${cases[@]}"; do
+    IFS='|' read -r name server client <<<"$c"
+    server_cmd+="echo '=== BENCH $name server'; $server; echo \"=== BENCH $name server exit \$?\"; "
+    # A client that finds no server yet exits at once; one that ran is not repeated.
+    client_cmd+="; echo '=== BENCH $name'; ok=1; for i in \$(seq 30); do if $client 10.77.0.2 > /tmp/out 2>&1; then ok=0; break; fi; grep -qiE 'refused|Couldn.t connect|connect to' /tmp/out || break; sleep 1; done; cat /tmp/out; echo \"=== BENCH $name exit \$ok\"; sleep 2"
+done
+timeout=$((600 + iters / 2 + lat_iters / 10))
+bash "$vm/run-vm.sh" -n 1 -t "$timeout" -x "$work/x" -- "$server_cmd" >"$work/vm1.log" 2>&1 &
+vm1=$!
+bash "$vm/run-vm.sh" -n 2 -t "$timeout" -x "$work/x" -- "$client_cmd" >"$work/vm2.log" 2>&1
+wait $vm1
+
+# The lines of one case's client output.
+section() { awk -v n="$1" '$0 == "=== BENCH " n { on = 1; next } /^=== BENCH / { on = 0 } on' "$work/vm2.log"; }
+status=0
+for c in "${cases[@]}"; do
+    name=${c%%|*}
+    if ! grep -q "=== BENCH $name exit 0" "$work/vm2.log"; then
+        echo "vm-bench: $name failed:"; section "$name" | tail -15; status=1
+    fi
+done
+# perftest prints "#bytes #iterations BW peak BW average ..." (MB/s) and "#bytes #iterations t_min
+# t_max t_typical ..." (us); softrdma prints the same columns.
+bw() { section "$1" | awk '$1 == 65536 && NF >= 5 { print $4; exit }'; }
+lat() { section "$1" | awk '$1 == 2 && NF >= 5 { print $5; exit }'; }
+counters() { section "$1" | sed -n 's/.*requests \([0-9]*\) retries \([0-9]*\) timeouts \([0-9]*\).*/retries \2, timeouts \3/p' | head -1; }
+rxe_bw=$(bw rxe-write); rxe_lat=$(lat rxe-lat)
+rxe_rtt=$(awk -v l="${rxe_lat:-0}" 'BEGIN { printf "%.2f", 2 * l }')
+printf '%-22s %14s %10s %18s %10s  %s\n' "peer pair" "BW [MB/s]" "x rxe" "RTT typical [us]" "x rxe" "client counters"
+printf '%-22s %14s %10s %18s %10s\n' "rxe <-> rxe" "${rxe_bw:--}" - "$rxe_rtt (2 x $rxe_lat)" -
+for b in udp afxdp; do
+    sbw=$(bw $b-write); slat=$(lat $b-lat)
+    rb=$(awk -v s="${sbw:-0}" -v r="${rxe_bw:-0}" 'BEGIN { printf "%.2f", r > 0 ? s / r : 0 }')
+    rl=$(awk -v s="${slat:-0}" -v r="$rxe_rtt" 'BEGIN { printf "%.2f", r > 0 ? s / r : 0 }')
+    printf '%-22s %14s %10s %18s %10s  %s\n' "softrdma <-> softrdma, $b" "${sbw:--}" "$rb" "${slat:--}" "$rl" "$(counters $b-write)"
+    awk -v b="$rb" -v l="$rl" 'BEGIN { exit !(b >= 3 && l > 0 && l <= 1) }' || status=1
+done
+[ $status = 0 ] && echo "vm-bench: pass (bandwidth >= 3x rxe, round trip <= rxe on both backends)" \
+    || echo "vm-bench: FAIL (needs bandwidth >= 3x rxe and round trip <= rxe on both backends)"
+[ -n "${KEEP:-}" ] && cp "$work/vm1.log" "$work/vm2.log" "$KEEP"/ 2>/dev/null
+exit $status
