@@ -56,6 +56,8 @@ const MAX_TX_PARTS: usize = frame::FRAME_CAPACITY.div_ceil(CHUNK);
 const CHUNKS: usize = 4096;
 /// Entries per ring.
 const RING: u32 = 2048;
+/// How long opening waits for a queue a socket closed a moment ago still holds (`EBUSY`).
+const BUSY_WAIT: Duration = Duration::from_secs(1);
 /// TX wake-ups per [`Datapath::flush`] at most (copy mode sends up to 32 descriptors per call, so
 /// this drains a full ring).
 const MAX_FLUSH_KICKS: u32 = RING / 32 + 1;
@@ -278,6 +280,21 @@ impl Xsk {
         }
         Ok(Xsk { rx, tx, fill, comp, fd: xsk, umem, free_tx })
     }
+
+    /// [`Xsk::open`], again on a new socket while the bind fails with `EBUSY`, for up to
+    /// [`BUSY_WAIT`]: a socket closed on this queue a moment ago (a process that just exited) keeps
+    /// it until the kernel lets go of it from a work queue, shortly after the close.
+    fn open_when_free(ifindex: u32, queue: u32, mode: XdpMode, sg: bool) -> Result<Xsk, XskError> {
+        let until = Instant::now() + BUSY_WAIT;
+        loop {
+            match Xsk::open(ifindex, queue, mode, sg) {
+                Err(XskError::Bind(e)) if e.raw_os_error() == Some(libc::EBUSY) && Instant::now() < until => {
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                r => return r,
+            }
+        }
+    }
 }
 
 /// Why [`Xsk::open`] failed.
@@ -367,8 +384,8 @@ impl AfXdpPort {
                 io::Error::new(e.kind(), format!("binding AF_XDP to {dev} queue {queue}{flag}: {e}"))
             }
         };
-        let single = || Xsk::open(ifindex, queue, mode, false).map_err(|e| context(e, false));
-        let (xsk, no_sg) = match multi_buffer.then(|| Xsk::open(ifindex, queue, mode, true)) {
+        let single = || Xsk::open_when_free(ifindex, queue, mode, false).map_err(|e| context(e, false));
+        let (xsk, no_sg) = match multi_buffer.then(|| Xsk::open_when_free(ifindex, queue, mode, true)) {
             None => (single()?, Some("single-buffer AF_XDP was asked for".to_string())),
             Some(Ok(x)) => (x, None),
             Some(Err(XskError::Bind(e)))
