@@ -133,6 +133,10 @@ pub(crate) struct PerfArgs {
     /// AF_XDP in the driver (native XDP) instead of generic (SKB) mode.
     #[arg(long)]
     pub(crate) xdp_driver: bool,
+    /// AF_XDP without multi-buffer (XDP_USE_SG): every frame one 4096-byte UMEM chunk, path MTU
+    /// up to 2048 (what a kernel older than 6.6 gets anyway).
+    #[arg(long)]
+    pub(crate) xdp_single_buffer: bool,
     /// TCP port of the out-of-band exchange.
     #[arg(long, default_value_t = softrdma::perf::remote::DEFAULT_TCP_PORT)]
     pub(crate) tcp_port: u16,

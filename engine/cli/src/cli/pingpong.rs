@@ -23,9 +23,12 @@ pub(crate) fn run_pingpong(a: &PingpongArgs) -> ExitCode {
     let _ = (&a.ib_dev, a.gid_idx);
     let backend = match (a.backend, &a.dev) {
         (BackendArg::Udp, _) => perf::remote::Backend::Udp,
-        (BackendArg::Afxdp, Some(dev)) => {
-            perf::remote::Backend::AfXdp { dev: dev.clone(), queue: a.queue, driver: false }
-        }
+        (BackendArg::Afxdp, Some(dev)) => perf::remote::Backend::AfXdp {
+            dev: dev.clone(),
+            queue: a.queue,
+            driver: false,
+            multi_buffer: true,
+        },
         (BackendArg::Afxdp, None) => {
             eprintln!("softrdma pingpong: --backend afxdp needs --dev IFACE");
             return ExitCode::from(2);

@@ -62,9 +62,12 @@ pub(crate) fn remote_side(
 pub(crate) fn real_backend(a: &PerfArgs) -> Option<perf::remote::Backend> {
     use perf::remote::Backend;
     match (a.backend(), &a.dev) {
-        (BackendArg::Afxdp, Some(dev)) => {
-            Some(Backend::AfXdp { dev: dev.clone(), queue: a.queue, driver: a.xdp_driver })
-        }
+        (BackendArg::Afxdp, Some(dev)) => Some(Backend::AfXdp {
+            dev: dev.clone(),
+            queue: a.queue,
+            driver: a.xdp_driver,
+            multi_buffer: !a.xdp_single_buffer,
+        }),
         (BackendArg::Afxdp, None) => {
             eprintln!("softrdma perf: --backend afxdp needs --dev IFACE");
             None

@@ -84,6 +84,9 @@ pub enum Backend {
         queue: u32,
         /// Native driver mode instead of generic.
         driver: bool,
+        /// Multi-buffer AF_XDP (`XDP_USE_SG`, path MTU 4096) where the kernel has it; false for
+        /// a single-buffer socket (path MTU 2048).
+        multi_buffer: bool,
     },
 }
 
@@ -288,16 +291,24 @@ pub fn open_context(link: &Link, mtu: Mtu) -> Result<(Context, Option<CaptureLog
                 .with_mtu(mtu);
             open_on(port, link)?
         }
-        Backend::AfXdp { dev, queue, driver } => {
+        Backend::AfXdp { dev, queue, driver, multi_buffer } => {
             let mode = if *driver { XdpMode::Driver } else { XdpMode::Generic };
-            let port = AfXdpPort::open_port(dev, *queue, local, mode, udp_port)
+            let port = AfXdpPort::open_with(dev, *queue, local, mode, udp_port, *multi_buffer)
                 .map_err(|e| RemoteError(format!("AF_XDP on {dev} queue {queue}: {e}")))?;
+            if let (true, Err(why)) = (mtu.bytes() > port.port_mtu().bytes(), port.multi_buffer()) {
+                return Err(RemoteError(format!(
+                    "path MTU {} needs multi-buffer AF_XDP (XDP_USE_SG, Linux 6.6+), and AF_XDP on {dev} is \
+                     single-buffer: {why}. A single-buffer frame is one 4096-byte UMEM chunk: use --mtu {}",
+                    mtu.bytes(),
+                    port.port_mtu().bytes()
+                )));
+            }
             open_on(port, link)?
         }
     };
     if mtu.bytes() > ctx.port_mtu().bytes() {
         return Err(RemoteError(format!(
-            "path MTU {} is above this datapath's {} (AF_XDP frames are 4096-byte UMEM chunks): use --mtu {}",
+            "path MTU {} is above this datapath's {}: use --mtu {}",
             mtu.bytes(),
             ctx.port_mtu().bytes(),
             ctx.port_mtu().bytes()

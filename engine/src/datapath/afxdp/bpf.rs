@@ -16,6 +16,10 @@ const BPF_XDP: u32 = 37;
 pub(crate) const XDP_FLAGS_SKB_MODE: u32 = 1 << 1;
 /// `XDP_FLAGS_DRV_MODE`: native XDP in the driver.
 pub(crate) const XDP_FLAGS_DRV_MODE: u32 = 1 << 2;
+/// `BPF_F_XDP_HAS_FRAGS` (`prog_flags` of `BPF_PROG_LOAD`, Linux 5.18+): the program handles
+/// multi-buffer frames. Without it the kernel linearizes such frames in generic mode and a driver
+/// refuses the program (or drops the frames) once they can be longer than a page.
+const BPF_F_XDP_HAS_FRAGS: u32 = 1 << 5;
 
 /// A `union bpf_attr`, zeroed, 128 bytes (more than any command here uses).
 #[repr(C, align(8))]
@@ -79,6 +83,9 @@ fn insn(code: u8, dst: u8, src: u8, off: i16, imm: i32) -> [u8; 8] {
 
 /// The program: pass anything but IPv4 (IHL 5) UDP to port `udp_port` to the kernel; redirect the
 /// rest to the XSKMAP slot of its RX queue (falling back to the kernel if the slot is empty).
+/// It reads only the first 42 bytes, between `data` and `data_end`: on a multi-buffer frame that is
+/// the first buffer's linear part, which holds the headers (a frame whose linear part is shorter
+/// goes to the kernel, like any too-short frame).
 pub(crate) fn program(map_fd: i32, udp_port: u16) -> Vec<[u8; 8]> {
     const MOV64_X: u8 = 0xbf;
     const MOV64_K: u8 = 0xb7;
@@ -125,12 +132,14 @@ pub(crate) fn program(map_fd: i32, udp_port: u16) -> Vec<[u8; 8]> {
 }
 
 /// Loads the program for `map` and attaches it to `ifindex` with a BPF link (`flags`: SKB or DRV
-/// mode). Returns the program and link descriptors; dropping the link detaches the program.
+/// mode), marked as handling multi-buffer frames when `frags` (for a socket bound with
+/// `XDP_USE_SG`). Returns the program and link descriptors; dropping the link detaches the program.
 pub(crate) fn load_and_attach(
     map: &OwnedFd,
     ifindex: u32,
     udp_port: u16,
     flags: u32,
+    frags: bool,
 ) -> io::Result<(OwnedFd, OwnedFd)> {
     let insns = program(map.as_raw_fd(), udp_port);
     let license = b"Dual MIT/GPL\0";
@@ -143,6 +152,7 @@ pub(crate) fn load_and_attach(
         .u32_at(24, 1)
         .u32_at(28, log.len() as u32)
         .u64_at(32, log.as_mut_ptr() as u64)
+        .u32_at(44, if frags { BPF_F_XDP_HAS_FRAGS } else { 0 })
         .u32_at(68, BPF_XDP);
     let prog = match bpf(BPF_PROG_LOAD, &mut a) {
         Ok(fd) => owned(fd),
@@ -157,6 +167,15 @@ pub(crate) fn load_and_attach(
         .u32_at(4, ifindex)
         .u32_at(8, BPF_XDP)
         .u32_at(12, flags);
-    let link = bpf(BPF_LINK_CREATE, &mut l).map(owned)?;
+    let link = bpf(BPF_LINK_CREATE, &mut l).map(owned).map_err(|e| {
+        // veth (and drivers like it) refuse a program that does not handle multi-buffer frames
+        // when the interface's MTU needs them.
+        let hint = if e.raw_os_error() == Some(libc::ERANGE) && !frags {
+            " (the interface's MTU is too large for single-buffer XDP in this mode)"
+        } else {
+            ""
+        };
+        io::Error::new(e.kind(), format!("attaching the XDP program: {e}{hint}"))
+    })?;
     Ok((prog, link))
 }

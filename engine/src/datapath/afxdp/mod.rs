@@ -6,28 +6,40 @@
 //! socket and passes everything else (ARP, ICMP, TCP, other UDP) to the kernel, so the host keeps its
 //! address and its control traffic. The engine writes whole frames itself: its own MAC, the
 //! neighbour's MAC from the kernel's ARP table (`/proc/net/arp`, asked for with a throwaway UDP
-//! datagram when missing), IPv4 with ID 0 and DF. UMEM chunks are 4096 bytes, so path MTUs are up to
-//! 2048 (a 4096-byte payload needs multi-buffer AF_XDP, `../shared/notes/performance.md`).
-//! Generic (SKB) mode works on any driver, veth included; driver mode is used when asked.
+//! datagram when missing), IPv4 with ID 0 and DF. Generic (SKB) mode works on any driver, veth
+//! included; driver mode is used when asked.
+//!
+//! **Path MTU 4096: multi-buffer.** UMEM chunks are 4096 bytes, and a frame with a 4096-byte RoCE
+//! payload (about 4170 bytes) does not fit one. The socket is bound with `XDP_USE_SG` (Linux 6.6+)
+//! and the program loaded with `BPF_F_XDP_HAS_FRAGS`: a longer frame goes and comes as a chain of
+//! descriptors, one chunk each, `XDP_PKT_CONTD` on all but the last (`chain`). TX publishes a
+//! chain whole or hands the frame back; RX puts a chain together in one [`Frame`] and returns every
+//! chunk to the FILL ring, dropping (and counting) a chain longer than a frame. The port MTU is
+//! then 4096. A kernel that refuses the flag gets a single-buffer socket, frames of one chunk, and
+//! path MTU 2048 ([`AfXdpPort::multi_buffer`] says why; the CLI says so for `--mtu 4096`). Either
+//! way the interface's own MTU must carry the frames (4096 + 80 bytes for path MTU 4096).
 //!
 //! **Wake-ups and back-pressure.** The socket is bound with `XDP_USE_NEED_WAKEUP`: the kernel sets
 //! a flag on the TX ring (always, in copy mode) or the FILL ring (native zero-copy drivers whose
 //! receive queue ran dry) when it needs a system call to go on, and this datapath makes one only
 //! then: `send` for TX at the end of a round ([`Datapath::flush`], repeated while the kernel takes
 //! descriptors: copy mode moves at most a batch per call), `recv` for FILL when the RX ring is
-//! empty. When no TX chunk or ring slot is free, `transmit` takes back the completed chunks, kicks
-//! the kernel, and if there is still no room hands the frame back ([`TxError::Full`]); the engine
-//! offers it again later. The socket's descriptor ([`Datapath::wait_fd`]) is what idle loops sleep
-//! on: readable when the RX ring has frames, writable when the TX ring has room.
+//! empty. When the TX chunks or ring slots a frame needs (two for a chain) are not free, `transmit`
+//! takes back the completed chunks, kicks the kernel, and if there is still no room hands the frame
+//! back ([`TxError::Full`]); the engine offers it again later. The socket's descriptor
+//! ([`Datapath::wait_fd`]) is what idle loops sleep on: readable when the RX ring has frames,
+//! writable when the TX ring has room.
 //!
 //! This module and `engine::sys` are the only places with `unsafe`; every block says why it holds.
 #![allow(unsafe_code)]
 
 mod bpf;
+mod chain;
 mod ring;
 
 use super::{Datapath, TxError};
 use crate::roce::types::Mtu;
+use chain::{RxChain, RxStep};
 use frame::{Frame, FramePool};
 use ring::Ring;
 use std::io;
@@ -36,12 +48,16 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::ptr::NonNull;
 use std::time::{Duration, Instant};
 
-/// Bytes per UMEM chunk (one frame).
+/// Bytes per UMEM chunk: a whole frame, or one buffer of a multi-buffer frame.
 const CHUNK: usize = 4096;
+/// Descriptors a frame takes on TX at most (a full [`frame::FRAME_CAPACITY`] frame).
+const MAX_TX_PARTS: usize = frame::FRAME_CAPACITY.div_ceil(CHUNK);
 /// Chunks in the UMEM: half receive, half transmit.
 const CHUNKS: usize = 4096;
 /// Entries per ring.
 const RING: u32 = 2048;
+/// How long opening waits for a queue a socket closed a moment ago still holds (`EBUSY`).
+const BUSY_WAIT: Duration = Duration::from_secs(1);
 /// TX wake-ups per [`Datapath::flush`] at most (copy mode sends up to 32 descriptors per call, so
 /// this drains a full ring).
 const MAX_FLUSH_KICKS: u32 = RING / 32 + 1;
@@ -63,10 +79,19 @@ pub struct XdpCounters {
     /// Frames handed back to the engine for want of a free UMEM chunk or room in the TX ring, after
     /// taking back completions and kicking the kernel (back-pressure: sent again later, not lost).
     pub tx_full: u64,
-    /// Frames dropped because they can never be sent (longer than a UMEM chunk).
+    /// Frames dropped because they can never be sent (empty, or longer than a UMEM chunk on a
+    /// socket without multi-buffer).
     pub tx_failed: u64,
+    /// Frames sent as a chain of descriptors (multi-buffer: longer than a UMEM chunk).
+    pub tx_multi: u64,
     /// Frames received.
     pub rx: u64,
+    /// Frames received as a chain of descriptors (multi-buffer).
+    pub rx_multi: u64,
+    /// Received packets dropped while put together from their descriptors: longer than a frame
+    /// holds ([`frame::FRAME_CAPACITY`]), or a descriptor outside the UMEM. Their chunks go back
+    /// to the FILL ring like any other.
+    pub rx_chains_dropped: u64,
     /// Wake-up system calls for transmission (only when the kernel asks).
     pub tx_kicks: u64,
     /// Wake-up system calls for the FILL ring (only when the kernel asks: native zero-copy mode).
@@ -163,55 +188,27 @@ fn arp_lookup(ip: Ipv4Addr, dev: &str) -> Option<[u8; 6]> {
     None
 }
 
-/// One AF_XDP device: a queue of an interface with an IPv4 address.
-pub struct AfXdpPort {
-    // Dropped in this order: rings, socket, UMEM, then the link (detaching the program).
+/// The socket and what it owns: UMEM, rings, the free TX chunks.
+struct Xsk {
+    // Dropped in this order: rings, socket, then the UMEM.
     rx: Ring<libc::xdp_desc>,
     tx: Ring<libc::xdp_desc>,
     fill: Ring<u64>,
     comp: Ring<u64>,
-    xsk: OwnedFd,
+    fd: OwnedFd,
     umem: Umem,
-    _link: OwnedFd,
-    _prog: OwnedFd,
-    _map: OwnedFd,
     free_tx: Vec<u64>,
-    dev: String,
-    mac: [u8; 6],
-    ip: Ipv4Addr,
-    start: Instant,
-    pool: FramePool,
-    counters: XdpCounters,
 }
 
-impl std::fmt::Debug for AfXdpPort {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("AfXdpPort").field("dev", &self.dev).field("ip", &self.ip).finish()
-    }
-}
-
-impl AfXdpPort {
-    /// Opens queue `queue` of `dev`, whose IPv4 address is `ip`: UMEM, rings, socket, XDP program
-    /// steering UDP port 4791 (RoCEv2).
-    pub fn open(dev: &str, queue: u32, ip: Ipv4Addr, mode: XdpMode) -> io::Result<AfXdpPort> {
-        Self::open_port(dev, queue, ip, mode, wire::ROCEV2_UDP_PORT)
-    }
-
-    /// [`AfXdpPort::open`], steering UDP destination port `udp_port` (4793 for UET).
-    pub fn open_port(
-        dev: &str,
-        queue: u32,
-        ip: Ipv4Addr,
-        mode: XdpMode,
-        udp_port: u16,
-    ) -> io::Result<AfXdpPort> {
-        let ifindex =
-            nix::net::if_::if_nametoindex(dev).map_err(|e| io::Error::other(format!("{dev}: {e}")))?;
-        let mac = mac_of(dev)?;
+impl Xsk {
+    /// A socket with its UMEM and rings, bound to queue `queue` of `ifindex`, with `XDP_USE_SG`
+    /// when `sg`. `Err(Bind(e))` when the bind failed (`e` has the kernel's errno): to try again,
+    /// open a new socket (a failed bind may have taken the FILL and COMPLETION rings with it).
+    fn open(ifindex: u32, queue: u32, mode: XdpMode, sg: bool) -> Result<Xsk, XskError> {
         // SAFETY: socket() has no memory arguments; a non-negative result is a new descriptor.
         let fd = unsafe { libc::socket(libc::AF_XDP, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
         if fd < 0 {
-            return Err(io::Error::last_os_error());
+            return Err(io::Error::last_os_error().into());
         }
         // SAFETY: `fd` was just created and is owned by nothing else.
         let xsk = unsafe { OwnedFd::from_raw_fd(fd) };
@@ -245,7 +242,7 @@ impl AfXdpPort {
             )
         };
         if r != 0 {
-            return Err(io::Error::last_os_error());
+            return Err(io::Error::last_os_error().into());
         }
         let rx = Ring::map(xsk.as_fd(), &off.rx, RING, libc::XDP_PGOFF_RX_RING as u64)?;
         let tx = Ring::map(xsk.as_fd(), &off.tx, RING, libc::XDP_PGOFF_TX_RING as u64)?;
@@ -258,6 +255,7 @@ impl AfXdpPort {
         // Need-wakeup on both rings: the kernel flags TX and FILL when it needs a system call, and
         // this side makes one only then (see the module documentation).
         let bind_flags = libc::XDP_USE_NEED_WAKEUP
+            | if sg { libc::XDP_USE_SG } else { 0 }
             | match mode {
                 XdpMode::Generic => libc::XDP_COPY,
                 XdpMode::Driver => 0,
@@ -278,29 +276,146 @@ impl AfXdpPort {
             )
         };
         if r != 0 {
-            return Err(io::Error::new(
-                io::Error::last_os_error().kind(),
-                format!("binding AF_XDP to {dev} queue {queue}: {}", io::Error::last_os_error()),
-            ));
+            return Err(XskError::Bind(io::Error::last_os_error()));
         }
+        Ok(Xsk { rx, tx, fill, comp, fd: xsk, umem, free_tx })
+    }
+
+    /// [`Xsk::open`], again on a new socket while the bind fails with `EBUSY`, for up to
+    /// [`BUSY_WAIT`]: a socket closed on this queue a moment ago (a process that just exited) keeps
+    /// it until the kernel lets go of it from a work queue, shortly after the close.
+    fn open_when_free(ifindex: u32, queue: u32, mode: XdpMode, sg: bool) -> Result<Xsk, XskError> {
+        let until = Instant::now() + BUSY_WAIT;
+        loop {
+            match Xsk::open(ifindex, queue, mode, sg) {
+                Err(XskError::Bind(e)) if e.raw_os_error() == Some(libc::EBUSY) && Instant::now() < until => {
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                r => return r,
+            }
+        }
+    }
+}
+
+/// Why [`Xsk::open`] failed.
+enum XskError {
+    /// Setting the socket up (socket, UMEM, rings).
+    Setup(io::Error),
+    /// The bind, with the kernel's errno.
+    Bind(io::Error),
+}
+
+impl From<io::Error> for XskError {
+    fn from(e: io::Error) -> XskError {
+        XskError::Setup(e)
+    }
+}
+
+/// One AF_XDP device: a queue of an interface with an IPv4 address.
+pub struct AfXdpPort {
+    // Dropped in this order: the socket (rings, socket, UMEM), then the link (detaching the
+    // program).
+    xsk: Xsk,
+    _link: OwnedFd,
+    _prog: OwnedFd,
+    _map: OwnedFd,
+    /// Bound with `XDP_USE_SG`: frames longer than a chunk go and come as descriptor chains.
+    sg: bool,
+    /// Why the socket is not multi-buffer, when it is not.
+    no_sg: Option<String>,
+    /// The received packet being put together from its descriptors.
+    rx_chain: RxChain,
+    dev: String,
+    mac: [u8; 6],
+    ip: Ipv4Addr,
+    start: Instant,
+    pool: FramePool,
+    counters: XdpCounters,
+}
+
+impl std::fmt::Debug for AfXdpPort {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AfXdpPort")
+            .field("dev", &self.dev)
+            .field("ip", &self.ip)
+            .field("sg", &self.sg)
+            .finish()
+    }
+}
+
+impl AfXdpPort {
+    /// Opens queue `queue` of `dev`, whose IPv4 address is `ip`: UMEM, rings, socket, XDP program
+    /// steering UDP port 4791 (RoCEv2).
+    pub fn open(dev: &str, queue: u32, ip: Ipv4Addr, mode: XdpMode) -> io::Result<AfXdpPort> {
+        Self::open_port(dev, queue, ip, mode, wire::ROCEV2_UDP_PORT)
+    }
+
+    /// [`AfXdpPort::open`], steering UDP destination port `udp_port` (4793 for UET).
+    pub fn open_port(
+        dev: &str,
+        queue: u32,
+        ip: Ipv4Addr,
+        mode: XdpMode,
+        udp_port: u16,
+    ) -> io::Result<AfXdpPort> {
+        Self::open_with(dev, queue, ip, mode, udp_port, true)
+    }
+
+    /// [`AfXdpPort::open_port`], multi-buffer or not. With `multi_buffer` the socket is bound with
+    /// `XDP_USE_SG` (Linux 6.6+) and the program loaded as handling multi-buffer frames; a kernel
+    /// that refuses the flag (`EINVAL`: older than 6.6; `EOPNOTSUPP`: a mode or driver without it)
+    /// gets a single-buffer socket and path MTU 2048 ([`AfXdpPort::multi_buffer`] says which, and
+    /// why).
+    pub fn open_with(
+        dev: &str,
+        queue: u32,
+        ip: Ipv4Addr,
+        mode: XdpMode,
+        udp_port: u16,
+        multi_buffer: bool,
+    ) -> io::Result<AfXdpPort> {
+        let ifindex =
+            nix::net::if_::if_nametoindex(dev).map_err(|e| io::Error::other(format!("{dev}: {e}")))?;
+        let mac = mac_of(dev)?;
+        let context = |e: XskError, sg: bool| match e {
+            XskError::Setup(e) => e,
+            XskError::Bind(e) => {
+                let flag = if sg { " with XDP_USE_SG" } else { "" };
+                io::Error::new(e.kind(), format!("binding AF_XDP to {dev} queue {queue}{flag}: {e}"))
+            }
+        };
+        let single = || Xsk::open_when_free(ifindex, queue, mode, false).map_err(|e| context(e, false));
+        let (xsk, no_sg) = match multi_buffer.then(|| Xsk::open_when_free(ifindex, queue, mode, true)) {
+            None => (single()?, Some("single-buffer AF_XDP was asked for".to_string())),
+            Some(Ok(x)) => (x, None),
+            Some(Err(XskError::Bind(e)))
+                if matches!(e.raw_os_error(), Some(libc::EINVAL | libc::EOPNOTSUPP)) =>
+            {
+                let why = if e.raw_os_error() == Some(libc::EINVAL) {
+                    "the kernel refuses XDP_USE_SG (multi-buffer AF_XDP is Linux 6.6+)"
+                } else {
+                    "the driver has no multi-buffer AF_XDP in this mode"
+                };
+                (single()?, Some(format!("{why}: {e}")))
+            }
+            Some(Err(e)) => return Err(context(e, true)),
+        };
+        let sg = no_sg.is_none();
         let map = bpf::create_xskmap(64)?;
         let flags = match mode {
             XdpMode::Generic => bpf::XDP_FLAGS_SKB_MODE,
             XdpMode::Driver => bpf::XDP_FLAGS_DRV_MODE,
         };
-        let (prog, link) = bpf::load_and_attach(&map, ifindex, udp_port, flags)?;
-        bpf::map_set(&map, queue, xsk.as_raw_fd())?;
+        let (prog, link) = bpf::load_and_attach(&map, ifindex, udp_port, flags, sg)?;
+        bpf::map_set(&map, queue, xsk.fd.as_raw_fd())?;
         Ok(AfXdpPort {
-            rx,
-            tx,
-            fill,
-            comp,
             xsk,
-            umem,
             _link: link,
             _prog: prog,
             _map: map,
-            free_tx,
+            sg,
+            no_sg,
+            rx_chain: RxChain::default(),
             dev: dev.to_string(),
             mac,
             ip,
@@ -310,14 +425,23 @@ impl AfXdpPort {
         })
     }
 
+    /// Whether the socket is multi-buffer (`XDP_USE_SG`: path MTU 4096), or why not.
+    pub fn multi_buffer(&self) -> Result<(), &str> {
+        match &self.no_sg {
+            None => Ok(()),
+            Some(why) => Err(why),
+        }
+    }
+
     /// The port's counters.
     pub fn counters(&self) -> XdpCounters {
         self.counters
     }
 
+    /// Takes back the chunks the kernel has sent (every descriptor of a chain completes).
     fn reclaim(&mut self) {
-        while let Some(addr) = self.comp.pop() {
-            self.free_tx.push(addr);
+        while let Some(addr) = self.xsk.comp.pop() {
+            self.xsk.free_tx.push(addr);
         }
     }
 
@@ -332,7 +456,7 @@ impl AfXdpPort {
         // `len` bytes and updates `len`.
         let r = unsafe {
             libc::getsockopt(
-                self.xsk.as_raw_fd(),
+                self.xsk.fd.as_raw_fd(),
                 libc::SOL_XDP,
                 libc::XDP_STATISTICS,
                 (&mut st as *mut libc::xdp_statistics).cast(),
@@ -342,18 +466,18 @@ impl AfXdpPort {
         (r == 0).then_some(st)
     }
 
-    /// Whether a frame fits now: a free TX chunk and a free TX ring slot.
-    fn tx_room(&self) -> bool {
-        !self.free_tx.is_empty() && self.tx.free() > 0
+    /// Whether a frame of `parts` descriptors fits now: that many free TX chunks and TX ring slots.
+    fn tx_room(&self, parts: usize) -> bool {
+        self.xsk.free_tx.len() >= parts && self.xsk.tx.free() as usize >= parts
     }
 
     /// Asks the kernel to look at the TX ring, if it says it needs asking (one empty, non-blocking
     /// send; in copy mode the kernel transmits up to a batch of descriptors in the call).
     fn kick_tx(&mut self) -> bool {
-        if !self.tx.needs_wakeup() {
+        if !self.xsk.tx.needs_wakeup() {
             return false;
         }
-        let _ = rustix::net::send(&self.xsk, &[], rustix::net::SendFlags::DONTWAIT);
+        let _ = rustix::net::send(&self.xsk.fd, &[], rustix::net::SendFlags::DONTWAIT);
         self.counters.tx_kicks += 1;
         true
     }
@@ -396,52 +520,86 @@ impl Datapath for AfXdpPort {
 
     fn transmit(&mut self, frame: Frame) -> Result<(), TxError> {
         let len = frame.len();
-        if len > CHUNK {
+        let parts = chain::tx_parts(len, CHUNK);
+        if parts == 0 || parts > MAX_TX_PARTS || (parts > 1 && !self.sg) {
             self.counters.tx_failed += 1;
             self.pool.put(frame);
-            return Err(TxError::Failed("frame longer than an AF_XDP UMEM chunk"));
+            return Err(TxError::Failed(if len == 0 {
+                "an empty frame (AF_XDP refuses zero-length descriptors)"
+            } else {
+                "frame longer than an AF_XDP UMEM chunk, on a socket without multi-buffer (XDP_USE_SG)"
+            }));
         }
         self.reclaim();
-        if !self.tx_room() {
+        if !self.tx_room(parts) {
             // Let the kernel send what waits and take back what it sent, then look again.
             if self.kick_tx() {
                 self.reclaim();
             }
-            if !self.tx_room() {
+            if !self.tx_room(parts) {
                 self.counters.tx_full += 1;
                 return Err(TxError::Full(frame));
             }
         }
-        let Some(addr) = self.free_tx.pop() else { return Err(TxError::Full(frame)) };
-        if let Some(dst) = self.umem.chunk(addr, len) {
-            dst.copy_from_slice(frame.as_slice());
+        // The whole chain or nothing: chunks and ring slots for every part are there (checked
+        // above), and the descriptors are published together.
+        let Some(first) = self.xsk.free_tx.len().checked_sub(parts) else { return Err(TxError::Full(frame)) };
+        let mut descs = [libc::xdp_desc { addr: 0, len: 0, options: 0 }; MAX_TX_PARTS];
+        for ((d, &addr), (range, options)) in
+            descs.iter_mut().zip(&self.xsk.free_tx[first..]).zip(chain::tx_pieces(len, CHUNK))
+        {
+            let n = range.len();
+            if let (Some(dst), Some(src)) = (self.xsk.umem.chunk(addr, n), frame.as_slice().get(range)) {
+                dst.copy_from_slice(src);
+            }
+            *d = libc::xdp_desc { addr, len: n as u32, options };
         }
-        self.tx.push(libc::xdp_desc { addr, len: len as u32, options: 0 });
+        if !self.xsk.tx.push_all(&descs[..parts]) {
+            return Err(TxError::Full(frame));
+        }
+        self.xsk.free_tx.truncate(first);
         self.counters.tx += 1;
+        if parts > 1 {
+            self.counters.tx_multi += 1;
+        }
         self.pool.put(frame);
         Ok(())
     }
 
     fn receive(&mut self) -> Option<Frame> {
-        let Some(d) = self.rx.pop() else {
-            // Nothing received: a native zero-copy driver whose FILL ring ran dry waits for a
-            // wake-up (it says so in the ring's flags) before it receives again.
-            if self.fill.needs_wakeup() {
-                let _ = rustix::net::recv(&self.xsk, &mut [0u8; 0][..], rustix::net::RecvFlags::DONTWAIT);
-                self.counters.fill_kicks += 1;
+        loop {
+            let Some(d) = self.xsk.rx.pop() else {
+                // Nothing received: a native zero-copy driver whose FILL ring ran dry waits for a
+                // wake-up (it says so in the ring's flags) before it receives again.
+                if self.xsk.fill.needs_wakeup() {
+                    let _ =
+                        rustix::net::recv(&self.xsk.fd, &mut [0u8; 0][..], rustix::net::RecvFlags::DONTWAIT);
+                    self.counters.fill_kicks += 1;
+                }
+                return None;
+            };
+            // A packet longer than a chunk comes as a chain (XDP_USE_SG): XDP_PKT_CONTD on all
+            // but its last descriptor.
+            let bytes = self.xsk.umem.chunk(d.addr, d.len as usize).map(|b| &*b);
+            let step = self.rx_chain.push(bytes, d.options & chain::XDP_PKT_CONTD != 0, &mut self.pool);
+            // Every chunk goes back to the kernel for the next packet (chunk-aligned address; the
+            // kernel hands out RX chunks only from the FILL ring, which has room for all of them).
+            self.xsk.fill.push(d.addr - d.addr % CHUNK as u64);
+            match step {
+                RxStep::More => {}
+                RxStep::Done { frame, parts } => {
+                    self.counters.rx += 1;
+                    if parts > 1 {
+                        self.counters.rx_multi += 1;
+                    }
+                    return Some(frame);
+                }
+                RxStep::Dropped(frame) => {
+                    self.counters.rx_chains_dropped += 1;
+                    self.pool.put(frame);
+                }
             }
-            return None;
-        };
-        let mut frame = self.pool.get();
-        let len = (d.len as usize).min(frame::FRAME_CAPACITY);
-        if let Some(src) = self.umem.chunk(d.addr, len) {
-            frame.buffer_mut()[..len].copy_from_slice(src);
-            frame.set_len(len);
         }
-        // The chunk goes back to the kernel for the next packet (chunk-aligned address).
-        self.fill.push(d.addr - d.addr % CHUNK as u64);
-        self.counters.rx += 1;
-        Some(frame)
     }
 
     fn recycle(&mut self, frame: Frame) {
@@ -449,7 +607,7 @@ impl Datapath for AfXdpPort {
     }
 
     fn port_mtu(&self) -> Mtu {
-        Mtu::Mtu2048
+        if self.sg { Mtu::Mtu4096 } else { Mtu::Mtu2048 }
     }
 
     fn flush(&mut self) {
@@ -458,15 +616,15 @@ impl Datapath for AfXdpPort {
         // descriptors wait and the kernel takes some. A zero-copy driver sends from its own
         // context after one kick (the ring does not drain in the call): one is enough.
         for _ in 0..MAX_FLUSH_KICKS {
-            let waiting = self.tx.pending();
-            if waiting == 0 || !self.kick_tx() || self.tx.pending() >= waiting {
+            let waiting = self.xsk.tx.pending();
+            if waiting == 0 || !self.kick_tx() || self.xsk.tx.pending() >= waiting {
                 break;
             }
         }
     }
 
     fn wait_fd(&self) -> Option<BorrowedFd<'_>> {
-        Some(self.xsk.as_fd())
+        Some(self.xsk.fd.as_fd())
     }
 
     fn counters(&self) -> Vec<(&'static str, u64)> {
@@ -476,6 +634,10 @@ impl Datapath for AfXdpPort {
             ("af_xdp sends deferred (tx ring full)", c.tx_full),
             ("af_xdp sends failed", c.tx_failed),
             ("af_xdp frames received", c.rx),
+            ("af_xdp multi-buffer (XDP_USE_SG)", u64::from(self.sg)),
+            ("af_xdp multi-buffer frames sent", c.tx_multi),
+            ("af_xdp multi-buffer frames received", c.rx_multi),
+            ("af_xdp rx chains dropped", c.rx_chains_dropped),
             ("af_xdp tx wake-ups", c.tx_kicks),
             ("af_xdp fill wake-ups", c.fill_kicks),
         ];

@@ -103,6 +103,24 @@ impl<T: Copy> Ring<T> {
         self.producer().store(prod.wrapping_add(1), Ordering::Release);
     }
 
+    /// Producer side: writes `vals` and publishes them together, so the kernel never sees part of
+    /// them (a multi-buffer packet's descriptors). Writes nothing and returns false when the ring
+    /// has no room for all of them.
+    pub(crate) fn push_all(&mut self, vals: &[T]) -> bool {
+        let Ok(n) = u32::try_from(vals.len()) else { return false };
+        if n > self.free() {
+            return false;
+        }
+        let prod = self.producer().load(Ordering::Relaxed);
+        for (i, v) in (0u32..).zip(vals) {
+            // SAFETY: the index is masked into the ring; the `n` entries from `prod` are free (checked
+            // above) and owned by the producer until the index is published below.
+            unsafe { self.desc.as_ptr().add((prod.wrapping_add(i) & self.mask) as usize).write(*v) };
+        }
+        self.producer().store(prod.wrapping_add(n), Ordering::Release);
+        true
+    }
+
     /// Consumer side: takes one entry if the kernel produced any.
     pub(crate) fn pop(&mut self) -> Option<T> {
         let cons = self.consumer().load(Ordering::Relaxed);

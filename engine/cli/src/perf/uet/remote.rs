@@ -106,9 +106,9 @@ fn with_node<R>(
                 }
             }
         }
-        Backend::AfXdp { dev, queue, driver } => {
+        Backend::AfXdp { dev, queue, driver, multi_buffer } => {
             let mode = if *driver { XdpMode::Driver } else { XdpMode::Generic };
-            let p = AfXdpPort::open_port(dev, *queue, link.local, mode, port)
+            let p = AfXdpPort::open_with(dev, *queue, link.local, mode, port, *multi_buffer)
                 .map_err(|e| RemoteError(format!("AF_XDP on {dev} queue {queue}: {e}")))?;
             let dp = Faulty::new(p, link.tx_faults, link.seed);
             match &link.capture {
