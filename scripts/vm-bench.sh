@@ -47,17 +47,29 @@ cases=(
     "afxdp-write|softrdma perf write $afxdp --server --local 10.77.0.2|softrdma perf write $afxdp $perf_common --connect"
     "afxdp-lat|softrdma perf send $afxdp --server --local 10.77.0.2|softrdma perf send $afxdp $lat_common --connect"
 )
-server_cmd="" client_cmd="sleep 2"
+# Each VM's commands go in a script under /extra (a long command would not fit the kernel's command
+# line, which carries it).
+echo 'sleep 2' >"$work/x/client.sh"
+: >"$work/x/server.sh"
 for c in "${cases[@]}"; do
     IFS='|' read -r name server client <<<"$c"
-    server_cmd+="echo '=== BENCH $name server'; $server; echo \"=== BENCH $name server exit \$?\"; "
-    # A client that finds no server yet exits at once; one that ran is not repeated.
-    client_cmd+="; echo '=== BENCH $name'; ok=1; for i in \$(seq 30); do if $client 10.77.0.2 > /tmp/out 2>&1; then ok=0; break; fi; grep -qiE 'refused|Couldn.t connect|connect to' /tmp/out || break; sleep 1; done; cat /tmp/out; echo \"=== BENCH $name exit \$ok\"; sleep 2"
+    cat >>"$work/x/server.sh" <<EOF
+echo '=== BENCH $name server'; $server; echo "=== BENCH $name server exit \$?"
+EOF
+    # A client that finds no server yet exits at once and tries again; one that ran is not repeated.
+    cat >>"$work/x/client.sh" <<EOF
+echo '=== BENCH $name'; ok=1
+for i in \$(seq 30); do
+    if $client 10.77.0.2 >/tmp/out 2>&1; then ok=0; break; fi
+    grep -qiE 'refused|Couldn.t connect' /tmp/out || break; sleep 1
+done
+cat /tmp/out; echo "=== BENCH $name exit \$ok"; sleep 2
+EOF
 done
 timeout=$((600 + iters / 2 + lat_iters / 10))
-bash "$vm/run-vm.sh" -n 1 -t "$timeout" -x "$work/x" -- "$server_cmd" >"$work/vm1.log" 2>&1 &
+bash "$vm/run-vm.sh" -n 1 -t "$timeout" -x "$work/x" -- 'sh /extra/server.sh' >"$work/vm1.log" 2>&1 &
 vm1=$!
-bash "$vm/run-vm.sh" -n 2 -t "$timeout" -x "$work/x" -- "$client_cmd" >"$work/vm2.log" 2>&1
+bash "$vm/run-vm.sh" -n 2 -t "$timeout" -x "$work/x" -- 'sh /extra/client.sh' >"$work/vm2.log" 2>&1
 wait $vm1
 
 # The lines of one case's client output.

@@ -153,12 +153,12 @@ fn retransmissions(out: &str) -> String {
             .unwrap_or("?")
             .to_string()
     };
-    let dropped = if out.contains("af_xdp sends dropped") {
-        count("af_xdp sends dropped")
+    let failed = if out.contains("af_xdp sends failed") {
+        count("af_xdp sends failed")
     } else {
-        count("udp sends refused")
+        count("udp sends failed")
     };
-    format!("retries {}, timeouts {}, sends dropped {dropped}", count(" retries"), count(" timeouts"))
+    format!("retries {}, timeouts {}, sends failed {failed}", count(" retries"), count(" timeouts"))
 }
 
 #[test]
