@@ -124,7 +124,14 @@ impl Waiter {
             }
         };
         let Some(limit) = limit else {
-            std::hint::spin_loop();
+            if self.idle == Idle::Spin {
+                std::hint::spin_loop();
+            } else {
+                // Adaptive spinning gives the core away to anything else runnable on it (the
+                // peer process, the kernel's network work on a one-core machine): sched_yield
+                // returns at once when nothing else wants the core.
+                std::thread::yield_now();
+            }
             return Ok(false);
         };
         let timeout = engine.next_work_in().map_or(limit, |t| t.min(limit)).min(max).min(MAX_SLEEP);
