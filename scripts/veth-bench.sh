@@ -85,7 +85,7 @@ for backend in $backends; do
         clean=$(echo ${bws[clean]:-0} | tr ' ' '\n' | median)
         for kind in clean loss 1core; do
             m=$(echo ${bws[$kind]:-0} | tr ' ' '\n' | median)
-            ratio=$(awk -v m="$m" -v c="$clean" 'BEGIN { printf "%.2f", c > 0 ? m / c : 0 }')
+            ratio=$(awk -v m="$m" -v c="$clean" 'BEGIN { printf "%.2f", (c > 0 ? m / c : 0) }')
             printf '%-6s %-6s %-9s %12s %12s %8s %9s\n' "$op" "$backend" "$kind" "$m" \
                 "$([ $kind = clean ] && echo - || echo "$clean")" "$([ $kind = clean ] && echo - || echo "$ratio")" \
                 "$(echo ${retx[$kind]:-} | tr ' ' ',')"

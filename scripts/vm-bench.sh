@@ -73,7 +73,7 @@ bash "$vm/run-vm.sh" -n 2 -t "$timeout" -x "$work/x" -- 'sh /extra/client.sh' >"
 wait $vm1
 
 # The lines of one case's client output.
-section() { awk -v n="$1" '$0 == "=== BENCH " n { on = 1; next } /^=== BENCH / { on = 0 } on' "$work/vm2.log"; }
+section() { tr -d '\r' <"$work/vm2.log" | awk -v n="$1" '$0 == "=== BENCH " n { on = 1; next } /^=== BENCH / { on = 0 } on'; }
 status=0
 for c in "${cases[@]}"; do
     name=${c%%|*}
@@ -88,13 +88,13 @@ lat() { section "$1" | awk '$1 == 2 && NF >= 5 { print $5; exit }'; }
 counters() { section "$1" | sed -n 's/.*requests \([0-9]*\) retries \([0-9]*\) timeouts \([0-9]*\).*/retries \2, timeouts \3/p' | head -1; }
 rxe_bw=$(bw rxe-write); rxe_lat=$(lat rxe-lat)
 rxe_rtt=$(awk -v l="${rxe_lat:-0}" 'BEGIN { printf "%.2f", 2 * l }')
-printf '%-22s %14s %10s %18s %10s  %s\n' "peer pair" "BW [MB/s]" "x rxe" "RTT typical [us]" "x rxe" "client counters"
-printf '%-22s %14s %10s %18s %10s\n' "rxe <-> rxe" "${rxe_bw:--}" - "$rxe_rtt (2 x $rxe_lat)" -
+printf '%-28s %12s %8s %22s %8s  %s\n' "peer pair" "BW [MB/s]" "x rxe" "RTT typical [us]" "x rxe" "client counters"
+printf '%-28s %12s %8s %22s %8s\n' "rxe <-> rxe" "${rxe_bw:--}" - "$rxe_rtt (2 x $rxe_lat)" -
 for b in udp afxdp; do
     sbw=$(bw $b-write); slat=$(lat $b-lat)
-    rb=$(awk -v s="${sbw:-0}" -v r="${rxe_bw:-0}" 'BEGIN { printf "%.2f", r > 0 ? s / r : 0 }')
-    rl=$(awk -v s="${slat:-0}" -v r="$rxe_rtt" 'BEGIN { printf "%.2f", r > 0 ? s / r : 0 }')
-    printf '%-22s %14s %10s %18s %10s  %s\n' "softrdma <-> softrdma, $b" "${sbw:--}" "$rb" "${slat:--}" "$rl" "$(counters $b-write)"
+    rb=$(awk -v s="${sbw:-0}" -v r="${rxe_bw:-0}" 'BEGIN { printf "%.2f", (r > 0 ? s / r : 0) }')
+    rl=$(awk -v s="${slat:-0}" -v r="$rxe_rtt" 'BEGIN { printf "%.2f", (r > 0 ? s / r : 0) }')
+    printf '%-28s %12s %8s %22s %8s  %s\n' "softrdma <-> softrdma, $b" "${sbw:--}" "$rb" "${slat:--}" "$rl" "$(counters $b-write)"
     awk -v b="$rb" -v l="$rl" 'BEGIN { exit !(b >= 3 && l > 0 && l <= 1) }' || status=1
 done
 [ $status = 0 ] && echo "vm-bench: pass (bandwidth >= 3x rxe, round trip <= rxe on both backends)" \
