@@ -193,7 +193,11 @@ fn retry_exceeded_when_the_peer_is_gone() {
     let timeout = Duration::from_nanos(4096 << 8);
     assert!(took >= 11 * timeout && took < 12 * timeout, "failed after {took:?}");
     let sent = tap(&mut p).iter().filter(|x| x.0).count();
-    assert_eq!(sent, 4 * 4, "2 + 1 packets and one tail probe (the last again) per round, 4 rounds");
+    assert_eq!(
+        sent,
+        4 * 5,
+        "2 + 1 packets and a tail probe (the oldest and the last again) per round, 4 rounds"
+    );
     assert_eq!(p.a.stats().requests.tail_probes, 4);
 }
 

@@ -5,8 +5,8 @@
 
 use super::desc::{Kind, TxDesc, TxPayload};
 use super::path::HeaderTemplate;
-use super::types::{SendFlags, SendWindow, SendWr, WcStatus, WorkCompletion, WrOpcode};
 use super::rtt::RttEstimator;
+use super::types::{SendFlags, SendWindow, SendWr, WcStatus, WorkCompletion, WrOpcode};
 use super::window::LossWindow;
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -297,13 +297,13 @@ impl Requester {
     /// an ACK of everything it has, the packet itself (if it was the one lost) with an ACK, and a
     /// gap before it with a PSN sequence NAK, so a lost tail (the last packets of a burst that
     /// overflowed a queue) or a lost ACK is repaired after `probe_delay` rather than the full
-    /// timeout, before a peer that has finished tears its QP down. During a go-back-N (the send
-    /// position behind the highest PSN sent) the oldest unacknowledged packet goes first: a
-    /// responder that NAKed a gap stays silent about it (one NAK per gap) until the packet it
-    /// expects arrives, and when the first retransmission is lost too (in a queue still full of
-    /// the burst that overflowed it), only that packet moves it. One probe per stall; probes do
-    /// not count as retries. Only when every request sent is a SEND or WRITE (a READ or atomic
-    /// request cannot be repeated out of order).
+    /// timeout, before a peer that has finished tears its QP down. With more than one packet
+    /// unacknowledged the oldest goes first: a responder that NAKed a gap stays silent about it
+    /// (one NAK per gap) until the packet it expects arrives, so when that NAK was lost, or the
+    /// first retransmission (in a queue still full of the burst that overflowed it), only that
+    /// packet moves it; the last one then shows whether the tail is missing too. One probe per
+    /// stall; probes do not count as retries. Only when every request sent is a SEND or WRITE (a
+    /// READ or atomic request cannot be repeated out of order).
     pub(crate) fn probe_tail(&mut self) {
         let mtu = self.cfg.mtu;
         let plain = self.sq.iter().filter(|w| w.sent).all(|w| matches!(w.kind, Kind::Send | Kind::Write));
@@ -323,7 +323,7 @@ impl Requester {
         let last = psn::add(self.psn, psn::MASK);
         self.probed = true;
         self.counters.tail_probes += 1;
-        if self.psn != self.high_psn && unacked > 1 {
+        if unacked > 1 {
             self.rewind();
             self.resume = Some((index, offset, last));
         } else {
@@ -688,11 +688,12 @@ mod tests {
         push(&mut r, 1, WrOpcode::Send, key, addr, 600);
         let t = ack_timeout(8).unwrap();
         assert_eq!(drain(&mut r, Duration::ZERO).len(), 3);
-        // First the tail probe, at 1/16 of the timeout: the last packet once more, not a retry.
+        // First the tail probe, at 1/16 of the timeout: the oldest and the last packet once
+        // more, not a retry.
         let probe = t / 16;
         assert_eq!(r.poll_timeout(), Some(probe));
         r.handle_timeout(probe).unwrap();
-        assert_eq!(drain(&mut r, probe), vec![(0x02, 2, true)]);
+        assert_eq!(drain(&mut r, probe), vec![(0x00, 0, true), (0x02, 2, true)]);
         assert_eq!((r.counters.tail_probes, r.counters.retries, r.retry_left), (1, 0, 2));
         // One probe per stall: next comes the timeout.
         assert_eq!(r.poll_timeout(), Some(t));
@@ -787,8 +788,9 @@ mod tests {
         assert_eq!(drain(&mut r, Duration::ZERO).len(), 3);
         let probe = ack_timeout(8).unwrap() / 16;
         r.handle_timeout(probe).unwrap();
-        // The WRITE's last packet (PSN 2, WRITE_LAST with AckReq).
-        assert_eq!(drain(&mut r, probe), vec![(0x08, 2, true)]);
+        // The oldest unacknowledged packet (the SEND_ONLY) and the WRITE's last (PSN 2,
+        // WRITE_LAST), both with AckReq.
+        assert_eq!(drain(&mut r, probe), vec![(0x04, 0, true), (0x08, 2, true)]);
         // An ACK of the SEND is progress: the probe re-arms for the rest.
         ack(&mut r, &mut mem, probe * 2, 0, AethRepr::ack(0x1F, 1)).unwrap();
         assert_eq!(r.poll_timeout(), Some(probe * 3));

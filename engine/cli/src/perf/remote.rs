@@ -431,11 +431,13 @@ fn connect_all(
     {
         return Err(RemoteError("the peer has a different number of QPs".into()));
     }
-    // 4.096 us x 2^10 = 4 ms: many round trips of a LAN or veth.
+    // 4.096 us x 2^12 = 16.8 ms, stretched up to 4x (67 ms) as the measured round trip grows: a
+    // full window queued in a slow receiver (a one-vCPU VM) takes tens of ms to drain; losses are
+    // repaired by NAKs and tail probes long before a timeout.
     let cfg = PairConfig {
         qp_type: t.qp_type,
         mtu: t.mtu,
-        timeout: 10,
+        timeout: 12,
         retry_cnt: 7,
         max_retries: Some(1000),
         udp_dport,

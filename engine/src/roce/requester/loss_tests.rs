@@ -111,8 +111,9 @@ fn the_window_shrinks_on_loss_and_recovers_on_a_clean_path() {
 
 /// A full window whose tail was lost (a burst that overflowed a queue; nothing after it
 /// arrives, so no NAK comes): a probe, twice the smoothed round trip after the window filled,
-/// sends the last packet again asking for an ACK - here a WRITE_MIDDLE - and the NAK it draws
-/// starts the go-back-N, long before the retransmission timer.
+/// sends the oldest unacknowledged packet and the last one again, asking for ACKs - here a
+/// WRITE_FIRST and a WRITE_MIDDLE - and the NAK the second draws starts the go-back-N, long
+/// before the retransmission timer.
 #[test]
 fn a_lost_tail_of_a_full_window_is_probed_not_timed_out() {
     let (mut r, mut mem, key, addr) = setup(0);
@@ -128,19 +129,19 @@ fn a_lost_tail_of_a_full_window_is_probed_not_timed_out() {
     assert_eq!(r.poll_timeout(), Some(us(300)));
     assert!(r.retrans_at.unwrap() > us(1000));
     r.handle_timeout(us(300)).unwrap();
-    assert_eq!(drain(&mut r, us(300)), [(0x07, 175, true)]);
+    assert_eq!(drain(&mut r, us(300)), [(0x06, 48, true), (0x07, 175, true)]);
     // One probe per stall.
     assert_eq!(r.poll_timeout(), r.retrans_at);
-    // The responder, expecting 48, NAKs it: go back N from 48 with half the window.
-    nak(&mut r, &mut mem, us(400), 48);
-    assert_eq!(psns(&drain(&mut r, us(400))), (48..112).collect::<Vec<_>>());
+    // The probe's 48 arrives, 175 shows the gap after it: go back N from 49, half the window.
+    nak(&mut r, &mut mem, us(400), 49);
+    assert_eq!(psns(&drain(&mut r, us(400))), (49..113).collect::<Vec<_>>());
     // A window of ACKs adds one PSN (congestion avoidance); a repeated ACK adds nothing.
-    ack(&mut r, &mut mem, us(500), 111, AethRepr::ack(0x1F, 2)).unwrap();
-    ack(&mut r, &mut mem, us(500), 111, AethRepr::ack(0x1F, 2)).unwrap();
+    ack(&mut r, &mut mem, us(500), 112, AethRepr::ack(0x1F, 2)).unwrap();
+    ack(&mut r, &mut mem, us(500), 112, AethRepr::ack(0x1F, 2)).unwrap();
     assert_eq!(r.window(), 65);
-    assert_eq!(psns(&drain(&mut r, us(500))), (112..177).collect::<Vec<_>>());
-    ack(&mut r, &mut mem, us(600), 175, AethRepr::ack(0x1F, 3)).unwrap();
-    assert_eq!(psns(&drain(&mut r, us(600))), (177..192).collect::<Vec<_>>());
+    assert_eq!(psns(&drain(&mut r, us(500))), (113..178).collect::<Vec<_>>());
+    ack(&mut r, &mut mem, us(600), 177, AethRepr::ack(0x1F, 3)).unwrap();
+    assert_eq!(psns(&drain(&mut r, us(600))), (178..192).collect::<Vec<_>>());
     ack(&mut r, &mut mem, us(700), 191, AethRepr::ack(0x1F, 4)).unwrap();
     assert_eq!(r.done.len(), 4);
     let c = r.counters;
