@@ -55,10 +55,10 @@ fn refused(code: Option<i32>, stderr: &str, needle: &str, what: &str) {
     );
 }
 
-fn connect(port: u16) -> TcpStream {
+fn connect(host: &str, port: u16) -> TcpStream {
     let start = Instant::now();
     loop {
-        match TcpStream::connect((SERVER, port)) {
+        match TcpStream::connect((host, port)) {
             Ok(s) => return s,
             Err(_) if start.elapsed() < Duration::from_secs(10) => {
                 std::thread::sleep(Duration::from_millis(20))
@@ -103,7 +103,7 @@ fn lie_to_perf_server(port: u16, bytes: &[u8], needle: &str, what: &str) {
         "--udp-port",
         &udp,
     ]);
-    let mut s = connect(port);
+    let mut s = connect(SERVER, port);
     // The server may close on us mid-way through a long line: that is fine.
     let _ = s.write_all(bytes);
     let (code, err) = finish(server, what);
@@ -197,7 +197,11 @@ fn perf_client_refuses_a_lying_server() {
 }
 
 /// A valid ibv_*_pingpong address message ("%04x:%06x:%06x:%s" with a 32-digit GID, NUL-ended).
-const PINGPONG_MSG: &[u8; 52] = b"0000:000011:0abcde:00000000000000000000ffff7f003301\0";
+const PINGPONG_MSG: &[u8; 52] = b"0000:000011:0abcde:00000000000000000000ffff7f003401\0";
+/// pingpong and perftest listen on UDP 4791: each test has a loopback net of its own.
+const PP_SERVER: &str = "127.0.52.2";
+const PP_CLIENT: &str = "127.0.52.1";
+const PT_SERVER: &str = "127.0.53.2";
 
 #[test]
 fn pingpong_refuses_a_lying_or_silent_peer() {
@@ -211,8 +215,8 @@ fn pingpong_refuses_a_lying_or_silent_peer() {
     for (i, (what, bytes, needle)) in server_cases.into_iter().enumerate() {
         let port = 31300 + i as u16;
         let p = port.to_string();
-        let server = spawn(&["pingpong", "rc", "-p", &p, "--local", SERVER]);
-        let mut s = connect(port);
+        let server = spawn(&["pingpong", "rc", "-p", &p, "--local", PP_SERVER]);
+        let mut s = connect(PP_SERVER, port);
         let _ = s.write_all(&bytes);
         if what.contains("close") {
             let _ = s.shutdown(Shutdown::Write);
@@ -225,9 +229,9 @@ fn pingpong_refuses_a_lying_or_silent_peer() {
         vec![("garbage", vec![0xff; 52], "malformed"), ("nothing at all", Vec::new(), "nothing")];
     for (i, (what, bytes, needle)) in client_cases.into_iter().enumerate() {
         let port = 31350 + i as u16;
-        let listener = TcpListener::bind((SERVER, port)).expect("bind");
+        let listener = TcpListener::bind((PP_SERVER, port)).expect("bind");
         let p = port.to_string();
-        let client = spawn(&["pingpong", "rc", SERVER, "-p", &p, "--local", CLIENT]);
+        let client = spawn(&["pingpong", "rc", PP_SERVER, "-p", &p, "--local", PP_CLIENT]);
         let (mut s, _) = listener.accept().expect("accept");
         let mut theirs = [0u8; 52];
         s.read_exact(&mut theirs).expect("the client's address");
@@ -248,8 +252,9 @@ fn perftest_peer_refuses_a_lying_or_silent_peer() {
     for (i, (what, bytes, needle)) in cases.into_iter().enumerate() {
         let port = 31400 + i as u16;
         let p = port.to_string();
-        let server = spawn(&["perf", "write", "--perftest", "--server", "--local", SERVER, "--tcp-port", &p]);
-        let mut s = connect(port);
+        let server =
+            spawn(&["perf", "write", "--perftest", "--server", "--local", PT_SERVER, "--tcp-port", &p]);
+        let mut s = connect(PT_SERVER, port);
         let _ = s.write_all(&bytes);
         let (code, err) = finish(server, what);
         refused(code, &err, needle, &format!("perftest server, {what}"));
