@@ -1,13 +1,140 @@
 //! The out-of-band TCP connection the rdma-core and perftest tools meet on (port 18515) before any
 //! RoCE traffic, shared by `softrdma pingpong` and `softrdma perf --perftest`.
 
-use std::io::{ErrorKind, Read, Write};
+use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
 use std::net::{IpAddr, Ipv4Addr, TcpListener, TcpStream};
 use std::time::{Duration, Instant};
 
 /// How long a client retries a refused or unreachable server (the stock tools retry the same way
 /// while their server starts; a VM's address answers ARP only once it is up).
 pub const CONNECT_RETRY: Duration = Duration::from_secs(60);
+
+/// The longest line a JSON exchange (`perf --backend udp|afxdp`) accepts: a hello of 256 QPs is
+/// about 20 KiB.
+pub const MAX_LINE: usize = 64 * 1024;
+
+/// How long a side waits for its peer's next exchange message by default ([`exchange_timeout`]).
+pub const EXCHANGE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long a side waits for its peer's next exchange message before it gives up: the
+/// `SOFTRDMA_EXCHANGE_TIMEOUT` environment variable in seconds if set (and above 0), otherwise
+/// [`EXCHANGE_TIMEOUT`]. A peer that connects and says nothing gets this clear error instead of
+/// keeping the side waiting for ever.
+pub fn exchange_timeout() -> Duration {
+    std::env::var("SOFTRDMA_EXCHANGE_TIMEOUT")
+        .ok()
+        .and_then(|s| s.trim().parse::<u64>().ok())
+        .filter(|&s| s > 0)
+        .map_or(EXCHANGE_TIMEOUT, Duration::from_secs)
+}
+
+fn silent(who: &str, timeout: Duration, got: usize) -> String {
+    let s = timeout.as_secs_f64();
+    if got == 0 {
+        format!("the {who} sent nothing for {s} s (SOFTRDMA_EXCHANGE_TIMEOUT)")
+    } else {
+        format!("the {who} sent {got} bytes and then nothing for {s} s (SOFTRDMA_EXCHANGE_TIMEOUT)")
+    }
+}
+
+/// Reads one line (without its `\n`) of at most [`MAX_LINE`] bytes from a blocking stream within
+/// `timeout` in all (a peer trickling bytes does not stretch it). `who` names the peer in errors.
+pub fn read_line_within(
+    r: &mut BufReader<TcpStream>,
+    timeout: Duration,
+    who: &str,
+) -> Result<Vec<u8>, String> {
+    let deadline = Instant::now() + timeout;
+    let mut line = Vec::new();
+    let result = loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            break Err(silent(who, timeout, line.len()));
+        }
+        if let Err(e) = r.get_ref().set_read_timeout(Some(left)) {
+            break Err(format!("exchange connection: {e}"));
+        }
+        let avail = match r.fill_buf() {
+            Ok(b) => b,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted
+                ) =>
+            {
+                continue;
+            }
+            Err(e) => break Err(format!("exchange connection: {e}")),
+        };
+        if avail.is_empty() {
+            break Err(if line.is_empty() {
+                format!("the {who} closed the connection")
+            } else {
+                format!("the {who} closed the connection in the middle of a line ({} bytes)", line.len())
+            });
+        }
+        let (take, end) = match avail.iter().position(|&b| b == b'\n') {
+            Some(i) => (i + 1, true),
+            None => (avail.len(), false),
+        };
+        line.extend_from_slice(&avail[..take]);
+        r.consume(take);
+        if line.len() > MAX_LINE + usize::from(end) {
+            break Err(format!("the {who} sent a line longer than {} KiB", MAX_LINE / 1024));
+        }
+        if end {
+            line.pop();
+            break Ok(line);
+        }
+    };
+    let _ = r.get_ref().set_read_timeout(None);
+    result
+}
+
+/// Reads exactly `buf.len()` bytes from a blocking stream within `timeout` in all; `what` names
+/// the message in errors ("the server's address").
+pub fn read_exact_within(
+    tcp: &mut TcpStream,
+    buf: &mut [u8],
+    timeout: Duration,
+    what: &str,
+) -> Result<(), String> {
+    let deadline = Instant::now() + timeout;
+    let mut got = 0;
+    let result = loop {
+        if got == buf.len() {
+            break Ok(());
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            break Err(format!(
+                "reading {what}: the peer sent {got} of {} bytes and then nothing for {} s (SOFTRDMA_EXCHANGE_TIMEOUT)",
+                buf.len(),
+                timeout.as_secs_f64()
+            ));
+        }
+        if let Err(e) = tcp.set_read_timeout(Some(left)) {
+            break Err(format!("reading {what}: {e}"));
+        }
+        match tcp.read(&mut buf[got..]) {
+            Ok(0) => {
+                break Err(format!(
+                    "reading {what}: the peer closed the connection after {got} of {} bytes",
+                    buf.len()
+                ));
+            }
+            Ok(n) => got += n,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted
+                ) => {}
+            Err(e) => break Err(format!("reading {what}: {e}")),
+        }
+    };
+    let _ = tcp.set_read_timeout(None);
+    result
+}
 
 /// Connects to `server` (client role) or waits for one client on `port` (server role), from or on
 /// `local` if given (any address otherwise). Returns the stream and this side's address on it: the

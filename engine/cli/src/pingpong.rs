@@ -16,7 +16,7 @@ use engine::verbs::{
     Access, AddressVector, Context, Mtu, QpAttr, QpCap, QpInitAttr, QpState, QpType, RecvWr, SendFlags,
     SendWr, Sge, UdDest, WcStatus, WrOpcode,
 };
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::{IpAddr, Ipv6Addr};
 use std::time::{Duration, Instant};
 
@@ -24,7 +24,8 @@ use std::time::{Duration, Instant};
 pub const UD_QKEY: u32 = 0x1111_1111;
 const RECV_WRID: u64 = 1;
 const SEND_WRID: u64 = 2;
-const MSG_LEN: usize = 52;
+/// Length of the address message (`"%04x:%06x:%06x:%s"` with a 32-digit GID, NUL-ended).
+pub const MSG_LEN: usize = 52;
 /// How long a side keeps answering after its last completion: eight ACK timeouts of 67 ms, the
 /// tools' retry count plus one.
 const LINGER: Duration = Duration::from_millis(540);
@@ -159,21 +160,33 @@ pub fn run(o: &Options) -> Result<Outcome, String> {
     for _ in 0..o.rx_depth {
         recv(&mut ctx)?;
     }
+    // Fixed-size messages (no unbounded read), each within the exchange timeout: a silent peer
+    // gets a clear error, not a hang.
+    let patience = oob::exchange_timeout();
+    tcp.set_write_timeout(Some(patience)).map_err(err)?;
     let mut msg = [0u8; MSG_LEN];
+    let malformed =
+        |who: &str, m: &[u8]| format!("the {who} sent a malformed address {:?}", String::from_utf8_lossy(m));
     let peer = if o.server.is_some() {
         tcp.write_all(&me.to_wire()).map_err(err)?;
-        tcp.read_exact(&mut msg).map_err(|e| format!("reading the server's address: {e}"))?;
+        oob::read_exact_within(&mut tcp, &mut msg, patience, "the server's address")?;
         tcp.write_all(b"done\0").map_err(err)?;
-        let peer = Dest::from_wire(&msg).ok_or("the server sent a malformed address")?;
+        let peer = Dest::from_wire(&msg).ok_or_else(|| malformed("server", &msg))?;
         connect(&mut ctx, qp, o, &me, &peer)?;
         peer
     } else {
-        tcp.read_exact(&mut msg).map_err(|e| format!("reading the client's address: {e}"))?;
-        let peer = Dest::from_wire(&msg).ok_or("the client sent a malformed address")?;
+        oob::read_exact_within(&mut tcp, &mut msg, patience, "the client's address")?;
+        let peer = Dest::from_wire(&msg).ok_or_else(|| malformed("client", &msg))?;
         connect(&mut ctx, qp, o, &me, &peer)?;
         tcp.write_all(&me.to_wire()).map_err(err)?;
         let mut done = [0u8; 5];
-        tcp.read_exact(&mut done).map_err(|e| format!("waiting for the client's done: {e}"))?;
+        oob::read_exact_within(&mut tcp, &mut done, patience, "the client's done")?;
+        if !is_done(&done) {
+            return Err(format!(
+                "the client sent {:?} where \"done\" was expected",
+                String::from_utf8_lossy(&done)
+            ));
+        }
         peer
     };
     let ah = if o.qp_type == QpType::Ud {
@@ -303,6 +316,11 @@ fn connect(
         ..QpAttr::default()
     };
     ctx.modify_qp(qp, QpState::Rts, &rts).map_err(err)
+}
+
+/// Whether `m` is the client's closing `"done"` (NUL-ended as `sizeof "done"` sends it).
+pub fn is_done(m: &[u8]) -> bool {
+    m.starts_with(b"done") && m[4..].iter().all(|&b| b == 0)
 }
 
 #[cfg(test)]

@@ -9,6 +9,7 @@
 pub mod baseline;
 mod bench;
 mod config;
+pub mod hello;
 mod pattern;
 pub mod remote;
 mod report;

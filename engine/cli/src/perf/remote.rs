@@ -8,7 +8,10 @@
 //! client every READ response and atomic result; for RC WRITE, which has no receive-side signal,
 //! the server checks at the end that every target slot holds the last message written to it.
 
+use super::hello::{PeerQps, RunMsg, parse_client_hello, parse_run_msg, parse_server_hello};
+pub use super::hello::{RemoteError, Test};
 use super::{AtomicOp, Mode, PerfOp, fill_pattern, ring_slots, stamp, unstamp};
+use crate::oob::{MAX_LINE, exchange_timeout, read_line_within};
 use engine::datapath::Datapath;
 use engine::datapath::afxdp::{AfXdpPort, XdpMode};
 use engine::datapath::capture::{Capture, CaptureLog};
@@ -34,6 +37,9 @@ pub const DEFAULT_TCP_PORT: u16 = 18515;
 const GRH: usize = engine::roce::GRH_LEN;
 /// The longest an idle side sleeps ([`Link::wait`]) before it looks at its loop again.
 pub const MAX_WAIT: Duration = Duration::from_millis(10);
+/// The server gives up on a client that sent no frame and no byte for this long during the run
+/// (the UET runs' 60 s).
+const SERVER_IDLE: Duration = Duration::from_secs(60);
 
 /// Which side this process is.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -42,33 +48,6 @@ pub enum Role {
     Server,
     /// Connect to a server at this host (name or address).
     Client(String),
-}
-
-/// The test a client asks for.
-#[derive(Debug, Clone)]
-pub struct Test {
-    /// Operation.
-    pub op: PerfOp,
-    /// Which atomic.
-    pub atomic: AtomicOp,
-    /// Transport.
-    pub qp_type: QpType,
-    /// Bandwidth or latency.
-    pub mode: Mode,
-    /// Message size.
-    pub size: usize,
-    /// Messages per QP.
-    pub iters: u64,
-    /// QP pairs.
-    pub qps: usize,
-    /// Path MTU.
-    pub mtu: Mtu,
-    /// Messages in flight per QP.
-    pub depth: usize,
-    /// Seed of the data patterns.
-    pub seed: u64,
-    /// DCQCN on both sides' QPs ([`DcqcnConfig::datacenter`] for this line rate, bits per second).
-    pub dcqcn_bps: Option<u64>,
 }
 
 /// The datapath of this process's side.
@@ -185,18 +164,6 @@ pub struct Outcome {
     pub datapath: Vec<(&'static str, u64)>,
 }
 
-/// Why a remote run failed.
-#[derive(Debug)]
-pub struct RemoteError(pub String);
-
-impl std::fmt::Display for RemoteError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for RemoteError {}
-
 fn err(e: impl std::fmt::Display) -> RemoteError {
     RemoteError(e.to_string())
 }
@@ -258,12 +225,9 @@ fn send_line(s: &mut TcpStream, v: &Value) -> Result<(), RemoteError> {
     s.write_all(line.as_bytes()).map_err(err)
 }
 
-fn read_line(r: &mut BufReader<TcpStream>) -> Result<Value, RemoteError> {
-    let mut line = String::new();
-    if r.read_line(&mut line).map_err(err)? == 0 {
-        return Err(RemoteError("the peer closed the connection".into()));
-    }
-    serde_json::from_str(&line).map_err(|e| RemoteError(format!("bad message from the peer: {e}")))
+/// One line from the peer within `timeout` (at most [`MAX_LINE`] bytes).
+fn read_line(r: &mut BufReader<TcpStream>, timeout: Duration, who: &str) -> Result<Vec<u8>, RemoteError> {
+    read_line_within(r, timeout, who).map_err(RemoteError)
 }
 
 /// Opens this side's datapath (UDP or AF_XDP, with `link`'s egress faults and, if it asks, its
@@ -380,24 +344,20 @@ fn open_side(link: &Link, t: &Test, server: bool) -> Result<Side, RemoteError> {
     Ok(Side { ctx, capture, udp_port: link.udp_port, pd, cq, lanes, slots, peer_qpns: Vec::new() })
 }
 
+/// The first PSN of each of `lanes` lanes.
+fn psns(lanes: usize, psn_base: u32) -> Vec<u32> {
+    (0..lanes as u32).map(|i| (psn_base + 1000 * i) & 0xFF_FFFF).collect()
+}
+
 fn hello(side: &Side, psn_base: u32) -> Value {
     json!({
         "gid": side.ctx.gid().to_string(),
         "qpns": side.lanes.iter().map(|l| l.qp.qpn()).collect::<Vec<_>>(),
-        "psns": (0..side.lanes.len() as u32).map(|i| (psn_base + 1000 * i) & 0xFF_FFFF).collect::<Vec<_>>(),
+        "psns": psns(side.lanes.len(), psn_base),
         "rkeys": side.lanes.iter().map(|l| l.mr.rkey).collect::<Vec<_>>(),
         "addrs": side.lanes.iter().map(|l| l.mr.addr).collect::<Vec<_>>(),
         "udp_port": side.udp_port,
     })
-}
-
-fn list(v: &Value, key: &str) -> Result<Vec<u64>, RemoteError> {
-    v[key]
-        .as_array()
-        .ok_or_else(|| RemoteError(format!("hello without {key}")))?
-        .iter()
-        .map(|x| x.as_u64().ok_or_else(|| RemoteError(format!("bad {key}"))))
-        .collect()
 }
 
 /// A peer's region: (R_Key, address).
@@ -407,28 +367,13 @@ type RemoteMr = (u32, u64);
 /// address handle.
 fn connect_all(
     side: &mut Side,
-    mine: &Value,
-    peer: &Value,
+    my_psns: &[u32],
+    peer: &PeerQps,
     t: &Test,
 ) -> Result<(Vec<RemoteMr>, Option<Ah>), RemoteError> {
-    let gid: IpAddr =
-        peer["gid"].as_str().unwrap_or_default().parse().map_err(|_| RemoteError("bad peer GID".into()))?;
-    let (qpns, psns, my_psns) = (list(peer, "qpns")?, list(peer, "psns")?, list(mine, "psns")?);
-    let (rkeys, addrs) = (list(peer, "rkeys")?, list(peer, "addrs")?);
-    // The UDP port the peer receives on (a peer that does not say listens on 4791).
-    let udp_dport = match peer.get("udp_port") {
-        None => None,
-        Some(p) => Some(
-            p.as_u64()
-                .and_then(|p| u16::try_from(p).ok())
-                .ok_or_else(|| RemoteError("bad udp_port".into()))?,
-        ),
-    };
-    if qpns.len() != side.lanes.len()
-        || psns.len() != qpns.len()
-        || rkeys.len() != qpns.len()
-        || addrs.len() != qpns.len()
-    {
+    // The hello parsers checked every list has one entry per lane.
+    let PeerQps { gid, ref qpns, ref psns, ref rkeys, ref addrs, udp_port: udp_dport } = *peer;
+    if qpns.len() != side.lanes.len() || my_psns.len() != qpns.len() {
         return Err(RemoteError("the peer has a different number of QPs".into()));
     }
     // 4.096 us x 2^12 = 16.8 ms, stretched up to 4x (67 ms) as the measured round trip grows: a
@@ -444,10 +389,9 @@ fn connect_all(
         ..PairConfig::default()
     };
     for (i, lane) in side.lanes.iter().enumerate() {
-        connect(&mut side.ctx, lane.qp, qpns[i] as u32, gid, my_psns[i] as u32, psns[i] as u32, &cfg)
-            .map_err(err)?;
+        connect(&mut side.ctx, lane.qp, qpns[i], gid, my_psns[i], psns[i], &cfg).map_err(err)?;
     }
-    side.peer_qpns = qpns.iter().map(|&q| q as u32).collect();
+    side.peer_qpns = qpns.clone();
     let ah = if t.qp_type == QpType::Ud {
         Some(
             side.ctx
@@ -457,7 +401,7 @@ fn connect_all(
     } else {
         None
     };
-    Ok((rkeys.iter().zip(&addrs).map(|(&k, &a)| (k as u32, a)).collect(), ah))
+    Ok((rkeys.iter().zip(addrs).map(|(&k, &a)| (k, a)).collect(), ah))
 }
 
 fn post_recv(side: &mut Side, q: usize, slot: usize, t: &Test) -> Result<(), RemoteError> {
@@ -491,11 +435,11 @@ pub fn accept_one(link: &Link) -> Result<(TcpStream, BufReader<TcpStream>), Remo
 /// The server side: waits for a client, runs its test, checks what arrived, reports.
 pub fn serve(link: &Link) -> Result<(Test, Outcome), RemoteError> {
     let (mut stream, mut reader) = accept_one(link)?;
-    let c = read_line(&mut reader)?;
-    let t = parse_test(&c)?;
+    let (t, peer) = parse_client_hello(&read_line(&mut reader, exchange_timeout(), "client")?)?;
     let mut side = open_side(link, &t, true)?;
     let mine = hello(&side, 0x20_0000);
-    connect_all(&mut side, &mine, &c, &t)?;
+    let my_psns = psns(side.lanes.len(), 0x20_0000);
+    connect_all(&mut side, &my_psns, &peer, &t)?;
     // Receives are posted (QPs in RTS) before the client hears back, so none of its sends is early.
     if server_checks(&t) {
         for q in 0..side.lanes.len() {
@@ -512,6 +456,7 @@ pub fn serve(link: &Link) -> Result<(Test, Outcome), RemoteError> {
     let mut reported = 0u64;
     let mut last_report = Instant::now();
     let mut waiter = Waiter::new(link.wait);
+    let mut heard = Instant::now();
     let done = loop {
         // Flow control for UC and UD (which have none): the client learns how many messages each
         // lane has received and keeps within the receive ring.
@@ -527,6 +472,14 @@ pub fn serve(link: &Link) -> Result<(Test, Outcome), RemoteError> {
             }
         }
         let moved = side.ctx.progress().map_err(err)? > 0;
+        if moved {
+            heard = Instant::now();
+        } else if heard.elapsed() > SERVER_IDLE {
+            return Err(RemoteError(format!(
+                "the client sent no frame and no message for {} s",
+                SERVER_IDLE.as_secs()
+            )));
+        }
         wcs.clear();
         side.ctx.poll_cq(side.cq, &mut wcs, 256).map_err(err)?;
         for wc in &wcs {
@@ -546,14 +499,43 @@ pub fn serve(link: &Link) -> Result<(Test, Outcome), RemoteError> {
         let owed = side.lanes.iter().map(|l| l.received).sum::<u64>() != reported;
         let max = if owed { Duration::from_micros(200) } else { MAX_WAIT };
         waiter.after_round(&side.ctx, moved || !wcs.is_empty(), Some(stream.as_fd()), max).map_err(err)?;
-        match reader.read_line(&mut line) {
+        // Bounded: at most a buffer's worth more than MAX_LINE (the BufReader's 8 KiB) per round.
+        let before = line.len();
+        let got = std::io::Read::take(&mut reader, (MAX_LINE + 1 - line.len().min(MAX_LINE)) as u64)
+            .read_line(&mut line);
+        if line.len() > before {
+            heard = Instant::now();
+        }
+        match got {
+            Ok(0) if line.len() > MAX_LINE => {
+                return Err(RemoteError(format!(
+                    "the client sent a line longer than {} KiB",
+                    MAX_LINE / 1024
+                )));
+            }
             Ok(0) => return Err(RemoteError("the client left before the end".into())),
-            Ok(_) => break serde_json::from_str::<Value>(&line).map_err(err)?,
+            Ok(_) if line.ends_with('\n') => {
+                match parse_run_msg(line.trim_end().as_bytes(), side.lanes.len())? {
+                    RunMsg::Done(sent) => break sent,
+                    other => {
+                        return Err(RemoteError(format!(
+                            "the client sent {other:?} where done was expected"
+                        )));
+                    }
+                }
+            }
+            Ok(_) if line.len() > MAX_LINE => {
+                return Err(RemoteError(format!(
+                    "the client sent a line longer than {} KiB",
+                    MAX_LINE / 1024
+                )));
+            }
+            Ok(_) => {}
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
             Err(e) => return Err(err(e)),
         }
     };
-    let sent = list(&done, "sent")?;
+    let sent = done;
     if t.op == PerfOp::Write && t.qp_type == QpType::Rc {
         // No receive-side signal for RC WRITE: every slot must hold the last message written to it.
         for (q, lane) in side.lanes.iter().enumerate() {
@@ -605,37 +587,6 @@ fn check_receive(
     byte_len as usize == skip + t.size && is_message(&lane.pattern, t.size, side.slots, n, data)
 }
 
-fn parse_test(c: &Value) -> Result<Test, RemoteError> {
-    let s = |k: &str| c[k].as_str().unwrap_or_default();
-    let u = |k: &str| c[k].as_u64().ok_or_else(|| RemoteError(format!("hello without {k}")));
-    let op = match s("op") {
-        "send" => PerfOp::Send,
-        "write" => PerfOp::Write,
-        "read" => PerfOp::Read,
-        "atomic" => PerfOp::Atomic,
-        o => return Err(RemoteError(format!("unknown operation {o:?}"))),
-    };
-    let qp_type = match s("qp_type") {
-        "rc" => QpType::Rc,
-        "uc" => QpType::Uc,
-        "ud" => QpType::Ud,
-        o => return Err(RemoteError(format!("unknown transport {o:?}"))),
-    };
-    Ok(Test {
-        op,
-        atomic: if s("atomic") == "cmp-swap" { AtomicOp::CmpSwap } else { AtomicOp::FetchAdd },
-        qp_type,
-        mode: if s("mode") == "lat" { Mode::Lat } else { Mode::Bw },
-        size: u("size")? as usize,
-        iters: u("iters")?,
-        qps: u("qps")?.clamp(1, 256) as usize,
-        mtu: Mtu::from_bytes(u("mtu")? as u32).ok_or_else(|| RemoteError("bad MTU".into()))?,
-        depth: u("depth")?.clamp(1, 4096) as usize,
-        seed: u("seed")?,
-        dcqcn_bps: c["dcqcn_bps"].as_u64(),
-    })
-}
-
 /// Connects to the exchange port, retrying a refused connection for a few seconds (the server may
 /// still be starting).
 pub fn connect_retry(host: &str, tcp_port: u16) -> Result<TcpStream, RemoteError> {
@@ -674,8 +625,9 @@ pub fn run_client(host: &str, link: &Link, t: &Test) -> Result<Outcome, RemoteEr
         mine[k] = v;
     }
     send_line(&mut stream, &mine)?;
-    let peer = read_line(&mut reader)?;
-    let (remote, ah) = connect_all(&mut side, &mine, &peer, t)?;
+    let lanes = side.lanes.len();
+    let peer = parse_server_hello(&read_line(&mut reader, exchange_timeout(), "server")?, lanes)?;
+    let (remote, ah) = connect_all(&mut side, &psns(lanes, 0x10_0000), &peer, t)?;
     let depth = side.slots as u64;
     let mut out = Outcome::default();
     let mut wcs = Vec::new();
@@ -711,8 +663,8 @@ pub fn run_client(host: &str, link: &Link, t: &Test) -> Result<Outcome, RemoteEr
         }
         let moved = side.ctx.progress().map_err(err)? > 0;
         if unreliable {
-            for msg in poll_lines(&mut stream, &mut inbox)? {
-                if let Ok(rx) = list(&msg, "rx") {
+            for msg in poll_lines(&mut stream, &mut inbox, lanes)? {
+                if let RunMsg::Rx(rx) = msg {
                     for (q, &r) in rx.iter().enumerate().take(rx_seen.len()) {
                         if r > rx_seen[q] {
                             rx_seen[q] = r;
@@ -780,24 +732,28 @@ pub fn run_client(host: &str, link: &Link, t: &Test) -> Result<Outcome, RemoteEr
         &json!({"done": true, "sent": side.lanes.iter().map(|l| l.posted).collect::<Vec<_>>()}),
     )?;
     // Progress reports may come before the final one, whole or in part: finish any partial line
-    // from the inbox, then read lines until the report.
-    let mut report = Value::Null;
+    // from the inbox, then read lines until the report (the server checks its memory first).
+    let patience = exchange_timeout().max(Duration::from_secs(60));
+    let mut report = None;
     if !inbox.is_empty() {
-        let mut rest = String::new();
-        reader.read_line(&mut rest).map_err(err)?;
-        inbox.extend_from_slice(rest.as_bytes());
-        for msg in inbox_lines(&mut inbox) {
-            if msg.get("verified").is_some() {
-                report = msg;
+        let rest = read_line(&mut reader, patience, "server")?;
+        inbox.extend_from_slice(&rest);
+        inbox.push(b'\n');
+        for msg in inbox_lines(&mut inbox, lanes)? {
+            if let RunMsg::Report { .. } = msg {
+                report = Some(msg);
             }
         }
     }
-    while report.get("verified").is_none() {
-        report = read_line(&mut reader)?;
-    }
-    out.verified += report["verified"].as_u64().unwrap_or(0);
-    out.errors += report["errors"].as_u64().unwrap_or(1);
-    out.lost += report["lost"].as_u64().unwrap_or(0);
+    let (verified, errors, lost) = loop {
+        match report.take() {
+            Some(RunMsg::Report { verified, errors, lost }) => break (verified, errors, lost),
+            _ => report = Some(parse_run_msg(&read_line(&mut reader, patience, "server")?, lanes)?),
+        }
+    };
+    out.verified += verified;
+    out.errors += errors;
+    out.lost += lost;
     out.stats = side.ctx.stats();
     out.datapath = side.ctx.datapath_counters();
     out.captured = side.capture.as_ref().map(finish_capture);
@@ -848,30 +804,36 @@ fn client_wr(
     Ok(wr)
 }
 
-/// Complete JSON lines that arrived on a non-blocking stream (partial lines wait in `buf`).
-fn poll_lines(stream: &mut TcpStream, buf: &mut Vec<u8>) -> Result<Vec<Value>, RemoteError> {
+/// Complete lines that arrived on a non-blocking stream (partial lines wait in `buf`, which holds
+/// at most [`MAX_LINE`] bytes and a chunk), as messages of `lanes` lanes.
+fn poll_lines(stream: &mut TcpStream, buf: &mut Vec<u8>, lanes: usize) -> Result<Vec<RunMsg>, RemoteError> {
     let mut chunk = [0u8; 4096];
+    let mut out = Vec::new();
     loop {
         match std::io::Read::read(stream, &mut chunk) {
             Ok(0) => return Err(RemoteError("the server closed the connection".into())),
-            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            Ok(n) => {
+                buf.extend_from_slice(&chunk[..n]);
+                out.extend(inbox_lines(buf, lanes)?);
+            }
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
             Err(e) => return Err(err(e)),
         }
     }
-    Ok(inbox_lines(buf))
+    Ok(out)
 }
 
-/// Takes the complete lines out of `buf`.
-fn inbox_lines(buf: &mut Vec<u8>) -> Vec<Value> {
+/// Takes the complete lines out of `buf`; what stays (a partial line) must be within [`MAX_LINE`].
+fn inbox_lines(buf: &mut Vec<u8>, lanes: usize) -> Result<Vec<RunMsg>, RemoteError> {
     let mut out = Vec::new();
     while let Some(i) = buf.iter().position(|&b| b == b'\n') {
         let line: Vec<u8> = buf.drain(..=i).collect();
-        if let Ok(v) = serde_json::from_slice(&line) {
-            out.push(v);
-        }
+        out.push(parse_run_msg(&line[..i], lanes)?);
     }
-    out
+    if buf.len() > MAX_LINE {
+        return Err(RemoteError(format!("the server sent a line longer than {} KiB", MAX_LINE / 1024)));
+    }
+    Ok(out)
 }
 
 /// The default local address: the first IPv4 address of the host that is not loopback, from the

@@ -237,6 +237,10 @@ pub fn run(o: &Options) -> Result<Outcome, String> {
     let (tcp, local) = oob::meet(o.server.as_deref(), o.tcp_port, o.local)?;
     let client = o.server.is_some();
     let mut x = Exchange::new(tcp, client)?;
+    // Until the traffic starts the peer answers at once: a silent one times out after the exchange
+    // timeout. Messages are fixed-size, so memory is bounded whatever it sends.
+    let run_patience = x.patience;
+    x.patience = oob::exchange_timeout();
     let link = o.net.link(local, o.tcp_port);
     let offer = o.mtu.unwrap_or_else(|| {
         crate::devinfo::host_ports()
@@ -324,6 +328,8 @@ pub fn run(o: &Options) -> Result<Outcome, String> {
     if o.op == PerfOp::Send || o.mode == Mode::Lat {
         s.hand_shake()?;
     }
+
+    s.x.patience = run_patience;
 
     // 3. The traffic.
     let mut out = Outcome { client, mtu: mtu.bytes(), ..Outcome::default() };
