@@ -260,3 +260,62 @@ fn perftest_peer_refuses_a_lying_or_silent_peer() {
         refused(code, &err, needle, &format!("perftest server, {what}"));
     }
 }
+
+/// UET perf (`--transport rud`) listens on UDP 4793: a loopback net of its own.
+const UET_SERVER: &str = "127.0.54.2";
+
+/// The hello a real UET client sends (`{"uet": UetPerfConfig::to_json()}`), with `key` set to `v`.
+fn uet_with(key: &str, v: Value) -> Vec<u8> {
+    let mut t = json!({
+        "op": "Write", "transport": "Rud", "lat": false, "size": 4096, "iters": 100, "depth": 16,
+        "max_payload": 4096, "seed": 1, "max_retries": 100, "tss": false, "cc": "None",
+        "cc_bps": 100_000_000_000u64, "cc_rtt_ns": 20_000,
+    });
+    t[key] = v;
+    let mut line = json!({ "uet": t }).to_string().into_bytes();
+    line.push(b'\n');
+    line
+}
+
+#[test]
+fn uet_perf_server_refuses_a_lying_client() {
+    let cases: Vec<(&str, Vec<u8>, &str)> = vec![
+        // Any seed is a seed (it made the server panic, seed * 2 overflowing): the server takes
+        // the test and says so, and the client hangs up.
+        ("seed 2^64-1", uet_with("seed", json!(u64::MAX)), "closed"),
+        ("size 0", uet_with("size", json!(0)), "size"),
+        ("iters 0", uet_with("iters", json!(0)), "iters"),
+        ("max_payload 0", uet_with("max_payload", json!(0)), "payload"),
+        ("cc_bps 0", uet_with("cc_bps", json!(0)), "cc_bps"),
+        ("not JSON", b"{{{\n".to_vec(), "json"),
+        ("10 MB without a newline", vec![b' '; 10 << 20], "KiB"),
+        ("nothing at all", Vec::new(), "nothing"),
+    ];
+    for (i, (what, bytes, needle)) in cases.into_iter().enumerate() {
+        let port = 31500 + i as u16;
+        let p = port.to_string();
+        let server = spawn(&[
+            "perf",
+            "write",
+            "--transport",
+            "rud",
+            "--backend",
+            "udp",
+            "--server",
+            "--local",
+            UET_SERVER,
+            "--tcp-port",
+            &p,
+        ]);
+        let mut s = connect(UET_SERVER, port);
+        let _ = s.write_all(&bytes);
+        if what.starts_with("seed") {
+            let mut reply = [0u8; 64];
+            let n = s.read(&mut reply).unwrap_or(0);
+            assert!(String::from_utf8_lossy(&reply[..n]).contains("ready"), "{what}: no ready");
+            let _ = s.shutdown(Shutdown::Both);
+        }
+        let (code, err) = finish(server, what);
+        refused(code, &err, needle, &format!("UET perf server, {what}"));
+    }
+}
