@@ -809,7 +809,8 @@ fn client_wr(
 fn poll_lines(stream: &mut TcpStream, buf: &mut Vec<u8>, lanes: usize) -> Result<Vec<RunMsg>, RemoteError> {
     let mut chunk = [0u8; 4096];
     let mut out = Vec::new();
-    loop {
+    // At most MAX_LINE bytes a round: the rest waits in the socket.
+    for _ in 0..MAX_LINE / chunk.len() {
         match std::io::Read::read(stream, &mut chunk) {
             Ok(0) => return Err(RemoteError("the server closed the connection".into())),
             Ok(n) => {

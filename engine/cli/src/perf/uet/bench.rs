@@ -61,10 +61,10 @@ impl UetBench {
         // flight and each node's receive and send batches.
         let frames = 2 * (scfg.pds.window as usize + 2 * engine::uet::BATCH);
         net.with(|n| n.reserve_frames(frames));
-        let mut a =
-            UetNode::new(pa, ses::Endpoint::new(scfg, cfg.seed * 2), true).map_err(PerfError::Stalled)?;
-        let mut b =
-            UetNode::new(pb, ses::Endpoint::new(scfg, cfg.seed * 2 + 1), true).map_err(PerfError::Stalled)?;
+        let mut a = UetNode::new(pa, ses::Endpoint::new(scfg, cfg.seed.wrapping_mul(2)), true)
+            .map_err(PerfError::Stalled)?;
+        let mut b = UetNode::new(pb, ses::Endpoint::new(scfg, cfg.seed.wrapping_mul(2) + 1), true)
+            .map_err(PerfError::Stalled)?;
         cfg.secure_and_mark(&mut a);
         cfg.secure_and_mark(&mut b);
         let target = b.ip();

@@ -181,8 +181,21 @@ impl UetPerfConfig {
         })
     }
 
-    pub(super) fn from_json(v: &Value) -> Result<UetPerfConfig, RemoteError> {
+    /// The client's hello line (`{"uet": test}`), checked ([`UetPerfConfig::from_json`]).
+    pub fn from_line(line: &[u8]) -> Result<UetPerfConfig, RemoteError> {
+        let v: Value = serde_json::from_slice(line)
+            .map_err(|e| RemoteError(format!("the client's hello: line is not JSON: {e}")))?;
+        UetPerfConfig::from_json(&v["uet"])
+    }
+
+    /// A test as [`UetPerfConfig::to_json`] writes it, every field checked: an error names it.
+    pub fn from_json(v: &Value) -> Result<UetPerfConfig, RemoteError> {
         let n = |k: &str| v[k].as_u64().ok_or_else(|| RemoteError(format!("the client's test lacks {k}")));
+        // Within `lo..=hi`, as the CLI's own options are.
+        let r = |k: &str, lo: u64, hi: u64| match n(k)? {
+            x if (lo..=hi).contains(&x) => Ok(x),
+            x => Err(RemoteError(format!("the client's test: {k} {x} is out of range {lo}..={hi}"))),
+        };
         let op = match v["op"].as_str() {
             Some("Send") => UetOp::Send,
             Some("Tsend") => UetOp::Tsend,
@@ -203,13 +216,13 @@ impl UetPerfConfig {
             op,
             transport,
             lat: v["lat"].as_bool().unwrap_or(false),
-            size: n("size")? as usize,
-            iters: n("iters")?,
-            depth: n("depth")? as usize,
-            max_payload: n("max_payload")? as usize,
+            size: r("size", 1, 1 << 30)? as usize,
+            iters: r("iters", 1, 1 << 32)?,
+            depth: r("depth", 1, 1 << 16)? as usize,
+            max_payload: r("max_payload", 1, 16383)? as usize,
             link: LinkConfig::default(),
             seed: n("seed")?,
-            max_retries: n("max_retries")? as u32,
+            max_retries: r("max_retries", 0, u64::from(u32::MAX))? as u32,
             tss: v["tss"].as_bool().unwrap_or(false),
             cc: match v["cc"].as_str() {
                 None | Some("None") => UetCc::None,
@@ -219,8 +232,12 @@ impl UetPerfConfig {
                     return Err(RemoteError("the client asked for an unknown congestion control".into()));
                 }
             },
-            cc_bps: v["cc_bps"].as_u64().unwrap_or(100_000_000_000),
-            cc_rtt: Duration::from_nanos(v["cc_rtt_ns"].as_u64().unwrap_or(20_000)),
+            cc_bps: if v["cc_bps"].is_null() { 100_000_000_000 } else { r("cc_bps", 1, 1 << 50)? },
+            cc_rtt: Duration::from_nanos(if v["cc_rtt_ns"].is_null() {
+                20_000
+            } else {
+                r("cc_rtt_ns", 1, 10_000_000_000)?
+            }),
         };
         cfg.check().map_err(|e| RemoteError(e.into()))?;
         Ok(cfg)

@@ -2,7 +2,8 @@
 //! runs of [`crate::perf::remote`]: the client sends the test as JSON, runs the initiator and
 //! collects the server's checks.
 
-use std::io::{BufRead, BufReader, Write};
+use crate::oob::{MAX_LINE, exchange_timeout, read_line_within};
+use std::io::{BufReader, Write};
 use std::net::{Ipv4Addr, TcpStream};
 use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
@@ -62,10 +63,19 @@ fn poll_json(stream: &mut TcpStream, buf: &mut Vec<u8>) -> Result<Vec<Value>, Re
                 closed = true;
                 break;
             }
-            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            Ok(n) => {
+                buf.extend_from_slice(&chunk[..n]);
+                // The rest waits in the socket for the next round: memory stays bounded.
+                if buf.len() > MAX_LINE {
+                    break;
+                }
+            }
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
             Err(e) => return Err(err(e)),
         }
+    }
+    if buf.len() > MAX_LINE && !buf[..=MAX_LINE].contains(&b'\n') {
+        return Err(RemoteError(format!("the peer sent a line longer than {} KiB", MAX_LINE / 1024)));
     }
     let mut out = Vec::new();
     while let Some(at) = buf.iter().position(|&b| b == b'\n') {
@@ -167,12 +177,9 @@ impl std::fmt::Debug for UetNodeAny {
 /// Waits for one client on `link`'s TCP port, takes its test, serves it, and reports its checks.
 pub fn serve(link: &Link) -> Result<(UetPerfConfig, RemoteOutcome), RemoteError> {
     let (mut stream, mut reader) = crate::perf::remote::accept_one(link)?;
-    let mut line = String::new();
-    reader.read_line(&mut line).map_err(err)?;
-    let hello: Value =
-        serde_json::from_str(&line).map_err(|e| RemoteError(format!("bad test from the client: {e}")))?;
-    let cfg = UetPerfConfig::from_json(&hello["uet"])?;
-    let out = with_node(link, &cfg, cfg.seed * 2 + 1, &mut |any| match any {
+    let line = read_line_within(&mut reader, exchange_timeout(), "client").map_err(RemoteError)?;
+    let cfg = UetPerfConfig::from_line(&line)?;
+    let out = with_node(link, &cfg, cfg.seed.wrapping_mul(2) + 1, &mut |any| match any {
         UetNodeAny::Udp(node) => serve_on(*node, None, cfg, &mut stream, link.wait),
         UetNodeAny::UdpCapture(node, log) => serve_on(*node, Some(log), cfg, &mut stream, link.wait),
         UetNodeAny::AfXdp(node) => serve_on(*node, None, cfg, &mut stream, link.wait),
@@ -255,12 +262,13 @@ pub fn run_client(host: &str, link: &Link, cfg: &UetPerfConfig) -> Result<Remote
     let mut stream = stream;
     send_json(&mut stream, &json!({ "uet": cfg.to_json() }))?;
     let mut reader = BufReader::new(stream.try_clone().map_err(err)?);
-    let mut line = String::new();
-    reader.read_line(&mut line).map_err(err)?;
-    if !line.contains("ready") {
-        return Err(RemoteError(format!("the server did not start the test: {}", line.trim())));
+    let line = read_line_within(&mut reader, exchange_timeout(), "server").map_err(RemoteError)?;
+    if serde_json::from_slice::<Value>(&line).ok().and_then(|v| v.get("ready").cloned()) != Some(json!(true))
+    {
+        let shown: String = String::from_utf8_lossy(&line).chars().take(80).collect();
+        return Err(RemoteError(format!("the server did not start the test: {}", shown.trim())));
     }
-    with_node(link, cfg, cfg.seed * 2, &mut |any| match any {
+    with_node(link, cfg, cfg.seed.wrapping_mul(2), &mut |any| match any {
         UetNodeAny::Udp(node) => client_on(*node, None, *cfg, server_ip, &mut stream, link.wait),
         UetNodeAny::UdpCapture(node, log) => {
             client_on(*node, Some(log), *cfg, server_ip, &mut stream, link.wait)
