@@ -35,7 +35,30 @@ seed ethernet_frame "" "$shared/captures/roce" "$shared/captures/uet" "$seeds"
 # and start from an empty corpus.
 # uet_frame: first byte 0x02 = native IP with protocol 253, no CRC; second byte unused then.
 seed uet_frame "02fd" "$shared/captures/uet" "$seeds"
-for target in ethernet_frame uet_frame qp_packets uet_endpoint tss_domain; do
+# The exchanges' parsers (security review M1) start from real messages: perf_hello's first byte is
+# the receiving side's lane count less one, pingpong_msg and perftest_exchange take the messages as
+# they are.
+python3 - fuzz/corpus <<'PY'
+import json, pathlib, sys
+c = pathlib.Path(sys.argv[1])
+for t in ("perf_hello", "pingpong_msg", "perftest_exchange"):
+    (c / t).mkdir(parents=True, exist_ok=True)
+qps = {"gid": "10.0.0.1", "qpns": [17, 18], "psns": [1, 1001], "rkeys": [5, 6], "addrs": [0, 4096], "udp_port": 4791}
+test = {"op": "send", "qp_type": "rc", "atomic": "fetch-add", "mode": "bw", "size": 4096, "iters": 10,
+        "qps": 2, "mtu": 1024, "depth": 16, "seed": 7, "dcqcn_bps": None}
+uet = {"op": "Write", "transport": "Rud", "lat": False, "size": 4096, "iters": 100, "depth": 16,
+       "max_payload": 4096, "seed": 1, "max_retries": 100, "tss": False, "cc": "None",
+       "cc_bps": 100000000000, "cc_rtt_ns": 20000}
+lines = {"client": {**test, **qps}, "server": qps, "done": {"done": True, "sent": [10, 10]},
+         "rx": {"rx": [3, 4]}, "report": {"verified": 20, "errors": 0, "lost": 0}, "uet": {"uet": uet}}
+for name, v in lines.items():
+    (c / "perf_hello" / name).write_bytes(b"\x01" + json.dumps(v).encode())
+(c / "pingpong_msg" / "address").write_bytes(b"0000:000011:0abcde:00000000000000000000ffff0a4d0002\0done\0")
+dest = b"0000:0001:000011:07c6db:00000217:0000560a5e3e9000:00:00:00:00:00:00:00:00:00:00:ff:ff:0a:4d:00:03:00000000:\0"
+(c / "perftest_exchange" / "handshake").write_bytes(dest)
+(c / "perftest_exchange" / "version-mtu").write_bytes(b"6.06" + bytes(12))
+PY
+for target in ethernet_frame uet_frame qp_packets uet_endpoint tss_domain perf_hello pingpong_msg perftest_exchange; do
     echo "fuzz: $target for ${seconds}s"
     (cd fuzz && cargo fuzz run -s none "$target" -- -max_total_time="$seconds" -print_final_stats=1)
 done
