@@ -12,7 +12,9 @@ use softrdma::perf::hello::{
 use softrdma::perf::uet::UetPerfConfig;
 
 fn check_peer(p: &PeerQps, lanes: usize) {
-    assert!(p.qpns.len() == lanes && p.psns.len() == lanes && p.rkeys.len() == lanes && p.addrs.len() == lanes);
+    assert!(
+        p.qpns.len() == lanes && p.psns.len() == lanes && p.rkeys.len() == lanes && p.addrs.len() == lanes
+    );
     assert!(p.qpns.iter().chain(&p.psns).all(|&n| n <= 0xFF_FFFF));
     assert!(p.udp_port != Some(0));
 }
