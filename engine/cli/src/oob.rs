@@ -14,7 +14,7 @@ pub const CONNECT_RETRY: Duration = Duration::from_secs(60);
 pub const MAX_LINE: usize = 64 * 1024;
 
 /// How long a side waits for its peer's next exchange message by default ([`exchange_timeout`]).
-pub const EXCHANGE_TIMEOUT: Duration = Duration::from_secs(10);
+pub const EXCHANGE_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// How long a side waits for its peer's next exchange message before it gives up: the
 /// `SOFTRDMA_EXCHANGE_TIMEOUT` environment variable in seconds if set (and above 0), otherwise
