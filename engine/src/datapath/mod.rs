@@ -76,6 +76,13 @@ pub trait Datapath {
     /// Pushes out frames transmitted since the last call (one system call for a batch); called at
     /// the end of every progress round.
     fn flush(&mut self) {}
+    /// Whether frames [`transmit`](Datapath::transmit) took still wait in the datapath for room
+    /// (the kernel refused a batch for now at the last [`flush`](Datapath::flush)): an idle loop
+    /// then also wakes when [`wait_fd`](Datapath::wait_fd) turns writable, and the next flush
+    /// sends them.
+    fn tx_waiting(&self) -> bool {
+        false
+    }
     /// A descriptor to sleep on instead of polling: readable when a frame may have arrived,
     /// writable when a refused frame may now fit (poll(2) it for both). `None` (the simulator, on
     /// virtual time): there is nothing to sleep on, so idle loops spin.
