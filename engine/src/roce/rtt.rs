@@ -29,7 +29,7 @@ impl RttEstimator {
                 self.rttvar = r / 2;
             }
             Some(s) => {
-                let err = if s > r { s - r } else { r - s };
+                let err = s.abs_diff(r);
                 self.rttvar = self.rttvar - self.rttvar / 4 + err / 4;
                 self.srtt = Some(s - s / 8 + r / 8);
             }
