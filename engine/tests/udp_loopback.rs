@@ -276,8 +276,9 @@ fn a_burst_larger_than_a_batch_arrives_complete_and_in_order() {
     let (ca, cb) = (a.counters(), b.counters());
     assert_eq!((ca.tx, ca.tx_full, ca.tx_failed, cb.rx, cb.rx_oversized), (250, 0, 0, 250, 0));
     // 250 datagrams: 7 full batches of 32 and the rest at the flush.
-    assert_eq!(ca.sendmmsg_calls, 8, "{ca:?}");
-    assert!(cb.recvmmsg_calls < 40, "{cb:?}");
+    assert_eq!((ca.sendmmsg_calls, ca.sendto_calls), (8, 0), "{ca:?}");
+    // The receiver found a backlog each time: a couple of polls, then batches.
+    assert!(cb.recvmmsg_datagrams >= 200 && cb.recvmmsg_calls < 20, "{cb:?}");
 }
 
 /// A datagram the kernel refuses for good (here: to the broadcast address, without

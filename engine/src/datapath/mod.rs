@@ -7,7 +7,10 @@
 //! again first when the datapath has room (after the next [`Datapath::flush`], or when
 //! [`Datapath::wait_fd`] turns writable). Only a frame the datapath can never send is dropped
 //! ([`TxError::Failed`], counted by the datapath). The fast path costs nothing more than before:
-//! the result of the call the datapath already makes.
+//! the result of the call the datapath already makes. A datapath that batches frames (kernel UDP:
+//! one `sendmmsg` per [`Datapath::flush`]) may hold some it took when the kernel has no room; it
+//! says so with [`Datapath::tx_waiting`], and idle loops then wait for the descriptor to turn
+//! writable too.
 
 pub mod afxdp;
 pub mod capture;

@@ -3,29 +3,31 @@
 //!
 //! **Sending.** The engine builds whole frames; this datapath hands the kernel the UDP payload (BTH
 //! through ICRC), each datagram to its own destination. `transmit` queues the frame in a batch of
-//! up to [`mmsg::TX_BATCH`] datagrams, which goes to the kernel with one `sendmmsg` at the end of the
-//! progress round ([`Datapath::flush`]) or when it is full. The ICRC covers the IP header the kernel writes, so the socket is
-//! unconnected with don't-fragment set (`IP_PMTUDISC_DO`): Linux then sends IP ID 0, which is what the
-//! engine's headers say, and every frame leaves from the bound port 4791, which QPs use as their UDP
-//! source port ([`Datapath::udp_src_port`]). TOS, TTL and the UDP checksum are masked by the ICRC;
-//! the socket sends UDP checksum 0 (`SO_NO_CHECK`), as rxe does. The socket is non-blocking: what
-//! the kernel refuses for want of room (`EAGAIN`/`EWOULDBLOCK`, `ENOBUFS`) stays queued, in order,
-//! and goes with the next flush; the engine sleeps until the socket turns writable
-//! ([`Datapath::wait_fd`], [`Datapath::tx_waiting`]). A frame that finds the batch full and the
-//! kernel still without room goes back to the engine as [`TxError::Full`]. Only a datagram the
-//! kernel will never take (larger than the path MTU, no route) is dropped, counted in
-//! [`UdpCounters::tx_failed`] (the engine is not told: it was told the frame was taken; a reliable
-//! QP sends it again), and the datagrams queued after it go on.
+//! up to 32 (`mmsg::TX_BATCH`) datagrams, which goes to the kernel with one `sendmmsg` (`sendto`
+//! for a lone one) at the end of the progress round ([`Datapath::flush`]) or when it is full. The
+//! ICRC covers the IP header the kernel writes, so the socket is unconnected with don't-fragment
+//! set (`IP_PMTUDISC_DO`): Linux then sends IP ID 0, which is what the engine's headers say, and
+//! every frame leaves from the bound port 4791, which QPs use as their UDP source port
+//! ([`Datapath::udp_src_port`]). TOS, TTL and the UDP checksum are masked by the ICRC; the socket
+//! sends UDP checksum 0 (`SO_NO_CHECK`), as rxe does. The socket is non-blocking: what the kernel
+//! refuses for want of room (`EAGAIN`/`EWOULDBLOCK`, `ENOBUFS`) stays queued, in order, and goes
+//! with the next flush; the engine sleeps until the socket turns writable ([`Datapath::wait_fd`],
+//! [`Datapath::tx_waiting`]). A frame that finds the batch full and the kernel still without room
+//! goes back to the engine as [`TxError::Full`]. Only a datagram the kernel will never take (larger
+//! than the path MTU, no route) is dropped, counted in [`UdpCounters::tx_failed`] (the engine is
+//! not told: it was told the frame was taken; a reliable QP sends it again), and the datagrams
+//! queued after it go on.
 //!
-//! **Receiving.** `receive` hands out datagrams taken with one `recvmmsg` of up to
-//! [`mmsg::RX_BATCH`], straight into frames of the datapath's pool. A UDP socket shows neither the
-//! IP header nor the sender's IP ID. The datapath rebuilds the Ethernet, IPv4 and UDP headers from
-//! what `recvmmsg` does give (addresses, ports,
-//! length) with IP ID 0 and DF, so the engine's ICRC check verifies everything the ICRC covers
-//! provided the sender used ID 0 (softrdma over UDP does; the kernel has already checked the UDP
-//! checksum when there was one). [`RxIcrc::Trust`] is for peers that send other IP IDs (rdma_rxe
-//! picks a random one): the rebuilt frame then gets a freshly computed ICRC, so nothing the ICRC
-//! covers is verified, and [`UdpCounters::icrc_trusted`] says how many frames that was.
+//! **Receiving.** `receive` polls the socket with `recvfrom` and, once polls find a backlog, takes
+//! up to 32 (`mmsg::RX_BATCH`) datagrams with one `recvmmsg` (`udp/mmsg.rs` says why both),
+//! straight into frames of the datapath's pool. A UDP socket shows neither the IP header nor the
+//! sender's IP ID. The datapath rebuilds the Ethernet, IPv4 and UDP headers from what the socket
+//! does give (addresses, ports, length) with IP ID 0 and DF, so the engine's ICRC check verifies
+//! everything the ICRC covers provided the sender used ID 0 (softrdma over UDP does; the kernel has
+//! already checked the UDP checksum when there was one). [`RxIcrc::Trust`] is for peers that send
+//! other IP IDs (rdma_rxe picks a random one): the rebuilt frame then gets a freshly computed ICRC,
+//! so nothing the ICRC covers is verified, and [`UdpCounters::icrc_trusted`] says how many frames
+//! that was.
 
 mod mmsg;
 
@@ -70,17 +72,23 @@ pub struct UdpCounters {
     pub tx_failed: u64,
     /// The `errno` of the last send error counted in `tx_failed` (0: none).
     pub tx_last_errno: i32,
-    /// `sendmmsg` calls (with `tx`: datagrams per call), refused ones included.
+    /// `sendmmsg` calls, refused ones included (with `tx` and `sendto_calls`: datagrams per
+    /// call).
     pub sendmmsg_calls: u64,
-    /// Of these, calls the kernel refused for want of room (the batch waited).
-    pub sendmmsg_refused: u64,
+    /// `sendto` calls, for a batch of one datagram.
+    pub sendto_calls: u64,
+    /// Send calls (either kind) the kernel refused for want of room (the batch waited).
+    pub send_refused: u64,
     /// Datagrams received.
     pub rx: u64,
-    /// `recvmmsg` calls, empty ones included (`rx` over the calls that were not: datagrams per
-    /// call).
+    /// `recvmmsg` calls (a backlog).
     pub recvmmsg_calls: u64,
-    /// Of these, calls that found nothing (polls of an idle socket).
-    pub recvmmsg_empty: u64,
+    /// Datagrams they took (over `recvmmsg_calls`: datagrams per call).
+    pub recvmmsg_datagrams: u64,
+    /// `recvfrom` calls (polls of a socket without a backlog).
+    pub recvfrom_calls: u64,
+    /// Receive calls (either kind) that found nothing.
+    pub rx_empty: u64,
     /// Datagrams too large for a frame buffer (dropped).
     pub rx_oversized: u64,
     /// Frames whose ICRC was recomputed instead of verified ([`RxIcrc::Trust`]).
@@ -151,8 +159,9 @@ impl UdpPort {
     /// Sends what the batch holds, as far as the kernel takes it.
     fn send_batch(&mut self) {
         let sent = self.tx.send(self.socket.as_fd(), &mut self.pool);
-        self.counters.sendmmsg_calls += sent.calls;
-        self.counters.sendmmsg_refused += sent.refused;
+        self.counters.sendmmsg_calls += sent.sendmmsg;
+        self.counters.sendto_calls += sent.sendto;
+        self.counters.send_refused += sent.refused;
         self.counters.tx += sent.sent;
         self.counters.tx_failed += sent.failed;
         if let Some(e) = sent.last_error {
@@ -257,9 +266,16 @@ impl Datapath for UdpPort {
                 Some(got) => got,
                 None if self.rx.take_drained() => return None,
                 None => {
-                    self.counters.recvmmsg_calls += 1;
-                    if self.rx.fill(self.socket.as_fd(), &mut self.pool, HEADERS) == 0 {
-                        self.counters.recvmmsg_empty += 1;
+                    let took = self.rx.take(self.socket.as_fd(), &mut self.pool, HEADERS);
+                    let c = &mut self.counters;
+                    if took.batch {
+                        c.recvmmsg_calls += 1;
+                        c.recvmmsg_datagrams += took.datagrams as u64;
+                    } else {
+                        c.recvfrom_calls += 1;
+                    }
+                    if took.datagrams == 0 {
+                        c.rx_empty += 1;
                         return None;
                     }
                     continue;
@@ -322,12 +338,15 @@ impl Datapath for UdpPort {
         let mut v = vec![
             ("udp datagrams sent", c.tx),
             ("udp sendmmsg calls", c.sendmmsg_calls),
-            ("udp sendmmsg calls refused (socket buffer full)", c.sendmmsg_refused),
+            ("udp sendto calls (a lone datagram)", c.sendto_calls),
+            ("udp send calls refused (socket buffer full)", c.send_refused),
             ("udp sends deferred (socket buffer full)", c.tx_full),
             ("udp sends failed", c.tx_failed),
             ("udp datagrams received", c.rx),
             ("udp recvmmsg calls", c.recvmmsg_calls),
-            ("udp recvmmsg calls empty", c.recvmmsg_empty),
+            ("udp datagrams by recvmmsg", c.recvmmsg_datagrams),
+            ("udp recvfrom polls", c.recvfrom_calls),
+            ("udp receive calls that found nothing", c.rx_empty),
             ("udp oversized dropped", c.rx_oversized),
             ("icrc not verified (--rx-icrc trust)", c.icrc_trusted),
         ];
@@ -357,5 +376,37 @@ mod tests {
         let u = udp::Packet::new_checked(&b[34..]).unwrap();
         assert_eq!((u.src_port(), u.dst_port(), u.len(), u.checksum()), (4791, 4791, 30, 0));
         assert_eq!(udp_destination(&b[..HEADERS + 22]), Some((dst, HEADERS..HEADERS + 22)));
+    }
+
+    /// Datagrams too large for a frame are counted and dropped, whether a poll (`recvfrom`) or a
+    /// batch (`recvmmsg`) took them, and the rest arrive whole and in order.
+    #[test]
+    fn oversized_datagrams_are_dropped_by_polls_and_batches() {
+        let mut port = UdpPort::bind(Ipv4Addr::new(127, 0, 18, 1), 0, RxIcrc::Verify).unwrap();
+        let peer = UdpSocket::bind("127.0.18.2:0").unwrap();
+        let to = port.local_addr().unwrap();
+        let fits = frame::FRAME_CAPACITY - HEADERS - 1;
+        let len = |i: usize| if i % 3 == 1 { fits + 1 + i } else { 1 + i % 7 * (fits / 7) };
+        let mut want = Vec::new();
+        for i in 0..100 {
+            peer.send_to(&vec![i as u8; len(i)], to).unwrap();
+            if len(i) <= fits {
+                want.push((i as u8, len(i)));
+            }
+        }
+        let mut got = Vec::new();
+        let end = Instant::now() + Duration::from_secs(5);
+        while got.len() < want.len() && Instant::now() < end {
+            while let Some(f) = port.receive() {
+                let b = f.as_slice();
+                assert!(b[HEADERS..].iter().all(|&x| x == b[HEADERS]));
+                got.push((b[HEADERS], b.len() - HEADERS));
+                port.recycle(f);
+            }
+        }
+        assert_eq!(got, want);
+        let c = port.counters();
+        assert_eq!((c.rx, c.rx_oversized), (100, 100 - want.len() as u64), "{c:?}");
+        assert!(c.recvmmsg_datagrams > 50 && c.recvfrom_calls > 0, "both ways were used: {c:?}");
     }
 }
