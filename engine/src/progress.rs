@@ -61,8 +61,11 @@ pub trait Sleep {
     ///
     /// [`Datapath::wait_fd`]: crate::datapath::Datapath::wait_fd
     fn wait_fd(&self) -> Option<BorrowedFd<'_>>;
-    /// Whether a frame the datapath handed back waits for room (then a sleep also ends when the
-    /// descriptor turns writable).
+    /// Whether a frame waits for room in the datapath, handed back to the engine or queued in the
+    /// datapath ([`Datapath::tx_waiting`]): then a sleep also ends when the descriptor turns
+    /// writable.
+    ///
+    /// [`Datapath::tx_waiting`]: crate::datapath::Datapath::tx_waiting
     fn tx_blocked(&self) -> bool;
     /// How long until the engine has something to do with no frame arriving (a timer, a frame
     /// ready to go): zero if now, `None` if nothing.

@@ -424,7 +424,7 @@ impl<D: Datapath> Sleep for UetNode<D> {
     }
 
     fn tx_blocked(&self) -> bool {
-        !self.pending.is_empty()
+        !self.pending.is_empty() || self.dp.tx_waiting()
     }
 
     fn next_work_in(&self) -> Option<Duration> {

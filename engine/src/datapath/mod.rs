@@ -7,7 +7,10 @@
 //! again first when the datapath has room (after the next [`Datapath::flush`], or when
 //! [`Datapath::wait_fd`] turns writable). Only a frame the datapath can never send is dropped
 //! ([`TxError::Failed`], counted by the datapath). The fast path costs nothing more than before:
-//! the result of the call the datapath already makes.
+//! the result of the call the datapath already makes. A datapath that batches frames (kernel UDP:
+//! one `sendmmsg` per [`Datapath::flush`]) may hold some it took when the kernel has no room; it
+//! says so with [`Datapath::tx_waiting`], and idle loops then wait for the descriptor to turn
+//! writable too.
 
 pub mod afxdp;
 pub mod capture;
@@ -76,6 +79,13 @@ pub trait Datapath {
     /// Pushes out frames transmitted since the last call (one system call for a batch); called at
     /// the end of every progress round.
     fn flush(&mut self) {}
+    /// Whether frames [`transmit`](Datapath::transmit) took still wait in the datapath for room
+    /// (the kernel refused a batch for now at the last [`flush`](Datapath::flush)): an idle loop
+    /// then also wakes when [`wait_fd`](Datapath::wait_fd) turns writable, and the next flush
+    /// sends them.
+    fn tx_waiting(&self) -> bool {
+        false
+    }
     /// A descriptor to sleep on instead of polling: readable when a frame may have arrived,
     /// writable when a refused frame may now fit (poll(2) it for both). `None` (the simulator, on
     /// virtual time): there is nothing to sleep on, so idle loops spin.

@@ -2,30 +2,43 @@
 //! IPv4 address (roce-wire.md §1.9).
 //!
 //! **Sending.** The engine builds whole frames; this datapath hands the kernel the UDP payload (BTH
-//! through ICRC) with `sendto`. The ICRC covers the IP header the kernel writes, so the socket is
-//! unconnected with don't-fragment set (`IP_PMTUDISC_DO`): Linux then sends IP ID 0, which is what the
-//! engine's headers say, and every frame leaves from the bound port 4791, which QPs use as their UDP
-//! source port ([`Datapath::udp_src_port`]). TOS, TTL and the UDP checksum are masked by the ICRC;
-//! the socket sends UDP checksum 0 (`SO_NO_CHECK`), as rxe does. The socket is non-blocking: a
-//! send the kernel refuses for want of room (`EAGAIN`/`EWOULDBLOCK`, `ENOBUFS`) hands the frame
-//! back as [`TxError::Full`], and the engine sends it again when the socket turns writable (its
-//! descriptor is [`Datapath::wait_fd`]); only a datagram the kernel will never take is dropped
-//! ([`UdpCounters::tx_failed`]).
+//! through ICRC), each datagram to its own destination. `transmit` queues the frame in a batch of
+//! up to 32 (`mmsg::TX_BATCH`) datagrams, which goes to the kernel with one `sendmmsg` (`sendto`
+//! for a lone one) at the end of the progress round ([`Datapath::flush`]) or when it is full. The
+//! ICRC covers the IP header the kernel writes, so the socket is unconnected with don't-fragment
+//! set (`IP_PMTUDISC_DO`): Linux then sends IP ID 0, which is what the engine's headers say, and
+//! every frame leaves from the bound port 4791, which QPs use as their UDP source port
+//! ([`Datapath::udp_src_port`]). TOS, TTL and the UDP checksum are masked by the ICRC; the socket
+//! sends UDP checksum 0 (`SO_NO_CHECK`), as rxe does. The socket is non-blocking: what the kernel
+//! refuses for want of room (`EAGAIN`/`EWOULDBLOCK`, `ENOBUFS`) stays queued, in order, and goes
+//! with the next flush; the engine sleeps until the socket turns writable ([`Datapath::wait_fd`],
+//! [`Datapath::tx_waiting`]). A frame that finds the batch full and the kernel still without room
+//! goes back to the engine as [`TxError::Full`]. Only a datagram the kernel will never take (larger
+//! than the path MTU, no route) is dropped, counted in [`UdpCounters::tx_failed`] (the engine is
+//! not told: it was told the frame was taken; a reliable QP sends it again), and the datagrams
+//! queued after it go on.
 //!
-//! **Receiving.** A UDP socket shows neither the IP header nor the sender's IP ID. The datapath
-//! rebuilds the Ethernet, IPv4 and UDP headers from what `recvfrom` does give (addresses, ports,
-//! length) with IP ID 0 and DF, so the engine's ICRC check verifies everything the ICRC covers
-//! provided the sender used ID 0 (softrdma over UDP does; the kernel has already checked the UDP
-//! checksum when there was one). [`RxIcrc::Trust`] is for peers that send other IP IDs (rdma_rxe
-//! picks a random one): the rebuilt frame then gets a freshly computed ICRC, so nothing the ICRC
-//! covers is verified, and [`UdpCounters::icrc_trusted`] says how many frames that was.
+//! **Receiving.** `receive` polls the socket with `recvfrom` and, once polls find a backlog, takes
+//! up to 32 (`mmsg::RX_BATCH`) datagrams with one `recvmmsg` (`udp/mmsg.rs` says why both),
+//! straight into frames of the datapath's pool. A UDP socket shows neither the IP header nor the
+//! sender's IP ID. The datapath rebuilds the Ethernet, IPv4 and UDP headers from what the socket
+//! does give (addresses, ports, length) with IP ID 0 and DF, so the engine's ICRC check verifies
+//! everything the ICRC covers provided the sender used ID 0 (softrdma over UDP does; the kernel has
+//! already checked the UDP checksum when there was one). [`RxIcrc::Trust`] is for peers that send
+//! other IP IDs (rdma_rxe picks a random one): the rebuilt frame then gets a freshly computed ICRC,
+//! so nothing the ICRC covers is verified, and [`UdpCounters::icrc_trusted`] says how many frames
+//! that was.
+
+mod mmsg;
 
 use super::{Datapath, TxError};
 use crate::roce::types::Mtu;
 use frame::{Frame, FramePool};
+use mmsg::{RxBatch, TxBatch};
 use rustix::net::sockopt::{self, Ipv4PathMtuDiscovery};
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, SocketAddrV4, UdpSocket};
+use std::ops::Range;
 use std::os::fd::{AsFd, BorrowedFd};
 use std::time::{Duration, Instant};
 use wire::ethernet::{self, EthernetAddress, ethertype};
@@ -51,14 +64,31 @@ pub enum RxIcrc {
 pub struct UdpCounters {
     /// Datagrams sent.
     pub tx: u64,
-    /// Sends the kernel refused for now (full socket buffer): the frame went back to the engine,
-    /// which sent it again later (back-pressure; nothing was lost).
+    /// Frames handed back to the engine because the batch was full and the kernel had no room for
+    /// it (full socket buffer); the engine sent them again later (back-pressure; nothing was lost).
     pub tx_full: u64,
     /// Frames dropped because they can never be sent: not an IPv4/UDP frame, or a send error
     /// other than a full buffer (larger than the path MTU, no route...).
     pub tx_failed: u64,
+    /// The `errno` of the last send error counted in `tx_failed` (0: none).
+    pub tx_last_errno: i32,
+    /// `sendmmsg` calls, refused ones included (with `tx` and `sendto_calls`: datagrams per
+    /// call).
+    pub sendmmsg_calls: u64,
+    /// `sendto` calls, for a batch of one datagram.
+    pub sendto_calls: u64,
+    /// Send calls (either kind) the kernel refused for want of room (the batch waited).
+    pub send_refused: u64,
     /// Datagrams received.
     pub rx: u64,
+    /// `recvmmsg` calls (a backlog).
+    pub recvmmsg_calls: u64,
+    /// Datagrams they took (over `recvmmsg_calls`: datagrams per call).
+    pub recvmmsg_datagrams: u64,
+    /// `recvfrom` calls (polls of a socket without a backlog).
+    pub recvfrom_calls: u64,
+    /// Receive calls (either kind) that found nothing.
+    pub rx_empty: u64,
     /// Datagrams too large for a frame buffer (dropped).
     pub rx_oversized: u64,
     /// Frames whose ICRC was recomputed instead of verified ([`RxIcrc::Trust`]).
@@ -76,6 +106,10 @@ pub struct UdpPort {
     rx_icrc: RxIcrc,
     counters: UdpCounters,
     mtu: Mtu,
+    /// Datagrams transmitted and not sent yet.
+    tx: TxBatch,
+    /// Datagrams received and not handed out yet.
+    rx: RxBatch,
 }
 
 impl UdpPort {
@@ -100,6 +134,8 @@ impl UdpPort {
             rx_icrc,
             counters: UdpCounters::default(),
             mtu: Mtu::Mtu4096,
+            tx: TxBatch::new(),
+            rx: RxBatch::new(),
         })
     }
 
@@ -118,6 +154,28 @@ impl UdpPort {
     /// The socket's local address.
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
         self.socket.local_addr()
+    }
+
+    /// Sends what the batch holds, as far as the kernel takes it.
+    fn send_batch(&mut self) {
+        let sent = self.tx.send(self.socket.as_fd(), &mut self.pool);
+        self.counters.sendmmsg_calls += sent.sendmmsg;
+        self.counters.sendto_calls += sent.sendto;
+        self.counters.send_refused += sent.refused;
+        self.counters.tx += sent.sent;
+        self.counters.tx_failed += sent.failed;
+        if let Some(e) = sent.last_error {
+            self.counters.tx_last_errno = e;
+        }
+    }
+}
+
+impl Drop for UdpPort {
+    /// Frames the engine was told were taken get one last, non-blocking try.
+    fn drop(&mut self) {
+        if !self.tx.is_empty() {
+            self.send_batch();
+        }
     }
 }
 
@@ -144,24 +202,17 @@ fn rebuild_headers(b: &mut [u8], src: SocketAddrV4, dst: SocketAddrV4, payload: 
     Ok(())
 }
 
-/// Whether a failed `sendto` means "no room now, try again" (the socket is non-blocking): a full
-/// socket buffer, or a device queue the kernel reports full.
-fn refused_for_now(e: &io::Error) -> bool {
-    e.kind() == io::ErrorKind::WouldBlock
-        || e.kind() == io::ErrorKind::Interrupted
-        || e.raw_os_error() == Some(libc::ENOBUFS)
-}
-
-/// Where an IPv4 frame the engine built goes, and its UDP payload (BTH through ICRC); `None` for
-/// anything else. Only what `sendto` needs is read: the engine built the headers.
-fn udp_destination(f: &[u8]) -> Option<(SocketAddrV4, &[u8])> {
+/// Where an IPv4 frame the engine built goes, and where in it its UDP payload (BTH through ICRC)
+/// is; `None` for anything else. Only what the send needs is read: the engine built the headers.
+fn udp_destination(f: &[u8]) -> Option<(SocketAddrV4, Range<usize>)> {
     let eth = ethernet::Frame::new_checked(f).ok()?;
     if eth.ethertype() != ethertype::IPV4 {
         return None;
     }
-    let ip = ipv4::Packet::new_checked(&f[ethernet::HEADER_LEN..]).ok()?;
-    let dgram = udp::Packet::new_checked(&f[ethernet::HEADER_LEN + ip.header_len()..]).ok()?;
-    Some((SocketAddrV4::new(ip.dst_addr(), dgram.dst_port()), &dgram.into_inner()[udp::HEADER_LEN..]))
+    let ip = ipv4::Packet::new_checked(f.get(ethernet::HEADER_LEN..)?).ok()?;
+    let at = ethernet::HEADER_LEN + ip.header_len();
+    let dgram = udp::Packet::new_checked(f.get(at..)?).ok()?;
+    Some((SocketAddrV4::new(ip.dst_addr(), dgram.dst_port()), at + udp::HEADER_LEN..f.len()))
 }
 
 impl Datapath for UdpPort {
@@ -191,47 +242,59 @@ impl Datapath for UdpPort {
             self.pool.put(frame);
             return Err(TxError::Failed("not an IPv4/UDP frame"));
         };
-        match self.socket.send_to(payload, dst) {
-            Ok(_) => {
-                self.counters.tx += 1;
-                self.pool.put(frame);
-                Ok(())
-            }
-            Err(e) if refused_for_now(&e) => {
+        if self.tx.is_full() {
+            self.send_batch();
+            if self.tx.is_full() {
                 self.counters.tx_full += 1;
-                Err(TxError::Full(frame))
-            }
-            Err(e) => {
-                self.counters.tx_failed += 1;
-                self.pool.put(frame);
-                Err(TxError::Failed(match e.raw_os_error() {
-                    Some(libc::EMSGSIZE) => "sendto: the datagram is larger than the path MTU",
-                    Some(libc::ENETUNREACH | libc::EHOSTUNREACH) => "sendto: no route to the peer",
-                    Some(libc::EPERM | libc::EACCES) => "sendto: refused by the host (firewall?)",
-                    _ => "sendto failed",
-                }))
+                return Err(TxError::Full(frame));
             }
         }
+        if let Err(frame) = self.tx.push(frame, payload, dst) {
+            // Not full (above), and the payload range is the frame's: not reached.
+            self.counters.tx_full += 1;
+            return Err(TxError::Full(frame));
+        }
+        if self.tx.is_full() {
+            self.send_batch();
+        }
+        Ok(())
     }
 
     fn receive(&mut self) -> Option<Frame> {
-        let mut frame = self.pool.get();
         loop {
-            let (n, from) = match self.socket.recv_from(&mut frame.buffer_mut()[HEADERS..]) {
-                Ok(r) => r,
-                Err(_) => {
-                    self.pool.put(frame);
-                    return None;
+            let got = match self.rx.pop() {
+                Some(got) => got,
+                None if self.rx.take_drained() => return None,
+                None => {
+                    let took = self.rx.take(self.socket.as_fd(), &mut self.pool, HEADERS);
+                    let c = &mut self.counters;
+                    if took.batch {
+                        c.recvmmsg_calls += 1;
+                        c.recvmmsg_datagrams += took.datagrams as u64;
+                    } else {
+                        c.recvfrom_calls += 1;
+                    }
+                    if took.datagrams == 0 {
+                        c.rx_empty += 1;
+                        return None;
+                    }
+                    continue;
                 }
             };
-            let SocketAddr::V4(src) = from else { continue };
+            let (mut frame, n) = (got.frame, got.len);
+            let Some(src) = got.from else {
+                self.pool.put(frame);
+                continue;
+            };
             self.counters.rx += 1;
-            if HEADERS + n >= frame::FRAME_CAPACITY {
+            if got.truncated || HEADERS + n >= frame::FRAME_CAPACITY {
                 self.counters.rx_oversized += 1;
+                self.pool.put(frame);
                 continue;
             }
             let dst = SocketAddrV4::new(self.ip, self.port);
             if rebuild_headers(frame.buffer_mut(), src, dst, n).is_err() {
+                self.pool.put(frame);
                 continue; // a payload too long for an IPv4 datagram
             }
             frame.set_len(HEADERS + n);
@@ -256,20 +319,41 @@ impl Datapath for UdpPort {
         Some(self.port)
     }
 
+    fn flush(&mut self) {
+        if !self.tx.is_empty() {
+            self.send_batch();
+        }
+    }
+
+    fn tx_waiting(&self) -> bool {
+        !self.tx.is_empty()
+    }
+
     fn wait_fd(&self) -> Option<BorrowedFd<'_>> {
         Some(self.socket.as_fd())
     }
 
     fn counters(&self) -> Vec<(&'static str, u64)> {
         let c = self.counters;
-        vec![
+        let mut v = vec![
             ("udp datagrams sent", c.tx),
+            ("udp sendmmsg calls", c.sendmmsg_calls),
+            ("udp sendto calls (a lone datagram)", c.sendto_calls),
+            ("udp send calls refused (socket buffer full)", c.send_refused),
             ("udp sends deferred (socket buffer full)", c.tx_full),
             ("udp sends failed", c.tx_failed),
             ("udp datagrams received", c.rx),
+            ("udp recvmmsg calls", c.recvmmsg_calls),
+            ("udp datagrams by recvmmsg", c.recvmmsg_datagrams),
+            ("udp recvfrom polls", c.recvfrom_calls),
+            ("udp receive calls that found nothing", c.rx_empty),
             ("udp oversized dropped", c.rx_oversized),
             ("icrc not verified (--rx-icrc trust)", c.icrc_trusted),
-        ]
+        ];
+        if c.tx_failed > 0 {
+            v.push(("udp last send error (errno)", c.tx_last_errno.unsigned_abs().into()));
+        }
+        v
     }
 }
 
@@ -291,6 +375,38 @@ mod tests {
         assert_eq!((ip.src_addr, ip.dst_addr, ip.payload_len), (*src.ip(), *dst.ip(), 30));
         let u = udp::Packet::new_checked(&b[34..]).unwrap();
         assert_eq!((u.src_port(), u.dst_port(), u.len(), u.checksum()), (4791, 4791, 30, 0));
-        assert_eq!(udp_destination(&b[..HEADERS + 22]), Some((dst, &b[HEADERS..HEADERS + 22])));
+        assert_eq!(udp_destination(&b[..HEADERS + 22]), Some((dst, HEADERS..HEADERS + 22)));
+    }
+
+    /// Datagrams too large for a frame are counted and dropped, whether a poll (`recvfrom`) or a
+    /// batch (`recvmmsg`) took them, and the rest arrive whole and in order.
+    #[test]
+    fn oversized_datagrams_are_dropped_by_polls_and_batches() {
+        let mut port = UdpPort::bind(Ipv4Addr::new(127, 0, 18, 1), 0, RxIcrc::Verify).unwrap();
+        let peer = UdpSocket::bind("127.0.18.2:0").unwrap();
+        let to = port.local_addr().unwrap();
+        let fits = frame::FRAME_CAPACITY - HEADERS - 1;
+        let len = |i: usize| if i % 3 == 1 { fits + 1 + i } else { 1 + i % 7 * (fits / 7) };
+        let mut want = Vec::new();
+        for i in 0..100 {
+            peer.send_to(&vec![i as u8; len(i)], to).unwrap();
+            if len(i) <= fits {
+                want.push((i as u8, len(i)));
+            }
+        }
+        let mut got = Vec::new();
+        let end = Instant::now() + Duration::from_secs(5);
+        while got.len() < want.len() && Instant::now() < end {
+            while let Some(f) = port.receive() {
+                let b = f.as_slice();
+                assert!(b[HEADERS..].iter().all(|&x| x == b[HEADERS]));
+                got.push((b[HEADERS], b.len() - HEADERS));
+                port.recycle(f);
+            }
+        }
+        assert_eq!(got, want);
+        let c = port.counters();
+        assert_eq!((c.rx, c.rx_oversized), (100, 100 - want.len() as u64), "{c:?}");
+        assert!(c.recvmmsg_datagrams > 50 && c.recvfrom_calls > 0, "both ways were used: {c:?}");
     }
 }

@@ -53,6 +53,9 @@ macro_rules! delegate_datapath_tail {
         fn flush(&mut self) {
             self.$inner.flush();
         }
+        fn tx_waiting(&self) -> bool {
+            self.$inner.tx_waiting()
+        }
         fn wait_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
             self.$inner.wait_fd()
         }

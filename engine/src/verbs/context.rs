@@ -832,7 +832,7 @@ impl Sleep for Context {
     }
 
     fn tx_blocked(&self) -> bool {
-        self.pending.is_some()
+        self.pending.is_some() || self.dp.tx_waiting()
     }
 
     fn next_work_in(&self) -> Option<Duration> {

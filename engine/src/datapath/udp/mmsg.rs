@@ -1,0 +1,362 @@
+//! Batches of datagrams, one system call each: [`TxBatch`] queues what the UDP datapath transmits
+//! and sends it with one `sendmmsg`; [`RxBatch`] receives up to [`RX_BATCH`] datagrams with one
+//! `recvmmsg` and hands them out one by one. On a virtual machine a system call costs about as
+//! much as the kernel's work on a small packet (`../shared/notes/performance.md`), so a call per
+//! datagram halved the bandwidth.
+//!
+//! A batch of one is cheaper as a plain `sendto`/`recvfrom` (about 200 ns less here: `recvmmsg`
+//! copies in a message header and an iovec even to find an empty socket): a lone datagram goes with
+//! `sendto`, and a socket is polled with `recvfrom` until polls find datagrams [`STREAK`] times in
+//! a row (a backlog); `recvmmsg` takes them from then on, until a batch comes back short. After a
+//! poll that found one datagram, or a short batch, the next receive says "nothing" without a call
+//! (the socket was very likely empty; the one after asks again). Ping-pong traffic and a receiver
+//! that keeps up so make one cheap call per datagram, and a backlog one call per batch.
+//!
+//! The message headers are built on the stack for each call (nothing here holds a pointer between
+//! calls); the frames are the datapath's pool's, so a steady stream allocates nothing.
+//!
+//! This module, `super::super::afxdp` and `engine::sys` are the only places with `unsafe`; every
+//! block says why it holds.
+#![allow(unsafe_code)]
+
+use frame::{Frame, FramePool};
+use rustix::net::{RecvFlags, SendFlags};
+use std::collections::VecDeque;
+use std::io;
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::ops::Range;
+use std::os::fd::{AsRawFd, BorrowedFd};
+
+/// Most datagrams queued for one `sendmmsg`.
+pub(super) const TX_BATCH: usize = 32;
+/// Most datagrams taken by one `recvmmsg`.
+pub(super) const RX_BATCH: usize = 32;
+/// Polls (`recvfrom`) in a row that must find a datagram before the socket is read with
+/// `recvmmsg`.
+pub(super) const STREAK: u32 = 2;
+
+/// Whether a failed send means "no room now, try again" (the socket is non-blocking): a full
+/// socket buffer, or a device queue the kernel reports full.
+pub(super) fn refused_for_now(e: &io::Error) -> bool {
+    e.kind() == io::ErrorKind::WouldBlock
+        || e.kind() == io::ErrorKind::Interrupted
+        || e.raw_os_error() == Some(libc::ENOBUFS)
+}
+
+/// A zeroed `sockaddr_in`.
+const NO_ADDR: libc::sockaddr_in =
+    libc::sockaddr_in { sin_family: 0, sin_port: 0, sin_addr: libc::in_addr { s_addr: 0 }, sin_zero: [0; 8] };
+
+/// An empty `iovec`.
+const NO_IOV: libc::iovec = libc::iovec { iov_base: std::ptr::null_mut(), iov_len: 0 };
+
+/// `N` zeroed message headers: null pointers and zero lengths, filled in by the caller.
+fn zeroed_headers<const N: usize>() -> [libc::mmsghdr; N] {
+    // SAFETY: `mmsghdr` is a plain C struct of integers and raw pointers (some of its padding
+    // fields are private on some libcs, so it cannot be written out); all-zero bytes are a valid
+    // value of each (null pointers, zero lengths and flags).
+    unsafe { std::mem::zeroed() }
+}
+
+/// A datagram waiting to be sent: the frame holding it, where in the frame its UDP payload is, and
+/// where it goes.
+#[derive(Debug)]
+struct Queued {
+    frame: Frame,
+    payload: Range<usize>,
+    dst: SocketAddrV4,
+}
+
+/// What one [`TxBatch::send`] did.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Sent {
+    /// `sendmmsg` calls made.
+    pub(super) sendmmsg: u64,
+    /// `sendto` calls made (a lone datagram).
+    pub(super) sendto: u64,
+    /// Calls (either) the kernel refused for want of room (nothing sent).
+    pub(super) refused: u64,
+    /// Datagrams the kernel took.
+    pub(super) sent: u64,
+    /// Datagrams the kernel refused for good (dropped).
+    pub(super) failed: u64,
+    /// The error of the last datagram refused for good.
+    pub(super) last_error: Option<i32>,
+}
+
+/// Datagrams transmitted and not sent yet, in order, at most [`TX_BATCH`].
+#[derive(Debug)]
+pub(super) struct TxBatch {
+    queue: VecDeque<Queued>,
+}
+
+impl TxBatch {
+    /// An empty batch.
+    pub(super) fn new() -> TxBatch {
+        TxBatch { queue: VecDeque::with_capacity(TX_BATCH) }
+    }
+
+    /// Whether no datagram waits.
+    pub(super) fn is_empty(&self) -> bool {
+        self.queue.is_empty()
+    }
+
+    /// Whether the batch has no room for another datagram.
+    pub(super) fn is_full(&self) -> bool {
+        self.queue.len() >= TX_BATCH
+    }
+
+    /// Queues the UDP payload `frame[payload]` to `dst`; the frame comes back if the batch is
+    /// full (or the range is not in the frame: nothing to send).
+    pub(super) fn push(
+        &mut self,
+        frame: Frame,
+        payload: Range<usize>,
+        dst: SocketAddrV4,
+    ) -> Result<(), Frame> {
+        if self.is_full() || payload.start > payload.end || payload.end > frame.len() {
+            return Err(frame);
+        }
+        self.queue.push_back(Queued { frame, payload, dst });
+        Ok(())
+    }
+
+    /// Sends what waits, in order, with as few `sendmmsg` calls as the kernel allows, until the
+    /// batch is empty or the kernel has no room for now (the rest stays queued, in order). A
+    /// datagram the kernel refuses for good (too large for the path MTU, no route, a pending
+    /// error) is dropped and counted, and the rest go on. Sent and dropped frames go to `pool`.
+    pub(super) fn send(&mut self, fd: BorrowedFd<'_>, pool: &mut FramePool) -> Sent {
+        let mut out = Sent::default();
+        while !self.queue.is_empty() {
+            let r = if self.queue.len() == 1 {
+                out.sendto += 1;
+                self.send_lone(fd)
+            } else {
+                out.sendmmsg += 1;
+                self.send_once(fd)
+            };
+            match r {
+                Ok(0) => break, // Not for a non-empty batch; nothing to go on with if it happens.
+                Ok(n) => {
+                    out.sent += n as u64;
+                    for q in self.queue.drain(..n.min(self.queue.len())) {
+                        pool.put(q.frame);
+                    }
+                }
+                Err(e) if refused_for_now(&e) => {
+                    out.refused += 1;
+                    break;
+                }
+                Err(e) => {
+                    // `sendmmsg` fails only when its first datagram does (a later failure ends
+                    // the call with a short count, and the next call starts with that datagram).
+                    out.failed += 1;
+                    out.last_error = e.raw_os_error();
+                    if let Some(q) = self.queue.pop_front() {
+                        pool.put(q.frame);
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// One `sendto` of the first queued datagram: 1 if the kernel took it.
+    fn send_lone(&self, fd: BorrowedFd<'_>) -> io::Result<usize> {
+        let Some(q) = self.queue.front() else { return Ok(0) };
+        let payload = q.frame.as_slice().get(q.payload.clone()).unwrap_or_default();
+        rustix::net::sendto(fd, payload, SendFlags::DONTWAIT, &q.dst).map(|_| 1).map_err(io::Error::from)
+    }
+
+    /// One `sendmmsg` of the first [`TX_BATCH`] queued datagrams: how many the kernel took.
+    fn send_once(&mut self, fd: BorrowedFd<'_>) -> io::Result<usize> {
+        let mut names = [NO_ADDR; TX_BATCH];
+        let mut iovs = [NO_IOV; TX_BATCH];
+        let mut hdrs = zeroed_headers::<TX_BATCH>();
+        let mut n = 0;
+        for (((q, name), iov), hdr) in self.queue.iter().zip(&mut names).zip(&mut iovs).zip(&mut hdrs) {
+            // In the frame ([`TxBatch::push`] checked it, and the queue owns the frame).
+            let payload = q.frame.as_slice().get(q.payload.clone()).unwrap_or_default();
+            *name = sockaddr_in(q.dst);
+            // The kernel only reads through a send's iovec; the pointer is `*mut` by C's type.
+            *iov = libc::iovec { iov_base: payload.as_ptr() as *mut libc::c_void, iov_len: payload.len() };
+            hdr.msg_hdr.msg_name = (name as *mut libc::sockaddr_in).cast();
+            hdr.msg_hdr.msg_namelen = size_of::<libc::sockaddr_in>() as libc::socklen_t;
+            hdr.msg_hdr.msg_iov = iov;
+            hdr.msg_hdr.msg_iovlen = 1;
+            n += 1;
+        }
+        // SAFETY: `hdrs[..n]` are initialised message headers; each points to its own `names[i]`
+        // (a `sockaddr_in`, with its length) and its own `iovs[i]`, which points into a frame of
+        // `self.queue` with its length. The arrays live on this stack frame and the queue is
+        // borrowed (not changed) for the whole call; the kernel reads the headers, addresses and
+        // payloads and writes only `msg_len` of the headers.
+        let r = unsafe { libc::sendmmsg(fd.as_raw_fd(), hdrs.as_mut_ptr(), n as _, libc::MSG_DONTWAIT as _) };
+        if r < 0 { Err(io::Error::last_os_error()) } else { Ok((r as usize).min(n)) }
+    }
+}
+
+/// The `sockaddr_in` of `a`.
+fn sockaddr_in(a: SocketAddrV4) -> libc::sockaddr_in {
+    libc::sockaddr_in {
+        sin_family: libc::AF_INET as libc::sa_family_t,
+        sin_port: a.port().to_be(),
+        sin_addr: libc::in_addr { s_addr: u32::from(*a.ip()).to_be() },
+        sin_zero: [0; 8],
+    }
+}
+
+/// One received datagram.
+#[derive(Debug)]
+pub(super) struct Received {
+    /// The frame holding it, from where [`RxBatch::take`] was told to put it.
+    pub(super) frame: Frame,
+    /// The sender (`None`: not an IPv4 address).
+    pub(super) from: Option<SocketAddrV4>,
+    /// Its bytes in the frame.
+    pub(super) len: usize,
+    /// Whether it was longer than the room in the frame (then `len` is that room).
+    pub(super) truncated: bool,
+}
+
+/// What one [`RxBatch::take`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Took {
+    /// Datagrams received.
+    pub(super) datagrams: usize,
+    /// Whether it was a `recvmmsg` (else a `recvfrom`).
+    pub(super) batch: bool,
+}
+
+/// Datagrams received and not handed out yet, with the frames the next call receives into, and
+/// how the socket is read now (see the module documentation).
+#[derive(Debug)]
+pub(super) struct RxBatch {
+    ready: VecDeque<Received>,
+    spare: Vec<Frame>,
+    /// A backlog was seen: read with `recvmmsg` until a batch comes back short.
+    batching: bool,
+    /// Polls in a row that found a datagram.
+    streak: u32,
+    /// The last call took one datagram of a poll, or less than a full batch: the socket was
+    /// (likely) empty then.
+    drained: bool,
+}
+
+impl RxBatch {
+    /// An empty batch.
+    pub(super) fn new() -> RxBatch {
+        RxBatch {
+            ready: VecDeque::with_capacity(RX_BATCH),
+            spare: Vec::with_capacity(RX_BATCH),
+            batching: false,
+            streak: 0,
+            drained: false,
+        }
+    }
+
+    /// The next datagram received and not handed out.
+    pub(super) fn pop(&mut self) -> Option<Received> {
+        self.ready.pop_front()
+    }
+
+    /// When the batch has run out after a call that took one datagram of a poll, or less than a
+    /// whole batch: says so once (true) and forgets it. A receive loop then ends without one more
+    /// call, which would likely find the socket empty (an `EAGAIN` costs about as much as a
+    /// datagram's call), and the next receive asks the kernel again.
+    pub(super) fn take_drained(&mut self) -> bool {
+        self.ready.is_empty() && std::mem::take(&mut self.drained)
+    }
+
+    /// Reads the socket once, non-blocking (a `recvfrom`, or a `recvmmsg` when a backlog was
+    /// seen), into frames from `pool`, each datagram put at byte `at` of its frame.
+    pub(super) fn take(&mut self, fd: BorrowedFd<'_>, pool: &mut FramePool, at: usize) -> Took {
+        if self.batching {
+            Took { datagrams: self.fill(fd, pool, at), batch: true }
+        } else {
+            Took { datagrams: self.poll_one(fd, pool, at), batch: false }
+        }
+    }
+
+    /// One non-blocking `recvfrom`: 1 if a datagram came.
+    fn poll_one(&mut self, fd: BorrowedFd<'_>, pool: &mut FramePool, at: usize) -> usize {
+        let mut frame = self.spare.pop().unwrap_or_else(|| pool.get());
+        let Some(room) = frame.buffer_mut().get_mut(at..) else {
+            self.spare.push(frame);
+            return 0;
+        };
+        let cap = room.len();
+        // TRUNC: the length returned is the datagram's, even when it did not fit.
+        match rustix::net::recvfrom(fd, room, RecvFlags::DONTWAIT | RecvFlags::TRUNC) {
+            Ok((_, len, addr)) => {
+                let from = addr.and_then(|a| SocketAddrV4::try_from(a).ok());
+                self.ready.push_back(Received { frame, from, len: len.min(cap), truncated: len > cap });
+                self.streak += 1;
+                self.batching = self.streak >= STREAK;
+                // Unless it looks like a backlog, the next receive ends the loop without a call.
+                self.drained = !self.batching;
+                1
+            }
+            Err(_) => {
+                self.spare.push(frame);
+                self.streak = 0;
+                0
+            }
+        }
+    }
+
+    /// One non-blocking `recvmmsg` of up to [`RX_BATCH`] datagrams: how many came (0: none
+    /// waiting, or an error). A short batch ends the batching.
+    fn fill(&mut self, fd: BorrowedFd<'_>, pool: &mut FramePool, at: usize) -> usize {
+        while self.spare.len() < RX_BATCH {
+            self.spare.push(pool.get());
+        }
+        let mut names = [NO_ADDR; RX_BATCH];
+        let mut iovs = [NO_IOV; RX_BATCH];
+        let mut hdrs = zeroed_headers::<RX_BATCH>();
+        let mut n = 0;
+        for (((frame, name), iov), hdr) in self.spare.iter_mut().zip(&mut names).zip(&mut iovs).zip(&mut hdrs)
+        {
+            let Some(room) = frame.buffer_mut().get_mut(at..) else { break };
+            *iov = libc::iovec { iov_base: room.as_mut_ptr().cast(), iov_len: room.len() };
+            hdr.msg_hdr.msg_name = (name as *mut libc::sockaddr_in).cast();
+            hdr.msg_hdr.msg_namelen = size_of::<libc::sockaddr_in>() as libc::socklen_t;
+            hdr.msg_hdr.msg_iov = iov;
+            hdr.msg_hdr.msg_iovlen = 1;
+            n += 1;
+        }
+        // SAFETY: `hdrs[..n]` are initialised message headers; each points to its own `names[i]`
+        // (room for a `sockaddr_in`, its length in `msg_namelen`) and its own `iovs[i]`, which
+        // points to the writable bytes from `at` to the end of the frame `self.spare[i]` (a heap
+        // buffer no one else refers to: nothing touches `self.spare` until the call returns). The
+        // kernel writes at most `iov_len` bytes there, at most `msg_namelen` bytes of address, and
+        // the headers' lengths and flags. No timeout: `MSG_DONTWAIT` returns at once.
+        let r = unsafe {
+            libc::recvmmsg(
+                fd.as_raw_fd(),
+                hdrs.as_mut_ptr(),
+                n as _,
+                libc::MSG_DONTWAIT as _,
+                std::ptr::null_mut(),
+            )
+        };
+        let got = usize::try_from(r).unwrap_or(0).min(n);
+        self.drained = got > 0 && got < n;
+        if got < n {
+            (self.batching, self.streak) = (false, 0);
+        }
+        for ((frame, hdr), name) in self.spare.drain(..got).zip(&hdrs).zip(&names) {
+            let v4 = hdr.msg_hdr.msg_namelen as usize >= size_of::<libc::sockaddr_in>()
+                && name.sin_family == libc::AF_INET as libc::sa_family_t;
+            let from = v4.then(|| {
+                SocketAddrV4::new(
+                    Ipv4Addr::from(u32::from_be(name.sin_addr.s_addr)),
+                    u16::from_be(name.sin_port),
+                )
+            });
+            let truncated = hdr.msg_hdr.msg_flags & libc::MSG_TRUNC != 0;
+            self.ready.push_back(Received { frame, from, len: hdr.msg_len as usize, truncated });
+        }
+        got
+    }
+}
