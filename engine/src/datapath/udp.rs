@@ -108,6 +108,10 @@ pub struct UdpPort {
     mtu: Mtu,
     /// Datagrams transmitted and not sent yet.
     tx: TxBatch,
+    /// Why a queued datagram could not be sent, not told to the engine yet: the next `transmit`
+    /// returns it ([`TxError::Failed`]), so a wrong path MTU or a missing route stops a run with
+    /// that reason instead of showing only as retransmissions.
+    failure: Option<&'static str>,
     /// Datagrams received and not handed out yet.
     rx: RxBatch,
 }
@@ -135,6 +139,7 @@ impl UdpPort {
             counters: UdpCounters::default(),
             mtu: Mtu::Mtu4096,
             tx: TxBatch::new(),
+            failure: None,
             rx: RxBatch::new(),
         })
     }
@@ -166,6 +171,12 @@ impl UdpPort {
         self.counters.tx_failed += sent.failed;
         if let Some(e) = sent.last_error {
             self.counters.tx_last_errno = e;
+            self.failure = Some(match e {
+                libc::EMSGSIZE => "sendto: the datagram is larger than the path MTU",
+                libc::ENETUNREACH | libc::EHOSTUNREACH => "sendto: no route to the peer",
+                libc::EPERM | libc::EACCES => "sendto: refused by the host (firewall?)",
+                _ => "sendto failed",
+            });
         }
     }
 }
@@ -242,6 +253,13 @@ impl Datapath for UdpPort {
             self.pool.put(frame);
             return Err(TxError::Failed("not an IPv4/UDP frame"));
         };
+        if let Some(why) = self.failure.take() {
+            // A datagram sent earlier failed for good: say so now. This frame is dropped with it
+            // (counted), as a frame that failed itself would be.
+            self.counters.tx_failed += 1;
+            self.pool.put(frame);
+            return Err(TxError::Failed(why));
+        }
         if self.tx.is_full() {
             self.send_batch();
             if self.tx.is_full() {
