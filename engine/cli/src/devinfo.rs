@@ -43,12 +43,30 @@ pub fn host_ports() -> Vec<HostPort> {
     out
 }
 
+/// What the AF_XDP probe (opening an AF_XDP socket) says about the `afxdp` backend.
+fn afxdp_line(probe: std::io::Result<()>) -> String {
+    match probe {
+        Ok(()) => "afxdp (AF_XDP on one queue of an interface: --dev IFACE)".to_string(),
+        Err(e) => match e.raw_os_error() {
+            Some(nix::libc::EPERM | nix::libc::EACCES) => {
+                "afxdp: not for this process (AF_XDP needs root, or CAP_NET_ADMIN + CAP_BPF + CAP_NET_RAW)"
+                    .to_string()
+            }
+            Some(nix::libc::EAFNOSUPPORT) => {
+                "afxdp: not available (this kernel has no AF_XDP sockets)".to_string()
+            }
+            _ => format!("afxdp: not available (opening an AF_XDP socket: {e})"),
+        },
+    }
+}
+
 /// The report.
 pub fn report() -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "backends: sim (in-process simulated network), udp (kernel UDP sockets, unprivileged); afxdp: not available yet"
+        "backends: sim (in-process simulated network), udp (kernel UDP sockets, unprivileged), {}",
+        afxdp_line(engine::datapath::afxdp::probe())
     );
     let _ = writeln!(s, "\nsim: two devices per `softrdma perf` run");
     for (name, ip) in [("sim0", "10.0.0.1"), ("sim1", "10.0.0.2")] {
@@ -85,6 +103,21 @@ mod tests {
         assert_eq!(active_mtu(4176), Some(Mtu::Mtu4096));
         assert_eq!(active_mtu(4175), Some(Mtu::Mtu2048));
         assert_eq!(active_mtu(300), None);
+    }
+
+    #[test]
+    fn the_afxdp_line_says_why_the_backend_cannot_be_used() {
+        use std::io::Error;
+        assert!(afxdp_line(Ok(())).starts_with("afxdp (AF_XDP"));
+        assert!(afxdp_line(Err(Error::from_raw_os_error(libc::EPERM))).contains("needs root"));
+        assert!(afxdp_line(Err(Error::from_raw_os_error(libc::EAFNOSUPPORT))).contains("no AF_XDP"));
+        assert!(afxdp_line(Err(Error::from_raw_os_error(libc::EMFILE))).contains("opening an AF_XDP socket"));
+        // This process: root in CI, where AF_XDP works.
+        let line = report();
+        if rustix::process::geteuid().is_root() {
+            assert!(line.contains("afxdp (AF_XDP"), "{line}");
+        }
+        assert!(!line.contains("not available yet"));
     }
 
     #[test]

@@ -205,13 +205,7 @@ impl Xsk {
     /// when `sg`. `Err(Bind(e))` when the bind failed (`e` has the kernel's errno): to try again,
     /// open a new socket (a failed bind may have taken the FILL and COMPLETION rings with it).
     fn open(ifindex: u32, queue: u32, mode: XdpMode, sg: bool) -> Result<Xsk, XskError> {
-        // SAFETY: socket() has no memory arguments; a non-negative result is a new descriptor.
-        let fd = unsafe { libc::socket(libc::AF_XDP, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
-        if fd < 0 {
-            return Err(io::Error::last_os_error().into());
-        }
-        // SAFETY: `fd` was just created and is owned by nothing else.
-        let xsk = unsafe { OwnedFd::from_raw_fd(fd) };
+        let xsk = xdp_socket()?;
         let umem = Umem::new(CHUNK * CHUNKS)?;
         let reg = libc::xdp_umem_reg {
             addr: umem.base.as_ptr() as u64,
@@ -341,6 +335,24 @@ impl std::fmt::Debug for AfXdpPort {
             .field("sg", &self.sg)
             .finish()
     }
+}
+
+/// A new AF_XDP socket, not bound yet.
+fn xdp_socket() -> io::Result<OwnedFd> {
+    // SAFETY: socket() has no memory arguments; a non-negative result is a new descriptor.
+    let fd = unsafe { libc::socket(libc::AF_XDP, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `fd` was just created and is owned by nothing else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Whether this process can use AF_XDP at all: it opens (and closes) an AF_XDP socket. The error
+/// says why not: `EAFNOSUPPORT` for a kernel without AF_XDP, `EPERM` without the privileges
+/// (root, or CAP_NET_ADMIN + CAP_BPF + CAP_NET_RAW).
+pub fn probe() -> io::Result<()> {
+    xdp_socket().map(drop)
 }
 
 impl AfXdpPort {
