@@ -8,6 +8,7 @@ pub mod capture;
 pub mod corpus;
 pub mod decode;
 pub mod devinfo;
+pub mod flood;
 pub mod oob;
 pub mod perf;
 pub mod perftest;

@@ -55,6 +55,9 @@ enum Command {
     /// Ping-pong compatible with rdma-core's ibv_rc_pingpong, ibv_uc_pingpong and ibv_ud_pingpong
     /// (either side can be the stock tool), over kernel UDP or AF_XDP.
     Pingpong(PingpongArgs),
+    /// Send hostile datagrams at a RoCEv2 or UET receiver (garbage, spoofed SYNs, messages that
+    /// never finish), to check that it refuses them, counts them and keeps its memory bounded.
+    Flood(cli::flood::FloodArgs),
     /// Write a deterministic corpus of well-formed frames to a pcap file.
     Gen {
         /// Which corpus.
@@ -82,6 +85,7 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Perf(args) => run_perf(*args),
         Command::Pingpong(a) => run_pingpong(&a),
+        Command::Flood(a) => cli::flood::run_flood(&a),
         Command::Devinfo => {
             print!("{}", softrdma::devinfo::report());
             ExitCode::SUCCESS

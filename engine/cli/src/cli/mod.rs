@@ -1,6 +1,7 @@
 //! The subcommands' options ([`args`]) and how each runs.
 
 pub(crate) mod args;
+pub(crate) mod flood;
 pub(crate) mod perf;
 mod perftest;
 pub(crate) mod pingpong;
