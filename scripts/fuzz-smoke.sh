@@ -58,7 +58,17 @@ dest = b"0000:0001:000011:07c6db:00000217:0000560a5e3e9000:00:00:00:00:00:00:00:
 (c / "perftest_exchange" / "handshake").write_bytes(dest)
 (c / "perftest_exchange" / "version-mtu").write_bytes(b"6.06" + bytes(12))
 PY
-for target in ethernet_frame uet_frame qp_packets uet_endpoint tss_domain perf_hello pingpong_msg perftest_exchange; do
+# capture_reader takes whole capture images: the real ones under 200 KB and the generated ones.
+mkdir -p fuzz/corpus/capture_reader
+find "$shared/captures" "$seeds" -name '*.pcap*' -size -200k -exec cp {} fuzz/corpus/capture_reader/ \;
+# provider_config: a service file, then (after 0xFF) the UET_PROVIDER_* values separated by 0xFE.
+mkdir -p fuzz/corpus/provider_config
+printf '# name start count\nstorage 16 64\nai 0 8\n\xff2048\xfe0x10000\xfe32768\xfe26\xfe42' \
+    > fuzz/corpus/provider_config/services
+# context_rx builds its frames from descriptions (see its header) and starts from an empty corpus.
+targets="ethernet_frame uet_frame qp_packets context_rx uet_endpoint tss_domain perf_hello pingpong_msg"
+targets="$targets perftest_exchange provider_config capture_reader"
+for target in $targets; do
     echo "fuzz: $target for ${seconds}s"
     (cd fuzz && cargo fuzz run -s none "$target" -- -max_total_time="$seconds" -print_final_stats=1)
 done

@@ -18,10 +18,9 @@ use std::collections::VecDeque;
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::Duration;
 use wire::FrameRepr;
-use wire::ib::{
-    AethRepr, AtomicAckEthRepr, AtomicEthRepr, BthRepr, DethRepr, Headers, IethRepr, ImmDt, Opcode, RethRepr,
-    RoceRepr, Transport,
-};
+
+#[path = "common/roce_desc.rs"]
+mod roce_desc;
 
 const PEER: IpAddr = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2));
 const QKEY: u32 = 0x1234;
@@ -142,73 +141,6 @@ fn dummy_ah() -> engine::verbs::Ah {
     })
 }
 
-fn u32_at(b: &[u8], i: usize) -> u32 {
-    u32::from_be_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]])
-}
-
-/// Builds a well-formed packet from a 16-byte description and up to 255 payload bytes.
-fn packet<'a>(d: &[u8], payload: &'a [u8], w: &World) -> Option<RoceRepr<'a>> {
-    let transport = [Transport::Rc, Transport::Uc, Transport::Ud][usize::from(d[0] % 3)];
-    let op = Opcode(
-        match transport {
-            Transport::Uc => 0x20,
-            Transport::Ud => 0x60,
-            _ => 0x00,
-        } | (d[1] & 0x1F),
-    );
-    let info = op.info()?;
-    let psn = u32_at(d, 2) & 0xFF_FFFF;
-    let mut bth = BthRepr::new(op, 0x11, psn);
-    bth.ack_req = d[5] & 1 != 0;
-    bth.solicited = d[5] & 2 != 0;
-    let key = match d[6] % 5 {
-        0 => w.target.0,
-        1 => w.ro.0,
-        2 => w.recv.0,
-        3 => w.local.0,
-        _ => u32_at(d, 7),
-    };
-    let base = match d[6] % 5 {
-        0 => w.target.1,
-        1 => w.ro.1,
-        2 => w.recv.1,
-        3 => w.local.1,
-        _ => u64::from(u32_at(d, 7)) << 12,
-    };
-    let va = base
-        .wrapping_add(u64::from(u16::from_be_bytes([d[11], d[12]])))
-        .wrapping_sub(u64::from(d[13] & 0x0F));
-    let dma_len = u32::from(u16::from_be_bytes([d[13], d[14]]));
-    let mut pkt = RoceRepr::new(bth, payload);
-    let h = info.headers;
-    if h.contains(Headers::RETH) {
-        pkt.reth = Some(RethRepr { va, rkey: key, dma_len });
-    }
-    if h.contains(Headers::ATOMIC_ETH) {
-        pkt.atomic_eth = Some(AtomicEthRepr { va, rkey: key, swap_add: u64::from(d[15]), compare: 0 });
-    }
-    if h.contains(Headers::AETH) {
-        pkt.aeth = Some(AethRepr { syndrome: d[15], msn: u32_at(d, 7) & 0xFF_FFFF });
-    }
-    if h.contains(Headers::ATOMIC_ACK_ETH) {
-        pkt.atomic_ack_eth = Some(AtomicAckEthRepr { orig: u64::from(d[15]) });
-    }
-    if h.contains(Headers::IMMDT) {
-        pkt.immdt = Some(ImmDt(u32_at(d, 7)));
-    }
-    if h.contains(Headers::IETH) {
-        pkt.ieth = Some(IethRepr { rkey: key });
-    }
-    if h.contains(Headers::DETH) {
-        let qkey = if d[15] & 1 == 0 { QKEY } else { u32_at(d, 7) };
-        pkt.deth = Some(DethRepr { qkey, reserved: 0, src_qp: 0x12 });
-    }
-    if h.contains(Headers::RDETH) || h.contains(Headers::FETH) {
-        return None;
-    }
-    Some(pkt)
-}
-
 fuzz_target!(|data: &[u8]| {
     let Some((&sel, mut rest)) = data.split_first() else { return };
     let mut w = setup(sel);
@@ -228,14 +160,15 @@ fuzz_target!(|data: &[u8]| {
             assert!(f.roce().is_some());
         }
         while w.qp.poll_completion().is_some() {}
-        if rest.len() < 16 {
+        if rest.len() < roce_desc::DESC {
             break;
         }
-        let (d, tail) = rest.split_at(16);
+        let (d, tail) = rest.split_at(roce_desc::DESC);
         let plen = usize::from(d[15]).min(tail.len());
         let (payload, tail) = tail.split_at(plen);
         rest = tail;
-        if let Some(pkt) = packet(d, payload, &w) {
+        let regions = [w.target, w.ro, w.recv, w.local];
+        if let Some(pkt) = roce_desc::packet(d, payload, &regions, 0x11, QKEY, 0x12) {
             let m = if d[5] & 4 != 0 { &ce_meta } else { &meta };
             w.qp.handle_packet(now, m, &pkt, &mut w.mem, w.srq.as_mut());
         }
