@@ -164,6 +164,14 @@ pub(crate) struct PerfArgs {
     /// Print each side's counters (frames, ICRC drops, retries, timeouts, NAKs, RNR, duplicates).
     #[arg(long)]
     pub(crate) counters: bool,
+    /// Also write the run as one JSON document to FILE: its parameters, every row with the
+    /// table's figures, the baseline and ratio, each side's counters, the totals.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) json: Option<PathBuf>,
+    /// Also draw the run into FILE.svg: bandwidth and message rate against message size (with
+    /// the baseline), or the latency histogram with its percentiles (--mode lat).
+    #[arg(long, value_name = "FILE.svg")]
+    pub(crate) plot: Option<PathBuf>,
     /// Write every frame this side sends and receives, as the engine built or rebuilt it, to a
     /// pcap file while the run goes on (on the simulated backend: the same as --pcap).
     #[arg(long, value_name = "FILE")]
@@ -241,6 +249,30 @@ impl PerfArgs {
 
     pub(crate) fn mtu(&self) -> u32 {
         self.mtu.unwrap_or(4096)
+    }
+
+    /// The operation as the command line names it.
+    pub(crate) fn op_name(&self) -> &'static str {
+        match self.op {
+            OpArg::Send => "send",
+            OpArg::Tsend => "tsend",
+            OpArg::Write => "write",
+            OpArg::Read => "read",
+            OpArg::Atomic => "atomic",
+        }
+    }
+
+    /// The transport as the command line names it.
+    pub(crate) fn transport_name(&self) -> &'static str {
+        match self.transport {
+            PerfTransportArg::Rc => "rc",
+            PerfTransportArg::Uc => "uc",
+            PerfTransportArg::Ud => "ud",
+            PerfTransportArg::Rud => "rud",
+            PerfTransportArg::Rod => "rod",
+            PerfTransportArg::Rudi => "rudi",
+            PerfTransportArg::Uud => "uud",
+        }
     }
 
     pub(crate) fn backend(&self) -> BackendArg {

@@ -2,6 +2,7 @@
 
 pub(crate) mod args;
 pub(crate) mod flood;
+mod output;
 pub(crate) mod perf;
 mod perftest;
 pub(crate) mod pingpong;

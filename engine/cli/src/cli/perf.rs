@@ -8,6 +8,7 @@ use engine::verbs::{Mtu, QpType};
 use softrdma::perf::{self, AtomicOp, Mode, PerfConfig, PerfOp};
 
 use super::args::{AtomicArg, BackendArg, CcArg, ModeArg, OpArg, PerfArgs, PerfTransportArg};
+use super::output::{self, RunRecord};
 use super::perftest::run_perftest;
 use super::remote::run_remote;
 use super::uet::run_uet_perf;
@@ -39,7 +40,9 @@ pub(crate) fn run_perf(a: PerfArgs) -> ExitCode {
     } else {
         Ok(())
     };
-    if let Err(why) = cc_fits.and(link_fits) {
+    let lat = matches!(a.mode, ModeArg::Lat);
+    let outputs = output_conflict(&a, lat).map_or(Ok(()), Err);
+    if let Err(why) = cc_fits.and(link_fits).map_err(String::from).and(outputs) {
         eprintln!("softrdma perf: {why}");
         return ExitCode::from(2);
     }
@@ -164,6 +167,7 @@ pub(crate) fn run_perf(a: PerfArgs) -> ExitCode {
     println!("{}", if mode == Mode::Bw { perf::BW_COLUMNS } else { perf::LAT_COLUMNS });
     let (mut verified, mut errors, mut lost, mut dups) = (0u64, 0u64, 0u64, 0u64);
     let mut tap = Vec::new();
+    let mut record = RunRecord::default();
     for &size in &sizes {
         let run_cfg = PerfConfig {
             iters: if a.all_sizes { perf::sweep_iters(iters, size) } else { iters },
@@ -178,10 +182,14 @@ pub(crate) fn run_perf(a: PerfArgs) -> ExitCode {
                         s = format!("{s}\n{base}");
                     }
                     dups += r.duplicates;
+                    let (sa, sb) = b.stats();
+                    record.bw(&r, output::counters(&[("sim0", &sa), ("sim1", &sb)]));
                     (s, r.verified, r.errors, r.lost)
                 }
                 Mode::Lat => {
                     let r = b.run_lat()?;
+                    let (sa, sb) = b.stats();
+                    record.lat(&r, output::counters(&[("sim0", &sa), ("sim1", &sb)]));
                     (perf::lat_line(&r), r.verified, r.errors, r.lost)
                 }
             };
@@ -234,6 +242,43 @@ pub(crate) fn run_perf(a: PerfArgs) -> ExitCode {
             println!(" duplicates: {dups} messages delivered twice by duplicated frames (UD), checked too");
         }
     }
+    let title = format!(
+        "perf {} {}, {}, {} QP(s), MTU {}, simulated link ({:?}, loss {})",
+        a.op_name(),
+        if mode == Mode::Bw { "bandwidth" } else { "latency" },
+        a.transport_name(),
+        cfg.qps,
+        cfg.mtu.bytes(),
+        cfg.link.latency,
+        cfg.link.loss
+    );
+    let mut params =
+        output::params(&a, a.op_name(), a.transport_name(), if mode == Mode::Bw { "bw" } else { "lat" });
+    params["sizes"] = serde_json::json!(sizes);
+    params["link"] = serde_json::json!({
+        "latency_ns": cfg.link.latency.as_nanos() as u64,
+        "loss": cfg.link.loss,
+        "reorder": cfg.link.reorder,
+        "duplicate": cfg.link.duplicate,
+        "corrupt": cfg.link.corrupt,
+    });
+    if let Err(e) = record.write(&a, &title, params, (verified, errors, lost)) {
+        eprintln!("softrdma perf: {e}");
+        return ExitCode::from(2);
+    }
     println!("verified: {verified} messages, {errors} errors");
     if errors == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE }
+}
+
+/// Why `--plot` cannot draw this run, if it cannot (checked before the run, not after it).
+fn output_conflict(a: &PerfArgs, lat: bool) -> Option<String> {
+    let path = a.plot.as_ref()?;
+    if !path.extension().is_some_and(|e| e.eq_ignore_ascii_case("svg")) {
+        return Some(format!("{}: --plot writes SVG (name the file *.svg)", path.display()));
+    }
+    if a.server {
+        return Some("--plot draws what the client measures: give it to the client".into());
+    }
+    (lat && a.all_sizes)
+        .then(|| "--plot draws one latency histogram: give one --size, not --all-sizes".into())
 }

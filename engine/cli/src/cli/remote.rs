@@ -7,6 +7,7 @@ use engine::verbs::QpType;
 use softrdma::perf::{self, Mode, PerfOp};
 
 use super::args::{BackendArg, PerfArgs};
+use super::output::{self, RunRecord};
 
 /// Which side this process is on a real datapath, with its link: `Ok((None, link))` for a server,
 /// `Ok((Some(host), link))` for a client. `udp_port` is the protocol's port (4791 or 4793).
@@ -151,6 +152,9 @@ pub(crate) fn run_remote(a: &PerfArgs, test: perf::remote::Test) -> ExitCode {
         perf::build_kind()
     );
     println!("{}", perf::LINE);
+    let mut record = RunRecord::default();
+    let side = if client { "client" } else { "server" };
+    let counters = output::counters(&[(side, &o.stats)]);
     if client && t.mode == Mode::Lat {
         let mut h = match hdrhistogram::Histogram::<u64>::new_with_bounds(1, 3_600_000_000_000, 3) {
             Ok(h) => h,
@@ -172,6 +176,7 @@ pub(crate) fn run_remote(a: &PerfArgs, test: perf::remote::Test) -> ExitCode {
             lost: o.lost,
         };
         println!("{}", perf::lat_line(&row));
+        record.lat(&row, counters);
         if t.qp_type != QpType::Rc {
             println!(" latency on UC/UD: post to the local completion (sent), not to the receipt");
         }
@@ -189,6 +194,19 @@ pub(crate) fn run_remote(a: &PerfArgs, test: perf::remote::Test) -> ExitCode {
             msgs / secs / 1e6,
             avg * 8.0 / 1e9
         );
+        let mut row = perf::BwRow::measured(
+            t.size,
+            t.iters * t.qps as u64,
+            o.wall,
+            o.wall,
+            o.verified,
+            o.errors,
+            o.lost,
+        );
+        row.iters = t.iters;
+        record.bw_measured(&row, counters);
+    } else {
+        record.counters_only(counters);
     }
     if t.qp_type != QpType::Rc {
         println!(
@@ -208,6 +226,28 @@ pub(crate) fn run_remote(a: &PerfArgs, test: perf::remote::Test) -> ExitCode {
         println!("{}", perf::counters_line(if client { "client" } else { "server" }, &o.stats));
         let dp: Vec<String> = o.datapath.iter().map(|(k, v)| format!("{k} {v}")).collect();
         println!(" datapath: {}", dp.join(", "));
+    }
+    let mut params =
+        output::params(a, a.op_name(), a.transport_name(), if t.mode == Mode::Bw { "bw" } else { "lat" });
+    params["role"] = side.into();
+    params["size"] = t.size.into();
+    params["iters"] = t.iters.into();
+    params["qps"] = t.qps.into();
+    params["mtu"] = t.mtu.bytes().into();
+    params["datapath_counters"] =
+        o.datapath.iter().map(|(k, v)| ((*k).to_string(), serde_json::json!(v))).collect();
+    let title = format!(
+        "perf {} {}, {}, {} QP(s), MTU {}, over {}",
+        a.op_name(),
+        if t.mode == Mode::Bw { "bandwidth" } else { "latency" },
+        a.transport_name(),
+        t.qps,
+        t.mtu.bytes(),
+        if a.backend() == BackendArg::Afxdp { "AF_XDP" } else { "kernel UDP" },
+    );
+    if let Err(e) = record.write(a, &title, params, (o.verified, o.errors, o.lost)) {
+        eprintln!("softrdma perf: {e}");
+        return ExitCode::from(2);
     }
     println!("verified: {} messages, {} errors", o.verified, o.errors);
     if o.errors == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE }

@@ -7,6 +7,7 @@ use engine::verbs::{Mtu, QpType};
 use softrdma::perf::{self, AtomicOp, Mode, PerfConfig, PerfOp};
 
 use super::args::{AtomicArg, BackendArg, CcArg, ModeArg, OpArg, PerfArgs};
+use super::output::{self, RunRecord};
 use super::remote::{remote_side, write_capture};
 
 /// `softrdma perf OP --transport rud|rod|rudi|uud`: UET on the simulated network, then RC with the
@@ -97,9 +98,16 @@ pub(crate) fn run_uet_perf(a: &PerfArgs, transport: ses::DeliveryMode) -> ExitCo
     if a.pcap.is_some() {
         bench.enable_tap();
     }
+    let mut record = RunRecord::default();
     let (line, verified, errors, lost) = match mode {
-        Mode::Bw => bench.run_bw().map(|r| (perf::bw_line(&r), r.verified, r.errors, r.lost)),
-        Mode::Lat => bench.run_lat().map(|r| (perf::lat_line(&r), r.verified, r.errors, r.lost)),
+        Mode::Bw => bench.run_bw().map(|r| {
+            record.bw(&r, serde_json::json!(bench.counters()));
+            (perf::bw_line(&r), r.verified, r.errors, r.lost)
+        }),
+        Mode::Lat => bench.run_lat().map(|r| {
+            record.lat(&r, serde_json::json!(bench.counters()));
+            (perf::lat_line(&r), r.verified, r.errors, r.lost)
+        }),
     }
     .unwrap_or_else(|e| (format!(" UET run failed: {e}"), 0, 1, 0));
     println!("{line}");
@@ -192,6 +200,20 @@ pub(crate) fn run_uet_perf(a: &PerfArgs, transport: ses::DeliveryMode) -> ExitCo
             " lost: {lost} messages (an unreliable transport drops whole messages; none arrived corrupt)"
         );
     }
+    let title = format!(
+        "perf {} {}, UET {}, {} B per packet, simulated link ({:?}, loss {})",
+        a.op_name(),
+        if mode == Mode::Bw { "bandwidth" } else { "latency" },
+        name(transport),
+        cfg.max_payload,
+        link.latency,
+        link.loss
+    );
+    let params =
+        output::params(a, a.op_name(), a.transport_name(), if mode == Mode::Bw { "bw" } else { "lat" });
+    if let Err(e) = record.write(a, &title, params, (verified, errors, lost)) {
+        return refuse(&e);
+    }
     println!("verified: {verified} messages, {errors} errors");
     if errors == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE }
 }
@@ -240,11 +262,16 @@ pub(crate) fn run_uet_remote(a: &PerfArgs, cfg: softrdma::perf::uet::UetPerfConf
         cfg.max_payload,
         perf::build_kind()
     );
+    let mut record = RunRecord::default();
+    let counters = serde_json::json!([o.counters]);
     if let Some(r) = &o.bw {
         println!("{}\n{}", perf::BW_COLUMNS, perf::bw_line(r));
-    }
-    if let Some(r) = &o.lat {
+        record.bw(r, counters);
+    } else if let Some(r) = &o.lat {
         println!("{}\n{}", perf::LAT_COLUMNS, perf::lat_line(r));
+        record.lat(r, counters);
+    } else {
+        record.counters_only(counters);
     }
     if a.counters {
         println!("{}", o.counters);
@@ -255,6 +282,23 @@ pub(crate) fn run_uet_remote(a: &PerfArgs, cfg: softrdma::perf::uet::UetPerfConf
             " lost: {} messages (an unreliable transport drops whole messages; none arrived corrupt)",
             o.lost
         );
+    }
+    let mut params = output::params(a, a.op_name(), a.transport_name(), if cfg.lat { "lat" } else { "bw" });
+    params["role"] = if client { "client" } else { "server" }.into();
+    params["size"] = cfg.size.into();
+    params["iters"] = cfg.iters.into();
+    params["max_payload"] = cfg.max_payload.into();
+    let title = format!(
+        "perf {} {}, UET {}, {} B per packet, over {}",
+        a.op_name(),
+        if cfg.lat { "latency" } else { "bandwidth" },
+        format!("{:?}", cfg.transport).to_uppercase(),
+        cfg.max_payload,
+        if a.backend() == BackendArg::Afxdp { "AF_XDP" } else { "kernel UDP" }
+    );
+    if let Err(e) = record.write(a, &title, params, (o.verified, o.errors, o.lost)) {
+        eprintln!("softrdma perf: {e}");
+        return ExitCode::from(2);
     }
     println!("verified: {} messages, {} errors", o.verified, o.errors);
     if o.errors == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE }

@@ -11,6 +11,8 @@ mod bench;
 mod config;
 pub mod hello;
 mod pattern;
+pub mod plot;
+pub mod record;
 pub mod remote;
 mod report;
 pub mod uet;
@@ -23,6 +25,6 @@ pub use config::{
 pub use nicsim::LinkConfig;
 pub(crate) use pattern::{fill_pattern, stamp, unstamp};
 pub use report::{
-    BW_COLUMNS, LAT_COLUMNS, LINE, baseline_line, build_kind, bw_line, counters_line, header, lat_line,
-    link_report,
+    BW_COLUMNS, BwFigures, LAT_COLUMNS, LINE, baseline_line, build_kind, bw_line, counters_line, header,
+    lat_line, link_report,
 };

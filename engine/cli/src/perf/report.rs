@@ -91,7 +91,8 @@ pub fn header(cfg: &PerfConfig) -> String {
     )
 }
 
-fn mb(bytes_per_sec: f64) -> f64 {
+/// Bytes per second in MB/s (2^20 bytes), perftest's unit.
+pub(super) fn mb(bytes_per_sec: f64) -> f64 {
     bytes_per_sec / (1u64 << 20) as f64
 }
 
@@ -99,18 +100,39 @@ fn mb(bytes_per_sec: f64) -> f64 {
 pub const BW_COLUMNS: &str =
     " #bytes     #iterations    BW peak[MB/sec]    BW average[MB/sec]   MsgRate[Mpps]   BW average[Gb/sec]";
 
+/// The figures of a bandwidth row as the table, the JSON document and the plot show them.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct BwFigures {
+    /// Best rate over a window of completions, MB/s (2^20 bytes).
+    pub peak_mb: f64,
+    /// Average rate, MB/s.
+    pub avg_mb: f64,
+    /// Messages per second, millions.
+    pub mpps: f64,
+    /// Average rate, Gb/s (10^9 bits).
+    pub gbps: f64,
+}
+
+impl BwRow {
+    /// This row's figures.
+    pub fn figures(&self) -> BwFigures {
+        let avg = self.average();
+        let msgs = self.bytes as f64 / self.size.max(1) as f64;
+        BwFigures {
+            peak_mb: mb(self.peak),
+            avg_mb: mb(avg),
+            mpps: msgs / self.wall.as_secs_f64().max(1e-9) / 1e6,
+            gbps: avg * 8.0 / 1e9,
+        }
+    }
+}
+
 /// One bandwidth table line.
 pub fn bw_line(r: &BwRow) -> String {
-    let avg = r.average();
-    let msgs = r.bytes as f64 / r.size.max(1) as f64;
+    let f = r.figures();
     format!(
         " {:<10} {:<14} {:<18.2} {:<20.2} {:<15.6} {:.2}",
-        r.size,
-        r.iters,
-        mb(r.peak),
-        mb(avg),
-        msgs / r.wall.as_secs_f64().max(1e-9) / 1e6,
-        avg * 8.0 / 1e9
+        r.size, r.iters, f.peak_mb, f.avg_mb, f.mpps, f.gbps
     )
 }
 
