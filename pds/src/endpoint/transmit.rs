@@ -68,14 +68,15 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
         self.ctrl.push_back((peer, Ctrl::Uud { next_hdr, body: body.into() }));
     }
 
-    pub(super) fn nack(&mut self, dst: A, code: NackCode, psn: u32, dpdcid: u16, payload: u32) {
+    /// Queues a NACK from this endpoint (not from a PDC's receiving half).
+    pub(super) fn nack(&mut self, dst: A, code: NackCode, psn: u32, spdcid: u16, dpdcid: u16, payload: u32) {
         let repr = NackRepr {
             next_hdr: NextHeader::None,
             flags: 0,
             nack_code: code,
             vendor_code: 0,
             nack_psn: psn,
-            spdcid: 0,
+            spdcid,
             dpdcid,
             payload,
             ccx: None,
@@ -183,7 +184,7 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
         // One pass over the PDCs: their own deadlines, and whether any wants credit granted.
         let (mut first, mut wanted) = (None::<Duration>, false);
         for p in self.pdcs.values() {
-            first = first.into_iter().chain(p.poll_timeout()).min();
+            first = first.into_iter().chain(p.poll_timeout()).chain(p.reap_at(&self.cfg)).min();
             wanted |= p.credit_rx.demand() > 0;
         }
         let wanted = wanted && self.cfg.rccc.is_some();
@@ -196,7 +197,7 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
     }
 
     /// Runs the timers due at `now`: retransmissions, retry limits (which fail the PDC or the RUDI
-    /// request).
+    /// request), the reaper of half-open and idle target PDCs.
     pub fn handle_timeout(&mut self, now: Duration) {
         let mut failed = Vec::new();
         for (&id, p) in self.pdcs.iter_mut() {
@@ -212,6 +213,7 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
         for id in failed {
             self.fail(id, PdcError::RetryExceeded);
         }
+        self.reap(now);
         for (peer, pkt_id, cookie) in self.rudi.handle_timeout(now, &self.cfg) {
             self.events.push_back(Event::RudiFailed { peer, pkt_id, cookie });
         }
