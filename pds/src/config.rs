@@ -53,6 +53,13 @@ pub struct Config {
     /// close it (CLOSE_REQ); if still nothing comes within `half_open_timeout` more, it is dropped.
     /// Default 60 s.
     pub idle_timeout: Duration,
+    /// Control packets (NACKs from the endpoint, RUDI responses, UUD datagrams) queued at most
+    /// waiting for `poll_transmit`; beyond, one more is dropped and counted in
+    /// [`Stats::ctrl_dropped`] (a flood of bad packets would otherwise queue an answer each).
+    /// Default 1024.
+    ///
+    /// [`Stats::ctrl_dropped`]: crate::Stats::ctrl_dropped
+    pub max_ctrl: usize,
     /// Sender congestion control: NSCC with these parameters, or none (the window alone).
     pub cc: Option<cc::NsccConfig>,
     /// Receiver-credit congestion control (RCCC, [`credit`]): send new data against granted
@@ -75,6 +82,7 @@ impl Default for Config {
             max_pdcs_per_peer: 256,
             half_open_timeout: Duration::from_secs(1),
             idle_timeout: Duration::from_secs(60),
+            max_ctrl: 1024,
             cc: None,
             rccc: None,
         }

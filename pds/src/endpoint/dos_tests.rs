@@ -1,6 +1,6 @@
-//! Unit tests of what a remote party can do to an [`Endpoint`]'s tables (security review H5):
+//! Unit tests of what a remote party can do to an [`Endpoint`]'s tables (security review H5, H6):
 //! SYN floods against the PDC table, half-open and idle target PDCs, spoofed fatal NACKs, the
-//! 1-RTT minted Start_PSNs.
+//! 1-RTT minted Start_PSNs, the queue of control packets a flood of bad packets fills.
 
 use std::time::Duration;
 
@@ -102,7 +102,8 @@ fn h5_a_syn_flood_from_one_source_does_not_lock_out_another() {
         .into_iter()
         .filter(|(dst, p)| *dst == 5 && matches!(p, PdsRepr::Nack(n) if n.nack_code == NackCode::NoPdcAvail))
         .count();
-    assert_eq!(refused, 4096 - cap, "each refused SYN is answered NO_PDC_AVAIL");
+    let answered = (4096 - cap).min(ep.config().max_ctrl);
+    assert_eq!(refused, answered, "refused SYNs are answered NO_PDC_AVAIL (up to max_ctrl queued)");
     // Another source still opens a PDC.
     let legit = syn(77, 1);
     assert!(
@@ -224,4 +225,23 @@ fn h5_one_rtt_minted_start_psns_are_bounded() {
     }
     assert_eq!(ep.pdc_count(), 0);
     assert!(ep.minted.len() <= cfg.max_pdcs, "{} minted", ep.minted.len());
+}
+
+#[test]
+fn h6_the_control_queue_is_bounded() {
+    let cfg = Config::default();
+    let mut ep = Endpoint::<u8>::new(cfg, 1);
+    // A flood of requests for no PDC: each would be answered INV_DPDCID.
+    for i in 0..5000u32 {
+        ep.handle_packet(NOW, 5, &request(i, 3, 9)).unwrap();
+    }
+    ep.uud_send(6, NextHeader::None, Bytes::from_static(b"u"));
+    ep.rudi_respond(6, 1, NextHeader::None, Bytes::from_static(b"r"));
+    let queued = ep.ctrl.len();
+    assert!(queued <= cfg.max_ctrl, "{queued} control packets queued");
+    assert_eq!(ep.stats().ctrl_dropped, 5002 - cfg.max_ctrl as u64);
+    assert_eq!(sent(&mut ep, NOW).len(), cfg.max_ctrl);
+    // Room again once sent.
+    ep.uud_send(6, NextHeader::None, Bytes::from_static(b"u"));
+    assert_eq!(sent(&mut ep, NOW).len(), 1);
 }

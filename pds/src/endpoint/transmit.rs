@@ -59,13 +59,24 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
 
     /// Answers the RUDI request `pkt_id` from `peer` (sent once; a lost response is recovered by
     /// the initiator retransmitting the request).
+    /// Dropped (and counted) when `Config::max_ctrl` control packets wait already.
     pub fn rudi_respond(&mut self, peer: A, pkt_id: u32, next_hdr: NextHeader, body: impl Into<Body>) {
-        self.ctrl.push_back((peer, Ctrl::Rudi { pkt_id, next_hdr, body: body.into() }));
+        self.queue_ctrl(peer, Ctrl::Rudi { pkt_id, next_hdr, body: body.into() });
     }
 
-    /// Sends a UUD datagram (no state, no acknowledgement, no retransmission).
+    /// Sends a UUD datagram (no state, no acknowledgement, no retransmission). Dropped (and
+    /// counted) when `Config::max_ctrl` control packets wait already.
     pub fn uud_send(&mut self, peer: A, next_hdr: NextHeader, body: impl Into<Body>) {
-        self.ctrl.push_back((peer, Ctrl::Uud { next_hdr, body: body.into() }));
+        self.queue_ctrl(peer, Ctrl::Uud { next_hdr, body: body.into() });
+    }
+
+    /// Queues a control packet, or drops it when `Config::max_ctrl` wait already.
+    fn queue_ctrl(&mut self, dst: A, c: Ctrl) {
+        if self.ctrl.len() >= self.cfg.max_ctrl {
+            self.stats.ctrl_dropped += 1;
+            return;
+        }
+        self.ctrl.push_back((dst, c));
     }
 
     /// Queues a NACK from this endpoint (not from a PDC's receiving half).
@@ -81,7 +92,7 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
             payload,
             ccx: None,
         };
-        self.ctrl.push_back((dst, Ctrl::Nack(repr)));
+        self.queue_ctrl(dst, Ctrl::Nack(repr));
     }
 
     /// Writes the next packet to send into `buf` (which must hold the largest body plus 16 bytes).

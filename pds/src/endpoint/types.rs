@@ -136,6 +136,8 @@ pub struct Stats {
     pub rx_nacks_ignored: u64,
     /// Target PDCs dropped by the reaper (half-open or idle, see `Config::half_open_timeout`).
     pub pdcs_reaped: u64,
+    /// Control packets dropped because `Config::max_ctrl` were queued already.
+    pub ctrl_dropped: u64,
     /// Trimmed packets received (answered with NACK TRIMMED when their PDC is known).
     pub rx_trimmed: u64,
     /// RCCC: CP CREDIT packets sent (grants not carried by an ACK).

@@ -6,7 +6,7 @@
 //! socket and passes everything else (ARP, ICMP, TCP, other UDP) to the kernel, so the host keeps its
 //! address and its control traffic. The engine writes whole frames itself: its own MAC, the
 //! neighbour's MAC from the kernel's ARP table (`/proc/net/arp`, asked for with a throwaway UDP
-//! datagram when missing), IPv4 with ID 0 and DF. Generic (SKB) mode works on any driver, veth
+//! datagram when missing; the data path never waits for it, `neigh`), IPv4 with ID 0 and DF. Generic (SKB) mode works on any driver, veth
 //! included; driver mode is used when asked.
 //!
 //! **Path MTU 4096: multi-buffer.** UMEM chunks are 4096 bytes, and a frame with a 4096-byte RoCE
@@ -35,6 +35,7 @@
 
 mod bpf;
 mod chain;
+mod neigh;
 mod ring;
 
 use super::{Datapath, TxError};
@@ -170,6 +171,13 @@ fn mac_of(dev: &str) -> io::Result<[u8; 6]> {
         *m = u8::from_str_radix(p, 16).map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "bad MAC"))?;
     }
     Ok(mac)
+}
+
+/// Asks the kernel to resolve `ip` (from `local`): a datagram to the discard port makes it ARP.
+fn ask_arp(local: Ipv4Addr, ip: Ipv4Addr) {
+    if let Ok(s) = std::net::UdpSocket::bind((local, 0)) {
+        let _ = s.send_to(&[], (ip, 9));
+    }
 }
 
 /// The MAC of `ip` in the kernel's ARP table, on `dev`, if complete.
@@ -325,6 +333,8 @@ pub struct AfXdpPort {
     start: Instant,
     pool: FramePool,
     counters: XdpCounters,
+    /// Neighbours asked for on the data path and not resolved yet ([`Datapath::resolve_now`]).
+    pending: std::sync::Mutex<neigh::Pending>,
 }
 
 impl std::fmt::Debug for AfXdpPort {
@@ -434,6 +444,7 @@ impl AfXdpPort {
             start: Instant::now(),
             pool: FramePool::default(),
             counters: XdpCounters::default(),
+            pending: Default::default(),
         })
     }
 
@@ -513,9 +524,7 @@ impl Datapath for AfXdpPort {
         if let Some(mac) = arp_lookup(v4, &self.dev) {
             return Some(mac);
         }
-        // Ask the kernel to resolve it: a datagram to the discard port makes it ARP.
-        let s = std::net::UdpSocket::bind((self.ip, 0)).ok()?;
-        let _ = s.send_to(&[], (v4, 9));
+        ask_arp(self.ip, v4);
         let until = Instant::now() + Duration::from_secs(1);
         while Instant::now() < until {
             if let Some(mac) = arp_lookup(v4, &self.dev) {
@@ -524,6 +533,12 @@ impl Datapath for AfXdpPort {
             std::thread::sleep(Duration::from_millis(10));
         }
         None
+    }
+
+    fn resolve_now(&self, ip: IpAddr) -> Option<[u8; 6]> {
+        let IpAddr::V4(v4) = crate::roce::path::canonical(ip) else { return None };
+        let mut pending = self.pending.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        pending.resolve_now(v4, self.now(), || arp_lookup(v4, &self.dev), || ask_arp(self.ip, v4))
     }
 
     fn alloc(&mut self) -> Frame {
