@@ -24,7 +24,7 @@
 //! receive queue ran dry) when it needs a system call to go on, and this datapath makes one only
 //! then: `send` for TX at the end of a round ([`Datapath::flush`], repeated while the kernel takes
 //! descriptors: copy mode moves at most a batch per call), `recv` for FILL when the RX ring is
-//! empty. When the TX chunks or ring slots a frame needs (two for a chain) are not free, `transmit`
+//! empty, and once as soon as entries go back on a FILL ring that asks (`ring::FillWakeup`). When the TX chunks or ring slots a frame needs (two for a chain) are not free, `transmit`
 //! takes back the completed chunks, kicks the kernel, and if there is still no room hands the frame
 //! back ([`TxError::Full`]); the engine offers it again later. The socket's descriptor
 //! ([`Datapath::wait_fd`]) is what idle loops sleep on: readable when the RX ring has frames,
@@ -333,6 +333,8 @@ pub struct AfXdpPort {
     start: Instant,
     pool: FramePool,
     counters: XdpCounters,
+    /// When to wake the kernel for the FILL ring.
+    fill_wakeup: ring::FillWakeup,
     /// Neighbours asked for on the data path and not resolved yet ([`Datapath::resolve_now`]).
     pending: std::sync::Mutex<neigh::Pending>,
 }
@@ -444,6 +446,7 @@ impl AfXdpPort {
             start: Instant::now(),
             pool: FramePool::default(),
             counters: XdpCounters::default(),
+            fill_wakeup: Default::default(),
             pending: Default::default(),
         })
     }
@@ -492,6 +495,12 @@ impl AfXdpPort {
     /// Whether a frame of `parts` descriptors fits now: that many free TX chunks and TX ring slots.
     fn tx_room(&self, parts: usize) -> bool {
         self.xsk.free_tx.len() >= parts && self.xsk.tx.free() as usize >= parts
+    }
+
+    /// Wakes the kernel for the FILL ring (one empty, non-blocking receive).
+    fn kick_fill(&mut self) {
+        let _ = rustix::net::recv(&self.xsk.fd, &mut [0u8; 0][..], rustix::net::RecvFlags::DONTWAIT);
+        self.counters.fill_kicks += 1;
     }
 
     /// Asks the kernel to look at the TX ring, if it says it needs asking (one empty, non-blocking
@@ -598,10 +607,8 @@ impl Datapath for AfXdpPort {
             let Some(d) = self.xsk.rx.pop() else {
                 // Nothing received: a native zero-copy driver whose FILL ring ran dry waits for a
                 // wake-up (it says so in the ring's flags) before it receives again.
-                if self.xsk.fill.needs_wakeup() {
-                    let _ =
-                        rustix::net::recv(&self.xsk.fd, &mut [0u8; 0][..], rustix::net::RecvFlags::DONTWAIT);
-                    self.counters.fill_kicks += 1;
+                if self.fill_wakeup.on_rx_empty(self.xsk.fill.needs_wakeup()) {
+                    self.kick_fill();
                 }
                 return None;
             };
@@ -612,6 +619,11 @@ impl Datapath for AfXdpPort {
             // Every chunk goes back to the kernel for the next packet (chunk-aligned address; the
             // kernel hands out RX chunks only from the FILL ring, which has room for all of them).
             self.xsk.fill.push(d.addr - d.addr % CHUNK as u64);
+            // A driver that ran dry can go on as soon as it has entries again: wake it now
+            // rather than once the frames it received before have all been taken.
+            if self.fill_wakeup.after_refill(self.xsk.fill.needs_wakeup()) {
+                self.kick_fill();
+            }
             match step {
                 RxStep::More => {}
                 RxStep::Done { frame, parts } => {
