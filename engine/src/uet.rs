@@ -6,13 +6,13 @@
 //! 4793 with a valid IPv4 checksum and a valid (or, from a kernel socket that already checked it,
 //! absent) UDP checksum.
 
+mod headers;
+
 use std::collections::VecDeque;
-use std::collections::hash_map::Entry;
 use std::net::{IpAddr, Ipv4Addr};
 use std::ops::Range;
 use std::time::Duration;
 
-use ahash::AHashMap as HashMap;
 use bytes::Bytes;
 use wire::ethernet::ethertype;
 use wire::ipv4::PROTO_UDP;
@@ -24,6 +24,8 @@ use frame::Frame;
 
 use crate::datapath::{Datapath, TxError};
 use crate::progress::Sleep;
+use headers::HeaderCache;
+pub use headers::MAX_HEADERS;
 use std::os::fd::BorrowedFd;
 
 /// Ethernet + IPv4 + UDP.
@@ -41,6 +43,8 @@ pub struct NodeStats {
     pub tx_failed: u64,
     /// Packets dropped because the destination's MAC is unknown.
     pub tx_unresolved: u64,
+    /// Destinations whose headers were forgotten to make room ([`MAX_HEADERS`]).
+    pub headers_evicted: u64,
     /// Frames received and handed to the SES.
     pub rx_frames: u64,
     /// Frames dropped: bad checksum, truncated, malformed UET.
@@ -73,8 +77,9 @@ pub struct UetNode<D> {
     require_checksum: bool,
     stats: NodeStats,
     /// The Ethernet, IPv4 and UDP headers of each destination: its next-hop MAC resolved once (a
-    /// lookup may read the kernel's ARP table), the ECN and checksum modes of the node.
-    headers: HashMap<Ipv4Addr, UdpTemplate>,
+    /// lookup may read the kernel's ARP table), the ECN and checksum modes of the node; for the
+    /// [`MAX_HEADERS`] destinations used last.
+    headers: HeaderCache,
     /// The secure domain every packet is sealed in and opened from, when TSS is on.
     tss: Option<tss::SecureDomain>,
     /// Mark sent packets ECN-capable (ECT(0)), for congestion control.
@@ -113,7 +118,7 @@ impl<D: Datapath> UetNode<D> {
             ses,
             require_checksum,
             stats: NodeStats::default(),
-            headers: HashMap::new(),
+            headers: HeaderCache::default(),
             tss: None,
             ecn: false,
             rx_batch: Vec::with_capacity(BATCH),
@@ -163,11 +168,12 @@ impl<D: Datapath> UetNode<D> {
 
     /// Counters.
     pub fn stats(&self) -> NodeStats {
-        self.stats
+        NodeStats { headers_evicted: self.headers.evicted, ..self.stats }
     }
 
-    /// Receives every waiting frame, runs due timers and sends everything the SES has; true if
-    /// anything moved.
+    /// Receives the waiting frames (up to [`RX_BUDGET`]: a flood leaves the rest for the next
+    /// call, after the timers and transmissions), runs due timers and sends everything the SES
+    /// has; true if anything moved.
     ///
     /// Frames go through in batches of up to [`BATCH`], a stage at a time: every frame of a batch
     /// is parsed and opened, then every one handed to the SES in arrival order; on the way out
@@ -179,11 +185,13 @@ impl<D: Datapath> UetNode<D> {
         let now = self.dp.now();
         let mut moved = false;
         let mut rx = std::mem::take(&mut self.rx_batch);
+        let mut budget = RX_BUDGET;
         loop {
-            while rx.len() < BATCH {
+            while rx.len() < BATCH && budget > 0 {
                 let Some(mut frame) = self.dp.receive() else { break };
                 let step = self.open(frame.as_mut_slice());
                 rx.push((frame, step));
+                budget -= 1;
             }
             if rx.is_empty() {
                 break;
@@ -438,28 +446,30 @@ impl<D: Datapath> Sleep for UetNode<D> {
 /// `ecn`, for `sealed` datagrams or clear ones. By reference: a template copied out per packet was
 /// read back at once while its stores drained.
 fn headers_to<'a, D: Datapath>(
-    headers: &'a mut HashMap<Ipv4Addr, UdpTemplate>,
+    headers: &'a mut HeaderCache,
     dp: &mut D,
     src: Ipv4Addr,
     dst: Ipv4Addr,
     ecn: bool,
     sealed: bool,
 ) -> Option<&'a UdpTemplate> {
-    Some(match headers.entry(dst) {
-        Entry::Occupied(e) => e.into_mut(),
-        Entry::Vacant(v) => {
-            let mac = dp.resolve(IpAddr::V4(dst))?;
-            let ecn = if ecn { ECT0 } else { 0 };
-            // Sealed datagrams go without a UDP checksum (RFC 768 allows it over IPv4): the ICV
-            // already covers every byte a checksum would, and the receiver checks it first.
-            let checksum = if sealed { UdpChecksum::Zero } else { UdpChecksum::Computed };
-            v.insert(udp_template(dp.mac(), mac, src, dst, ecn, checksum))
-        }
+    headers.get(dst, || {
+        // Never waits: a neighbour not known yet is asked for, and this packet dropped.
+        let mac = dp.resolve_now(IpAddr::V4(dst))?;
+        let ecn = if ecn { ECT0 } else { 0 };
+        // Sealed datagrams go without a UDP checksum (RFC 768 allows it over IPv4): the ICV
+        // already covers every byte a checksum would, and the receiver checks it first.
+        let checksum = if sealed { UdpChecksum::Zero } else { UdpChecksum::Computed };
+        Some(udp_template(dp.mac(), mac, src, dst, ecn, checksum))
     })
 }
 
 /// Frames a [`UetNode`] takes or sends per stage (see [`UetNode::progress`]).
 pub const BATCH: usize = 32;
+
+/// Frames a [`UetNode`] takes per [`UetNode::progress`] call at most (as the RoCE device's), so
+/// that its timers and transmissions run during a flood.
+pub const RX_BUDGET: usize = 8 * BATCH;
 
 /// What the second receive stage does with a frame. Sources are kept as `u32` (4-byte aligned):
 /// an `Ipv4Addr` (byte-aligned) shared a word with `ce` and was copied into the batch with a load
@@ -589,6 +599,39 @@ mod tests {
         let bad = na.stats().rx_bad + nb.stats().rx_bad;
         assert!(bad > 0, "some corrupt frames were seen and dropped");
         assert_eq!(na.stats().tx_unresolved, 0);
+    }
+
+    #[test]
+    fn h6_progress_takes_at_most_rx_budget_frames_per_call() {
+        let (net, a, mut b) = SimNet::pair(5, LinkConfig::default(), LinkConfig::default());
+        let mut na = UetNode::new(a, ses::Endpoint::new(Config::default(), 1), true).unwrap();
+        // A flood of requests for no PDC (each answered INV_DPDCID), more than a call's budget.
+        let (src, dst) = (Ipv4Addr::new(10, 0, 0, 2), na.ip());
+        let flood = 3 * RX_BUDGET + 10;
+        for i in 0..flood {
+            let r = wire::uet::pds::RequestRepr {
+                mode: wire::uet::pds::Mode::Rud,
+                next_hdr: wire::uet::pds::NextHeader::ReqStd,
+                flags: 0,
+                clear_psn_offset: 0,
+                psn: i as u32,
+                spdcid: 3,
+                dpdcid: 9,
+                cc: None,
+            };
+            let mut f = b.alloc();
+            let n = r.emit(&mut f.buffer_mut()[HEADERS..]).unwrap();
+            let dst_mac = b.resolve(IpAddr::V4(dst)).unwrap();
+            write_headers(f.buffer_mut(), b.mac(), dst_mac, src, dst, n).unwrap();
+            f.set_len(HEADERS + n);
+            b.transmit(f).unwrap();
+        }
+        net.advance_to(Duration::from_millis(1));
+        assert!(na.progress());
+        assert_eq!(na.stats().rx_frames, RX_BUDGET as u64, "one call takes one budget");
+        assert!(na.stats().tx_frames > 0, "and sends the answers before taking more");
+        while na.progress() {}
+        assert_eq!(na.stats().rx_frames, flood as u64, "later calls take the rest");
     }
 
     #[test]

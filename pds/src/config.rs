@@ -39,6 +39,27 @@ pub struct Config {
     pub ack_delay: Duration,
     /// PDCs this endpoint holds at most; a SYN beyond it is answered with NACK NO_PDC_AVAIL.
     pub max_pdcs: usize,
+    /// Target PDCs one peer (source address) holds at most, so that one source cannot take the
+    /// whole table; a SYN beyond it is answered with NACK NO_PDC_AVAIL (counted in
+    /// [`Stats::rx_syns_refused`]). Default 256.
+    ///
+    /// [`Stats::rx_syns_refused`]: crate::Stats::rx_syns_refused
+    pub max_pdcs_per_peer: usize,
+    /// A target PDC that has only received SYN packets (its initiator never showed it learned the
+    /// target's PDCID) and has nothing of its own to send is dropped after this long without a
+    /// packet (a SYN flood from spoofed sources leaves such PDCs). Default 1 s.
+    pub half_open_timeout: Duration,
+    /// A target PDC with nothing to send that received nothing for this long asks its initiator to
+    /// close it (CLOSE_REQ); if still nothing comes within `half_open_timeout` more, it is dropped.
+    /// Default 60 s.
+    pub idle_timeout: Duration,
+    /// Control packets (NACKs from the endpoint, RUDI responses, UUD datagrams) queued at most
+    /// waiting for `poll_transmit`; beyond, one more is dropped and counted in
+    /// [`Stats::ctrl_dropped`] (a flood of bad packets would otherwise queue an answer each).
+    /// Default 1024.
+    ///
+    /// [`Stats::ctrl_dropped`]: crate::Stats::ctrl_dropped
+    pub max_ctrl: usize,
     /// Sender congestion control: NSCC with these parameters, or none (the window alone).
     pub cc: Option<cc::NsccConfig>,
     /// Receiver-credit congestion control (RCCC, [`credit`]): send new data against granted
@@ -58,6 +79,10 @@ impl Default for Config {
             ack_every: 16,
             ack_delay: Duration::from_micros(20),
             max_pdcs: 4096,
+            max_pdcs_per_peer: 256,
+            half_open_timeout: Duration::from_secs(1),
+            idle_timeout: Duration::from_secs(60),
+            max_ctrl: 1024,
             cc: None,
             rccc: None,
         }

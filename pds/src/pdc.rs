@@ -94,6 +94,10 @@ pub(crate) struct Pdc<A> {
     /// Secure establishment moved this (initiator's) PDC to another Start_PSN: packets of the
     /// first attempt may still reach the target, which answers them INVALID_SYN.
     restarted: bool,
+    /// When the last packet for this PDC arrived (the endpoint's reaper, `Config::idle_timeout`).
+    pub(crate) last_rx: Duration,
+    /// Target: only SYN packets have arrived so far (`Config::half_open_timeout`).
+    pub(crate) half_open: bool,
 }
 
 /// What [`Pdc::poll_transmit`] wrote.
@@ -128,6 +132,8 @@ pub(crate) struct Outcome {
     pub(crate) retransmits: usize,
     /// Duplicate, out-of-order (ROD) or out-of-window arrival.
     pub(crate) dropped: Option<Verdict>,
+    /// A NACK that would end the PDC named a PSN outside its window: ignored.
+    pub(crate) nack_ignored: bool,
     /// The adaptive window was halved.
     pub(crate) window_cut: bool,
 }
@@ -167,6 +173,8 @@ impl<A: Copy> Pdc<A> {
             close_done: false,
             probe_reply: None,
             restarted: false,
+            last_rx: Duration::ZERO,
+            half_open: role == Role::Target,
         }
     }
 
@@ -242,7 +250,8 @@ impl<A: Copy> Pdc<A> {
         out
     }
 
-    /// A NACK for this PDC. Returns `Err(code)` for the codes that end it.
+    /// A NACK for this PDC. Returns `Err(code)` for the codes that end it, when its PSN is in the
+    /// PDC's window (otherwise it is ignored: it cannot be about a packet this PDC sent).
     pub(crate) fn on_nack(
         &mut self,
         n: &NackRepr,
@@ -280,6 +289,9 @@ impl<A: Copy> Pdc<A> {
             }
             // The retransmit timer resends it when the window has moved.
             C::PsnOorWindow | C::RcvdSesProcg | C::TrimmedAck => {}
+            // The codes that follow end (or restart) the PDC: only for a PSN it sent, so that a
+            // NACK spoofed without knowing the PDC's sequence space cannot.
+            _ if !self.in_window(n.nack_psn) => out.nack_ignored = true,
             C::InvDpdcid if self.closing && self.close_queued => out.closed = true,
             // A SYN of the attempt before a restart, arriving after the target accepted the new
             // Start_PSN (late, reordered or duplicated): stale, not a failure.
@@ -395,6 +407,30 @@ impl<A: Copy> Pdc<A> {
     /// The adaptive window's size, when it runs.
     pub(crate) fn window(&self) -> Option<u32> {
         self.win.as_ref().map(LossWindow::limit)
+    }
+
+    /// Target: when the endpoint's reaper next acts on this PDC (see `Config::half_open_timeout`
+    /// and `Config::idle_timeout`): a half-open PDC is dropped, an idle one asked to close, and one
+    /// whose close goes unanswered dropped. `None` while it has packets of its own, whose retry
+    /// limit ends it if its peer is gone.
+    pub(crate) fn reap_at(&self, cfg: &Config) -> Option<Duration> {
+        if self.role != Role::Target || !self.tx.is_empty() {
+            return None;
+        }
+        let after = if self.half_open {
+            cfg.half_open_timeout
+        } else if self.closing {
+            cfg.idle_timeout.saturating_add(cfg.half_open_timeout)
+        } else {
+            cfg.idle_timeout
+        };
+        Some(self.last_rx.saturating_add(after))
+    }
+
+    /// Whether `psn` is one this PDC sent or is about to send (from the oldest unacknowledged
+    /// through the next one; a CP carries the next): a NACK that would end the PDC must name one.
+    fn in_window(&self, psn: u32) -> bool {
+        diff(psn, self.tx.una()) >= 0 && diff(self.tx.next_psn(), psn) >= 0
     }
 
     /// Earliest deadline of this PDC.

@@ -51,8 +51,15 @@ pub trait Datapath {
     fn mac(&self) -> [u8; 6];
     /// The port's GID as an IP address.
     fn gid(&self) -> IpAddr;
-    /// The MAC of a neighbour, if known.
+    /// The MAC of a neighbour, if known (it may wait a while for the kernel to resolve it: for
+    /// the control path, e.g. connecting a QP).
     fn resolve(&self, ip: IpAddr) -> Option<[u8; 6]>;
+    /// [`resolve`](Datapath::resolve) for the data path, which must never wait: a neighbour not
+    /// known yet is asked for and `None` returned (the packet is dropped and its retransmission
+    /// finds it). The default is `resolve`, for datapaths whose `resolve` does not wait.
+    fn resolve_now(&self, ip: IpAddr) -> Option<[u8; 6]> {
+        self.resolve(ip)
+    }
     /// A buffer to build a frame in.
     fn alloc(&mut self) -> Frame;
     /// Sends a frame, or hands it back when there is no room for it now (see [`TxError`] and the

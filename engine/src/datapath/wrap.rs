@@ -27,6 +27,9 @@ macro_rules! delegate_datapath {
         fn resolve(&self, ip: IpAddr) -> Option<[u8; 6]> {
             self.$inner.resolve(ip)
         }
+        fn resolve_now(&self, ip: IpAddr) -> Option<[u8; 6]> {
+            self.$inner.resolve_now(ip)
+        }
         fn alloc(&mut self) -> Frame {
             self.$inner.alloc()
         }

@@ -80,15 +80,31 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
     pub(super) fn remove(&mut self, pdc: PdcId) -> Option<Pdc<A>> {
         let p = self.pdcs.remove(&pdc)?;
         match p.role {
-            Role::Initiator => self.initiated.remove(&(p.peer, p.mode)),
-            Role::Target => self.accepted.remove(&(p.peer, p.peer_id.unwrap_or(0))),
-        };
+            Role::Initiator => {
+                self.initiated.remove(&(p.peer, p.mode));
+            }
+            Role::Target => {
+                self.accepted.remove(&(p.peer, p.peer_id.unwrap_or(0)));
+                if let Some(n) = self.targets.get_mut(&p.peer) {
+                    *n -= 1;
+                    if *n == 0 {
+                        self.targets.remove(&p.peer);
+                    }
+                }
+            }
+        }
         // Secure establishment: the next PDC of this pair starts after every PSN this one used
         // (initiator), and a SYN naming a Start_PSN before that is refused (target).
         let (map, next) = match p.role {
             Role::Initiator => (&mut self.next_start, p.tx.next_psn()),
             Role::Target => (&mut self.min_start, p.rx.expected()),
         };
+        // Bounded as `minted` is: many peers' entries (spoofed SYNs whose PDCs were reaped) make
+        // room by forgetting one.
+        if map.len() >= self.cfg.max_pdcs && !map.contains_key(&(p.peer, p.mode)) {
+            let any = map.keys().next().copied();
+            any.map(|k| map.remove(&k));
+        }
         let e = map.entry((p.peer, p.mode)).or_insert(next);
         if diff(next, *e) > 0 {
             *e = next;
@@ -124,7 +140,7 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
         if let Some(&id) = self.accepted.get(&(src, r.spdcid)) {
             let p = &self.pdcs[&id];
             if p.start_psn != start {
-                self.nack(src, NackCode::InvalidSyn, r.psn, r.spdcid, 0);
+                self.nack(src, NackCode::InvalidSyn, r.psn, 0, r.spdcid, 0);
                 return None;
             }
             return Some(id);
@@ -141,6 +157,10 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
                 Some(&s) => Some(s),
                 None => {
                     let s = self.start_psn();
+                    if self.minted.len() >= self.cfg.max_pdcs {
+                        let any = self.minted.keys().next().copied();
+                        any.map(|k| self.minted.remove(&k));
+                    }
                     self.minted.insert(key, s);
                     Some(s)
                 }
@@ -148,14 +168,19 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
         };
         if let Some(s) = wanted {
             self.stats.rx_stale_syns += 1;
-            self.nack(src, NackCode::NewStartPsn, r.psn, r.spdcid, s);
+            self.nack(src, NackCode::NewStartPsn, r.psn, 0, r.spdcid, s);
             return None;
         }
-        let Some(id) = self.alloc_id() else {
-            self.nack(src, NackCode::NoPdcAvail, r.psn, r.spdcid, 0);
+        let held = self.targets.get(&src).copied().unwrap_or(0);
+        let Some(id) = self.alloc_id().filter(|_| held < self.cfg.max_pdcs_per_peer) else {
+            self.stats.rx_syns_refused += 1;
+            self.nack(src, NackCode::NoPdcAvail, r.psn, 0, r.spdcid, 0);
             return None;
         };
-        self.pdcs.insert(id, Pdc::new(id, src, Some(r.spdcid), r.mode, Role::Target, start));
+        let mut p = Pdc::new(id, src, Some(r.spdcid), r.mode, Role::Target, start);
+        p.last_rx = now;
+        self.pdcs.insert(id, p);
+        self.targets.insert(src, held + 1);
         if let Some(rc) = &self.cfg.rccc {
             // The new PDC's sender may use its speculative credit without a grant: count it as
             // granted, so the pacer leaves the last hop that long to carry it.
@@ -169,6 +194,35 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
     /// The PDC `dpdcid` if `src` is its peer (and `spdcid` its peer's id, when known).
     pub(super) fn lookup(&self, src: A, dpdcid: u16, spdcid: u16) -> Option<PdcId> {
         let p = self.pdcs.get(&dpdcid)?;
-        (p.peer == src && p.peer_id.is_none_or(|id| id == spdcid || spdcid == 0)).then_some(dpdcid)
+        (p.peer == src && p.peer_id.is_none_or(|id| id == spdcid)).then_some(dpdcid)
+    }
+
+    /// A packet for `pdc` arrived at `now`: the reaper leaves it alone for a while, and for good
+    /// from the half-open ones once a packet without SYN shows the initiator knows its PDCID.
+    pub(super) fn heard(&mut self, pdc: PdcId, now: Duration, syn: bool) {
+        if let Some(p) = self.pdcs.get_mut(&pdc) {
+            p.last_rx = p.last_rx.max(now);
+            p.half_open &= syn;
+        }
+    }
+
+    /// The reaper (see [`Config::half_open_timeout`](crate::Config::half_open_timeout)): drops the
+    /// target PDCs due, and asks the idle ones to close.
+    pub(super) fn reap(&mut self, now: Duration) {
+        let due: Vec<PdcId> = (self.pdcs.iter())
+            .filter(|(_, p)| p.reap_at(&self.cfg).is_some_and(|t| t <= now))
+            .map(|(&id, _)| id)
+            .collect();
+        for id in due {
+            let p = self.pdcs.get_mut(&id).expect("listed");
+            if !p.half_open && !p.closing {
+                p.close(now);
+                continue;
+            }
+            if let Some(p) = self.remove(id) {
+                self.stats.pdcs_reaped += 1;
+                self.events.push_back(Event::Closed { pdc: id, peer: p.peer });
+            }
+        }
     }
 }

@@ -3,15 +3,23 @@
 //!
 //! PDC lookup (uet-wire.md §2): a request with SYN is matched by (source, SPDCID) and creates a
 //! target PDC if none exists; every other packet is matched by its DPDCID, which is the local
-//! [`PdcId`], and must come from the PDC's peer. A request or CP for no PDC is answered with NACK
-//! INV_DPDCID, a SYN beyond `max_pdcs` with NO_PDC_AVAIL, a SYN whose Start_PSN differs from the
-//! PDC's with INVALID_SYN, and a request in the wrong mode with PDC_MODE_MISMATCH. ACKs and NACKs
-//! for no PDC are dropped (never answered).
+//! [`PdcId`], and must come from the PDC's peer with the peer's PDCID as SPDCID once it is known.
+//! A request or CP for no PDC is answered with NACK INV_DPDCID (whose SPDCID echoes the DPDCID it
+//! named, so that the initiator can match the pair), a SYN beyond `max_pdcs` or
+//! `max_pdcs_per_peer` with NO_PDC_AVAIL, a SYN whose Start_PSN differs from the PDC's with
+//! INVALID_SYN, and a request in the wrong mode with PDC_MODE_MISMATCH. ACKs and NACKs for no PDC
+//! are dropped (never answered); a NACK that would end a PDC must name a PSN in its window.
+//!
+//! Target PDCs that only ever received SYNs are dropped after `half_open_timeout` without a
+//! packet, idle ones asked to close after `idle_timeout` (the reaper, run by
+//! [`Endpoint::handle_timeout`]).
 //!
 //! This file holds the [`Endpoint`] itself, its construction and its accessors; its public types
 //! are in `types`, and its methods by role in `establish` (the PDC table), `transmit` (sending, the
 //! transmit poll, deadlines and timers) and `receive` (received packets).
 
+#[cfg(test)]
+mod dos_tests;
 mod establish;
 mod receive;
 #[cfg(test)]
@@ -54,6 +62,8 @@ pub struct Endpoint<A> {
     pdcs: BTreeMap<PdcId, Pdc<A>>,
     initiated: HashMap<(A, Mode), PdcId>,
     accepted: HashMap<(A, u16), PdcId>,
+    /// Target PDCs per peer (`Config::max_pdcs_per_peer`).
+    targets: HashMap<A, usize>,
     next_id: PdcId,
     rr: PdcId,
     ctrl: VecDeque<(A, Ctrl)>,
@@ -71,7 +81,8 @@ pub struct Endpoint<A> {
     secure: Establishment,
     next_start: HashMap<(A, Mode), u32>,
     min_start: HashMap<(A, Mode), u32>,
-    /// 1-RTT: the Start_PSN this side minted for a peer's next PDC, until a SYN uses it.
+    /// 1-RTT: the Start_PSN this side minted for a peer's next PDC, until a SYN uses it. At most
+    /// `max_pdcs` entries: beyond, one is forgotten (its peer's next SYN gets a new one).
     minted: HashMap<(A, Mode), u32>,
     /// Report each acknowledged packet ([`Event::Acked`]); see [`Endpoint::set_ack_events`].
     ack_events: bool,
@@ -88,6 +99,7 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
             pdcs: BTreeMap::new(),
             initiated: HashMap::new(),
             accepted: HashMap::new(),
+            targets: HashMap::new(),
             next_id: 1,
             rr: 0,
             ctrl: VecDeque::new(),

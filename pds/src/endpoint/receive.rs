@@ -42,15 +42,16 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
         } else {
             let id = self.lookup(src, r.dpdcid, r.spdcid);
             if id.is_none() {
-                self.nack(src, NackCode::InvDpdcid, r.psn, r.spdcid, 0);
+                self.nack(src, NackCode::InvDpdcid, r.psn, r.dpdcid, r.spdcid, 0);
             }
             id
         };
         let id = id?;
+        self.heard(id, now, r.syn());
         let p = self.pdcs.get_mut(&id).expect("looked up");
         if p.mode != r.mode {
             let (psn, spdcid) = (r.psn, r.spdcid);
-            self.nack(src, NackCode::PdcModeMismatch, psn, spdcid, 0);
+            self.nack(src, NackCode::PdcModeMismatch, psn, id, spdcid, 0);
             return None;
         }
         let out = p.on_request(r, now, &self.cfg);
@@ -85,6 +86,7 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
             PdsRepr::Ack(a) => {
                 match self.lookup(src, a.dpdcid, a.spdcid) {
                     Some(id) => {
+                        self.heard(id, now, false);
                         let out = self.pdcs.get_mut(&id).expect("looked up").on_ack(&a, now, &self.cfg);
                         self.apply(id, out);
                     }
@@ -100,6 +102,7 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
                 }
                 match self.lookup(src, n.dpdcid, n.spdcid) {
                     Some(id) => {
+                        self.heard(id, now, false);
                         match self.pdcs.get_mut(&id).expect("looked up").on_nack(&n, now, &self.cfg) {
                             Ok(out) => self.apply(id, out),
                             Err(code) => self.fail(id, PdcError::Nack(code)),
@@ -112,10 +115,11 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
             PdsRepr::Cp(c) => {
                 match self.lookup(src, c.dpdcid, c.spdcid) {
                     Some(id) => {
+                        self.heard(id, now, false);
                         let out = self.pdcs.get_mut(&id).expect("looked up").on_cp(&c, now, &self.cfg);
                         self.apply(id, out);
                     }
-                    None => self.nack(src, NackCode::InvDpdcid, c.psn, c.spdcid, 0),
+                    None => self.nack(src, NackCode::InvDpdcid, c.psn, c.dpdcid, c.spdcid, 0),
                 }
                 Ok(None)
             }
@@ -153,8 +157,9 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
         if let PdsRepr::Request(r) = pds {
             let pdc =
                 if r.syn() { self.syn_target(now, src, &r) } else { self.lookup(src, r.dpdcid, r.spdcid) };
-            if pdc.is_some() {
-                self.nack(src, NackCode::Trimmed, r.psn, r.spdcid, 0);
+            if let Some(id) = pdc {
+                self.heard(id, now, r.syn());
+                self.nack(src, NackCode::Trimmed, r.psn, id, r.spdcid, 0);
             }
         }
         Ok(())
@@ -171,6 +176,7 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
         }
         self.stats.fast_retransmits += out.retransmits as u64;
         self.stats.window_cuts += u64::from(out.window_cut);
+        self.stats.rx_nacks_ignored += u64::from(out.nack_ignored);
         match out.dropped {
             Some(Verdict::Duplicate) => self.stats.rx_duplicates += 1,
             Some(Verdict::OutOfOrder) => self.stats.rx_out_of_order += 1,

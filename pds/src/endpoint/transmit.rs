@@ -59,28 +59,40 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
 
     /// Answers the RUDI request `pkt_id` from `peer` (sent once; a lost response is recovered by
     /// the initiator retransmitting the request).
+    /// Dropped (and counted) when `Config::max_ctrl` control packets wait already.
     pub fn rudi_respond(&mut self, peer: A, pkt_id: u32, next_hdr: NextHeader, body: impl Into<Body>) {
-        self.ctrl.push_back((peer, Ctrl::Rudi { pkt_id, next_hdr, body: body.into() }));
+        self.queue_ctrl(peer, Ctrl::Rudi { pkt_id, next_hdr, body: body.into() });
     }
 
-    /// Sends a UUD datagram (no state, no acknowledgement, no retransmission).
+    /// Sends a UUD datagram (no state, no acknowledgement, no retransmission). Dropped (and
+    /// counted) when `Config::max_ctrl` control packets wait already.
     pub fn uud_send(&mut self, peer: A, next_hdr: NextHeader, body: impl Into<Body>) {
-        self.ctrl.push_back((peer, Ctrl::Uud { next_hdr, body: body.into() }));
+        self.queue_ctrl(peer, Ctrl::Uud { next_hdr, body: body.into() });
     }
 
-    pub(super) fn nack(&mut self, dst: A, code: NackCode, psn: u32, dpdcid: u16, payload: u32) {
+    /// Queues a control packet, or drops it when `Config::max_ctrl` wait already.
+    fn queue_ctrl(&mut self, dst: A, c: Ctrl) {
+        if self.ctrl.len() >= self.cfg.max_ctrl {
+            self.stats.ctrl_dropped += 1;
+            return;
+        }
+        self.ctrl.push_back((dst, c));
+    }
+
+    /// Queues a NACK from this endpoint (not from a PDC's receiving half).
+    pub(super) fn nack(&mut self, dst: A, code: NackCode, psn: u32, spdcid: u16, dpdcid: u16, payload: u32) {
         let repr = NackRepr {
             next_hdr: NextHeader::None,
             flags: 0,
             nack_code: code,
             vendor_code: 0,
             nack_psn: psn,
-            spdcid: 0,
+            spdcid,
             dpdcid,
             payload,
             ccx: None,
         };
-        self.ctrl.push_back((dst, Ctrl::Nack(repr)));
+        self.queue_ctrl(dst, Ctrl::Nack(repr));
     }
 
     /// Writes the next packet to send into `buf` (which must hold the largest body plus 16 bytes).
@@ -183,7 +195,7 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
         // One pass over the PDCs: their own deadlines, and whether any wants credit granted.
         let (mut first, mut wanted) = (None::<Duration>, false);
         for p in self.pdcs.values() {
-            first = first.into_iter().chain(p.poll_timeout()).min();
+            first = first.into_iter().chain(p.poll_timeout()).chain(p.reap_at(&self.cfg)).min();
             wanted |= p.credit_rx.demand() > 0;
         }
         let wanted = wanted && self.cfg.rccc.is_some();
@@ -196,7 +208,7 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
     }
 
     /// Runs the timers due at `now`: retransmissions, retry limits (which fail the PDC or the RUDI
-    /// request).
+    /// request), the reaper of half-open and idle target PDCs.
     pub fn handle_timeout(&mut self, now: Duration) {
         let mut failed = Vec::new();
         for (&id, p) in self.pdcs.iter_mut() {
@@ -212,6 +224,7 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
         for id in failed {
             self.fail(id, PdcError::RetryExceeded);
         }
+        self.reap(now);
         for (peer, pkt_id, cookie) in self.rudi.handle_timeout(now, &self.cfg) {
             self.events.push_back(Event::RudiFailed { peer, pkt_id, cookie });
         }

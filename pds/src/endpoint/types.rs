@@ -130,6 +130,14 @@ pub struct Stats {
     pub rx_nacks: u64,
     /// SYNs refused by secure establishment (answered with NACK NEW_START_PSN).
     pub rx_stale_syns: u64,
+    /// SYNs answered with NACK NO_PDC_AVAIL (`max_pdcs` or `max_pdcs_per_peer` reached).
+    pub rx_syns_refused: u64,
+    /// NACKs that would end (or restart) a PDC, ignored: their PSN is outside the PDC's window.
+    pub rx_nacks_ignored: u64,
+    /// Target PDCs dropped by the reaper (half-open or idle, see `Config::half_open_timeout`).
+    pub pdcs_reaped: u64,
+    /// Control packets dropped because `Config::max_ctrl` were queued already.
+    pub ctrl_dropped: u64,
     /// Trimmed packets received (answered with NACK TRIMMED when their PDC is known).
     pub rx_trimmed: u64,
     /// RCCC: CP CREDIT packets sent (grants not carried by an ACK).

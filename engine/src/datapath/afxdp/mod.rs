@@ -6,7 +6,7 @@
 //! socket and passes everything else (ARP, ICMP, TCP, other UDP) to the kernel, so the host keeps its
 //! address and its control traffic. The engine writes whole frames itself: its own MAC, the
 //! neighbour's MAC from the kernel's ARP table (`/proc/net/arp`, asked for with a throwaway UDP
-//! datagram when missing), IPv4 with ID 0 and DF. Generic (SKB) mode works on any driver, veth
+//! datagram when missing; the data path never waits for it, `neigh`), IPv4 with ID 0 and DF. Generic (SKB) mode works on any driver, veth
 //! included; driver mode is used when asked.
 //!
 //! **Path MTU 4096: multi-buffer.** UMEM chunks are 4096 bytes, and a frame with a 4096-byte RoCE
@@ -24,7 +24,7 @@
 //! receive queue ran dry) when it needs a system call to go on, and this datapath makes one only
 //! then: `send` for TX at the end of a round ([`Datapath::flush`], repeated while the kernel takes
 //! descriptors: copy mode moves at most a batch per call), `recv` for FILL when the RX ring is
-//! empty. When the TX chunks or ring slots a frame needs (two for a chain) are not free, `transmit`
+//! empty, and once as soon as entries go back on a FILL ring that asks (`ring::FillWakeup`). When the TX chunks or ring slots a frame needs (two for a chain) are not free, `transmit`
 //! takes back the completed chunks, kicks the kernel, and if there is still no room hands the frame
 //! back ([`TxError::Full`]); the engine offers it again later. The socket's descriptor
 //! ([`Datapath::wait_fd`]) is what idle loops sleep on: readable when the RX ring has frames,
@@ -35,6 +35,7 @@
 
 mod bpf;
 mod chain;
+mod neigh;
 mod ring;
 
 use super::{Datapath, TxError};
@@ -170,6 +171,13 @@ fn mac_of(dev: &str) -> io::Result<[u8; 6]> {
         *m = u8::from_str_radix(p, 16).map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "bad MAC"))?;
     }
     Ok(mac)
+}
+
+/// Asks the kernel to resolve `ip` (from `local`): a datagram to the discard port makes it ARP.
+fn ask_arp(local: Ipv4Addr, ip: Ipv4Addr) {
+    if let Ok(s) = std::net::UdpSocket::bind((local, 0)) {
+        let _ = s.send_to(&[], (ip, 9));
+    }
 }
 
 /// The MAC of `ip` in the kernel's ARP table, on `dev`, if complete.
@@ -325,6 +333,10 @@ pub struct AfXdpPort {
     start: Instant,
     pool: FramePool,
     counters: XdpCounters,
+    /// When to wake the kernel for the FILL ring.
+    fill_wakeup: ring::FillWakeup,
+    /// Neighbours asked for on the data path and not resolved yet ([`Datapath::resolve_now`]).
+    pending: std::sync::Mutex<neigh::Pending>,
 }
 
 impl std::fmt::Debug for AfXdpPort {
@@ -434,6 +446,8 @@ impl AfXdpPort {
             start: Instant::now(),
             pool: FramePool::default(),
             counters: XdpCounters::default(),
+            fill_wakeup: Default::default(),
+            pending: Default::default(),
         })
     }
 
@@ -483,6 +497,12 @@ impl AfXdpPort {
         self.xsk.free_tx.len() >= parts && self.xsk.tx.free() as usize >= parts
     }
 
+    /// Wakes the kernel for the FILL ring (one empty, non-blocking receive).
+    fn kick_fill(&mut self) {
+        let _ = rustix::net::recv(&self.xsk.fd, &mut [0u8; 0][..], rustix::net::RecvFlags::DONTWAIT);
+        self.counters.fill_kicks += 1;
+    }
+
     /// Asks the kernel to look at the TX ring, if it says it needs asking (one empty, non-blocking
     /// send; in copy mode the kernel transmits up to a batch of descriptors in the call).
     fn kick_tx(&mut self) -> bool {
@@ -513,9 +533,7 @@ impl Datapath for AfXdpPort {
         if let Some(mac) = arp_lookup(v4, &self.dev) {
             return Some(mac);
         }
-        // Ask the kernel to resolve it: a datagram to the discard port makes it ARP.
-        let s = std::net::UdpSocket::bind((self.ip, 0)).ok()?;
-        let _ = s.send_to(&[], (v4, 9));
+        ask_arp(self.ip, v4);
         let until = Instant::now() + Duration::from_secs(1);
         while Instant::now() < until {
             if let Some(mac) = arp_lookup(v4, &self.dev) {
@@ -524,6 +542,12 @@ impl Datapath for AfXdpPort {
             std::thread::sleep(Duration::from_millis(10));
         }
         None
+    }
+
+    fn resolve_now(&self, ip: IpAddr) -> Option<[u8; 6]> {
+        let IpAddr::V4(v4) = crate::roce::path::canonical(ip) else { return None };
+        let mut pending = self.pending.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        pending.resolve_now(v4, self.now(), || arp_lookup(v4, &self.dev), || ask_arp(self.ip, v4))
     }
 
     fn alloc(&mut self) -> Frame {
@@ -583,10 +607,8 @@ impl Datapath for AfXdpPort {
             let Some(d) = self.xsk.rx.pop() else {
                 // Nothing received: a native zero-copy driver whose FILL ring ran dry waits for a
                 // wake-up (it says so in the ring's flags) before it receives again.
-                if self.xsk.fill.needs_wakeup() {
-                    let _ =
-                        rustix::net::recv(&self.xsk.fd, &mut [0u8; 0][..], rustix::net::RecvFlags::DONTWAIT);
-                    self.counters.fill_kicks += 1;
+                if self.fill_wakeup.on_rx_empty(self.xsk.fill.needs_wakeup()) {
+                    self.kick_fill();
                 }
                 return None;
             };
@@ -597,6 +619,11 @@ impl Datapath for AfXdpPort {
             // Every chunk goes back to the kernel for the next packet (chunk-aligned address; the
             // kernel hands out RX chunks only from the FILL ring, which has room for all of them).
             self.xsk.fill.push(d.addr - d.addr % CHUNK as u64);
+            // A driver that ran dry can go on as soon as it has entries again: wake it now
+            // rather than once the frames it received before have all been taken.
+            if self.fill_wakeup.after_refill(self.xsk.fill.needs_wakeup()) {
+                self.kick_fill();
+            }
             match step {
                 RxStep::More => {}
                 RxStep::Done { frame, parts } => {

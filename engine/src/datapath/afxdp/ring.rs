@@ -143,3 +143,52 @@ impl<T> Drop for Ring<T> {
         unsafe { libc::munmap(self.map.as_ptr().cast(), self.map_len) };
     }
 }
+
+/// When to wake the kernel for the FILL ring (`recv`), on a socket bound with
+/// `XDP_USE_NEED_WAKEUP`: a native zero-copy driver whose FILL ring ran dry sets the ring's
+/// NEED_WAKEUP flag and receives nothing more until woken.
+#[derive(Debug, Default)]
+pub(crate) struct FillWakeup {
+    /// Woken since the flag was last seen set: not again until the RX ring is empty.
+    kicked: bool,
+}
+
+impl FillWakeup {
+    /// Entries were just put back on the FILL ring, whose flag reads `need_wakeup`: whether to
+    /// wake the kernel now.
+    pub(crate) fn after_refill(&mut self, need_wakeup: bool) -> bool {
+        let kick = need_wakeup && !self.kicked;
+        self.kicked = need_wakeup;
+        kick
+    }
+
+    /// The RX ring is empty and the FILL ring's flag reads `need_wakeup`: whether to wake the
+    /// kernel now.
+    pub(crate) fn on_rx_empty(&mut self, need_wakeup: bool) -> bool {
+        self.kicked = need_wakeup;
+        need_wakeup
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::FillWakeup;
+
+    #[test]
+    fn m6_the_fill_ring_is_woken_after_a_refill_when_it_asks() {
+        let mut w = FillWakeup::default();
+        // The driver does not ask: never.
+        assert!(!w.after_refill(false));
+        assert!(!w.on_rx_empty(false));
+        // It ran dry and asks while frames still wait in the RX ring: woken at the first refill,
+        // not again at every one after it (a system call per frame) while the flag stays set.
+        assert!(w.after_refill(true), "woken once entries are back");
+        assert!(!w.after_refill(true));
+        assert!(!w.after_refill(true));
+        // The RX ring ran empty and the flag is still set: woken again (nothing else will).
+        assert!(w.on_rx_empty(true));
+        // It cleared the flag, then ran dry again: woken at the next refill.
+        assert!(!w.after_refill(false));
+        assert!(w.after_refill(true));
+    }
+}
