@@ -23,6 +23,35 @@ pub(crate) fn set_udp_no_check(socket: &impl AsFd, on: bool) -> io::Result<()> {
     if rc == 0 { Ok(()) } else { Err(io::Error::last_os_error()) }
 }
 
+/// Datagrams the kernel dropped on their way into `socket` (its receive buffer was full, or a
+/// filter refused them): `SK_MEMINFO_DROPS` of `SO_MEMINFO`, counted since the socket opened.
+pub(crate) fn socket_drops(socket: &impl AsFd) -> io::Result<u32> {
+    /// `SK_MEMINFO_VARS` in linux/sock_diag.h (9 since Linux 4.6; the drops are the last).
+    const VARS: usize = 9;
+    const DROPS: usize = 8;
+    let mut info = [0u32; VARS];
+    let mut len = std::mem::size_of_val(&info) as libc::socklen_t;
+    // SAFETY: the descriptor is open for the duration of the call (borrowed from `socket`); the
+    // kernel writes at most `len` bytes into `info`, which lives across the call, and updates `len`
+    // to what it wrote. It keeps no pointer.
+    let rc = unsafe {
+        libc::getsockopt(
+            socket.as_fd().as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_MEMINFO,
+            info.as_mut_ptr().cast(),
+            &mut len,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if (len as usize) < (DROPS + 1) * 4 {
+        return Err(io::Error::new(io::ErrorKind::Unsupported, "SO_MEMINFO without the drop count"));
+    }
+    Ok(info[DROPS])
+}
+
 /// Restores the default action of SIGPIPE, which the Rust runtime sets to ignore: the CLI writing
 /// into a pipe whose reader has gone (`softrdma perf ... | head`) then ends quietly, as Unix tools
 /// do, instead of panicking in `println!` on EPIPE.

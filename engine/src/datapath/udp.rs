@@ -368,6 +368,11 @@ impl Datapath for UdpPort {
             ("udp oversized dropped", c.rx_oversized),
             ("icrc not verified (--rx-icrc trust)", c.icrc_trusted),
         ];
+        // What never reached the socket: its receive buffer was full (a flood, or a receiver slower
+        // than its sender).
+        if let Ok(d) = crate::sys::socket_drops(&self.socket) {
+            v.push(("udp datagrams dropped by the kernel (receive buffer full)", d.into()));
+        }
         if c.tx_failed > 0 {
             v.push(("udp last send error (errno)", c.tx_last_errno.unsigned_abs().into()));
         }
@@ -426,5 +431,34 @@ mod tests {
         let c = port.counters();
         assert_eq!((c.rx, c.rx_oversized), (100, 100 - want.len() as u64), "{c:?}");
         assert!(c.recvmmsg_datagrams > 50 && c.recvfrom_calls > 0, "both ways were used: {c:?}");
+    }
+
+    /// Datagrams the kernel dropped because the socket's receive buffer was full are counted (from
+    /// the socket itself), so what was sent adds up: received + dropped by the kernel.
+    #[test]
+    fn kernel_drops_are_counted() {
+        let mut port = UdpPort::bind(Ipv4Addr::new(127, 0, 18, 3), 0, RxIcrc::Verify).unwrap();
+        let peer = UdpSocket::bind("127.0.18.4:0").unwrap();
+        let to = port.local_addr().unwrap();
+        let drops = |p: &UdpPort| {
+            let c = Datapath::counters(p);
+            c.iter().find(|(k, _)| k.contains("dropped by the kernel")).map(|&(_, v)| v).expect("counted")
+        };
+        assert_eq!(drops(&port), 0);
+        // Far more than any receive buffer holds, none taken meanwhile.
+        let sent = 20_000u64;
+        for i in 0..sent {
+            peer.send_to(&[i as u8; 1000], to).unwrap();
+        }
+        let mut got = 0u64;
+        let end = Instant::now() + Duration::from_secs(5);
+        while got + drops(&port) < sent && Instant::now() < end {
+            while let Some(f) = port.receive() {
+                got += 1;
+                port.recycle(f);
+            }
+        }
+        assert!(drops(&port) > 0, "the buffer overflowed");
+        assert_eq!(got + drops(&port), sent, "received {got}, dropped {}", drops(&port));
     }
 }
