@@ -1,6 +1,8 @@
 //! The configuration of an [`Endpoint`](crate::Endpoint): its tunables and identity ([`Config`]),
 //! its endpoint type ([`EpType`]) and its libfabric profile ([`Profile`]).
 
+use std::time::Duration;
+
 /// The libfabric mapping's profiles, least to most capable.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Profile {
@@ -54,6 +56,15 @@ pub struct Config {
     pub msg_rendezvous_size: usize,
     /// The same for tagged sends (`UET_PROVIDER_TAG_RENDEZVOUS_SIZE`).
     pub tag_rendezvous_size: usize,
+    /// Messages partly received over one PDC at a time; the first packet of one more is answered
+    /// DROPPED (default 1024).
+    pub max_inbound_per_pdc: usize,
+    /// Messages partly received from one source (over all its PDCs) at a time; beyond, DROPPED
+    /// (default 4096).
+    pub max_inbound_per_source: usize,
+    /// A partly received message with no packet for this long is dropped: a receive it had taken is
+    /// posted again, an unexpected one is discarded (default 10 s).
+    pub reassembly_timeout: Duration,
 }
 
 impl Default for Config {
@@ -72,6 +83,9 @@ impl Default for Config {
             max_eager: 4096,
             msg_rendezvous_size: 64 << 10,
             tag_rendezvous_size: 64 << 10,
+            max_inbound_per_pdc: 1024,
+            max_inbound_per_source: 4096,
+            reassembly_timeout: Duration::from_secs(10),
         }
     }
 }

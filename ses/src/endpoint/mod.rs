@@ -11,9 +11,11 @@ mod large;
 mod response;
 mod state;
 mod target;
+#[cfg(test)]
+mod tests;
 mod types;
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::hash::Hash;
 use std::time::Duration;
 
@@ -26,7 +28,7 @@ use wire::uet::ses::{SesHeader, SesRepr, StandardRequest};
 use crate::config::Config;
 use crate::key::Regions;
 use crate::matching::{Posted, Queues};
-use state::{Dest, InMsg, OutOp, RdvWait, Reply, Unexpected};
+use state::{InMsg, OutOp, RdvWait, Reply, Unexpected};
 
 pub use types::{Addr, Completion, CompletionKind, Error, Opts, Stats, Status};
 
@@ -42,6 +44,11 @@ pub struct Endpoint<A> {
     unexpected_bytes: usize,
     next_unexpected: u64,
     inbound: HashMap<(A, PdcId, u16), InMsg<A>>,
+    /// Partly received messages by PDC and by source (`max_inbound_per_pdc`, `_per_source`).
+    inbound_per_pdc: HashMap<PdcId, usize>,
+    inbound_per_src: HashMap<A, usize>,
+    /// When each partly received message is looked at again (`reassembly_timeout`).
+    reassembly: BTreeSet<(Duration, (A, PdcId, u16))>,
     ops: HashMap<u16, OutOp<A>>,
     next_msg_id: u16,
     completions: VecDeque<Completion<A>>,
@@ -74,6 +81,9 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
             unexpected_bytes: 0,
             next_unexpected: 0,
             inbound: HashMap::new(),
+            inbound_per_pdc: HashMap::new(),
+            inbound_per_src: HashMap::new(),
+            reassembly: BTreeSet::new(),
             ops: HashMap::new(),
             next_msg_id: (seed as u16) | 1,
             completions: VecDeque::new(),
@@ -165,14 +175,14 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
                 None
             };
             if let Some(r) = plain {
-                self.on_request(src, reply, &r, None, &d.body[StandardRequest::LEN..]);
+                self.on_request(now, src, reply, &r, None, &d.body[StandardRequest::LEN..]);
                 self.drain_pds_events();
                 return Ok(());
             }
             match SesRepr::parse(d.body, d.next_hdr) {
                 Ok(Some(ses)) => {
                     let payload = &d.body[ses.buffer_len()..];
-                    self.on_ses(src, reply, d.kind, ses, payload, piece);
+                    self.on_ses(now, src, reply, d.kind, ses, payload, piece);
                 }
                 _ => self.stats.dropped += 1,
             }
@@ -181,8 +191,10 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
         Ok(())
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn on_ses(
         &mut self,
+        now: Duration,
         src: A,
         reply: Reply<A>,
         kind: DeliveryKind,
@@ -192,7 +204,7 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
     ) {
         match (ses.header, kind) {
             (SesHeader::Standard(r), k) if carries_requests(k) => {
-                self.on_request(src, reply, &r, ses.ext, payload)
+                self.on_request(now, src, reply, &r, ses.ext, payload)
             }
             (SesHeader::Response(r), DeliveryKind::Pdc { .. } | DeliveryKind::RudiResponse { .. }) => {
                 self.on_response(src, r.message_id, r.head.return_code, r.head.list, &[], 0)
@@ -234,20 +246,12 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
         }
     }
 
-    /// Drops the partly received messages of a PDC that failed or closed: an unexpected one is
-    /// discarded with its bytes, a receive it had taken is posted again (at the back of its queue).
+    /// Drops the partly received messages of a PDC that failed or closed (see `drop_partial`).
     fn forget_pdc(&mut self, pdc: PdcId) {
         let gone: Vec<_> = self.inbound.keys().filter(|k| k.1 == pdc).copied().collect();
         for key in gone {
-            match self.inbound.remove(&key).map(|m| m.dest) {
-                Some(Dest::Unexpected(id)) => {
-                    if let Some(i) = self.unexpected.iter().position(|u| u.id == id) {
-                        let u = self.unexpected.remove(i).expect("found");
-                        self.unexpected_bytes -= u.data.len();
-                    }
-                }
-                Some(Dest::Recv(p)) => self.queues.post(p),
-                _ => {}
+            if let Some(m) = self.remove_inbound(key) {
+                self.drop_partial(m);
             }
         }
     }
@@ -273,15 +277,20 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
         self.pds.poll_transmit_split(now, buf)
     }
 
-    /// The next deadline.
+    /// The next deadline (the PDS's timers, the reassembly timeout of partly received messages).
     pub fn poll_timeout(&self) -> Option<Duration> {
-        self.pds.poll_timeout()
+        let reassembly = self.reassembly.first().map(|&(t, _)| t);
+        match (self.pds.poll_timeout(), reassembly) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     /// Runs the timers due at `now`.
     pub fn handle_timeout(&mut self, now: Duration) {
         self.pds.handle_timeout(now);
         self.drain_pds_events();
+        self.reap_inbound(now);
     }
 }
 

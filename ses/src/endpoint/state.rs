@@ -4,6 +4,8 @@
 //! (`Unexpected`); at the initiator, the operations waiting for their response (`OutOp`); and the
 //! records of large messages (`Later`, `RdvReq`, `RdvWait`, `Internal`, `Restart`; see `large`).
 
+use std::time::Duration;
+
 use bytes::Bytes;
 use pds::PdcId;
 use wire::uet::ses::{RendezvousExt, ReturnCode, SesExt, SesOpcode};
@@ -42,6 +44,10 @@ pub(super) struct InMsg<A> {
     pub(super) received: usize,
     pub(super) header_data: Option<u64>,
     pub(super) job_id: u32,
+    /// When its last packet came.
+    pub(super) last: Duration,
+    /// Its entry in the reassembly deadlines.
+    pub(super) armed: Duration,
 }
 
 #[derive(Debug)]

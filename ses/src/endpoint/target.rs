@@ -3,9 +3,12 @@
 //! as an unexpected message, a write is placed into its region, a read or an atomic is served; each
 //! is answered with a response (see `response`).
 
+use std::collections::VecDeque;
 use std::hash::Hash;
+use std::time::Duration;
 
-use pds::NextHeader;
+use ahash::AHashMap as HashMap;
+use pds::{NextHeader, PdcId};
 use wire::uet::ses::common::{FLAG_EOM, FLAG_HD, FLAG_SOM};
 use wire::uet::ses::{RequestCommon, ReturnCode, SesExt, SesOpcode, SomField, StandardRequest};
 
@@ -13,9 +16,9 @@ use super::Endpoint;
 use super::large::LIST_OVERFLOW;
 use super::response::data_response;
 use super::state::{Dest, InMsg, Later, Reply, Unexpected};
-use super::types::{Completion, CompletionKind, Status};
+use super::types::{Completion, CompletionKind, Stats, Status};
 use crate::amo;
-use crate::key::Want;
+use crate::key::{Regions, Want};
 use crate::matching::{MsgInfo, Posted, RecvSpec, Source};
 
 impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
@@ -118,6 +121,7 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
 
     pub(super) fn on_request(
         &mut self,
+        now: Duration,
         src: A,
         reply: Reply<A>,
         r: &StandardRequest,
@@ -140,11 +144,10 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
             self.stats.dropped += 1;
             return;
         }
-        let pdc = match reply {
-            Reply::Pdc(p) => p,
-            _ => 0,
-        };
-        let key = (src, pdc, r.message_id());
+        if let Err(rc) = self.check_delivery(reply, r, offset, payload.len()) {
+            self.stats.wrong_delivery += 1;
+            return self.respond(reply, r.message_id(), c.job_id, rc, 0);
+        }
         let info = MsgInfo {
             src: Source { fep: src, initiator: r.initiator },
             tag: is_tagged(c.opcode).then_some(r.memory_key),
@@ -161,53 +164,136 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
             SesOpcode::DeferrableRtr => return self.on_rtr(src, reply, r),
             _ => {}
         }
-        // One lookup per packet; the first packet of a message decides where its bytes go.
-        let m = match self.inbound.get_mut(&key) {
-            Some(m) => m,
-            None => {
-                let dest = self.destination(c, r, &info, total);
-                let m = InMsg { dest, info, total, received: 0, header_data: None, job_id: c.job_id };
-                self.inbound.entry(key).or_insert(m)
-            }
+        let pdc = match reply {
+            Reply::Pdc(p) => p,
+            _ => 0,
         };
-        if m.total != total {
-            // Every packet of a message carries the same request_length; one that does not is not
-            // part of it.
+        let key = (src, pdc, r.message_id());
+        // One lookup per packet of a message already under way.
+        if let Some(m) = self.inbound.get_mut(&key) {
+            if m.total != total {
+                // Every packet of a message carries the same request_length; one that does not is
+                // not part of it.
+                self.stats.dropped += 1;
+                return;
+            }
+            m.last = now;
+            m.header_data = m.header_data.or(header_data);
+            place(&mut m.dest, &mut self.unexpected, &mut self.regions, &mut self.stats, offset, payload);
+            m.received += payload.len();
+            if m.received < m.total {
+                return;
+            }
+            let m = self.remove_inbound(key).expect("present");
+            return self.finish_msg(reply, r, m);
+        }
+        // The first packet of a message to arrive decides where its bytes go. A refused message
+        // keeps no state: its first packet (SOM) is answered, its others are dropped.
+        let dest = if self.inbound_full(src, pdc) {
+            self.stats.inbound_refused += 1;
+            Dest::Discard(ReturnCode::Dropped)
+        } else {
+            self.destination(c, r, &info, total)
+        };
+        if let Dest::Discard(rc) = dest {
+            if c.has(FLAG_SOM) {
+                return self.respond(reply, r.message_id(), c.job_id, rc, 0);
+            }
             self.stats.dropped += 1;
             return;
         }
-        m.header_data = m.header_data.or(header_data);
-        match &mut m.dest {
-            Dest::Recv(p) => {
-                let end = (offset + payload.len()).min(p.buf.len());
-                if offset < end {
-                    wire::copy_payload(&mut p.buf[offset..end], &payload[..end - offset]);
-                }
-            }
-            Dest::Unexpected(id) => {
-                let id = *id;
-                let slot = self.unexpected.iter_mut().find(|u| u.id == id);
-                match slot.and_then(|u| u.data.get_mut(offset..offset + payload.len())) {
-                    Some(dst) => wire::copy_payload(dst, payload),
-                    None => self.stats.dropped += 1,
-                }
-            }
-            Dest::Rma { key, base } => {
-                // Checked on the first packet; the region may have been deregistered (or replaced
-                // by a smaller one) since: then the rest of the write is refused, never a panic.
-                let at = *base as usize + offset;
-                match self.regions.get_mut(*key).and_then(|r| r.data.get_mut(at..at + payload.len())) {
-                    Some(dst) => wire::copy_payload(dst, payload),
-                    None => m.dest = Dest::Discard(ReturnCode::BadMkey),
-                }
-            }
-            Dest::Discard(_) | Dest::Deferred => {}
+        let mut m =
+            InMsg { dest, info, total, received: 0, header_data, job_id: c.job_id, last: now, armed: now };
+        place(&mut m.dest, &mut self.unexpected, &mut self.regions, &mut self.stats, offset, payload);
+        m.received = payload.len();
+        if m.received >= m.total {
+            return self.finish_msg(reply, r, m);
         }
-        m.received += payload.len();
-        if m.received < m.total {
-            return;
+        self.insert_inbound(key, m, now);
+    }
+
+    /// Whether a request fits how it was delivered: over RUDI only READ and WRITE (without
+    /// completion data) of one packet, over UUD only DATAGRAM_SEND of one packet, which a PDC never
+    /// carries. Else the return code (UUD requests are never answered).
+    fn check_delivery(
+        &self,
+        reply: Reply<A>,
+        r: &StandardRequest,
+        offset: usize,
+        len: usize,
+    ) -> Result<(), ReturnCode> {
+        let c = &r.common;
+        let total = r.request_length as usize;
+        let single = c.has(FLAG_SOM) && c.has(FLAG_EOM) && offset == 0;
+        let fits = match reply {
+            Reply::Rudi(..) => match c.opcode {
+                SesOpcode::Read => single && len == 0,
+                SesOpcode::Write => single && len == total && !c.has(FLAG_HD),
+                _ => false,
+            },
+            Reply::None => c.opcode == SesOpcode::DatagramSend && single && len == total,
+            Reply::Pdc(_) => c.opcode != SesOpcode::DatagramSend,
+        };
+        if fits { Ok(()) } else { Err(ReturnCode::UnsupportedOp) }
+    }
+
+    /// Whether the PDC or the source of a new message already has as many partly received
+    /// messages as allowed.
+    fn inbound_full(&self, src: A, pdc: PdcId) -> bool {
+        self.inbound_per_pdc.get(&pdc).is_some_and(|&n| n >= self.cfg.max_inbound_per_pdc)
+            || self.inbound_per_src.get(&src).is_some_and(|&n| n >= self.cfg.max_inbound_per_source)
+    }
+
+    /// Files a partly received message, counted against its PDC and source and armed for the
+    /// reassembly timeout.
+    fn insert_inbound(&mut self, key: (A, PdcId, u16), mut m: InMsg<A>, now: Duration) {
+        *self.inbound_per_pdc.entry(key.1).or_default() += 1;
+        *self.inbound_per_src.entry(key.0).or_default() += 1;
+        m.armed = now + self.cfg.reassembly_timeout;
+        self.reassembly.insert((m.armed, key));
+        self.inbound.insert(key, m);
+    }
+
+    /// Takes a partly received message out of the books.
+    pub(super) fn remove_inbound(&mut self, key: (A, PdcId, u16)) -> Option<InMsg<A>> {
+        let m = self.inbound.remove(&key)?;
+        self.reassembly.remove(&(m.armed, key));
+        decrement(&mut self.inbound_per_pdc, key.1);
+        decrement(&mut self.inbound_per_src, key.0);
+        Some(m)
+    }
+
+    /// Drops the partly received messages idle for `reassembly_timeout` at `now`: a receive one had
+    /// taken is posted again, an unexpected one is discarded, and the sender is answered DROPPED.
+    pub(super) fn reap_inbound(&mut self, now: Duration) {
+        while let Some(&(deadline, key)) = self.reassembly.first() {
+            if deadline > now {
+                break;
+            }
+            self.reassembly.pop_first();
+            let idle_until = self.inbound.get(&key).map(|m| m.last + self.cfg.reassembly_timeout);
+            match idle_until {
+                Some(t) if t > now => {
+                    // Packets came since it was armed: armed again for the last one.
+                    self.inbound.get_mut(&key).expect("present").armed = t;
+                    self.reassembly.insert((t, key));
+                }
+                Some(_) => {
+                    // Put back so that `remove_inbound` finds what it removes.
+                    self.reassembly.insert((deadline, key));
+                    let m = self.remove_inbound(key).expect("present");
+                    self.stats.reassembly_timeouts += 1;
+                    let job_id = m.job_id;
+                    self.drop_partial(m);
+                    self.respond(Reply::Pdc(key.1), key.2, job_id, ReturnCode::Dropped, 0);
+                }
+                None => {}
+            }
         }
-        let m = self.inbound.remove(&key).expect("present");
+    }
+
+    /// A message is all there: complete what it was for and answer it (datagrams are not).
+    fn finish_msg(&mut self, reply: Reply<A>, r: &StandardRequest, m: InMsg<A>) {
         let rc = match m.dest {
             Dest::Recv(p) => {
                 let truncated = m.total > p.buf.len();
@@ -251,8 +337,23 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
                 );
             }
         };
-        if c.opcode != SesOpcode::DatagramSend {
+        if r.common.opcode != SesOpcode::DatagramSend {
             self.respond(reply, r.message_id(), m.job_id, rc, m.total as u32);
+        }
+    }
+
+    /// A partly received message is given up: an unexpected one is discarded with its bytes, a
+    /// receive it had taken is posted again (at the back of its queue).
+    pub(super) fn drop_partial(&mut self, m: InMsg<A>) {
+        match m.dest {
+            Dest::Unexpected(id) => {
+                if let Some(i) = self.unexpected.iter().position(|u| u.id == id) {
+                    let u = self.unexpected.remove(i).expect("found");
+                    self.unexpected_bytes -= u.data.len();
+                }
+            }
+            Dest::Recv(p) => self.queues.post(p),
+            _ => {}
         }
     }
 
@@ -427,4 +528,51 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
 /// The request opcodes whose `memory_key` slot carries match bits.
 fn is_tagged(op: SesOpcode) -> bool {
     matches!(op, SesOpcode::TaggedSend | SesOpcode::RendezvousTsend | SesOpcode::DeferrableTsend)
+}
+
+/// Places a packet's `payload` at `offset` of a message going to `dest`.
+fn place<A>(
+    dest: &mut Dest<A>,
+    unexpected: &mut VecDeque<Unexpected<A>>,
+    regions: &mut Regions,
+    stats: &mut Stats,
+    offset: usize,
+    payload: &[u8],
+) {
+    match dest {
+        Dest::Recv(p) => {
+            let end = (offset + payload.len()).min(p.buf.len());
+            if offset < end {
+                wire::copy_payload(&mut p.buf[offset..end], &payload[..end - offset]);
+            }
+        }
+        Dest::Unexpected(id) => {
+            let id = *id;
+            let slot = unexpected.iter_mut().find(|u| u.id == id);
+            match slot.and_then(|u| u.data.get_mut(offset..offset + payload.len())) {
+                Some(dst) => wire::copy_payload(dst, payload),
+                None => stats.dropped += 1,
+            }
+        }
+        Dest::Rma { key, base } => {
+            // Checked on the first packet; the region may have been deregistered (or replaced by a
+            // smaller one) since: then the rest of the write is refused, never a panic.
+            let at = *base as usize + offset;
+            match regions.get_mut(*key).and_then(|r| r.data.get_mut(at..at + payload.len())) {
+                Some(dst) => wire::copy_payload(dst, payload),
+                None => *dest = Dest::Discard(ReturnCode::BadMkey),
+            }
+        }
+        Dest::Discard(_) | Dest::Deferred => {}
+    }
+}
+
+/// One fewer in a count by key; the key goes at zero.
+fn decrement<K: Eq + Hash>(map: &mut HashMap<K, usize>, k: K) {
+    if let Some(n) = map.get_mut(&k) {
+        *n -= 1;
+        if *n == 0 {
+            map.remove(&k);
+        }
+    }
 }

@@ -149,4 +149,12 @@ pub struct Stats {
     pub deferred: u64,
     /// Deferrable sends this side restarted on an RTR (initiator).
     pub restarts: u64,
+    /// Requests whose opcode does not fit how they were delivered (RUDI: READ or WRITE of one
+    /// packet; UUD: one-packet DATAGRAM_SEND), refused (UNSUPPORTED_OP) or dropped (UUD).
+    pub wrong_delivery: u64,
+    /// First packets of messages refused (DROPPED) because their PDC or source already had
+    /// `max_inbound_per_pdc` / `max_inbound_per_source` partly received messages.
+    pub inbound_refused: u64,
+    /// Partly received messages dropped after `reassembly_timeout` without a packet.
+    pub reassembly_timeouts: u64,
 }

@@ -1,0 +1,166 @@
+//! Tests of the endpoint against crafted and misbehaving peers (the security review's findings),
+//! looking at its private state: partial messages, unexpected messages, served reads.
+
+use std::time::Duration;
+
+use wire::uet::pds::{NextHeader, RudiRepr, UudRepr};
+use wire::uet::ses::common::FLAG_SOM;
+use wire::uet::ses::{RequestCommon, SesHeader, SesOpcode, SesRepr, SomField, StandardRequest};
+
+use super::*;
+use crate::matching::RecvSpec;
+use wire::uet::ses::ReturnCode;
+
+const T0: Duration = Duration::ZERO;
+
+fn cfg() -> Config {
+    Config { max_payload: 1000, ..Config::default() }
+}
+
+fn addr_of(cfg: &Config, fep: u8) -> Addr<u8> {
+    Addr { fep, pid_on_fep: cfg.pid_on_fep, resource_index: cfg.resource_index }
+}
+
+/// A standard request header for the endpoint `cfg` describes.
+fn request(cfg: &Config, opcode: SesOpcode, msg_id: u16, flags: u8, total: u32, key: u64) -> StandardRequest {
+    let common = RequestCommon {
+        rsvd: 0,
+        opcode,
+        version: 0,
+        flags,
+        word2: msg_id,
+        ri_generation: 0,
+        job_id: cfg.job_id,
+        pid_word: cfg.pid_on_fep,
+        ri_word: cfg.resource_index,
+    };
+    StandardRequest {
+        common,
+        buffer_offset: 0,
+        initiator: 7,
+        memory_key: key,
+        som_field: SomField::HeaderData(0),
+        request_length: total,
+    }
+}
+
+/// The SES header and payload of a request after a PDS header already in `pkt`.
+fn append_request(mut pkt: Vec<u8>, r: StandardRequest, payload: &[u8]) -> Vec<u8> {
+    let mut ses = [0u8; 128];
+    let n = SesRepr { header: SesHeader::Standard(r), ext: None }.emit(&mut ses).unwrap();
+    pkt.extend_from_slice(&ses[..n]);
+    pkt.extend_from_slice(payload);
+    pkt
+}
+
+/// A UUD datagram carrying `r`.
+fn uud(r: StandardRequest, payload: &[u8]) -> Vec<u8> {
+    let mut pds = vec![0u8; wire::uet::pds::uud::LEN];
+    UudRepr { next_hdr: NextHeader::ReqStd, flags: 0, reserved: 0 }.emit(&mut pds).unwrap();
+    append_request(pds, r, payload)
+}
+
+/// A RUDI request carrying `r`.
+fn rudi(pkt_id: u32, r: StandardRequest, payload: &[u8]) -> Vec<u8> {
+    let mut pds = vec![0u8; wire::uet::layout::RUDI_LEN];
+    RudiRepr { response: false, next_hdr: NextHeader::ReqStd, flags: 0, reserved: 0, pkt_id }
+        .emit(&mut pds)
+        .unwrap();
+    append_request(pds, r, payload)
+}
+
+/// Everything `ep` sends now.
+fn drain(ep: &mut Endpoint<u8>, now: Duration) -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    let mut buf = vec![0u8; 20_000];
+    while let Some(t) = ep.poll_transmit(now, &mut buf) {
+        out.push(buf[..t.len].to_vec());
+    }
+    out
+}
+
+/// The first packets (SOM, 1000 of 3000 bytes) of SENDs with message ids `ids`, over `tx`'s PDC
+/// of `mode` to `to`, as they leave `tx`.
+fn partials(
+    tx: &mut Endpoint<u8>,
+    to: u8,
+    mode: pds::Mode,
+    c: &Config,
+    ids: std::ops::Range<u16>,
+) -> Vec<Vec<u8>> {
+    let pdc = tx.pds().connect(to, mode).unwrap();
+    for id in ids {
+        let body = append_request(Vec::new(), request(c, SesOpcode::Send, id, FLAG_SOM, 3000, 0), &[6; 1000]);
+        tx.pds().send_on(pdc, NextHeader::ReqStd, bytes::Bytes::from(body), 0).unwrap();
+    }
+    drain(tx, T0)
+}
+
+fn completions(ep: &mut Endpoint<u8>) -> Vec<Completion<u8>> {
+    std::iter::from_fn(|| ep.poll_completion()).collect()
+}
+
+/// H2: a partial UUD message (SOM without EOM) takes no posted receive and leaves no state; a
+/// multi-packet message refused at its first packet (bad JobID) is answered at once and leaves no
+/// state; partial messages are capped per PDC and per source and reaped after the reassembly
+/// timeout, giving back what they had taken.
+#[test]
+fn h2_partial_messages_are_bounded_refused_at_once_and_reaped() {
+    let c = Config { max_inbound_per_pdc: 4, max_inbound_per_source: 6, ..cfg() };
+    let mut rx = Endpoint::<u8>::new(c, 2);
+    rx.post_recv(RecvSpec::any(), 100, 1);
+    for i in 0..50u16 {
+        let r = request(&c, SesOpcode::Send, i, FLAG_SOM, 1000, 0);
+        rx.handle_packet(T0, 100 + i as u8, &uud(r, &[1])).unwrap();
+        let r = request(&c, SesOpcode::Write, i, FLAG_SOM, 1000, 0);
+        rx.handle_packet(T0, 100 + i as u8, &rudi(u32::from(i), r, &[1])).unwrap();
+    }
+    assert_eq!(rx.inbound.len(), 0, "UUD and RUDI requests are single packets: no partial state");
+    assert_eq!(rx.posted_count(), 1, "a spoofed datagram took the posted receive");
+    assert!(rx.stats().wrong_delivery >= 50);
+    rx.cancel_recv(1);
+    completions(&mut rx);
+    drain(&mut rx, T0);
+
+    // A message refused at its first packet is answered then, and nothing is kept for the rest.
+    let mut tx = Endpoint::<u8>::new(cfg(), 1);
+    let to_rx = addr_of(&c, 1);
+    tx.send(to_rx, &[5; 3000], None, Opts { context: 9, job_id: Some(99), ..Opts::default() }).unwrap();
+    let pkts = drain(&mut tx, T0);
+    rx.handle_packet(T0, 0, &pkts[0]).unwrap();
+    assert_eq!(rx.inbound.len(), 0, "a refused message keeps no state");
+    for p in drain(&mut rx, T0) {
+        tx.handle_packet(T0, 1, &p).unwrap();
+    }
+    let done = completions(&mut tx);
+    assert_eq!(done.len(), 1);
+    assert_eq!(done[0].status, Status::Remote(ReturnCode::BadJobId));
+
+    // Partial messages: at most 4 on a PDC, 6 from one source, each further one refused.
+    rx.post_recv(RecvSpec::any(), 3000, 2);
+    let mut tx = Endpoint::<u8>::new(cfg(), 3);
+    let mut firsts = partials(&mut tx, 1, pds::Mode::Rud, &c, 0..5);
+    firsts.extend(partials(&mut tx, 1, pds::Mode::Rod, &c, 5..10));
+    for p in &firsts {
+        rx.handle_packet(T0, 3, p).unwrap();
+    }
+    assert_eq!(rx.inbound.len(), 6, "per-PDC and per-source caps");
+    assert_eq!(rx.unexpected_count(), 5, "the first took the posted receive");
+    assert_eq!(rx.stats().inbound_refused, 4);
+    let dropped = |rsp: &Vec<u8>| {
+        let pds = wire::uet::PdsRepr::parse(rsp).unwrap();
+        let ses = SesRepr::parse(&rsp[pds.buffer_len()..], pds.next_header().unwrap()).unwrap();
+        matches!(ses.map(|s| s.header), Some(SesHeader::Response(r)) if r.head.return_code == ReturnCode::Dropped)
+    };
+    assert_eq!(drain(&mut rx, T0).iter().filter(|p| dropped(p)).count(), 4, "each refused one answered");
+
+    // The reaper: a receive taken by a partial message comes back, unexpected bytes are freed.
+    let later = T0 + c.reassembly_timeout;
+    assert!(rx.poll_timeout().is_some_and(|t| t <= later), "a reassembly deadline is armed");
+    rx.handle_timeout(later);
+    assert_eq!(rx.inbound.len(), 0);
+    assert_eq!(rx.unexpected_count(), 0);
+    assert_eq!(rx.unexpected_bytes, 0);
+    assert_eq!(rx.posted_count(), 1, "the receive was posted again");
+    assert_eq!(rx.stats().reassembly_timeouts, 6);
+}
