@@ -5,7 +5,7 @@
 use std::hash::Hash;
 
 use bytes::Bytes;
-use pds::{Body, HEAD_MAX, Mode, NextHeader, PdcId};
+use pds::{Body, DeliveryKind, HEAD_MAX, Mode, NextHeader, PdcId};
 use wire::uet::ses::common::{FLAG_EOM, FLAG_HD, FLAG_SOM};
 use wire::uet::ses::{
     AmoDatatype, AmoOpcode, AtomicExt, CasExt, RequestCommon, ReturnCode, SesExt, SesHeader, SesOpcode,
@@ -24,12 +24,13 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
         opts.job_id.unwrap_or(self.cfg.job_id) & 0xFF_FFFF
     }
 
+    /// A message id no outstanding operation has, drawn at random: a response can be forged only
+    /// by whoever sees the request.
     fn alloc_msg_id(&mut self) -> u16 {
-        while self.ops.contains_key(&self.next_msg_id) {
-            self.next_msg_id = self.next_msg_id.wrapping_add(1);
+        let mut id = self.random() as u16;
+        while self.ops.contains_key(&id) {
+            id = id.wrapping_add(1);
         }
-        let id = self.next_msg_id;
-        self.next_msg_id = self.next_msg_id.wrapping_add(1);
         id
     }
 
@@ -414,16 +415,29 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
         Ok(msg_id)
     }
 
+    /// A response to operation `msg_id` arrived from `src` as `kind`: it counts only from the
+    /// operation's peer, over the operation's PDC (or, for a RUDI operation, as the RUDI response
+    /// to one of its requests).
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn on_response(
         &mut self,
         src: A,
+        kind: DeliveryKind,
         msg_id: u16,
         rc: ReturnCode,
         list: u8,
         data: &[u8],
         at: usize,
     ) {
-        if self.ops.get(&msg_id).is_none_or(|op| op.peer != src) {
+        let ours = |op: &OutOp<A>| {
+            op.peer == src
+                && match (op.pdc, kind) {
+                    (Some(p), DeliveryKind::Pdc { pdc, .. }) => p == pdc,
+                    (None, DeliveryKind::RudiResponse { cookie, .. }) => (cookie >> 32) as u16 == msg_id,
+                    _ => false,
+                }
+        };
+        if !self.ops.get(&msg_id).is_some_and(ours) {
             self.stats.dropped += 1;
             return;
         }

@@ -50,7 +50,8 @@ pub struct Endpoint<A> {
     /// When each partly received message is looked at again (`reassembly_timeout`).
     reassembly: BTreeSet<(Duration, (A, PdcId, u16))>,
     ops: HashMap<u16, OutOp<A>>,
-    next_msg_id: u16,
+    /// splitmix64 state: message ids, internal keys.
+    rng: u64,
     completions: VecDeque<Completion<A>>,
     stats: Stats,
     /// JobIDs served besides the endpoint's own.
@@ -85,7 +86,7 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
             inbound_per_src: HashMap::new(),
             reassembly: BTreeSet::new(),
             ops: HashMap::new(),
-            next_msg_id: (seed as u16) | 1,
+            rng: seed ^ 0x5E5_0000_D1CE_5EED,
             completions: VecDeque::new(),
             stats: Stats::default(),
             jobs: HashSet::new(),
@@ -141,6 +142,15 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
     /// Stops serving `job_id` (not the endpoint's own).
     pub fn revoke_job(&mut self, job_id: u32) {
         self.jobs.remove(&(job_id & 0xFF_FFFF));
+    }
+
+    /// The next pseudo-random number (splitmix64 over the seed).
+    fn random(&mut self) -> u64 {
+        self.rng = self.rng.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.rng;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
     }
 
     fn job_authorized(&self, job_id: u32) -> bool {
@@ -207,7 +217,7 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
                 self.on_request(now, src, reply, &r, ses.ext, payload)
             }
             (SesHeader::Response(r), DeliveryKind::Pdc { .. } | DeliveryKind::RudiResponse { .. }) => {
-                self.on_response(src, r.message_id, r.head.return_code, r.head.list, &[], 0)
+                self.on_response(src, kind, r.message_id, r.head.return_code, r.head.list, &[], 0)
             }
             (SesHeader::ResponseData(r), DeliveryKind::Pdc { .. } | DeliveryKind::RudiResponse { .. }) => {
                 let plen = usize::from(r.payload_length());
@@ -216,7 +226,8 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
                     return;
                 }
                 let at = piece + r.message_offset as usize;
-                self.on_response(src, r.read_req_message_id, r.head.return_code, r.head.list, payload, at)
+                let id = r.read_req_message_id;
+                self.on_response(src, kind, id, r.head.return_code, r.head.list, payload, at)
             }
             _ => self.stats.dropped += 1,
         }

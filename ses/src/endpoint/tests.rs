@@ -164,3 +164,43 @@ fn h2_partial_messages_are_bounded_refused_at_once_and_reaped() {
     assert_eq!(rx.posted_count(), 1, "the receive was posted again");
     assert_eq!(rx.stats().reassembly_timeouts, 6);
 }
+
+/// H4: a response for a pending read arriving from the peer's address but over another PDC (one
+/// an off-path attacker opened with a SYN) is dropped; the read completes with the real data from
+/// its own PDC. Message ids are not sequential.
+#[test]
+fn h4_responses_count_only_on_the_pdc_of_their_operation() {
+    let (ca, cb) = (cfg(), cfg());
+    let mut a = Endpoint::<u8>::new(ca, 1);
+    let mut b = Endpoint::<u8>::new(cb, 2);
+    let real: Vec<u8> = (0..100).collect();
+    b.regions.register(5, real.clone(), crate::key::Access::ALL, crate::key::JobScope::Any).unwrap();
+    let ids: Vec<u16> = (0..4)
+        .map(|i| a.read(addr_of(&cb, 1), 5, 0, 100, Opts { context: i, ..Opts::default() }).unwrap())
+        .collect();
+    assert!(ids.windows(2).any(|w| w[1] != w[0].wrapping_add(1)), "sequential message ids {ids:?}");
+    let requests = drain(&mut a, T0);
+
+    // Mallory, spoofing b's address, opens a PDC of her own to a and answers every read.
+    let mut m = Endpoint::<u8>::new(cb, 3);
+    let pdc = m.pds().connect(0, pds::Mode::Rud).unwrap();
+    for &id in &ids {
+        let rsp = super::response::data_response(id, cb.job_id, 100, 0, &[0xEE; 100]);
+        m.pds().send_on(pdc, NextHeader::RspData, rsp, 0).unwrap();
+    }
+    for p in drain(&mut m, T0) {
+        a.handle_packet(T0, 1, &p).unwrap();
+    }
+    assert_eq!(completions(&mut a), Vec::new(), "injected responses completed reads");
+    assert_eq!(a.outstanding(), 4);
+
+    for p in requests {
+        b.handle_packet(T0, 0, &p).unwrap();
+    }
+    for p in drain(&mut b, T0) {
+        a.handle_packet(T0, 1, &p).unwrap();
+    }
+    let done = completions(&mut a);
+    assert_eq!(done.len(), 4);
+    assert!(done.iter().all(|d| d.status == Status::Ok && d.data == real));
+}
