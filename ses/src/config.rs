@@ -48,6 +48,9 @@ pub struct Config {
     pub max_message: usize,
     /// Bytes of unexpected messages kept before further ones are answered NO_MATCH.
     pub unexpected_bytes: usize,
+    /// Messages kept as unexpected (of any size, rendezvous requests and deferred sends included)
+    /// before further ones are answered NO_MATCH (default 8192).
+    pub max_unexpected_msgs: usize,
     /// Eager bytes sent with a rendezvous request (`UET_PROVIDER_MAX_EAGER_SIZE`; at most one
     /// packet's payload is used).
     pub max_eager: usize,
@@ -80,6 +83,7 @@ impl Default for Config {
             max_payload: 4096,
             max_message: 1 << 30,
             unexpected_bytes: 16 << 20,
+            max_unexpected_msgs: 8192,
             max_eager: 4096,
             msg_rendezvous_size: 64 << 10,
             tag_rendezvous_size: 64 << 10,

@@ -194,6 +194,9 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
         if self.cfg.profile != Profile::AiFull {
             return self.unexpected_dest(info, total, false);
         }
+        if !self.unexpected_room(0) {
+            return Dest::Discard(ReturnCode::NoMatch);
+        }
         self.stats.deferred += 1;
         let later = Later::Deferred { init_token, job_id: r.common.job_id };
         self.push_unexpected(*info, Vec::new(), true, None, later);
@@ -292,7 +295,7 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
         if let Some(p) = self.queues.take(&info) {
             return self.start_rdv_read(p, info, header_data, payload, req);
         }
-        if self.unexpected_bytes + payload.len() > self.cfg.unexpected_bytes {
+        if !self.unexpected_room(payload.len()) {
             return self.respond(reply, r.message_id(), c.job_id, ReturnCode::NoMatch, 0);
         }
         self.unexpected_bytes += payload.len();

@@ -40,7 +40,8 @@ pub struct Endpoint<A> {
     /// Registered memory.
     pub regions: Regions,
     queues: Queues<A>,
-    unexpected: VecDeque<Unexpected<A>>,
+    /// Unexpected messages by id, in arrival order.
+    unexpected: BTreeMap<u64, Unexpected<A>>,
     unexpected_bytes: usize,
     next_unexpected: u64,
     inbound: HashMap<(A, PdcId, u16), InMsg<A>>,
@@ -78,7 +79,7 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
             pds,
             regions: Regions::default(),
             queues: Queues::new(),
-            unexpected: VecDeque::new(),
+            unexpected: BTreeMap::new(),
             unexpected_bytes: 0,
             next_unexpected: 0,
             inbound: HashMap::new(),

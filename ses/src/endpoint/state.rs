@@ -52,7 +52,8 @@ pub(super) struct InMsg<A> {
 
 #[derive(Debug)]
 pub(super) struct Unexpected<A> {
-    pub(super) id: u64,
+    /// Its partly received message, while packets are still arriving.
+    pub(super) inbound: Option<(A, PdcId, u16)>,
     pub(super) info: MsgInfo<A>,
     pub(super) data: Vec<u8>,
     pub(super) complete: bool,

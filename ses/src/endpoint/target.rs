@@ -3,7 +3,7 @@
 //! as an unexpected message, a write is placed into its region, a read or an atomic is served; each
 //! is answered with a response (see `response`).
 
-use std::collections::VecDeque;
+use std::collections::BTreeMap;
 use std::hash::Hash;
 use std::time::Duration;
 
@@ -26,11 +26,11 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
     /// matches is taken at once.
     pub fn post_recv(&mut self, spec: RecvSpec<A>, len: usize, context: u64) {
         let posted = Posted { spec, buf: vec![0; len], context };
-        let Some(i) = self.unexpected.iter().position(|u| spec.accepts(&u.info)) else {
+        let Some(id) = self.unexpected.iter().find(|(_, u)| spec.accepts(&u.info)).map(|(&id, _)| id) else {
             self.queues.post(posted);
             return;
         };
-        let u = self.unexpected.remove(i).expect("found");
+        let u = self.unexpected.remove(&id).expect("found");
         self.unexpected_bytes -= u.data.len();
         match u.later {
             Later::Nothing => {}
@@ -49,9 +49,8 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
             return;
         }
         // Still arriving: the receive takes its place, with what has come so far.
-        let msg = self.inbound.values_mut().find(|m| matches!(m.dest, Dest::Unexpected(id) if id == u.id));
-        let Some(msg) = msg else {
-            // Not reachable while `forget_pdc` keeps both in step; never a panic if it were.
+        let Some(msg) = u.inbound.and_then(|key| self.inbound.get_mut(&key)) else {
+            // Not reachable while `remove_inbound` keeps both in step; never a panic if it were.
             self.queues.post(posted);
             return;
         };
@@ -251,6 +250,11 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
         *self.inbound_per_src.entry(key.0).or_default() += 1;
         m.armed = now + self.cfg.reassembly_timeout;
         self.reassembly.insert((m.armed, key));
+        if let Dest::Unexpected(id) = m.dest {
+            if let Some(u) = self.unexpected.get_mut(&id) {
+                u.inbound = Some(key);
+            }
+        }
         self.inbound.insert(key, m);
     }
 
@@ -301,8 +305,9 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
                 if truncated { ReturnCode::TooLong } else { ReturnCode::Ok }
             }
             Dest::Unexpected(id) => {
-                if let Some(u) = self.unexpected.iter_mut().find(|u| u.id == id) {
+                if let Some(u) = self.unexpected.get_mut(&id) {
                     u.complete = true;
+                    u.inbound = None;
                     u.header_data = m.header_data;
                 }
                 ReturnCode::Ok
@@ -347,8 +352,7 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
     pub(super) fn drop_partial(&mut self, m: InMsg<A>) {
         match m.dest {
             Dest::Unexpected(id) => {
-                if let Some(i) = self.unexpected.iter().position(|u| u.id == id) {
-                    let u = self.unexpected.remove(i).expect("found");
+                if let Some(u) = self.unexpected.remove(&id) {
                     self.unexpected_bytes -= u.data.len();
                 }
             }
@@ -401,15 +405,26 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
         }
     }
 
-    /// A message no receive takes: kept as unexpected while the byte budget allows (datagrams
-    /// never are), else refused with NO_MATCH.
+    /// A message no receive takes: kept as unexpected while the budget allows (datagrams never
+    /// are), else refused with NO_MATCH.
     pub(super) fn unexpected_dest(&mut self, info: &MsgInfo<A>, total: usize, datagram: bool) -> Dest<A> {
-        if datagram || self.unexpected_bytes + total > self.cfg.unexpected_bytes {
+        if datagram || !self.unexpected_room(total) {
             return Dest::Discard(ReturnCode::NoMatch);
         }
         self.unexpected_bytes += total;
         self.stats.unexpected += 1;
         Dest::Unexpected(self.push_unexpected(*info, vec![0; total], false, None, Later::Nothing))
+    }
+
+    /// Whether one more unexpected message of `bytes` fits the list (`max_unexpected_msgs`
+    /// entries, `unexpected_bytes` bytes); counts a refusal.
+    pub(super) fn unexpected_room(&mut self, bytes: usize) -> bool {
+        let room = self.unexpected.len() < self.cfg.max_unexpected_msgs
+            && self.unexpected_bytes + bytes <= self.cfg.unexpected_bytes;
+        if !room {
+            self.stats.unexpected_refused += 1;
+        }
+        room
     }
 
     /// Files a message on the unexpected (overflow) list, after those already there; its id.
@@ -423,7 +438,7 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
     ) -> u64 {
         self.next_unexpected += 1;
         let id = self.next_unexpected;
-        self.unexpected.push_back(Unexpected { id, info, data, complete, header_data, later });
+        self.unexpected.insert(id, Unexpected { inbound: None, info, data, complete, header_data, later });
         id
     }
 
@@ -533,7 +548,7 @@ fn is_tagged(op: SesOpcode) -> bool {
 /// Places a packet's `payload` at `offset` of a message going to `dest`.
 fn place<A>(
     dest: &mut Dest<A>,
-    unexpected: &mut VecDeque<Unexpected<A>>,
+    unexpected: &mut BTreeMap<u64, Unexpected<A>>,
     regions: &mut Regions,
     stats: &mut Stats,
     offset: usize,
@@ -548,7 +563,7 @@ fn place<A>(
         }
         Dest::Unexpected(id) => {
             let id = *id;
-            let slot = unexpected.iter_mut().find(|u| u.id == id);
+            let slot = unexpected.get_mut(&id);
             match slot.and_then(|u| u.data.get_mut(offset..offset + payload.len())) {
                 Some(dst) => wire::copy_payload(dst, payload),
                 None => stats.dropped += 1,

@@ -204,3 +204,38 @@ fn h4_responses_count_only_on_the_pdc_of_their_operation() {
     assert_eq!(done.len(), 4);
     assert!(done.iter().all(|d| d.status == Status::Ok && d.data == real));
 }
+
+/// H3: the unexpected list is capped in entries, whatever their size: zero-length sends,
+/// rendezvous requests without eager bytes and deferred sends beyond `max_unexpected_msgs` are
+/// answered NO_MATCH and counted.
+#[test]
+fn h3_unexpected_messages_are_capped_in_number() {
+    use crate::config::Profile;
+    let small = Config { msg_rendezvous_size: 10, max_eager: 0, ..cfg() };
+    let kinds = [
+        ("zero-length send", Config { ..cfg() }, 0),
+        ("rendezvous without eager bytes", small, 100),
+        ("deferred send", Config { profile: Profile::AiFull, ..small }, 100),
+    ];
+    for (what, txc, len) in kinds {
+        let rxc = Config { profile: Profile::AiFull, max_unexpected_msgs: 8, ..cfg() };
+        let mut rx = Endpoint::<u8>::new(rxc, 2);
+        let mut tx = Endpoint::<u8>::new(txc, 1);
+        for i in 0..10 {
+            tx.send(addr_of(&rxc, 1), &vec![1; len], None, Opts { context: i, ..Opts::default() }).unwrap();
+        }
+        for p in drain(&mut tx, T0) {
+            rx.handle_packet(T0, 0, &p).unwrap();
+        }
+        for p in drain(&mut rx, T0) {
+            tx.handle_packet(T0, 1, &p).unwrap();
+        }
+        assert_eq!(rx.unexpected_count(), 8, "{what}");
+        let refused = completions(&mut tx)
+            .into_iter()
+            .filter(|d| d.status == Status::Remote(ReturnCode::NoMatch))
+            .count();
+        assert_eq!(refused, 2, "{what}");
+        assert_eq!(rx.stats().unexpected_refused, 2, "{what}");
+    }
+}

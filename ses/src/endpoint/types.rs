@@ -139,6 +139,9 @@ pub struct Stats {
     pub errors_sent: u64,
     /// Messages kept as unexpected.
     pub unexpected: u64,
+    /// Messages answered NO_MATCH because the unexpected list was full (`max_unexpected_msgs`
+    /// entries or `unexpected_bytes` bytes).
+    pub unexpected_refused: u64,
     /// Packets the SES could not use (bad header, inconsistent lengths, stray responses).
     pub dropped: u64,
     /// Sends this side started as rendezvous.
