@@ -25,13 +25,16 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
     }
 
     /// A message id no outstanding operation has, drawn at random: a response can be forged only
-    /// by whoever sees the request.
-    fn alloc_msg_id(&mut self) -> u16 {
+    /// by whoever sees the request. Busy when all 65536 are taken.
+    fn alloc_msg_id(&mut self) -> Result<u16, Error> {
+        if self.ops.len() > usize::from(u16::MAX) {
+            return Err(Error::Busy);
+        }
         let mut id = self.random() as u16;
         while self.ops.contains_key(&id) {
             id = id.wrapping_add(1);
         }
-        id
+        Ok(id)
     }
 
     /// Sends `data` to `dst`: SEND, or TAGGED_SEND with `tag`; the options' `header_data` is
@@ -294,7 +297,7 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
         len: usize,
         context: u64,
     ) -> Result<u16, Error> {
-        let msg_id = self.alloc_msg_id();
+        let msg_id = self.alloc_msg_id()?;
         let pdc_mode = if mode == DeliveryMode::Rod { Mode::Rod } else { Mode::Rud };
         let pdc = self.pds.connect(peer, pdc_mode).map_err(|_| Error::NoPdc)?;
         let r = req(msg_id);
@@ -334,7 +337,7 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
         if queued + packets > self.pds.config().max_queued {
             return Err(Error::Busy);
         }
-        let msg_id = self.alloc_msg_id();
+        let msg_id = self.alloc_msg_id()?;
         let r = req(msg_id);
         let data = data.to_bytes();
         for i in 0..packets {
@@ -361,7 +364,7 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
             return Err(Error::TooLong);
         }
         let data = data.to_bytes();
-        let msg_id = self.alloc_msg_id();
+        let msg_id = self.alloc_msg_id()?;
         let base = req(msg_id);
         let step = self.cfg.max_payload.max(1);
         let pieces = len.div_ceil(step).max(1);
@@ -388,7 +391,7 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
         if data.len() > self.cfg.max_payload {
             return Err(Error::TooLong);
         }
-        let msg_id = self.alloc_msg_id();
+        let msg_id = self.alloc_msg_id()?;
         let r = Req {
             opcode: SesOpcode::DatagramSend,
             msg_id,

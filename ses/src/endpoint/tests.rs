@@ -239,3 +239,18 @@ fn h3_unexpected_messages_are_capped_in_number() {
         assert_eq!(rx.stats().unexpected_refused, 2, "{what}");
     }
 }
+
+/// M7: with an operation outstanding under every message id, one more is refused with Busy (it
+/// used to loop for ever looking for a free id).
+#[test]
+fn m7_message_ids_run_out_with_busy_not_a_hang() {
+    let c = cfg();
+    let mut a = Endpoint::<u8>::new(c, 1);
+    let key = 5 | crate::key::IDEMPOTENT_SAFE;
+    for _ in 0..=u16::MAX {
+        a.read(addr_of(&c, 1), key, 0, 1, Opts::default()).unwrap();
+    }
+    assert_eq!(a.outstanding(), 65536);
+    assert_eq!(a.read(addr_of(&c, 1), key, 0, 1, Opts::default()), Err(Error::Busy));
+    assert_eq!(a.send(addr_of(&c, 1), &[1], None, Opts::default()), Err(Error::Busy));
+}

@@ -108,7 +108,8 @@ impl<A> Completion<A> {
 pub enum Error {
     /// Longer than `max_message`, or (UUD) than one packet.
     TooLong,
-    /// The PDC's send queue has no room for the message now; retry after progress.
+    /// The PDC's send queue has no room for the message now, or all 65536 message ids are held
+    /// by outstanding operations; retry after progress.
     Busy,
     /// The operation does not exist on this endpoint type (RMA on DGRAM, ...).
     Unsupported,
@@ -122,7 +123,7 @@ impl std::fmt::Display for Error {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
             Error::TooLong => "message too long",
-            Error::Busy => "send queue full",
+            Error::Busy => "send queue full or no message id free",
             Error::Unsupported => "operation not supported on this endpoint",
             Error::NoPdc => "no PDC available",
             Error::BadOperand => "atomic operand length does not fit the datatype",
