@@ -192,7 +192,7 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
             self.stats.inbound_refused += 1;
             Dest::Discard(ReturnCode::Dropped)
         } else {
-            self.destination(c, r, &info, total)
+            self.destination(c, r, &info, total, matches!(reply, Reply::Rudi(..)))
         };
         if let Dest::Discard(rc) = dest {
             if c.has(FLAG_SOM) {
@@ -368,6 +368,7 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
         r: &StandardRequest,
         info: &MsgInfo<A>,
         total: usize,
+        rudi: bool,
     ) -> Dest<A> {
         if let Err(rc) = self.check_target(c, total) {
             return Dest::Discard(rc);
@@ -380,7 +381,14 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
             },
             SesOpcode::DeferrableSend | SesOpcode::DeferrableTsend => self.deferrable_dest(r, info, total),
             SesOpcode::Write => {
-                match self.regions.check(r.memory_key, c.job_id, r.buffer_offset, total as u64, Want::Write) {
+                match self.regions.check(
+                    r.memory_key,
+                    c.job_id,
+                    r.buffer_offset,
+                    total as u64,
+                    Want::Write,
+                    rudi,
+                ) {
                     Ok(()) => Dest::Rma { key: r.memory_key, base: r.buffer_offset },
                     Err(rc) => Dest::Discard(rc),
                 }
@@ -454,7 +462,8 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
             other => other,
         };
         let check = first.and_then(|()| {
-            self.regions.check(r.memory_key, c.job_id, r.buffer_offset, len as u64, Want::Read)
+            let rudi = matches!(reply, Reply::Rudi(..));
+            self.regions.check(r.memory_key, c.job_id, r.buffer_offset, len as u64, Want::Read, rudi)
         });
         if let Err(rc) = check {
             return self.respond(reply, r.message_id(), c.job_id, rc, 0);
@@ -512,9 +521,10 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
         if !single || !operands_ok || len == 0 || len % size != 0 || (fetching && len != size) {
             return Err(ReturnCode::AmoUnsupportedSize);
         }
-        self.regions.check(r.memory_key, c.job_id, r.buffer_offset, len as u64, Want::Write)?;
+        // Never over RUDI (see check_delivery).
+        self.regions.check(r.memory_key, c.job_id, r.buffer_offset, len as u64, Want::Write, false)?;
         if fetching {
-            self.regions.check(r.memory_key, c.job_id, r.buffer_offset, len as u64, Want::Read)?;
+            self.regions.check(r.memory_key, c.job_id, r.buffer_offset, len as u64, Want::Read, false)?;
         }
         if r.buffer_offset % size as u64 != 0 {
             return Err(ReturnCode::AmoUnaligned);

@@ -254,3 +254,26 @@ fn m7_message_ids_run_out_with_busy_not_a_hang() {
     assert_eq!(a.read(addr_of(&c, 1), key, 0, 1, Opts::default()), Err(Error::Busy));
     assert_eq!(a.send(addr_of(&c, 1), &[1], None, Opts::default()), Err(Error::Busy));
 }
+
+/// M4: RUDI (idempotent, no duplicate suppression) writes and reads of a region not registered
+/// IDEMPOTENT_SAFE are refused with PERM_VIOLATION and leave it untouched.
+#[test]
+fn m4_rudi_access_needs_an_idempotent_safe_region() {
+    let c = cfg();
+    let mut a = Endpoint::<u8>::new(c, 1);
+    let mut b = Endpoint::<u8>::new(c, 2);
+    b.regions.register(5, vec![0; 100], crate::key::Access::ALL, crate::key::JobScope::Any).unwrap();
+    let safe = 5 | crate::key::IDEMPOTENT_SAFE;
+    a.write(addr_of(&c, 1), safe, 0, &[9; 100], Opts { context: 1, ..Opts::default() }).unwrap();
+    a.read(addr_of(&c, 1), safe, 0, 100, Opts { context: 2, ..Opts::default() }).unwrap();
+    for p in drain(&mut a, T0) {
+        b.handle_packet(T0, 0, &p).unwrap();
+    }
+    for p in drain(&mut b, T0) {
+        a.handle_packet(T0, 1, &p).unwrap();
+    }
+    assert_eq!(b.regions.get(5).unwrap().data, vec![0; 100], "a RUDI write changed the region");
+    let done = completions(&mut a);
+    assert_eq!(done.len(), 2);
+    assert!(done.iter().all(|d| d.status == Status::Remote(ReturnCode::PermViolation)), "{done:?}");
+}
