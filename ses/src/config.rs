@@ -59,6 +59,11 @@ pub struct Config {
     pub msg_rendezvous_size: usize,
     /// The same for tagged sends (`UET_PROVIDER_TAG_RENDEZVOUS_SIZE`).
     pub tag_rendezvous_size: usize,
+    /// READ responses are produced as their PDC takes them: while fewer than this many packets are
+    /// queued on it (sent or not), default 512.
+    pub read_window: usize,
+    /// READs served at once to one source; one more is answered DROPPED (default 1024).
+    pub max_served_reads: usize,
     /// Messages partly received over one PDC at a time; the first packet of one more is answered
     /// DROPPED (default 1024).
     pub max_inbound_per_pdc: usize,
@@ -87,6 +92,8 @@ impl Default for Config {
             max_eager: 4096,
             msg_rendezvous_size: 64 << 10,
             tag_rendezvous_size: 64 << 10,
+            read_window: 512,
+            max_served_reads: 1024,
             max_inbound_per_pdc: 1024,
             max_inbound_per_source: 4096,
             reassembly_timeout: Duration::from_secs(10),

@@ -28,7 +28,7 @@ use wire::uet::ses::{SesHeader, SesRepr, StandardRequest};
 use crate::config::Config;
 use crate::key::Regions;
 use crate::matching::{Posted, Queues};
-use state::{InMsg, OutOp, RdvWait, Reply, Unexpected};
+use state::{InMsg, OutOp, Pending, RdvWait, Reply, Unexpected};
 
 pub use types::{Addr, Completion, CompletionKind, Error, Opts, Stats, Status};
 
@@ -65,7 +65,9 @@ pub struct Endpoint<A> {
     next_token: u32,
     /// Responses waiting for room on their PDC, in order per PDC: a PDC whose send queue is full
     /// holds back only its own.
-    backlog: BTreeMap<PdcId, VecDeque<(NextHeader, Bytes)>>,
+    backlog: BTreeMap<PdcId, VecDeque<Pending<A>>>,
+    /// READs being served, by source (`max_served_reads`).
+    served_reads: HashMap<A, usize>,
 }
 
 impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
@@ -96,6 +98,7 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
             reserved: HashMap::new(),
             next_token: 0,
             backlog: BTreeMap::new(),
+            served_reads: HashMap::new(),
         }
     }
 

@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use pds::PdcId;
+use pds::{NextHeader, PdcId};
 use wire::uet::ses::{RendezvousExt, ReturnCode, SesExt, SesOpcode};
 
 use super::types::{Addr, CompletionKind};
@@ -171,5 +171,25 @@ pub(super) struct Restart<A> {
     pub(super) header_data: Option<u64>,
     pub(super) token: u32,
     pub(super) mode: DeliveryMode,
+    pub(super) job_id: u32,
+}
+
+/// What waits for room on a PDC, in order: a built response packet, or a READ being served.
+#[derive(Debug)]
+pub(super) enum Pending<A> {
+    Packet(NextHeader, Bytes),
+    Read(ServedRead<A>),
+}
+
+/// A READ being answered: its response packets are built from the region as the PDC takes them.
+#[derive(Debug)]
+pub(super) struct ServedRead<A> {
+    pub(super) peer: A,
+    pub(super) key: u64,
+    pub(super) base: usize,
+    pub(super) len: usize,
+    /// Offset of the next packet's bytes.
+    pub(super) next: usize,
+    pub(super) msg_id: u16,
     pub(super) job_id: u32,
 }

@@ -15,7 +15,7 @@ use wire::uet::ses::{RequestCommon, ReturnCode, SesExt, SesOpcode, SomField, Sta
 use super::Endpoint;
 use super::large::LIST_OVERFLOW;
 use super::response::data_response;
-use super::state::{Dest, InMsg, Later, Reply, Unexpected};
+use super::state::{Dest, InMsg, Later, Pending, Reply, ServedRead, Unexpected};
 use super::types::{Completion, CompletionKind, Stats, Status};
 use crate::amo;
 use crate::key::{Regions, Want};
@@ -153,7 +153,7 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
             job_id: c.job_id,
         };
         match c.opcode {
-            SesOpcode::Read => return self.serve_read(reply, r),
+            SesOpcode::Read => return self.serve_read(src, reply, r),
             SesOpcode::Atomic | SesOpcode::FetchingAtomic => {
                 return self.serve_atomic(reply, r, ext, payload);
             }
@@ -450,7 +450,9 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
         id
     }
 
-    fn serve_read(&mut self, reply: Reply<A>, r: &StandardRequest) {
+    /// READ: checked, then answered by RSP_DATA packets built from the region as the PDC takes
+    /// them (see `response`), or over RUDI by one packet.
+    fn serve_read(&mut self, src: A, reply: Reply<A>, r: &StandardRequest) {
         let c = &r.common;
         let len = r.request_length as usize;
         // A rendezvous read of one of this endpoint's own send buffers is authorized by that
@@ -468,20 +470,39 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
         if let Err(rc) = check {
             return self.respond(reply, r.message_id(), c.job_id, rc, 0);
         }
-        let step = self.cfg.max_payload.max(1);
-        let region = &self.regions.get(r.memory_key).expect("checked").data;
-        let base = r.buffer_offset as usize;
-        let mut packets = Vec::new();
-        for off in (0..len.max(1)).step_by(step) {
-            let n = step.min(len - off.min(len));
-            let bytes = &region[base + off..base + off + n];
-            packets.push(data_response(r.message_id(), c.job_id, len, off, bytes));
-        }
-        for p in packets {
-            self.reply(reply, NextHeader::RspData, p);
-        }
         if let Some(region) = self.regions.get_mut(r.memory_key) {
             region.accesses += 1;
+        }
+        let base = r.buffer_offset as usize;
+        match reply {
+            // RUDI responses are not flow-controlled: one packet at most.
+            Reply::Rudi(..) if len > self.cfg.max_payload => {
+                self.respond(reply, r.message_id(), c.job_id, ReturnCode::TooLong, 0)
+            }
+            Reply::Rudi(..) => {
+                let bytes = &self.regions.get(r.memory_key).expect("checked").data[base..base + len];
+                let rsp = data_response(r.message_id(), c.job_id, len, 0, bytes);
+                self.reply(reply, NextHeader::RspData, rsp);
+            }
+            Reply::Pdc(pdc) => {
+                let serving = self.served_reads.entry(src).or_default();
+                if *serving >= self.cfg.max_served_reads {
+                    self.stats.reads_refused += 1;
+                    return self.respond(reply, r.message_id(), c.job_id, ReturnCode::Dropped, 0);
+                }
+                *serving += 1;
+                let read = ServedRead {
+                    peer: src,
+                    key: r.memory_key,
+                    base,
+                    len,
+                    next: 0,
+                    msg_id: r.message_id(),
+                    job_id: c.job_id,
+                };
+                self.queue_on(pdc, Pending::Read(read));
+            }
+            Reply::None => {}
         }
     }
 

@@ -277,3 +277,81 @@ fn m4_rudi_access_needs_an_idempotent_safe_region() {
     assert_eq!(done.len(), 2);
     assert!(done.iter().all(|d| d.status == Status::Remote(ReturnCode::PermViolation)), "{done:?}");
 }
+
+/// Packets queued (sent or not) on the PDCs of `ep`.
+fn queued(ep: &mut Endpoint<u8>) -> usize {
+    (0..16).filter_map(|id| ep.pds().pdc_info(id)).map(|i| i.unacked).sum()
+}
+
+/// H7: one READ request for a large region is answered as the PDC takes the packets, never with
+/// the whole range copied and queued at once; it still completes. A RUDI READ longer than one
+/// packet is refused (TOO_LONG); reads served at once to one peer are capped.
+#[test]
+fn h7_read_responses_are_produced_as_the_pdc_takes_them() {
+    let c = Config { read_window: 32, max_served_reads: 2, ..cfg() };
+    let mut a = Endpoint::<u8>::new(c, 1);
+    let mut b = Endpoint::<u8>::new(c, 2);
+    let region: Vec<u8> = (0..4u32 << 20).map(|i| (i % 251) as u8).collect();
+    b.regions.register(5, region.clone(), crate::key::Access::ALL, crate::key::JobScope::Any).unwrap();
+    a.read(addr_of(&c, 1), 5, 0, region.len(), Opts { context: 1, ..Opts::default() }).unwrap();
+    let mut now = T0;
+    let req = drain(&mut a, now);
+    assert_eq!(req.len(), 1);
+    b.handle_packet(now, 0, &req[0]).unwrap();
+    assert!(queued(&mut b) <= 32, "{} response packets queued at once", queued(&mut b));
+    let mut done = Vec::new();
+    for _ in 0..100_000 {
+        for p in drain(&mut b, now) {
+            a.handle_packet(now, 1, &p).unwrap();
+        }
+        for p in drain(&mut a, now) {
+            b.handle_packet(now, 0, &p).unwrap();
+        }
+        assert!(queued(&mut b) <= 32);
+        done.extend(completions(&mut a));
+        if !done.is_empty() {
+            break;
+        }
+        now += Duration::from_micros(50);
+        for ep in [&mut a, &mut b] {
+            if ep.poll_timeout().is_some_and(|t| t <= now) {
+                ep.handle_timeout(now);
+            }
+        }
+    }
+    assert_eq!(done.len(), 1);
+    assert_eq!(done[0].status, Status::Ok);
+    assert!(done[0].data == region, "the read returned other bytes");
+
+    // Two reads served at once to a peer; a third is refused.
+    for i in 0..3 {
+        a.read(addr_of(&c, 1), 5, 0, 1 << 20, Opts { context: 10 + i, ..Opts::default() }).unwrap();
+    }
+    for p in drain(&mut a, now) {
+        b.handle_packet(now, 0, &p).unwrap();
+    }
+    assert_eq!(b.stats().reads_refused, 1);
+
+    // RUDI: one packet at most.
+    b.regions
+        .register(
+            6 | crate::key::IDEMPOTENT_SAFE,
+            vec![1; 5000],
+            crate::key::Access::ALL,
+            crate::key::JobScope::Any,
+        )
+        .unwrap();
+    let r = StandardRequest {
+        buffer_offset: 0,
+        ..request(&c, SesOpcode::Read, 1, FLAG_SOM | wire::uet::ses::common::FLAG_EOM, 5000, 6)
+    };
+    b.handle_packet(now, 9, &rudi(1, r, &[])).unwrap();
+    let out: Vec<_> = drain(&mut b, now)
+        .into_iter()
+        .filter(|p| {
+            let pds = wire::uet::PdsRepr::parse(p).unwrap();
+            matches!(pds, wire::uet::PdsRepr::Rudi(_))
+        })
+        .collect();
+    assert_eq!(out.len(), 1, "a RUDI READ answered with {} packets", out.len());
+}

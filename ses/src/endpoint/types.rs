@@ -143,6 +143,8 @@ pub struct Stats {
     /// Messages answered NO_MATCH because the unexpected list was full (`max_unexpected_msgs`
     /// entries or `unexpected_bytes` bytes).
     pub unexpected_refused: u64,
+    /// READs answered DROPPED because `max_served_reads` were being served to their source.
+    pub reads_refused: u64,
     /// Packets the SES could not use (bad header, inconsistent lengths, stray responses).
     pub dropped: u64,
     /// Sends this side started as rendezvous.
