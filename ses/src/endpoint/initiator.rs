@@ -487,6 +487,7 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
     pub(super) fn end_op(&mut self, op: OutOp<A>, status: Status) {
         if let Some(k) = op.cleanup_key {
             self.regions.deregister(k);
+            self.rendezvous_keys.remove(&k);
         }
         let ok = status == Status::Ok;
         let fetched = matches!(op.kind, CompletionKind::Read | CompletionKind::FetchAtomic);

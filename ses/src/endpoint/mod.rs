@@ -59,7 +59,8 @@ pub struct Endpoint<A> {
     jobs: HashSet<u32>,
     /// Receives waiting for the read of a rendezvous.
     rdv_waits: HashMap<u16, RdvWait<A>>,
-    next_internal_key: u64,
+    /// The internal keys of rendezvous sends, with the receiver allowed to read each.
+    rendezvous_keys: HashMap<u64, A>,
     /// Receives reserved for restarting deferred sends, by target token (with the initiator).
     reserved: HashMap<u32, (A, Posted<A>)>,
     next_token: u32,
@@ -94,7 +95,7 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
             stats: Stats::default(),
             jobs: HashSet::new(),
             rdv_waits: HashMap::new(),
-            next_internal_key: 0,
+            rendezvous_keys: HashMap::new(),
             reserved: HashMap::new(),
             next_token: 0,
             backlog: BTreeMap::new(),

@@ -400,9 +400,13 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
     /// The checks every request to this endpoint passes first: JobID, PIDonFEP, resource index,
     /// length.
     pub(super) fn check_target(&self, c: &RequestCommon, len: usize) -> Result<(), ReturnCode> {
-        if !self.job_authorized(c.job_id) {
-            Err(ReturnCode::BadJobId)
-        } else if c.pid_on_fep() != self.cfg.pid_on_fep {
+        if !self.job_authorized(c.job_id) { Err(ReturnCode::BadJobId) } else { self.check_address(c, len) }
+    }
+
+    /// The checks of [`check_target`](Self::check_target) after the JobID: PIDonFEP, resource
+    /// index, length.
+    fn check_address(&self, c: &RequestCommon, len: usize) -> Result<(), ReturnCode> {
+        if c.pid_on_fep() != self.cfg.pid_on_fep {
             Err(ReturnCode::BadPid)
         } else if c.resource_index() != self.cfg.resource_index {
             Err(ReturnCode::BadIndex)
@@ -456,12 +460,17 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
         let c = &r.common;
         let len = r.request_length as usize;
         // A rendezvous read of one of this endpoint's own send buffers is authorized by that
-        // buffer's JobID alone (the send may have used an auth key's JobID the endpoint does not
-        // otherwise serve).
+        // buffer's JobID (the send may have used an auth key's JobID the endpoint does not
+        // otherwise serve) in place of the endpoint's; the other checks still apply, and only the
+        // receiver the buffer was sent to may read it.
         let own_rendezvous = r.memory_key & crate::key::INTERNAL != 0;
-        let first = match self.check_target(c, len) {
-            Err(ReturnCode::BadJobId) if own_rendezvous => Ok(()),
-            other => other,
+        let first = if own_rendezvous {
+            match self.rendezvous_keys.get(&crate::key::rkey(r.memory_key)) {
+                Some(&to) if to == src => self.check_address(c, len),
+                _ => Err(ReturnCode::BadMkey),
+            }
+        } else {
+            self.check_target(c, len)
         };
         let check = first.and_then(|()| {
             let rudi = matches!(reply, Reply::Rudi(..));

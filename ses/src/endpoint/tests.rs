@@ -355,3 +355,54 @@ fn h7_read_responses_are_produced_as_the_pdc_takes_them() {
         .collect();
     assert_eq!(out.len(), 1, "a RUDI READ answered with {} packets", out.len());
 }
+
+/// Runs a READ of `len` bytes at `key` from `from` (fabric address `src` at `to`) to completion.
+fn read_status(
+    from: &mut Endpoint<u8>,
+    src: u8,
+    to: &mut Endpoint<u8>,
+    dst: Addr<u8>,
+    key: u64,
+    job_id: u32,
+) -> Status {
+    from.read(dst, key, 0, 10, Opts { context: 77, job_id: Some(job_id), ..Opts::default() }).unwrap();
+    for p in drain(from, T0) {
+        to.handle_packet(T0, src, &p).unwrap();
+    }
+    for p in drain(to, T0) {
+        from.handle_packet(T0, dst.fep, &p).unwrap();
+    }
+    let done = completions(from);
+    assert_eq!(done.len(), 1);
+    done[0].status
+}
+
+/// M8: a rendezvous buffer is readable only by the receiver it was sent to, under a random key;
+/// the JobID exemption of rendezvous reads does not skip the PIDonFEP check.
+#[test]
+fn m8_rendezvous_buffers_are_bound_to_their_receiver() {
+    let c = Config { msg_rendezvous_size: 100, ..cfg() };
+    let mut a = Endpoint::<u8>::new(c, 1);
+    let to_b = addr_of(&c, 1);
+    for i in 0..2 {
+        a.send(to_b, &[3; 500], None, Opts { context: i, job_id: Some(77), ..Opts::default() }).unwrap();
+    }
+    let mut keys: Vec<u64> = a.ops.values().filter_map(|o| o.cleanup_key).collect();
+    keys.sort_unstable();
+    assert_eq!(keys.len(), 2);
+    assert!(keys[1] - keys[0] > 1, "sequential internal keys {keys:x?}");
+    let key = keys[0];
+    let a_addr = addr_of(&c, 0);
+
+    // A third member of the job (address 2) reads it.
+    let mut m = Endpoint::<u8>::new(c, 3);
+    let st = read_status(&mut m, 2, &mut a, a_addr, key, 77);
+    assert_eq!(st, Status::Remote(ReturnCode::BadMkey), "a third party read a rendezvous buffer");
+
+    // The receiver, naming another PIDonFEP.
+    let mut b = Endpoint::<u8>::new(c, 2);
+    let wrong_pid = Addr { pid_on_fep: 99, ..a_addr };
+    let st = read_status(&mut b, 1, &mut a, wrong_pid, key, 77);
+    assert_eq!(st, Status::Remote(ReturnCode::BadPid));
+    assert_eq!(read_status(&mut b, 1, &mut a, a_addr, key, 77), Status::Ok);
+}
