@@ -42,7 +42,8 @@ pub struct Config {
     pub resource_index: u16,
     /// The initiator ID put in requests (the sender's rank / AV index).
     pub initiator: u32,
-    /// Payload bytes per packet (at most 16383, the width of `payload_length`).
+    /// Payload bytes per packet: 1 to [`MAX_PAYLOAD`] (16383, the width of `payload_length`;
+    /// [`Config::validate`]).
     pub max_payload: usize,
     /// Largest message or RMA length accepted (requests above it: TOO_LONG).
     pub max_message: usize,
@@ -97,6 +98,53 @@ impl Default for Config {
             max_inbound_per_pdc: 1024,
             max_inbound_per_source: 4096,
             reassembly_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+/// The largest `max_payload`: the width of a request's `payload_length` field.
+pub const MAX_PAYLOAD: usize = 0x3FFF;
+
+/// Why a [`Config`] cannot run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ConfigError {
+    /// `max_payload` is 0 or above [`MAX_PAYLOAD`].
+    MaxPayload(usize),
+}
+
+impl std::fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ConfigError::MaxPayload(n) => write!(f, "max_payload {n} is not within 1..={MAX_PAYLOAD}"),
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+impl Config {
+    /// Whether the configuration can run.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.max_payload == 0 || self.max_payload > MAX_PAYLOAD {
+            return Err(ConfigError::MaxPayload(self.max_payload));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// L3: a max_payload that request headers cannot describe is refused up front.
+    #[test]
+    fn l3_max_payload_beyond_the_header_field_is_refused() {
+        assert_eq!(Config::default().validate(), Ok(()));
+        assert_eq!(Config { max_payload: MAX_PAYLOAD, ..Config::default() }.validate(), Ok(()));
+        for n in [0, MAX_PAYLOAD + 1, 65536] {
+            let cfg = Config { max_payload: n, ..Config::default() };
+            assert_eq!(cfg.validate(), Err(ConfigError::MaxPayload(n)));
+            assert_eq!(crate::Endpoint::<u8>::try_new(cfg, 1).err(), Some(ConfigError::MaxPayload(n)));
         }
     }
 }

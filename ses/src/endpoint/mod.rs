@@ -25,7 +25,7 @@ use pds::{DeliveryKind, NextHeader, PdcId};
 use wire::FixedHeader;
 use wire::uet::ses::{SesHeader, SesRepr, StandardRequest};
 
-use crate::config::Config;
+use crate::config::{Config, ConfigError};
 use crate::key::Regions;
 use crate::matching::{Posted, Queues};
 use state::{InMsg, OutOp, Pending, RdvWait, Reply, Unexpected};
@@ -72,12 +72,14 @@ pub struct Endpoint<A> {
 }
 
 impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
-    /// An endpoint; `seed` goes to the PDS (Start_PSNs).
-    pub fn new(cfg: Config, seed: u64) -> Endpoint<A> {
+    /// An endpoint if `cfg` can run (see [`Config::validate`]); `seed` goes to the PDS
+    /// (Start_PSNs) and draws message ids and internal keys.
+    pub fn try_new(cfg: Config, seed: u64) -> Result<Endpoint<A>, ConfigError> {
+        cfg.validate()?;
         let mut pds = pds::Endpoint::new(cfg.pds, seed);
         // Operations complete on their SES responses, never on PDS acknowledgements.
         pds.set_ack_events(false);
-        Endpoint {
+        Ok(Endpoint {
             cfg,
             pds,
             regions: Regions::default(),
@@ -100,7 +102,16 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
             next_token: 0,
             backlog: BTreeMap::new(),
             served_reads: HashMap::new(),
-        }
+        })
+    }
+
+    /// An endpoint; `seed` goes to the PDS (Start_PSNs) and draws message ids and internal keys.
+    ///
+    /// # Panics
+    ///
+    /// If `cfg` cannot run ([`Config::validate`]; [`Endpoint::try_new`] returns the error).
+    pub fn new(cfg: Config, seed: u64) -> Endpoint<A> {
+        Endpoint::try_new(cfg, seed).unwrap_or_else(|e| panic!("ses::Config: {e}"))
     }
 
     /// The configuration.
