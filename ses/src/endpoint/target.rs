@@ -18,6 +18,7 @@ use super::response::data_response;
 use super::state::{Dest, InMsg, Later, Pending, Reply, ServedRead, Unexpected};
 use super::types::{Completion, CompletionKind, Stats, Status};
 use crate::amo;
+use crate::config::EpType;
 use crate::key::{Regions, Want};
 use crate::matching::{MsgInfo, Posted, RecvSpec, Source};
 
@@ -212,8 +213,8 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
     }
 
     /// Whether a request fits how it was delivered: over RUDI only READ and WRITE (without
-    /// completion data) of one packet, over UUD only DATAGRAM_SEND of one packet, which a PDC never
-    /// carries. Else the return code (UUD requests are never answered).
+    /// completion data) of one packet, over UUD only DATAGRAM_SEND of one packet to a DGRAM
+    /// endpoint, which a PDC never carries. Else the return code (UUD requests are never answered).
     fn check_delivery(
         &self,
         reply: Reply<A>,
@@ -230,7 +231,12 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
                 SesOpcode::Write => single && len == total && !c.has(FLAG_HD),
                 _ => false,
             },
-            Reply::None => c.opcode == SesOpcode::DatagramSend && single && len == total,
+            Reply::None => {
+                self.cfg.ep_type == EpType::Dgram
+                    && c.opcode == SesOpcode::DatagramSend
+                    && single
+                    && len == total
+            }
             Reply::Pdc(_) => c.opcode != SesOpcode::DatagramSend,
         };
         if fits { Ok(()) } else { Err(ReturnCode::UnsupportedOp) }

@@ -406,3 +406,19 @@ fn m8_rendezvous_buffers_are_bound_to_their_receiver() {
     assert_eq!(st, Status::Remote(ReturnCode::BadPid));
     assert_eq!(read_status(&mut b, 1, &mut a, a_addr, key, 77), Status::Ok);
 }
+
+/// H2: UUD datagrams are for DGRAM endpoints: an RDM endpoint drops them (a spoofed one took a
+/// posted receive), a DGRAM endpoint delivers them.
+#[test]
+fn h2_rdm_endpoints_drop_uud_datagrams() {
+    use crate::config::EpType;
+    for (ep_type, delivered) in [(EpType::Rdm, false), (EpType::Dgram, true)] {
+        let c = Config { ep_type, ..cfg() };
+        let mut rx = Endpoint::<u8>::new(c, 2);
+        rx.post_recv(RecvSpec::any(), 100, 1);
+        let r = request(&c, SesOpcode::DatagramSend, 1, FLAG_SOM | wire::uet::ses::common::FLAG_EOM, 3, 0);
+        rx.handle_packet(T0, 9, &uud(r, &[1, 2, 3])).unwrap();
+        assert_eq!(rx.posted_count() == 0, delivered, "{ep_type:?}");
+        assert_eq!(completions(&mut rx).len(), usize::from(delivered), "{ep_type:?}");
+    }
+}
