@@ -128,7 +128,8 @@ impl Regions {
         self.map.get_mut(&rkey(key))
     }
 
-    /// Checks a remote access of `len` bytes at `offset` by `job_id`; the SES return code if
+    /// Checks a remote access of `len` bytes at `offset` by `job_id`, `idempotent` if it came
+    /// over RUDI (the region must then be registered IDEMPOTENT_SAFE); the SES return code if
     /// refused (BAD_MKEY, BAD_JOB_ID, PERM_VIOLATION, BAD_ADDR).
     pub(crate) fn check(
         &self,
@@ -137,6 +138,7 @@ impl Regions {
         offset: u64,
         len: u64,
         want: Want,
+        idempotent: bool,
     ) -> Result<(), ReturnCode> {
         let r = self.get(key).ok_or(ReturnCode::BadMkey)?;
         if let JobScope::Job(j) = r.scope {
@@ -148,7 +150,7 @@ impl Regions {
             Want::Read => r.access.remote_read,
             Want::Write => r.access.remote_write,
         };
-        if !allowed {
+        if !allowed || (idempotent && r.flags & IDEMPOTENT_SAFE == 0) {
             return Err(ReturnCode::PermViolation);
         }
         match offset.checked_add(len) {
@@ -172,13 +174,16 @@ mod tests {
         assert_eq!(r.register(1 << 50, vec![], Access::ALL, JobScope::Any), Err(KeyError::Malformed));
         assert_eq!(r.register(INTERNAL | 5, vec![], Access::ALL, JobScope::Any), Err(KeyError::Reserved));
         assert_eq!(r.get(0x1234).unwrap().flags, IDEMPOTENT_SAFE);
-        assert_eq!(r.check(0x99, 7, 0, 1, Want::Read), Err(ReturnCode::BadMkey));
-        assert_eq!(r.check(key, 8, 0, 1, Want::Read), Err(ReturnCode::BadJobId));
-        assert_eq!(r.check(key, 7, 0, 1, Want::Write), Err(ReturnCode::PermViolation));
-        assert_eq!(r.check(key, 7, 90, 11, Want::Read), Err(ReturnCode::BadAddr));
-        assert_eq!(r.check(key, 7, u64::MAX, 2, Want::Read), Err(ReturnCode::BadAddr));
-        assert_eq!(r.check(key, 7, 90, 10, Want::Read), Ok(()));
+        assert_eq!(r.check(0x99, 7, 0, 1, Want::Read, false), Err(ReturnCode::BadMkey));
+        assert_eq!(r.check(key, 8, 0, 1, Want::Read, false), Err(ReturnCode::BadJobId));
+        assert_eq!(r.check(key, 7, 0, 1, Want::Write, false), Err(ReturnCode::PermViolation));
+        assert_eq!(r.check(key, 7, 90, 11, Want::Read, false), Err(ReturnCode::BadAddr));
+        assert_eq!(r.check(key, 7, u64::MAX, 2, Want::Read, false), Err(ReturnCode::BadAddr));
+        assert_eq!(r.check(key, 7, 90, 10, Want::Read, false), Ok(()));
+        assert_eq!(r.check(key, 7, 90, 10, Want::Read, true), Ok(()));
+        r.register(0x99, vec![0; 10], Access::ALL, JobScope::Any).unwrap();
+        assert_eq!(r.check(0x99, 7, 0, 1, Want::Write, true), Err(ReturnCode::PermViolation));
         assert!(r.deregister(key).is_some());
-        assert_eq!(r.check(key, 7, 0, 1, Want::Read), Err(ReturnCode::BadMkey));
+        assert_eq!(r.check(key, 7, 0, 1, Want::Read, false), Err(ReturnCode::BadMkey));
     }
 }

@@ -24,7 +24,7 @@ pub mod key;
 pub mod matching;
 mod mode;
 
-pub use config::{Config, EpType, Profile};
+pub use config::{Config, ConfigError, EpType, MAX_PAYLOAD, Profile};
 pub use endpoint::{Addr, Completion, CompletionKind, Endpoint, Error, Opts, Stats, Status};
 pub use key::{Access, JobScope, Region, Regions};
 pub use matching::{RecvSpec, Source};

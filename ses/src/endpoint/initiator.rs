@@ -5,7 +5,7 @@
 use std::hash::Hash;
 
 use bytes::Bytes;
-use pds::{Body, HEAD_MAX, Mode, NextHeader, PdcId};
+use pds::{Body, DeliveryKind, HEAD_MAX, Mode, NextHeader, PdcId};
 use wire::uet::ses::common::{FLAG_EOM, FLAG_HD, FLAG_SOM};
 use wire::uet::ses::{
     AmoDatatype, AmoOpcode, AtomicExt, CasExt, RequestCommon, ReturnCode, SesExt, SesHeader, SesOpcode,
@@ -24,13 +24,17 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
         opts.job_id.unwrap_or(self.cfg.job_id) & 0xFF_FFFF
     }
 
-    fn alloc_msg_id(&mut self) -> u16 {
-        while self.ops.contains_key(&self.next_msg_id) {
-            self.next_msg_id = self.next_msg_id.wrapping_add(1);
+    /// A message id no outstanding operation has, drawn at random: a response can be forged only
+    /// by whoever sees the request. Busy when all 65536 are taken.
+    fn alloc_msg_id(&mut self) -> Result<u16, Error> {
+        if self.ops.len() > usize::from(u16::MAX) {
+            return Err(Error::Busy);
         }
-        let id = self.next_msg_id;
-        self.next_msg_id = self.next_msg_id.wrapping_add(1);
-        id
+        let mut id = self.random() as u16;
+        while self.ops.contains_key(&id) {
+            id = id.wrapping_add(1);
+        }
+        Ok(id)
     }
 
     /// Sends `data` to `dst`: SEND, or TAGGED_SEND with `tag`; the options' `header_data` is
@@ -293,7 +297,7 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
         len: usize,
         context: u64,
     ) -> Result<u16, Error> {
-        let msg_id = self.alloc_msg_id();
+        let msg_id = self.alloc_msg_id()?;
         let pdc_mode = if mode == DeliveryMode::Rod { Mode::Rod } else { Mode::Rud };
         let pdc = self.pds.connect(peer, pdc_mode).map_err(|_| Error::NoPdc)?;
         let r = req(msg_id);
@@ -333,7 +337,7 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
         if queued + packets > self.pds.config().max_queued {
             return Err(Error::Busy);
         }
-        let msg_id = self.alloc_msg_id();
+        let msg_id = self.alloc_msg_id()?;
         let r = req(msg_id);
         let data = data.to_bytes();
         for i in 0..packets {
@@ -360,7 +364,7 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
             return Err(Error::TooLong);
         }
         let data = data.to_bytes();
-        let msg_id = self.alloc_msg_id();
+        let msg_id = self.alloc_msg_id()?;
         let base = req(msg_id);
         let step = self.cfg.max_payload.max(1);
         let pieces = len.div_ceil(step).max(1);
@@ -387,7 +391,7 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
         if data.len() > self.cfg.max_payload {
             return Err(Error::TooLong);
         }
-        let msg_id = self.alloc_msg_id();
+        let msg_id = self.alloc_msg_id()?;
         let r = Req {
             opcode: SesOpcode::DatagramSend,
             msg_id,
@@ -414,16 +418,29 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
         Ok(msg_id)
     }
 
+    /// A response to operation `msg_id` arrived from `src` as `kind`: it counts only from the
+    /// operation's peer, over the operation's PDC (or, for a RUDI operation, as the RUDI response
+    /// to one of its requests).
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn on_response(
         &mut self,
         src: A,
+        kind: DeliveryKind,
         msg_id: u16,
         rc: ReturnCode,
         list: u8,
         data: &[u8],
         at: usize,
     ) {
-        if self.ops.get(&msg_id).is_none_or(|op| op.peer != src) {
+        let ours = |op: &OutOp<A>| {
+            op.peer == src
+                && match (op.pdc, kind) {
+                    (Some(p), DeliveryKind::Pdc { pdc, .. }) => p == pdc,
+                    (None, DeliveryKind::RudiResponse { cookie, .. }) => (cookie >> 32) as u16 == msg_id,
+                    _ => false,
+                }
+        };
+        if !self.ops.get(&msg_id).is_some_and(ours) {
             self.stats.dropped += 1;
             return;
         }
@@ -470,6 +487,7 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
     pub(super) fn end_op(&mut self, op: OutOp<A>, status: Status) {
         if let Some(k) = op.cleanup_key {
             self.regions.deregister(k);
+            self.rendezvous_keys.remove(&k);
         }
         let ok = status == Status::Ok;
         let fetched = matches!(op.kind, CompletionKind::Read | CompletionKind::FetchAtomic);

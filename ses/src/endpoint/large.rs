@@ -3,7 +3,8 @@
 //!
 //! **Rendezvous** (RENDEZVOUS_SEND / RENDEZVOUS_TSEND, messages of at least
 //! `Config::msg_rendezvous_size` / `tag_rendezvous_size` bytes): the initiator exposes the message
-//! read-only under an internal key (RKEY bit 47, never a user key) and sends one packet with the
+//! read-only under a random internal key (RKEY bit 47, never a user key; readable only by the
+//! receiver, from its fabric address) and sends one packet with the
 //! first `eager` bytes (`min(max_eager, max_payload)`) and the rendezvous extension (eager length,
 //! its own PIDonFEP and resource index, `read_offset` = eager length, the internal key). The target
 //! places the eager bytes into the matching receive (now, or when one is posted: the request then
@@ -75,10 +76,14 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
         job_id: u32,
     ) -> Result<u16, Error> {
         let eager = self.cfg.max_eager.min(self.cfg.max_payload).min(data.len());
-        self.next_internal_key = (self.next_internal_key + 1) & (INTERNAL - 1);
-        let key = INTERNAL | self.next_internal_key;
+        // A random key (47 bits), readable only by the receiver (see serve_read).
+        let mut key = INTERNAL | (self.random() & (INTERNAL - 1));
+        while self.regions.get(key).is_some() {
+            key = INTERNAL | (self.random() & (INTERNAL - 1));
+        }
         let read_only = Access { remote_read: true, remote_write: false };
         self.regions.register_internal(key, data.to_vec(), read_only, JobScope::Job(job_id));
+        self.rendezvous_keys.insert(key, dst.fep);
         let ext = RendezvousExt {
             eager_length: eager as u32,
             rd_word: (u32::from(self.cfg.pid_on_fep & 0xFFF) << 12)
@@ -116,6 +121,7 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
             }
             Err(e) => {
                 self.regions.deregister(key);
+                self.rendezvous_keys.remove(&key);
                 Err(e)
             }
         }
@@ -193,6 +199,9 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
         }
         if self.cfg.profile != Profile::AiFull {
             return self.unexpected_dest(info, total, false);
+        }
+        if !self.unexpected_room(0) {
+            return Dest::Discard(ReturnCode::NoMatch);
         }
         self.stats.deferred += 1;
         let later = Later::Deferred { init_token, job_id: r.common.job_id };
@@ -292,7 +301,7 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
         if let Some(p) = self.queues.take(&info) {
             return self.start_rdv_read(p, info, header_data, payload, req);
         }
-        if self.unexpected_bytes + payload.len() > self.cfg.unexpected_bytes {
+        if !self.unexpected_room(payload.len()) {
             return self.respond(reply, r.message_id(), c.job_id, ReturnCode::NoMatch, 0);
         }
         self.unexpected_bytes += payload.len();

@@ -11,9 +11,11 @@ mod large;
 mod response;
 mod state;
 mod target;
+#[cfg(test)]
+mod tests;
 mod types;
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::hash::Hash;
 use std::time::Duration;
 
@@ -23,10 +25,10 @@ use pds::{DeliveryKind, NextHeader, PdcId};
 use wire::FixedHeader;
 use wire::uet::ses::{SesHeader, SesRepr, StandardRequest};
 
-use crate::config::Config;
+use crate::config::{Config, ConfigError};
 use crate::key::Regions;
 use crate::matching::{Posted, Queues};
-use state::{Dest, InMsg, OutOp, RdvWait, Reply, Unexpected};
+use state::{InMsg, OutOp, Pending, RdvWait, Reply, Unexpected};
 
 pub use types::{Addr, Completion, CompletionKind, Error, Opts, Stats, Status};
 
@@ -38,53 +40,78 @@ pub struct Endpoint<A> {
     /// Registered memory.
     pub regions: Regions,
     queues: Queues<A>,
-    unexpected: VecDeque<Unexpected<A>>,
+    /// Unexpected messages by id, in arrival order.
+    unexpected: BTreeMap<u64, Unexpected<A>>,
     unexpected_bytes: usize,
     next_unexpected: u64,
     inbound: HashMap<(A, PdcId, u16), InMsg<A>>,
+    /// Partly received messages by PDC and by source (`max_inbound_per_pdc`, `_per_source`).
+    inbound_per_pdc: HashMap<PdcId, usize>,
+    inbound_per_src: HashMap<A, usize>,
+    /// When each partly received message is looked at again (`reassembly_timeout`).
+    reassembly: BTreeSet<(Duration, (A, PdcId, u16))>,
     ops: HashMap<u16, OutOp<A>>,
-    next_msg_id: u16,
+    /// splitmix64 state: message ids, internal keys.
+    rng: u64,
     completions: VecDeque<Completion<A>>,
     stats: Stats,
     /// JobIDs served besides the endpoint's own.
     jobs: HashSet<u32>,
     /// Receives waiting for the read of a rendezvous.
     rdv_waits: HashMap<u16, RdvWait<A>>,
-    next_internal_key: u64,
+    /// The internal keys of rendezvous sends, with the receiver allowed to read each.
+    rendezvous_keys: HashMap<u64, A>,
     /// Receives reserved for restarting deferred sends, by target token (with the initiator).
     reserved: HashMap<u32, (A, Posted<A>)>,
     next_token: u32,
     /// Responses waiting for room on their PDC, in order per PDC: a PDC whose send queue is full
     /// holds back only its own.
-    backlog: BTreeMap<PdcId, VecDeque<(NextHeader, Bytes)>>,
+    backlog: BTreeMap<PdcId, VecDeque<Pending<A>>>,
+    /// READs being served, by source (`max_served_reads`).
+    served_reads: HashMap<A, usize>,
 }
 
 impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
-    /// An endpoint; `seed` goes to the PDS (Start_PSNs).
-    pub fn new(cfg: Config, seed: u64) -> Endpoint<A> {
+    /// An endpoint if `cfg` can run (see [`Config::validate`]); `seed` goes to the PDS
+    /// (Start_PSNs) and draws message ids and internal keys.
+    pub fn try_new(cfg: Config, seed: u64) -> Result<Endpoint<A>, ConfigError> {
+        cfg.validate()?;
         let mut pds = pds::Endpoint::new(cfg.pds, seed);
         // Operations complete on their SES responses, never on PDS acknowledgements.
         pds.set_ack_events(false);
-        Endpoint {
+        Ok(Endpoint {
             cfg,
             pds,
             regions: Regions::default(),
             queues: Queues::new(),
-            unexpected: VecDeque::new(),
+            unexpected: BTreeMap::new(),
             unexpected_bytes: 0,
             next_unexpected: 0,
             inbound: HashMap::new(),
+            inbound_per_pdc: HashMap::new(),
+            inbound_per_src: HashMap::new(),
+            reassembly: BTreeSet::new(),
             ops: HashMap::new(),
-            next_msg_id: (seed as u16) | 1,
+            rng: seed ^ 0x5E5_0000_D1CE_5EED,
             completions: VecDeque::new(),
             stats: Stats::default(),
             jobs: HashSet::new(),
             rdv_waits: HashMap::new(),
-            next_internal_key: 0,
+            rendezvous_keys: HashMap::new(),
             reserved: HashMap::new(),
             next_token: 0,
             backlog: BTreeMap::new(),
-        }
+            served_reads: HashMap::new(),
+        })
+    }
+
+    /// An endpoint; `seed` goes to the PDS (Start_PSNs) and draws message ids and internal keys.
+    ///
+    /// # Panics
+    ///
+    /// If `cfg` cannot run ([`Config::validate`]; [`Endpoint::try_new`] returns the error).
+    pub fn new(cfg: Config, seed: u64) -> Endpoint<A> {
+        Endpoint::try_new(cfg, seed).unwrap_or_else(|e| panic!("ses::Config: {e}"))
     }
 
     /// The configuration.
@@ -133,6 +160,15 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
         self.jobs.remove(&(job_id & 0xFF_FFFF));
     }
 
+    /// The next pseudo-random number (splitmix64 over the seed).
+    fn random(&mut self) -> u64 {
+        self.rng = self.rng.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.rng;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
     fn job_authorized(&self, job_id: u32) -> bool {
         job_id == self.cfg.job_id & 0xFF_FFFF || self.jobs.contains(&job_id)
     }
@@ -165,14 +201,14 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
                 None
             };
             if let Some(r) = plain {
-                self.on_request(src, reply, &r, None, &d.body[StandardRequest::LEN..]);
+                self.on_request(now, src, reply, &r, None, &d.body[StandardRequest::LEN..]);
                 self.drain_pds_events();
                 return Ok(());
             }
             match SesRepr::parse(d.body, d.next_hdr) {
                 Ok(Some(ses)) => {
                     let payload = &d.body[ses.buffer_len()..];
-                    self.on_ses(src, reply, d.kind, ses, payload, piece);
+                    self.on_ses(now, src, reply, d.kind, ses, payload, piece);
                 }
                 _ => self.stats.dropped += 1,
             }
@@ -181,8 +217,10 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
         Ok(())
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn on_ses(
         &mut self,
+        now: Duration,
         src: A,
         reply: Reply<A>,
         kind: DeliveryKind,
@@ -192,10 +230,10 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
     ) {
         match (ses.header, kind) {
             (SesHeader::Standard(r), k) if carries_requests(k) => {
-                self.on_request(src, reply, &r, ses.ext, payload)
+                self.on_request(now, src, reply, &r, ses.ext, payload)
             }
             (SesHeader::Response(r), DeliveryKind::Pdc { .. } | DeliveryKind::RudiResponse { .. }) => {
-                self.on_response(src, r.message_id, r.head.return_code, r.head.list, &[], 0)
+                self.on_response(src, kind, r.message_id, r.head.return_code, r.head.list, &[], 0)
             }
             (SesHeader::ResponseData(r), DeliveryKind::Pdc { .. } | DeliveryKind::RudiResponse { .. }) => {
                 let plen = usize::from(r.payload_length());
@@ -204,7 +242,8 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
                     return;
                 }
                 let at = piece + r.message_offset as usize;
-                self.on_response(src, r.read_req_message_id, r.head.return_code, r.head.list, payload, at)
+                let id = r.read_req_message_id;
+                self.on_response(src, kind, id, r.head.return_code, r.head.list, payload, at)
             }
             _ => self.stats.dropped += 1,
         }
@@ -234,20 +273,12 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
         }
     }
 
-    /// Drops the partly received messages of a PDC that failed or closed: an unexpected one is
-    /// discarded with its bytes, a receive it had taken is posted again (at the back of its queue).
+    /// Drops the partly received messages of a PDC that failed or closed (see `drop_partial`).
     fn forget_pdc(&mut self, pdc: PdcId) {
         let gone: Vec<_> = self.inbound.keys().filter(|k| k.1 == pdc).copied().collect();
         for key in gone {
-            match self.inbound.remove(&key).map(|m| m.dest) {
-                Some(Dest::Unexpected(id)) => {
-                    if let Some(i) = self.unexpected.iter().position(|u| u.id == id) {
-                        let u = self.unexpected.remove(i).expect("found");
-                        self.unexpected_bytes -= u.data.len();
-                    }
-                }
-                Some(Dest::Recv(p)) => self.queues.post(p),
-                _ => {}
+            if let Some(m) = self.remove_inbound(key) {
+                self.drop_partial(m);
             }
         }
     }
@@ -273,15 +304,20 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
         self.pds.poll_transmit_split(now, buf)
     }
 
-    /// The next deadline.
+    /// The next deadline (the PDS's timers, the reassembly timeout of partly received messages).
     pub fn poll_timeout(&self) -> Option<Duration> {
-        self.pds.poll_timeout()
+        let reassembly = self.reassembly.first().map(|&(t, _)| t);
+        match (self.pds.poll_timeout(), reassembly) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     /// Runs the timers due at `now`.
     pub fn handle_timeout(&mut self, now: Duration) {
         self.pds.handle_timeout(now);
         self.drain_pds_events();
+        self.reap_inbound(now);
     }
 }
 

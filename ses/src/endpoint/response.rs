@@ -1,6 +1,8 @@
 //! The responses a SES endpoint sends as a target: RSP with a return code, RSP_DATA with the bytes a
 //! read or a fetching atomic returns. Over a PDC they go in order per PDC and wait while its send
-//! queue is full; a RUDI request is answered with a RUDI response.
+//! queue is full; a READ's RSP_DATA packets are built from the region only as its PDC takes them
+//! (`Config::read_window`), never the whole range at once. A RUDI request is answered with one
+//! RUDI response.
 
 use std::collections::VecDeque;
 use std::hash::Hash;
@@ -10,8 +12,12 @@ use pds::{NextHeader, PdcId, SendError};
 use wire::FixedHeader;
 use wire::uet::ses::{Response, ResponseData, ResponseHead, ResponseOpcode, ReturnCode};
 
+use ahash::AHashMap as HashMap;
+
 use super::Endpoint;
-use super::state::Reply;
+use super::state::{Pending, Reply};
+use crate::config::Config;
+use crate::key::Regions;
 
 impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
     pub(super) fn respond(
@@ -37,52 +43,108 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
         if rc != ReturnCode::Ok {
             self.stats.errors_sent += 1;
         }
-        let head = ResponseHead { list, opcode: ResponseOpcode::Response, version: 0, return_code: rc };
-        let rsp = Response { head, message_id: msg_id, ri_generation: 0, job_id, modified_length: modified };
-        let mut v = vec![0; Response::LEN];
-        rsp.emit(&mut v).expect("sized");
-        self.reply(reply, NextHeader::Rsp, Bytes::from(v));
+        self.reply(reply, NextHeader::Rsp, response(msg_id, job_id, rc, modified, list));
     }
 
     pub(super) fn reply(&mut self, reply: Reply<A>, nh: NextHeader, bytes: Bytes) {
         match reply {
-            Reply::Pdc(pdc) => {
-                let queue = self.backlog.entry(pdc).or_default();
-                queue.push_back((nh, bytes));
-                if !flush_pdc(&mut self.pds, pdc, queue) {
-                    self.backlog.remove(&pdc);
-                }
-            }
+            Reply::Pdc(pdc) => self.queue_on(pdc, Pending::Packet(nh, bytes)),
             Reply::Rudi(peer, pkt_id) => self.pds.rudi_respond(peer, pkt_id, nh, bytes),
             Reply::None => {}
         }
     }
 
-    /// Queues waiting responses on their PDCs while the PDCs have room (a large READ answered at
-    /// once can be more packets than a PDC's send queue holds: the rest wait here, never dropped).
+    /// Queues a response (or a READ to serve) on `pdc` after those waiting there, and sends what
+    /// the PDC takes now.
+    pub(super) fn queue_on(&mut self, pdc: PdcId, p: Pending<A>) {
+        let queue = self.backlog.entry(pdc).or_default();
+        queue.push_back(p);
+        let mut out = Out { pds: &mut self.pds, regions: &self.regions, served: &mut self.served_reads };
+        if !out.flush(pdc, queue, &self.cfg) {
+            self.backlog.remove(&pdc);
+        }
+    }
+
+    /// Queues waiting responses on their PDCs while the PDCs have room, and the packets of the
+    /// READs being served while their PDCs hold fewer than `read_window` packets.
     pub(super) fn flush_backlog(&mut self) {
-        let pds = &mut self.pds;
-        self.backlog.retain(|&pdc, queue| flush_pdc(pds, pdc, queue));
+        let mut out = Out { pds: &mut self.pds, regions: &self.regions, served: &mut self.served_reads };
+        let cfg = &self.cfg;
+        self.backlog.retain(|&pdc, queue| out.flush(pdc, queue, cfg));
     }
 }
 
-/// Queues `queue`'s responses on `pdc` in order while it has room; whether some still wait. A
-/// response whose PDC failed or closed has nobody to go to and is dropped.
-fn flush_pdc<A: Copy + Eq + Hash + Ord + std::fmt::Debug>(
-    pds: &mut pds::Endpoint<A>,
-    pdc: PdcId,
-    queue: &mut VecDeque<(NextHeader, Bytes)>,
-) -> bool {
-    while let Some((nh, bytes)) = queue.pop_front() {
-        match pds.send_on(pdc, nh, bytes.clone(), 0) {
-            Ok(_) | Err(SendError::UnknownPdc | SendError::Closing | SendError::NoPdcAvailable) => {}
-            Err(SendError::QueueFull) => {
-                queue.push_front((nh, bytes));
-                return true;
+/// What flushing a PDC's backlog touches.
+struct Out<'a, A> {
+    pds: &'a mut pds::Endpoint<A>,
+    regions: &'a Regions,
+    served: &'a mut HashMap<A, usize>,
+}
+
+impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Out<'_, A> {
+    /// Queues `queue`'s responses on `pdc` in order while it has room; whether some still wait.
+    /// A response whose PDC failed or closed has nobody to go to and is dropped.
+    fn flush(&mut self, pdc: PdcId, queue: &mut VecDeque<Pending<A>>, cfg: &Config) -> bool {
+        while let Some(front) = queue.front_mut() {
+            let done = match front {
+                Pending::Packet(nh, bytes) => match self.pds.send_on(pdc, *nh, bytes.clone(), 0) {
+                    Err(SendError::QueueFull) => return true,
+                    _ => true,
+                },
+                Pending::Read(r) => {
+                    let Some(info) = self.pds.pdc_info(pdc) else {
+                        self.end_read(r.peer);
+                        queue.pop_front();
+                        continue;
+                    };
+                    if info.unacked >= cfg.read_window {
+                        return true;
+                    }
+                    let n = cfg.max_payload.max(1).min(r.len - r.next);
+                    let at = r.base + r.next;
+                    let bytes = self.regions.get(r.key).and_then(|g| g.data.get(at..at + n));
+                    // A region deregistered (or replaced by a smaller one) while it was read: the
+                    // rest of the read is refused.
+                    let (nh, pkt) = match bytes {
+                        Some(b) => (NextHeader::RspData, data_response(r.msg_id, r.job_id, r.len, r.next, b)),
+                        None => (NextHeader::Rsp, response(r.msg_id, r.job_id, ReturnCode::BadMkey, 0, 0)),
+                    };
+                    match self.pds.send_on(pdc, nh, pkt, 0) {
+                        Err(SendError::QueueFull) => return true,
+                        Ok(_) if bytes.is_some() => {
+                            r.next += n;
+                            r.next >= r.len
+                        }
+                        _ => true,
+                    }
+                }
+            };
+            if done {
+                if let Some(Pending::Read(r)) = queue.pop_front() {
+                    self.end_read(r.peer);
+                }
+            }
+        }
+        false
+    }
+
+    fn end_read(&mut self, peer: A) {
+        if let Some(n) = self.served.get_mut(&peer) {
+            *n -= 1;
+            if *n == 0 {
+                self.served.remove(&peer);
             }
         }
     }
-    false
+}
+
+/// One RSP packet with return code `rc`.
+fn response(msg_id: u16, job_id: u32, rc: ReturnCode, modified: u32, list: u8) -> Bytes {
+    let head = ResponseHead { list, opcode: ResponseOpcode::Response, version: 0, return_code: rc };
+    let rsp = Response { head, message_id: msg_id, ri_generation: 0, job_id, modified_length: modified };
+    let mut v = vec![0; Response::LEN];
+    rsp.emit(&mut v).expect("sized");
+    Bytes::from(v)
 }
 
 /// One RSP_DATA packet: `bytes` at `offset` of a `total`-byte answer to request `msg_id`.

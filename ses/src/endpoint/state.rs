@@ -4,8 +4,10 @@
 //! (`Unexpected`); at the initiator, the operations waiting for their response (`OutOp`); and the
 //! records of large messages (`Later`, `RdvReq`, `RdvWait`, `Internal`, `Restart`; see `large`).
 
+use std::time::Duration;
+
 use bytes::Bytes;
-use pds::PdcId;
+use pds::{NextHeader, PdcId};
 use wire::uet::ses::{RendezvousExt, ReturnCode, SesExt, SesOpcode};
 
 use super::types::{Addr, CompletionKind};
@@ -42,11 +44,16 @@ pub(super) struct InMsg<A> {
     pub(super) received: usize,
     pub(super) header_data: Option<u64>,
     pub(super) job_id: u32,
+    /// When its last packet came.
+    pub(super) last: Duration,
+    /// Its entry in the reassembly deadlines.
+    pub(super) armed: Duration,
 }
 
 #[derive(Debug)]
 pub(super) struct Unexpected<A> {
-    pub(super) id: u64,
+    /// Its partly received message, while packets are still arriving.
+    pub(super) inbound: Option<(A, PdcId, u16)>,
     pub(super) info: MsgInfo<A>,
     pub(super) data: Vec<u8>,
     pub(super) complete: bool,
@@ -164,5 +171,25 @@ pub(super) struct Restart<A> {
     pub(super) header_data: Option<u64>,
     pub(super) token: u32,
     pub(super) mode: DeliveryMode,
+    pub(super) job_id: u32,
+}
+
+/// What waits for room on a PDC, in order: a built response packet, or a READ being served.
+#[derive(Debug)]
+pub(super) enum Pending<A> {
+    Packet(NextHeader, Bytes),
+    Read(ServedRead<A>),
+}
+
+/// A READ being answered: its response packets are built from the region as the PDC takes them.
+#[derive(Debug)]
+pub(super) struct ServedRead<A> {
+    pub(super) peer: A,
+    pub(super) key: u64,
+    pub(super) base: usize,
+    pub(super) len: usize,
+    /// Offset of the next packet's bytes.
+    pub(super) next: usize,
+    pub(super) msg_id: u16,
     pub(super) job_id: u32,
 }

@@ -3,19 +3,23 @@
 //! as an unexpected message, a write is placed into its region, a read or an atomic is served; each
 //! is answered with a response (see `response`).
 
+use std::collections::BTreeMap;
 use std::hash::Hash;
+use std::time::Duration;
 
-use pds::NextHeader;
+use ahash::AHashMap as HashMap;
+use pds::{NextHeader, PdcId};
 use wire::uet::ses::common::{FLAG_EOM, FLAG_HD, FLAG_SOM};
 use wire::uet::ses::{RequestCommon, ReturnCode, SesExt, SesOpcode, SomField, StandardRequest};
 
 use super::Endpoint;
 use super::large::LIST_OVERFLOW;
 use super::response::data_response;
-use super::state::{Dest, InMsg, Later, Reply, Unexpected};
-use super::types::{Completion, CompletionKind, Status};
+use super::state::{Dest, InMsg, Later, Pending, Reply, ServedRead, Unexpected};
+use super::types::{Completion, CompletionKind, Stats, Status};
 use crate::amo;
-use crate::key::Want;
+use crate::config::EpType;
+use crate::key::{Regions, Want};
 use crate::matching::{MsgInfo, Posted, RecvSpec, Source};
 
 impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
@@ -23,11 +27,11 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
     /// matches is taken at once.
     pub fn post_recv(&mut self, spec: RecvSpec<A>, len: usize, context: u64) {
         let posted = Posted { spec, buf: vec![0; len], context };
-        let Some(i) = self.unexpected.iter().position(|u| spec.accepts(&u.info)) else {
+        let Some(id) = self.unexpected.iter().find(|(_, u)| spec.accepts(&u.info)).map(|(&id, _)| id) else {
             self.queues.post(posted);
             return;
         };
-        let u = self.unexpected.remove(i).expect("found");
+        let u = self.unexpected.remove(&id).expect("found");
         self.unexpected_bytes -= u.data.len();
         match u.later {
             Later::Nothing => {}
@@ -46,9 +50,8 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
             return;
         }
         // Still arriving: the receive takes its place, with what has come so far.
-        let msg = self.inbound.values_mut().find(|m| matches!(m.dest, Dest::Unexpected(id) if id == u.id));
-        let Some(msg) = msg else {
-            // Not reachable while `forget_pdc` keeps both in step; never a panic if it were.
+        let Some(msg) = u.inbound.and_then(|key| self.inbound.get_mut(&key)) else {
+            // Not reachable while `remove_inbound` keeps both in step; never a panic if it were.
             self.queues.post(posted);
             return;
         };
@@ -118,6 +121,7 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
 
     pub(super) fn on_request(
         &mut self,
+        now: Duration,
         src: A,
         reply: Reply<A>,
         r: &StandardRequest,
@@ -140,18 +144,17 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
             self.stats.dropped += 1;
             return;
         }
-        let pdc = match reply {
-            Reply::Pdc(p) => p,
-            _ => 0,
-        };
-        let key = (src, pdc, r.message_id());
+        if let Err(rc) = self.check_delivery(reply, r, offset, payload.len()) {
+            self.stats.wrong_delivery += 1;
+            return self.respond(reply, r.message_id(), c.job_id, rc, 0);
+        }
         let info = MsgInfo {
             src: Source { fep: src, initiator: r.initiator },
             tag: is_tagged(c.opcode).then_some(r.memory_key),
             job_id: c.job_id,
         };
         match c.opcode {
-            SesOpcode::Read => return self.serve_read(reply, r),
+            SesOpcode::Read => return self.serve_read(src, reply, r),
             SesOpcode::Atomic | SesOpcode::FetchingAtomic => {
                 return self.serve_atomic(reply, r, ext, payload);
             }
@@ -161,53 +164,146 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
             SesOpcode::DeferrableRtr => return self.on_rtr(src, reply, r),
             _ => {}
         }
-        // One lookup per packet; the first packet of a message decides where its bytes go.
-        let m = match self.inbound.get_mut(&key) {
-            Some(m) => m,
-            None => {
-                let dest = self.destination(c, r, &info, total);
-                let m = InMsg { dest, info, total, received: 0, header_data: None, job_id: c.job_id };
-                self.inbound.entry(key).or_insert(m)
-            }
+        let pdc = match reply {
+            Reply::Pdc(p) => p,
+            _ => 0,
         };
-        if m.total != total {
-            // Every packet of a message carries the same request_length; one that does not is not
-            // part of it.
+        let key = (src, pdc, r.message_id());
+        // One lookup per packet of a message already under way.
+        if let Some(m) = self.inbound.get_mut(&key) {
+            if m.total != total {
+                // Every packet of a message carries the same request_length; one that does not is
+                // not part of it.
+                self.stats.dropped += 1;
+                return;
+            }
+            m.last = now;
+            m.header_data = m.header_data.or(header_data);
+            place(&mut m.dest, &mut self.unexpected, &mut self.regions, &mut self.stats, offset, payload);
+            m.received += payload.len();
+            if m.received < m.total {
+                return;
+            }
+            let m = self.remove_inbound(key).expect("present");
+            return self.finish_msg(reply, r, m);
+        }
+        // The first packet of a message to arrive decides where its bytes go. A refused message
+        // keeps no state: its first packet (SOM) is answered, its others are dropped.
+        let dest = if self.inbound_full(src, pdc) {
+            self.stats.inbound_refused += 1;
+            Dest::Discard(ReturnCode::Dropped)
+        } else {
+            self.destination(c, r, &info, total, matches!(reply, Reply::Rudi(..)))
+        };
+        if let Dest::Discard(rc) = dest {
+            if c.has(FLAG_SOM) {
+                return self.respond(reply, r.message_id(), c.job_id, rc, 0);
+            }
             self.stats.dropped += 1;
             return;
         }
-        m.header_data = m.header_data.or(header_data);
-        match &mut m.dest {
-            Dest::Recv(p) => {
-                let end = (offset + payload.len()).min(p.buf.len());
-                if offset < end {
-                    wire::copy_payload(&mut p.buf[offset..end], &payload[..end - offset]);
-                }
-            }
-            Dest::Unexpected(id) => {
-                let id = *id;
-                let slot = self.unexpected.iter_mut().find(|u| u.id == id);
-                match slot.and_then(|u| u.data.get_mut(offset..offset + payload.len())) {
-                    Some(dst) => wire::copy_payload(dst, payload),
-                    None => self.stats.dropped += 1,
-                }
-            }
-            Dest::Rma { key, base } => {
-                // Checked on the first packet; the region may have been deregistered (or replaced
-                // by a smaller one) since: then the rest of the write is refused, never a panic.
-                let at = *base as usize + offset;
-                match self.regions.get_mut(*key).and_then(|r| r.data.get_mut(at..at + payload.len())) {
-                    Some(dst) => wire::copy_payload(dst, payload),
-                    None => m.dest = Dest::Discard(ReturnCode::BadMkey),
-                }
-            }
-            Dest::Discard(_) | Dest::Deferred => {}
+        let mut m =
+            InMsg { dest, info, total, received: 0, header_data, job_id: c.job_id, last: now, armed: now };
+        place(&mut m.dest, &mut self.unexpected, &mut self.regions, &mut self.stats, offset, payload);
+        m.received = payload.len();
+        if m.received >= m.total {
+            return self.finish_msg(reply, r, m);
         }
-        m.received += payload.len();
-        if m.received < m.total {
-            return;
+        self.insert_inbound(key, m, now);
+    }
+
+    /// Whether a request fits how it was delivered: over RUDI only READ and WRITE (without
+    /// completion data) of one packet, over UUD only DATAGRAM_SEND of one packet to a DGRAM
+    /// endpoint, which a PDC never carries. Else the return code (UUD requests are never answered).
+    fn check_delivery(
+        &self,
+        reply: Reply<A>,
+        r: &StandardRequest,
+        offset: usize,
+        len: usize,
+    ) -> Result<(), ReturnCode> {
+        let c = &r.common;
+        let total = r.request_length as usize;
+        let single = c.has(FLAG_SOM) && c.has(FLAG_EOM) && offset == 0;
+        let fits = match reply {
+            Reply::Rudi(..) => match c.opcode {
+                SesOpcode::Read => single && len == 0,
+                SesOpcode::Write => single && len == total && !c.has(FLAG_HD),
+                _ => false,
+            },
+            Reply::None => {
+                self.cfg.ep_type == EpType::Dgram
+                    && c.opcode == SesOpcode::DatagramSend
+                    && single
+                    && len == total
+            }
+            Reply::Pdc(_) => c.opcode != SesOpcode::DatagramSend,
+        };
+        if fits { Ok(()) } else { Err(ReturnCode::UnsupportedOp) }
+    }
+
+    /// Whether the PDC or the source of a new message already has as many partly received
+    /// messages as allowed.
+    fn inbound_full(&self, src: A, pdc: PdcId) -> bool {
+        self.inbound_per_pdc.get(&pdc).is_some_and(|&n| n >= self.cfg.max_inbound_per_pdc)
+            || self.inbound_per_src.get(&src).is_some_and(|&n| n >= self.cfg.max_inbound_per_source)
+    }
+
+    /// Files a partly received message, counted against its PDC and source and armed for the
+    /// reassembly timeout.
+    fn insert_inbound(&mut self, key: (A, PdcId, u16), mut m: InMsg<A>, now: Duration) {
+        *self.inbound_per_pdc.entry(key.1).or_default() += 1;
+        *self.inbound_per_src.entry(key.0).or_default() += 1;
+        m.armed = now + self.cfg.reassembly_timeout;
+        self.reassembly.insert((m.armed, key));
+        if let Dest::Unexpected(id) = m.dest {
+            if let Some(u) = self.unexpected.get_mut(&id) {
+                u.inbound = Some(key);
+            }
         }
-        let m = self.inbound.remove(&key).expect("present");
+        self.inbound.insert(key, m);
+    }
+
+    /// Takes a partly received message out of the books.
+    pub(super) fn remove_inbound(&mut self, key: (A, PdcId, u16)) -> Option<InMsg<A>> {
+        let m = self.inbound.remove(&key)?;
+        self.reassembly.remove(&(m.armed, key));
+        decrement(&mut self.inbound_per_pdc, key.1);
+        decrement(&mut self.inbound_per_src, key.0);
+        Some(m)
+    }
+
+    /// Drops the partly received messages idle for `reassembly_timeout` at `now`: a receive one had
+    /// taken is posted again, an unexpected one is discarded, and the sender is answered DROPPED.
+    pub(super) fn reap_inbound(&mut self, now: Duration) {
+        while let Some(&(deadline, key)) = self.reassembly.first() {
+            if deadline > now {
+                break;
+            }
+            self.reassembly.pop_first();
+            let idle_until = self.inbound.get(&key).map(|m| m.last + self.cfg.reassembly_timeout);
+            match idle_until {
+                Some(t) if t > now => {
+                    // Packets came since it was armed: armed again for the last one.
+                    self.inbound.get_mut(&key).expect("present").armed = t;
+                    self.reassembly.insert((t, key));
+                }
+                Some(_) => {
+                    // Put back so that `remove_inbound` finds what it removes.
+                    self.reassembly.insert((deadline, key));
+                    let m = self.remove_inbound(key).expect("present");
+                    self.stats.reassembly_timeouts += 1;
+                    let job_id = m.job_id;
+                    self.drop_partial(m);
+                    self.respond(Reply::Pdc(key.1), key.2, job_id, ReturnCode::Dropped, 0);
+                }
+                None => {}
+            }
+        }
+    }
+
+    /// A message is all there: complete what it was for and answer it (datagrams are not).
+    fn finish_msg(&mut self, reply: Reply<A>, r: &StandardRequest, m: InMsg<A>) {
         let rc = match m.dest {
             Dest::Recv(p) => {
                 let truncated = m.total > p.buf.len();
@@ -215,8 +311,9 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
                 if truncated { ReturnCode::TooLong } else { ReturnCode::Ok }
             }
             Dest::Unexpected(id) => {
-                if let Some(u) = self.unexpected.iter_mut().find(|u| u.id == id) {
+                if let Some(u) = self.unexpected.get_mut(&id) {
                     u.complete = true;
+                    u.inbound = None;
                     u.header_data = m.header_data;
                 }
                 ReturnCode::Ok
@@ -251,8 +348,22 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
                 );
             }
         };
-        if c.opcode != SesOpcode::DatagramSend {
+        if r.common.opcode != SesOpcode::DatagramSend {
             self.respond(reply, r.message_id(), m.job_id, rc, m.total as u32);
+        }
+    }
+
+    /// A partly received message is given up: an unexpected one is discarded with its bytes, a
+    /// receive it had taken is posted again (at the back of its queue).
+    pub(super) fn drop_partial(&mut self, m: InMsg<A>) {
+        match m.dest {
+            Dest::Unexpected(id) => {
+                if let Some(u) = self.unexpected.remove(&id) {
+                    self.unexpected_bytes -= u.data.len();
+                }
+            }
+            Dest::Recv(p) => self.queues.post(p),
+            _ => {}
         }
     }
 
@@ -263,6 +374,7 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
         r: &StandardRequest,
         info: &MsgInfo<A>,
         total: usize,
+        rudi: bool,
     ) -> Dest<A> {
         if let Err(rc) = self.check_target(c, total) {
             return Dest::Discard(rc);
@@ -275,7 +387,14 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
             },
             SesOpcode::DeferrableSend | SesOpcode::DeferrableTsend => self.deferrable_dest(r, info, total),
             SesOpcode::Write => {
-                match self.regions.check(r.memory_key, c.job_id, r.buffer_offset, total as u64, Want::Write) {
+                match self.regions.check(
+                    r.memory_key,
+                    c.job_id,
+                    r.buffer_offset,
+                    total as u64,
+                    Want::Write,
+                    rudi,
+                ) {
                     Ok(()) => Dest::Rma { key: r.memory_key, base: r.buffer_offset },
                     Err(rc) => Dest::Discard(rc),
                 }
@@ -287,9 +406,13 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
     /// The checks every request to this endpoint passes first: JobID, PIDonFEP, resource index,
     /// length.
     pub(super) fn check_target(&self, c: &RequestCommon, len: usize) -> Result<(), ReturnCode> {
-        if !self.job_authorized(c.job_id) {
-            Err(ReturnCode::BadJobId)
-        } else if c.pid_on_fep() != self.cfg.pid_on_fep {
+        if !self.job_authorized(c.job_id) { Err(ReturnCode::BadJobId) } else { self.check_address(c, len) }
+    }
+
+    /// The checks of [`check_target`](Self::check_target) after the JobID: PIDonFEP, resource
+    /// index, length.
+    fn check_address(&self, c: &RequestCommon, len: usize) -> Result<(), ReturnCode> {
+        if c.pid_on_fep() != self.cfg.pid_on_fep {
             Err(ReturnCode::BadPid)
         } else if c.resource_index() != self.cfg.resource_index {
             Err(ReturnCode::BadIndex)
@@ -300,15 +423,26 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
         }
     }
 
-    /// A message no receive takes: kept as unexpected while the byte budget allows (datagrams
-    /// never are), else refused with NO_MATCH.
+    /// A message no receive takes: kept as unexpected while the budget allows (datagrams never
+    /// are), else refused with NO_MATCH.
     pub(super) fn unexpected_dest(&mut self, info: &MsgInfo<A>, total: usize, datagram: bool) -> Dest<A> {
-        if datagram || self.unexpected_bytes + total > self.cfg.unexpected_bytes {
+        if datagram || !self.unexpected_room(total) {
             return Dest::Discard(ReturnCode::NoMatch);
         }
         self.unexpected_bytes += total;
         self.stats.unexpected += 1;
         Dest::Unexpected(self.push_unexpected(*info, vec![0; total], false, None, Later::Nothing))
+    }
+
+    /// Whether one more unexpected message of `bytes` fits the list (`max_unexpected_msgs`
+    /// entries, `unexpected_bytes` bytes); counts a refusal.
+    pub(super) fn unexpected_room(&mut self, bytes: usize) -> bool {
+        let room = self.unexpected.len() < self.cfg.max_unexpected_msgs
+            && self.unexpected_bytes + bytes <= self.cfg.unexpected_bytes;
+        if !room {
+            self.stats.unexpected_refused += 1;
+        }
+        room
     }
 
     /// Files a message on the unexpected (overflow) list, after those already there; its id.
@@ -322,41 +456,68 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
     ) -> u64 {
         self.next_unexpected += 1;
         let id = self.next_unexpected;
-        self.unexpected.push_back(Unexpected { id, info, data, complete, header_data, later });
+        self.unexpected.insert(id, Unexpected { inbound: None, info, data, complete, header_data, later });
         id
     }
 
-    fn serve_read(&mut self, reply: Reply<A>, r: &StandardRequest) {
+    /// READ: checked, then answered by RSP_DATA packets built from the region as the PDC takes
+    /// them (see `response`), or over RUDI by one packet.
+    fn serve_read(&mut self, src: A, reply: Reply<A>, r: &StandardRequest) {
         let c = &r.common;
         let len = r.request_length as usize;
         // A rendezvous read of one of this endpoint's own send buffers is authorized by that
-        // buffer's JobID alone (the send may have used an auth key's JobID the endpoint does not
-        // otherwise serve).
+        // buffer's JobID (the send may have used an auth key's JobID the endpoint does not
+        // otherwise serve) in place of the endpoint's; the other checks still apply, and only the
+        // receiver the buffer was sent to may read it.
         let own_rendezvous = r.memory_key & crate::key::INTERNAL != 0;
-        let first = match self.check_target(c, len) {
-            Err(ReturnCode::BadJobId) if own_rendezvous => Ok(()),
-            other => other,
+        let first = if own_rendezvous {
+            match self.rendezvous_keys.get(&crate::key::rkey(r.memory_key)) {
+                Some(&to) if to == src => self.check_address(c, len),
+                _ => Err(ReturnCode::BadMkey),
+            }
+        } else {
+            self.check_target(c, len)
         };
         let check = first.and_then(|()| {
-            self.regions.check(r.memory_key, c.job_id, r.buffer_offset, len as u64, Want::Read)
+            let rudi = matches!(reply, Reply::Rudi(..));
+            self.regions.check(r.memory_key, c.job_id, r.buffer_offset, len as u64, Want::Read, rudi)
         });
         if let Err(rc) = check {
             return self.respond(reply, r.message_id(), c.job_id, rc, 0);
         }
-        let step = self.cfg.max_payload.max(1);
-        let region = &self.regions.get(r.memory_key).expect("checked").data;
-        let base = r.buffer_offset as usize;
-        let mut packets = Vec::new();
-        for off in (0..len.max(1)).step_by(step) {
-            let n = step.min(len - off.min(len));
-            let bytes = &region[base + off..base + off + n];
-            packets.push(data_response(r.message_id(), c.job_id, len, off, bytes));
-        }
-        for p in packets {
-            self.reply(reply, NextHeader::RspData, p);
-        }
         if let Some(region) = self.regions.get_mut(r.memory_key) {
             region.accesses += 1;
+        }
+        let base = r.buffer_offset as usize;
+        match reply {
+            // RUDI responses are not flow-controlled: one packet at most.
+            Reply::Rudi(..) if len > self.cfg.max_payload => {
+                self.respond(reply, r.message_id(), c.job_id, ReturnCode::TooLong, 0)
+            }
+            Reply::Rudi(..) => {
+                let bytes = &self.regions.get(r.memory_key).expect("checked").data[base..base + len];
+                let rsp = data_response(r.message_id(), c.job_id, len, 0, bytes);
+                self.reply(reply, NextHeader::RspData, rsp);
+            }
+            Reply::Pdc(pdc) => {
+                let serving = self.served_reads.entry(src).or_default();
+                if *serving >= self.cfg.max_served_reads {
+                    self.stats.reads_refused += 1;
+                    return self.respond(reply, r.message_id(), c.job_id, ReturnCode::Dropped, 0);
+                }
+                *serving += 1;
+                let read = ServedRead {
+                    peer: src,
+                    key: r.memory_key,
+                    base,
+                    len,
+                    next: 0,
+                    msg_id: r.message_id(),
+                    job_id: c.job_id,
+                };
+                self.queue_on(pdc, Pending::Read(read));
+            }
+            Reply::None => {}
         }
     }
 
@@ -396,9 +557,10 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
         if !single || !operands_ok || len == 0 || len % size != 0 || (fetching && len != size) {
             return Err(ReturnCode::AmoUnsupportedSize);
         }
-        self.regions.check(r.memory_key, c.job_id, r.buffer_offset, len as u64, Want::Write)?;
+        // Never over RUDI (see check_delivery).
+        self.regions.check(r.memory_key, c.job_id, r.buffer_offset, len as u64, Want::Write, false)?;
         if fetching {
-            self.regions.check(r.memory_key, c.job_id, r.buffer_offset, len as u64, Want::Read)?;
+            self.regions.check(r.memory_key, c.job_id, r.buffer_offset, len as u64, Want::Read, false)?;
         }
         if r.buffer_offset % size as u64 != 0 {
             return Err(ReturnCode::AmoUnaligned);
@@ -427,4 +589,51 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
 /// The request opcodes whose `memory_key` slot carries match bits.
 fn is_tagged(op: SesOpcode) -> bool {
     matches!(op, SesOpcode::TaggedSend | SesOpcode::RendezvousTsend | SesOpcode::DeferrableTsend)
+}
+
+/// Places a packet's `payload` at `offset` of a message going to `dest`.
+fn place<A>(
+    dest: &mut Dest<A>,
+    unexpected: &mut BTreeMap<u64, Unexpected<A>>,
+    regions: &mut Regions,
+    stats: &mut Stats,
+    offset: usize,
+    payload: &[u8],
+) {
+    match dest {
+        Dest::Recv(p) => {
+            let end = (offset + payload.len()).min(p.buf.len());
+            if offset < end {
+                wire::copy_payload(&mut p.buf[offset..end], &payload[..end - offset]);
+            }
+        }
+        Dest::Unexpected(id) => {
+            let id = *id;
+            let slot = unexpected.get_mut(&id);
+            match slot.and_then(|u| u.data.get_mut(offset..offset + payload.len())) {
+                Some(dst) => wire::copy_payload(dst, payload),
+                None => stats.dropped += 1,
+            }
+        }
+        Dest::Rma { key, base } => {
+            // Checked on the first packet; the region may have been deregistered (or replaced by a
+            // smaller one) since: then the rest of the write is refused, never a panic.
+            let at = *base as usize + offset;
+            match regions.get_mut(*key).and_then(|r| r.data.get_mut(at..at + payload.len())) {
+                Some(dst) => wire::copy_payload(dst, payload),
+                None => *dest = Dest::Discard(ReturnCode::BadMkey),
+            }
+        }
+        Dest::Discard(_) | Dest::Deferred => {}
+    }
+}
+
+/// One fewer in a count by key; the key goes at zero.
+fn decrement<K: Eq + Hash>(map: &mut HashMap<K, usize>, k: K) {
+    if let Some(n) = map.get_mut(&k) {
+        *n -= 1;
+        if *n == 0 {
+            map.remove(&k);
+        }
+    }
 }

@@ -108,7 +108,8 @@ impl<A> Completion<A> {
 pub enum Error {
     /// Longer than `max_message`, or (UUD) than one packet.
     TooLong,
-    /// The PDC's send queue has no room for the message now; retry after progress.
+    /// The PDC's send queue has no room for the message now, or all 65536 message ids are held
+    /// by outstanding operations; retry after progress.
     Busy,
     /// The operation does not exist on this endpoint type (RMA on DGRAM, ...).
     Unsupported,
@@ -122,7 +123,7 @@ impl std::fmt::Display for Error {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
             Error::TooLong => "message too long",
-            Error::Busy => "send queue full",
+            Error::Busy => "send queue full or no message id free",
             Error::Unsupported => "operation not supported on this endpoint",
             Error::NoPdc => "no PDC available",
             Error::BadOperand => "atomic operand length does not fit the datatype",
@@ -139,6 +140,11 @@ pub struct Stats {
     pub errors_sent: u64,
     /// Messages kept as unexpected.
     pub unexpected: u64,
+    /// Messages answered NO_MATCH because the unexpected list was full (`max_unexpected_msgs`
+    /// entries or `unexpected_bytes` bytes).
+    pub unexpected_refused: u64,
+    /// READs answered DROPPED because `max_served_reads` were being served to their source.
+    pub reads_refused: u64,
     /// Packets the SES could not use (bad header, inconsistent lengths, stray responses).
     pub dropped: u64,
     /// Sends this side started as rendezvous.
@@ -149,4 +155,12 @@ pub struct Stats {
     pub deferred: u64,
     /// Deferrable sends this side restarted on an RTR (initiator).
     pub restarts: u64,
+    /// Requests whose opcode does not fit how they were delivered (RUDI: READ or WRITE of one
+    /// packet; UUD: one-packet DATAGRAM_SEND), refused (UNSUPPORTED_OP) or dropped (UUD).
+    pub wrong_delivery: u64,
+    /// First packets of messages refused (DROPPED) because their PDC or source already had
+    /// `max_inbound_per_pdc` / `max_inbound_per_source` partly received messages.
+    pub inbound_refused: u64,
+    /// Partly received messages dropped after `reassembly_timeout` without a packet.
+    pub reassembly_timeouts: u64,
 }

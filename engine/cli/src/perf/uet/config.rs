@@ -105,8 +105,8 @@ impl UetPerfConfig {
                 Err("a UUD datagram must fit one packet")
             }
             _ if self.size > 1 << 30 => Err("messages are at most 1 GiB"),
-            _ if self.max_payload == 0 || self.max_payload > 16383 => {
-                Err("payload per packet is 1 to 16383 bytes")
+            _ if self.max_payload == 0 || self.max_payload > MAX_PAYLOAD => {
+                Err("payload per packet is 1 to 7936 bytes (a datapath frame with its headers)")
             }
             _ => Ok(()),
         }
@@ -219,7 +219,7 @@ impl UetPerfConfig {
             size: r("size", 1, 1 << 30)? as usize,
             iters: r("iters", 1, 1 << 32)?,
             depth: r("depth", 1, 1 << 16)? as usize,
-            max_payload: r("max_payload", 1, 16383)? as usize,
+            max_payload: r("max_payload", 1, MAX_PAYLOAD as u64)? as usize,
             link: LinkConfig::default(),
             seed: n("seed")?,
             max_retries: r("max_retries", 0, u64::from(u32::MAX))? as u32,
@@ -244,5 +244,49 @@ impl UetPerfConfig {
     }
 }
 
+/// Room in a datapath frame for everything but the payload: Ethernet, IPv4 and UDP, the TSS
+/// header and ICV, the PDS and SES headers with an extension, the CRC, with a margin.
+const FRAME_HEADROOM: usize = 256;
+
+/// The largest payload per packet: what a datapath frame holds after its headers (and never more
+/// than a request's `payload_length` describes). A bigger packet would never be taken from the
+/// SES and the run would stall.
+const MAX_PAYLOAD: usize = {
+    let frame = frame::FRAME_CAPACITY - FRAME_HEADROOM;
+    if frame < ses::MAX_PAYLOAD { frame } else { ses::MAX_PAYLOAD }
+};
+// The refusal in `check` names it.
+const _: () = assert!(MAX_PAYLOAD == 7936);
+
 pub(super) const TAG: u64 = 0x5EED_0000_0000_0001;
 const KEY: u64 = 0x1000;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// L3: a payload per packet that does not fit a datapath frame with its headers is refused
+    /// (such a packet would never be taken, and the run would stall).
+    #[test]
+    fn l3_max_payload_must_fit_a_frame() {
+        let cfg = |max_payload| UetPerfConfig {
+            op: UetOp::Send,
+            transport: DeliveryMode::Rud,
+            lat: false,
+            size: 100_000,
+            iters: 1,
+            depth: 1,
+            max_payload,
+            link: LinkConfig::default(),
+            seed: 1,
+            max_retries: 5,
+            tss: true,
+            cc: UetCc::None,
+            cc_bps: 100_000_000_000,
+            cc_rtt: Duration::from_micros(8),
+        };
+        assert_eq!(cfg(4096).check(), Ok(()));
+        assert!(cfg(frame::FRAME_CAPACITY).check().is_err(), "a packet bigger than its frame");
+        assert!(cfg(16383).check().is_err(), "a packet bigger than its frame");
+    }
+}
