@@ -43,6 +43,38 @@ pub fn host_ports() -> Vec<HostPort> {
     out
 }
 
+/// Receive queues of an interface (`/sys/class/net/IF/queues/rx-*`; AF_XDP binds one, `--queue`).
+fn rx_queues(name: &str) -> usize {
+    std::fs::read_dir(format!("/sys/class/net/{name}/queues"))
+        .map(|d| d.flatten().filter(|e| e.file_name().to_string_lossy().starts_with("rx-")).count())
+        .unwrap_or(0)
+}
+
+/// The interfaces the afxdp backend can use: every one with an IPv4 address but loopback, with its
+/// receive queues and the path MTU it carries (multi-buffer AF_XDP takes frames beyond one 4 KiB
+/// buffer, so the netdev MTU decides, as for rxe).
+fn afxdp_devices(ports: &[HostPort]) -> String {
+    let mut s = String::new();
+    for p in ports.iter().filter(|p| !p.ip.is_loopback()) {
+        let mtu =
+            active_mtu(p.mtu).map_or("none (netdev MTU below 336)".to_string(), |m| m.bytes().to_string());
+        let state = if p.up { "ACTIVE" } else { "DOWN" };
+        let _ = writeln!(
+            s,
+            "  {} ({}): port 1 {state}, rx queues {}, netdev MTU {}, active_mtu {mtu}, GID ::ffff:{}",
+            p.name,
+            p.ip,
+            rx_queues(&p.name),
+            p.mtu,
+            p.ip
+        );
+    }
+    if s.is_empty() {
+        s = "  (no interface with an IPv4 address besides loopback)\n".into();
+    }
+    s
+}
+
 /// What the AF_XDP probe (opening an AF_XDP socket) says about the `afxdp` backend.
 fn afxdp_line(probe: std::io::Result<()>) -> String {
     match probe {
@@ -84,6 +116,14 @@ pub fn report() -> String {
             p.name, p.ip, p.mtu
         );
     }
+    let probe = engine::datapath::afxdp::probe();
+    if probe.is_ok() {
+        let _ =
+            writeln!(s, "\nafxdp: one device per interface and queue (--dev IFACE [--queue N] --local IP)");
+        s += &afxdp_devices(&host_ports());
+    } else {
+        let _ = writeln!(s, "\n{}", afxdp_line(probe));
+    }
     let _ = writeln!(
         s,
         "\nlimits: max_msg_sz {MAX_MSG_SIZE}, max_qp_wr 16384, max_sge 32, max_inline_data 4096, \
@@ -95,6 +135,16 @@ pub fn report() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn afxdp_lists_every_interface_but_loopback() {
+        let port =
+            |name: &str, ip: [u8; 4], mtu| HostPort { name: name.into(), ip: ip.into(), mtu, up: true };
+        let list = afxdp_devices(&[port("lo", [127, 0, 0, 1], 65536), port("veth7", [10, 9, 0, 1], 9000)]);
+        assert!(!list.contains("lo ") && list.contains("veth7 (10.9.0.1)"), "{list}");
+        assert!(list.contains("active_mtu 4096") && list.contains("rx queues"), "{list}");
+        assert!(afxdp_devices(&[port("lo", [127, 0, 0, 1], 65536)]).contains("no interface"));
+    }
 
     #[test]
     fn rxe_mtu_rule() {
