@@ -47,8 +47,11 @@ enum Command {
         #[arg(required = true)]
         files: Vec<PathBuf>,
     },
-    /// Measure bandwidth or latency between two endpoints over the simulated network (one process,
-    /// one thread), perftest style, checking every delivered byte.
+    /// Measure bandwidth or latency perftest style, checking every delivered byte
+    ///
+    /// RoCE (RC, UC, UD) or UET (RUD, ROD, RUDI, UUD), both ends in this process on the simulated network (the
+    /// default), or one side per process over kernel UDP or AF_XDP (--backend, --server/--connect),
+    /// or against perftest's tools (--perftest).
     Perf(Box<PerfArgs>),
     /// List the backends, their devices, ports, MTUs, GIDs and limits.
     Devinfo,
