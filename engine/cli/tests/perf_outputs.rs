@@ -180,3 +180,34 @@ fn latency_json_and_histogram_hold_the_table() {
     assert!(affine(&counts, &heights), "bar heights {heights:?} are not the counts {counts:?}");
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+/// A run longer than two seconds shows its progress on stderr when asked to (a terminal asks by
+/// default), and a run whose stderr is not a terminal shows none.
+#[test]
+fn long_runs_show_progress_on_stderr() {
+    let run = |progress: Option<&str>| {
+        let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_softrdma"));
+        c.args(["perf", "write", "--size", "4096", "--iters", "2000000", "--no-baseline"]);
+        match progress {
+            Some(p) => c.env("SOFTRDMA_PROGRESS", p),
+            None => c.env_remove("SOFTRDMA_PROGRESS"),
+        };
+        let start = std::time::Instant::now();
+        let o = c.output().unwrap();
+        assert!(o.status.success());
+        (String::from_utf8_lossy(&o.stderr).into_owned(), start.elapsed())
+    };
+    let (err, took) = run(Some("always"));
+    assert!(
+        took.as_secs_f64() > 2.5,
+        "the run must outlast the two seconds before a progress line: {took:?}"
+    );
+    let line =
+        err.split('\r').find(|l| l.contains("messages (")).unwrap_or_else(|| panic!("no progress: {err:?}"));
+    assert!(
+        line.contains("size 4096: ") && line.contains("/2000000 messages") && line.contains("MB/s"),
+        "{line:?}"
+    );
+    assert!(err.ends_with("\r\x1b[K"), "the line is erased at the end: {err:?}");
+    assert_eq!(run(None).0, "", "stderr is a pipe here: no progress");
+}

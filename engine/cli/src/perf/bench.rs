@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use super::baseline;
 use super::config::{AtomicOp, BwRow, LatRow, Mode, PerfConfig, PerfError, PerfOp, ring_slots};
 use super::pattern::{fill_pattern, stamp, unstamp};
+use super::progress::Progress;
 
 fn post_err((_, e): (usize, VerbsError)) -> PerfError {
     PerfError::Verbs(e)
@@ -437,6 +438,7 @@ impl Bench {
         let start = Instant::now();
         let (mut mark_t, mut mark_n, mut peak) = (start, 0u64, 0f64);
         let paced = self.cfg.qp_type != QpType::Rc && self.checked_at_receiver();
+        let mut progress = Progress::new(format!("size {}", self.size), total, self.size);
         while !self.all_done(iters) {
             for q in 0..self.lanes.len() {
                 while self.lanes[q].posted < iters && self.lanes[q].posted - self.lanes[q].completed < depth {
@@ -450,6 +452,7 @@ impl Bench {
             }
             self.step()?;
             let done: u64 = self.lanes.iter().map(|l| l.completed).sum();
+            progress.update(done);
             if done >= mark_n + window {
                 let now = Instant::now();
                 let rate =
@@ -459,6 +462,7 @@ impl Bench {
             }
         }
         let wall = start.elapsed();
+        progress.finish();
         let check_time = self.check_clock.get();
         let bytes = total * self.size as u64;
         let avg = bytes as f64 / wall.as_secs_f64().max(1e-9);
@@ -485,7 +489,9 @@ impl Bench {
         let mut wall = Histogram::<u64>::new_with_bounds(1, 3_600_000_000_000, 3)
             .map_err(|_| PerfError::Stalled("histogram"))?;
         let mut virt = wall.clone();
+        let mut progress = Progress::new(format!("size {}", self.size), self.cfg.iters, self.size);
         for _ in 0..self.cfg.iters {
+            progress.update(self.lanes[0].completed);
             self.post(0)?;
             let target = self.lanes[0].posted;
             while self.lanes[0].completed < target
@@ -498,6 +504,7 @@ impl Bench {
                 }
             }
         }
+        progress.finish();
         for (w, v) in self.lat.drain(..) {
             wall.saturating_record(w.as_nanos().max(1) as u64);
             virt.saturating_record(v.as_nanos().max(1) as u64);

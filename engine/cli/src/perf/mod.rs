@@ -12,6 +12,7 @@ mod config;
 pub mod hello;
 mod pattern;
 pub mod plot;
+pub mod progress;
 pub mod record;
 pub mod remote;
 mod report;

@@ -1,0 +1,177 @@
+//! Issue 30, acceptance 2: one side of a softrdma UDP pair is flooded with 100,000 hostile
+//! datagrams (`softrdma flood`, from 16 other addresses) while a verified `perf` run goes on, over
+//! RoCE (garbage, unknown QPNs, strangers with valid ICRCs, bad ICRCs) and over UET (garbage,
+//! SYNs opening PDCs, partial messages that never finish). The run must complete verified, the
+//! flooded server's resident memory must stay within 32 MiB of the same run without the flood,
+//! and its counters must account for every flood datagram.
+//!
+//! Everything runs on loopback (127.0.53.0/24 and 127.0.54.0/24, no root needed): the sources are
+//! real local addresses, so the server sees 17 peers.
+
+mod common;
+
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const MIB: u64 = 1 << 20;
+const FLOOD: u64 = 100_000;
+/// Flood rate: above what the server could refuse without its kernel dropping some when the
+/// machine is busy, the test accounts for those too.
+const PPS: &str = "40000";
+const SERVER: &str = "127.0.53.2";
+const CLIENT: &str = "127.0.53.1";
+
+fn spawn(args: &[&str]) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_softrdma"))
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn softrdma")
+}
+
+/// VmRSS of a process, in bytes.
+fn rss(pid: u32) -> Option<u64> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = s.lines().find(|l| l.starts_with("VmRSS:"))?;
+    line.split_whitespace().nth(1)?.parse::<u64>().ok().map(|kb| kb * 1024)
+}
+
+/// The number after `key` in `text` (`key` ends where the number starts).
+fn count(text: &str, key: &str) -> u64 {
+    text.split(key)
+        .nth(1)
+        .and_then(|t| t.trim_start().split(|c: char| !c.is_ascii_digit()).next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no {key:?} in:\n{text}"))
+}
+
+struct Run {
+    server: String,
+    client: String,
+    flood: Vec<String>,
+    peak_rss: u64,
+}
+
+/// One perf run of `args` (server and client), flooded with `kinds` (each FLOOD / kinds.len()
+/// datagrams) once the client has started, the server's peak RSS sampled every 20 ms.
+fn run(tcp_port: &str, args: &[&str], kinds: &[&str]) -> Run {
+    let common = ["--backend", "udp", "--tcp-port", tcp_port, "--counters"];
+    let mut s_args = args[..2].to_vec();
+    s_args.extend(common);
+    s_args.extend(["--server", "--local", SERVER]);
+    let server = spawn(&s_args);
+    std::thread::sleep(Duration::from_millis(300));
+    let mut c_args = args.to_vec();
+    c_args.extend(common);
+    c_args.extend(["--connect", SERVER, "--local", CLIENT]);
+    let client = spawn(&c_args);
+    let pid = server.id();
+    let sampler = std::thread::spawn(move || {
+        let mut peak = 0;
+        while let Some(r) = rss(pid) {
+            peak = peak.max(r);
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        peak
+    });
+    std::thread::sleep(Duration::from_millis(200));
+    let sources: Vec<String> = (1..=16).map(|i| format!("127.0.54.{i}")).collect();
+    let mut flood = Vec::new();
+    for (i, kind) in kinds.iter().enumerate() {
+        let n = (FLOOD / kinds.len() as u64 + u64::from(i == 0) * (FLOOD % kinds.len() as u64)).to_string();
+        let mut f = vec!["flood", "--connect", SERVER, "--kind", kind, "--count", &n, "--pps", PPS];
+        for s in &sources {
+            f.extend(["--from", s.as_str()]);
+        }
+        let o = Command::new(env!("CARGO_BIN_EXE_softrdma")).args(&f).output().expect("run softrdma flood");
+        let out = String::from_utf8_lossy(&o.stdout).into_owned();
+        assert!(
+            o.status.success() && out.contains("send errors 0"),
+            "{out}{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        flood.push(out);
+    }
+    let deadline = Instant::now() + Duration::from_secs(300);
+    let (client, server) = (client.wait_with_output().unwrap(), server.wait_with_output().unwrap());
+    assert!(Instant::now() < deadline);
+    let peak_rss = sampler.join().unwrap();
+    let (c, s) = (String::from_utf8_lossy(&client.stdout), String::from_utf8_lossy(&server.stdout));
+    let detail = format!(
+        "{args:?} flooded with {kinds:?}\nclient:\n{c}{}\nserver:\n{s}{}",
+        String::from_utf8_lossy(&client.stderr),
+        String::from_utf8_lossy(&server.stderr)
+    );
+    assert!(client.status.success() && server.status.success(), "{detail}");
+    assert!(
+        c.contains(" 0 errors") && s.contains(" 0 errors") && !s.contains("verified: 0 messages"),
+        "{detail}"
+    );
+    Run { server: s.into_owned(), client: c.into_owned(), flood, peak_rss }
+}
+
+fn mib(b: u64) -> f64 {
+    b as f64 / MIB as f64
+}
+
+/// The flood is counted where it arrived: every datagram is either dropped by the kernel before
+/// the socket (its buffer was full) or received.
+fn datapath_accounts(r: &Run, legit_rx: u64) -> (u64, u64) {
+    let sent: u64 = r.flood.iter().map(|f| count(f, "sent")).sum();
+    assert_eq!(sent, FLOOD);
+    let received = count(&r.server, "udp datagrams received");
+    let kernel = count(&r.server, "dropped by the kernel (receive buffer full)");
+    assert_eq!(received + kernel, legit_rx + FLOOD, "datagrams at the server: {}", r.server);
+    (received - legit_rx, kernel)
+}
+
+#[test]
+fn roce_server_flooded_during_a_verified_write() {
+    let args = ["perf", "write", "--size", "65536", "--mtu", "4096", "--iters", "30000"];
+    let quiet = run("18760", &args, &[]);
+    let flooded = run("18761", &args, &["roce-garbage"]);
+    // Nothing is lost between two processes on loopback: the server received what the client sent.
+    let legit = count(&flooded.client, "frames tx");
+    let (arrived, kernel) = datapath_accounts(&flooded, legit);
+    let refused = count(&flooded.server, "(bad")
+        + count(&flooded.server, "unknown")
+        + count(&flooded.server, "stranger");
+    assert_eq!(
+        refused, arrived,
+        "every flood datagram that reached softrdma was refused and counted once:\n{}",
+        flooded.server
+    );
+    println!(
+        "RoCE: {FLOOD} flood datagrams: {arrived} refused by softrdma, {kernel} dropped by the kernel; server peak RSS {:.1} MiB (without the flood {:.1} MiB)",
+        mib(flooded.peak_rss),
+        mib(quiet.peak_rss)
+    );
+    assert!(
+        flooded.peak_rss <= quiet.peak_rss + 32 * MIB,
+        "{:.1} vs {:.1} MiB",
+        mib(flooded.peak_rss),
+        mib(quiet.peak_rss)
+    );
+}
+
+#[test]
+fn uet_server_flooded_during_a_verified_send() {
+    let args = ["perf", "send", "--transport", "rud", "--size", "65536", "--iters", "20000"];
+    let quiet = run("18762", &args, &[]);
+    let flooded = run("18763", &args, &["uet-garbage", "uet-syn", "uet-partial"]);
+    let legit = count(&flooded.client, "frames tx");
+    let (arrived, kernel) = datapath_accounts(&flooded, legit);
+    println!(
+        "UET: {FLOOD} flood datagrams: {arrived} reached softrdma, {kernel} dropped by the kernel; server peak RSS {:.1} MiB (without the flood {:.1} MiB)\n{}",
+        mib(flooded.peak_rss),
+        mib(quiet.peak_rss),
+        flooded.server
+    );
+    assert!(
+        flooded.peak_rss <= quiet.peak_rss + 32 * MIB,
+        "{:.1} vs {:.1} MiB",
+        mib(flooded.peak_rss),
+        mib(quiet.peak_rss)
+    );
+}
