@@ -82,8 +82,26 @@ enum GenKind {
     Uet,
 }
 
+/// Logs to stderr as `SOFTRDMA_LOG` asks (tracing's env-filter syntax: `debug`,
+/// `engine::roce=debug,pds=info`...); nothing, and no cost beyond a disabled callsite, without it.
+fn init_log() -> Result<(), String> {
+    let Ok(filter) = std::env::var("SOFTRDMA_LOG") else { return Ok(()) };
+    let filter = tracing_subscriber::EnvFilter::try_new(&filter)
+        .map_err(|e| format!("SOFTRDMA_LOG={filter:?}: {e}"))?;
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .try_init()
+        .map_err(|e| e.to_string())
+}
+
 fn main() -> ExitCode {
     engine::restore_default_sigpipe();
+    if let Err(e) = init_log() {
+        eprintln!("softrdma: {e}");
+        return ExitCode::from(2);
+    }
     let cli = Cli::parse();
     match cli.command {
         Command::Perf(args) => run_perf(*args),

@@ -54,7 +54,7 @@ impl Requester {
             AethKind::Ack { .. } => {
                 if self.ack_upto(now, p) {
                     // The ACK covers a READ or atomic whose response never came.
-                    self.retry_once(now)?;
+                    self.retry_once(now, Cause::MissingResponse)?;
                 }
                 Ok(())
             }
@@ -62,11 +62,22 @@ impl Requester {
                 self.counters.rnr_naks += 1;
                 let lost = self.ack_upto(now, psn::add(p, psn::MASK));
                 if lost {
-                    return self.retry_once(now);
+                    return self.retry_once(now, Cause::MissingResponse);
                 }
                 if self.rnr_left == 0 {
+                    tracing::warn!(
+                        qpn = self.cfg.qpn,
+                        psn = p,
+                        "RNR NAK with no RNR retries left: RNR_RETRY_EXC_ERR"
+                    );
                     return Err((0, WcStatus::RnrRetryExcErr));
                 }
+                tracing::debug!(
+                    qpn = self.cfg.qpn,
+                    psn = p,
+                    wait_us = rnr_timer_us(timer),
+                    "RNR NAK: resending from the PSN after the wait"
+                );
                 if self.rnr_left != RNR_FOREVER {
                     self.rnr_left -= 1;
                 }
@@ -81,7 +92,7 @@ impl Requester {
                 self.counters.seq_naks += 1;
                 // Implicitly acknowledges every PSN before it (§1.6), then go back N.
                 self.ack_upto(now, psn::add(p, psn::MASK));
-                self.retry_once(now)
+                self.retry_once(now, Cause::SequenceNak)
             }
             AethKind::Nak(code) => {
                 self.counters.error_naks += 1;
@@ -91,6 +102,7 @@ impl Requester {
                     NakCode::RemoteOperationalError => WcStatus::RemOpErr,
                     _ => WcStatus::RemInvReqErr,
                 };
+                tracing::warn!(qpn = self.cfg.qpn, psn = p, nak = ?code, ?status, "NAK: the request fails");
                 Err((0, status))
             }
             AethKind::Reserved(_) => Ok(()),
@@ -142,7 +154,7 @@ impl Requester {
         mem: &mut MemTable,
     ) -> Result<(), Fatal> {
         if self.ack_upto(now, psn::add(p, psn::MASK)) {
-            return self.retry_once(now);
+            return self.retry_once(now, Cause::MissingResponse);
         }
         let mtu = self.cfg.mtu;
         let Some(w) = self.sq.front() else { return Ok(()) };
@@ -151,7 +163,7 @@ impl Requester {
         }
         if psn::diff(p, w.last_psn) > 0 || p != self.comp_psn {
             // A response beyond this READ, or a gap inside it: responses were lost.
-            return self.retry_once(now);
+            return self.retry_once(now, Cause::ReadResponseGap);
         }
         let offset = psn::diff(p, w.first_psn) as u32 * mtu;
         let expected = (w.len - offset.min(w.len)).min(mtu);
@@ -175,7 +187,7 @@ impl Requester {
 
     fn atomic_ack(&mut self, now: Duration, p: u32, orig: u64, mem: &mut MemTable) -> Result<(), Fatal> {
         if self.ack_upto(now, psn::add(p, psn::MASK)) {
-            return self.retry_once(now);
+            return self.retry_once(now, Cause::MissingResponse);
         }
         let Some(w) = self.sq.front() else { return Ok(()) };
         if w.kind != Kind::Atomic || !w.sent || w.first_psn != p || p != self.comp_psn {
@@ -215,22 +227,31 @@ impl Requester {
 
     /// Starts a go-back-N retry for a loss (a PSN sequence NAK, a missing READ/atomic response)
     /// unless one already started at this `comp_psn`; the adaptive window halves once per round.
-    fn retry_once(&mut self, now: Duration) -> Result<(), Fatal> {
+    fn retry_once(&mut self, now: Duration, cause: Cause) -> Result<(), Fatal> {
         if self.retried_at == Some(self.comp_psn) {
             return Ok(());
         }
         if self.win.as_mut().is_some_and(|w| w.on_loss(self.high_psn)) {
             self.counters.window_cuts += 1;
         }
-        self.retry(now)
+        self.retry(now, cause)
     }
 
     /// A counted go-back-N retry: fails the oldest request once `retry_cnt` retries are spent.
-    pub(crate) fn retry(&mut self, now: Duration) -> Result<(), Fatal> {
+    pub(crate) fn retry(&mut self, now: Duration, cause: Cause) -> Result<(), Fatal> {
         self.counters.retries += 1;
         if self.retry_left == 0 {
+            tracing::warn!(qpn = self.cfg.qpn, psn = self.comp_psn, %cause, "retry count exceeded: RETRY_EXC_ERR");
             return Err((0, WcStatus::RetryExcErr));
         }
+        tracing::debug!(
+            qpn = self.cfg.qpn,
+            psn = self.comp_psn,
+            up_to = psn::add(self.psn, psn::MASK),
+            %cause,
+            window = self.win.as_ref().map(|w| w.limit()),
+            "retransmitting from the oldest unacknowledged PSN (go-back-N)"
+        );
         if self.retry_left != u32::MAX {
             self.retry_left -= 1;
         }
@@ -263,7 +284,7 @@ impl Requester {
                 // next one waits longer.
                 self.rtt.on_timeout();
                 self.retried_at = None;
-                self.retry(now)?;
+                self.retry(now, Cause::Timeout)?;
             }
         }
         if self.probe_at.is_some_and(|t| t <= now) {
@@ -271,5 +292,29 @@ impl Requester {
             self.probe_tail();
         }
         Ok(())
+    }
+}
+
+/// Why a requester goes back N, as its log says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Cause {
+    /// A PSN sequence error NAK: the responder saw a gap.
+    SequenceNak,
+    /// The retransmission timer expired.
+    Timeout,
+    /// An ACK or NAK covered a READ or atomic whose response never came.
+    MissingResponse,
+    /// READ responses arrived with a gap.
+    ReadResponseGap,
+}
+
+impl std::fmt::Display for Cause {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Cause::SequenceNak => "PSN sequence NAK",
+            Cause::Timeout => "retransmission timeout",
+            Cause::MissingResponse => "READ/atomic response missing",
+            Cause::ReadResponseGap => "gap in READ responses",
+        })
     }
 }

@@ -323,6 +323,12 @@ impl Requester {
         let last = psn::add(self.psn, psn::MASK);
         self.probed = true;
         self.counters.tail_probes += 1;
+        tracing::debug!(
+            qpn = self.cfg.qpn,
+            oldest = self.comp_psn,
+            last,
+            "tail probe: resending the oldest and last packets"
+        );
         if unacked > 1 {
             self.rewind();
             self.resume = Some((index, offset, last));
