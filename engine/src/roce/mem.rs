@@ -21,6 +21,8 @@ pub enum MemError {
     WrongPd,
     /// The R_Key was invalidated (SEND_WITH_INV).
     Invalidated,
+    /// The region does not allow remote invalidation (no `Access::REMOTE_INVALIDATE`).
+    NotInvalidatable,
 }
 
 impl std::fmt::Display for MemError {
@@ -31,6 +33,7 @@ impl std::fmt::Display for MemError {
             MemError::Access => "memory region does not allow this access",
             MemError::WrongPd => "memory region belongs to another protection domain",
             MemError::Invalidated => "remote key was invalidated",
+            MemError::NotInvalidatable => "memory region does not allow remote invalidation",
         })
     }
 }
@@ -183,10 +186,14 @@ impl MemTable {
     }
 
     /// Invalidates an R_Key of `pd` (SEND_WITH_INV): remote access through it fails from now on.
+    /// Only a region registered with `Access::REMOTE_INVALIDATE` may be invalidated by a peer.
     pub fn invalidate(&mut self, pd: u32, rkey: u32) -> Result<(), MemError> {
         let r = self.get_mut(rkey)?;
         if r.pd != pd {
             return Err(MemError::WrongPd);
+        }
+        if !r.access.contains(Access::REMOTE_INVALIDATE) {
+            return Err(MemError::NotInvalidatable);
         }
         r.remote_valid = false;
         Ok(())
@@ -286,10 +293,12 @@ mod tests {
         assert_eq!(m.check_remote(2, k, a, 8, Access::REMOTE_READ), Err(MemError::WrongPd));
         assert_eq!(m.check_remote(1, k ^ 1, a, 8, Access::REMOTE_READ), Err(MemError::BadKey));
         m.deregister(k).unwrap();
-        let (k2, a2) = m.register(1, 100, Access::ALL).unwrap();
+        let (k2, a2) = m.register(1, 100, Access::ALL | Access::REMOTE_INVALIDATE).unwrap();
         assert_ne!(k, k2, "a new registration never reuses a key");
         assert_ne!(a, a2);
         assert_eq!(m.bytes(k), Err(MemError::BadKey));
+        let (k3, _) = m.register(1, 100, Access::ALL).unwrap();
+        assert_eq!(m.invalidate(1, k3), Err(MemError::NotInvalidatable));
         m.invalidate(1, k2).unwrap();
         assert_eq!(m.check_remote(1, k2, a2, 1, Access::REMOTE_READ), Err(MemError::Invalidated));
     }

@@ -371,6 +371,8 @@ impl Responder {
             let mut invalidated = None;
             if matches!(op, Operation::SendLastInv | Operation::SendOnlyInv) {
                 let rkey = pkt.ieth.map(|i| i.rkey).unwrap_or(0);
+                // An unknown key, another PD's, or a region without REMOTE_INVALIDATE: rxe's
+                // RESPST_ERR_INVALIDATE_RKEY, an invalid request.
                 if mem.invalidate(self.cfg.pd, rkey).is_err() {
                     self.fail_recv(WcStatus::LocQpOpErr);
                     return self.reject(p, NakCode::InvalidRequest, rq);
