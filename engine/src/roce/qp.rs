@@ -539,8 +539,12 @@ impl QueuePair {
         if !matches!(self.state, QpState::Rtr | QpState::Rts) || pkt.bth.pkey & 0x7FFF != 0x7FFF {
             return;
         }
+        let from_peer = self.path.as_ref().is_some_and(|path| canonical(meta.src) == path.dst_ip);
         if pkt.bth.opcode == Opcode::CNP {
-            if let Some(d) = &mut self.dcqcn {
+            // Only the connected peer's CNPs slow the QP down: anyone can send one.
+            if !from_peer {
+                self.resp.drops.foreign_source += 1;
+            } else if let Some(d) = &mut self.dcqcn {
                 d.on_cnp(now);
             }
             return;
@@ -558,9 +562,9 @@ impl QueuePair {
             self.resp.handle_ud(info.operation, pkt, meta, mem, rq);
             return;
         }
-        match &self.path {
-            Some(path) if canonical(meta.src) == path.dst_ip => {}
-            _ => return,
+        if !from_peer {
+            self.resp.drops.foreign_source += 1;
+            return;
         }
         if info.operation.is_response() {
             if self.state == QpState::Rts && t == Transport::Rc {

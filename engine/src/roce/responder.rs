@@ -103,6 +103,8 @@ pub struct RespDrops {
     pub rnr_naks_sent: u64,
     /// Duplicate requests seen (RC).
     pub duplicates: u64,
+    /// RC or UC packets (CNPs included) from an address other than the connected peer's.
+    pub foreign_source: u64,
 }
 
 /// Responder state of one QP.

@@ -254,6 +254,7 @@ impl Context {
             st.drops.seq_naks_sent += d.seq_naks_sent;
             st.drops.rnr_naks_sent += d.rnr_naks_sent;
             st.drops.duplicates += d.duplicates;
+            st.drops.foreign_source += d.foreign_source;
             let r = e.qp.req_counters();
             st.requests.packets += r.packets;
             st.requests.retries += r.retries;
