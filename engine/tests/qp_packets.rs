@@ -2,11 +2,13 @@
 //! and the responder's limits on what a peer may send.
 
 use engine::roce::dcqcn::DcqcnConfig;
-use engine::roce::{QpConfig, QueuePair, RxMeta};
-use engine::verbs::{Access, AddressVector, MemTable, Mtu, QpAttr, QpCap, QpState, QpType};
+use engine::roce::{MAX_MSG_SIZE, QpConfig, QueuePair, RxMeta};
+use engine::verbs::{
+    Access, AddressVector, MemTable, Mtu, QpAttr, QpCap, QpState, QpType, RecvWr, Sge, WcStatus,
+};
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::Duration;
-use wire::ib::{BthRepr, Opcode, RoceRepr};
+use wire::ib::{BthRepr, Opcode, Operation, RoceRepr, Transport};
 
 const ME: IpAddr = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1));
 const PEER: IpAddr = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2));
@@ -94,4 +96,25 @@ fn m9_at_most_one_rate_cut_per_cnp_interval() {
     assert_eq!(d.cnps(), 50);
     cnp_from(&mut qp, &mut mem, t0 + cfg.cnp_interval, PEER);
     assert!(qp.dcqcn().unwrap().rate_bps() < cut, "the next interval's CNP cuts again");
+}
+
+#[test]
+fn l1_a_send_longer_than_max_msg_size_is_refused_on_receive() {
+    let mut qp = rc_qp(None);
+    let mut mem = MemTable::default();
+    // One 1 MiB region named 16 times: a 16 MiB receive WQE, twice the largest message.
+    let (key, addr) = mem.register(0, 1 << 20, Access::LOCAL_WRITE).unwrap();
+    let sg_list = vec![Sge { addr, length: 1 << 20, lkey: key }; 16];
+    qp.post_recv(&RecvWr { wr_id: 7, sg_list }, &mem).unwrap();
+    let payload = vec![0x5A; 4096];
+    let meta = RxMeta { src: PEER, ip_header: &IP };
+    let packets = MAX_MSG_SIZE / 4096 + 1;
+    for psn in 0..packets as u32 {
+        let op = if psn == 0 { Operation::SendFirst } else { Operation::SendMiddle };
+        let bth = BthRepr::new(Opcode::new(Transport::Rc, op).unwrap(), 0x11, psn);
+        qp.handle_packet(Duration::from_micros(10), &meta, &RoceRepr::new(bth, &payload), &mut mem, None);
+    }
+    assert_eq!(qp.state(), QpState::Error, "{} bytes of one SEND were accepted", packets * 4096);
+    let wc = std::iter::from_fn(|| qp.poll_completion()).find(|(_, wc)| wc.wr_id == 7).unwrap().1;
+    assert_eq!(wc.status, WcStatus::LocLenErr);
 }
