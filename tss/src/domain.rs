@@ -271,13 +271,21 @@ pub struct SecureDomain {
 }
 
 impl SecureDomain {
-    /// A domain sending with `key` under AN 0, epoch 0.
-    pub fn new(cfg: Config, key: [u8; 32]) -> SecureDomain {
+    /// A domain sending with `key` under AN 0, in epoch `epoch` from counter 0.
+    ///
+    /// The IV is the source and the TSC, so a (key, TSC) pair must never be sealed twice: a
+    /// domain that takes over a key an earlier instance used (a process restart) must start in
+    /// an epoch that instance never reached, e.g. one the key's management hands out or one
+    /// persisted and advanced at every start; only a key never used before may start anywhere
+    /// (0). Receivers accept the epoch while it is not older than their own by more than
+    /// `max_epoch_lifetime`, and a restarted sender's higher epoch gives TSCs above every one it
+    /// sent before, so a receiver that kept running does not take them for replays.
+    pub fn new(cfg: Config, key: [u8; 32], epoch: u16) -> SecureDomain {
         SecureDomain {
             cfg,
             keys: [Some(key), None],
             tx_an: 0,
-            epoch: 0,
+            epoch,
             next_counter: 0,
             derived: Derived::default(),
             replay: HashMap::new(),
@@ -499,7 +507,7 @@ mod tests {
 
     fn pair(mode: KeyMode) -> (SecureDomain, SecureDomain) {
         let cfg = Config { mode, auth_fail_limit: 3, ..Config::default() };
-        (SecureDomain::new(cfg, [1; 32]), SecureDomain::new(cfg, [1; 32]))
+        (SecureDomain::new(cfg, [1; 32], 0), SecureDomain::new(cfg, [1; 32], 0))
     }
 
     fn sealed(tx: &mut SecureDomain, msg: &[u8]) -> (TssRepr, Vec<u8>) {
@@ -600,7 +608,7 @@ mod tests {
         assert_eq!(h4.counter(), 0, "the counter restarts with the epoch, the TSC does not repeat");
         assert!(rx.open(0x0A00_0001, &PREFIX, &h4, &mut b4.clone()).is_ok());
         // Wrong key: the third failure latches, and then even good packets are dropped.
-        let mut wrong = SecureDomain::new(Config { mode: KeyMode::Cluster, ..Config::default() }, [2; 32]);
+        let mut wrong = SecureDomain::new(Config { mode: KeyMode::Cluster, ..Config::default() }, [2; 32], 0);
         wrong.new_epoch(20);
         for _ in 0..5 {
             sealed(&mut wrong, b"TSCs this source already used");
@@ -612,6 +620,29 @@ mod tests {
         assert_eq!(rx.open(0x0A00_0001, &PREFIX, &h6, &mut b6.clone()), Err(TssError::Latched));
         let s = rx.stats();
         assert_eq!((s.auth_failures, s.replays, s.old_epochs, s.other_drops, s.opened), (3, 1, 1, 1, 3));
+    }
+
+    /// A restarted sender of the same key starts in the epoch it is given: its TSCs (and so its
+    /// IVs) differ from the earlier instance's, and a receiver still running accepts it.
+    #[test]
+    fn m3_a_restarted_domain_starts_in_its_given_epoch_and_is_accepted() {
+        let cfg = Config { mode: KeyMode::Cluster, ..Config::default() };
+        let mut rx = SecureDomain::new(cfg, [1; 32], 3);
+        let mut before = SecureDomain::new(cfg, [1; 32], 3);
+        let mut seen = std::collections::HashSet::new();
+        for _ in 0..5 {
+            let (h, mut b) = sealed(&mut before, b"first run");
+            assert_eq!(h.epoch(), 3);
+            seen.insert(h.tsc);
+            assert!(rx.open(0x0A00_0001, &PREFIX, &h, &mut b).is_ok());
+        }
+        let mut after = SecureDomain::new(cfg, [1; 32], 4);
+        assert_eq!(after.epoch(), 4);
+        for _ in 0..5 {
+            let (h, mut b) = sealed(&mut after, b"second run");
+            assert!(seen.insert(h.tsc), "TSC {:#x} (and so its IV) sealed again after a restart", h.tsc);
+            assert!(rx.open(0x0A00_0001, &PREFIX, &h, &mut b).is_ok(), "the restarted sender is refused");
+        }
     }
 
     #[test]
@@ -627,7 +658,7 @@ mod tests {
         assert!(rx.open(0x0A00_0001, &PREFIX, &h1, &mut b1.clone()).is_ok());
         assert!(rx.open(0x0A00_0001, &PREFIX, &h0, &mut b0.clone()).is_ok());
         rx.retire(false);
-        let (h2, b2) = sealed(&mut SecureDomain::new(Config::default(), [1; 32]), b"late");
+        let (h2, b2) = sealed(&mut SecureDomain::new(Config::default(), [1; 32], 0), b"late");
         assert_eq!(rx.open(0x0A00_0002, &PREFIX, &h2, &mut b2.clone()), Err(TssError::NoKey));
         assert_eq!(tx.activate(false).map(|_| ()), Ok(()));
         tx.retire(false);
