@@ -2,7 +2,8 @@
 //! rotation: install the new key, switch transmission to it, retire the old one later), the key
 //! mode (direct, cluster, server/client), the 64-bit TSC (`epoch:16 | counter:48`) that never
 //! repeats, implicit rekeying from counter bits, epoch-based rejection, a per-source replay window,
-//! and an authentication-failure counter that latches the domain into dropping everything.
+//! and an authentication-failure counter that latches the domain into dropping everything until
+//! management lifts it ([`SecureDomain::unlatch`]).
 //!
 //! Sans-IO: the caller hands in packets and the AAD prefix (the 12 bytes before the TSS header:
 //! source and destination addresses and, over UDP, the ports; see the Decisions table) and gets
@@ -40,7 +41,9 @@ pub struct Config {
     pub rekey_shift: Option<u8>,
     /// Packets of an epoch older than the current one by more than this are rejected.
     pub max_epoch_lifetime: u16,
-    /// Authentication failures after which the domain drops everything (latch).
+    /// Authentication failures after which the domain drops everything (the spec's latch,
+    /// default 1000). They are counted from the domain's creation or its last
+    /// [`unlatch`](SecureDomain::unlatch), not over a time window: the domain has no clock.
     pub auth_fail_limit: u32,
     /// TSCs per source remembered for replay detection.
     pub replay_window: u64,
@@ -115,6 +118,8 @@ pub struct Stats {
     pub old_epochs: u64,
     /// Dropped because latched, of another domain or without a key.
     pub other_drops: u64,
+    /// Times the failure latch engaged.
+    pub latches: u64,
 }
 
 /// Highest TSC seen from a source and a ring bitmap of the TSCs below it (the RFC 6479 scheme):
@@ -305,6 +310,22 @@ impl SecureDomain {
         self.latched
     }
 
+    /// Authentication failures counting toward the latch: since the domain was made or last
+    /// unlatched.
+    pub fn failures(&self) -> u32 {
+        self.failures
+    }
+
+    /// Lifts the failure latch (a management action, e.g. once the keys were checked or
+    /// rotated): packets are opened again, and the count toward the next latch restarts at 0.
+    /// The latch itself is the spec's (uet-wire.md §4); anyone who can reach the domain's
+    /// address with its SDI can engage it, so whoever manages the domain should watch
+    /// [`latched`](Self::latched) and [`Stats::latches`].
+    pub fn unlatch(&mut self) {
+        self.latched = false;
+        self.failures = 0;
+    }
+
     /// The epoch packets are sealed in.
     pub fn epoch(&self) -> u16 {
         self.epoch
@@ -436,9 +457,10 @@ impl SecureDomain {
             Ok(_) => self.stats.opened += 1,
             Err(TssError::AuthFailed) => {
                 self.stats.auth_failures += 1;
-                self.failures += 1;
-                if self.failures >= self.cfg.auth_fail_limit {
+                self.failures = self.failures.saturating_add(1);
+                if self.failures >= self.cfg.auth_fail_limit && !self.latched {
                     self.latched = true;
+                    self.stats.latches += 1;
                 }
             }
             Err(TssError::Replay) => self.stats.replays += 1,
@@ -643,6 +665,31 @@ mod tests {
             assert!(seen.insert(h.tsc), "TSC {:#x} (and so its IV) sealed again after a restart", h.tsc);
             assert!(rx.open(0x0A00_0001, &PREFIX, &h, &mut b).is_ok(), "the restarted sender is refused");
         }
+    }
+
+    /// The latch engages at the limit and is reported; management can lift it, and the count
+    /// toward the next latch starts again from zero.
+    #[test]
+    fn m2_the_latch_is_reported_and_can_be_lifted() {
+        let (mut tx, mut rx) = pair(KeyMode::Cluster);
+        let mut wrong = SecureDomain::new(Config { mode: KeyMode::Cluster, ..Config::default() }, [2; 32], 0);
+        for i in 1..=3 {
+            let (h, mut b) = sealed(&mut wrong, b"forged");
+            assert_eq!(rx.open(0x0A00_0001, &PREFIX, &h, &mut b), Err(TssError::AuthFailed));
+            assert_eq!(rx.failures(), i);
+        }
+        assert!(rx.latched());
+        assert_eq!(rx.stats().latches, 1);
+        let (h, b) = sealed(&mut tx, b"good");
+        assert_eq!(rx.open(0x0A00_0001, &PREFIX, &h, &mut b.clone()), Err(TssError::Latched));
+        rx.unlatch();
+        assert!(!rx.latched());
+        assert_eq!(rx.failures(), 0);
+        assert!(rx.open(0x0A00_0001, &PREFIX, &h, &mut b.clone()).is_ok(), "still dropped after unlatch");
+        let (h, mut b) = sealed(&mut wrong, b"forged again");
+        assert_eq!(rx.open(0x0A00_0001, &PREFIX, &h, &mut b), Err(TssError::AuthFailed));
+        assert!(!rx.latched(), "one failure after an unlatch latched again");
+        assert_eq!(rx.stats().auth_failures, 4);
     }
 
     #[test]
