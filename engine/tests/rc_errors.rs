@@ -252,7 +252,7 @@ fn receive_too_short_is_an_invalid_request() {
 
 #[test]
 fn send_with_invalidate_revokes_the_rkey() {
-    let all = Access::LOCAL_WRITE | Access::REMOTE_WRITE;
+    let all = Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_INVALIDATE;
     let (mut p, src, dst) = setup(PairConfig::default(), all);
     let (qa, qb) = p.qps[0];
     p.b.post_recv(qb, &[RecvWr { wr_id: 4, sg_list: vec![] }]).unwrap();
@@ -444,4 +444,23 @@ fn read_and_atomic_limit_is_max_rd_atomic() {
         most = most.max(outstanding);
     }
     assert_eq!(most, 2);
+}
+
+#[test]
+fn m5_send_with_invalidate_needs_an_invalidatable_region() {
+    // The target allows remote writes but not remote invalidation: a peer's SEND_WITH_INV naming it
+    // is an invalid request, and another connection's writes through the R_Key keep working.
+    let rw = Access::LOCAL_WRITE | Access::REMOTE_WRITE;
+    let (mut p, src, dst) = setup(PairConfig { qps: 2, ..PairConfig::default() }, rw);
+    let (qa, qb) = p.qps[0];
+    let (qa2, _) = p.qps[1];
+    p.b.post_recv(qb, &[RecvWr { wr_id: 4, sg_list: vec![] }]).unwrap();
+    p.a.post_send(qa, &[wr(1, WrOpcode::SendWithInv { invalidate_rkey: dst.rkey }, vec![])]).unwrap();
+    let wcs = until_a(&mut p, 1, Duration::from_secs(1));
+    assert_eq!(wcs[0].status, WcStatus::RemInvReqErr, "SEND_WITH_INV of a plain MR must be refused");
+    let write = WrOpcode::RdmaWrite { remote_addr: dst.addr, rkey: dst.rkey };
+    p.a.post_send(qa2, &[wr(2, write, vec![sge(&src, 0, 64)])]).unwrap();
+    let wcs = until_a(&mut p, 1, Duration::from_secs(1));
+    assert_eq!((wcs[0].wr_id, wcs[0].status), (2, WcStatus::Success));
+    assert!(p.b.mr_bytes(&dst).unwrap()[..64].iter().all(|&x| x == 0x11));
 }

@@ -17,7 +17,7 @@ use wire::frame::ETH_IPV4_UDP_LEN as HEADERS;
 
 fn domain(key: u8, limit: u32) -> SecureDomain {
     let cfg = tss::Config { mode: KeyMode::Cluster, auth_fail_limit: limit, ..tss::Config::default() };
-    SecureDomain::new(cfg, [key; 32])
+    SecureDomain::new(cfg, [key; 32], 0)
 }
 
 struct Two {
@@ -198,8 +198,8 @@ fn a_domain_with_an_ssi_round_trips() {
     let mut a = UetNode::new(pa, ses::Endpoint::new(cfg, 1), true).unwrap();
     let mut b = UetNode::new(pb, ses::Endpoint::new(cfg, 2), true).unwrap();
     let with_ssi = |ssi| tss::Config { mode: KeyMode::Cluster, ssi: Some(ssi), ..tss::Config::default() };
-    a.enable_tss(SecureDomain::new(with_ssi(0xA1), [7; 32]));
-    b.enable_tss(SecureDomain::new(with_ssi(0xB2), [7; 32]));
+    a.enable_tss(SecureDomain::new(with_ssi(0xA1), [7; 32], 0));
+    b.enable_tss(SecureDomain::new(with_ssi(0xB2), [7; 32], 0));
     let mut t = Two { net, a, b };
     t.b.ses().post_recv(RecvSpec::any(), 4000, 1);
     let dst = t.dst();

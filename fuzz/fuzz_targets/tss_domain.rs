@@ -88,9 +88,9 @@ fn prefix(source: u32) -> [u8; 12] {
 impl World {
     fn new() -> World {
         World {
-            senders: [SecureDomain::new(cfg(), key(0)), SecureDomain::new(cfg(), key(0))],
+            senders: [SecureDomain::new(cfg(), key(0), 0), SecureDomain::new(cfg(), key(0), 0)],
             sender_keys: [[Some(0), None], [Some(0), None]],
-            receiver: SecureDomain::new(cfg(), key(0)),
+            receiver: SecureDomain::new(cfg(), key(0), 0),
             receiver_keys: [Some(0), None],
             active: false,
             next_key: 1,

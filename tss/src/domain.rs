@@ -2,7 +2,8 @@
 //! rotation: install the new key, switch transmission to it, retire the old one later), the key
 //! mode (direct, cluster, server/client), the 64-bit TSC (`epoch:16 | counter:48`) that never
 //! repeats, implicit rekeying from counter bits, epoch-based rejection, a per-source replay window,
-//! and an authentication-failure counter that latches the domain into dropping everything.
+//! and an authentication-failure counter that latches the domain into dropping everything until
+//! management lifts it ([`SecureDomain::unlatch`]).
 //!
 //! Sans-IO: the caller hands in packets and the AAD prefix (the 12 bytes before the TSS header:
 //! source and destination addresses and, over UDP, the ports; see the Decisions table) and gets
@@ -40,7 +41,9 @@ pub struct Config {
     pub rekey_shift: Option<u8>,
     /// Packets of an epoch older than the current one by more than this are rejected.
     pub max_epoch_lifetime: u16,
-    /// Authentication failures after which the domain drops everything (latch).
+    /// Authentication failures after which the domain drops everything (the spec's latch,
+    /// default 1000). They are counted from the domain's creation or its last
+    /// [`unlatch`](SecureDomain::unlatch), not over a time window: the domain has no clock.
     pub auth_fail_limit: u32,
     /// TSCs per source remembered for replay detection.
     pub replay_window: u64,
@@ -115,6 +118,8 @@ pub struct Stats {
     pub old_epochs: u64,
     /// Dropped because latched, of another domain or without a key.
     pub other_drops: u64,
+    /// Times the failure latch engaged.
+    pub latches: u64,
 }
 
 /// Highest TSC seen from a source and a ring bitmap of the TSCs below it (the RFC 6479 scheme):
@@ -271,13 +276,21 @@ pub struct SecureDomain {
 }
 
 impl SecureDomain {
-    /// A domain sending with `key` under AN 0, epoch 0.
-    pub fn new(cfg: Config, key: [u8; 32]) -> SecureDomain {
+    /// A domain sending with `key` under AN 0, in epoch `epoch` from counter 0.
+    ///
+    /// The IV is the source and the TSC, so a (key, TSC) pair must never be sealed twice: a
+    /// domain that takes over a key an earlier instance used (a process restart) must start in
+    /// an epoch that instance never reached, e.g. one the key's management hands out or one
+    /// persisted and advanced at every start; only a key never used before may start anywhere
+    /// (0). Receivers accept the epoch while it is not older than their own by more than
+    /// `max_epoch_lifetime`, and a restarted sender's higher epoch gives TSCs above every one it
+    /// sent before, so a receiver that kept running does not take them for replays.
+    pub fn new(cfg: Config, key: [u8; 32], epoch: u16) -> SecureDomain {
         SecureDomain {
             cfg,
             keys: [Some(key), None],
             tx_an: 0,
-            epoch: 0,
+            epoch,
             next_counter: 0,
             derived: Derived::default(),
             replay: HashMap::new(),
@@ -295,6 +308,22 @@ impl SecureDomain {
     /// Whether the failure latch has engaged.
     pub fn latched(&self) -> bool {
         self.latched
+    }
+
+    /// Authentication failures counting toward the latch: since the domain was made or last
+    /// unlatched.
+    pub fn failures(&self) -> u32 {
+        self.failures
+    }
+
+    /// Lifts the failure latch (a management action, e.g. once the keys were checked or
+    /// rotated): packets are opened again, and the count toward the next latch restarts at 0.
+    /// The latch itself is the spec's (uet-wire.md §4); anyone who can reach the domain's
+    /// address with its SDI can engage it, so whoever manages the domain should watch
+    /// [`latched`](Self::latched) and [`Stats::latches`].
+    pub fn unlatch(&mut self) {
+        self.latched = false;
+        self.failures = 0;
     }
 
     /// The epoch packets are sealed in.
@@ -428,9 +457,10 @@ impl SecureDomain {
             Ok(_) => self.stats.opened += 1,
             Err(TssError::AuthFailed) => {
                 self.stats.auth_failures += 1;
-                self.failures += 1;
-                if self.failures >= self.cfg.auth_fail_limit {
+                self.failures = self.failures.saturating_add(1);
+                if self.failures >= self.cfg.auth_fail_limit && !self.latched {
                     self.latched = true;
+                    self.stats.latches += 1;
                 }
             }
             Err(TssError::Replay) => self.stats.replays += 1,
@@ -499,7 +529,7 @@ mod tests {
 
     fn pair(mode: KeyMode) -> (SecureDomain, SecureDomain) {
         let cfg = Config { mode, auth_fail_limit: 3, ..Config::default() };
-        (SecureDomain::new(cfg, [1; 32]), SecureDomain::new(cfg, [1; 32]))
+        (SecureDomain::new(cfg, [1; 32], 0), SecureDomain::new(cfg, [1; 32], 0))
     }
 
     fn sealed(tx: &mut SecureDomain, msg: &[u8]) -> (TssRepr, Vec<u8>) {
@@ -600,7 +630,7 @@ mod tests {
         assert_eq!(h4.counter(), 0, "the counter restarts with the epoch, the TSC does not repeat");
         assert!(rx.open(0x0A00_0001, &PREFIX, &h4, &mut b4.clone()).is_ok());
         // Wrong key: the third failure latches, and then even good packets are dropped.
-        let mut wrong = SecureDomain::new(Config { mode: KeyMode::Cluster, ..Config::default() }, [2; 32]);
+        let mut wrong = SecureDomain::new(Config { mode: KeyMode::Cluster, ..Config::default() }, [2; 32], 0);
         wrong.new_epoch(20);
         for _ in 0..5 {
             sealed(&mut wrong, b"TSCs this source already used");
@@ -612,6 +642,54 @@ mod tests {
         assert_eq!(rx.open(0x0A00_0001, &PREFIX, &h6, &mut b6.clone()), Err(TssError::Latched));
         let s = rx.stats();
         assert_eq!((s.auth_failures, s.replays, s.old_epochs, s.other_drops, s.opened), (3, 1, 1, 1, 3));
+    }
+
+    /// A restarted sender of the same key starts in the epoch it is given: its TSCs (and so its
+    /// IVs) differ from the earlier instance's, and a receiver still running accepts it.
+    #[test]
+    fn m3_a_restarted_domain_starts_in_its_given_epoch_and_is_accepted() {
+        let cfg = Config { mode: KeyMode::Cluster, ..Config::default() };
+        let mut rx = SecureDomain::new(cfg, [1; 32], 3);
+        let mut before = SecureDomain::new(cfg, [1; 32], 3);
+        let mut seen = std::collections::HashSet::new();
+        for _ in 0..5 {
+            let (h, mut b) = sealed(&mut before, b"first run");
+            assert_eq!(h.epoch(), 3);
+            seen.insert(h.tsc);
+            assert!(rx.open(0x0A00_0001, &PREFIX, &h, &mut b).is_ok());
+        }
+        let mut after = SecureDomain::new(cfg, [1; 32], 4);
+        assert_eq!(after.epoch(), 4);
+        for _ in 0..5 {
+            let (h, mut b) = sealed(&mut after, b"second run");
+            assert!(seen.insert(h.tsc), "TSC {:#x} (and so its IV) sealed again after a restart", h.tsc);
+            assert!(rx.open(0x0A00_0001, &PREFIX, &h, &mut b).is_ok(), "the restarted sender is refused");
+        }
+    }
+
+    /// The latch engages at the limit and is reported; management can lift it, and the count
+    /// toward the next latch starts again from zero.
+    #[test]
+    fn m2_the_latch_is_reported_and_can_be_lifted() {
+        let (mut tx, mut rx) = pair(KeyMode::Cluster);
+        let mut wrong = SecureDomain::new(Config { mode: KeyMode::Cluster, ..Config::default() }, [2; 32], 0);
+        for i in 1..=3 {
+            let (h, mut b) = sealed(&mut wrong, b"forged");
+            assert_eq!(rx.open(0x0A00_0001, &PREFIX, &h, &mut b), Err(TssError::AuthFailed));
+            assert_eq!(rx.failures(), i);
+        }
+        assert!(rx.latched());
+        assert_eq!(rx.stats().latches, 1);
+        let (h, b) = sealed(&mut tx, b"good");
+        assert_eq!(rx.open(0x0A00_0001, &PREFIX, &h, &mut b.clone()), Err(TssError::Latched));
+        rx.unlatch();
+        assert!(!rx.latched());
+        assert_eq!(rx.failures(), 0);
+        assert!(rx.open(0x0A00_0001, &PREFIX, &h, &mut b.clone()).is_ok(), "still dropped after unlatch");
+        let (h, mut b) = sealed(&mut wrong, b"forged again");
+        assert_eq!(rx.open(0x0A00_0001, &PREFIX, &h, &mut b), Err(TssError::AuthFailed));
+        assert!(!rx.latched(), "one failure after an unlatch latched again");
+        assert_eq!(rx.stats().auth_failures, 4);
     }
 
     #[test]
@@ -627,7 +705,7 @@ mod tests {
         assert!(rx.open(0x0A00_0001, &PREFIX, &h1, &mut b1.clone()).is_ok());
         assert!(rx.open(0x0A00_0001, &PREFIX, &h0, &mut b0.clone()).is_ok());
         rx.retire(false);
-        let (h2, b2) = sealed(&mut SecureDomain::new(Config::default(), [1; 32]), b"late");
+        let (h2, b2) = sealed(&mut SecureDomain::new(Config::default(), [1; 32], 0), b"late");
         assert_eq!(rx.open(0x0A00_0002, &PREFIX, &h2, &mut b2.clone()), Err(TssError::NoKey));
         assert_eq!(tx.activate(false).map(|_| ()), Ok(()));
         tx.retire(false);

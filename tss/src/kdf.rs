@@ -69,6 +69,13 @@ pub fn derive(key: &[u8; 32], label: &[u8], context: &[u8]) -> Derived {
     d
 }
 
+/// `N` bytes from the system's cryptographic random generator (aws-lc's): nonces and fresh keys.
+pub fn random<const N: usize>() -> [u8; N] {
+    let mut b = [0u8; N];
+    aws_lc_rs::rand::fill(&mut b).expect("the system's random generator works");
+    b
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

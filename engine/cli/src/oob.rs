@@ -197,11 +197,10 @@ fn connect_from(local: Ipv4Addr, host: &str, port: u16) -> std::io::Result<TcpSt
     Ok(TcpStream::from(fd))
 }
 
-/// A random 24-bit PSN (the tools draw theirs from lrand48 seeded with the time and pid).
+/// A random 24-bit PSN from the system's cryptographic generator (the tools draw theirs from
+/// lrand48 seeded with the time and pid): an off-path host spoofing the peer must guess it.
 pub fn random_psn() -> u32 {
-    let nanos =
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
-    (std::process::id().wrapping_mul(2_654_435_761) ^ nanos.wrapping_mul(0x9E37_79B9)) & 0xFF_FFFF
+    u32::from_ne_bytes(tss::kdf::random()) & 0xFF_FFFF
 }
 
 /// The exchange connection of one side: fixed-size messages, the client writing first and the

@@ -31,7 +31,9 @@ pub struct DcqcnConfig {
     pub r_ai: u64,
     /// Hyper increase R_HAI, bits per second.
     pub r_hai: u64,
-    /// At most one CNP per QP per this interval (notification point).
+    /// At most one CNP per QP per this interval (notification point), and at most one rate cut
+    /// per this interval however many CNPs arrive (reaction point; the NICs' rate-reduce monitor
+    /// period), so a burst of CNPs cannot pin the rate at the minimum.
     pub cnp_interval: Duration,
 }
 
@@ -89,6 +91,7 @@ pub struct Dcqcn {
     bytes: u64,
     next_send: Duration,
     cnps: u64,
+    last_cut: Option<Duration>,
 }
 
 impl Dcqcn {
@@ -108,6 +111,7 @@ impl Dcqcn {
             bytes: 0,
             next_send: Duration::ZERO,
             cnps: 0,
+            last_cut: None,
         }
     }
 
@@ -129,9 +133,13 @@ impl Dcqcn {
         self.rc < self.cfg.line_bps as f64
     }
 
-    /// A CNP arrived: cut the rate.
+    /// A CNP arrived: cut the rate, unless the last cut was less than `cnp_interval` ago.
     pub fn on_cnp(&mut self, now: Duration) {
         self.cnps += 1;
+        if self.last_cut.is_some_and(|l| now.saturating_sub(l) < self.cfg.cnp_interval) {
+            return;
+        }
+        self.last_cut = Some(now);
         self.rt = self.rc;
         self.rc = (self.rc * (1.0 - self.alpha / 2.0)).max(self.cfg.min_bps as f64);
         let g = self.g();
@@ -236,8 +244,8 @@ mod tests {
         }
         assert!(d.rate_bps() > 98 * G && d.rate_bps() < 100 * G, "{}", d.rate_bps());
         // Repeated CNPs drive alpha up and the rate down, never below the minimum.
-        for i in 0..200 {
-            d.on_cnp(t + Duration::from_micros(i));
+        for i in 1..=200 {
+            d.on_cnp(t + i * d.cfg.cnp_interval);
         }
         assert_eq!(d.rate_bps(), 10_000_000);
         assert_eq!(d.cnps(), 201);

@@ -3,7 +3,10 @@
 //!
 //! A region's memory belongs to the device (page-aligned, see `frame::AlignedBuf`); the device gives
 //! it a virtual address range of its own, which is what SGEs, RETHs and AtomicETHs name. The L_Key
-//! and R_Key are equal: a slot index and a generation byte, so a stale key never names a new region.
+//! and R_Key are equal: a slot index and a generation byte, so a stale key never names a new region,
+//! XORed with a random mask of the table; the addresses start at a random page. Neither is then
+//! the same from one device or run to the next, so an off-path host cannot guess them (it can
+//! still try: the key is 32 bits).
 
 use super::types::{Access, Sge};
 use frame::{AlignedBuf, PAGE};
@@ -21,6 +24,8 @@ pub enum MemError {
     WrongPd,
     /// The R_Key was invalidated (SEND_WITH_INV).
     Invalidated,
+    /// The region does not allow remote invalidation (no `Access::REMOTE_INVALIDATE`).
+    NotInvalidatable,
 }
 
 impl std::fmt::Display for MemError {
@@ -31,6 +36,7 @@ impl std::fmt::Display for MemError {
             MemError::Access => "memory region does not allow this access",
             MemError::WrongPd => "memory region belongs to another protection domain",
             MemError::Invalidated => "remote key was invalidated",
+            MemError::NotInvalidatable => "memory region does not allow remote invalidation",
         })
     }
 }
@@ -64,11 +70,25 @@ pub struct MemTable {
     slots: Vec<Option<Region>>,
     generation: u8,
     next_addr: u64,
+    /// XORed into every key: `(slot << 8 | generation) ^ key_mask`.
+    key_mask: u32,
+}
+
+/// Lowest base address of the regions; a random number of pages (below 2^28) is added.
+const ADDR_BASE: u64 = 0x7f00_0000_0000;
+
+/// 64 bits an off-path host cannot predict: std's per-process random SipHash keys (drawn from
+/// the OS), each call hashing under different ones.
+fn unpredictable() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    std::collections::hash_map::RandomState::new().build_hasher().finish()
 }
 
 impl Default for MemTable {
     fn default() -> Self {
-        MemTable { slots: Vec::new(), generation: 0, next_addr: 0x7f00_0000_0000 }
+        let r = unpredictable();
+        let next_addr = ADDR_BASE + ((r >> 32) & 0xFFF_FFFF) * PAGE as u64;
+        MemTable { slots: Vec::new(), generation: 0, next_addr, key_mask: r as u32 }
     }
 }
 
@@ -86,7 +106,7 @@ impl MemTable {
             return None;
         }
         self.generation = self.generation.wrapping_add(1);
-        let key = (index as u32) << 8 | u32::from(self.generation);
+        let key = ((index as u32) << 8 | u32::from(self.generation)) ^ self.key_mask;
         let addr = self.next_addr;
         // A guard page between regions keeps off-by-one ranges from landing in a neighbour.
         let span = (len as u64).div_ceil(PAGE as u64) * PAGE as u64 + PAGE as u64;
@@ -96,15 +116,21 @@ impl MemTable {
         Some((key, addr))
     }
 
+    /// The slot a key names.
+    fn slot(&self, key: u32) -> usize {
+        ((key ^ self.key_mask) >> 8) as usize
+    }
+
     fn get(&self, key: u32) -> Result<&Region, MemError> {
-        match self.slots.get((key >> 8) as usize) {
+        match self.slots.get(self.slot(key)) {
             Some(Some(r)) if r.key == key => Ok(r),
             _ => Err(MemError::BadKey),
         }
     }
 
     fn get_mut(&mut self, key: u32) -> Result<&mut Region, MemError> {
-        match self.slots.get_mut((key >> 8) as usize) {
+        let slot = self.slot(key);
+        match self.slots.get_mut(slot) {
             Some(Some(r)) if r.key == key => Ok(r),
             _ => Err(MemError::BadKey),
         }
@@ -113,7 +139,8 @@ impl MemTable {
     /// Removes a region.
     pub fn deregister(&mut self, key: u32) -> Result<(), MemError> {
         self.get(key)?;
-        self.slots[(key >> 8) as usize] = None;
+        let slot = self.slot(key);
+        self.slots[slot] = None;
         Ok(())
     }
 
@@ -183,10 +210,14 @@ impl MemTable {
     }
 
     /// Invalidates an R_Key of `pd` (SEND_WITH_INV): remote access through it fails from now on.
+    /// Only a region registered with `Access::REMOTE_INVALIDATE` may be invalidated by a peer.
     pub fn invalidate(&mut self, pd: u32, rkey: u32) -> Result<(), MemError> {
         let r = self.get_mut(rkey)?;
         if r.pd != pd {
             return Err(MemError::WrongPd);
+        }
+        if !r.access.contains(Access::REMOTE_INVALIDATE) {
+            return Err(MemError::NotInvalidatable);
         }
         r.remote_valid = false;
         Ok(())
@@ -286,12 +317,23 @@ mod tests {
         assert_eq!(m.check_remote(2, k, a, 8, Access::REMOTE_READ), Err(MemError::WrongPd));
         assert_eq!(m.check_remote(1, k ^ 1, a, 8, Access::REMOTE_READ), Err(MemError::BadKey));
         m.deregister(k).unwrap();
-        let (k2, a2) = m.register(1, 100, Access::ALL).unwrap();
+        let (k2, a2) = m.register(1, 100, Access::ALL | Access::REMOTE_INVALIDATE).unwrap();
         assert_ne!(k, k2, "a new registration never reuses a key");
         assert_ne!(a, a2);
         assert_eq!(m.bytes(k), Err(MemError::BadKey));
+        let (k3, _) = m.register(1, 100, Access::ALL).unwrap();
+        assert_eq!(m.invalidate(1, k3), Err(MemError::NotInvalidatable));
         m.invalidate(1, k2).unwrap();
         assert_eq!(m.check_remote(1, k2, a2, 1, Access::REMOTE_READ), Err(MemError::Invalidated));
+    }
+
+    /// Two devices (or two runs) do not hand out the same first R_Key and address: an off-path
+    /// host cannot guess them.
+    #[test]
+    fn l2_keys_and_addresses_are_not_predictable() {
+        let first = || MemTable::default().register(1, 100, Access::ALL).unwrap();
+        let (a, b) = (first(), first());
+        assert!(a.0 != b.0 && a.1 != b.1, "two tables gave their first region {a:x?} and {b:x?}");
     }
 
     #[test]

@@ -88,6 +88,8 @@ pub struct QueuePair {
     /// DCQCN notification point: a CNP is due, and when the last one went.
     cnp_pending: bool,
     cnp_last: Option<Duration>,
+    /// RC or UC packets (CNPs included) from the connected peer's address.
+    peer_packets: u64,
 }
 
 fn need<T>(v: Option<T>, name: &'static str) -> Result<T, VerbsError> {
@@ -165,6 +167,7 @@ impl QueuePair {
             dcqcn: cfg.dcqcn.filter(|_| cfg.qp_type == QpType::Rc).map(Dcqcn::new),
             cnp_pending: false,
             cnp_last: None,
+            peer_packets: 0,
             cfg,
         }
     }
@@ -203,6 +206,12 @@ impl QueuePair {
     /// NAKs sent, duplicates).
     pub fn drops(&self) -> RespDrops {
         self.resp.drops
+    }
+
+    /// RC or UC packets (CNPs included) that came from the connected peer's address and were
+    /// handed to the QP: a sign of the peer's life that strangers' frames do not fake.
+    pub fn peer_packets(&self) -> u64 {
+        self.peer_packets
     }
 
     /// What the requester sent and received (packets, retries, timeouts, NAKs).
@@ -539,7 +548,14 @@ impl QueuePair {
         if !matches!(self.state, QpState::Rtr | QpState::Rts) || pkt.bth.pkey & 0x7FFF != 0x7FFF {
             return;
         }
+        let from_peer = self.path.as_ref().is_some_and(|path| canonical(meta.src) == path.dst_ip);
         if pkt.bth.opcode == Opcode::CNP {
+            // Only the connected peer's CNPs slow the QP down: anyone can send one.
+            if !from_peer {
+                self.resp.drops.foreign_source += 1;
+                return;
+            }
+            self.peer_packets += 1;
             if let Some(d) = &mut self.dcqcn {
                 d.on_cnp(now);
             }
@@ -558,10 +574,11 @@ impl QueuePair {
             self.resp.handle_ud(info.operation, pkt, meta, mem, rq);
             return;
         }
-        match &self.path {
-            Some(path) if canonical(meta.src) == path.dst_ip => {}
-            _ => return,
+        if !from_peer {
+            self.resp.drops.foreign_source += 1;
+            return;
         }
+        self.peer_packets += 1;
         if info.operation.is_response() {
             if self.state == QpState::Rts && t == Transport::Rc {
                 if let Err(fatal) = self.req.handle_response(now, info.operation, pkt, mem) {

@@ -8,6 +8,7 @@
 
 use super::desc::{TxDesc, TxPayload};
 use super::mem::{MemTable, sge_len};
+use super::qp::MAX_MSG_SIZE;
 use super::types::{Access, RecvWr, WcOpcode, WcStatus, WorkCompletion};
 use std::collections::VecDeque;
 use std::net::IpAddr;
@@ -65,7 +66,7 @@ pub struct RxMeta<'a> {
 #[derive(Debug)]
 enum InProgress {
     None,
-    Send { wqe: RecvWqe, offset: u32 },
+    Send { wqe: RecvWqe, offset: u64 },
     Write { va: u64, rkey: u32, remaining: u32, total: u32 },
 }
 
@@ -103,6 +104,8 @@ pub struct RespDrops {
     pub rnr_naks_sent: u64,
     /// Duplicate requests seen (RC).
     pub duplicates: u64,
+    /// RC or UC packets (CNPs included) from an address other than the connected peer's.
+    pub foreign_source: u64,
 }
 
 /// Responder state of one QP.
@@ -358,19 +361,23 @@ impl Responder {
         };
         self.cur = InProgress::Send { wqe, offset };
         let InProgress::Send { wqe, .. } = &self.cur else { return Ok(()) };
-        if u64::from(offset) + pkt.payload.len() as u64 > wqe.len {
+        let end = offset + pkt.payload.len() as u64;
+        // Longer than the receive buffer or than any message may be (rxe's RESPST_ERR_LENGTH).
+        if end > wqe.len || end > MAX_MSG_SIZE {
             self.fail_recv(WcStatus::LocLenErr);
             return self.reject(p, NakCode::InvalidRequest, rq);
         }
-        if mem.scatter(&wqe.wr.sg_list, u64::from(offset), pkt.payload).is_err() {
+        if mem.scatter(&wqe.wr.sg_list, offset, pkt.payload).is_err() {
             self.fail_recv(WcStatus::LocProtErr);
             return self.reject(p, NakCode::RemoteOperationalError, rq);
         }
-        let offset = offset + pkt.payload.len() as u32;
+        let offset = end;
         if last {
             let mut invalidated = None;
             if matches!(op, Operation::SendLastInv | Operation::SendOnlyInv) {
                 let rkey = pkt.ieth.map(|i| i.rkey).unwrap_or(0);
+                // An unknown key, another PD's, or a region without REMOTE_INVALIDATE: rxe's
+                // RESPST_ERR_INVALIDATE_RKEY, an invalid request.
                 if mem.invalidate(self.cfg.pd, rkey).is_err() {
                     self.fail_recv(WcStatus::LocQpOpErr);
                     return self.reject(p, NakCode::InvalidRequest, rq);
@@ -380,7 +387,8 @@ impl Responder {
             let InProgress::Send { wqe, .. } = std::mem::replace(&mut self.cur, InProgress::None) else {
                 return Ok(());
             };
-            let mut wc = self.wc(wqe.wr.wr_id, WcStatus::Success, WcOpcode::Recv, offset);
+            // At most MAX_MSG_SIZE (8 MiB), so it fits.
+            let mut wc = self.wc(wqe.wr.wr_id, WcStatus::Success, WcOpcode::Recv, offset as u32);
             wc.imm_data = pkt.immdt.map(|i| i.0);
             wc.invalidated_rkey = invalidated;
             wc.solicited = pkt.bth.solicited;

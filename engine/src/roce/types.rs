@@ -19,8 +19,12 @@ impl Access {
     pub const REMOTE_READ: Access = Access(4);
     /// Remote peers may run atomics.
     pub const REMOTE_ATOMIC: Access = Access(8);
-    /// Every flag.
+    /// Every `ibv_access_flags` flag above; not [`REMOTE_INVALIDATE`](Self::REMOTE_INVALIDATE).
     pub const ALL: Access = Access(15);
+    /// A peer's SEND_WITH_INV may invalidate the region's R_Key. Not an `ibv_access_flags` bit:
+    /// rxe lets a peer invalidate only fast-registration MRs and memory windows, never an
+    /// `ibv_reg_mr` region, so here a region must ask for it (default off).
+    pub const REMOTE_INVALIDATE: Access = Access(1 << 31);
 
     /// True if every flag of `other` is set.
     pub const fn contains(self, other: Access) -> bool {

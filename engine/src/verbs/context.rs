@@ -254,6 +254,7 @@ impl Context {
             st.drops.seq_naks_sent += d.seq_naks_sent;
             st.drops.rnr_naks_sent += d.rnr_naks_sent;
             st.drops.duplicates += d.duplicates;
+            st.drops.foreign_source += d.foreign_source;
             let r = e.qp.req_counters();
             st.requests.packets += r.packets;
             st.requests.retries += r.retries;
@@ -617,6 +618,13 @@ impl Context {
         e.qp.dcqcn().map(|d| (d.rate_bps(), d.cnps()))
     }
 
+    /// RC or UC packets a QP took from its connected peer's address
+    /// ([`QueuePair::peer_packets`](crate::roce::QueuePair::peer_packets)); `None` for no such QP.
+    pub fn qp_peer_packets(&self, qp: Qp) -> Option<u64> {
+        let e = self.qps.get((qp.0.checked_sub(FIRST_QPN)?) as usize)?.as_ref()?;
+        Some(e.qp.peer_packets())
+    }
+
     /// The QP's state and attributes (`ibv_query_qp`).
     pub fn query_qp(&mut self, qp: Qp) -> Result<(QpState, QpAttr), VerbsError> {
         let e = self.entry(qp)?;
@@ -703,13 +711,21 @@ impl Context {
                 work += 1;
             }
         }
-        // A frame the datapath handed back goes first; while it cannot, no QP makes another.
+        // A frame the datapath handed back goes first; while it cannot, no QP makes another. A
+        // frame it refused for good ends this round's transmissions; the round still flushes,
+        // delivers completions and raises events before the error is returned.
+        let mut failed = None;
         let mut room = match self.pending.take() {
-            Some(frame) => {
-                let sent = offer(&mut *self.dp, &mut self.stats, &mut self.pending, frame, true)?;
-                work += usize::from(sent);
-                sent
-            }
+            Some(frame) => match offer(&mut *self.dp, &mut self.stats, &mut self.pending, frame, true) {
+                Ok(sent) => {
+                    work += usize::from(sent);
+                    sent
+                }
+                Err(e) => {
+                    failed = Some(e);
+                    false
+                }
+            },
             None => true,
         };
         for e in self.qps.iter_mut().flatten() {
@@ -721,8 +737,14 @@ impl Context {
                 match e.qp.poll_transmit(now, &self.mem, frame.buffer_mut()) {
                     Some(n) => {
                         frame.set_len(n);
-                        room = offer(&mut *self.dp, &mut self.stats, &mut self.pending, frame, false)?;
                         work += 1;
+                        match offer(&mut *self.dp, &mut self.stats, &mut self.pending, frame, false) {
+                            Ok(r) => room = r,
+                            Err(e) => {
+                                failed = Some(e);
+                                room = false;
+                            }
+                        }
                     }
                     None => {
                         self.dp.recycle(frame);
@@ -734,7 +756,10 @@ impl Context {
         self.dp.flush();
         self.flush_completions();
         self.check_events();
-        Ok(work)
+        match failed {
+            Some(e) => Err(e),
+            None => Ok(work),
+        }
     }
 
     /// Raises QP-fatal and SRQ-limit events.

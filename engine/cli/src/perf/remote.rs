@@ -346,7 +346,7 @@ fn open_side(link: &Link, t: &Test, server: bool) -> Result<Side, RemoteError> {
 
 /// The first PSN of each of `lanes` lanes.
 fn psns(lanes: usize, psn_base: u32) -> Vec<u32> {
-    (0..lanes as u32).map(|i| (psn_base + 1000 * i) & 0xFF_FFFF).collect()
+    (0..lanes as u32).map(|i| psn_base.wrapping_add(1000 * i) & 0xFF_FFFF).collect()
 }
 
 fn hello(side: &Side, psn_base: u32) -> Value {
@@ -437,8 +437,9 @@ pub fn serve(link: &Link) -> Result<(Test, Outcome), RemoteError> {
     let (mut stream, mut reader) = accept_one(link)?;
     let (t, peer) = parse_client_hello(&read_line(&mut reader, exchange_timeout(), "client")?)?;
     let mut side = open_side(link, &t, true)?;
-    let mine = hello(&side, 0x20_0000);
-    let my_psns = psns(side.lanes.len(), 0x20_0000);
+    let psn_base = crate::oob::random_psn();
+    let mine = hello(&side, psn_base);
+    let my_psns = psns(side.lanes.len(), psn_base);
     connect_all(&mut side, &my_psns, &peer, &t)?;
     // Receives are posted (QPs in RTS) before the client hears back, so none of its sends is early.
     if server_checks(&t) {
@@ -608,7 +609,8 @@ pub fn run_client(host: &str, link: &Link, t: &Test) -> Result<Outcome, RemoteEr
     let mut reader = BufReader::new(stream.try_clone().map_err(err)?);
     let mut stream = stream;
     let mut side = open_side(link, t, false)?;
-    let mut mine = hello(&side, 0x10_0000);
+    let psn_base = crate::oob::random_psn();
+    let mut mine = hello(&side, psn_base);
     for (k, v) in [
         ("op", json!(op_name(t.op))),
         ("qp_type", json!(qp_name(t.qp_type))),
@@ -627,7 +629,7 @@ pub fn run_client(host: &str, link: &Link, t: &Test) -> Result<Outcome, RemoteEr
     send_line(&mut stream, &mine)?;
     let lanes = side.lanes.len();
     let peer = parse_server_hello(&read_line(&mut reader, exchange_timeout(), "server")?, lanes)?;
-    let (remote, ah) = connect_all(&mut side, &psns(lanes, 0x10_0000), &peer, t)?;
+    let (remote, ah) = connect_all(&mut side, &psns(lanes, psn_base), &peer, t)?;
     let depth = side.slots as u64;
     let mut out = Outcome::default();
     let mut wcs = Vec::new();

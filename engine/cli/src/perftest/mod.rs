@@ -105,15 +105,26 @@ fn err(e: impl std::fmt::Display) -> String {
     e.to_string()
 }
 
-/// One round of the engine; a short nap when there was nothing to do (used while waiting on TCP).
-/// One round of the engine while the exchange waits; whether the peer sent RoCE frames meanwhile
-/// (a sign of life while its exchange connection is silent).
-fn tick(ctx: &mut Context) -> Result<bool, String> {
-    let before = ctx.stats().rx_frames;
+/// One round of the engine while the exchange waits (a short nap when there was nothing to do);
+/// whether the peer's QP `qp` sent packets meanwhile (a sign of life while its exchange connection
+/// is silent). Only packets its QP took from the peer's address count, not any frame that
+/// arrived; before the QP exists (`None`) nothing does.
+fn tick(ctx: &mut Context, qp: Option<Qp>) -> Result<bool, String> {
+    let seen = |ctx: &Context| qp.and_then(|q| ctx.qp_peer_packets(q));
+    let before = seen(ctx);
     if ctx.progress().map_err(err)? == 0 {
         std::thread::sleep(Duration::from_micros(20));
     }
-    Ok(ctx.stats().rx_frames != before)
+    Ok(seen(ctx) != before)
+}
+
+/// Most samples (timestamps, latencies) reserved ahead of a run; more grow as they come, so an
+/// absurd `--iters` fails as the run goes, not in one allocation before it.
+const MAX_RESERVED_SAMPLES: usize = 1 << 20;
+
+/// An empty vector for `iters` samples, reserving at most [`MAX_RESERVED_SAMPLES`].
+fn samples<T>(iters: u64) -> Vec<T> {
+    Vec::with_capacity(iters.min(MAX_RESERVED_SAMPLES as u64) as usize)
 }
 
 struct Side {
@@ -129,14 +140,14 @@ struct Side {
     me: Dest,
     peer: Dest,
     last_progress: Instant,
-    /// Frames received when `last_progress` was last set.
+    /// The peer's packets when `last_progress` was last set.
     rx_seen: u64,
 }
 
 impl Side {
     fn xchg(&mut self, mine: &[u8], theirs: &mut [u8]) -> Result<(), String> {
-        let ctx = &mut self.ctx;
-        self.x.xchg(mine, theirs, &mut || tick(ctx))
+        let (ctx, qp) = (&mut self.ctx, self.qp);
+        self.x.xchg(mine, theirs, &mut || tick(ctx, Some(qp)))
     }
 
     fn hand_shake(&mut self) -> Result<Dest, String> {
@@ -153,9 +164,9 @@ impl Side {
         if let Some(bad) = wcs.iter().find(|w| w.status != WcStatus::Success) {
             return Err(format!("completion with status {:?} (wr_id {})", bad.status, bad.wr_id));
         }
-        // Alive while completions come or the peer's frames still arrive (a lossy link can take
+        // Alive while completions come or the peer's packets still arrive (a lossy link can take
         // a long time between completions while the peer retransmits).
-        let rx = self.ctx.stats().rx_frames;
+        let rx = self.ctx.qp_peer_packets(self.qp).unwrap_or(0);
         if !wcs.is_empty() || rx != self.rx_seen {
             self.last_progress = Instant::now();
             self.rx_seen = rx;
@@ -234,6 +245,9 @@ pub fn run(o: &Options) -> Result<Outcome, String> {
     if o.op == PerfOp::Atomic && o.size != 8 {
         return Err("atomics move 8 bytes".into());
     }
+    if o.op == PerfOp::Write && o.mode == Mode::Lat && o.size == 0 {
+        return Err("WRITE latency needs a message size of at least 1 byte".into());
+    }
     let (tcp, local) = oob::meet(o.server.as_deref(), o.tcp_port, o.local)?;
     let client = o.server.is_some();
     let mut x = Exchange::new(tcp, client)?;
@@ -252,15 +266,15 @@ pub fn run(o: &Options) -> Result<Outcome, String> {
     let (mut ctx, capture) = open_context(&link, offer).map_err(|e| e.0)?;
     // 1. Versions, system data, MTU.
     let mut peer_version = [0u8; messages::VERSION_LEN];
-    x.xchg(&messages::version_msg(), &mut peer_version, &mut || tick(&mut ctx))?;
+    x.xchg(&messages::version_msg(), &mut peer_version, &mut || tick(&mut ctx, None))?;
     let peer_version = messages::parse_version(&peer_version);
     let mut word = [0u8; 4];
-    x.xchg(&4096u32.to_be_bytes(), &mut word, &mut || tick(&mut ctx))?;
+    x.xchg(&4096u32.to_be_bytes(), &mut word, &mut || tick(&mut ctx, None))?;
     let cycle = (u32::from_be_bytes(word) as usize).clamp(4096, 1 << 20);
-    x.xchg(&64u32.to_be_bytes(), &mut word, &mut || tick(&mut ctx))?;
+    x.xchg(&64u32.to_be_bytes(), &mut word, &mut || tick(&mut ctx, None))?;
     let cache_line = (u32::from_be_bytes(word) as usize).clamp(64, 4096);
     let mut mtu_msg = [0u8; 2];
-    x.xchg(&messages::mtu_msg(offer), &mut mtu_msg, &mut || tick(&mut ctx))?;
+    x.xchg(&messages::mtu_msg(offer), &mut mtu_msg, &mut || tick(&mut ctx, None))?;
     let peer_mtu = messages::parse_mtu(&mtu_msg)
         .ok_or_else(|| format!("the peer sent a malformed MTU {:?}", String::from_utf8_lossy(&mtu_msg)))?;
     let mtu = if peer_mtu.bytes() < offer.bytes() { peer_mtu } else { offer };
@@ -350,7 +364,7 @@ pub fn run(o: &Options) -> Result<Outcome, String> {
     if o.mode == Mode::Lat && o.op == PerfOp::Write {
         let until = Instant::now() + Duration::from_millis(540);
         while Instant::now() < until {
-            tick(&mut s.ctx)?;
+            tick(&mut s.ctx, Some(s.qp))?;
         }
         return Ok(s.finish(out, capture));
     }
@@ -374,8 +388,8 @@ pub fn run(o: &Options) -> Result<Outcome, String> {
         }
         s.hand_shake()?;
     }
-    let ctx = &mut s.ctx;
-    s.x.finish(DONE, Duration::from_millis(200), &mut || tick(ctx));
+    let (ctx, qp) = (&mut s.ctx, s.qp);
+    s.x.finish(DONE, Duration::from_millis(200), &mut || tick(ctx, Some(qp)));
     Ok(s.finish(out, capture))
 }
 
@@ -406,8 +420,8 @@ fn connect(s: &mut Side, o: &Options, mtu: Mtu) -> Result<(), String> {
 fn bw_client(s: &mut Side, o: &Options) -> Result<Report, String> {
     let n = o.iters;
     let depth = o.tx_depth.max(1) as u64;
-    let mut posted_at = Vec::with_capacity(n as usize);
-    let mut completed_at = Vec::with_capacity(n as usize);
+    let mut posted_at = samples(n);
+    let mut completed_at = samples(n);
     let (mut posted, mut completed) = (0u64, 0u64);
     let mut wcs = Vec::new();
     let start = Instant::now();
@@ -481,7 +495,7 @@ fn bw_send_server(s: &mut Side, o: &Options, posted: u64) -> Result<Report, Stri
 fn lat_write(s: &mut Side, o: &Options, client: bool) -> Result<Vec<u64>, String> {
     let poll_at = s.half + o.size - 1;
     let post_at = o.size - 1;
-    let mut lat = Vec::with_capacity(o.iters as usize);
+    let mut lat = samples(o.iters);
     let mut wcs = Vec::new();
     let mut sent_at = Instant::now();
     for i in 1..=o.iters {
@@ -512,7 +526,7 @@ fn lat_write(s: &mut Side, o: &Options, client: bool) -> Result<Vec<u64>, String
 /// (once its previous answer completed).
 fn lat_send(s: &mut Side, o: &Options, client: bool, posted: u64) -> Result<Vec<u64>, String> {
     let n = o.iters;
-    let mut lat = Vec::with_capacity(n as usize);
+    let mut lat = samples(n);
     let mut wcs = Vec::new();
     let mut next_recv = posted;
     let (mut scnt, mut rcnt, mut ccnt) = (0u64, 0u64, 0u64);
@@ -545,7 +559,7 @@ fn lat_send(s: &mut Side, o: &Options, client: bool, posted: u64) -> Result<Vec<
 
 /// READ and atomic latency: one operation at a time, timed from post to completion.
 fn lat_one_by_one(s: &mut Side, o: &Options) -> Result<Vec<u64>, String> {
-    let mut lat = Vec::with_capacity(o.iters as usize);
+    let mut lat = samples(o.iters);
     let mut wcs = Vec::new();
     for i in 0..o.iters {
         let t0 = Instant::now();
@@ -683,5 +697,52 @@ mod tests {
         assert!((s[4] - 1.118).abs() < 1e-3);
         assert_eq!((s[5], s[6]), (4.0, 4.0));
         assert!(lat_summary(&[]).is_none());
+    }
+
+    #[test]
+    fn l4_write_latency_of_zero_bytes_is_refused() {
+        let o = Options {
+            op: PerfOp::Write,
+            atomic: AtomicOp::FetchAdd,
+            mode: Mode::Lat,
+            server: Some("127.0.0.1".into()),
+            tcp_port: 9,
+            local: None,
+            size: 0,
+            iters: 10,
+            mtu: None,
+            timeout: 14,
+            tx_depth: 1,
+            rx_depth: 1,
+            net: Net::udp(),
+        };
+        let e = run(&o).unwrap_err();
+        assert!(e.contains("size"), "{e}");
+    }
+
+    /// Frames of another QP (here: of another connection of the same host) are no sign that the
+    /// exchange's peer is alive; its own QP's are.
+    #[test]
+    fn l4_only_the_peers_frames_are_a_sign_of_its_life() {
+        use engine::simpair::{PairConfig, SimPair};
+        let mut p = SimPair::new(&PairConfig { qps: 2, ..PairConfig::default() }).unwrap();
+        let ((qa, qb), (other_a, _)) = (p.qps[0], p.qps[1]);
+        let mr = p.a.reg_mr(p.pd_a, 4096, Access::LOCAL_WRITE).unwrap();
+        let sge = Sge { addr: mr.addr, length: 64, lkey: mr.lkey };
+        let deliver = |p: &mut SimPair, qp: Qp| {
+            p.a.post_send(qp, &[SendWr::new(1, WrOpcode::Send, vec![sge])]).unwrap();
+            p.a.progress().unwrap();
+            p.net.advance_to(p.net.now() + Duration::from_millis(1));
+        };
+        deliver(&mut p, other_a);
+        assert!(!tick(&mut p.b, Some(qb)).unwrap(), "another QP's frame counted as the peer's");
+        deliver(&mut p, qa);
+        assert!(tick(&mut p.b, Some(qb)).unwrap(), "the peer's own frame did not count");
+    }
+
+    #[test]
+    fn l4_timestamps_reserve_a_bounded_amount() {
+        assert!(samples::<Instant>(10_000_000_000_000).capacity() <= MAX_RESERVED_SAMPLES);
+        assert_eq!(samples::<u64>(100).capacity(), 100);
     }
 }

@@ -8,7 +8,7 @@ use ses::{DeliveryMode, Status};
 use super::config::{UetOp, UetPerfConfig};
 use super::report::counters_line;
 use super::sides::{Initiator, Target};
-use super::tss::AeadBaseline;
+use super::tss::{AeadBaseline, NONCE_LEN};
 use crate::perf::{BwRow, LatRow, PerfError};
 use engine::datapath::sim::{SimNet, SimPort};
 use engine::uet::UetNode;
@@ -65,8 +65,10 @@ impl UetBench {
             .map_err(PerfError::Stalled)?;
         let mut b = UetNode::new(pb, ses::Endpoint::new(scfg, cfg.seed.wrapping_mul(2) + 1), true)
             .map_err(PerfError::Stalled)?;
-        cfg.secure_and_mark(&mut a);
-        cfg.secure_and_mark(&mut b);
+        // In-process runs stay reproducible from the seed: nothing they seal leaves the process.
+        let nonce = [0; NONCE_LEN];
+        cfg.secure_and_mark(&mut a, &nonce);
+        cfg.secure_and_mark(&mut b, &nonce);
         let target = b.ip();
         Ok(UetBench { net, a: Initiator::new(a, cfg, target), b: Target::new(b, cfg)?, last: None })
     }

@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 use ses::key::IDEMPOTENT_SAFE;
 use ses::{DeliveryMode, EpType};
 
-use super::tss::tss_domain;
+use super::tss::{NONCE_LEN, tss_domain};
 use crate::perf::remote::RemoteError;
 use engine::datapath::Datapath;
 use engine::uet::UetNode;
@@ -112,11 +112,11 @@ impl UetPerfConfig {
         }
     }
 
-    /// Puts a node of this run in the run's secure domain (`--tss`) and has it mark ECT(0) when
-    /// NSCC runs.
-    pub(super) fn secure_and_mark<D: Datapath>(&self, node: &mut UetNode<D>) {
+    /// Puts a node of this run in the run's secure domain (`--tss`, its key derived with the
+    /// run's `nonce`) and has it mark ECT(0) when NSCC runs.
+    pub(super) fn secure_and_mark<D: Datapath>(&self, node: &mut UetNode<D>, nonce: &[u8; NONCE_LEN]) {
         if self.tss {
-            node.enable_tss(tss_domain(self.seed));
+            node.enable_tss(tss_domain(self.seed, nonce));
         }
         node.set_ecn(self.cc == UetCc::Nscc);
     }

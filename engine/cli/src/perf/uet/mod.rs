@@ -22,4 +22,4 @@ pub use config::{UetCc, UetOp, UetPerfConfig};
 pub use remote::{RemoteOutcome, run_client, serve};
 pub use report::counters_line;
 pub use sides::{Initiator, Target};
-pub use tss::{AeadBaseline, Floor, tss_domain, tss_floor};
+pub use tss::{AeadBaseline, Floor, NONCE_LEN, tss_domain, tss_floor};

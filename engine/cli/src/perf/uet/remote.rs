@@ -14,6 +14,7 @@ use serde_json::{Value, json};
 use super::config::{UetOp, UetPerfConfig};
 use super::report::counters_line;
 use super::sides::{Initiator, Target};
+use super::tss::NONCE_LEN;
 use crate::perf::remote::{Backend, Link, MAX_WAIT, RemoteError};
 use crate::perf::{BwRow, LatRow};
 use engine::datapath::Datapath;
@@ -91,12 +92,36 @@ fn poll_json(stream: &mut TcpStream, buf: &mut Vec<u8>) -> Result<Vec<Value>, Re
     Ok(out)
 }
 
+/// Each side's half of the run's TSS nonce: random, sent on the control channel (the client's in
+/// its hello, the server's in its ready line) as a JSON array of bytes.
+const NONCE_HALF: usize = NONCE_LEN / 2;
+
+/// The nonce half in `v["tss_nonce"]`, if it is one.
+fn nonce_half(v: &Value) -> Option<[u8; NONCE_HALF]> {
+    let a = v["tss_nonce"].as_array().filter(|a| a.len() == NONCE_HALF)?;
+    let mut half = [0u8; NONCE_HALF];
+    for (b, x) in half.iter_mut().zip(a) {
+        *b = u8::try_from(x.as_u64()?).ok()?;
+    }
+    Some(half)
+}
+
+/// The run's nonce: the client's half, then the server's.
+fn run_nonce(client: &[u8; NONCE_HALF], server: &[u8; NONCE_HALF]) -> [u8; NONCE_LEN] {
+    let mut n = [0u8; NONCE_LEN];
+    n[..NONCE_HALF].copy_from_slice(client);
+    n[NONCE_HALF..].copy_from_slice(server);
+    n
+}
+
 /// Runs `f` with this side's UET node on `link`'s datapath (UDP port 4793, or AF_XDP steering
-/// UDP 4793), with its egress faults and, with a capture file, the capture decorator.
+/// UDP 4793), with its egress faults and, with a capture file, the capture decorator; in the
+/// run's secure domain (keyed with `nonce`) with `--tss`.
 fn with_node<R>(
     link: &Link,
     cfg: &UetPerfConfig,
     seed: u64,
+    nonce: &[u8; NONCE_LEN],
     f: &mut dyn FnMut(UetNodeAny) -> Result<R, RemoteError>,
 ) -> Result<R, RemoteError> {
     let port = wire::uet::UDP_PORT;
@@ -108,11 +133,11 @@ fn with_node<R>(
             let dp = Faulty::new(p, link.tx_faults, link.seed);
             // The kernel checked the UDP checksum (and sends none we could check): accept 0.
             match &link.capture {
-                None => f(UetNodeAny::Udp(Box::new(node(dp, ses, false, cfg)?))),
+                None => f(UetNodeAny::Udp(Box::new(node(dp, ses, false, cfg, nonce)?))),
                 Some(path) => {
                     let dp = capture(dp, path)?;
                     let log = dp.log();
-                    f(UetNodeAny::UdpCapture(Box::new(node(dp, ses, false, cfg)?), log))
+                    f(UetNodeAny::UdpCapture(Box::new(node(dp, ses, false, cfg, nonce)?), log))
                 }
             }
         }
@@ -122,11 +147,11 @@ fn with_node<R>(
                 .map_err(|e| RemoteError(format!("AF_XDP on {dev} queue {queue}: {e}")))?;
             let dp = Faulty::new(p, link.tx_faults, link.seed);
             match &link.capture {
-                None => f(UetNodeAny::AfXdp(Box::new(node(dp, ses, true, cfg)?))),
+                None => f(UetNodeAny::AfXdp(Box::new(node(dp, ses, true, cfg, nonce)?))),
                 Some(path) => {
                     let dp = capture(dp, path)?;
                     let log = dp.log();
-                    f(UetNodeAny::AfXdpCapture(Box::new(node(dp, ses, true, cfg)?), log))
+                    f(UetNodeAny::AfXdpCapture(Box::new(node(dp, ses, true, cfg, nonce)?), log))
                 }
             }
         }
@@ -145,9 +170,10 @@ fn node<D: Datapath>(
     ses: ses::Endpoint<Ipv4Addr>,
     require_checksum: bool,
     cfg: &UetPerfConfig,
+    nonce: &[u8; NONCE_LEN],
 ) -> Result<UetNode<D>, RemoteError> {
     let mut node = UetNode::new(dp, ses, require_checksum).map_err(err)?;
-    cfg.secure_and_mark(&mut node);
+    cfg.secure_and_mark(&mut node, nonce);
     Ok(node)
 }
 
@@ -179,11 +205,19 @@ pub fn serve(link: &Link) -> Result<(UetPerfConfig, RemoteOutcome), RemoteError>
     let (mut stream, mut reader) = crate::perf::remote::accept_one(link)?;
     let line = read_line_within(&mut reader, exchange_timeout(), "client").map_err(RemoteError)?;
     let cfg = UetPerfConfig::from_line(&line)?;
-    let out = with_node(link, &cfg, cfg.seed.wrapping_mul(2) + 1, &mut |any| match any {
-        UetNodeAny::Udp(node) => serve_on(*node, None, cfg, &mut stream, link.wait),
-        UetNodeAny::UdpCapture(node, log) => serve_on(*node, Some(log), cfg, &mut stream, link.wait),
-        UetNodeAny::AfXdp(node) => serve_on(*node, None, cfg, &mut stream, link.wait),
-        UetNodeAny::AfXdpCapture(node, log) => serve_on(*node, Some(log), cfg, &mut stream, link.wait),
+    let hello: Value = serde_json::from_slice(&line).map_err(err)?;
+    let client_half = match nonce_half(&hello) {
+        Some(h) => h,
+        None if !cfg.tss => [0; NONCE_HALF],
+        None => return Err(RemoteError("the client's hello lacks the TSS nonce".into())),
+    };
+    let half = tss::kdf::random::<NONCE_HALF>();
+    let nonce = run_nonce(&client_half, &half);
+    let out = with_node(link, &cfg, cfg.seed.wrapping_mul(2) + 1, &nonce, &mut |any| match any {
+        UetNodeAny::Udp(node) => serve_on(*node, None, cfg, half, &mut stream, link.wait),
+        UetNodeAny::UdpCapture(node, log) => serve_on(*node, Some(log), cfg, half, &mut stream, link.wait),
+        UetNodeAny::AfXdp(node) => serve_on(*node, None, cfg, half, &mut stream, link.wait),
+        UetNodeAny::AfXdpCapture(node, log) => serve_on(*node, Some(log), cfg, half, &mut stream, link.wait),
     })?;
     Ok((cfg, out))
 }
@@ -192,11 +226,12 @@ fn serve_on<D: Datapath>(
     node: UetNode<D>,
     capture: Option<CaptureLog>,
     cfg: UetPerfConfig,
+    nonce_half: [u8; NONCE_HALF],
     stream: &mut TcpStream,
     wait: Idle,
 ) -> Result<RemoteOutcome, RemoteError> {
     let mut t = Target::new(node, cfg).map_err(err)?;
-    send_json(stream, &json!({"ready": true}))?;
+    send_json(stream, &json!({"ready": true, "tss_nonce": nonce_half.to_vec()}))?;
     stream.set_nonblocking(true).map_err(err)?;
     let mut buf = Vec::new();
     let mut last_heard = Instant::now();
@@ -260,15 +295,22 @@ pub fn run_client(host: &str, link: &Link, cfg: &UetPerfConfig) -> Result<Remote
         std::net::IpAddr::V6(_) => return Err(RemoteError("UET runs use IPv4".into())),
     };
     let mut stream = stream;
-    send_json(&mut stream, &json!({ "uet": cfg.to_json() }))?;
+    let half = tss::kdf::random::<NONCE_HALF>();
+    send_json(&mut stream, &json!({ "uet": cfg.to_json(), "tss_nonce": half.to_vec() }))?;
     let mut reader = BufReader::new(stream.try_clone().map_err(err)?);
     let line = read_line_within(&mut reader, exchange_timeout(), "server").map_err(RemoteError)?;
-    if serde_json::from_slice::<Value>(&line).ok().and_then(|v| v.get("ready").cloned()) != Some(json!(true))
-    {
+    let ready = serde_json::from_slice::<Value>(&line).ok();
+    if ready.as_ref().and_then(|v| v.get("ready").cloned()) != Some(json!(true)) {
         let shown: String = String::from_utf8_lossy(&line).chars().take(80).collect();
         return Err(RemoteError(format!("the server did not start the test: {}", shown.trim())));
     }
-    with_node(link, cfg, cfg.seed.wrapping_mul(2), &mut |any| match any {
+    let server_half = match ready.as_ref().and_then(nonce_half) {
+        Some(h) => h,
+        None if !cfg.tss => [0; NONCE_HALF],
+        None => return Err(RemoteError("the server's ready line lacks the TSS nonce".into())),
+    };
+    let nonce = run_nonce(&half, &server_half);
+    with_node(link, cfg, cfg.seed.wrapping_mul(2), &nonce, &mut |any| match any {
         UetNodeAny::Udp(node) => client_on(*node, None, *cfg, server_ip, &mut stream, link.wait),
         UetNodeAny::UdpCapture(node, log) => {
             client_on(*node, Some(log), *cfg, server_ip, &mut stream, link.wait)

@@ -11,8 +11,14 @@ pub fn counters_line<D: Datapath>(name: &str, n: &mut UetNode<D>) -> String {
     let tss = n.tss().map_or(String::new(), |d| {
         let t = d.stats();
         format!(
-            "; TSS sealed {} opened {} auth failures {} replays {} old epochs {}",
-            t.sealed, t.opened, t.auth_failures, t.replays, t.old_epochs
+            "; TSS sealed {} opened {} auth failures {} replays {} old epochs {} latched {}{}",
+            t.sealed,
+            t.opened,
+            t.auth_failures,
+            t.replays,
+            t.old_epochs,
+            t.latches,
+            if d.latched() { " (now)" } else { "" }
         )
     });
     let dp: Vec<String> = n.datapath().counters().iter().map(|(k, v)| format!("{k} {v}")).collect();

@@ -1,0 +1,120 @@
+//! One RC queue pair fed hand-made packets (no network): source checks, DCQCN's reaction to CNPs,
+//! and the responder's limits on what a peer may send.
+
+use engine::roce::dcqcn::DcqcnConfig;
+use engine::roce::{MAX_MSG_SIZE, QpConfig, QueuePair, RxMeta};
+use engine::verbs::{
+    Access, AddressVector, MemTable, Mtu, QpAttr, QpCap, QpState, QpType, RecvWr, Sge, WcStatus,
+};
+use std::net::{IpAddr, Ipv4Addr};
+use std::time::Duration;
+use wire::ib::{BthRepr, Opcode, Operation, RoceRepr, Transport};
+
+const ME: IpAddr = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1));
+const PEER: IpAddr = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2));
+const STRANGER: IpAddr = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 99));
+const LINE: u64 = 100_000_000_000;
+/// An IPv4 header without ECN marks.
+const IP: [u8; 20] = [0x45, 0, 0, 0, 0, 0, 0, 0, 64, 17, 0, 0, 10, 0, 0, 2, 10, 0, 0, 1];
+
+/// An RC QP 0x11 connected to PEER's QP 0x12, in RTS, with DCQCN if asked and a 4096-byte MTU.
+fn rc_qp(dcqcn: Option<DcqcnConfig>) -> QueuePair {
+    let cfg = QpConfig {
+        qp_type: QpType::Rc,
+        srq: false,
+        port_mtu: Mtu::Mtu4096,
+        fixed_src_port: None,
+        qpn: 0x11,
+        pd: 0,
+        cap: QpCap { max_recv_sge: 32, ..QpCap::default() },
+        sq_sig_all: true,
+        mac: [2, 0, 0, 0, 0, 1],
+        gid: ME,
+        dcqcn,
+    };
+    let mut qp = QueuePair::new(cfg);
+    let init = QpAttr { qp_access_flags: Some(Access::REMOTE_WRITE), ..QpAttr::default() };
+    qp.modify(QpState::Init, &init).unwrap();
+    let mut av = AddressVector::new(PEER);
+    av.dmac = Some([2, 0, 0, 0, 0, 2]);
+    let rtr = QpAttr {
+        ah_attr: Some(av),
+        path_mtu: Some(Mtu::Mtu4096),
+        dest_qp_num: Some(0x12),
+        rq_psn: Some(0),
+        max_dest_rd_atomic: Some(4),
+        min_rnr_timer: Some(1),
+        ..QpAttr::default()
+    };
+    qp.modify(QpState::Rtr, &rtr).unwrap();
+    let rts = QpAttr {
+        sq_psn: Some(0),
+        timeout: Some(14),
+        retry_cnt: Some(7),
+        rnr_retry: Some(7),
+        max_rd_atomic: Some(1),
+        ..QpAttr::default()
+    };
+    qp.modify(QpState::Rts, &rts).unwrap();
+    qp
+}
+
+fn cnp_from(qp: &mut QueuePair, mem: &mut MemTable, now: Duration, src: IpAddr) {
+    let mut bth = BthRepr::new(Opcode::CNP, 0x11, 0);
+    bth.becn = true;
+    let pkt = RoceRepr::new(bth, &[]);
+    qp.handle_packet(now, &RxMeta { src, ip_header: &IP }, &pkt, mem, None);
+}
+
+#[test]
+fn m9_a_cnp_from_a_foreign_source_does_not_change_the_rate() {
+    let mut qp = rc_qp(Some(DcqcnConfig::new(LINE)));
+    let mut mem = MemTable::default();
+    for i in 0..100 {
+        cnp_from(&mut qp, &mut mem, Duration::from_micros(10 + 100 * i), STRANGER);
+    }
+    let d = qp.dcqcn().unwrap();
+    assert_eq!((d.rate_bps(), d.cnps()), (LINE, 0), "CNPs from a stranger changed the rate");
+    cnp_from(&mut qp, &mut mem, Duration::from_micros(20_000), PEER);
+    assert_eq!(qp.dcqcn().unwrap().rate_bps(), LINE / 2, "a CNP from the peer cuts the rate");
+}
+
+#[test]
+fn m9_at_most_one_rate_cut_per_cnp_interval() {
+    let cfg = DcqcnConfig::new(LINE);
+    let mut qp = rc_qp(Some(cfg));
+    let mut mem = MemTable::default();
+    let t0 = Duration::from_micros(10);
+    cnp_from(&mut qp, &mut mem, t0, PEER);
+    let cut = qp.dcqcn().unwrap().rate_bps();
+    assert_eq!(cut, LINE / 2);
+    for i in 1..50 {
+        cnp_from(&mut qp, &mut mem, t0 + Duration::from_micros(i), PEER);
+    }
+    let d = qp.dcqcn().unwrap();
+    assert_eq!(d.rate_bps(), cut, "a burst of CNPs inside one interval cut the rate more than once");
+    assert_eq!(d.cnps(), 50);
+    cnp_from(&mut qp, &mut mem, t0 + cfg.cnp_interval, PEER);
+    assert!(qp.dcqcn().unwrap().rate_bps() < cut, "the next interval's CNP cuts again");
+}
+
+#[test]
+fn l1_a_send_longer_than_max_msg_size_is_refused_on_receive() {
+    let mut qp = rc_qp(None);
+    let mut mem = MemTable::default();
+    // One 1 MiB region named 16 times: a 16 MiB receive WQE, twice the largest message.
+    let (key, addr) = mem.register(0, 1 << 20, Access::LOCAL_WRITE).unwrap();
+    let sg_list = vec![Sge { addr, length: 1 << 20, lkey: key }; 16];
+    qp.post_recv(&RecvWr { wr_id: 7, sg_list }, &mem).unwrap();
+    let payload = vec![0x5A; 4096];
+    let meta = RxMeta { src: PEER, ip_header: &IP };
+    let packets = MAX_MSG_SIZE / 4096 + 1;
+    for psn in 0..packets as u32 {
+        let op = if psn == 0 { Operation::SendFirst } else { Operation::SendMiddle };
+        let bth = BthRepr::new(Opcode::new(Transport::Rc, op).unwrap(), 0x11, psn);
+        qp.handle_packet(Duration::from_micros(10), &meta, &RoceRepr::new(bth, &payload), &mut mem, None);
+    }
+    assert_eq!(qp.state(), QpState::Error, "{} bytes of one SEND were accepted", packets * 4096);
+    let wc = std::iter::from_fn(|| qp.poll_completion()).find(|(_, wc)| wc.wr_id == 7).unwrap().1;
+    assert_eq!(wc.status, WcStatus::LocLenErr);
+}
