@@ -49,6 +49,12 @@ pub struct Config {
     /// target's PDCID) and has nothing of its own to send is dropped after this long without a
     /// packet (a SYN flood from spoofed sources leaves such PDCs). Default 1 s.
     pub half_open_timeout: Duration,
+    /// A target PDC that has only received SYN packets retransmits its own packets (SES responses)
+    /// at most this many times before it fails, instead of `max_retries`: its source may be spoofed
+    /// and never answer, and a SYN flood would otherwise make the target send `max_retries` packets
+    /// for every SYN. A real initiator acknowledges the first response, which lifts the limit.
+    /// Default 3.
+    pub half_open_retries: u32,
     /// A target PDC with nothing to send that received nothing for this long asks its initiator to
     /// close it (CLOSE_REQ); if still nothing comes within `half_open_timeout` more, it is dropped.
     /// Default 60 s.
@@ -81,6 +87,7 @@ impl Default for Config {
             max_pdcs: 4096,
             max_pdcs_per_peer: 256,
             half_open_timeout: Duration::from_secs(1),
+            half_open_retries: 3,
             idle_timeout: Duration::from_secs(60),
             max_ctrl: 1024,
             cc: None,

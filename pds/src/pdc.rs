@@ -353,6 +353,14 @@ impl<A: Copy> Pdc<A> {
 
     /// Retransmit timers: how many packets timed out. `Err` when the retry limit is exceeded.
     pub(crate) fn handle_timeout(&mut self, now: Duration, cfg: &Config) -> Result<usize, ()> {
+        // A half-open target PDC's peer may be a spoofed address that never answers.
+        let limited;
+        let cfg = if self.half_open && cfg.half_open_retries < cfg.max_retries {
+            limited = Config { max_retries: cfg.half_open_retries, ..*cfg };
+            &limited
+        } else {
+            cfg
+        };
         let r = self.tx.handle_timeout(now, cfg, self.mode);
         if let (Ok(n), Some(cc)) = (&r, &mut self.nscc) {
             if *n > 0 {

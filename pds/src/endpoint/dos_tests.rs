@@ -245,3 +245,30 @@ fn h6_the_control_queue_is_bounded() {
     ep.uud_send(6, NextHeader::None, Bytes::from_static(b"u"));
     assert_eq!(sent(&mut ep, NOW).len(), 1);
 }
+
+/// A SYN from a spoofed source opens a target PDC whose own packets (the SES response) go to an
+/// address that never answers: they are retried `half_open_retries` times, not `max_retries`
+/// (a flood of such SYNs would otherwise have the target send `max_retries` packets for each),
+/// and then the PDC fails. Once its initiator has answered anything, the usual limit applies.
+#[test]
+fn h5_a_half_open_pdc_gives_up_its_packets_early() {
+    let cfg = Config { max_retries: 100, ..Config::default() };
+    let mut ep = Endpoint::<u8>::new(cfg, 1);
+    ep.handle_packet(NOW, 5, &syn(1000, 7)).unwrap();
+    let pdc = ep.accepted[&(5, 7)];
+    ep.send_on(pdc, NextHeader::Rsp, Bytes::from_static(b"response"), 1).unwrap();
+    let mut now = NOW;
+    let mut packets = 0;
+    loop {
+        packets += sent(&mut ep, now).iter().filter(|(_, p)| matches!(p, PdsRepr::Request(_))).count();
+        let Some(t) = ep.poll_timeout() else { break };
+        if ep.pdc_info(pdc).is_none() || now > Duration::from_secs(600) {
+            break;
+        }
+        now = t.max(now);
+        ep.handle_timeout(now);
+    }
+    assert!(ep.pdc_info(pdc).is_none(), "the PDC gave up ({packets} packets by {now:?})");
+    assert_eq!(packets as u32, 1 + cfg.half_open_retries, "sent once and retried half_open_retries times");
+    assert!(events(&mut ep).iter().any(|e| matches!(e, Event::Failed { pdc: p, .. } if *p == pdc)));
+}
