@@ -57,7 +57,8 @@ struct Run {
 /// datagrams) once the client has started, the server's peak RSS sampled every 20 ms.
 fn run(tcp_port: &str, args: &[&str], kinds: &[&str]) -> Run {
     let common = ["--backend", "udp", "--tcp-port", tcp_port, "--counters"];
-    let mut s_args = args[..2].to_vec();
+    // The server takes the test from the client; it needs the operation and the transport family.
+    let mut s_args = args[..if args.get(2) == Some(&"--transport") { 4 } else { 2 }].to_vec();
     s_args.extend(common);
     s_args.extend(["--server", "--local", SERVER]);
     let server = spawn(&s_args);
@@ -174,4 +175,13 @@ fn uet_server_flooded_during_a_verified_send() {
         mib(flooded.peak_rss),
         mib(quiet.peak_rss)
     );
+    // Each kind met its defence, and the counters say so: garbage that does not parse (or names no
+    // PDC, or lies outside a PDC's window); UUD and RUDI sends an RDM endpoint does not take; the
+    // PDCs the SYNs opened, reaped once half-open (or failed after half_open_retries) instead of
+    // kept, and SYNs beyond the per-source cap refused while they were there.
+    let s = &flooded.server;
+    let count = |k: &str| count(s, k);
+    assert!(count("(bad") + count("PDS malformed") + count("stale") + count("out-of-window") > 0, "{s}");
+    assert!(count("SES wrong delivery") > 0, "{s}");
+    assert!(count("PDCs reaped") + count("SYNs (per-source cap)") > 0, "{s}");
 }

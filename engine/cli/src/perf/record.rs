@@ -89,7 +89,7 @@ pub fn stats(st: &Stats) -> Value {
     let (r, d) = (&st.requests, &st.drops);
     json!({
         "frames_tx": st.tx_frames, "bytes_tx": st.tx_bytes, "frames_rx": st.rx_frames, "bytes_rx": st.rx_bytes,
-        "rx_bad": st.rx_bad, "rx_unknown": st.rx_unknown,
+        "rx_bad": st.rx_bad, "rx_unknown": st.rx_unknown, "rx_stranger": d.foreign_source,
         "requests": r.packets, "retries": r.retries, "timeouts": r.timeouts, "tail_probes": r.tail_probes,
         "window_cuts": r.window_cuts,
         "naks_in_seq": r.seq_naks, "naks_in_rnr": r.rnr_naks, "naks_in_error": r.error_naks,

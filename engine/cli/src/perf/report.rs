@@ -178,7 +178,7 @@ pub fn lat_line(r: &LatRow) -> String {
 pub fn counters_line(side: &str, st: &engine::verbs::Stats) -> String {
     let (r, d) = (&st.requests, &st.drops);
     format!(
-        " {side}: frames tx {} ({} B) rx {} ({} B) (bad {}, unknown {}); requests {} retries {} timeouts {} tail probes {} window cuts {}; \
+        " {side}: frames tx {} ({} B) rx {} ({} B) (bad {}, unknown {}, stranger {}); requests {} retries {} timeouts {} tail probes {} window cuts {}; \
          NAKs in: seq {} rnr {} error {}; NAKs out: seq {} rnr {}; duplicates {}; dropped: qkey {} no-wqe {} uc {}; \
          tx stalls {} failed {}",
         st.tx_frames,
@@ -187,6 +187,7 @@ pub fn counters_line(side: &str, st: &engine::verbs::Stats) -> String {
         st.rx_bytes,
         st.rx_bad,
         st.rx_unknown,
+        d.foreign_source,
         r.packets,
         r.retries,
         r.timeouts,
