@@ -244,6 +244,7 @@ impl QueuePair {
     pub fn modify(&mut self, target: QpState, a: &QpAttr) -> Result<(), VerbsError> {
         use QpState::*;
         check_attr(a)?;
+        tracing::debug!(qpn = self.cfg.qpn, from = ?self.state, to = ?target, "modify QP");
         let ty = self.cfg.qp_type;
         match (self.state, target) {
             (_, Reset) => {
@@ -393,6 +394,7 @@ impl QueuePair {
     /// everything else is flushed.
     fn enter_error(&mut self, failed: Option<(usize, WcStatus)>) {
         let (index, status) = failed.unwrap_or((usize::MAX, WcStatus::WrFlushErr));
+        tracing::warn!(qpn = self.cfg.qpn, from = ?self.state, ?status, "QP enters the error state");
         self.req.fail(index, status);
         self.resp.flush(Some(&mut self.rq));
         self.state = QpState::Error;

@@ -122,6 +122,7 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
 
     pub(super) fn fail(&mut self, pdc: PdcId, error: PdcError) {
         if let Some(mut p) = self.remove(pdc) {
+            tracing::warn!(pdc, peer = ?p.peer, ?error, "PDC failed");
             let unacked = p.tx.drain_unacked();
             self.events.push_back(Event::Failed { pdc, peer: p.peer, error, unacked });
         }
@@ -220,6 +221,7 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
                 continue;
             }
             if let Some(p) = self.remove(id) {
+                tracing::debug!(pdc = id, peer = ?p.peer, half_open = p.half_open, "PDC reaped");
                 self.stats.pdcs_reaped += 1;
                 self.events.push_back(Event::Closed { pdc: id, peer: p.peer });
             }

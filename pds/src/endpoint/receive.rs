@@ -169,6 +169,7 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
         let Some(p) = self.pdcs.get(&pdc) else { return };
         let peer = p.peer;
         if out.established {
+            tracing::debug!(pdc, ?peer, "PDC established");
             self.events.push_back(Event::Established { pdc, peer });
         }
         if self.ack_events {
