@@ -13,3 +13,4 @@ pub mod oob;
 pub mod perf;
 pub mod perftest;
 pub mod pingpong;
+pub mod stat;

@@ -61,6 +61,19 @@ enum Command {
     /// Send hostile datagrams at a RoCEv2 or UET receiver (garbage, spoofed SYNs, messages that
     /// never finish), to check that it refuses them, counts them and keeps its memory bounded.
     Flood(cli::flood::FloodArgs),
+    /// Live counters of running softrdma processes (all, or PID): per device and per QP, as
+    /// `rdma statistic` shows a NIC's
+    ///
+    /// Every process running devices (perf, in-process or one side per process) publishes its
+    /// counters every half second in the stat directory (SOFTRDMA_STAT_DIR, default
+    /// /tmp/softrdma-stat).
+    Stat {
+        /// Only this process.
+        pid: Option<u32>,
+        /// The counters as JSON (one array of processes).
+        #[arg(long)]
+        json: bool,
+    },
     /// Write a deterministic corpus of well-formed frames to a pcap file.
     Gen {
         /// Which corpus.
@@ -107,6 +120,25 @@ fn main() -> ExitCode {
         Command::Perf(args) => run_perf(*args),
         Command::Pingpong(a) => run_pingpong(&a),
         Command::Flood(a) => cli::flood::run_flood(&a),
+        Command::Stat { pid, json } => match softrdma::stat::read(pid) {
+            Ok(procs) if procs.is_empty() => {
+                let which = pid.map_or("no softrdma process".to_string(), |p| format!("process {p}"));
+                eprintln!("softrdma stat: {which} publishes counters in {}", softrdma::stat::dir().display());
+                ExitCode::FAILURE
+            }
+            Ok(procs) => {
+                if json {
+                    println!("{}", serde_json::Value::Array(procs));
+                } else {
+                    print!("{}", softrdma::stat::render(&procs));
+                }
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("softrdma stat: {e}");
+                ExitCode::from(2)
+            }
+        },
         Command::Devinfo => {
             print!("{}", softrdma::devinfo::report());
             ExitCode::SUCCESS

@@ -139,6 +139,19 @@ pub struct Stats {
     pub requests: ReqCounters,
 }
 
+/// One QP's counters ([`Context::qp_stats`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QpStats {
+    /// The QP number.
+    pub qpn: u32,
+    /// Its state.
+    pub state: QpState,
+    /// What its requester sent and received.
+    pub requests: ReqCounters,
+    /// What its responder dropped or answered specially.
+    pub drops: RespDrops,
+}
+
 #[derive(Debug)]
 struct QpEntry {
     qp: QueuePair,
@@ -266,6 +279,18 @@ impl Context {
             st.requests.error_naks += r.error_naks;
         }
         st
+    }
+
+    /// Each QP's number, state and counters (requester, responder), for live statistics.
+    pub fn qp_stats(&self) -> Vec<QpStats> {
+        (self.qps.iter().flatten())
+            .map(|e| QpStats {
+                qpn: e.qp.qpn(),
+                state: e.qp.state(),
+                requests: e.qp.req_counters(),
+                drops: e.qp.drops(),
+            })
+            .collect()
     }
 
     /// Allocates a protection domain.

@@ -14,4 +14,6 @@ pub use crate::roce::types::{
     Sge, UdDest, WcOpcode, WcStatus, WorkCompletion, WrOpcode,
 };
 pub use crate::roce::{MemError, MemTable, VerbsError};
-pub use context::{AsyncEvent, CompChannel, Context, Cq, Mr, Pd, Qp, QpInitAttr, Srq, SrqAttr, Stats};
+pub use context::{
+    AsyncEvent, CompChannel, Context, Cq, Mr, Pd, Qp, QpInitAttr, QpStats, Srq, SrqAttr, Stats,
+};

@@ -14,6 +14,7 @@ use super::baseline;
 use super::config::{AtomicOp, BwRow, LatRow, Mode, PerfConfig, PerfError, PerfOp, ring_slots};
 use super::pattern::{fill_pattern, stamp, unstamp};
 use super::progress::Progress;
+use crate::stat::Publisher;
 
 fn post_err((_, e): (usize, VerbsError)) -> PerfError {
     PerfError::Verbs(e)
@@ -423,6 +424,11 @@ impl Bench {
         Ok(true)
     }
 
+    /// Both devices' counters for `softrdma stat`.
+    fn devices(&self) -> Vec<serde_json::Value> {
+        vec![crate::stat::device("sim0", &self.pair.a), crate::stat::device("sim1", &self.pair.b)]
+    }
+
     /// Messages sent and never delivered (unreliable transports).
     fn lost(&self) -> u64 {
         self.lanes.iter().map(|l| l.lost).sum()
@@ -439,7 +445,9 @@ impl Bench {
         let (mut mark_t, mut mark_n, mut peak) = (start, 0u64, 0f64);
         let paced = self.cfg.qp_type != QpType::Rc && self.checked_at_receiver();
         let mut progress = Progress::new(format!("size {}", self.size), total, self.size);
+        let mut stats = Publisher::new("perf (in-process)");
         while !self.all_done(iters) {
+            stats.maybe(|| self.devices());
             for q in 0..self.lanes.len() {
                 while self.lanes[q].posted < iters && self.lanes[q].posted - self.lanes[q].completed < depth {
                     // UC and UD have no flow control: keep the sender within the receive ring.
@@ -490,7 +498,9 @@ impl Bench {
             .map_err(|_| PerfError::Stalled("histogram"))?;
         let mut virt = wall.clone();
         let mut progress = Progress::new(format!("size {}", self.size), self.cfg.iters, self.size);
+        let mut stats = Publisher::new("perf (in-process)");
         for _ in 0..self.cfg.iters {
+            stats.maybe(|| self.devices());
             progress.update(self.lanes[0].completed);
             self.post(0)?;
             let target = self.lanes[0].posted;

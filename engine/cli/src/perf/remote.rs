@@ -12,6 +12,7 @@ use super::hello::{PeerQps, RunMsg, parse_client_hello, parse_run_msg, parse_ser
 pub use super::hello::{RemoteError, Test};
 use super::{AtomicOp, Mode, PerfOp, fill_pattern, ring_slots, stamp, unstamp};
 use crate::oob::{MAX_LINE, exchange_timeout, read_line_within};
+use crate::stat::Publisher;
 use engine::datapath::Datapath;
 use engine::datapath::afxdp::{AfXdpPort, XdpMode};
 use engine::datapath::capture::{Capture, CaptureLog};
@@ -432,6 +433,14 @@ pub fn accept_one(link: &Link) -> Result<(TcpStream, BufReader<TcpStream>), Remo
     Ok((stream, reader))
 }
 
+/// This side's device as `softrdma stat` names it.
+fn device_name(link: &Link) -> String {
+    match &link.backend {
+        Backend::Udp => format!("udp {}:{}", link.local, link.udp_port),
+        Backend::AfXdp { dev, queue, .. } => format!("afxdp {dev} queue {queue} ({})", link.local),
+    }
+}
+
 /// The server side: waits for a client, runs its test, checks what arrived, reports.
 pub fn serve(link: &Link) -> Result<(Test, Outcome), RemoteError> {
     let (mut stream, mut reader) = accept_one(link)?;
@@ -458,7 +467,10 @@ pub fn serve(link: &Link) -> Result<(Test, Outcome), RemoteError> {
     let mut last_report = Instant::now();
     let mut waiter = Waiter::new(link.wait);
     let mut heard = Instant::now();
+    let (mut stats, dev) =
+        (Publisher::new(&format!("perf {:?} server", t.op).to_lowercase()), device_name(link));
     let done = loop {
+        stats.maybe(|| vec![crate::stat::device(&dev, &side.ctx)]);
         // Flow control for UC and UD (which have none): the client learns how many messages each
         // lane has received and keeps within the receive ring.
         let total: u64 = side.lanes.iter().map(|l| l.received).sum();
@@ -644,7 +656,10 @@ pub fn run_client(host: &str, link: &Link, t: &Test) -> Result<Outcome, RemoteEr
     let mut inbox = Vec::new();
     let mut waiter = Waiter::new(link.wait);
     stream.set_nonblocking(true).map_err(err)?;
+    let (mut stats, dev) =
+        (Publisher::new(&format!("perf {:?} client", t.op).to_lowercase()), device_name(link));
     while side.lanes.iter().any(|l| l.completed < t.iters) {
+        stats.maybe(|| vec![crate::stat::device(&dev, &side.ctx)]);
         if Instant::now() > deadline {
             return Err(RemoteError("the run took longer than 10 minutes".into()));
         }

@@ -1,0 +1,108 @@
+//! `softrdma stat` (issue 33): the counters of a running `perf --server` (one side per process over
+//! kernel UDP on loopback) and of an in-process run grow while they run, per device and per QP;
+//! a process that has ended is no longer listed.
+
+mod common;
+
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+fn softrdma(dir: &std::path::Path, args: &[&str]) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_softrdma"));
+    c.args(args).env("SOFTRDMA_STAT_DIR", dir).stdout(Stdio::piped()).stderr(Stdio::piped());
+    c
+}
+
+/// `softrdma stat --json PID`, once the process has published.
+fn stat(dir: &std::path::Path, pid: u32) -> Value {
+    let end = Instant::now() + Duration::from_secs(20);
+    loop {
+        let o = softrdma(dir, &["stat", "--json", &pid.to_string()]).output().unwrap();
+        if o.status.success() {
+            let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+            return v[0].clone();
+        }
+        assert!(
+            Instant::now() < end,
+            "process {pid} never published: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Frames received by the process's first device.
+fn frames_rx(v: &Value) -> u64 {
+    v["devices"][0]["frames_rx"].as_u64().unwrap()
+}
+
+fn grows(dir: &std::path::Path, child: &Child, what: &str) {
+    let first = stat(dir, child.id());
+    assert!(first["what"].as_str().unwrap().contains(what), "{first}");
+    std::thread::sleep(Duration::from_millis(1200));
+    let second = stat(dir, child.id());
+    assert!(frames_rx(&second) > frames_rx(&first), "the counters grow: {first}\n{second}");
+    let qp = &second["devices"][0]["qps"][0];
+    assert_eq!(qp["state"], "RTS", "{qp}");
+}
+
+#[test]
+fn stat_shows_growing_counters_of_running_processes() {
+    let dir = common::scratch_dir("stat");
+    // One side per process over kernel UDP: the server is the process looked at.
+    let server = softrdma(
+        &dir,
+        &["perf", "write", "--backend", "udp", "--tcp-port", "18790", "--server", "--local", "127.0.55.2"],
+    )
+    .spawn()
+    .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let client = softrdma(
+        &dir,
+        &[
+            "perf",
+            "write",
+            "--backend",
+            "udp",
+            "--tcp-port",
+            "18790",
+            "--connect",
+            "127.0.55.2",
+            "--local",
+            "127.0.55.1",
+            "--size",
+            "4096",
+            "--iters",
+            "3000000",
+        ],
+    )
+    .spawn()
+    .unwrap();
+    grows(&dir, &server, "server");
+    let text = softrdma(&dir, &["stat"]).output().unwrap();
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.contains(&format!("pid {} (perf write server)", server.id())), "{text}");
+    assert!(text.contains("dev udp 127.0.55.2:4791") && text.contains("qp 17 RTS: requests"), "{text}");
+    let (s, c) = (server.id(), client.id());
+    for mut p in [client, server] {
+        let _ = p.kill();
+        let _ = p.wait();
+    }
+    // Gone processes are not listed (their files, left by the kill, are removed).
+    for pid in [s, c] {
+        assert!(!softrdma(&dir, &["stat", &pid.to_string()]).output().unwrap().status.success());
+    }
+    // In-process runs publish both devices.
+    let run = softrdma(&dir, &["perf", "write", "--size", "4096", "--iters", "3000000", "--no-baseline"])
+        .spawn()
+        .unwrap();
+    grows(&dir, &run, "in-process");
+    let v = stat(&dir, run.id());
+    assert_eq!(v["devices"].as_array().unwrap().len(), 2, "{v}");
+    let mut run = run;
+    let _ = run.kill();
+    let _ = run.wait();
+    std::fs::remove_dir_all(dir).unwrap();
+}
