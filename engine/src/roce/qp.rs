@@ -9,16 +9,14 @@ use super::path::{HeaderTemplate, Path, canonical, udp_sport};
 use super::requester::{ReqConfig, ReqCounters, Requester, SendWqe, UdSend, ack_timeout};
 use super::responder::{RecvWqe, RespConfig, RespDrops, Responder, RxMeta};
 use super::types::{
-    Access, Mtu, QpAttr, QpCap, QpState, QpType, RecvWr, SendFlags, SendWindow, SendWr, WcOpcode, WcStatus,
-    WorkCompletion, WrOpcode,
+    Access, MAX_MSG_SIZE, Mtu, QpAttr, QpCap, QpState, QpType, RecvWr, SendFlags, SendWindow, SendWr,
+    WcOpcode, WcStatus, WorkCompletion, WrOpcode,
 };
 use std::collections::VecDeque;
 use std::net::IpAddr;
 use std::time::Duration;
 use wire::ib::{BthRepr, Opcode, RoceRepr, Transport, psn};
 
-/// Largest message (rxe's `RXE_PORT_MAX_MSG_SZ`, roce-wire.md §1.8).
-pub const MAX_MSG_SIZE: u64 = 0x80_0000;
 /// Largest `max_rd_atomic` / `max_dest_rd_atomic` (rxe's device maximum).
 const MAX_RD_ATOMIC: u8 = 128;
 

@@ -8,7 +8,7 @@
 
 use super::desc::{TxDesc, TxPayload};
 use super::mem::{MemTable, sge_len};
-use super::qp::MAX_MSG_SIZE;
+use super::types::MAX_MSG_SIZE;
 use super::types::{Access, RecvWr, WcOpcode, WcStatus, WorkCompletion};
 use std::collections::VecDeque;
 use std::net::IpAddr;

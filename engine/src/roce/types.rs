@@ -447,3 +447,6 @@ impl SendWindow {
     /// The adaptive window's default floor.
     pub const DEFAULT_MIN: u8 = 4;
 }
+
+/// Largest message (rxe's `RXE_PORT_MAX_MSG_SZ`, roce-wire.md §1.8).
+pub const MAX_MSG_SIZE: u64 = 0x80_0000;

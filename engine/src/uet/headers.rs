@@ -68,10 +68,31 @@ impl HeaderCache {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use wire::UdpChecksum;
+    use wire::ethernet::{EthernetAddress, ethertype};
+    use wire::{EthernetRepr, IpRepr, Ipv4Repr, UdpChecksum, UdpRepr};
 
+    /// Headers towards `dst` (any will do: the cache only keeps them).
     fn template(dst: Ipv4Addr) -> UdpTemplate {
-        super::super::udp_template([2; 6], [4; 6], Ipv4Addr::new(10, 0, 0, 1), dst, 0, UdpChecksum::Computed)
+        let eth = EthernetRepr {
+            dst_addr: EthernetAddress([4; 6]),
+            src_addr: EthernetAddress([2; 6]),
+            vlan_tags: [None; 2],
+            ethertype: ethertype::IPV4,
+        };
+        let ip = Ipv4Repr {
+            dscp_ecn: 0,
+            ident: 0,
+            flags_frag: 0x4000,
+            ttl: 64,
+            protocol: wire::ipv4::PROTO_UDP,
+            src_addr: Ipv4Addr::new(10, 0, 0, 1),
+            dst_addr: dst,
+            options: &[],
+            payload_len: 0,
+        };
+        let udp =
+            UdpRepr { src_port: 0xC000, dst_port: wire::uet::UDP_PORT, checksum: UdpChecksum::Computed };
+        UdpTemplate::new(&eth, &IpRepr::V4(ip), &udp).unwrap()
     }
 
     #[test]

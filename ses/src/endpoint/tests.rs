@@ -422,3 +422,13 @@ fn h2_rdm_endpoints_drop_uud_datagrams() {
         assert_eq!(completions(&mut rx).len(), usize::from(delivered), "{ep_type:?}");
     }
 }
+
+/// L3: an endpoint is not made from a configuration whose max_payload the header cannot carry.
+#[test]
+fn l3_try_new_refuses_a_max_payload_beyond_the_header_field() {
+    use crate::config::{ConfigError, MAX_PAYLOAD};
+    for n in [0, MAX_PAYLOAD + 1, 65536] {
+        let cfg = Config { max_payload: n, ..Config::default() };
+        assert_eq!(Endpoint::<u8>::try_new(cfg, 1).err(), Some(ConfigError::MaxPayload(n)));
+    }
+}

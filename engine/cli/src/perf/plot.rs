@@ -7,11 +7,9 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 
 use super::config::{BwRow, LatRow};
-use super::record::lat_buckets;
+use super::record::{LAT_BUCKETS, lat_buckets};
 use super::report::{build_kind, mb};
 
-/// Buckets of a latency histogram (plot and JSON).
-pub const LAT_BUCKETS: usize = 40;
 const SIZE: (u32, u32) = (1100, 800);
 const ENGINE: RGBColor = RGBColor(31, 119, 180);
 const BASELINE: RGBColor = RGBColor(214, 39, 40);

@@ -8,6 +8,9 @@ use serde_json::{Map, Value, json};
 use super::config::{BwRow, LatRow};
 use super::report::{build_kind, mb};
 
+/// Buckets of a latency histogram (plot and JSON).
+pub const LAT_BUCKETS: usize = 40;
+
 /// A latency histogram's buckets: `buckets` log-spaced ranges from the fastest to the slowest
 /// message, each with how many messages took that long. Edges in microseconds.
 pub fn lat_buckets(r: &LatRow, buckets: usize) -> Vec<(f64, f64, u64)> {
@@ -63,7 +66,7 @@ pub fn bw_row(r: &BwRow) -> Value {
 pub fn lat_row(r: &LatRow) -> Value {
     let h = &r.wall_ns;
     let us = |ns: u64| ns as f64 / 1000.0;
-    let buckets: Vec<Value> = lat_buckets(r, super::plot::LAT_BUCKETS)
+    let buckets: Vec<Value> = lat_buckets(r, LAT_BUCKETS)
         .into_iter()
         .map(|(from, to, n)| json!({ "from_usec": from, "to_usec": to, "count": n }))
         .collect();
