@@ -1,14 +1,17 @@
-//! Feeds arbitrary UET packets (PDS header onwards) from two peers into a SES endpoint that has work
+//! Feeds arbitrary UET packets (PDS header onwards) from four peers into a SES endpoint that has work
 //! of its own outstanding (an open RUD and ROD PDC with sends in flight, one of them a rendezvous, a
 //! RUDI read, a fetching atomic, posted tagged and untagged receives, a read-only and a writable
 //! region), running its timers and transmissions in between, with NSCC and RCCC on (little
-//! speculative credit, so grants, CREDIT and CREDIT_REQ are in play). Checks: no panic;
-//! everything it sends parses as a PDS header (and the SES header its next_hdr announces); the
-//! read-only region never changes.
+//! speculative credit, so grants, CREDIT and CREDIT_REQ are in play), in the HPC, AI Full or AI Base
+//! profile, as an RDM or a DGRAM endpoint, with small limits on what remote parties can make it
+//! keep. Checks: no panic; everything it sends parses as a PDS header (and the SES header its
+//! next_hdr announces); the read-only region never changes; every table a peer can grow stays within
+//! its limit (PDCs in all and per source, partly received messages per source, unexpected messages).
 //!
-//! Input: chunks of `[time step: u8][len: u8][len bytes]`; the low bit of the time step picks the peer,
-//! the next bit says the packet arrived ECN CE-marked, the next that a switch trimmed it. The PDS
-//! establishes PDCs securely (`set_secure`: 1-RTT if bit 3 of the first byte is set, else 0-RTT).
+//! Input: chunks of `[time step: u8][len: u8][len bytes]`; bits 0 and 3 of the time step pick the
+//! peer (1 to 4), bit 1 says the packet arrived ECN CE-marked, bit 2 that a switch trimmed it. The
+//! first byte also sets up the endpoint: bit 3 secure 1-RTT establishment (else 0-RTT), bits 4-5 the
+//! profile (HPC, AI Full, AI Base), bit 6 a DGRAM endpoint.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -23,8 +26,20 @@ fuzz_target!(|data: &[u8]| {
     let cc = pds::cc::NsccConfig { link_bps: 10_000_000_000, base_rtt: Duration::from_micros(10), mss: 600 };
     let rccc = pds::credit::RcccConfig { grant_bps: 1_000_000_000, speculative: 1024, pull: 2048, overhead: 42 };
     let pds = pds::Config { cc: Some(cc), rccc: Some(rccc), ..pds::Config::default() };
+    let setup = data.first().copied().unwrap_or(0);
+    let profile = [ses::Profile::Hpc, ses::Profile::AiFull, ses::Profile::AiBase][usize::from(setup >> 4 & 3) % 3];
+    let ep_type = if setup & 0x40 != 0 { ses::EpType::Dgram } else { ses::EpType::Rdm };
+    // Small limits, so that fuzzed peers reach them.
+    let pds = pds::Config { max_pdcs: 24, max_pdcs_per_peer: 8, max_ctrl: 64, ..pds };
     let cfg = Config {
         pds,
+        profile,
+        ep_type,
+        max_inbound_per_pdc: 4,
+        max_inbound_per_source: 6,
+        max_unexpected_msgs: 8,
+        max_served_reads: 4,
+        read_window: 8,
         max_payload: 512,
         unexpected_bytes: 4096,
         msg_rendezvous_size: 1200,
@@ -32,7 +47,7 @@ fuzz_target!(|data: &[u8]| {
         ..Config::default()
     };
     let mut ep: Endpoint<u8> = Endpoint::new(cfg, 7);
-    let establishment = if data.first().is_some_and(|b| b & 8 != 0) {
+    let establishment = if setup & 8 != 0 {
         pds::Establishment::OneRtt
     } else {
         pds::Establishment::ZeroRtt
@@ -65,10 +80,11 @@ fuzz_target!(|data: &[u8]| {
         let pkt = &rest[2..(2 + len).min(rest.len())];
         rest = &rest[(2 + len).min(rest.len())..];
         now += Duration::from_micros(u64::from(step) * 50);
+        let src = 1 + (step & 1) + 2 * (step >> 3 & 1);
         if step & 4 != 0 {
-            let _ = ep.pds().handle_trimmed(now, 1 + (step & 1), pkt);
+            let _ = ep.pds().handle_trimmed(now, src, pkt);
         } else {
-            let _ = ep.handle_packet_ecn(now, 1 + (step & 1), pkt, step & 2 != 0);
+            let _ = ep.handle_packet_ecn(now, src, pkt, step & 2 != 0);
         }
         if ep.poll_timeout().is_some_and(|t| t <= now) {
             ep.handle_timeout(now);
@@ -84,6 +100,10 @@ fuzz_target!(|data: &[u8]| {
             assert!(sent < 10_000, "poll_transmit never ends");
         }
         while ep.poll_completion().is_some() {}
+        let (pdcs, cfg) = (ep.pds().pdc_count(), ep.config());
+        assert!(pdcs <= cfg.pds.max_pdcs, "{pdcs} PDCs");
+        assert!(ep.inbound_count() <= 4 * cfg.max_inbound_per_source, "{} partial messages", ep.inbound_count());
+        assert!(ep.unexpected_count() <= cfg.max_unexpected_msgs, "{} unexpected", ep.unexpected_count());
     }
     assert_eq!(ep.regions.get(RO).unwrap().data, ro_bytes, "a read-only region changed");
 });

@@ -144,6 +144,11 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
         self.unexpected.len()
     }
 
+    /// Messages partly received (first packet in, last not yet), over all sources and PDCs.
+    pub fn inbound_count(&self) -> usize {
+        self.inbound.len()
+    }
+
     /// The next completion.
     pub fn poll_completion(&mut self) -> Option<Completion<A>> {
         self.completions.pop_front()
