@@ -1,7 +1,7 @@
 //! `softrdma devinfo`: the backends, the devices each offers, their ports, MTUs, GIDs and limits
 //! (as `ibv_devinfo` lists RDMA devices).
 
-use engine::roce::MAX_MSG_SIZE;
+use engine::roce::LIMITS;
 use engine::verbs::Mtu;
 use std::fmt::Write;
 use std::net::{IpAddr, Ipv4Addr};
@@ -124,10 +124,18 @@ pub fn report() -> String {
     } else {
         let _ = writeln!(s, "\n{}", afxdp_line(probe));
     }
+    let l = LIMITS;
     let _ = writeln!(
         s,
-        "\nlimits: max_msg_sz {MAX_MSG_SIZE}, max_qp_wr 16384, max_sge 32, max_inline_data 4096, \
-         max_rd_atomic 128, max_dest_rd_atomic 128, max_srq_wr 16384, qp types RC UC UD, SRQ, atomics CMP_AND_SWP FETCH_AND_ADD"
+        "\nlimits: max_msg_sz {}, max_qp_wr {}, max_sge {}, max_inline_data {}, max_rd_atomic {}, \
+         max_dest_rd_atomic {}, max_srq_wr {}, qp types RC UC UD, SRQ, atomics CMP_AND_SWP FETCH_AND_ADD",
+        l.max_msg_sz,
+        l.max_qp_wr,
+        l.max_sge,
+        l.max_inline_data,
+        l.max_rd_atomic,
+        l.max_rd_atomic,
+        l.max_srq_wr
     );
     s
 }

@@ -29,7 +29,7 @@ pub use mem::{MemError, MemTable};
 pub use path::Path;
 pub use qp::{CqSide, QpConfig, QueuePair, ud_sport};
 pub use responder::{GRH_LEN, RecvWqe, RespDrops, RxMeta};
-pub use types::MAX_MSG_SIZE;
+pub use types::{DeviceLimits, LIMITS, MAX_MSG_SIZE};
 
 pub use requester::{MAX_PKT_PER_ACK, MAX_UNACKED_PSNS, ReqCounters, ack_timeout};
 pub use types::SendWindow;

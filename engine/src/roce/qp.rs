@@ -18,7 +18,7 @@ use std::time::Duration;
 use wire::ib::{BthRepr, Opcode, RoceRepr, Transport, psn};
 
 /// Largest `max_rd_atomic` / `max_dest_rd_atomic` (rxe's device maximum).
-const MAX_RD_ATOMIC: u8 = 128;
+const MAX_RD_ATOMIC: u8 = super::types::LIMITS.max_rd_atomic;
 
 /// What a QP is created with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

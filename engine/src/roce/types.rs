@@ -450,3 +450,30 @@ impl SendWindow {
 
 /// Largest message (rxe's `RXE_PORT_MAX_MSG_SZ`, roce-wire.md §1.8).
 pub const MAX_MSG_SIZE: u64 = 0x80_0000;
+
+/// The device limits the engine enforces (`ibv_query_device`'s, as `softrdma devinfo` prints them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DeviceLimits {
+    /// Largest message (`max_msg_sz`).
+    pub max_msg_sz: u64,
+    /// Work requests per send or receive queue (`max_qp_wr`).
+    pub max_qp_wr: u32,
+    /// Scatter/gather entries per work request (`max_sge`).
+    pub max_sge: u32,
+    /// Bytes of inline data per send (`max_inline_data`).
+    pub max_inline_data: u32,
+    /// Outstanding READs and atomics per QP, either way (`max_qp_rd_atom`, `max_qp_init_rd_atom`).
+    pub max_rd_atomic: u8,
+    /// Work requests per SRQ (`max_srq_wr`).
+    pub max_srq_wr: u32,
+}
+
+/// What this engine enforces.
+pub const LIMITS: DeviceLimits = DeviceLimits {
+    max_msg_sz: MAX_MSG_SIZE,
+    max_qp_wr: 16384,
+    max_sge: 32,
+    max_inline_data: 4096,
+    max_rd_atomic: 128,
+    max_srq_wr: 16384,
+};

@@ -7,7 +7,7 @@ use crate::roce::path::{Path, canonical};
 use crate::roce::types::{
     Access, AddressVector, Ah, Mtu, QpAttr, QpCap, QpState, QpType, RecvWr, SendWr, WorkCompletion,
 };
-use crate::roce::{CqSide, QpConfig, QueuePair, RecvWqe, ReqCounters, RespDrops, RxMeta};
+use crate::roce::{CqSide, LIMITS, QpConfig, QueuePair, RecvWqe, ReqCounters, RespDrops, RxMeta};
 use crate::roce::{MemTable, VerbsError};
 use frame::Frame;
 use rustix::fd::BorrowedFd;
@@ -447,7 +447,11 @@ impl Context {
     /// Creates a shared receive queue (`ibv_create_srq`).
     pub fn create_srq(&mut self, pd: Pd, attr: &SrqAttr) -> Result<Srq, VerbsError> {
         self.pd_ok(pd)?;
-        if attr.max_wr == 0 || attr.max_wr > 16384 || attr.max_sge > 32 || attr.srq_limit > attr.max_wr {
+        if attr.max_wr == 0
+            || attr.max_wr > LIMITS.max_srq_wr
+            || attr.max_sge > LIMITS.max_sge
+            || attr.srq_limit > attr.max_wr
+        {
             return Err(VerbsError::InvalidAttr("srq: max_wr 1..=16384, max_sge <= 32, srq_limit <= max_wr"));
         }
         self.srqs.push(Some(SrqState { pd: pd.0, attr: *attr, wqes: VecDeque::new() }));
@@ -569,10 +573,13 @@ impl Context {
             }
         }
         let c = init.cap;
-        if c.max_send_wr == 0 || c.max_send_wr > 16384 || c.max_recv_wr > 16384 {
+        if c.max_send_wr == 0 || c.max_send_wr > LIMITS.max_qp_wr || c.max_recv_wr > LIMITS.max_qp_wr {
             return Err(VerbsError::InvalidAttr("cap: work queue depth must be 1..=16384"));
         }
-        if c.max_send_sge > 32 || c.max_recv_sge > 32 || c.max_inline_data > 4096 {
+        if c.max_send_sge > LIMITS.max_sge
+            || c.max_recv_sge > LIMITS.max_sge
+            || c.max_inline_data > LIMITS.max_inline_data
+        {
             return Err(VerbsError::InvalidAttr("cap: at most 32 SGEs and 4096 inline bytes"));
         }
         let qpn = FIRST_QPN + self.qps.len() as u32;
