@@ -7,6 +7,7 @@
 
 mod context;
 mod cq;
+mod stats;
 
 pub use crate::roce::mem;
 pub use crate::roce::types::{
@@ -14,6 +15,5 @@ pub use crate::roce::types::{
     Sge, UdDest, WcOpcode, WcStatus, WorkCompletion, WrOpcode,
 };
 pub use crate::roce::{MemError, MemTable, VerbsError};
-pub use context::{
-    AsyncEvent, CompChannel, Context, Cq, Mr, Pd, Qp, QpInitAttr, QpStats, Srq, SrqAttr, Stats,
-};
+pub use context::{AsyncEvent, CompChannel, Context, Cq, Mr, Pd, Qp, QpInitAttr, Srq, SrqAttr};
+pub use stats::{QpStats, Stats};
