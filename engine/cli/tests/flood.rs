@@ -10,6 +10,8 @@
 
 mod common;
 
+use common::count;
+
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -35,15 +37,6 @@ fn rss(pid: u32) -> Option<u64> {
     let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     let line = s.lines().find(|l| l.starts_with("VmRSS:"))?;
     line.split_whitespace().nth(1)?.parse::<u64>().ok().map(|kb| kb * 1024)
-}
-
-/// The number after `key` in `text` (`key` ends where the number starts).
-fn count(text: &str, key: &str) -> u64 {
-    text.split(key)
-        .nth(1)
-        .and_then(|t| t.trim_start().split(|c: char| !c.is_ascii_digit()).next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("no {key:?} in:\n{text}"))
 }
 
 struct Run {

@@ -3,6 +3,8 @@
 
 mod common;
 
+use common::count;
+
 use std::process::Command;
 
 fn perf(log: Option<&str>) -> (String, String, bool) {
@@ -18,15 +20,6 @@ fn perf(log: Option<&str>) -> (String, String, bool) {
         String::from_utf8_lossy(&o.stderr).into_owned(),
         o.status.success(),
     )
-}
-
-/// The number after `key` in `text`.
-fn count(text: &str, key: &str) -> u64 {
-    text.split(key)
-        .nth(1)
-        .and_then(|t| t.trim_start().split(|c: char| !c.is_ascii_digit()).next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("no {key:?} in:\n{text}"))
 }
 
 #[test]

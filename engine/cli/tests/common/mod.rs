@@ -45,3 +45,12 @@ pub fn scratch_dir(tag: &str) -> PathBuf {
     std::fs::create_dir_all(&dir).unwrap();
     dir
 }
+
+/// The number right after `key` in a counters line of `text` (`key` ends where the number starts).
+pub fn count(text: &str, key: &str) -> u64 {
+    text.split(key)
+        .nth(1)
+        .and_then(|t| t.trim_start().split(|c: char| !c.is_ascii_digit()).next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no {key:?} in:\n{text}"))
+}
