@@ -44,6 +44,11 @@ impl UserBuf {
         self.len
     }
 
+    /// Never: [`new`](Self::new) refuses an empty range.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
     /// The bytes, for one copy out.
     pub fn as_slice(&self) -> &[u8] {
         // SAFETY: `new`'s contract: valid for reads for `len` bytes while registered, and not
