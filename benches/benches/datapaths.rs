@@ -13,58 +13,12 @@ use std::io::IoSlice;
 use std::io::IoSliceMut;
 use std::net::{SocketAddrV4, UdpSocket};
 use std::os::fd::AsRawFd;
-use std::process::{Command, Stdio};
+use benches::netns::{Netns, in_ns, row};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 const A: &str = "10.97.0.1";
 const B: &str = "10.97.0.2";
-
-fn ip(args: &[&str]) -> Result<(), String> {
-    let o = Command::new("ip").args(args).output().map_err(|e| e.to_string())?;
-    if o.status.success() {
-        Ok(())
-    } else {
-        Err(format!("ip {args:?}: {}", String::from_utf8_lossy(&o.stderr)))
-    }
-}
-
-struct Netns(String, String, String, String);
-
-impl Netns {
-    fn new() -> Result<Netns, String> {
-        let id = std::process::id() % 100_000;
-        let n = Netns(
-            format!("srbench-a-{id}"),
-            format!("srbench-b-{id}"),
-            format!("srba{id}"),
-            format!("srbb{id}"),
-        );
-        ip(&["netns", "add", &n.0])?;
-        ip(&["netns", "add", &n.1])?;
-        ip(&["link", "add", &n.2, "type", "veth", "peer", "name", &n.3])?;
-        ip(&["link", "set", &n.2, "netns", &n.0])?;
-        ip(&["link", "set", &n.3, "netns", &n.1])?;
-        for (ns, dev, addr) in [(&n.0, &n.2, format!("{A}/24")), (&n.1, &n.3, format!("{B}/24"))] {
-            ip(&["-n", ns, "addr", "add", &addr, "dev", dev])?;
-            ip(&["-n", ns, "link", "set", dev, "mtu", "9000", "up"])?;
-            ip(&["-n", ns, "link", "set", "lo", "up"])?;
-        }
-        Ok(n)
-    }
-}
-
-impl Drop for Netns {
-    fn drop(&mut self) {
-        let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
-        let _ = Command::new("ip").args(["netns", "del", &self.1]).status();
-    }
-}
-
-fn in_ns(ns: &str, exe: &str, args: &[&str]) -> Command {
-    let mut c = Command::new("ip");
-    c.args(["netns", "exec", ns, exe]).args(args).stdout(Stdio::piped()).stderr(Stdio::piped());
-    c
-}
 
 /// Child role: echo UDP datagrams on `addr:7000`, busy-polling a non-blocking socket, for `secs`.
 fn echo(addr: &str, secs: u64) {
@@ -138,22 +92,13 @@ fn blast(local: &str, peer: &str, secs: u64) {
 /// Runs softrdma perf with a server in B and a client in A; returns the client's output.
 fn perf(n: &Netns, softrdma: &str, backend: &str, args: &[&str]) -> String {
     let mut sa: Vec<&str> = args[..2].to_vec();
-    sa.extend(["--backend", backend, "--server", "--local", B, "--dev", &n.3]);
-    let server = in_ns(&n.1, softrdma, &sa).spawn().expect("server");
+    sa.extend(["--backend", backend, "--server", "--local", B, "--dev", &n.vb]);
+    let server = in_ns(&n.b, softrdma, &sa).spawn().expect("server");
     let mut ca = args.to_vec();
-    ca.extend(["--backend", backend, "--connect", B, "--local", A, "--dev", &n.2]);
-    let client = in_ns(&n.0, softrdma, &ca).output().expect("client");
+    ca.extend(["--backend", backend, "--connect", B, "--local", A, "--dev", &n.va]);
+    let client = in_ns(&n.a, softrdma, &ca).output().expect("client");
     let _ = server.wait_with_output();
     String::from_utf8_lossy(&client.stdout).into_owned()
-}
-
-/// The numbers of the first table row after `header`.
-fn row(out: &str, header: &str) -> Vec<f64> {
-    out.lines()
-        .skip_while(|l| !l.contains(header))
-        .nth(1)
-        .map(|l| l.split_whitespace().filter_map(|x| x.parse().ok()).collect())
-        .unwrap_or_default()
 }
 
 fn main() {
@@ -182,7 +127,7 @@ fn main() {
     }
     let softrdma = softrdma.to_str().unwrap().to_string();
     let me = std::env::current_exe().unwrap().to_str().unwrap().to_string();
-    let n = match Netns::new() {
+    let n = match Netns::new("bench", "10.97.0") {
         Ok(n) => n,
         Err(e) => {
             println!("datapaths: skipped: {e}");
@@ -190,17 +135,17 @@ fn main() {
         }
     };
     // Kernel baselines.
-    let echo_child = in_ns(&n.1, &me, &["--child", "echo", B, "8"]).spawn().unwrap();
+    let echo_child = in_ns(&n.b, &me, &["--child", "echo", B, "8"]).spawn().unwrap();
     std::thread::sleep(Duration::from_millis(300));
-    let p = in_ns(&n.0, &me, &["--child", "ping", A, B, "20000"]).output().unwrap();
+    let p = in_ns(&n.a, &me, &["--child", "ping", A, B, "20000"]).output().unwrap();
     let _ = echo_child.wait_with_output();
     let pp: Vec<f64> =
         String::from_utf8_lossy(&p.stdout).split_whitespace().filter_map(|x| x.parse().ok()).collect();
     let (udp_p50, udp_p99) =
         (pp.first().copied().unwrap_or(f64::NAN) / 1000.0, pp.get(1).copied().unwrap_or(f64::NAN) / 1000.0);
-    let sink_child = in_ns(&n.1, &me, &["--child", "sink", B, "3"]).spawn().unwrap();
+    let sink_child = in_ns(&n.b, &me, &["--child", "sink", B, "3"]).spawn().unwrap();
     std::thread::sleep(Duration::from_millis(300));
-    let _ = in_ns(&n.0, &me, &["--child", "blast", A, B, "2"]).output();
+    let _ = in_ns(&n.a, &me, &["--child", "blast", A, B, "2"]).output();
     let got = sink_child.wait_with_output().unwrap();
     let kernel_pps = String::from_utf8_lossy(&got.stdout).trim().parse::<f64>().unwrap_or(0.0) / 2.0;
 

@@ -1,6 +1,8 @@
 //! Helpers for the benchmarks: repeated measurements summarised as median and best (p10), as
 //! `../shared/notes/performance.md` asks (this machine kind runs at two speed levels).
 
+pub mod netns;
+
 /// Median and 10th percentile (the "best window") of a set of rates; higher is better.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Summary {

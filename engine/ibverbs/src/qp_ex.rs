@@ -80,7 +80,6 @@ unsafe extern "C" fn wr_complete(qp: *mut ibv_qp_ex) -> c_int {
             return err;
         }
     }
-    let _ = e.progress();
     0
 }
 

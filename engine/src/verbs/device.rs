@@ -25,6 +25,10 @@ use std::time::{Duration, Instant};
 /// How long after an application thread last drove the engine the progress thread takes over.
 pub const HANDOVER: Duration = Duration::from_millis(1);
 
+/// How long the progress thread keeps polling after a round with work before it sleeps: a frame
+/// that follows within a round trip of a LAN or veth is caught without a wake-up.
+const SPIN: Duration = Duration::from_micros(50);
+
 /// The longest the progress thread sleeps while the engine has no timer: a bound on how late a
 /// timer armed by an application thread in the meantime can fire.
 const MAX_IDLE_SLEEP: Duration = Duration::from_millis(5);
@@ -123,6 +127,7 @@ impl Drop for Device {
 /// the datapath in between.
 fn run(inner: &Inner) {
     let mut drain = [0u8; 8];
+    let mut last_work = Instant::now();
     while !inner.stop.load(Ordering::Relaxed) {
         if let Some(since) = inner.since_driven().filter(|&d| d < HANDOVER) {
             let _ = sleep_on(None, false, Some(inner.wake.as_fd()), HANDOVER - since);
@@ -137,6 +142,11 @@ fn run(inner: &Inner) {
             (worked, ctx.next_work_in(), ctx.tx_blocked())
         };
         if worked {
+            last_work = Instant::now();
+            continue;
+        }
+        if last_work.elapsed() < SPIN {
+            std::thread::yield_now();
             continue;
         }
         let timeout = next.map_or(MAX_IDLE_SLEEP, |t| t.min(MAX_IDLE_SLEEP));

@@ -1,0 +1,146 @@
+//! Issue 28, acceptance 4: unmodified perftest binaries under `softrdma run` against softrdma's own
+//! `perf` doing the same, over the same veth pair (two network namespaces, MTU 9000) and the same
+//! backend, in one run: `ib_write_bw -s 65536` against `softrdma perf write --size 65536`, and
+//! `ib_send_lat -s 2` against `softrdma perf send --mode lat --size 2`. Rounds alternate the two
+//! (this machine's speed drifts) and the medians are compared.
+//!
+//! Latency: perftest reports half a round trip (its `t_typical` is the ping-pong time over two),
+//! softrdma perf the post-to-completion time of a SEND, which completes on its ACK: one round trip.
+//! The ratio compares a full round trip on both sides (perftest's `t_typical` x 2).
+//!
+//! Needs root, iproute2 and perftest (`scripts/setup.sh`); says why and stops otherwise. Results
+//! go to stdout and `target/bench/verbs_abi.json`. `SOFTRDMA_BENCH_ROUNDS` (default 3),
+//! `SOFTRDMA_BENCH_BACKENDS` (default `udp,afxdp`).
+//!
+//! `cargo build --release && cargo bench -p benches --bench verbs_abi`
+
+use benches::netns::{Netns, in_ns, row};
+use serde_json::json;
+use std::process::Command;
+use std::time::Duration;
+
+const BW_ITERS: &str = "5000";
+const LAT_ITERS: &str = "5000";
+
+struct Side<'a> {
+    n: &'a Netns,
+    softrdma: &'a str,
+    backend: &'a str,
+}
+
+impl Side<'_> {
+    /// `softrdma perf ARGS` with a server in `b` and a client in `a`; the client's output.
+    fn perf(&self, args: &[&str]) -> String {
+        let n = self.n;
+        let mut sa = args.to_vec();
+        sa.extend(["--backend", self.backend, "--server", "--local", &n.addr_b, "--dev", &n.vb]);
+        let server = in_ns(&n.b, self.softrdma, &sa).spawn().expect("perf server");
+        std::thread::sleep(Duration::from_millis(300));
+        let mut ca = args.to_vec();
+        ca.extend(["--backend", self.backend, "--connect", &n.addr_b, "--local", &n.addr_a, "--dev", &n.va]);
+        let client = in_ns(&n.a, self.softrdma, &ca).output().expect("perf client");
+        let _ = server.wait_with_output();
+        String::from_utf8_lossy(&client.stdout).into_owned()
+    }
+
+    /// A perftest tool under `softrdma run` on both sides; the client's output.
+    fn perftest(&self, tool: &str, args: &[&str]) -> String {
+        let n = self.n;
+        let run = |dev: &str| -> Vec<String> {
+            ["run", "--backend", self.backend, "--dev", dev, "--", tool, "-d"]
+                .iter()
+                .map(|s| s.to_string())
+                .chain([format!("softrdma_{dev}"), "-x".into(), "1".into(), "-F".into()])
+                .chain(args.iter().map(|s| s.to_string()))
+                .collect()
+        };
+        let sa = run(&n.vb);
+        let sa: Vec<&str> = sa.iter().map(String::as_str).collect();
+        let server = in_ns(&n.b, self.softrdma, &sa).spawn().expect("perftest server");
+        std::thread::sleep(Duration::from_millis(500));
+        let mut ca = run(&n.va);
+        ca.push(n.addr_b.clone());
+        let ca: Vec<&str> = ca.iter().map(String::as_str).collect();
+        let client = in_ns(&n.a, self.softrdma, &ca).output().expect("perftest client");
+        let _ = server.wait_with_output();
+        if !client.status.success() {
+            eprintln!("{tool} failed: {}", String::from_utf8_lossy(&client.stderr));
+        }
+        String::from_utf8_lossy(&client.stdout).into_owned()
+    }
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    if v.is_empty() { f64::NAN } else { v[v.len() / 2] }
+}
+
+fn main() {
+    if !rustix::process::geteuid().is_root() {
+        println!("verbs_abi: skipped: needs root (network namespaces, veth)");
+        return;
+    }
+    if Command::new("ib_write_bw").arg("-h").output().is_err() {
+        println!("verbs_abi: skipped: perftest is not installed (scripts/setup.sh installs it)");
+        return;
+    }
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let softrdma = root.join("target/release/softrdma");
+    if !softrdma.exists() || !root.join("target/release/deps/libsoftrdma_ibverbs.so").exists() {
+        let ok = Command::new("cargo").args(["build", "--release", "-p", "softrdma"]).current_dir(&root).status();
+        assert!(ok.is_ok_and(|s| s.success()), "cargo build --release -p softrdma");
+    }
+    let softrdma = softrdma.to_str().unwrap().to_string();
+    let rounds: usize = std::env::var("SOFTRDMA_BENCH_ROUNDS").ok().and_then(|r| r.parse().ok()).unwrap_or(3);
+    let backends = std::env::var("SOFTRDMA_BENCH_BACKENDS").unwrap_or_else(|_| "udp,afxdp".into());
+    let n = match Netns::new("vabi", "10.96.0") {
+        Ok(n) => n,
+        Err(e) => {
+            println!("verbs_abi: skipped: {e}");
+            return;
+        }
+    };
+    let mut results = Vec::new();
+    for backend in backends.split(',') {
+        // AF_XDP here is single-buffer: a frame is one 4 KiB UMEM chunk, so both sides use 2048.
+        let mtu = if backend == "afxdp" { "2048" } else { "4096" };
+        let s = Side { n: &n, softrdma: &softrdma, backend };
+        let (mut bw_native, mut bw_abi, mut lat_native, mut lat_abi) = (vec![], vec![], vec![], vec![]);
+        for round in 0..rounds {
+            let perf_bw = s.perf(&["perf", "write", "--size", "65536", "--mtu", mtu, "--iters", BW_ITERS]);
+            let abi_bw = s.perftest("ib_write_bw", &["-s", "65536", "-n", BW_ITERS, "-m", mtu]);
+            let perf_lat = s.perf(&["perf", "send", "--mode", "lat", "--size", "2", "--mtu", mtu, "--iters", LAT_ITERS]);
+            let abi_lat = s.perftest("ib_send_lat", &["-s", "2", "-n", LAT_ITERS, "-m", mtu]);
+            // perf bw row: bytes iters avg[MB/s] Mpps Gb/s; perftest bw row: bytes iters peak avg Mpps.
+            let pb = row(&perf_bw, "#bytes").get(2).copied().unwrap_or(f64::NAN);
+            let ab = row(&abi_bw, "#bytes").get(3).copied().unwrap_or(f64::NAN);
+            // perf lat row: bytes iters min max typical ...; perftest: bytes iters min max typical ...
+            let pl = row(&perf_lat, "t_min").get(4).copied().unwrap_or(f64::NAN);
+            let al = row(&abi_lat, "t_min").get(4).copied().unwrap_or(f64::NAN) * 2.0;
+            println!(
+                "  {backend} round {round}: perf write {pb:.1} MB/s, ib_write_bw {ab:.1} MB/s; perf send lat {pl:.2} us, \
+                 ib_send_lat round trip {al:.2} us"
+            );
+            bw_native.push(pb);
+            bw_abi.push(ab);
+            lat_native.push(pl);
+            lat_abi.push(al);
+        }
+        let (bn, ba, ln, la) =
+            (median(&mut bw_native), median(&mut bw_abi), median(&mut lat_native), median(&mut lat_abi));
+        println!(
+            "verbs_abi {backend}: ib_write_bw -s 65536 {ba:.1} MB/s vs softrdma perf {bn:.1} MB/s = {:.2}x (target >= 0.9); \
+             ib_send_lat -s 2 round trip {la:.2} us vs softrdma perf {ln:.2} us = {:.2}x (target <= 1.2)",
+            ba / bn,
+            la / ln
+        );
+        results.push(json!({
+            "backend": backend, "mtu": mtu, "rounds": rounds,
+            "write_bw_mb_per_sec": {"perftest": ba, "perf": bn, "ratio": ba / bn},
+            "send_lat_round_trip_usec": {"perftest": la, "perf": ln, "ratio": la / ln},
+        }));
+    }
+    let dir = root.join("target/bench");
+    let _ = std::fs::create_dir_all(&dir);
+    let _ = std::fs::write(dir.join("verbs_abi.json"), serde_json::to_string_pretty(&json!(results)).unwrap());
+}
