@@ -25,3 +25,19 @@ if ! command -v tshark >/dev/null 2>&1; then
     echo "wireshark-common wireshark-common/install-setuid boolean false" | $sudo debconf-set-selections
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq tshark >/dev/null
 fi
+# rdma-core's and perftest's stock tools and headers: the programs `softrdma run` runs unmodified
+# (engine/cli/tests/netns_verbs.rs), the C ABIs' headers (libibverbs-dev, librdmacm-dev,
+# libfabric-dev) and the libraries Debian's perftest links (librdmacm, libmlx5 of ibverbs-providers).
+verbs_pkgs=(ibverbs-utils perftest rdmacm-utils libibverbs-dev librdmacm-dev libfabric-bin libfabric-dev
+    ibverbs-providers)
+missing=()
+for p in "${verbs_pkgs[@]}"; do
+    if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
+        missing+=("$p")
+    fi
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+    if [ "$(id -u)" -eq 0 ]; then sudo=""; else sudo="sudo"; fi
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
+fi

@@ -1,7 +1,7 @@
 //! The `softrdma` tool's library: everything the command line runs on top of the `engine` crate -
 //! `perf` (perftest-style runs over the simulated network, kernel UDP or AF_XDP, every byte
 //! checked), the peers of perftest's and rdma-core's stock tools (`perftest`, `pingpong`, with
-//! their out-of-band exchange in `oob`), `devinfo`, and capture reading, decoding and generation
+//! their out-of-band exchange in `oob`), `devinfo`, `run` (unmodified libibverbs programs over softrdma), and capture reading, decoding and generation
 //! (`capture`, `decode`, `corpus`). The binary (`src/main.rs`) parses the command line and calls in.
 
 pub mod capture;
@@ -13,4 +13,5 @@ pub mod oob;
 pub mod perf;
 pub mod perftest;
 pub mod pingpong;
+pub mod run;
 pub mod stat;

@@ -1,7 +1,7 @@
 //! `softrdma`, the command-line tool: parses the command line and runs the subcommand - `perf`
 //! (bandwidth and latency runs, every byte checked, over the simulated network, kernel UDP or
-//! AF_XDP, or against perftest's tools), `pingpong` (against rdma-core's), `devinfo`, `decode` and
-//! `gen`. The work is done by the `softrdma` library and the `engine` crate; `cli/` holds the
+//! AF_XDP, or against perftest's tools), `pingpong` (against rdma-core's), `devinfo`, `run`, `decode`
+//! and `gen`. The work is done by the `softrdma` library and the `engine` crate; `cli/` holds the
 //! options and each subcommand's run.
 
 mod cli;
@@ -74,6 +74,11 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Run an unmodified libibverbs program (perftest, rdma-core's tools, your own) over softrdma
+    ///
+    /// Preloads libsoftrdma_ibverbs.so, describes the device (softrdma_IFACE) in the environment
+    /// and executes PROGRAM in place of softrdma.
+    Run(cli::run::RunArgs),
     /// Write a deterministic corpus of well-formed frames to a pcap file.
     Gen {
         /// Which corpus.
@@ -120,6 +125,7 @@ fn main() -> ExitCode {
         Command::Perf(args) => run_perf(*args),
         Command::Pingpong(a) => run_pingpong(&a),
         Command::Flood(a) => cli::flood::run_flood(&a),
+        Command::Run(a) => cli::run::run_program(a),
         Command::Stat { pid, json } => match softrdma::stat::read(pid) {
             Ok(procs) if procs.is_empty() => {
                 let which = pid.map_or("no softrdma process".to_string(), |p| format!("process {p}"));

@@ -7,4 +7,5 @@ pub(crate) mod perf;
 mod perftest;
 pub(crate) mod pingpong;
 mod remote;
+pub(crate) mod run;
 mod uet;

@@ -1,0 +1,84 @@
+//! `softrdma run`: executes an unmodified libibverbs program over softrdma ([`softrdma::run`]).
+
+use std::ffi::OsString;
+use std::net::Ipv4Addr;
+use std::process::ExitCode;
+
+use clap::{Args, ValueEnum};
+use softrdma::run::{Backend, EXIT_FAILED, Request};
+
+/// Options of `softrdma run`.
+#[derive(Args)]
+#[command(after_help = "\
+Example, a bandwidth test between two hosts (or network namespaces) joined through veth0:
+  server:  softrdma run --dev veth0 -- ib_write_bw -d softrdma_veth0 -x 1
+  client:  softrdma run --dev veth0 -- ib_write_bw -d softrdma_veth0 -x 1 10.0.0.1
+and rdma-core's examples take -g 1: softrdma run --dev veth0 -- ibv_rc_pingpong -g 1 [10.0.0.1]
+
+The program sees one device, softrdma_IFACE: GID 0 is the interface's IPv6 link-local address,
+GID 1 its IPv4 address (RoCEv2), as rdma_rxe numbers them. The library is
+libsoftrdma_ibverbs.so beside softrdma (or in deps/ beside it), or SOFTRDMA_LIB; build it with
+`cargo build --release -p softrdma-ibverbs`.
+
+Exit status: the program's (softrdma run becomes the program); 125 if softrdma run itself fails,
+126 if the program cannot be executed, 127 if it is not found.")]
+pub(crate) struct RunArgs {
+    /// Datapath of the device: kernel UDP sockets, or AF_XDP on queue 0 of --dev (root, or
+    /// CAP_NET_ADMIN + CAP_BPF + CAP_NET_RAW).
+    #[arg(long, value_enum, default_value = "udp")]
+    backend: RunBackend,
+    /// Interface the device uses; it is named softrdma_IFACE [default: the interface of --local;
+    /// without --local, the one interface besides loopback that is up and has an IPv4 address].
+    #[arg(long, value_name = "IFACE")]
+    dev: Option<String>,
+    /// IPv4 address of --dev the device uses (its RoCEv2 GID) [default: the interface's first].
+    #[arg(long, value_name = "IP")]
+    local: Option<Ipv4Addr>,
+    /// UDP port of the device's RoCEv2 traffic (stock RoCEv2 peers use 4791).
+    #[arg(long, default_value_t = 4791, value_name = "N")]
+    udp_port: u16,
+    /// The program to run and its arguments (after `--`).
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true, value_name = "PROGRAM [ARGS]")]
+    command: Vec<OsString>,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum RunBackend {
+    /// Kernel UDP sockets (unprivileged).
+    Udp,
+    /// AF_XDP (root).
+    Afxdp,
+}
+
+/// Runs the program; returns only when it could not be run.
+pub(crate) fn run_program(a: RunArgs) -> ExitCode {
+    let req = Request {
+        backend: match a.backend {
+            RunBackend::Udp => Backend::Udp,
+            RunBackend::Afxdp => Backend::Afxdp,
+        },
+        dev: a.dev,
+        local: a.local,
+        udp_port: a.udp_port,
+        command: a.command,
+    };
+    let library = || {
+        let exe = std::env::current_exe().map_err(|e| format!("where is softrdma itself: {e}"))?;
+        let dir = exe.parent().ok_or("softrdma's own path has no directory")?;
+        softrdma::run::find_library(std::env::var_os(softrdma::run::LIB_ENV).as_deref(), dir)
+    };
+    let ports = softrdma::devinfo::host_ports();
+    let preload = std::env::var_os("LD_PRELOAD");
+    let plan =
+        match softrdma::run::plan(&req, &ports, softrdma::run::interface_exists, library, preload.as_deref())
+        {
+            Ok(p) => p,
+            Err(e) => {
+                eprintln!("softrdma run: {e}");
+                return ExitCode::from(EXIT_FAILED);
+            }
+        };
+    let (e, status) = softrdma::run::exec(&plan);
+    eprintln!("softrdma run: {e}");
+    ExitCode::from(status)
+}
