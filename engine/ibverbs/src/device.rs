@@ -176,7 +176,10 @@ fn open_datapath(info: &DevInfo) -> Result<Box<dyn FnOnce() -> Context>, String>
             Ok(Box::new(move || ctx(p, port)))
         }
         Backend::AfXdp => {
-            let p = AfXdpPort::open_with(&info.iface, 0, ip, XdpMode::Generic, port, false)
+            // Multi-buffer (Linux 6.6+) carries 4096-byte MTUs; single-buffer frames are one
+            // 4 KiB UMEM chunk (path MTU 2048).
+            let p = AfXdpPort::open_with(&info.iface, 0, ip, XdpMode::Generic, port, true)
+                .or_else(|_| AfXdpPort::open_with(&info.iface, 0, ip, XdpMode::Generic, port, false))
                 .map_err(|e| format!("AF_XDP on {} queue 0: {e}", info.iface))?;
             Ok(Box::new(move || ctx(p, port)))
         }
