@@ -17,6 +17,9 @@
 #define RAW_MAX (3 * 4096)
 #define ACCESS (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ)
 
+/* Three SGEs for the gather/scatter transfers. */
+static const struct pair_opts mem_opts = { .sq = 16, .rq = 16, .sge = 3, .min_rnr_timer = 12, .rnr_retry = 7 };
+
 /* A registered region: `len` bytes at raw + off; remote addresses are iova + offset. */
 struct buf {
 	const char *name;
@@ -78,8 +81,8 @@ static void expected_image(unsigned char *img, const struct buf *b, const struct
  * One transfer on QP A: SEND gathers src into the receive posted on B with dst as its SGEs; WRITE
  * gathers src into the remote dst[0]; READ scatters the remote src[0] into the local dst.
  */
-static void xfer(struct pair *p, const char *label, enum ibv_wr_opcode op, const struct seg *src, int nsrc,
-		 const struct seg *dst, int ndst)
+static int xfer_once(struct pair *p, const char *label, enum ibv_wr_opcode op, const struct seg *src, int nsrc,
+		     const struct seg *dst, int ndst)
 {
 	static unsigned char img[RAW_MAX];
 	struct ibv_sge lsge[4], rsge[4];
@@ -115,7 +118,7 @@ static void xfer(struct pair *p, const char *label, enum ibv_wr_opcode op, const
 		rc = ibv_post_recv(p->b, &rwr, &rbad);
 		if (rc) {
 			fail("c: %s: ibv_post_recv: %s", label, strerror(rc));
-			return;
+			return -1;
 		}
 	}
 	memset(&wr, 0, sizeof(wr));
@@ -131,13 +134,13 @@ static void xfer(struct pair *p, const char *label, enum ibv_wr_opcode op, const
 	rc = ibv_post_send(p->a, &wr, &bad);
 	if (rc) {
 		fail("c: %s: ibv_post_send: %s", label, strerror(rc));
-		return;
+		return -1;
 	}
 	r = poll_wc(p->cq_a, &wc, 5000);
 	if (r != 1 || wc.status != IBV_WC_SUCCESS || wc.wr_id != 9) {
 		fail("c: %s: send-side completion: %s", label,
 		     r == 1 ? ibv_wc_status_str(wc.status) : r == 0 ? "none within 5 s" : "ibv_poll_cq failed");
-		return;
+		return -1;
 	}
 	if (op == IBV_WR_SEND) {
 		r = poll_wc(p->cq_b, &wc, 5000);
@@ -145,7 +148,7 @@ static void xfer(struct pair *p, const char *label, enum ibv_wr_opcode op, const
 			fail("c: %s: receive completion: %s, byte_len %u (expected %zu)", label,
 			     r == 1 ? ibv_wc_status_str(wc.status) : r == 0 ? "none within 5 s" : "ibv_poll_cq failed",
 			     r == 1 ? wc.byte_len : 0, total);
-			return;
+			return -1;
 		}
 	}
 	for (int i = 0; i < ndst; i++) {
@@ -161,10 +164,23 @@ static void xfer(struct pair *p, const char *label, enum ibv_wr_opcode op, const
 			fail("c: %s: %s byte %ld of the region (%s) is 0x%02x, expected 0x%02x", label, b->name, rel,
 			     rel < 0 || (size_t)rel >= b->len ? "a guard byte outside it" : "inside it", b->raw[k],
 			     img[k]);
-			return;
+			return -1;
 		}
 	}
 	ok("c: %s: %zu bytes, every byte of the target and its guard bytes checked", label, total);
+	return 0;
+}
+
+/* xfer_once; after a failure the pair is replaced, so that the next transfer starts clean. */
+static void xfer(struct dev *d, struct pair *p, const char *label, enum ibv_wr_opcode op, const struct seg *src,
+		 int nsrc, const struct seg *dst, int ndst)
+{
+	if (p->a && xfer_once(p, label, op, src, nsrc, dst, ndst) == 0)
+		return;
+	if (!p->a)
+		fail("c: %s: not run (no QP pair)", label);
+	pair_destroy(p);
+	pair_open(d, p, &mem_opts);
 }
 
 static void *map3(void)
@@ -187,7 +203,6 @@ void part_memory(struct dev *d)
 	struct buf id = { "iova dst", malloc(8192), 8192, 11, 5000, 0, 0, NULL };
 	struct buf *all[] = { &hs, &hd, &ss, &sd, &ms, &md, &is, &id };
 	struct buf *srcs[] = { &hs, &ss, &ms, &is };
-	struct pair_opts o = { .sq = 16, .rq = 16, .sge = 3, .min_rnr_timer = 12, .rnr_retry = 7 };
 	struct pair p;
 	int have_pair = 0;
 
@@ -225,7 +240,7 @@ void part_memory(struct dev *d)
 		id.iova = iova_d;
 	}
 
-	if (pair_open(d, &p, &o))
+	if (pair_open(d, &p, &mem_opts))
 		goto out;
 	have_pair = 1;
 
@@ -234,27 +249,27 @@ void part_memory(struct dev *d)
 		struct seg s2[] = { { &ms, 0, 4111 } }, d2[] = { { &sd, 0, 4201 } };
 		struct seg s3[] = { { &ss, 0, 3001 } }, d3[] = { { &hd, 0, 4093 } };
 
-		xfer(&p, "SEND malloc+3 (4093) -> RECV mmap+4095 (across pages)", IBV_WR_SEND, s1, 1, d1, 1);
-		xfer(&p, "SEND mmap+4089 (4111, across 2 page boundaries) -> RECV stack+7", IBV_WR_SEND, s2, 1, d2, 1);
-		xfer(&p, "SEND stack+5 (3001) -> RECV malloc+1", IBV_WR_SEND, s3, 1, d3, 1);
+		xfer(d, &p, "SEND malloc+3 (4093) -> RECV mmap+4095 (across pages)", IBV_WR_SEND, s1, 1, d1, 1);
+		xfer(d, &p, "SEND mmap+4089 (4111, across 2 page boundaries) -> RECV stack+7", IBV_WR_SEND, s2, 1, d2, 1);
+		xfer(d, &p, "SEND stack+5 (3001) -> RECV malloc+1", IBV_WR_SEND, s3, 1, d3, 1);
 	}
 	{
 		struct seg s1[] = { { &ss, 0, 3001 } }, d1[] = { { &hd, 17, 3001 } };
 		struct seg s2[] = { { &ms, 1, 4110 } }, d2[] = { { &sd, 91, 4110 } };
 		struct seg s3[] = { { &hs, 0, 4093 } }, d3[] = { { &md, 6, 4093 } };
 
-		xfer(&p, "WRITE stack+5 (3001) -> malloc+1 at offset 17", IBV_WR_RDMA_WRITE, s1, 1, d1, 1);
-		xfer(&p, "WRITE mmap+4090 (4110) -> stack+7 at offset 91", IBV_WR_RDMA_WRITE, s2, 1, d2, 1);
-		xfer(&p, "WRITE malloc+3 (4093) -> mmap+4095 at offset 6", IBV_WR_RDMA_WRITE, s3, 1, d3, 1);
+		xfer(d, &p, "WRITE stack+5 (3001) -> malloc+1 at offset 17", IBV_WR_RDMA_WRITE, s1, 1, d1, 1);
+		xfer(d, &p, "WRITE mmap+4090 (4110) -> stack+7 at offset 91", IBV_WR_RDMA_WRITE, s2, 1, d2, 1);
+		xfer(d, &p, "WRITE malloc+3 (4093) -> mmap+4095 at offset 6", IBV_WR_RDMA_WRITE, s3, 1, d3, 1);
 	}
 	{
 		struct seg s1[] = { { &ms, 11, 4000 } }, d1[] = { { &hd, 93, 4000 } };
 		struct seg s2[] = { { &hs, 0, 4093 } }, d2[] = { { &md, 0, 4093 } };
 		struct seg s3[] = { { &ss, 0, 3001 } }, d3[] = { { &sd, 1, 3001 } };
 
-		xfer(&p, "READ mmap+4089 at offset 11 (4000) -> malloc+1 at offset 93", IBV_WR_RDMA_READ, s1, 1, d1, 1);
-		xfer(&p, "READ malloc+3 (4093) -> mmap+4095", IBV_WR_RDMA_READ, s2, 1, d2, 1);
-		xfer(&p, "READ stack+5 (3001) -> stack+7 at offset 1", IBV_WR_RDMA_READ, s3, 1, d3, 1);
+		xfer(d, &p, "READ mmap+4089 at offset 11 (4000) -> malloc+1 at offset 93", IBV_WR_RDMA_READ, s1, 1, d1, 1);
+		xfer(d, &p, "READ malloc+3 (4093) -> mmap+4095", IBV_WR_RDMA_READ, s2, 1, d2, 1);
+		xfer(d, &p, "READ stack+5 (3001) -> stack+7 at offset 1", IBV_WR_RDMA_READ, s3, 1, d3, 1);
 	}
 	{
 		struct seg s1[] = { { &hs, 1, 2000 }, { &ss, 7, 1 }, { &ms, 3000, 1111 } };
@@ -264,17 +279,17 @@ void part_memory(struct dev *d)
 		struct seg s3[] = { { &ms, 0, 4111 } };
 		struct seg d3[] = { { &hd, 0, 2000 }, { &sd, 100, 2111 } };
 
-		xfer(&p, "SEND of 3 SGEs (malloc, stack, mmap) -> RECV of 2 SGEs (malloc, mmap)", IBV_WR_SEND, s1, 3, d1,
+		xfer(d, &p, "SEND of 3 SGEs (malloc, stack, mmap) -> RECV of 2 SGEs (malloc, mmap)", IBV_WR_SEND, s1, 3, d1,
 		     2);
-		xfer(&p, "WRITE of 2 SGEs (stack, mmap) -> malloc+1 at offset 3", IBV_WR_RDMA_WRITE, s2, 2, d2, 1);
-		xfer(&p, "READ mmap+4089 (4111) -> 2 SGEs (malloc, stack)", IBV_WR_RDMA_READ, s3, 1, d3, 2);
+		xfer(d, &p, "WRITE of 2 SGEs (stack, mmap) -> malloc+1 at offset 3", IBV_WR_RDMA_WRITE, s2, 2, d2, 1);
+		xfer(d, &p, "READ mmap+4089 (4111) -> 2 SGEs (malloc, stack)", IBV_WR_RDMA_READ, s3, 1, d3, 2);
 	}
 	{
 		struct seg s1[] = { { &hs, 0, 3000 } }, d1[] = { { &id, 7, 3000 } };
 		struct seg s2[] = { { &is, 1000, 2000 } }, d2[] = { { &hd, 5, 2000 } };
 
-		xfer(&p, "WRITE to an ibv_reg_mr_iova2 MR at iova + 7", IBV_WR_RDMA_WRITE, s1, 1, d1, 1);
-		xfer(&p, "READ from an ibv_reg_mr_iova MR at iova + 1000", IBV_WR_RDMA_READ, s2, 1, d2, 1);
+		xfer(d, &p, "WRITE to an ibv_reg_mr_iova2 MR at iova + 7", IBV_WR_RDMA_WRITE, s1, 1, d1, 1);
+		xfer(d, &p, "READ from an ibv_reg_mr_iova MR at iova + 1000", IBV_WR_RDMA_READ, s2, 1, d2, 1);
 	}
 	for (size_t i = 0; i < sizeof(srcs) / sizeof(srcs[0]); i++) {
 		long at = find_pat_mismatch(region(srcs[i]), srcs[i]->len, srcs[i]->seed);

@@ -276,20 +276,22 @@ out:
 static void too_many_sges(struct env *e)
 {
 	struct pair p;
-	struct ibv_sge sge[64];
+	struct ibv_sge sge[256];
 	struct ibv_send_wr wr, *bad = NULL;
 	struct ibv_recv_wr rwr, *rbad = NULL;
 	int n, rc;
 
 	if (pair_open(e->d, &p, &fresh_opts))
 		return;
-	for (int i = 0; i < 64; i++) {
+	for (int i = 0; i < 256; i++) {
 		sge[i].addr = (uintptr_t)(e->good + i);
 		sge[i].length = 1;
 		sge[i].lkey = e->good_mr->lkey;
 	}
 	n = (int)p.cap_a.max_send_sge + 1;
-	if (n <= 64) {
+	if (n > 256)
+		fail("d: too many SGEs: ibv_create_qp reported max_send_sge %d (asked for 1)", n - 1);
+	else {
 		memset(&wr, 0, sizeof(wr));
 		wr.sg_list = sge;
 		wr.num_sge = n;
@@ -300,7 +302,9 @@ static void too_many_sges(struct env *e)
 		      n - 1, strerror(rc), bad == &wr ? "= the WR" : "WRONG");
 	}
 	n = (int)p.cap_b.max_recv_sge + 1;
-	if (n <= 64) {
+	if (n > 256)
+		fail("d: too many SGEs: ibv_create_qp reported max_recv_sge %d (asked for 1)", n - 1);
+	else {
 		memset(&rwr, 0, sizeof(rwr));
 		rwr.sg_list = sge;
 		rwr.num_sge = n;
