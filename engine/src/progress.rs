@@ -149,7 +149,7 @@ impl Waiter {
 
 /// Sleeps in poll(2) until `fd` is readable (or writable, with `write`), `also` is readable, or
 /// `timeout` passes; false, at once, if there is no descriptor at all.
-fn sleep_on(
+pub(crate) fn sleep_on(
     fd: Option<BorrowedFd<'_>>,
     write: bool,
     also: Option<BorrowedFd<'_>>,

@@ -5,15 +5,15 @@ use engine::datapath::{Datapath, TxError};
 use engine::simpair::{PairConfig, connect};
 use engine::verbs::{Access, Context, QpInitAttr, SendWr, Sge, VerbsError, WrOpcode};
 use frame::Frame;
-use std::cell::Cell;
 use std::net::IpAddr;
-use std::rc::Rc;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 /// A simulated port whose transmissions all fail, counting its flushes.
 struct FailingTx {
     inner: SimPort,
-    flushes: Rc<Cell<u32>>,
+    flushes: Arc<AtomicU32>,
 }
 
 impl Datapath for FailingTx {
@@ -43,7 +43,7 @@ impl Datapath for FailingTx {
         self.inner.recycle(frame);
     }
     fn flush(&mut self) {
-        self.flushes.set(self.flushes.get() + 1);
+        self.flushes.fetch_add(1, Ordering::Relaxed);
         self.inner.flush();
     }
 }
@@ -52,8 +52,8 @@ impl Datapath for FailingTx {
 fn l4_progress_still_flushes_after_a_datapath_error() {
     let (_net, pa, pb) = SimNet::pair(1, Default::default(), Default::default());
     let peer = Context::open(pb);
-    let flushes = Rc::new(Cell::new(0));
-    let mut ctx = Context::open(FailingTx { inner: pa, flushes: Rc::clone(&flushes) });
+    let flushes = Arc::new(AtomicU32::new(0));
+    let mut ctx = Context::open(FailingTx { inner: pa, flushes: Arc::clone(&flushes) });
     let pd = ctx.alloc_pd();
     let cq = ctx.create_cq(16).unwrap();
     let qp = ctx.create_qp(pd, &QpInitAttr::rc(cq)).unwrap();
@@ -62,5 +62,5 @@ fn l4_progress_still_flushes_after_a_datapath_error() {
     let sge = Sge { addr: mr.addr, length: 64, lkey: mr.lkey };
     ctx.post_send(qp, &[SendWr::new(1, WrOpcode::Send, vec![sge])]).unwrap();
     assert_eq!(ctx.progress(), Err(VerbsError::Datapath("no route")));
-    assert_eq!(flushes.get(), 1, "the round ended without flushing the datapath");
+    assert_eq!(flushes.load(Ordering::Relaxed), 1, "the round ended without flushing the datapath");
 }

@@ -12,11 +12,10 @@ use super::wrap::{delegate_datapath, delegate_datapath_tail};
 use super::{Datapath, TxError};
 use crate::roce::types::Mtu;
 use frame::Frame;
-use std::cell::RefCell;
 use std::io::{self, Write};
 use std::net::IpAddr;
 use std::path::Path;
-use std::rc::Rc;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 /// Bytes of records a capture holds before it writes them to its file.
@@ -39,7 +38,7 @@ fn file_header() -> [u8; 24] {
 
 /// Where a capture's records go: a bounded buffer in front of a writer (the file).
 struct Sink {
-    out: Box<dyn Write>,
+    out: Box<dyn Write + Send>,
     buf: Vec<u8>,
     frames: u64,
     /// The first write error; the capture stops writing after it.
@@ -47,7 +46,7 @@ struct Sink {
 }
 
 impl Sink {
-    fn new(mut out: Box<dyn Write>) -> io::Result<Sink> {
+    fn new(mut out: Box<dyn Write + Send>) -> io::Result<Sink> {
         out.write_all(&file_header())?;
         Ok(Sink { out, buf: Vec::with_capacity(CAPTURE_BUFFER), frames: 0, error: None })
     }
@@ -115,7 +114,7 @@ impl Drop for Sink {
 
 /// A handle on a [`Capture`]'s file that stays valid after the datapath moves into a context.
 #[derive(Clone)]
-pub struct CaptureLog(Rc<RefCell<Sink>>);
+pub struct CaptureLog(Arc<Mutex<Sink>>);
 
 impl std::fmt::Debug for CaptureLog {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -124,15 +123,20 @@ impl std::fmt::Debug for CaptureLog {
 }
 
 impl CaptureLog {
+    /// The sink, whatever a panicking holder left (each record leaves it consistent).
+    fn sink(&self) -> MutexGuard<'_, Sink> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
     /// Frames recorded so far (some may still be buffered).
     pub fn frames(&self) -> u64 {
-        self.0.borrow().frames
+        self.sink().frames
     }
 
     /// Writes every buffered record to the file and flushes it: the file is then a complete pcap
     /// of every frame so far. Returns the number of frames, or the first write error.
     pub fn flush(&self) -> io::Result<u64> {
-        self.0.borrow_mut().flush()
+        self.sink().flush()
     }
 }
 
@@ -151,9 +155,9 @@ impl<D: std::fmt::Debug> std::fmt::Debug for Capture<D> {
 
 impl<D: Datapath> Capture<D> {
     /// Wraps `inner`, writing the capture to `out` (the pcap file header goes out now).
-    pub fn new(inner: D, out: impl Write + 'static) -> io::Result<Capture<D>> {
+    pub fn new(inner: D, out: impl Write + Send + 'static) -> io::Result<Capture<D>> {
         let sink = Sink::new(Box::new(out))?;
-        Ok(Capture { inner, log: CaptureLog(Rc::new(RefCell::new(sink))) })
+        Ok(Capture { inner, log: CaptureLog(Arc::new(Mutex::new(sink))) })
     }
 
     /// Wraps `inner`, writing the capture to a new file at `path` (replacing any).
@@ -168,7 +172,7 @@ impl<D: Datapath> Capture<D> {
 
     fn record(&self, frame: &Frame) -> Option<usize> {
         let time = self.inner.now();
-        self.log.0.borrow_mut().record(time, frame.as_slice())
+        self.log.sink().record(time, frame.as_slice())
     }
 }
 
@@ -180,7 +184,7 @@ impl<D: Datapath> Datapath for Capture<D> {
         if sent.is_err() {
             // Not sent (handed back, or failed): not in the capture either; a frame handed back
             // is recorded when the engine offers it again.
-            self.log.0.borrow_mut().unrecord(at);
+            self.log.sink().unrecord(at);
         }
         sent
     }
@@ -204,11 +208,11 @@ mod tests {
 
     /// A writer the test can read back, counting the writes that reach it.
     #[derive(Clone, Default)]
-    struct Shared(Rc<RefCell<(Vec<u8>, usize)>>);
+    struct Shared(Arc<Mutex<(Vec<u8>, usize)>>);
 
     impl Write for Shared {
         fn write(&mut self, b: &[u8]) -> io::Result<usize> {
-            let mut s = self.0.borrow_mut();
+            let mut s = self.0.lock().unwrap();
             s.0.extend_from_slice(b);
             s.1 += 1;
             Ok(b.len())
@@ -250,7 +254,7 @@ mod tests {
         assert_eq!(log.flush().unwrap(), 1000);
         let mut want = Vec::new();
         nicsim::write_pcap(&mut want, &sent).unwrap();
-        assert!(out.0.borrow().0 == want, "the same bytes as nicsim::write_pcap");
+        assert!(out.0.lock().unwrap().0 == want, "the same bytes as nicsim::write_pcap");
     }
 
     #[test]
@@ -264,13 +268,13 @@ mod tests {
             f.buffer_mut()[..4000].copy_from_slice(&frame_bytes(i, 4000));
             f.set_len(4000);
             tx.transmit(f).unwrap();
-            assert!(tx.log.0.borrow().buf.len() <= CAPTURE_BUFFER);
+            assert!(tx.log.sink().buf.len() <= CAPTURE_BUFFER);
         }
         // The file header, then whole buffers went to the writer during the run, each in one write.
-        let (written, writes) = (out.0.borrow().0.len(), out.0.borrow().1);
+        let (written, writes) = (out.0.lock().unwrap().0.len(), out.0.lock().unwrap().1);
         assert!(written > 2 * CAPTURE_BUFFER && writes == 4, "{written} bytes in {writes} writes");
         drop(tx);
-        let bytes = out.0.borrow().0.clone();
+        let bytes = out.0.lock().unwrap().0.clone();
         assert_eq!(bytes.len(), 24 + frames * (16 + 4000));
         let mut n = 0;
         for p in pcap_reader(&bytes) {
@@ -318,6 +322,6 @@ mod tests {
         f.set_len(60);
         assert!(tx.transmit(f).is_err());
         assert_eq!(tx.log().flush().unwrap(), 0);
-        assert_eq!(out.0.borrow().0.len(), 24);
+        assert_eq!(out.0.lock().unwrap().0.len(), 24);
     }
 }

@@ -1,13 +1,14 @@
 //! The in-process datapath: devices are ports of a [`nicsim::Network`], all driven from one thread.
+//! The network sits behind a mutex only so that a device is `Send` (a [`Context`](crate::verbs::Context)
+//! can move to a progress thread); the lock is never contended.
 
 use super::{Datapath, TxError};
 use crate::roce::path::canonical;
 use frame::Frame;
 use nicsim::{LinkConfig, Network, PortId};
-use std::cell::RefCell;
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr};
-use std::rc::Rc;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 #[derive(Debug)]
@@ -29,23 +30,28 @@ struct SimDevice {
 /// A simulated network with named devices on it. Clones share the same network.
 #[derive(Debug, Clone)]
 pub struct SimNet {
-    shared: Rc<RefCell<Shared>>,
+    shared: Arc<Mutex<Shared>>,
 }
 
 /// A device on a [`SimNet`]: one port.
 #[derive(Debug)]
 pub struct SimPort {
-    shared: Rc<RefCell<Shared>>,
+    shared: Arc<Mutex<Shared>>,
     port: PortId,
     mac: [u8; 6],
     gid: IpAddr,
+}
+
+/// The shared network, whatever a panicking holder left (each step leaves it consistent).
+fn lock(shared: &Mutex<Shared>) -> MutexGuard<'_, Shared> {
+    shared.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl SimNet {
     /// An empty network whose impairments draw from `seed`.
     pub fn new(seed: u64) -> SimNet {
         SimNet {
-            shared: Rc::new(RefCell::new(Shared {
+            shared: Arc::new(Mutex::new(Shared {
                 net: Network::new(seed),
                 neighbours: HashMap::new(),
                 ports: Vec::new(),
@@ -57,7 +63,7 @@ impl SimNet {
     /// have the given impairments.
     pub fn pair(seed: u64, a_to_b: LinkConfig, b_to_a: LinkConfig) -> (SimNet, SimPort, SimPort) {
         let net = SimNet::new(seed);
-        let mut s = net.shared.borrow_mut();
+        let mut s = lock(&net.shared);
         let mut port = |name: &str, ip: Ipv4Addr, n: u8| {
             let mac = [2, 0, 0, 0, 0, n];
             let port = s.net.add_port(mac);
@@ -83,7 +89,7 @@ impl SimNet {
 
     /// Adds a device without opening it; [`open`](Self::open) it by name.
     pub fn add_device(&self, name: &str, ip: IpAddr) -> Result<PortId, &'static str> {
-        let mut s = self.shared.borrow_mut();
+        let mut s = lock(&self.shared);
         if s.ports.iter().any(|d| d.name == name) {
             return Err("device name in use");
         }
@@ -99,7 +105,7 @@ impl SimNet {
     /// Opens a device by name (`ibv_open_device`). A device is opened once: a second open would
     /// steal the first one's frames.
     pub fn open(&self, name: &str) -> Result<SimPort, &'static str> {
-        let mut s = self.shared.borrow_mut();
+        let mut s = lock(&self.shared);
         let d = s.ports.iter_mut().find(|d| d.name == name).ok_or("no device of that name")?;
         if d.open {
             return Err("device already open");
@@ -110,12 +116,12 @@ impl SimNet {
 
     /// Runs `f` on the network (to connect ports, change links, read counters or the tap).
     pub fn with<R>(&self, f: impl FnOnce(&mut Network) -> R) -> R {
-        f(&mut self.shared.borrow_mut().net)
+        f(&mut lock(&self.shared).net)
     }
 
     /// The names and GIDs (as IP addresses) of the devices (`ibv_get_device_list`).
     pub fn devices(&self) -> Vec<(String, IpAddr)> {
-        self.shared.borrow().ports.iter().map(|d| (d.name.clone(), d.ip)).collect()
+        lock(&self.shared).ports.iter().map(|d| (d.name.clone(), d.ip)).collect()
     }
 
     /// Virtual time now.
@@ -144,7 +150,7 @@ impl SimPort {
 impl Drop for SimPort {
     /// Closing a device lets it be opened again.
     fn drop(&mut self) {
-        if let Ok(mut s) = self.shared.try_borrow_mut() {
+        if let Ok(mut s) = self.shared.try_lock() {
             if let Some(d) = s.ports.iter_mut().find(|d| d.port == self.port) {
                 d.open = false;
             }
@@ -154,7 +160,7 @@ impl Drop for SimPort {
 
 impl Datapath for SimPort {
     fn now(&self) -> Duration {
-        self.shared.borrow().net.now()
+        lock(&self.shared).net.now()
     }
 
     fn mac(&self) -> [u8; 6] {
@@ -166,29 +172,29 @@ impl Datapath for SimPort {
     }
 
     fn resolve(&self, ip: IpAddr) -> Option<[u8; 6]> {
-        self.shared.borrow().neighbours.get(&canonical(ip)).copied()
+        lock(&self.shared).neighbours.get(&canonical(ip)).copied()
     }
 
     fn alloc(&mut self) -> Frame {
-        self.shared.borrow_mut().net.alloc()
+        lock(&self.shared).net.alloc()
     }
 
     /// Never full: the simulated network queues or drops by its links' settings.
     fn transmit(&mut self, frame: Frame) -> Result<(), TxError> {
-        let sent = self.shared.borrow_mut().net.transmit(self.port, frame);
+        let sent = lock(&self.shared).net.transmit(self.port, frame);
         sent.map_err(|_| TxError::Failed("simulated port has no link"))
     }
 
     fn receive(&mut self) -> Option<Frame> {
-        self.shared.borrow_mut().net.receive(self.port)
+        lock(&self.shared).net.receive(self.port)
     }
 
     fn recycle(&mut self, frame: Frame) {
-        self.shared.borrow_mut().net.recycle(frame);
+        lock(&self.shared).net.recycle(frame);
     }
 
     fn link_up(&self) -> bool {
-        self.shared.borrow().net.port_up(self.port)
+        lock(&self.shared).net.port_up(self.port)
     }
 }
 

@@ -7,9 +7,8 @@ use crate::roce::types::Mtu;
 use frame::Frame;
 use rand_xoshiro::Xoshiro256PlusPlus;
 use rand_xoshiro::rand_core::{Rng, SeedableRng};
-use std::cell::RefCell;
 use std::net::IpAddr;
-use std::rc::Rc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 /// The `Datapath` methods a decorator passes straight to the datapath it wraps.
@@ -111,7 +110,7 @@ pub struct Faulty<D> {
     /// The inner datapath handed the last frame back ([`TxError::Full`]): the engine offers that
     /// same frame next, and it has had its faults already.
     refused: bool,
-    counters: Rc<RefCell<FaultCounters>>,
+    counters: Arc<Mutex<FaultCounters>>,
 }
 
 impl<D: Datapath> Faulty<D> {
@@ -123,12 +122,12 @@ impl<D: Datapath> Faulty<D> {
             rng: Xoshiro256PlusPlus::seed_from_u64(seed),
             held: None,
             refused: false,
-            counters: Rc::default(),
+            counters: Arc::default(),
         }
     }
 
     /// A handle on the counters that stays valid after the datapath moves into a context.
-    pub fn counters(&self) -> Rc<RefCell<FaultCounters>> {
+    pub fn counters(&self) -> Arc<Mutex<FaultCounters>> {
         self.counters.clone()
     }
 
@@ -170,7 +169,7 @@ impl<D: Datapath> Datapath for Faulty<D> {
         }
         let f = self.faults;
         if self.chance(f.loss) {
-            self.counters.borrow_mut().lost += 1;
+            self.counters.lock().unwrap_or_else(PoisonError::into_inner).lost += 1;
             self.inner.recycle(frame);
             return Ok(());
         }
@@ -178,21 +177,21 @@ impl<D: Datapath> Datapath for Faulty<D> {
             let span = (frame.len() - L2_L4) as u64 * 8;
             let bit = (self.rng.next_u64() % span) as usize;
             frame.as_mut_slice()[L2_L4 + bit / 8] ^= 1 << (bit % 8);
-            self.counters.borrow_mut().corrupted += 1;
+            self.counters.lock().unwrap_or_else(PoisonError::into_inner).corrupted += 1;
         }
         if self.chance(f.duplicate) {
             let mut copy = self.inner.alloc();
             copy.buffer_mut()[..frame.len()].copy_from_slice(frame.as_slice());
             copy.set_len(frame.len());
             match self.inner.transmit(copy) {
-                Ok(()) => self.counters.borrow_mut().duplicated += 1,
+                Ok(()) => self.counters.lock().unwrap_or_else(PoisonError::into_inner).duplicated += 1,
                 // No room for the extra copy: it is not sent (the original waits its turn).
                 Err(TxError::Full(copy)) => self.inner.recycle(copy),
                 Err(e) => return Err(e),
             }
         }
         if self.held.is_none() && self.chance(f.reorder) {
-            self.counters.borrow_mut().reordered += 1;
+            self.counters.lock().unwrap_or_else(PoisonError::into_inner).reordered += 1;
             self.held = Some(frame);
             return Ok(());
         }
@@ -206,7 +205,7 @@ impl<D: Datapath> Datapath for Faulty<D> {
     }
     delegate_datapath_tail!(inner);
     fn counters(&self) -> Vec<(&'static str, u64)> {
-        let c = *self.counters.borrow();
+        let c = *self.counters.lock().unwrap_or_else(PoisonError::into_inner);
         let mut v = self.inner.counters();
         if self.faults.any() {
             v.extend([
@@ -313,7 +312,7 @@ mod tests {
         }
         // ~20% lost, ~10% duplicated: about 900 arrive; one held frame may still wait.
         assert!((800..1000).contains(&got), "{got}");
-        let c = *counters.borrow();
+        let c = *counters.lock().unwrap();
         for (what, n, p) in [("lost", c.lost, 0.2), ("dup", c.duplicated, 0.1), ("corrupt", c.corrupted, 0.1)]
         {
             assert!((n as f64 - 1000.0 * p).abs() < 60.0, "{what}: {n}");

@@ -9,6 +9,7 @@
 //! still try: the key is 32 bits).
 
 use super::types::{Access, Sge};
+use super::usermem::UserBuf;
 use frame::{AlignedBuf, PAGE};
 
 /// Why a memory access was refused.
@@ -43,6 +44,38 @@ impl std::fmt::Display for MemError {
 
 impl std::error::Error for MemError {}
 
+/// Where a region's bytes live.
+#[derive(Debug)]
+enum Storage {
+    /// Allocated by the device ([`MemTable::register`]).
+    Owned(AlignedBuf),
+    /// The application's own memory ([`MemTable::register_user`]).
+    User(UserBuf),
+}
+
+impl Storage {
+    fn len(&self) -> usize {
+        match self {
+            Storage::Owned(b) => b.len(),
+            Storage::User(b) => b.len(),
+        }
+    }
+
+    fn as_slice(&self) -> &[u8] {
+        match self {
+            Storage::Owned(b) => b.as_slice(),
+            Storage::User(b) => b.as_slice(),
+        }
+    }
+
+    fn as_mut_slice(&mut self) -> &mut [u8] {
+        match self {
+            Storage::Owned(b) => b.as_mut_slice(),
+            Storage::User(b) => b.as_mut_slice(),
+        }
+    }
+}
+
 #[derive(Debug)]
 struct Region {
     pd: u32,
@@ -50,7 +83,7 @@ struct Region {
     access: Access,
     key: u32,
     remote_valid: bool,
-    data: AlignedBuf,
+    data: Storage,
 }
 
 impl Region {
@@ -95,6 +128,24 @@ impl Default for MemTable {
 impl MemTable {
     /// Registers `len` zeroed bytes for `pd`; returns the key and the base virtual address.
     pub fn register(&mut self, pd: u32, len: usize, access: Access) -> Option<(u32, u64)> {
+        let addr = self.next_addr;
+        // A guard page between regions keeps off-by-one ranges from landing in a neighbour.
+        let span = (len as u64).div_ceil(PAGE as u64) * PAGE as u64 + PAGE as u64;
+        let next = self.next_addr.checked_add(span)?;
+        let key = self.insert(pd, addr, access, Storage::Owned(AlignedBuf::zeroed(len)))?;
+        self.next_addr = next;
+        Some((key, addr))
+    }
+
+    /// Registers the application's bytes `buf` for `pd`, named by the virtual addresses
+    /// `iova..iova + len` (`ibv_reg_mr_iova2`; `ibv_reg_mr` passes the buffer's own address);
+    /// returns the key. `None` if the table is full or the range wraps.
+    pub fn register_user(&mut self, pd: u32, buf: UserBuf, iova: u64, access: Access) -> Option<u32> {
+        iova.checked_add(buf.len() as u64)?;
+        self.insert(pd, iova, access, Storage::User(buf))
+    }
+
+    fn insert(&mut self, pd: u32, addr: u64, access: Access, data: Storage) -> Option<u32> {
         let index = match self.slots.iter().position(Option::is_none) {
             Some(i) => i,
             None => {
@@ -107,13 +158,8 @@ impl MemTable {
         }
         self.generation = self.generation.wrapping_add(1);
         let key = ((index as u32) << 8 | u32::from(self.generation)) ^ self.key_mask;
-        let addr = self.next_addr;
-        // A guard page between regions keeps off-by-one ranges from landing in a neighbour.
-        let span = (len as u64).div_ceil(PAGE as u64) * PAGE as u64 + PAGE as u64;
-        self.next_addr = self.next_addr.checked_add(span)?;
-        let data = AlignedBuf::zeroed(len);
         self.slots[index] = Some(Region { pd, addr, access, key, remote_valid: true, data });
-        Some((key, addr))
+        Some(key)
     }
 
     /// The slot a key names.

@@ -8,6 +8,7 @@ use crate::roce::path::{Path, canonical};
 use crate::roce::types::{
     Access, AddressVector, Ah, Mtu, QpAttr, QpCap, QpState, QpType, RecvWr, SendWr, WorkCompletion,
 };
+use crate::roce::usermem::UserBuf;
 use crate::roce::{CqSide, LIMITS, QpConfig, QueuePair, RecvWqe, RxMeta};
 use crate::roce::{MemTable, VerbsError};
 use frame::Frame;
@@ -142,9 +143,25 @@ const RX_BUDGET: usize = 256;
 /// Frames one QP sends per progress call.
 const TX_BUDGET: usize = 64;
 
+/// `ibv_reg_mr`'s rule: remote write or atomic access requires local write.
+fn check_mr_access(access: Access) -> Result<(), VerbsError> {
+    if access.contains(Access::REMOTE_WRITE) && !access.contains(Access::LOCAL_WRITE)
+        || access.contains(Access::REMOTE_ATOMIC) && !access.contains(Access::LOCAL_WRITE)
+    {
+        return Err(VerbsError::InvalidAttr("access: REMOTE_WRITE/ATOMIC need LOCAL_WRITE"));
+    }
+    Ok(())
+}
+
+/// A context moves between threads (a [`Device`](super::Device) shares it behind a lock).
+const _: fn() = || {
+    fn send<T: Send>() {}
+    send::<Context>();
+};
+
 /// An opened device. See the module documentation.
 pub struct Context {
-    dp: Box<dyn Datapath>,
+    dp: Box<dyn Datapath + Send>,
     mem: MemTable,
     pds: Vec<bool>,
     cqs: Vec<Option<CqState>>,
@@ -171,7 +188,7 @@ impl std::fmt::Debug for Context {
 
 impl Context {
     /// Opens the device behind a datapath.
-    pub fn open(dp: impl Datapath + 'static) -> Context {
+    pub fn open(dp: impl Datapath + Send + 'static) -> Context {
         let link_up = dp.link_up();
         Context {
             dp: Box::new(dp),
@@ -283,14 +300,20 @@ impl Context {
     /// Registers `length` bytes of zeroed, page-aligned memory (`ibv_reg_mr`).
     pub fn reg_mr(&mut self, pd: Pd, length: usize, access: Access) -> Result<Mr, VerbsError> {
         self.pd_ok(pd)?;
-        if access.contains(Access::REMOTE_WRITE) && !access.contains(Access::LOCAL_WRITE)
-            || access.contains(Access::REMOTE_ATOMIC) && !access.contains(Access::LOCAL_WRITE)
-        {
-            // ibv_reg_mr: remote write or atomic access requires local write.
-            return Err(VerbsError::InvalidAttr("access: REMOTE_WRITE/ATOMIC need LOCAL_WRITE"));
-        }
+        check_mr_access(access)?;
         let (key, addr) = self.mem.register(pd.0, length, access).ok_or(VerbsError::OutOfResources)?;
         Ok(Mr { lkey: key, rkey: key, addr, length })
+    }
+
+    /// Registers the application's own memory (`ibv_reg_mr`, `ibv_reg_mr_iova2`): SGEs and peers
+    /// name its bytes by the virtual addresses `iova..iova + len` (pass the buffer's address for
+    /// `ibv_reg_mr`). The memory stays the application's: see [`UserBuf`] for the contract.
+    pub fn reg_user_mr(&mut self, pd: Pd, buf: UserBuf, iova: u64, access: Access) -> Result<Mr, VerbsError> {
+        self.pd_ok(pd)?;
+        check_mr_access(access)?;
+        let length = buf.len();
+        let key = self.mem.register_user(pd.0, buf, iova, access).ok_or(VerbsError::OutOfResources)?;
+        Ok(Mr { lkey: key, rkey: key, addr: iova, length })
     }
 
     /// Deregisters a region; later use of its keys fails.

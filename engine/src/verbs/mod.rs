@@ -7,6 +7,7 @@
 
 mod context;
 mod cq;
+mod device;
 mod stats;
 
 pub use crate::roce::mem;
@@ -14,6 +15,8 @@ pub use crate::roce::types::{
     Access, AddressVector, Ah, Mtu, QpAttr, QpCap, QpState, QpType, RecvWr, SendFlags, SendWindow, SendWr,
     Sge, UdDest, WcOpcode, WcStatus, WorkCompletion, WrOpcode,
 };
+pub use crate::roce::usermem::UserBuf;
 pub use crate::roce::{MemError, MemTable, VerbsError};
 pub use context::{AsyncEvent, CompChannel, Context, Cq, Mr, Pd, Qp, QpInitAttr, Srq, SrqAttr};
+pub use device::{Device, HANDOVER};
 pub use stats::{QpStats, Stats};

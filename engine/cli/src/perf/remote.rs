@@ -285,7 +285,7 @@ pub fn open_context(link: &Link, mtu: Mtu) -> Result<(Context, Option<CaptureLog
 /// A context on `port` with `link`'s egress faults; the capture decorator only with a capture
 /// file, and [`RocePort`] only on another UDP port than 4791 (outside the capture, which so holds
 /// the frames with the ports they had on the wire).
-fn open_on<D: Datapath + 'static>(
+fn open_on<D: Datapath + Send + 'static>(
     port: D,
     link: &Link,
 ) -> Result<(Context, Option<CaptureLog>), RemoteError> {

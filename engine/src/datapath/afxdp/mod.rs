@@ -105,6 +105,10 @@ struct Umem {
     len: usize,
 }
 
+// SAFETY: the mapping belongs to this value alone (unmapped on drop) and is reached only through
+// `&mut self`; moving it to another thread moves that sole ownership with it.
+unsafe impl Send for Umem {}
+
 impl Umem {
     fn new(len: usize) -> io::Result<Umem> {
         // SAFETY: a fresh private anonymous mapping; nothing else refers to it.

@@ -19,6 +19,11 @@ pub(crate) struct Ring<T> {
     size: u32,
 }
 
+// SAFETY: the ring's mapping belongs to this value alone (it unmaps it on drop) and every access
+// goes through `&mut self` or atomics shared with the kernel, never with another thread of this
+// process; moving it to another thread moves that sole ownership with it.
+unsafe impl<T: Send> Send for Ring<T> {}
+
 impl<T: Copy> Ring<T> {
     /// Maps the ring at page offset `pgoff` of `fd`, laid out as `off` says.
     pub(crate) fn map(

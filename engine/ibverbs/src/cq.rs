@@ -1,0 +1,219 @@
+//! Completion channels and completion queues.
+
+use crate::abi::*;
+use crate::device::Ctx;
+use crate::errno;
+use crate::wr;
+use engine::verbs::{CompChannel, Cq, VerbsError};
+use rustix::fd::{AsRawFd, OwnedFd};
+use std::ffi::{c_int, c_void};
+
+/// A completion channel: rdma-core's `struct ibv_comp_channel` first. Its `fd` (a duplicate of
+/// the engine's eventfd) is readable while a CQ event waits, for programs that poll it.
+#[repr(C)]
+struct SoftChannel {
+    ibv: ibv_comp_channel,
+    ch: CompChannel,
+    fd: OwnedFd,
+}
+
+impl SoftChannel {
+    /// # Safety
+    /// `p` is null or a channel of this library not yet destroyed.
+    unsafe fn from<'a>(p: *mut ibv_comp_channel) -> Option<(&'a SoftChannel, &'a Ctx)> {
+        if p.is_null() {
+            return None;
+        }
+        // SAFETY: every channel handed out is the first field of a live `SoftChannel`.
+        let c = unsafe { &*p.cast::<SoftChannel>() };
+        Some((c, unsafe { Ctx::from(c.ibv.context) }?))
+    }
+}
+
+/// A completion queue: rdma-core's `struct ibv_cq` first.
+#[repr(C)]
+pub(crate) struct SoftCq {
+    ibv: ibv_cq,
+    pub(crate) cq: Cq,
+}
+
+impl SoftCq {
+    /// # Safety
+    /// `p` is null or a CQ of this library not yet destroyed.
+    pub(crate) unsafe fn from<'a>(p: *mut ibv_cq) -> Option<(&'a SoftCq, &'a Ctx)> {
+        if p.is_null() {
+            return None;
+        }
+        // SAFETY: every CQ handed out is the first field of a live `SoftCq`.
+        let c = unsafe { &*p.cast::<SoftCq>() };
+        Some((c, unsafe { Ctx::from(c.ibv.context) }?))
+    }
+}
+
+/// `ibv_create_comp_channel`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ibv_create_comp_channel(context: *mut ibv_context) -> *mut ibv_comp_channel {
+    let Some(ctx) = (unsafe { Ctx::from(context) }) else { return errno::null(libc::EINVAL) };
+    let mut c = ctx.dev.lock();
+    let ch = match c.create_comp_channel() {
+        Ok(ch) => ch,
+        Err(e) => return errno::null(errno::of(&e)),
+    };
+    let fd = match c.comp_channel_fd(ch).map(|fd| rustix::io::fcntl_dupfd_cloexec(fd, 0)) {
+        Ok(Ok(fd)) => fd,
+        _ => {
+            let _ = c.destroy_comp_channel(ch);
+            return errno::null(libc::EMFILE);
+        }
+    };
+    let ibv = ibv_comp_channel { context, fd: fd.as_raw_fd(), refcnt: 0 };
+    Box::into_raw(Box::new(SoftChannel { ibv, ch, fd })).cast()
+}
+
+/// `ibv_destroy_comp_channel`: `EBUSY` while a CQ uses it.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ibv_destroy_comp_channel(channel: *mut ibv_comp_channel) -> c_int {
+    let Some((c, ctx)) = (unsafe { SoftChannel::from(channel) }) else { return libc::EINVAL };
+    if let Err(e) = ctx.dev.lock().destroy_comp_channel(c.ch) {
+        return errno::of(&e);
+    }
+    // SAFETY: allocated as a Box by `ibv_create_comp_channel`.
+    drop(unsafe { Box::from_raw(channel.cast::<SoftChannel>()) });
+    0
+}
+
+/// `ibv_create_cq`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ibv_create_cq(
+    context: *mut ibv_context,
+    cqe: c_int,
+    cq_context: *mut c_void,
+    channel: *mut ibv_comp_channel,
+    comp_vector: c_int,
+) -> *mut ibv_cq {
+    let Some(ctx) = (unsafe { Ctx::from(context) }) else { return errno::null(libc::EINVAL) };
+    if !(1..(1 << 20)).contains(&cqe) || comp_vector != 0 {
+        return errno::null(libc::EINVAL);
+    }
+    let ch = if channel.is_null() {
+        None
+    } else {
+        match unsafe { SoftChannel::from(channel) } {
+            Some((c, _)) => Some(c.ch),
+            None => return errno::null(libc::EINVAL),
+        }
+    };
+    let cq = match ctx.dev.lock().create_cq_with_channel(cqe as usize, ch) {
+        Ok(cq) => cq,
+        Err(e) => return errno::null(errno::of(&e)),
+    };
+    // SAFETY: all-zero is a valid `ibv_cq` (a zeroed pthread mutex and condition are the
+    // static initialisers on glibc).
+    let mut ibv: ibv_cq = unsafe { std::mem::zeroed() };
+    ibv.context = context;
+    ibv.channel = channel;
+    ibv.cq_context = cq_context;
+    ibv.cqe = cqe;
+    let p: *mut SoftCq = Box::into_raw(Box::new(SoftCq { ibv, cq }));
+    ctx.objects().cqs.insert(cq, p as usize);
+    p.cast()
+}
+
+/// `ibv_destroy_cq`: `EBUSY` while a QP uses it or events are unacknowledged.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ibv_destroy_cq(cq: *mut ibv_cq) -> c_int {
+    let Some((c, ctx)) = (unsafe { SoftCq::from(cq) }) else { return libc::EINVAL };
+    if let Err(e) = ctx.dev.lock().destroy_cq(c.cq) {
+        return errno::of(&e);
+    }
+    ctx.objects().cqs.remove(&c.cq);
+    // SAFETY: allocated as a Box by `ibv_create_cq`.
+    drop(unsafe { Box::from_raw(cq.cast::<SoftCq>()) });
+    0
+}
+
+/// `ibv_context_ops.poll_cq` (behind the inline `ibv_poll_cq`): a progress round, then up to
+/// `num_entries` completions; -1 on an overrun CQ.
+pub(crate) unsafe extern "C" fn poll_cq(cq: *mut ibv_cq, num_entries: c_int, wc: *mut ibv_wc) -> c_int {
+    let Some((c, ctx)) = (unsafe { SoftCq::from(cq) }) else { return -1 };
+    if num_entries <= 0 {
+        return 0;
+    }
+    if wc.is_null() {
+        return -1;
+    }
+    let mut out = Vec::with_capacity(num_entries as usize);
+    {
+        let mut e = ctx.dev.lock();
+        // A datapath error shows in the completions it causes; polling goes on.
+        let _ = e.progress();
+        if let Err(VerbsError::CqOverrun) | Err(_) = e.poll_cq(c.cq, &mut out, num_entries as usize) {
+            return -1;
+        }
+    }
+    for (i, w) in out.iter().enumerate() {
+        // SAFETY: the caller's array has `num_entries` entries; `out` holds at most that many.
+        unsafe { wc.add(i).write(wr::wc(w)) };
+    }
+    out.len() as c_int
+}
+
+/// `ibv_context_ops.req_notify_cq`.
+pub(crate) unsafe extern "C" fn req_notify_cq(cq: *mut ibv_cq, solicited_only: c_int) -> c_int {
+    let Some((c, ctx)) = (unsafe { SoftCq::from(cq) }) else { return libc::EINVAL };
+    match ctx.dev.lock().req_notify_cq(c.cq, solicited_only != 0) {
+        Ok(()) => 0,
+        Err(e) => errno::of(&e),
+    }
+}
+
+/// `ibv_get_cq_event`: blocks until a CQ of the channel has an event, while the progress thread
+/// drives the engine. (The descriptor is the engine's non-blocking eventfd: a program that polls
+/// it first, as non-blocking programs do, finds the event waiting.)
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ibv_get_cq_event(
+    channel: *mut ibv_comp_channel,
+    cq: *mut *mut ibv_cq,
+    cq_context: *mut *mut c_void,
+) -> c_int {
+    let Some((ch, ctx)) = (unsafe { SoftChannel::from(channel) }) else {
+        errno::set(libc::EINVAL);
+        return -1;
+    };
+    loop {
+        let got = ctx.dev.lock().get_cq_event(ch.ch);
+        match got {
+            Ok(Some(q)) => {
+                let p = ctx.objects().cqs.get(&q).copied().unwrap_or(0) as *mut ibv_cq;
+                // SAFETY: the caller passes writable out pointers (or null); `p` is a live CQ.
+                unsafe {
+                    if !cq.is_null() {
+                        *cq = p;
+                    }
+                    if !cq_context.is_null() {
+                        *cq_context = if p.is_null() { std::ptr::null_mut() } else { (*p).cq_context };
+                    }
+                }
+                return 0;
+            }
+            Ok(None) => {}
+            Err(e) => {
+                errno::set(errno::of(&e));
+                return -1;
+            }
+        }
+        ctx.dev.release();
+        if engine::progress::wait_readable(&ch.fd, None).is_err() {
+            errno::set(libc::EIO);
+            return -1;
+        }
+    }
+}
+
+/// `ibv_ack_cq_events`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ibv_ack_cq_events(cq: *mut ibv_cq, nevents: std::ffi::c_uint) {
+    if let Some((c, ctx)) = unsafe { SoftCq::from(cq) } {
+        let _ = ctx.dev.lock().ack_cq_events(c.cq, nevents);
+    }
+}

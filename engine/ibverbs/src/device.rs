@@ -1,0 +1,525 @@
+//! Devices and contexts: the device list, open/close, the device, port, GID and P_Key queries,
+//! and asynchronous events.
+
+use crate::abi::*;
+use crate::config::{self, Backend, DevInfo, GID_TABLE_LEN};
+use crate::errno;
+use engine::datapath::Datapath;
+use engine::datapath::afxdp::{AfXdpPort, XdpMode};
+use engine::datapath::udp::{RxIcrc, UdpPort};
+use engine::datapath::wrap::RocePort;
+use engine::roce::{LIMITS, MAX_MSG_SIZE};
+use engine::verbs::{AsyncEvent, Context, Cq, Device, Mtu, Qp, Srq};
+use std::collections::HashMap;
+use std::ffi::{c_char, c_int, c_void};
+use std::mem::offset_of;
+use std::sync::{Mutex, MutexGuard, OnceLock, PoisonError};
+
+/// A device the library presents: rdma-core's `struct ibv_device` first, so the pointer programs
+/// hold is this.
+#[repr(C)]
+pub(crate) struct SoftDevice {
+    ibv: ibv_device,
+    pub(crate) info: DevInfo,
+}
+
+// SAFETY: the C struct holds only names and enums (no pointers are set); the list is built once
+// and never written again.
+unsafe impl Sync for SoftDevice {}
+// SAFETY: as above.
+unsafe impl Send for SoftDevice {}
+
+/// Objects of a context, by their engine handle: what events and channels name.
+#[derive(Default)]
+pub(crate) struct Objects {
+    pub(crate) cqs: HashMap<Cq, usize>,
+    pub(crate) qps: HashMap<Qp, usize>,
+    pub(crate) srqs: HashMap<Srq, usize>,
+}
+
+/// An opened device: rdma-core's `struct verbs_context` (which ends with the `struct ibv_context`
+/// programs hold) first.
+#[repr(C)]
+pub(crate) struct Ctx {
+    v: verbs_context,
+    pub(crate) dev: Device,
+    pub(crate) info: &'static DevInfo,
+    pub(crate) objects: Mutex<Objects>,
+    async_fd: rustix::fd::OwnedFd,
+}
+
+impl Ctx {
+    /// The context behind a program's `ibv_context` pointer.
+    ///
+    /// # Safety
+    /// `p` is null or a context this library opened and has not closed.
+    pub(crate) unsafe fn from<'a>(p: *mut ibv_context) -> Option<&'a Ctx> {
+        if p.is_null() {
+            return None;
+        }
+        // SAFETY: `p` points at `v.context` of a live `Ctx` (`v` is its first field).
+        Some(unsafe { &*p.cast::<u8>().sub(offset_of!(verbs_context, context)).cast::<Ctx>() })
+    }
+
+    /// The `ibv_context` pointer programs hold.
+    pub(crate) fn ibv(&self) -> *mut ibv_context {
+        std::ptr::addr_of!(self.v.context).cast_mut()
+    }
+
+    pub(crate) fn objects(&self) -> MutexGuard<'_, Objects> {
+        self.objects.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// The devices, found once per process from the environment.
+fn devices() -> &'static [SoftDevice] {
+    static LIST: OnceLock<Vec<SoftDevice>> = OnceLock::new();
+    LIST.get_or_init(|| {
+        let infos = config::devices().unwrap_or_else(|e| {
+            eprintln!("softrdma: {}", e.0);
+            Vec::new()
+        });
+        infos
+            .into_iter()
+            .map(|info| {
+                // SAFETY: all-zero is a valid `ibv_device` (no ops, empty names).
+                let mut ibv: ibv_device = unsafe { std::mem::zeroed() };
+                ibv.node_type = IBV_NODE_CA;
+                ibv.transport_type = IBV_TRANSPORT_IB;
+                copy_str(&mut ibv.name, &info.name);
+                copy_str(&mut ibv.dev_name, &format!("uverbs_{}", info.iface));
+                copy_str(&mut ibv.dev_path, &format!("/nonexistent/softrdma/{}", info.iface));
+                copy_str(&mut ibv.ibdev_path, &format!("/nonexistent/softrdma/{}", info.name));
+                SoftDevice { ibv, info }
+            })
+            .collect()
+    })
+}
+
+fn copy_str(dst: &mut [c_char], s: &str) {
+    let n = dst.len() - 1;
+    for (d, b) in dst.iter_mut().zip(s.bytes().take(n)) {
+        *d = b as c_char;
+    }
+}
+
+/// `ibv_get_device_list`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ibv_get_device_list(num_devices: *mut c_int) -> *mut *mut ibv_device {
+    let list = devices();
+    // SAFETY: calloc of (n + 1) pointers; checked for null below.
+    let arr = unsafe { libc::calloc(list.len() + 1, size_of::<*mut ibv_device>()) }.cast::<*mut ibv_device>();
+    if arr.is_null() {
+        return errno::null(libc::ENOMEM);
+    }
+    for (i, d) in list.iter().enumerate() {
+        // SAFETY: `i < n` entries of the array just allocated.
+        unsafe { *arr.add(i) = std::ptr::addr_of!(d.ibv).cast_mut() };
+    }
+    if !num_devices.is_null() {
+        // SAFETY: the caller passes a valid int pointer or null.
+        unsafe { *num_devices = list.len() as c_int };
+    }
+    arr
+}
+
+/// `ibv_free_device_list`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ibv_free_device_list(list: *mut *mut ibv_device) {
+    // SAFETY: `list` came from `ibv_get_device_list` (calloc), or is null.
+    unsafe { libc::free(list.cast()) };
+}
+
+/// The device behind a program's pointer.
+///
+/// # Safety
+/// `d` is null or from `ibv_get_device_list`.
+unsafe fn soft(d: *mut ibv_device) -> Option<&'static SoftDevice> {
+    // SAFETY: every device pointer handed out is the first field of a `SoftDevice` in the static list.
+    (!d.is_null()).then(|| unsafe { &*d.cast::<SoftDevice>() })
+}
+
+/// `ibv_get_device_name`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ibv_get_device_name(device: *mut ibv_device) -> *const c_char {
+    match unsafe { soft(device) } {
+        Some(d) => d.ibv.name.as_ptr(),
+        None => errno::null(libc::EINVAL),
+    }
+}
+
+/// `ibv_get_device_guid` (network byte order).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ibv_get_device_guid(device: *mut ibv_device) -> __be64 {
+    unsafe { soft(device) }.map_or(0, |d| d.info.guid().to_be())
+}
+
+/// `ibv_get_device_index`: the position in the list.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ibv_get_device_index(device: *mut ibv_device) -> c_int {
+    let Some(d) = (unsafe { soft(device) }) else { return -1 };
+    devices().iter().position(|x| std::ptr::eq(x, d)).map_or(-1, |i| i as c_int)
+}
+
+fn open_datapath(info: &DevInfo) -> Result<Box<dyn FnOnce() -> Context>, String> {
+    let (ip, port) = (info.ip, info.udp_port);
+    fn ctx(dp: impl Datapath + Send + 'static, port: u16) -> Context {
+        if port == wire::ROCEV2_UDP_PORT { Context::open(dp) } else { Context::open(RocePort::new(dp, port)) }
+    }
+    match info.backend {
+        Backend::Udp => {
+            let icrc = if info.verify_icrc { RxIcrc::Verify } else { RxIcrc::Trust };
+            let mtu = info.active_mtu();
+            let p = UdpPort::bind(ip, port, icrc)
+                .map_err(|e| format!("binding UDP {ip}:{port}: {e}"))?
+                .with_mtu(mtu);
+            Ok(Box::new(move || ctx(p, port)))
+        }
+        Backend::AfXdp => {
+            let p = AfXdpPort::open_with(&info.iface, 0, ip, XdpMode::Generic, port, false)
+                .map_err(|e| format!("AF_XDP on {} queue 0: {e}", info.iface))?;
+            Ok(Box::new(move || ctx(p, port)))
+        }
+    }
+}
+
+/// `ibv_open_device`: binds the device's datapath (a UDP socket, an AF_XDP socket) and starts its
+/// progress thread. A device can be open once per process at a time (one socket per port).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ibv_open_device(device: *mut ibv_device) -> *mut ibv_context {
+    let Some(d) = (unsafe { soft(device) }) else { return errno::null(libc::EINVAL) };
+    let open = match open_datapath(&d.info) {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("softrdma: cannot open {}: {e}", d.info.name);
+            return errno::null(libc::ENODEV);
+        }
+    };
+    let dev = match Device::new(open()) {
+        Ok(dev) => dev,
+        Err(e) => return errno::null(e.raw_os_error().unwrap_or(libc::ENOMEM)),
+    };
+    let Ok(async_fd) = rustix::event::eventfd(0, rustix::event::EventfdFlags::CLOEXEC) else {
+        return errno::null(libc::EMFILE);
+    };
+    // SAFETY: all-zero is a valid `verbs_context` (null ops, a zeroed pthread mutex is
+    // PTHREAD_MUTEX_INITIALIZER on glibc).
+    let mut v: verbs_context = unsafe { std::mem::zeroed() };
+    v.sz = size_of::<verbs_context>();
+    v.query_device_ex = Some(crate::device::query_device_ex);
+    v.create_qp_ex = Some(crate::qp::create_qp_ex);
+    v.context.device = device;
+    v.context.cmd_fd = -1;
+    v.context.async_fd = rustix::fd::AsRawFd::as_raw_fd(&async_fd);
+    v.context.num_comp_vectors = 1;
+    // rdma-core's __VERBS_ABI_IS_EXTENDED: the inline wrappers look for extended ops in `v`.
+    v.context.abi_compat = usize::MAX as *mut c_void;
+    v.context.ops.poll_cq = Some(crate::cq::poll_cq);
+    v.context.ops.req_notify_cq = Some(crate::cq::req_notify_cq);
+    v.context.ops.post_send = Some(crate::qp::post_send);
+    v.context.ops.post_recv = Some(crate::qp::post_recv);
+    v.context.ops.post_srq_recv = Some(crate::srq_ah::post_srq_recv);
+    let ctx = Box::new(Ctx { v, dev, info: &d.info, objects: Mutex::default(), async_fd });
+    Box::leak(ctx).ibv()
+}
+
+/// `ibv_close_device`: stops the progress thread and releases the datapath. Objects still open
+/// on the context are released with it.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ibv_close_device(context: *mut ibv_context) -> c_int {
+    let Some(ctx) = (unsafe { Ctx::from(context) }) else { return libc::EINVAL };
+    // SAFETY: the context was leaked from a Box in `ibv_open_device`; the caller closes it once.
+    drop(unsafe { Box::from_raw(std::ptr::from_ref(ctx).cast_mut()) });
+    0
+}
+
+fn device_attr(info: &DevInfo) -> ibv_device_attr {
+    // SAFETY: all-zero is a valid `ibv_device_attr`.
+    let mut a: ibv_device_attr = unsafe { std::mem::zeroed() };
+    copy_str(&mut a.fw_ver, concat!("softrdma ", env!("CARGO_PKG_VERSION")));
+    a.node_guid = info.guid().to_be();
+    a.sys_image_guid = info.guid().to_be();
+    a.max_mr_size = u64::MAX;
+    a.page_size_cap = 0xffff_f000;
+    a.vendor_id = 0xff_ffff;
+    a.max_qp = 0xff_ffef;
+    a.max_qp_wr = LIMITS.max_qp_wr as c_int;
+    a.device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_PORT_ACTIVE_EVENT;
+    a.max_sge = LIMITS.max_sge as c_int;
+    a.max_sge_rd = LIMITS.max_sge as c_int;
+    a.max_cq = 0xffff;
+    a.max_cqe = (1 << 20) - 1;
+    a.max_mr = 0xff_ffff;
+    a.max_pd = 0xffff;
+    a.max_qp_rd_atom = c_int::from(LIMITS.max_rd_atomic);
+    a.max_qp_init_rd_atom = c_int::from(LIMITS.max_rd_atomic);
+    a.max_res_rd_atom = c_int::from(LIMITS.max_rd_atomic) * 1024;
+    a.atomic_cap = IBV_ATOMIC_HCA;
+    a.max_ah = 0xffff;
+    a.max_srq = 0xffff;
+    a.max_srq_wr = LIMITS.max_srq_wr as c_int;
+    a.max_srq_sge = LIMITS.max_sge as c_int;
+    a.max_pkeys = 1;
+    a.local_ca_ack_delay = 15;
+    a.phys_port_cnt = 1;
+    a
+}
+
+/// `ibv_query_device`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ibv_query_device(
+    context: *mut ibv_context,
+    device_attr_out: *mut ibv_device_attr,
+) -> c_int {
+    let Some(ctx) = (unsafe { Ctx::from(context) }) else { return libc::EINVAL };
+    if device_attr_out.is_null() {
+        return libc::EINVAL;
+    }
+    // SAFETY: the caller passes a writable `ibv_device_attr`.
+    unsafe { device_attr_out.write(device_attr(ctx.info)) };
+    0
+}
+
+/// `verbs_context.query_device_ex`: the basic attributes, no extended capability.
+pub(crate) unsafe extern "C" fn query_device_ex(
+    context: *mut ibv_context,
+    input: *const ibv_query_device_ex_input,
+    attr: *mut ibv_device_attr_ex,
+    attr_size: usize,
+) -> c_int {
+    let Some(ctx) = (unsafe { Ctx::from(context) }) else { return libc::EINVAL };
+    // SAFETY: `input` is null or a valid input structure.
+    if !input.is_null() && unsafe { (*input).comp_mask } != 0 {
+        return libc::EINVAL;
+    }
+    if attr.is_null() || attr_size < size_of::<ibv_device_attr>() {
+        return libc::EINVAL;
+    }
+    // SAFETY: the caller's structure has `attr_size` writable bytes; `orig_attr` is its first field.
+    unsafe {
+        std::ptr::write_bytes(attr.cast::<u8>(), 0, attr_size.min(size_of::<ibv_device_attr_ex>()));
+        std::ptr::addr_of_mut!((*attr).orig_attr).write(device_attr(ctx.info));
+    }
+    0
+}
+
+fn ibv_mtu(m: Mtu) -> ibv_mtu {
+    match m {
+        Mtu::Mtu256 => IBV_MTU_256,
+        Mtu::Mtu512 => IBV_MTU_512,
+        Mtu::Mtu1024 => IBV_MTU_1024,
+        Mtu::Mtu2048 => IBV_MTU_2048,
+        Mtu::Mtu4096 => IBV_MTU_4096,
+    }
+}
+
+/// `ibv_query_port` (the exported, compatible one: the inline wrapper zeroes a full
+/// `ibv_port_attr` and passes it; the fields up to `flags` are the compatible structure's).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ibv_query_port(
+    context: *mut ibv_context,
+    port_num: u8,
+    port_attr: *mut c_void,
+) -> c_int {
+    let Some(ctx) = (unsafe { Ctx::from(context) }) else { return libc::EINVAL };
+    if port_num != 1 || port_attr.is_null() {
+        return libc::EINVAL;
+    }
+    let mtu = {
+        let c = ctx.dev.lock();
+        if ctx.info.active_mtu().bytes() <= c.port_mtu().bytes() {
+            ctx.info.active_mtu()
+        } else {
+            c.port_mtu()
+        }
+    };
+    let up = std::fs::read_to_string(format!("/sys/class/net/{}/operstate", ctx.info.iface))
+        .map_or(true, |s| s.trim() != "down");
+    // SAFETY: all-zero is a valid `ibv_port_attr`.
+    let mut a: ibv_port_attr = unsafe { std::mem::zeroed() };
+    a.state = if up { IBV_PORT_ACTIVE } else { IBV_PORT_DOWN };
+    a.max_mtu = ibv_mtu(mtu);
+    a.active_mtu = ibv_mtu(mtu);
+    a.gid_tbl_len = GID_TABLE_LEN as c_int;
+    a.max_msg_sz = MAX_MSG_SIZE as u32;
+    a.pkey_tbl_len = 1;
+    a.max_vl_num = 1;
+    a.active_width = 1;
+    a.active_speed = 1;
+    a.phys_state = if up { 5 } else { 3 };
+    a.link_layer = IBV_LINK_LAYER_ETHERNET as u8;
+    // SAFETY: the caller's structure holds at least the compatible prefix (up to `flags`).
+    unsafe {
+        std::ptr::copy_nonoverlapping(
+            std::ptr::addr_of!(a).cast::<u8>(),
+            port_attr.cast::<u8>(),
+            offset_of!(ibv_port_attr, port_cap_flags2),
+        )
+    };
+    0
+}
+
+/// `ibv_query_gid`: 0 on success, -1 for an index outside the table.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ibv_query_gid(
+    context: *mut ibv_context,
+    port_num: u8,
+    index: c_int,
+    gid: *mut ibv_gid,
+) -> c_int {
+    let Some(ctx) = (unsafe { Ctx::from(context) }) else { return -1 };
+    let Some(g) = usize::try_from(index).ok().and_then(|i| ctx.info.gid(i)) else { return -1 };
+    if port_num != 1 || gid.is_null() {
+        return -1;
+    }
+    // SAFETY: the caller passes a writable GID.
+    unsafe { (*gid).raw = g };
+    0
+}
+
+/// `_ibv_query_gid_ex` (behind the inline `ibv_query_gid_ex`).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn _ibv_query_gid_ex(
+    context: *mut ibv_context,
+    port_num: u32,
+    gid_index: u32,
+    entry: *mut ibv_gid_entry,
+    flags: u32,
+    entry_size: usize,
+) -> c_int {
+    let Some(ctx) = (unsafe { Ctx::from(context) }) else { return libc::EINVAL };
+    if port_num != 1 || flags != 0 || entry.is_null() || entry_size < size_of::<ibv_gid_entry>() {
+        return libc::EINVAL;
+    }
+    let Some(g) = ctx.info.gid(gid_index as usize) else { return libc::EINVAL };
+    let e = ibv_gid_entry {
+        gid: ibv_gid { raw: g },
+        gid_index,
+        port_num,
+        gid_type: IBV_GID_TYPE_ROCE_V2,
+        ndev_ifindex: ctx.info.ifindex,
+    };
+    // SAFETY: the caller's entry has `entry_size >= size_of` writable bytes.
+    unsafe { entry.write(e) };
+    0
+}
+
+/// `_ibv_query_gid_table` (behind the inline `ibv_query_gid_table`): the entries written.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn _ibv_query_gid_table(
+    context: *mut ibv_context,
+    entries: *mut ibv_gid_entry,
+    max_entries: usize,
+    flags: u32,
+    entry_size: usize,
+) -> isize {
+    if entries.is_null()
+        || flags != 0
+        || entry_size < size_of::<ibv_gid_entry>()
+        || max_entries < GID_TABLE_LEN
+    {
+        return -(libc::EINVAL as isize);
+    }
+    for i in 0..GID_TABLE_LEN {
+        // SAFETY: `max_entries >= GID_TABLE_LEN` entries of `entry_size` bytes.
+        let e = unsafe { entries.cast::<u8>().add(i * entry_size).cast::<ibv_gid_entry>() };
+        let r = unsafe { _ibv_query_gid_ex(context, 1, i as u32, e, 0, entry_size) };
+        if r != 0 {
+            return -(r as isize);
+        }
+    }
+    GID_TABLE_LEN as isize
+}
+
+/// `ibv_query_gid_type` (rdma-core's private export, used by `ibv_devinfo`): every GID is RoCEv2.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ibv_query_gid_type(
+    context: *mut ibv_context,
+    port_num: u8,
+    index: u32,
+    gid_type: *mut u32,
+) -> c_int {
+    let Some(ctx) = (unsafe { Ctx::from(context) }) else { return libc::EINVAL };
+    if port_num != 1 || ctx.info.gid(index as usize).is_none() || gid_type.is_null() {
+        return libc::EINVAL;
+    }
+    // SAFETY: the caller passes a writable enum ibv_gid_type_sysfs; 1 is IBV_GID_TYPE_SYSFS_ROCE_V2.
+    unsafe { *gid_type = 1 };
+    0
+}
+
+/// `ibv_query_pkey`: one entry, the default P_Key 0xffff.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ibv_query_pkey(
+    context: *mut ibv_context,
+    port_num: u8,
+    index: c_int,
+    pkey: *mut __be16,
+) -> c_int {
+    if unsafe { Ctx::from(context) }.is_none() || port_num != 1 || index != 0 || pkey.is_null() {
+        return -1;
+    }
+    // SAFETY: the caller passes a writable P_Key.
+    unsafe { *pkey = 0xffffu16.to_be() };
+    0
+}
+
+/// `ibv_get_pkey_index`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ibv_get_pkey_index(context: *mut ibv_context, port_num: u8, pkey: __be16) -> c_int {
+    if unsafe { Ctx::from(context) }.is_none() || port_num != 1 {
+        return -libc::EINVAL;
+    }
+    if u16::from_be(pkey) & 0x7fff == 0x7fff { 0 } else { -libc::ENOENT }
+}
+
+/// `ibv_get_async_event`: blocks until the device has an event (the first is the port's state
+/// at open, `IBV_EVENT_PORT_ACTIVE`).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ibv_get_async_event(
+    context: *mut ibv_context,
+    event: *mut ibv_async_event,
+) -> c_int {
+    let Some(ctx) = (unsafe { Ctx::from(context) }) else { return -1 };
+    if event.is_null() {
+        errno::set(libc::EINVAL);
+        return -1;
+    }
+    loop {
+        let ev = ctx.dev.lock().poll_async_event();
+        if let Some(ev) = ev {
+            // SAFETY: all-zero is a valid event; the caller's structure is writable.
+            let mut e: ibv_async_event = unsafe { std::mem::zeroed() };
+            let objects = ctx.objects();
+            match ev {
+                AsyncEvent::QpFatal(qp) => {
+                    e.event_type = IBV_EVENT_QP_FATAL;
+                    e.element.qp = objects.qps.get(&qp).map_or(std::ptr::null_mut(), |&p| p as *mut ibv_qp);
+                }
+                AsyncEvent::SrqLimitReached(srq) => {
+                    e.event_type = IBV_EVENT_SRQ_LIMIT_REACHED;
+                    e.element.srq =
+                        objects.srqs.get(&srq).map_or(std::ptr::null_mut(), |&p| p as *mut ibv_srq);
+                }
+                AsyncEvent::PortActive => {
+                    e.event_type = IBV_EVENT_PORT_ACTIVE;
+                    e.element.port_num = 1;
+                }
+                AsyncEvent::PortError => {
+                    e.event_type = IBV_EVENT_PORT_ERR;
+                    e.element.port_num = 1;
+                }
+            }
+            // SAFETY: see above.
+            unsafe { event.write(e) };
+            return 0;
+        }
+        ctx.dev.release();
+        // The engine has no descriptor for its events: look again in a while.
+        let _ = engine::progress::wait_readable(&ctx.async_fd, Some(std::time::Duration::from_millis(10)));
+    }
+}
+
+/// `ibv_ack_async_event`: nothing to release.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ibv_ack_async_event(_event: *mut ibv_async_event) {}

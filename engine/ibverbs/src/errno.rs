@@ -1,0 +1,26 @@
+//! libibverbs' error conventions: returned error numbers, or `NULL`/-1 with `errno`.
+
+use engine::verbs::VerbsError;
+
+/// Sets `errno`.
+pub(crate) fn set(e: i32) {
+    // SAFETY: glibc's thread-local errno location is always valid for the calling thread.
+    unsafe { *libc::__errno_location() = e };
+}
+
+/// `NULL` with `errno = e`.
+pub(crate) fn null<T>(e: i32) -> *mut T {
+    set(e);
+    std::ptr::null_mut()
+}
+
+/// The error number libibverbs gives for an engine error.
+pub(crate) fn of(e: &VerbsError) -> i32 {
+    match e {
+        VerbsError::Busy(_) => libc::EBUSY,
+        VerbsError::QueueFull | VerbsError::OutOfResources => libc::ENOMEM,
+        VerbsError::Unreachable => libc::EHOSTUNREACH,
+        VerbsError::Datapath(_) => libc::EIO,
+        _ => libc::EINVAL,
+    }
+}

@@ -1,0 +1,249 @@
+//! Shared receive queues and address handles.
+
+use crate::abi::*;
+use crate::device::Ctx;
+use crate::errno;
+use crate::mem::SoftPd;
+use crate::qp::{address, ah_attr};
+use crate::wr;
+use engine::verbs::{Ah, Srq, SrqAttr};
+use std::ffi::{c_int, c_void};
+
+/// A shared receive queue: rdma-core's `struct ibv_srq` first.
+#[repr(C)]
+pub(crate) struct SoftSrq {
+    ibv: ibv_srq,
+    pub(crate) srq: Srq,
+    attr: std::sync::Mutex<SrqAttr>,
+}
+
+impl SoftSrq {
+    /// # Safety
+    /// `p` is null or an SRQ of this library not yet destroyed.
+    pub(crate) unsafe fn from<'a>(p: *mut ibv_srq) -> Option<(&'a SoftSrq, &'a Ctx)> {
+        if p.is_null() {
+            return None;
+        }
+        // SAFETY: every SRQ handed out is the first field of a live `SoftSrq`.
+        let s = unsafe { &*p.cast::<SoftSrq>() };
+        Some((s, unsafe { Ctx::from(s.ibv.context) }?))
+    }
+}
+
+/// `ibv_create_srq`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ibv_create_srq(
+    pd: *mut ibv_pd,
+    srq_init_attr: *mut ibv_srq_init_attr,
+) -> *mut ibv_srq {
+    let Some((p, ctx)) = (unsafe { SoftPd::from(pd) }) else { return errno::null(libc::EINVAL) };
+    if srq_init_attr.is_null() {
+        return errno::null(libc::EINVAL);
+    }
+    // SAFETY: the caller passes a valid attribute structure.
+    let init = unsafe { &mut *srq_init_attr };
+    let attr = SrqAttr {
+        max_wr: init.attr.max_wr,
+        max_sge: init.attr.max_sge.max(1),
+        srq_limit: init.attr.srq_limit,
+    };
+    let srq = match ctx.dev.lock().create_srq(p.pd, &attr) {
+        Ok(s) => s,
+        Err(e) => return errno::null(errno::of(&e)),
+    };
+    init.attr.max_sge = attr.max_sge;
+    // SAFETY: all-zero is a valid `ibv_srq`.
+    let mut ibv: ibv_srq = unsafe { std::mem::zeroed() };
+    ibv.context = ctx.ibv();
+    ibv.srq_context = init.srq_context;
+    ibv.pd = pd;
+    let ptr: *mut SoftSrq = Box::into_raw(Box::new(SoftSrq { ibv, srq, attr: std::sync::Mutex::new(attr) }));
+    ctx.objects().srqs.insert(srq, ptr as usize);
+    ptr.cast()
+}
+
+/// `ibv_modify_srq`: arms the limit (`IBV_SRQ_LIMIT`); resizing is not supported.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ibv_modify_srq(
+    srq: *mut ibv_srq,
+    srq_attr: *mut ibv_srq_attr,
+    srq_attr_mask: c_int,
+) -> c_int {
+    let Some((s, ctx)) = (unsafe { SoftSrq::from(srq) }) else { return libc::EINVAL };
+    if srq_attr.is_null() {
+        return libc::EINVAL;
+    }
+    let mask = srq_attr_mask as u32;
+    if mask & IBV_SRQ_MAX_WR != 0 {
+        return libc::EOPNOTSUPP;
+    }
+    if mask & IBV_SRQ_LIMIT != 0 {
+        // SAFETY: the caller passes a valid attribute structure.
+        let limit = unsafe { (*srq_attr).srq_limit };
+        if let Err(e) = ctx.dev.lock().modify_srq_limit(s.srq, limit) {
+            return errno::of(&e);
+        }
+        s.attr.lock().unwrap_or_else(std::sync::PoisonError::into_inner).srq_limit = limit;
+    }
+    0
+}
+
+/// `ibv_query_srq`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ibv_query_srq(srq: *mut ibv_srq, srq_attr: *mut ibv_srq_attr) -> c_int {
+    let Some((s, _)) = (unsafe { SoftSrq::from(srq) }) else { return libc::EINVAL };
+    if srq_attr.is_null() {
+        return libc::EINVAL;
+    }
+    let a = *s.attr.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    // SAFETY: the caller passes a writable structure.
+    unsafe { srq_attr.write(ibv_srq_attr { max_wr: a.max_wr, max_sge: a.max_sge, srq_limit: a.srq_limit }) };
+    0
+}
+
+/// `ibv_destroy_srq`: `EBUSY` while a QP uses it.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ibv_destroy_srq(srq: *mut ibv_srq) -> c_int {
+    let Some((s, ctx)) = (unsafe { SoftSrq::from(srq) }) else { return libc::EINVAL };
+    if let Err(e) = ctx.dev.lock().destroy_srq(s.srq) {
+        return errno::of(&e);
+    }
+    ctx.objects().srqs.remove(&s.srq);
+    // SAFETY: allocated as a Box by `ibv_create_srq`.
+    drop(unsafe { Box::from_raw(srq.cast::<SoftSrq>()) });
+    0
+}
+
+/// `ibv_context_ops.post_srq_recv` (behind the inline `ibv_post_srq_recv`).
+pub(crate) unsafe extern "C" fn post_srq_recv(
+    srq: *mut ibv_srq,
+    wr: *mut ibv_recv_wr,
+    bad_wr: *mut *mut ibv_recv_wr,
+) -> c_int {
+    let fail = |w: *mut ibv_recv_wr, e: i32| {
+        if !bad_wr.is_null() {
+            // SAFETY: the caller passes a writable out pointer.
+            unsafe { *bad_wr = w };
+        }
+        e
+    };
+    let Some((s, ctx)) = (unsafe { SoftSrq::from(srq) }) else { return fail(wr, libc::EINVAL) };
+    let mut e = ctx.dev.lock();
+    let mut cur = wr;
+    while !cur.is_null() {
+        // SAFETY: the caller's list of valid requests.
+        let w = unsafe { &*cur };
+        let r = unsafe { wr::recv_wr(w) }.and_then(|rw| {
+            e.post_srq_recv(s.srq, std::slice::from_ref(&rw)).map_err(|(_, err)| errno::of(&err))
+        });
+        if let Err(err) = r {
+            return fail(cur, err);
+        }
+        cur = w.next;
+    }
+    0
+}
+
+/// An address handle: rdma-core's `struct ibv_ah` first.
+#[repr(C)]
+pub(crate) struct SoftAh {
+    ibv: ibv_ah,
+    pub(crate) ah: Ah,
+}
+
+impl SoftAh {
+    /// # Safety
+    /// `p` is null or an AH of this library not yet destroyed.
+    pub(crate) unsafe fn from<'a>(p: *mut ibv_ah) -> Option<&'a SoftAh> {
+        // SAFETY: every AH handed out is the first field of a live `SoftAh`.
+        (!p.is_null()).then(|| unsafe { &*p.cast::<SoftAh>() })
+    }
+}
+
+/// `ibv_create_ah`: a GRH with an IPv4-mapped destination GID (RoCEv2 over IPv4).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ibv_create_ah(pd: *mut ibv_pd, attr: *mut ibv_ah_attr) -> *mut ibv_ah {
+    let Some((p, ctx)) = (unsafe { SoftPd::from(pd) }) else { return errno::null(libc::EINVAL) };
+    if attr.is_null() {
+        return errno::null(libc::EINVAL);
+    }
+    // SAFETY: the caller passes a valid attribute structure.
+    let av = match address(unsafe { &*attr }) {
+        Ok(av) => av,
+        Err(e) => return errno::null(e),
+    };
+    let ah = match ctx.dev.lock().create_ah(p.pd, &av) {
+        Ok(ah) => ah,
+        Err(e) => return errno::null(errno::of(&e)),
+    };
+    let ibv = ibv_ah { context: ctx.ibv(), pd, handle: 0 };
+    Box::into_raw(Box::new(SoftAh { ibv, ah })).cast()
+}
+
+/// `ibv_destroy_ah`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ibv_destroy_ah(ah: *mut ibv_ah) -> c_int {
+    let Some(a) = (unsafe { SoftAh::from(ah) }) else { return libc::EINVAL };
+    let Some(ctx) = (unsafe { Ctx::from(a.ibv.context) }) else { return libc::EINVAL };
+    if let Err(e) = ctx.dev.lock().destroy_ah(a.ah) {
+        return errno::of(&e);
+    }
+    // SAFETY: allocated as a Box by `ibv_create_ah`.
+    drop(unsafe { Box::from_raw(ah.cast::<SoftAh>()) });
+    0
+}
+
+/// `ibv_init_ah_from_wc`: the address of a UD receive's sender, from the GRH area of its buffer
+/// (for IPv4, 20 zero bytes and the IPv4 header, as rxe writes it; else the IPv6 header).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ibv_init_ah_from_wc(
+    context: *mut ibv_context,
+    port_num: u8,
+    wc: *mut ibv_wc,
+    grh: *mut c_void,
+    ah_attr_out: *mut ibv_ah_attr,
+) -> c_int {
+    if unsafe { Ctx::from(context) }.is_none() || port_num != 1 || wc.is_null() || ah_attr_out.is_null() {
+        return libc::EINVAL;
+    }
+    // SAFETY: the caller passes the completion and the 40-byte GRH area of its buffer.
+    let (w, g) = unsafe { (&*wc, grh.cast::<[u8; 40]>().as_ref()) };
+    let Some(g) = g.filter(|_| w.wc_flags & IBV_WC_GRH != 0) else { return libc::EINVAL };
+    let (sgid, tclass, flow) = if g[20] >> 4 == 4 {
+        let ip = std::net::Ipv4Addr::new(g[32], g[33], g[34], g[35]);
+        (ip.to_ipv6_mapped().octets(), g[21], 0)
+    } else {
+        let mut s = [0u8; 16];
+        s.copy_from_slice(&g[8..24]);
+        let vtf = u32::from_be_bytes([g[0], g[1], g[2], g[3]]);
+        (s, (vtf >> 20) as u8, vtf & 0xf_ffff)
+    };
+    let Some(dgid) = crate::config::gid_to_ip(&sgid) else { return libc::EINVAL };
+    let mut av = engine::verbs::AddressVector::new(dgid);
+    av.traffic_class = tclass;
+    av.flow_label = flow;
+    av.hop_limit = 0xff;
+    let mut a = ah_attr(&av);
+    a.sl = 0;
+    // SAFETY: the caller passes a writable structure.
+    unsafe { ah_attr_out.write(a) };
+    0
+}
+
+/// `ibv_create_ah_from_wc`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ibv_create_ah_from_wc(
+    pd: *mut ibv_pd,
+    wc: *mut ibv_wc,
+    grh: *mut ibv_grh,
+    port_num: u8,
+) -> *mut ibv_ah {
+    let Some((_, ctx)) = (unsafe { SoftPd::from(pd) }) else { return errno::null(libc::EINVAL) };
+    // SAFETY: all-zero is a valid `ibv_ah_attr`.
+    let mut a: ibv_ah_attr = unsafe { std::mem::zeroed() };
+    let r = unsafe { ibv_init_ah_from_wc(ctx.ibv(), port_num, wc, grh.cast(), &mut a) };
+    if r != 0 {
+        return errno::null(r);
+    }
+    unsafe { ibv_create_ah(pd, &mut a) }
+}

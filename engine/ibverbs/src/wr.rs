@@ -1,0 +1,146 @@
+//! Work requests and completions between libibverbs' structures and the engine's.
+
+use crate::abi::*;
+use crate::srq_ah::SoftAh;
+use engine::verbs::{RecvWr, SendFlags, SendWr, Sge, UdDest, WcOpcode, WcStatus, WorkCompletion, WrOpcode};
+use std::ffi::c_uint;
+
+/// The engine's opcode for a send work request's.
+pub(crate) fn opcode(wr: &ibv_send_wr) -> Result<WrOpcode, i32> {
+    // SAFETY (union reads below): the opcode says which member the caller filled; every member
+    // is plain integers, valid for any bytes.
+    let (rdma, atomic) = unsafe { (wr.wr.rdma, wr.wr.atomic) };
+    let imm = || u32::from_be(unsafe { wr.__bindgen_anon_1.imm_data });
+    Ok(match wr.opcode {
+        IBV_WR_SEND => WrOpcode::Send,
+        IBV_WR_SEND_WITH_IMM => WrOpcode::SendWithImm { imm: imm() },
+        IBV_WR_SEND_WITH_INV => {
+            WrOpcode::SendWithInv { invalidate_rkey: unsafe { wr.__bindgen_anon_1.invalidate_rkey } }
+        }
+        IBV_WR_RDMA_WRITE => WrOpcode::RdmaWrite { remote_addr: rdma.remote_addr, rkey: rdma.rkey },
+        IBV_WR_RDMA_WRITE_WITH_IMM => {
+            WrOpcode::RdmaWriteWithImm { remote_addr: rdma.remote_addr, rkey: rdma.rkey, imm: imm() }
+        }
+        IBV_WR_RDMA_READ => WrOpcode::RdmaRead { remote_addr: rdma.remote_addr, rkey: rdma.rkey },
+        IBV_WR_ATOMIC_CMP_AND_SWP => WrOpcode::AtomicCmpAndSwp {
+            remote_addr: atomic.remote_addr,
+            rkey: atomic.rkey,
+            compare: atomic.compare_add,
+            swap: atomic.swap,
+        },
+        IBV_WR_ATOMIC_FETCH_AND_ADD => WrOpcode::AtomicFetchAndAdd {
+            remote_addr: atomic.remote_addr,
+            rkey: atomic.rkey,
+            add: atomic.compare_add,
+        },
+        _ => return Err(libc::EOPNOTSUPP),
+    })
+}
+
+/// The SGEs of a request.
+///
+/// # Safety
+/// `list` points at `n` SGEs (or `n <= 0`).
+pub(crate) unsafe fn sges(list: *const ibv_sge, n: i32) -> Result<Vec<Sge>, i32> {
+    if n <= 0 {
+        return Ok(Vec::new());
+    }
+    if list.is_null() {
+        return Err(libc::EINVAL);
+    }
+    // SAFETY: the caller's promise.
+    let s = unsafe { std::slice::from_raw_parts(list, n as usize) };
+    Ok(s.iter().map(|g| Sge { addr: g.addr, length: g.length, lkey: g.lkey }).collect())
+}
+
+/// The send flags the engine knows (`IBV_SEND_IP_CSUM` and others only matter to raw QPs).
+pub(crate) fn send_flags(f: c_uint) -> SendFlags {
+    SendFlags(f & (IBV_SEND_FENCE | IBV_SEND_SIGNALED | IBV_SEND_SOLICITED | IBV_SEND_INLINE))
+}
+
+/// A UD destination.
+///
+/// # Safety
+/// `ah` is null or an AH of this library.
+pub(crate) unsafe fn ud_dest(ah: *mut ibv_ah, remote_qpn: u32, remote_qkey: u32) -> Result<UdDest, i32> {
+    let ah = unsafe { SoftAh::from(ah) }.ok_or(libc::EINVAL)?;
+    Ok(UdDest { ah: ah.ah, remote_qpn, remote_qkey })
+}
+
+/// A send work request; `ud` when the QP is UD.
+///
+/// # Safety
+/// `wr` is a valid request whose SGE list is valid.
+pub(crate) unsafe fn send_wr(wr: &ibv_send_wr, ud: bool) -> Result<SendWr, i32> {
+    let ud = if ud {
+        // SAFETY: a UD request fills the `ud` member.
+        let u = unsafe { wr.wr.ud };
+        Some(unsafe { ud_dest(u.ah, u.remote_qpn, u.remote_qkey) }?)
+    } else {
+        None
+    };
+    Ok(SendWr {
+        wr_id: wr.wr_id,
+        opcode: opcode(wr)?,
+        sg_list: unsafe { sges(wr.sg_list, wr.num_sge) }?,
+        flags: send_flags(wr.send_flags),
+        ud,
+    })
+}
+
+/// A receive work request.
+///
+/// # Safety
+/// `wr`'s SGE list is valid.
+pub(crate) unsafe fn recv_wr(wr: &ibv_recv_wr) -> Result<RecvWr, i32> {
+    Ok(RecvWr { wr_id: wr.wr_id, sg_list: unsafe { sges(wr.sg_list, wr.num_sge) }? })
+}
+
+fn status(s: WcStatus) -> ibv_wc_status {
+    match s {
+        WcStatus::Success => IBV_WC_SUCCESS,
+        WcStatus::LocLenErr => IBV_WC_LOC_LEN_ERR,
+        WcStatus::LocQpOpErr => IBV_WC_LOC_QP_OP_ERR,
+        WcStatus::LocProtErr => IBV_WC_LOC_PROT_ERR,
+        WcStatus::WrFlushErr => IBV_WC_WR_FLUSH_ERR,
+        WcStatus::RemInvReqErr => IBV_WC_REM_INV_REQ_ERR,
+        WcStatus::RemAccessErr => IBV_WC_REM_ACCESS_ERR,
+        WcStatus::RemOpErr => IBV_WC_REM_OP_ERR,
+        WcStatus::RetryExcErr => IBV_WC_RETRY_EXC_ERR,
+        WcStatus::RnrRetryExcErr => IBV_WC_RNR_RETRY_EXC_ERR,
+    }
+}
+
+/// A completion as libibverbs lays it out.
+pub(crate) fn wc(w: &WorkCompletion) -> ibv_wc {
+    // SAFETY: all-zero is a valid `ibv_wc`.
+    let mut c: ibv_wc = unsafe { std::mem::zeroed() };
+    c.wr_id = w.wr_id;
+    c.status = status(w.status);
+    c.opcode = match w.opcode {
+        WcOpcode::Send => IBV_WC_SEND,
+        WcOpcode::RdmaWrite => IBV_WC_RDMA_WRITE,
+        WcOpcode::RdmaRead => IBV_WC_RDMA_READ,
+        WcOpcode::CompSwap => IBV_WC_COMP_SWAP,
+        WcOpcode::FetchAdd => IBV_WC_FETCH_ADD,
+        WcOpcode::Recv => IBV_WC_RECV,
+        WcOpcode::RecvRdmaWithImm => IBV_WC_RECV_RDMA_WITH_IMM,
+    };
+    c.byte_len = w.byte_len;
+    c.qp_num = w.qp_num;
+    c.src_qp = w.src_qp;
+    c.pkey_index = 0;
+    let mut flags = 0;
+    if let Some(imm) = w.imm_data {
+        c.__bindgen_anon_1.imm_data = imm.to_be();
+        flags |= IBV_WC_WITH_IMM;
+    } else if let Some(rkey) = w.invalidated_rkey {
+        c.__bindgen_anon_1.invalidated_rkey = rkey;
+        flags |= IBV_WC_WITH_INV;
+    }
+    if w.src_gid.is_some() {
+        flags |= IBV_WC_GRH;
+    }
+    c.wc_flags = flags;
+    c
+}
