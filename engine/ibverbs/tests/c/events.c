@@ -111,6 +111,9 @@ static int blocked_round(struct pair *p, struct ibv_comp_channel *ch, void *mark
 		fail("b: pthread_create");
 		return -1;
 	}
+	/* Wait for the thread to reach the call (a loaded machine may start it late), then let it block. */
+	for (double start = now(); atomic_load(&w.state) == 0 && now() < start + 5.0;)
+		sleep_ms(1);
 	sleep_ms(300);
 	if (atomic_load(&w.state) != 1) {
 		pthread_join(t, NULL);
