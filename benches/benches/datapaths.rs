@@ -7,13 +7,13 @@
 //!
 //! `cargo build --release -p softrdma && cargo bench -p benches --bench datapaths`
 
+use benches::netns::{Netns, in_ns, row};
 use nix::sys::socket::{MsgFlags, MultiHeaders, SockaddrIn, recvmmsg, sendmmsg};
 use serde_json::json;
 use std::io::IoSlice;
 use std::io::IoSliceMut;
 use std::net::{SocketAddrV4, UdpSocket};
 use std::os::fd::AsRawFd;
-use benches::netns::{Netns, in_ns, row};
 use std::process::Command;
 use std::time::{Duration, Instant};
 

@@ -87,7 +87,8 @@ fn main() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let softrdma = root.join("target/release/softrdma");
     if !softrdma.exists() || !root.join("target/release/deps/libsoftrdma_ibverbs.so").exists() {
-        let ok = Command::new("cargo").args(["build", "--release", "-p", "softrdma"]).current_dir(&root).status();
+        let ok =
+            Command::new("cargo").args(["build", "--release", "-p", "softrdma"]).current_dir(&root).status();
         assert!(ok.is_ok_and(|s| s.success()), "cargo build --release -p softrdma");
     }
     let softrdma = softrdma.to_str().unwrap().to_string();
@@ -109,7 +110,8 @@ fn main() {
         for round in 0..rounds {
             let perf_bw = s.perf(&["perf", "write", "--size", "65536", "--mtu", mtu, "--iters", BW_ITERS]);
             let abi_bw = s.perftest("ib_write_bw", &["-s", "65536", "-n", BW_ITERS, "-m", mtu]);
-            let perf_lat = s.perf(&["perf", "send", "--mode", "lat", "--size", "2", "--mtu", mtu, "--iters", LAT_ITERS]);
+            let perf_lat =
+                s.perf(&["perf", "send", "--mode", "lat", "--size", "2", "--mtu", mtu, "--iters", LAT_ITERS]);
             let abi_lat = s.perftest("ib_send_lat", &["-s", "2", "-n", LAT_ITERS, "-m", mtu]);
             // perf bw row: bytes iters avg[MB/s] Mpps Gb/s; perftest bw row: bytes iters peak avg Mpps.
             let pb = row(&perf_bw, "#bytes").get(2).copied().unwrap_or(f64::NAN);
@@ -142,5 +144,6 @@ fn main() {
     }
     let dir = root.join("target/bench");
     let _ = std::fs::create_dir_all(&dir);
-    let _ = std::fs::write(dir.join("verbs_abi.json"), serde_json::to_string_pretty(&json!(results)).unwrap());
+    let _ =
+        std::fs::write(dir.join("verbs_abi.json"), serde_json::to_string_pretty(&json!(results)).unwrap());
 }

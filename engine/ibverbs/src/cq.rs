@@ -168,8 +168,8 @@ pub(crate) unsafe extern "C" fn req_notify_cq(cq: *mut ibv_cq, solicited_only: c
 }
 
 /// `ibv_get_cq_event`: blocks until a CQ of the channel has an event, while the progress thread
-/// drives the engine. (The descriptor is the engine's non-blocking eventfd: a program that polls
-/// it first, as non-blocking programs do, finds the event waiting.)
+/// drives the engine; if the program made the channel's descriptor non-blocking, fails at once
+/// with `EAGAIN` when no event waits, as libibverbs' read of it does.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ibv_get_cq_event(
     channel: *mut ibv_comp_channel,
@@ -201,6 +201,13 @@ pub unsafe extern "C" fn ibv_get_cq_event(
                 errno::set(errno::of(&e));
                 return -1;
             }
+        }
+        // SAFETY: F_GETFL on the descriptor this channel owns.
+        let flags = unsafe { libc::fcntl(ch.fd.as_raw_fd(), libc::F_GETFL) };
+        if flags >= 0 && flags & libc::O_NONBLOCK != 0 {
+            // The program made the descriptor non-blocking: libibverbs' read would fail now.
+            errno::set(libc::EAGAIN);
+            return -1;
         }
         ctx.dev.release();
         if engine::progress::wait_readable(&ch.fd, None).is_err() {

@@ -96,7 +96,14 @@ pub unsafe extern "C" fn ibv_reg_mr_iova2(
     if access & UNSUPPORTED_ACCESS != 0 {
         return errno::null(libc::EOPNOTSUPP);
     }
-    // SAFETY: the verbs contract: the caller's range stays valid until deregistration.
+    let writable =
+        access & (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC) != 0;
+    if !addr.is_null() && length > 0 && !mapped(addr as usize, length, writable) {
+        // The kernel's answer when it cannot pin the pages (ib_umem_get).
+        return errno::null(libc::EFAULT);
+    }
+    // SAFETY: the range is mapped (writable if write access is asked), and the verbs contract
+    // keeps it so until deregistration.
     let Some(buf) = (unsafe { UserBuf::new(addr.cast(), length) }) else { return errno::null(libc::EINVAL) };
     let mr = match ctx.dev.lock().reg_user_mr(p.pd, buf, iova, Access(access & 0xf)) {
         Ok(mr) => mr,
@@ -104,6 +111,34 @@ pub unsafe extern "C" fn ibv_reg_mr_iova2(
     };
     let ibv = ibv_mr { context: p_ctx(pd), pd, addr, length, handle: 0, lkey: mr.lkey, rkey: mr.rkey };
     Box::into_raw(Box::new(SoftMr { ibv, mr })).cast()
+}
+
+/// Whether `addr..addr + len` is mapped readable (and writable with `write`) in this process, by
+/// `/proc/self/maps`: what the kernel checks when it pins a region's pages. (The engine cannot pin
+/// them: a program that unmaps a registered range breaks the verbs contract, as with rxe.)
+fn mapped(addr: usize, len: usize, write: bool) -> bool {
+    let Some(end) = addr.checked_add(len) else { return false };
+    let Ok(maps) = std::fs::read_to_string("/proc/self/maps") else { return false };
+    let mut at = addr;
+    for line in maps.lines() {
+        let mut f = line.split_whitespace();
+        let (Some(range), Some(perms)) = (f.next(), f.next()) else { continue };
+        let Some((lo, hi)) = range.split_once('-') else { continue };
+        let (Ok(lo), Ok(hi)) = (usize::from_str_radix(lo, 16), usize::from_str_radix(hi, 16)) else {
+            continue;
+        };
+        if hi <= at || lo > at {
+            continue;
+        }
+        if !perms.starts_with('r') || write && perms.as_bytes().get(1) != Some(&b'w') {
+            return false;
+        }
+        at = hi;
+        if at >= end {
+            return true;
+        }
+    }
+    false
 }
 
 fn p_ctx(pd: *mut ibv_pd) -> *mut ibv_context {

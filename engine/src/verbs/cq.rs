@@ -8,7 +8,7 @@
 
 use crate::roce::VerbsError;
 use crate::roce::types::{WcStatus, WorkCompletion};
-use rustix::event::{EventfdFlags, eventfd};
+use rustix::event::{EventfdFlags, PollFd, PollFlags, Timespec, eventfd, poll};
 use rustix::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::collections::VecDeque;
 
@@ -22,8 +22,9 @@ pub(crate) struct Channel {
 
 impl Channel {
     pub(crate) fn new() -> Result<Channel, VerbsError> {
-        let fd = eventfd(0, EventfdFlags::NONBLOCK | EventfdFlags::CLOEXEC)
-            .map_err(|_| VerbsError::OutOfResources)?;
+        // Blocking, as a kernel completion channel's descriptor is: a program decides with
+        // O_NONBLOCK whether a read waits. The engine itself never reads it unless it is readable.
+        let fd = eventfd(0, EventfdFlags::CLOEXEC).map_err(|_| VerbsError::OutOfResources)?;
         Ok(Channel { fd, pending: VecDeque::new() })
     }
 
@@ -40,12 +41,17 @@ impl Channel {
     /// The next CQ with an event; drains the eventfd once nothing is pending.
     pub(crate) fn take(&mut self) -> Option<u32> {
         let cq = self.pending.pop_front();
-        if self.pending.is_empty() {
+        if self.pending.is_empty() && self.readable() {
             let mut b = [0u8; 8];
-            // EAGAIN when already drained: nothing to do.
             let _ = rustix::io::read(&self.fd, &mut b);
         }
         cq
+    }
+
+    /// Whether the eventfd's counter is above zero (so a read returns at once).
+    fn readable(&self) -> bool {
+        let mut fds = [PollFd::new(&self.fd, PollFlags::IN)];
+        matches!(poll(&mut fds, Some(&Timespec { tv_sec: 0, tv_nsec: 0 })), Ok(n) if n > 0)
     }
 
     pub(crate) fn forget(&mut self, cq: u32) {
