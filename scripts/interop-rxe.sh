@@ -4,16 +4,29 @@
 # (host 10.77.0.1, VM 10.77.0.2), runs the matrix, prints one line per case (tool, role, backend,
 # impairment, pass/fail, seconds) and a summary; exits non-zero if a case failed.
 #
+# Three kinds of host peer face the stock tool in the VM; the role column names the kind and the
+# host's role:
+#   softrdma-server/-client   softrdma's own tools: `softrdma pingpong` and `softrdma perf --perftest`
+#   verbs-server/-client      the same stock binary on the host, unmodified, under
+#                             `softrdma run --backend B --dev br-rxe --local 10.77.0.1 -- TOOL ...`
+#                             (device softrdma_br-rxe, GID index 1), i.e. softrdma's libibverbs library
+#
 #   scripts/interop-rxe.sh            the whole matrix: ibv_{rc,uc,ud}_pingpong -c and ib_{write,read,send,
 #                                     atomic}_bw, ib_{write,read,send}_lat, both roles, UDP and AF_XDP,
 #                                     and the RC cases again with 10% loss on the VM's egress (netem)
-#                                     and on softrdma's (--tx-loss 0.1)
+#                                     and on softrdma's (--tx-loss 0.1); for the verbs peer also
+#                                     ibv_srq_pingpong, ibv_rc_pingpong -e and ib_atomic_lat, and no
+#                                     tx-loss (softrdma run has no loss option)
 #   scripts/interop-rxe.sh quick      both roles of ibv_rc_pingpong -s 4096 and ib_write_bw over UDP and
-#                                     of ib_send_lat over AF_XDP (what .ci/run runs)
+#                                     of ib_send_lat over AF_XDP; with the verbs peer, both roles of
+#                                     ibv_rc_pingpong -s 4096 and the verbs client of ib_write_bw over
+#                                     UDP (what .ci/run runs)
 #
 # Environment: BACKENDS (default "udp afxdp"), IMPAIRMENTS (default "none vm-loss tx-loss"),
-# FILTER (a grep -E pattern on "tool role backend impairment"), ITERS (perftest iterations, 200),
-# HOST_EXTRA (more softrdma arguments for every case).
+# PEERS (default "pingpong perftest verbs": which host peers the full matrix runs),
+# FILTER (a grep -E pattern on "tool role backend impairment", e.g. FILTER=verbs),
+# ITERS (perftest iterations, 200), HOST_EXTRA (more arguments for every softrdma pingpong/perf case;
+# the verbs peer reads its settings from the environment instead, e.g. SOFTRDMA_RX_ICRC).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 shared=${SHARED:-../shared}
@@ -29,6 +42,8 @@ cargo build --release -q -p softrdma || exit 2
 logs=$(mktemp -d /tmp/interop-rxe.XXXXXX)
 # A copy, so that a rebuild while the matrix runs does not change the binary under test.
 cp target/release/softrdma "$logs/softrdma"
+# ... and the libibverbs library `softrdma run` preloads, which it finds beside the binary.
+cp target/release/deps/libsoftrdma_ibverbs.so "$logs/libsoftrdma_ibverbs.so" || exit 2
 bin=$logs/softrdma
 host=10.77.0.1
 guest=10.77.0.2
@@ -50,8 +65,8 @@ line() { # tool role backend impairment result seconds
 }
 
 # One case. $1 tool label, $2 the VM's command (server form: no address), $3 softrdma's arguments
-# (server form), $4 "pingpong" or "perftest", $5 role (softrdma-server|softrdma-client), $6 backend,
-# $7 impairment.
+# (server form; for "verbs", the host's tool command), $4 "pingpong", "perftest" or "verbs", $5 role
+# (softrdma-server|softrdma-client|verbs-server|verbs-client), $6 backend, $7 impairment.
 run_case() {
     local label=$1 role=$5 backend=$6 imp=$7
     if [ -n "${FILTER:-}" ] && ! echo "$label $role $backend $imp" | grep -qE "$FILTER"; then return; fi
@@ -74,79 +89,177 @@ run_case() {
 # One run of a case; sets r (pass|fail), h and v (exit codes) and tag.
 run_once() {
     local label=$1 vmcmd=$2 ours=$3 kind=$4 role=$5 backend=$6 imp=$7
-    local vmopts=() extra=()
+    local vmopts=() extra=() cmd
     tag=$(echo "$label-$role-$backend-$imp" | tr -c 'A-Za-z0-9_.-' '_')
-    [ "$backend" = afxdp ] && extra+=(--backend afxdp --dev br-rxe)
-    [ "$imp" = tx-loss ] && extra+=(--tx-loss 0.1)
     [ "$imp" = vm-loss ] && vmopts+=(-e 'loss 10%')
-    # shellcheck disable=SC2206
-    [ -n "${HOST_EXTRA:-}" ] && extra+=($HOST_EXTRA)
-    if [ "$role" = softrdma-server ]; then
-        [ "$kind" = perftest ] && extra+=(--server)
-        # shellcheck disable=SC2086
-        timeout 300 "$bin" $ours "${extra[@]}" >"$logs/$tag.host" 2>&1 &
+    if [ "$kind" = verbs ]; then
+        # shellcheck disable=SC2206
+        cmd=("$bin" run --backend "$backend" --dev br-rxe --local "$host" -- $ours)
+    else
+        [ "$backend" = afxdp ] && extra+=(--backend afxdp --dev br-rxe)
+        [ "$imp" = tx-loss ] && extra+=(--tx-loss 0.1)
+        # shellcheck disable=SC2206
+        [ -n "${HOST_EXTRA:-}" ] && extra+=($HOST_EXTRA)
+        [ "$kind" = perftest ] && [ "$role" = softrdma-server ] && extra+=(--server)
+        # shellcheck disable=SC2206
+        cmd=("$bin" $ours "${extra[@]}")
+    fi
+    if [ "${role#*-}" = server ]; then
+        local vpid=
+        if [ "$kind" = verbs ]; then
+            # The device's port is down, as rxe's would be, while br-rxe has no carrier, and perftest
+            # refuses a port that is down: the VM starts first (QEMU brings the link up at once,
+            # long before the guest's client connects).
+            wait_link down
+            run_vm "$vmcmd $host" &
+            vpid=$!
+            wait_link up
+        fi
+        timeout 300 "${cmd[@]}" >"$logs/$tag.host" 2>&1 &
         local pid=$!
-        sleep 0.3
-        timeout 300 bash "$vm/run-vm.sh" -t 280 "${vmopts[@]}" -n 1 -- "$(vm_watch "$vmcmd $host")" >"$logs/$tag.vm" 2>&1
-        v=$?
+        if [ -n "$vpid" ]; then
+            wait "$vpid"; v=$?
+        else
+            sleep 0.3
+            run_vm "$vmcmd $host"; v=$?
+        fi
         # Once the VM is done, softrdma has a few seconds to finish (not the whole timeout).
         (sleep 15; kill "$pid" 2>/dev/null) &
         local reaper=$!
         wait "$pid"; h=$?
         kill "$reaper" 2>/dev/null; wait "$reaper" 2>/dev/null
     else
-        if [ "$kind" = perftest ]; then extra+=(--connect "$guest"); else extra+=("$guest"); fi
-        timeout 300 bash "$vm/run-vm.sh" -t 280 "${vmopts[@]}" -n 1 -- "$(vm_watch "$vmcmd")" >"$logs/$tag.vm" 2>&1 &
-        local pid=$!
-        # The client retries while the VM boots (up to 60 s, as the stock clients do).
-        # shellcheck disable=SC2086
-        timeout 300 "$bin" $ours "${extra[@]}" >"$logs/$tag.host" 2>&1
-        h=$?
-        wait "$pid"; v=$?
+        if [ "$kind" = perftest ]; then cmd+=(--connect "$guest"); else cmd+=("$guest"); fi
+        if [ "$kind" = verbs ]; then
+            wait_link down
+            # In a session of its own, so that the whole VM (QEMU included) can be ended below.
+            setsid timeout 300 bash "$vm/run-vm.sh" -t 280 "${vmopts[@]}" -n 1 -- "$(vm_watch "$vmcmd")" \
+                >"$logs/$tag.vm" 2>&1 &
+            local pid=$!
+            wait_link up
+            stock_client "${cmd[@]}"
+            # Once the host's client is done, the VM's server has a few seconds to finish: a client
+            # that failed early must not leave it waiting for the whole time limit.
+            (sleep 30; kill -- "-$pid" 2>/dev/null) &
+            local reaper=$!
+            wait "$pid"; v=$?
+            kill "$reaper" 2>/dev/null; wait "$reaper" 2>/dev/null
+        else
+            run_vm "$vmcmd" &
+            local pid=$!
+            # softrdma's client retries while the VM boots (up to 60 s, as the stock clients do).
+            timeout 300 "${cmd[@]}" >"$logs/$tag.host" 2>&1
+            h=$?
+            wait "$pid"; v=$?
+        fi
     fi
     r=fail
     [ "$v" = 0 ] && [ "$h" = 0 ] && r=pass
 }
 
-both_roles() { # label vmcmd ours kind backend impairment
-    run_case "$1" "$2" "$3" "$4" softrdma-server "$5" "$6"
-    run_case "$1" "$2" "$3" "$4" softrdma-client "$5" "$6"
+# The VM, running command (under the watchdog); its console goes to the case's .vm log.
+run_vm() {
+    timeout 300 bash "$vm/run-vm.sh" -t 280 "${vmopts[@]}" -n 1 -- "$(vm_watch "$1")" >"$logs/$tag.vm" 2>&1
 }
 
-pingpongs() { # backend impairment (RC only when impaired)
-    local b=$1 i=$2 t s
+# Waits (up to 60 s) until br-rxe's operstate is $1 (up once the VM's QEMU has opened its tap,
+# down once it has closed it: the kernel reports either with up to a second's delay).
+wait_link() {
+    local _
+    for _ in $(seq 600); do
+        [ "$(cat /sys/class/net/br-rxe/operstate 2>/dev/null)" = "$1" ] && return
+        sleep 0.1
+    done
+}
+
+# A stock client on the host (command...): it connects to the VM's server once and gives up with
+# "Couldn't connect to" when nothing listens yet, so while the VM boots (up to 120 s) a refused
+# attempt, which the server never saw, is made again. Sets h; the last attempt's output is the log.
+stock_client() {
+    local end=$((SECONDS + 120)) refused=0
+    while :; do
+        timeout 300 "$@" >"$logs/$tag.host" 2>&1
+        h=$?
+        if [ "$h" != 0 ] && [ "$SECONDS" -lt "$end" ] && grep -q "Couldn't connect to" "$logs/$tag.host"; then
+            refused=$((refused + 1))
+            sleep 1
+            continue
+        fi
+        echo "interop-rxe: $refused earlier attempts found no server listening in the VM" >>"$logs/$tag.host"
+        return
+    done
+}
+
+both_roles() { # label vmcmd ours kind backend impairment
+    local p=softrdma
+    [ "$4" = verbs ] && p=verbs
+    run_case "$1" "$2" "$3" "$4" $p-server "$5" "$6"
+    run_case "$1" "$2" "$3" "$4" $p-client "$5" "$6"
+}
+
+# The verbs peer: the VM's stock command run on the host under `softrdma run`, on softrdma's device.
+verbs_roles() { # label vmcmd backend impairment
+    both_roles "$1" "$2" "${2//rxe0/softrdma_br-rxe}" verbs "$3" "$4"
+}
+
+# ibv_*_pingpong against `softrdma pingpong` (kind pingpong) or under `softrdma run` (kind verbs).
+pingpongs() { # kind backend impairment (RC only when impaired)
+    local k=$1 b=$2 i=$3 t s
+    [ "$k" = verbs ] && [ "$i" = tx-loss ] && return
     for t in rc uc; do
         [ "$i" != none ] && [ "$t" != rc ] && continue
         for s in 1 64 4096 65536; do
-            both_roles "ibv_${t}_pingpong -s $s" "ibv_${t}_pingpong -d rxe0 -g 1 -n 100 -s $s -m 1024 -c" \
-                "pingpong $t -n 100 -s $s -m 1024 -c" pingpong "$b" "$i"
+            local vc="ibv_${t}_pingpong -d rxe0 -g 1 -n 100 -s $s -m 1024 -c"
+            if [ "$k" = verbs ]; then
+                verbs_roles "ibv_${t}_pingpong -s $s" "$vc" "$b" "$i"
+            else
+                both_roles "ibv_${t}_pingpong -s $s" "$vc" "pingpong $t -n 100 -s $s -m 1024 -c" pingpong "$b" "$i"
+            fi
         done
     done
+    if [ "$k" = verbs ]; then
+        # Completion events, and a shared receive queue (16 RC QPs): stock tool on both sides only.
+        verbs_roles "ibv_rc_pingpong -s 4096 -e" "ibv_rc_pingpong -d rxe0 -g 1 -n 100 -s 4096 -m 1024 -c -e" "$b" "$i"
+        verbs_roles "ibv_srq_pingpong -s 4096" "ibv_srq_pingpong -d rxe0 -g 1 -n 100 -s 4096 -m 1024" "$b" "$i"
+    fi
     [ "$i" != none ] && return
     # ibv_ud_pingpong has no -m: its messages fit the port's active MTU (1024 on br-rxe).
     for s in 1 64 1024; do
-        both_roles "ibv_ud_pingpong -s $s" "ibv_ud_pingpong -d rxe0 -g 1 -n 100 -s $s -c" \
-            "pingpong ud -n 100 -s $s -m 1024 -c" pingpong "$b" "$i"
+        local vc="ibv_ud_pingpong -d rxe0 -g 1 -n 100 -s $s -c"
+        if [ "$k" = verbs ]; then
+            verbs_roles "ibv_ud_pingpong -s $s" "$vc" "$b" "$i"
+        else
+            both_roles "ibv_ud_pingpong -s $s" "$vc" "pingpong ud -n 100 -s $s -m 1024 -c" pingpong "$b" "$i"
+        fi
     done
 }
 
-perftests() { # backend impairment
-    local b=$1 i=$2 n=$iters
+# perftest against `softrdma perf --perftest` (kind perftest) or under `softrdma run` (kind verbs).
+perftests() { # kind backend impairment
+    local k=$1 b=$2 i=$3 n=$iters
     local pt="-d rxe0 -x 1 -F -n $n"
+    [ "$k" = verbs ] && [ "$i" = tx-loss ] && return
+    # case label vmcmd ours(softrdma perf arguments)
+    pcase() {
+        if [ "$k" = verbs ]; then verbs_roles "$1" "$2" "$b" "$i"; else both_roles "$1" "$2" "$3" perftest "$b" "$i"; fi
+    }
     for s in "" 4096; do
         local vs="" os="" l=""
         [ -n "$s" ] && { vs="-s $s"; os="--size $s"; l=" -s $s"; }
-        both_roles "ib_write_bw$l" "ib_write_bw $pt $vs" "perf write --perftest --iters $n $os" perftest "$b" "$i"
-        both_roles "ib_read_bw$l" "ib_read_bw $pt $vs" "perf read --perftest --iters $n $os" perftest "$b" "$i"
-        both_roles "ib_send_bw$l" "ib_send_bw $pt $vs" "perf send --perftest --iters $n $os" perftest "$b" "$i"
+        pcase "ib_write_bw$l" "ib_write_bw $pt $vs" "perf write --perftest --iters $n $os"
+        pcase "ib_read_bw$l" "ib_read_bw $pt $vs" "perf read --perftest --iters $n $os"
+        pcase "ib_send_bw$l" "ib_send_bw $pt $vs" "perf send --perftest --iters $n $os"
     done
-    both_roles "ib_atomic_bw -A FETCH_AND_ADD" "ib_atomic_bw $pt -A FETCH_AND_ADD" \
-        "perf atomic --perftest --iters $n --atomic fetch-add" perftest "$b" "$i"
-    both_roles "ib_atomic_bw -A CMP_AND_SWAP" "ib_atomic_bw $pt -A CMP_AND_SWAP" \
-        "perf atomic --perftest --iters $n --atomic cmp-swap" perftest "$b" "$i"
-    both_roles "ib_write_lat" "ib_write_lat $pt" "perf write --perftest --mode lat --iters $n" perftest "$b" "$i"
-    both_roles "ib_read_lat" "ib_read_lat $pt" "perf read --perftest --mode lat --iters $n" perftest "$b" "$i"
-    both_roles "ib_send_lat" "ib_send_lat $pt" "perf send --perftest --mode lat --iters $n" perftest "$b" "$i"
+    pcase "ib_atomic_bw -A FETCH_AND_ADD" "ib_atomic_bw $pt -A FETCH_AND_ADD" \
+        "perf atomic --perftest --iters $n --atomic fetch-add"
+    pcase "ib_atomic_bw -A CMP_AND_SWAP" "ib_atomic_bw $pt -A CMP_AND_SWAP" \
+        "perf atomic --perftest --iters $n --atomic cmp-swap"
+    pcase "ib_write_lat" "ib_write_lat $pt" "perf write --perftest --mode lat --iters $n"
+    pcase "ib_read_lat" "ib_read_lat $pt" "perf read --perftest --mode lat --iters $n"
+    pcase "ib_send_lat" "ib_send_lat $pt" "perf send --perftest --mode lat --iters $n"
+    # softrdma perf has no atomic latency mode; the stock tool under softrdma run does.
+    [ "$k" = verbs ] && pcase "ib_atomic_lat" "ib_atomic_lat $pt"
+    return 0
 }
 
 if [ "${1:-}" = quick ]; then
@@ -156,11 +269,20 @@ if [ "${1:-}" = quick ]; then
         perftest udp none
     both_roles "ib_send_lat" "ib_send_lat -d rxe0 -x 1 -F -n $iters" \
         "perf send --perftest --mode lat --iters $iters" perftest afxdp none
+    verbs_roles "ibv_rc_pingpong -s 4096" "ibv_rc_pingpong -d rxe0 -g 1 -n 100 -s 4096 -m 1024 -c" udp none
+    vc="ib_write_bw -d rxe0 -x 1 -F -n $iters"
+    run_case "ib_write_bw" "$vc" "${vc//rxe0/softrdma_br-rxe}" verbs verbs-client udp none
 else
     for b in ${BACKENDS:-udp afxdp}; do
         for i in ${IMPAIRMENTS:-none vm-loss tx-loss}; do
-            pingpongs "$b" "$i"
-            perftests "$b" "$i"
+            for k in ${PEERS:-pingpong perftest verbs}; do
+                case $k in
+                    pingpong) pingpongs pingpong "$b" "$i" ;;
+                    perftest) perftests perftest "$b" "$i" ;;
+                    verbs) pingpongs verbs "$b" "$i"; perftests verbs "$b" "$i" ;;
+                    *) echo "interop-rxe: PEERS: unknown peer $k (pingpong, perftest or verbs)"; exit 2 ;;
+                esac
+            done
         done
     done
 fi

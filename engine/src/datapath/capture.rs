@@ -271,7 +271,10 @@ mod tests {
             assert!(tx.log.sink().buf.len() <= CAPTURE_BUFFER);
         }
         // The file header, then whole buffers went to the writer during the run, each in one write.
-        let (written, writes) = (out.0.lock().unwrap().0.len(), out.0.lock().unwrap().1);
+        let (written, writes) = {
+            let o = out.0.lock().unwrap();
+            (o.0.len(), o.1)
+        };
         assert!(written > 2 * CAPTURE_BUFFER && writes == 4, "{written} bytes in {writes} writes");
         drop(tx);
         let bytes = out.0.lock().unwrap().0.clone();
