@@ -9,7 +9,7 @@ use engine::datapath::afxdp::{AfXdpPort, XdpMode};
 use engine::datapath::udp::{RxIcrc, UdpPort};
 use engine::datapath::wrap::RocePort;
 use engine::roce::{LIMITS, MAX_MSG_SIZE};
-use engine::verbs::{AsyncEvent, Context, Cq, Device, Mtu, Qp, Srq};
+use engine::verbs::{AsyncEvent, Context, Cq, Device, Qp, Srq};
 use std::collections::HashMap;
 use std::ffi::{c_char, c_int, c_void};
 use std::mem::offset_of;
@@ -306,16 +306,6 @@ pub(crate) unsafe extern "C" fn query_device_ex(
     0
 }
 
-fn ibv_mtu(m: Mtu) -> ibv_mtu {
-    match m {
-        Mtu::Mtu256 => IBV_MTU_256,
-        Mtu::Mtu512 => IBV_MTU_512,
-        Mtu::Mtu1024 => IBV_MTU_1024,
-        Mtu::Mtu2048 => IBV_MTU_2048,
-        Mtu::Mtu4096 => IBV_MTU_4096,
-    }
-}
-
 /// `ibv_query_port` (the exported, compatible one: the inline wrapper zeroes a full
 /// `ibv_port_attr` and passes it; the fields up to `flags` are the compatible structure's).
 #[unsafe(no_mangle)]
@@ -341,8 +331,8 @@ pub unsafe extern "C" fn ibv_query_port(
     // SAFETY: all-zero is a valid `ibv_port_attr`.
     let mut a: ibv_port_attr = unsafe { std::mem::zeroed() };
     a.state = if up { IBV_PORT_ACTIVE } else { IBV_PORT_DOWN };
-    a.max_mtu = ibv_mtu(mtu);
-    a.active_mtu = ibv_mtu(mtu);
+    a.max_mtu = crate::qp::ibv_mtu_of(mtu);
+    a.active_mtu = crate::qp::ibv_mtu_of(mtu);
     a.gid_tbl_len = GID_TABLE_LEN as c_int;
     a.max_msg_sz = MAX_MSG_SIZE as u32;
     a.pkey_tbl_len = 1;

@@ -289,7 +289,8 @@ fn mtu(m: ibv_mtu) -> Result<Mtu, i32> {
     })
 }
 
-fn ibv_mtu_of(m: Mtu) -> ibv_mtu {
+/// A path MTU as `enum ibv_mtu`.
+pub(crate) fn ibv_mtu_of(m: Mtu) -> ibv_mtu {
     match m {
         Mtu::Mtu256 => IBV_MTU_256,
         Mtu::Mtu512 => IBV_MTU_512,
@@ -504,29 +505,20 @@ pub(crate) unsafe extern "C" fn post_send(
     wr: *mut ibv_send_wr,
     bad_wr: *mut *mut ibv_send_wr,
 ) -> c_int {
-    let fail = |w: *mut ibv_send_wr, e: i32| {
-        if !bad_wr.is_null() {
-            // SAFETY: the caller passes a writable out pointer.
-            unsafe { *bad_wr = w };
-        }
-        e
+    let Some((q, ctx)) = (unsafe { SoftQp::from(qp) }) else {
+        return unsafe { wr::post_list(wr, bad_wr, |w| w.next, |_| Err(libc::EINVAL)) };
     };
-    let Some((q, ctx)) = (unsafe { SoftQp::from(qp) }) else { return fail(wr, libc::EINVAL) };
     let mut e = ctx.dev.lock();
-    let mut cur = wr;
-    while !cur.is_null() {
-        // SAFETY: the caller's list of valid requests.
-        let w = unsafe { &*cur };
-        let r = unsafe { wr::send_wr(w, q.ty == QpType::Ud) }
-            .and_then(|sw| unsafe { q.post_one(&mut e, sw, None) });
-        if let Err(err) = r {
-            return fail(cur, err);
-        }
-        cur = w.next;
-    }
     // The frames go out on the caller's next poll, or within `HANDOVER` from the progress thread
     // if it polls no more: posting stays cheap, and a busy poller sends in batches.
-    0
+    unsafe {
+        wr::post_list(
+            wr,
+            bad_wr,
+            |w| w.next,
+            |w| wr::send_wr(w, q.ty == QpType::Ud).and_then(|sw| q.post_one(&mut e, sw, None)),
+        )
+    }
 }
 
 /// `ibv_context_ops.post_recv` (behind the inline `ibv_post_recv`).
@@ -535,25 +527,19 @@ pub(crate) unsafe extern "C" fn post_recv(
     wr: *mut ibv_recv_wr,
     bad_wr: *mut *mut ibv_recv_wr,
 ) -> c_int {
-    let fail = |w: *mut ibv_recv_wr, e: i32| {
-        if !bad_wr.is_null() {
-            // SAFETY: the caller passes a writable out pointer.
-            unsafe { *bad_wr = w };
-        }
-        e
+    let Some((q, ctx)) = (unsafe { SoftQp::from(qp) }) else {
+        return unsafe { wr::post_list(wr, bad_wr, |w| w.next, |_| Err(libc::EINVAL)) };
     };
-    let Some((q, ctx)) = (unsafe { SoftQp::from(qp) }) else { return fail(wr, libc::EINVAL) };
     let mut e = ctx.dev.lock();
-    let mut cur = wr;
-    while !cur.is_null() {
-        // SAFETY: the caller's list of valid requests.
-        let w = unsafe { &*cur };
-        let r = unsafe { wr::recv_wr(w) }
-            .and_then(|rw| e.post_recv(q.qp, std::slice::from_ref(&rw)).map_err(|(_, err)| errno::of(&err)));
-        if let Err(err) = r {
-            return fail(cur, err);
-        }
-        cur = w.next;
+    unsafe {
+        wr::post_list(
+            wr,
+            bad_wr,
+            |w| w.next,
+            |w| {
+                let rw = wr::recv_wr(w)?;
+                e.post_recv(q.qp, std::slice::from_ref(&rw)).map_err(|(_, err)| errno::of(&err))
+            },
+        )
     }
-    0
 }

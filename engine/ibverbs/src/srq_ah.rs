@@ -120,28 +120,21 @@ pub(crate) unsafe extern "C" fn post_srq_recv(
     wr: *mut ibv_recv_wr,
     bad_wr: *mut *mut ibv_recv_wr,
 ) -> c_int {
-    let fail = |w: *mut ibv_recv_wr, e: i32| {
-        if !bad_wr.is_null() {
-            // SAFETY: the caller passes a writable out pointer.
-            unsafe { *bad_wr = w };
-        }
-        e
+    let Some((s, ctx)) = (unsafe { SoftSrq::from(srq) }) else {
+        return unsafe { wr::post_list(wr, bad_wr, |w| w.next, |_| Err(libc::EINVAL)) };
     };
-    let Some((s, ctx)) = (unsafe { SoftSrq::from(srq) }) else { return fail(wr, libc::EINVAL) };
     let mut e = ctx.dev.lock();
-    let mut cur = wr;
-    while !cur.is_null() {
-        // SAFETY: the caller's list of valid requests.
-        let w = unsafe { &*cur };
-        let r = unsafe { wr::recv_wr(w) }.and_then(|rw| {
-            e.post_srq_recv(s.srq, std::slice::from_ref(&rw)).map_err(|(_, err)| errno::of(&err))
-        });
-        if let Err(err) = r {
-            return fail(cur, err);
-        }
-        cur = w.next;
+    unsafe {
+        wr::post_list(
+            wr,
+            bad_wr,
+            |w| w.next,
+            |w| {
+                let rw = wr::recv_wr(w)?;
+                e.post_srq_recv(s.srq, std::slice::from_ref(&rw)).map_err(|(_, err)| errno::of(&err))
+            },
+        )
     }
-    0
 }
 
 /// An address handle: rdma-core's `struct ibv_ah` first.

@@ -144,3 +144,30 @@ pub(crate) fn wc(w: &WorkCompletion) -> ibv_wc {
     c.wc_flags = flags;
     c
 }
+
+/// Walks a program's linked list of work requests, handing each to `post` in order; on the first
+/// refused, `*bad_wr` names it and its error number is returned (the ones before it stay posted).
+///
+/// # Safety
+/// `first` is null or a valid list whose links `next` reads; `bad_wr` is null or writable.
+pub(crate) unsafe fn post_list<W>(
+    first: *mut W,
+    bad_wr: *mut *mut W,
+    next: impl Fn(&W) -> *mut W,
+    mut post: impl FnMut(&W) -> Result<(), i32>,
+) -> i32 {
+    let mut cur = first;
+    while !cur.is_null() {
+        // SAFETY: the caller's list of valid requests.
+        let w = unsafe { &*cur };
+        if let Err(e) = post(w) {
+            if !bad_wr.is_null() {
+                // SAFETY: the caller passes a writable out pointer.
+                unsafe { *bad_wr = cur };
+            }
+            return e;
+        }
+        cur = next(w);
+    }
+    0
+}
