@@ -159,3 +159,9 @@ fn own_memory_at_odd_addresses() {
 fn misuse_answered_with_errors() {
     run_part("misuse_answered_with_errors", "d", &[], "127.0.28.4", Duration::from_secs(300));
 }
+
+/// Part e: the `ibv_wr_*` send API of `struct ibv_qp_ex` (WRITE, inline SEND, READ in batches).
+#[test]
+fn extended_send_api() {
+    run_part("extended_send_api", "e", &[], "127.0.28.5", Duration::from_secs(90));
+}

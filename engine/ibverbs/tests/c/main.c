@@ -1,5 +1,5 @@
 /*
- * abi_check PART [SECONDS]: runs one part (a, b, c, d) or all of them on the first device and
+ * abi_check PART [SECONDS]: runs one part (a, b, c, d, e) or all of them on the first device and
  * exits 0 only if every check passed. SECONDS is how long part a posts (default 10).
  */
 #include "abi_check.h"
@@ -10,7 +10,7 @@
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: abi_check a|b|c|d|all [SECONDS]\n"
+	fprintf(stderr, "usage: abi_check a|b|c|d|e|all [SECONDS]\n"
 			"  a: posting and polling on two threads for SECONDS (default 10), data checked\n"
 			"  b: a thread blocked in ibv_get_cq_event woken by a completion\n"
 			"  c: ibv_reg_mr of malloc'ed, stack and mmap'ed buffers at odd addresses and lengths\n"
@@ -27,7 +27,7 @@ int main(int argc, char **argv)
 	if (argc < 2 || argc > 3)
 		usage();
 	part = argv[1];
-	if (strcmp(part, "a") && strcmp(part, "b") && strcmp(part, "c") && strcmp(part, "d") &&
+	if (strcmp(part, "a") && strcmp(part, "b") && strcmp(part, "c") && strcmp(part, "d") && strcmp(part, "e") &&
 	    strcmp(part, "all"))
 		usage();
 	if (argc == 3) {
@@ -48,6 +48,8 @@ int main(int argc, char **argv)
 			part_memory(&d);
 		if (all || !strcmp(part, "d"))
 			part_misuse(&d);
+		if (all || !strcmp(part, "e"))
+			part_wr_api(&d);
 	}
 	dev_close(&d);
 	if (failures()) {
