@@ -23,12 +23,6 @@ pub(crate) struct SoftDevice {
     pub(crate) info: DevInfo,
 }
 
-// SAFETY: the C struct holds only names and enums (no pointers are set); the list is built once
-// and never written again.
-unsafe impl Sync for SoftDevice {}
-// SAFETY: as above.
-unsafe impl Send for SoftDevice {}
-
 /// Objects of a context, by their engine handle: what events and channels name.
 #[derive(Default)]
 pub(crate) struct Objects {
