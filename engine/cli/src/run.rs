@@ -152,9 +152,10 @@ fn build_hint() -> String {
     )
 }
 
-/// The library to preload: `from_env` (the value of `SOFTRDMA_LIB`) if set, else
-/// `<exe_dir>/libsoftrdma_ibverbs.so`, else `<exe_dir>/deps/libsoftrdma_ibverbs.so` (where cargo
-/// leaves it beside the `softrdma` binary). The path is made absolute (the program may change its
+/// The library to preload: `from_env` (the value of `SOFTRDMA_LIB`) if set, else the newer of
+/// `<exe_dir>/libsoftrdma_ibverbs.so` and `<exe_dir>/deps/libsoftrdma_ibverbs.so` (where cargo
+/// leaves it beside the `softrdma` binary; a plain `cargo build` refreshes only `deps/`, so an
+/// older copy beside the binary, from a `cargo build -p softrdma-ibverbs`, must not win). The path is made absolute (the program may change its
 /// directory before anything reads `LD_PRELOAD` again, and the dynamic loader takes it as is).
 pub fn find_library(from_env: Option<&OsStr>, exe_dir: &Path) -> Result<PathBuf, String> {
     let found = match from_env {
@@ -167,7 +168,13 @@ pub fn find_library(from_env: Option<&OsStr>, exe_dir: &Path) -> Result<PathBuf,
         }
         _ => {
             let candidates = [exe_dir.join(LIB_NAME), exe_dir.join("deps").join(LIB_NAME)];
-            match candidates.iter().find(|c| c.is_file()) {
+            let modified = |c: &PathBuf| std::fs::metadata(c).and_then(|m| m.modified()).ok();
+            let newest =
+                candidates.iter().filter(|c| c.is_file()).fold(None::<&PathBuf>, |best, c| match best {
+                    Some(b) if modified(b) >= modified(c) => Some(b),
+                    _ => Some(c),
+                });
+            match newest {
                 Some(c) => c.clone(),
                 None => {
                     return Err(format!(
@@ -340,10 +347,18 @@ mod tests {
         std::fs::write(deps.join(LIB_NAME), b"").unwrap();
         assert_eq!(find_library(None, &dir).unwrap(), deps.join(LIB_NAME).canonicalize().unwrap());
         std::fs::write(dir.join(LIB_NAME), b"").unwrap();
+        let age = |p: &Path, secs: u64| {
+            let t = std::time::SystemTime::now() - std::time::Duration::from_secs(secs);
+            std::fs::File::options().write(true).open(p).unwrap().set_modified(t).unwrap();
+        };
+        // The newer of the two wins, whichever place it is in.
+        age(&deps.join(LIB_NAME), 60);
         assert_eq!(
             find_library(Some(OsStr::new("")), &dir).unwrap(),
             dir.join(LIB_NAME).canonicalize().unwrap()
         );
+        age(&dir.join(LIB_NAME), 120);
+        assert_eq!(find_library(None, &dir).unwrap(), deps.join(LIB_NAME).canonicalize().unwrap());
         let other = dir.join("other.so");
         std::fs::write(&other, b"").unwrap();
         assert_eq!(find_library(Some(other.as_os_str()), &dir).unwrap(), other.canonicalize().unwrap());

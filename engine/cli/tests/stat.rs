@@ -106,3 +106,31 @@ fn stat_shows_growing_counters_of_running_processes() {
     let _ = run.wait();
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+/// A program under `softrdma run` publishes too (issue 33 with issue 28): a stock
+/// `ibv_rc_pingpong` server, waiting for its client, is listed with its device and QP.
+#[test]
+fn stat_shows_programs_under_softrdma_run() {
+    if Command::new("ibv_rc_pingpong").arg("-h").output().is_err() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "ibv_rc_pingpong is missing (scripts/setup.sh installs it)"
+        );
+        eprintln!("stat_shows_programs_under_softrdma_run: skipped: ibv_rc_pingpong is not installed");
+        return;
+    }
+    let dir = common::scratch_dir("stat-run");
+    let mut server =
+        softrdma(&dir, &["run", "--dev", "lo", "--", "ibv_rc_pingpong", "-g", "1", "-p", "18791"])
+            .spawn()
+            .unwrap();
+    let v = stat(&dir, server.id());
+    let _ = server.kill();
+    let _ = server.wait();
+    assert_eq!(v["what"], "ibv_rc_pingpong (softrdma run)", "{v}");
+    let dev = &v["devices"][0];
+    assert_eq!(dev["name"], "softrdma_lo", "{v}");
+    let qps = dev["qps"].as_array().unwrap();
+    assert!(qps.len() == 1 && qps[0]["qpn"] == 17 && qps[0]["state"] == "INIT", "{v}");
+    std::fs::remove_dir_all(dir).unwrap();
+}

@@ -216,8 +216,9 @@ pub unsafe extern "C" fn ibv_open_device(device: *mut ibv_device) -> *mut ibv_co
     v.context.ops.post_send = Some(crate::qp::post_send);
     v.context.ops.post_recv = Some(crate::qp::post_recv);
     v.context.ops.post_srq_recv = Some(crate::srq_ah::post_srq_recv);
-    let ctx = Box::new(Ctx { v, dev, info: &d.info, objects: Mutex::default(), async_fd });
-    Box::leak(ctx).ibv()
+    let ctx = Box::leak(Box::new(Ctx { v, dev, info: &d.info, objects: Mutex::default(), async_fd }));
+    crate::stat::opened(ctx);
+    ctx.ibv()
 }
 
 /// `ibv_close_device`: stops the progress thread and releases the datapath. Objects still open
@@ -225,6 +226,7 @@ pub unsafe extern "C" fn ibv_open_device(device: *mut ibv_device) -> *mut ibv_co
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ibv_close_device(context: *mut ibv_context) -> c_int {
     let Some(ctx) = (unsafe { Ctx::from(context) }) else { return libc::EINVAL };
+    crate::stat::closing(ctx);
     // SAFETY: the context was leaked from a Box in `ibv_open_device`; the caller closes it once.
     drop(unsafe { Box::from_raw(std::ptr::from_ref(ctx).cast_mut()) });
     0

@@ -53,5 +53,6 @@ mod mem;
 mod qp;
 mod qp_ex;
 mod srq_ah;
+mod stat;
 mod unsupported;
 mod wr;

@@ -105,6 +105,12 @@ impl Device {
         self.inner.lock()
     }
 
+    /// Runs `f` on the context without counting as an application thread that drives it (for
+    /// reading counters from a side thread: the progress thread keeps its turn).
+    pub fn inspect<R>(&self, f: impl FnOnce(&Context) -> R) -> R {
+        f(&self.inner.lock())
+    }
+
     /// The calling thread stops driving the engine (it is about to block): the progress thread
     /// takes over at once.
     pub fn release(&self) {

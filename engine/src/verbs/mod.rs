@@ -8,6 +8,7 @@
 mod context;
 mod cq;
 mod device;
+pub mod publish;
 mod stats;
 
 pub use crate::roce::mem;

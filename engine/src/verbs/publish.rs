@@ -1,0 +1,115 @@
+//! Publishing a process's live counters for `softrdma stat` (the tool's reader is in
+//! `engine/cli/src/stat.rs`): every half second, one JSON file named by the PID in the stat
+//! directory (`SOFTRDMA_STAT_DIR`, default `/tmp/softrdma-stat`), replaced atomically (written
+//! aside, then renamed) and removed when the [`Publisher`] drops. Any process that runs devices
+//! publishes through it: `softrdma perf`, and programs under `softrdma run`.
+
+use super::{Context, QpState};
+use serde_json::{Value, json};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+/// How often a process publishes.
+pub const EVERY: Duration = Duration::from_millis(500);
+/// Calls between two looks at the clock.
+const CHECK_EVERY: u32 = 256;
+
+/// The stat directory.
+pub fn dir() -> PathBuf {
+    std::env::var_os("SOFTRDMA_STAT_DIR").map_or_else(|| PathBuf::from("/tmp/softrdma-stat"), PathBuf::from)
+}
+
+/// One device's counters: its name, GID, the context's totals, the datapath's own counters and
+/// each QP's.
+pub fn device(name: &str, ctx: &Context) -> Value {
+    let st = ctx.stats();
+    let qps: Vec<Value> = ctx
+        .qp_stats()
+        .iter()
+        .map(|q| {
+            let (r, d) = (&q.requests, &q.drops);
+            json!({
+                "qpn": q.qpn,
+                "state": state_name(q.state),
+                "requests": r.packets, "retries": r.retries, "timeouts": r.timeouts, "tail_probes": r.tail_probes,
+                "window_cuts": r.window_cuts,
+                "naks_in_seq": r.seq_naks, "naks_in_rnr": r.rnr_naks, "naks_in_error": r.error_naks,
+                "naks_out_seq": d.seq_naks_sent, "naks_out_rnr": d.rnr_naks_sent, "duplicates": d.duplicates,
+                "dropped_qkey": d.qkey, "dropped_no_wqe": d.no_wqe, "dropped_uc": d.uc_aborted,
+                "dropped_stranger": d.foreign_source,
+            })
+        })
+        .collect();
+    let datapath: serde_json::Map<String, Value> =
+        ctx.datapath_counters().into_iter().map(|(k, v)| (k.to_string(), json!(v))).collect();
+    json!({
+        "name": name,
+        "gid": ctx.gid().to_string(),
+        "frames_tx": st.tx_frames, "bytes_tx": st.tx_bytes, "frames_rx": st.rx_frames, "bytes_rx": st.rx_bytes,
+        "rx_bad": st.rx_bad, "rx_unknown": st.rx_unknown, "tx_stalls": st.tx_stalls, "tx_failed": st.tx_failed,
+        "datapath": datapath,
+        "qps": qps,
+    })
+}
+
+fn state_name(s: QpState) -> &'static str {
+    match s {
+        QpState::Reset => "RESET",
+        QpState::Init => "INIT",
+        QpState::Rtr => "RTR",
+        QpState::Rts => "RTS",
+        QpState::Error => "ERR",
+    }
+}
+
+/// Publishes this process's counters (see the module documentation).
+#[derive(Debug)]
+pub struct Publisher {
+    path: Option<PathBuf>,
+    what: String,
+    next: Instant,
+    calls: u32,
+}
+
+impl Publisher {
+    /// A publisher for this process, described as `what` (e.g. "perf write server"). If the stat
+    /// directory cannot be made, nothing is published (the run goes on).
+    pub fn new(what: &str) -> Publisher {
+        let d = dir();
+        let path = std::fs::create_dir_all(&d).ok().map(|()| d.join(format!("{}.json", std::process::id())));
+        Publisher { path, what: what.into(), next: Instant::now(), calls: CHECK_EVERY }
+    }
+
+    /// Publishes `devices` (from [`device`]) if half a second has passed since the last time;
+    /// cheap otherwise (the clock is read every few hundred calls).
+    pub fn maybe(&mut self, devices: impl FnOnce() -> Vec<Value>) {
+        self.calls += 1;
+        if self.path.is_none() || self.calls < CHECK_EVERY {
+            return;
+        }
+        self.calls = 0;
+        let now = Instant::now();
+        if now >= self.next {
+            self.next = now + EVERY;
+            self.publish(devices());
+        }
+    }
+
+    /// Publishes `devices` now.
+    pub fn publish(&mut self, devices: Vec<Value>) {
+        let Some(path) = &self.path else { return };
+        let doc = json!({ "pid": std::process::id(), "what": self.what, "devices": devices });
+        let aside = path.with_extension("json.tmp");
+        if std::fs::write(&aside, doc.to_string()).and_then(|()| std::fs::rename(&aside, path)).is_err() {
+            let _ = std::fs::remove_file(&aside);
+        }
+    }
+}
+
+impl Drop for Publisher {
+    fn drop(&mut self) {
+        if let Some(p) = &self.path {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}
