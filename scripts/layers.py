@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Checks the layout rules of ARCHITECTURE.md that a compiler does not.
 
-- No source file over 900 lines (generated tables excepted: none today).
+- No source file over 900 lines (generated files excepted: `GENERATED`).
 - No import cycle between the files of a library crate: every `use` and every `crate::`/`super::`/
   `self::`/child-module path in a file is resolved (through `pub use` re-exports) to the file that
   defines the item, and the graph of those file-to-file edges must have no cycle.
@@ -23,11 +23,15 @@ from collections import defaultdict
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MAX_LINES = 900
 
+# Generated files, exempt from the line limit (each names the script that regenerates it).
+GENERATED = {"engine/ibverbs/src/abi.rs"}  # scripts/gen-ibverbs-abi.sh
+
 # Dependencies only the tool (engine/cli) may have; `cargo tree -p engine -e normal` must not show them.
 CLI_ONLY = ["clap", "anyhow", "serde_json", "hdrhistogram"]
 
 # Library crates (their src/ trees), relative to the root.
-LIB_CRATES = ["wire", "nicsim", "pds", "ses", "tss", "engine", "engine/cli", "engine/frame"]
+LIB_CRATES = ["wire", "nicsim", "pds", "ses", "tss", "engine", "engine/cli", "engine/frame", "engine/ibverbs",
+              "engine/stat"]
 
 # (files under this prefix, must not reference modules/crates matching this regex, why)
 LAYER_RULES = [
@@ -323,7 +327,7 @@ def main():
             if name.endswith(".rs"):
                 p = os.path.join(d, name)
                 n = sum(1 for _ in open(p))
-                if n > MAX_LINES:
+                if n > MAX_LINES and os.path.relpath(p, ROOT) not in GENERATED:
                     print(f"layers: {os.path.relpath(p, ROOT)} has {n} lines (limit {MAX_LINES})")
                     bad += 1
     for rel_crate in LIB_CRATES:

@@ -1,13 +1,13 @@
 //! `softrdma stat [PID]`: the live counters of running softrdma processes, per device and per QP,
 //! as `rdma statistic` shows a NIC's. A process that runs devices publishes them every half second
-//! ([`Publisher`], in the engine) as one JSON file named by its PID in the stat directory (`SOFTRDMA_STAT_DIR`,
+//! ([`Publisher`], crate `softrdma-stat`) as one JSON file named by its PID in the stat directory (`SOFTRDMA_STAT_DIR`,
 //! default `/tmp/softrdma-stat`), replaced atomically (written aside, then renamed) and removed when
 //! the process ends; `stat` reads the files of the processes still alive.
 
 use std::path::{Path, PathBuf};
 
-pub use engine::verbs::publish::{EVERY, Publisher, device, dir};
 use serde_json::Value;
+pub use softrdma_stat::{EVERY, Publisher, device, dir};
 
 /// Whether process `pid` is alive.
 fn alive(pid: u32) -> bool {

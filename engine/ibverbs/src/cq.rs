@@ -1,10 +1,10 @@
 //! Completion channels and completion queues.
 
 use crate::abi::*;
-use crate::device::Ctx;
 use crate::errno;
+use crate::handles::{Ctx, SoftCq};
 use crate::wr;
-use engine::verbs::{CompChannel, Cq};
+use engine::verbs::CompChannel;
 use rustix::fd::{AsRawFd, OwnedFd};
 use std::ffi::{c_int, c_void};
 
@@ -26,26 +26,6 @@ impl SoftChannel {
         }
         // SAFETY: every channel handed out is the first field of a live `SoftChannel`.
         let c = unsafe { &*p.cast::<SoftChannel>() };
-        Some((c, unsafe { Ctx::from(c.ibv.context) }?))
-    }
-}
-
-/// A completion queue: rdma-core's `struct ibv_cq` first.
-#[repr(C)]
-pub(crate) struct SoftCq {
-    ibv: ibv_cq,
-    pub(crate) cq: Cq,
-}
-
-impl SoftCq {
-    /// # Safety
-    /// `p` is null or a CQ of this library not yet destroyed.
-    pub(crate) unsafe fn from<'a>(p: *mut ibv_cq) -> Option<(&'a SoftCq, &'a Ctx)> {
-        if p.is_null() {
-            return None;
-        }
-        // SAFETY: every CQ handed out is the first field of a live `SoftCq`.
-        let c = unsafe { &*p.cast::<SoftCq>() };
         Some((c, unsafe { Ctx::from(c.ibv.context) }?))
     }
 }

@@ -4,16 +4,16 @@
 use crate::abi::*;
 use crate::config::{self, Backend, DevInfo, GID_TABLE_LEN};
 use crate::errno;
+use crate::handles::Ctx;
 use engine::datapath::Datapath;
 use engine::datapath::afxdp::{AfXdpPort, XdpMode};
 use engine::datapath::udp::{RxIcrc, UdpPort};
 use engine::datapath::wrap::RocePort;
 use engine::roce::{LIMITS, MAX_MSG_SIZE};
-use engine::verbs::{AsyncEvent, Context, Cq, Device, Qp, Srq};
-use std::collections::HashMap;
+use engine::verbs::{AsyncEvent, Context, Device};
 use std::ffi::{c_char, c_int, c_void};
 use std::mem::offset_of;
-use std::sync::{Mutex, MutexGuard, OnceLock, PoisonError};
+use std::sync::{Mutex, OnceLock};
 
 /// A device the library presents: rdma-core's `struct ibv_device` first, so the pointer programs
 /// hold is this.
@@ -21,48 +21,6 @@ use std::sync::{Mutex, MutexGuard, OnceLock, PoisonError};
 pub(crate) struct SoftDevice {
     ibv: ibv_device,
     pub(crate) info: DevInfo,
-}
-
-/// Objects of a context, by their engine handle: what events and channels name.
-#[derive(Default)]
-pub(crate) struct Objects {
-    pub(crate) cqs: HashMap<Cq, usize>,
-    pub(crate) qps: HashMap<Qp, usize>,
-    pub(crate) srqs: HashMap<Srq, usize>,
-}
-
-/// An opened device: rdma-core's `struct verbs_context` (which ends with the `struct ibv_context`
-/// programs hold) first.
-#[repr(C)]
-pub(crate) struct Ctx {
-    v: verbs_context,
-    pub(crate) dev: Device,
-    pub(crate) info: &'static DevInfo,
-    pub(crate) objects: Mutex<Objects>,
-    async_fd: rustix::fd::OwnedFd,
-}
-
-impl Ctx {
-    /// The context behind a program's `ibv_context` pointer.
-    ///
-    /// # Safety
-    /// `p` is null or a context this library opened and has not closed.
-    pub(crate) unsafe fn from<'a>(p: *mut ibv_context) -> Option<&'a Ctx> {
-        if p.is_null() {
-            return None;
-        }
-        // SAFETY: `p` points at `v.context` of a live `Ctx` (`v` is its first field).
-        Some(unsafe { &*p.cast::<u8>().sub(offset_of!(verbs_context, context)).cast::<Ctx>() })
-    }
-
-    /// The `ibv_context` pointer programs hold.
-    pub(crate) fn ibv(&self) -> *mut ibv_context {
-        std::ptr::addr_of!(self.v.context).cast_mut()
-    }
-
-    pub(crate) fn objects(&self) -> MutexGuard<'_, Objects> {
-        self.objects.lock().unwrap_or_else(PoisonError::into_inner)
-    }
 }
 
 /// The devices, found once per process from the environment.

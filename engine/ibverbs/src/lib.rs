@@ -49,6 +49,7 @@ mod config;
 mod cq;
 mod device;
 mod errno;
+mod handles;
 mod mem;
 mod qp;
 mod qp_ex;

@@ -1,30 +1,10 @@
 //! Protection domains and memory regions on the application's own memory.
 
 use crate::abi::*;
-use crate::device::Ctx;
 use crate::errno;
-use engine::verbs::{Access, Mr, Pd, UserBuf};
+use crate::handles::{Ctx, SoftPd};
+use engine::verbs::{Access, Mr, UserBuf};
 use std::ffi::{c_int, c_uint, c_void};
-
-/// A protection domain: rdma-core's `struct ibv_pd` first.
-#[repr(C)]
-pub(crate) struct SoftPd {
-    ibv: ibv_pd,
-    pub(crate) pd: Pd,
-}
-
-impl SoftPd {
-    /// # Safety
-    /// `p` is null or a PD of this library not yet deallocated.
-    pub(crate) unsafe fn from<'a>(p: *mut ibv_pd) -> Option<(&'a SoftPd, &'a Ctx)> {
-        if p.is_null() {
-            return None;
-        }
-        // SAFETY: every PD handed out is the first field of a live `SoftPd`.
-        let pd = unsafe { &*p.cast::<SoftPd>() };
-        Some((pd, unsafe { Ctx::from(pd.ibv.context) }?))
-    }
-}
 
 /// A memory region: rdma-core's `struct ibv_mr` first.
 #[repr(C)]

@@ -2,94 +2,12 @@
 
 use crate::abi::*;
 use crate::config::gid_to_ip;
-use crate::cq::SoftCq;
-use crate::device::Ctx;
 use crate::errno;
-use crate::mem::SoftPd;
-use crate::srq_ah::SoftSrq;
+use crate::handles::{Ctx, SoftCq, SoftPd, SoftQp, SoftSrq};
 use crate::wr;
-use engine::verbs::{
-    Access, AddressVector, Context, Mr, Mtu, Qp, QpAttr, QpCap, QpInitAttr, QpState, QpType, SendFlags,
-    SendWr, Sge,
-};
+use engine::verbs::{Access, AddressVector, Mtu, QpAttr, QpCap, QpInitAttr, QpState, QpType};
 use std::ffi::c_int;
-use std::sync::{Mutex, MutexGuard, PoisonError};
-
-/// Work requests being built with the `ibv_wr_*` API, posted by `ibv_wr_complete`: each with its
-/// inline data, if any.
-pub(crate) type Batch = Vec<(SendWr, Option<Vec<u8>>)>;
-
-/// A queue pair: rdma-core's `struct ibv_qp_ex` (whose first field is the `struct ibv_qp`) first.
-#[repr(C)]
-pub(crate) struct SoftQp {
-    pub(crate) ex: ibv_qp_ex,
-    pub(crate) qp: Qp,
-    pub(crate) ty: QpType,
-    cap: QpCap,
-    sq_sig_all: bool,
-    /// Where inline data is copied for the engine (which copies it again at post time).
-    inline: Mr,
-    pub(crate) batch: Mutex<Batch>,
-    /// The first error of the batch being built (`ibv_wr_complete` returns it).
-    pub(crate) batch_error: Mutex<Option<i32>>,
-}
-
-impl SoftQp {
-    /// # Safety
-    /// `p` is null or a QP of this library not yet destroyed.
-    pub(crate) unsafe fn from<'a>(p: *mut ibv_qp) -> Option<(&'a SoftQp, &'a Ctx)> {
-        if p.is_null() {
-            return None;
-        }
-        // SAFETY: every QP handed out is the first field (through `ex.qp_base`) of a live `SoftQp`.
-        let q = unsafe { &*p.cast::<SoftQp>() };
-        Some((q, unsafe { Ctx::from(q.ex.qp_base.context) }?))
-    }
-
-    pub(crate) fn batch(&self) -> MutexGuard<'_, Batch> {
-        self.batch.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// Posts one request, copying its inline data (from `inline`, or else from the addresses of
-    /// its SGEs) into the QP's inline buffer first.
-    ///
-    /// # Safety
-    /// Without `inline`, an inline request's SGE addresses point at readable bytes.
-    pub(crate) unsafe fn post_one(
-        &self,
-        c: &mut Context,
-        mut w: SendWr,
-        inline: Option<&[u8]>,
-    ) -> Result<(), i32> {
-        if w.flags.contains(SendFlags::INLINE) {
-            let total: u64 = match inline {
-                Some(d) => d.len() as u64,
-                None => w.sg_list.iter().map(|s| u64::from(s.length)).sum(),
-            };
-            if total > u64::from(self.cap.max_inline_data) {
-                return Err(libc::EINVAL);
-            }
-            let buf = c.mr_bytes_mut(&self.inline).map_err(|e| errno::of(&e))?;
-            match inline {
-                Some(d) => buf[..d.len()].copy_from_slice(d),
-                None => {
-                    let mut at = 0;
-                    for s in &w.sg_list {
-                        let n = s.length as usize;
-                        // SAFETY: inline data is read from the caller's addresses at post time,
-                        // as libibverbs promises (no MR needed).
-                        let src = unsafe { std::slice::from_raw_parts(s.addr as usize as *const u8, n) };
-                        buf[at..at + n].copy_from_slice(src);
-                        at += n;
-                    }
-                }
-            }
-            let sge = Sge { addr: self.inline.addr, length: total as u32, lkey: self.inline.lkey };
-            w.sg_list = if total == 0 { Vec::new() } else { vec![sge] };
-        }
-        c.post_send(self.qp, std::slice::from_ref(&w)).map_err(|(_, e)| errno::of(&e))
-    }
-}
+use std::sync::Mutex;
 
 fn qp_type(t: ibv_qp_type) -> Option<QpType> {
     match t {

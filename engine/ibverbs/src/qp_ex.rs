@@ -2,7 +2,7 @@
 //! built between `ibv_wr_start` and `ibv_wr_complete`, which posts them in order.
 
 use crate::abi::*;
-use crate::qp::SoftQp;
+use crate::handles::SoftQp;
 use crate::wr;
 use engine::verbs::{SendWr, Sge, WrOpcode};
 use std::ffi::{c_int, c_void};

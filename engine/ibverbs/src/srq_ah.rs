@@ -1,34 +1,12 @@
 //! Shared receive queues and address handles.
 
 use crate::abi::*;
-use crate::device::Ctx;
 use crate::errno;
-use crate::mem::SoftPd;
+use crate::handles::{Ctx, SoftAh, SoftPd, SoftSrq};
 use crate::qp::{address, ah_attr};
 use crate::wr;
-use engine::verbs::{Ah, Srq, SrqAttr};
+use engine::verbs::SrqAttr;
 use std::ffi::{c_int, c_void};
-
-/// A shared receive queue: rdma-core's `struct ibv_srq` first.
-#[repr(C)]
-pub(crate) struct SoftSrq {
-    ibv: ibv_srq,
-    pub(crate) srq: Srq,
-    attr: std::sync::Mutex<SrqAttr>,
-}
-
-impl SoftSrq {
-    /// # Safety
-    /// `p` is null or an SRQ of this library not yet destroyed.
-    pub(crate) unsafe fn from<'a>(p: *mut ibv_srq) -> Option<(&'a SoftSrq, &'a Ctx)> {
-        if p.is_null() {
-            return None;
-        }
-        // SAFETY: every SRQ handed out is the first field of a live `SoftSrq`.
-        let s = unsafe { &*p.cast::<SoftSrq>() };
-        Some((s, unsafe { Ctx::from(s.ibv.context) }?))
-    }
-}
 
 /// `ibv_create_srq`.
 #[unsafe(no_mangle)]
@@ -134,22 +112,6 @@ pub(crate) unsafe extern "C" fn post_srq_recv(
                 e.post_srq_recv(s.srq, std::slice::from_ref(&rw)).map_err(|(_, err)| errno::of(&err))
             },
         )
-    }
-}
-
-/// An address handle: rdma-core's `struct ibv_ah` first.
-#[repr(C)]
-pub(crate) struct SoftAh {
-    ibv: ibv_ah,
-    pub(crate) ah: Ah,
-}
-
-impl SoftAh {
-    /// # Safety
-    /// `p` is null or an AH of this library not yet destroyed.
-    pub(crate) unsafe fn from<'a>(p: *mut ibv_ah) -> Option<&'a SoftAh> {
-        // SAFETY: every AH handed out is the first field of a live `SoftAh`.
-        (!p.is_null()).then(|| unsafe { &*p.cast::<SoftAh>() })
     }
 }
 

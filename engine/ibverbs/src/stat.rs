@@ -1,9 +1,9 @@
 //! `softrdma stat` for programs under `softrdma run`: a thread publishes the counters of the
-//! process's open devices every half second ([`engine::verbs::publish`]), as `softrdma perf` does,
+//! process's open devices every half second ([`softrdma_stat`]), as `softrdma perf` does,
 //! described as the program's name.
 
-use crate::device::Ctx;
-use engine::verbs::publish::{EVERY, Publisher, device};
+use crate::handles::Ctx;
+use softrdma_stat::{EVERY, Publisher, device};
 use std::sync::{Mutex, MutexGuard, Once, PoisonError};
 
 /// The open contexts (addresses of live `Ctx`s): a context leaves before it is freed, under this

@@ -1,7 +1,7 @@
 //! Work requests and completions between libibverbs' structures and the engine's.
 
 use crate::abi::*;
-use crate::srq_ah::SoftAh;
+use crate::handles::SoftAh;
 use engine::verbs::{RecvWr, SendFlags, SendWr, Sge, UdDest, WcOpcode, WcStatus, WorkCompletion, WrOpcode};
 use std::ffi::c_uint;
 

@@ -8,7 +8,6 @@
 mod context;
 mod cq;
 mod device;
-pub mod publish;
 mod stats;
 
 pub use crate::roce::mem;

@@ -1,10 +1,10 @@
 //! Publishing a process's live counters for `softrdma stat` (the tool's reader is in
-//! `engine/cli/src/stat.rs`): every half second, one JSON file named by the PID in the stat
+//! `engine/cli/src/stat.rs`), a crate of its own so that the engine library needs no JSON: every half second, one JSON file named by the PID in the stat
 //! directory (`SOFTRDMA_STAT_DIR`, default `/tmp/softrdma-stat`), replaced atomically (written
 //! aside, then renamed) and removed when the [`Publisher`] drops. Any process that runs devices
 //! publishes through it: `softrdma perf`, and programs under `softrdma run`.
 
-use super::{Context, QpState};
+use engine::verbs::{Context, QpState};
 use serde_json::{Value, json};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};

@@ -1,0 +1,208 @@
+//! The objects whose addresses programs hold: each starts with rdma-core's structure, so the
+//! pointer a program passes back is the object. Every other module reaches them from here (and
+//! this module reaches no other but the ABI, the configuration and the error helpers).
+
+use crate::abi::*;
+use crate::config::DevInfo;
+use crate::errno;
+use engine::verbs::{
+    Ah, Context, Cq, Device, Mr, Pd, Qp, QpCap, QpType, SendFlags, SendWr, Sge, Srq, SrqAttr,
+};
+use std::collections::HashMap;
+use std::mem::offset_of;
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+/// Objects of a context, by their engine handle: what events and channels name.
+#[derive(Default)]
+pub(crate) struct Objects {
+    pub(crate) cqs: HashMap<Cq, usize>,
+    pub(crate) qps: HashMap<Qp, usize>,
+    pub(crate) srqs: HashMap<Srq, usize>,
+}
+
+/// An opened device: rdma-core's `struct verbs_context` (which ends with the `struct ibv_context`
+/// programs hold) first.
+#[repr(C)]
+pub(crate) struct Ctx {
+    pub(crate) v: verbs_context,
+    pub(crate) dev: Device,
+    pub(crate) info: &'static DevInfo,
+    pub(crate) objects: Mutex<Objects>,
+    pub(crate) async_fd: rustix::fd::OwnedFd,
+}
+
+impl Ctx {
+    /// The context behind a program's `ibv_context` pointer.
+    ///
+    /// # Safety
+    /// `p` is null or a context this library opened and has not closed.
+    pub(crate) unsafe fn from<'a>(p: *mut ibv_context) -> Option<&'a Ctx> {
+        if p.is_null() {
+            return None;
+        }
+        // SAFETY: `p` points at `v.context` of a live `Ctx` (`v` is its first field).
+        Some(unsafe { &*p.cast::<u8>().sub(offset_of!(verbs_context, context)).cast::<Ctx>() })
+    }
+
+    /// The `ibv_context` pointer programs hold.
+    pub(crate) fn ibv(&self) -> *mut ibv_context {
+        std::ptr::addr_of!(self.v.context).cast_mut()
+    }
+
+    pub(crate) fn objects(&self) -> MutexGuard<'_, Objects> {
+        self.objects.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// A protection domain: rdma-core's `struct ibv_pd` first.
+#[repr(C)]
+pub(crate) struct SoftPd {
+    pub(crate) ibv: ibv_pd,
+    pub(crate) pd: Pd,
+}
+
+impl SoftPd {
+    /// # Safety
+    /// `p` is null or a PD of this library not yet deallocated.
+    pub(crate) unsafe fn from<'a>(p: *mut ibv_pd) -> Option<(&'a SoftPd, &'a Ctx)> {
+        if p.is_null() {
+            return None;
+        }
+        // SAFETY: every PD handed out is the first field of a live `SoftPd`.
+        let pd = unsafe { &*p.cast::<SoftPd>() };
+        Some((pd, unsafe { Ctx::from(pd.ibv.context) }?))
+    }
+}
+
+/// A completion queue: rdma-core's `struct ibv_cq` first.
+#[repr(C)]
+pub(crate) struct SoftCq {
+    pub(crate) ibv: ibv_cq,
+    pub(crate) cq: Cq,
+}
+
+impl SoftCq {
+    /// # Safety
+    /// `p` is null or a CQ of this library not yet destroyed.
+    pub(crate) unsafe fn from<'a>(p: *mut ibv_cq) -> Option<(&'a SoftCq, &'a Ctx)> {
+        if p.is_null() {
+            return None;
+        }
+        // SAFETY: every CQ handed out is the first field of a live `SoftCq`.
+        let c = unsafe { &*p.cast::<SoftCq>() };
+        Some((c, unsafe { Ctx::from(c.ibv.context) }?))
+    }
+}
+
+/// Work requests being built with the `ibv_wr_*` API, posted by `ibv_wr_complete`: each with its
+/// inline data, if any.
+pub(crate) type Batch = Vec<(SendWr, Option<Vec<u8>>)>;
+
+/// A queue pair: rdma-core's `struct ibv_qp_ex` (whose first field is the `struct ibv_qp`) first.
+#[repr(C)]
+pub(crate) struct SoftQp {
+    pub(crate) ex: ibv_qp_ex,
+    pub(crate) qp: Qp,
+    pub(crate) ty: QpType,
+    pub(crate) cap: QpCap,
+    pub(crate) sq_sig_all: bool,
+    /// Where inline data is copied for the engine (which copies it again at post time).
+    pub(crate) inline: Mr,
+    pub(crate) batch: Mutex<Batch>,
+    /// The first error of the batch being built (`ibv_wr_complete` returns it).
+    pub(crate) batch_error: Mutex<Option<i32>>,
+}
+
+impl SoftQp {
+    /// # Safety
+    /// `p` is null or a QP of this library not yet destroyed.
+    pub(crate) unsafe fn from<'a>(p: *mut ibv_qp) -> Option<(&'a SoftQp, &'a Ctx)> {
+        if p.is_null() {
+            return None;
+        }
+        // SAFETY: every QP handed out is the first field (through `ex.qp_base`) of a live `SoftQp`.
+        let q = unsafe { &*p.cast::<SoftQp>() };
+        Some((q, unsafe { Ctx::from(q.ex.qp_base.context) }?))
+    }
+
+    pub(crate) fn batch(&self) -> MutexGuard<'_, Batch> {
+        self.batch.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Posts one request, copying its inline data (from `inline`, or else from the addresses of
+    /// its SGEs) into the QP's inline buffer first.
+    ///
+    /// # Safety
+    /// Without `inline`, an inline request's SGE addresses point at readable bytes.
+    pub(crate) unsafe fn post_one(
+        &self,
+        c: &mut Context,
+        mut w: SendWr,
+        inline: Option<&[u8]>,
+    ) -> Result<(), i32> {
+        if w.flags.contains(SendFlags::INLINE) {
+            let total: u64 = match inline {
+                Some(d) => d.len() as u64,
+                None => w.sg_list.iter().map(|s| u64::from(s.length)).sum(),
+            };
+            if total > u64::from(self.cap.max_inline_data) {
+                return Err(libc::EINVAL);
+            }
+            let buf = c.mr_bytes_mut(&self.inline).map_err(|e| errno::of(&e))?;
+            match inline {
+                Some(d) => buf[..d.len()].copy_from_slice(d),
+                None => {
+                    let mut at = 0;
+                    for s in &w.sg_list {
+                        let n = s.length as usize;
+                        // SAFETY: inline data is read from the caller's addresses at post time,
+                        // as libibverbs promises (no MR needed).
+                        let src = unsafe { std::slice::from_raw_parts(s.addr as usize as *const u8, n) };
+                        buf[at..at + n].copy_from_slice(src);
+                        at += n;
+                    }
+                }
+            }
+            let sge = Sge { addr: self.inline.addr, length: total as u32, lkey: self.inline.lkey };
+            w.sg_list = if total == 0 { Vec::new() } else { vec![sge] };
+        }
+        c.post_send(self.qp, std::slice::from_ref(&w)).map_err(|(_, e)| errno::of(&e))
+    }
+}
+
+/// A shared receive queue: rdma-core's `struct ibv_srq` first.
+#[repr(C)]
+pub(crate) struct SoftSrq {
+    pub(crate) ibv: ibv_srq,
+    pub(crate) srq: Srq,
+    pub(crate) attr: std::sync::Mutex<SrqAttr>,
+}
+
+impl SoftSrq {
+    /// # Safety
+    /// `p` is null or an SRQ of this library not yet destroyed.
+    pub(crate) unsafe fn from<'a>(p: *mut ibv_srq) -> Option<(&'a SoftSrq, &'a Ctx)> {
+        if p.is_null() {
+            return None;
+        }
+        // SAFETY: every SRQ handed out is the first field of a live `SoftSrq`.
+        let s = unsafe { &*p.cast::<SoftSrq>() };
+        Some((s, unsafe { Ctx::from(s.ibv.context) }?))
+    }
+}
+
+/// An address handle: rdma-core's `struct ibv_ah` first.
+#[repr(C)]
+pub(crate) struct SoftAh {
+    pub(crate) ibv: ibv_ah,
+    pub(crate) ah: Ah,
+}
+
+impl SoftAh {
+    /// # Safety
+    /// `p` is null or an AH of this library not yet destroyed.
+    pub(crate) unsafe fn from<'a>(p: *mut ibv_ah) -> Option<&'a SoftAh> {
+        // SAFETY: every AH handed out is the first field of a live `SoftAh`.
+        (!p.is_null()).then(|| unsafe { &*p.cast::<SoftAh>() })
+    }
+}
