@@ -15,10 +15,10 @@
 //! bit 5: ECN CE), two bytes of payload length (at most 1024) and the payload.
 #![no_main]
 
-use std::cell::Cell;
 use std::collections::VecDeque;
 use std::net::{IpAddr, Ipv4Addr};
-use std::rc::Rc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use engine::datapath::{Datapath, TxError};
@@ -46,14 +46,14 @@ const PEER_QPN: u32 = 0x41;
 
 /// A datapath the fuzzer feeds: frames in from `rx`, frames out checked and dropped.
 struct FuzzPort {
-    now: Rc<Cell<Duration>>,
-    rx: Rc<std::cell::RefCell<VecDeque<Vec<u8>>>>,
-    sent: Rc<Cell<u64>>,
+    now: Arc<Mutex<Duration>>,
+    rx: Arc<Mutex<VecDeque<Vec<u8>>>>,
+    sent: Arc<AtomicU64>,
 }
 
 impl Datapath for FuzzPort {
     fn now(&self) -> Duration {
-        self.now.get()
+        *self.now.lock().unwrap()
     }
     fn mac(&self) -> [u8; 6] {
         MAC
@@ -70,11 +70,11 @@ impl Datapath for FuzzPort {
     fn transmit(&mut self, frame: Frame) -> Result<(), TxError> {
         let f = FrameRepr::parse_verified(frame.as_slice(), &Default::default());
         assert!(f.is_ok_and(|f| f.roce().is_some()), "the context sent a frame that does not verify");
-        self.sent.set(self.sent.get() + 1);
+        self.sent.fetch_add(1, Ordering::Relaxed);
         Ok(())
     }
     fn receive(&mut self) -> Option<Frame> {
-        self.rx.borrow_mut().pop_front().map(|b| Frame::from_bytes(&b))
+        self.rx.lock().unwrap().pop_front().map(|b| Frame::from_bytes(&b))
     }
     fn recycle(&mut self, _frame: Frame) {}
 }
@@ -89,8 +89,8 @@ struct World {
     local: Mr,
     pd0: [Mr; 2],
     pd1: [Mr; 2],
-    now: Rc<Cell<Duration>>,
-    rx: Rc<std::cell::RefCell<VecDeque<Vec<u8>>>>,
+    now: Arc<Mutex<Duration>>,
+    rx: Arc<Mutex<VecDeque<Vec<u8>>>>,
 }
 
 fn connect(ctx: &mut Context, qp: Qp, qp_type: QpType, n: u32) {
@@ -121,9 +121,9 @@ fn connect(ctx: &mut Context, qp: Qp, qp_type: QpType, n: u32) {
 }
 
 fn setup() -> World {
-    let now = Rc::new(Cell::new(Duration::ZERO));
-    let rx = Rc::new(std::cell::RefCell::new(VecDeque::new()));
-    let port = FuzzPort { now: now.clone(), rx: rx.clone(), sent: Rc::new(Cell::new(0)) };
+    let now = Arc::new(Mutex::new(Duration::ZERO));
+    let rx = Arc::new(Mutex::new(VecDeque::new()));
+    let port = FuzzPort { now: now.clone(), rx: rx.clone(), sent: Arc::new(AtomicU64::new(0)) };
     let mut ctx = Context::open(port);
     let (p0, p1): (Pd, Pd) = (ctx.alloc_pd(), ctx.alloc_pd());
     let all = Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ | Access::REMOTE_ATOMIC;
@@ -254,9 +254,9 @@ fuzz_target!(|data: &[u8]| {
         let target = w.qps.get(slot).copied();
         let pd0_before = snapshot(&w, &w.pd0);
         let pd1_before = snapshot(&w, &w.pd1);
-        w.rx.borrow_mut().push_back(bytes);
+        w.rx.lock().unwrap().push_back(bytes);
         for _ in 0..3 {
-            w.now.set(w.now.get() + Duration::from_micros(5));
+            *w.now.lock().unwrap() += Duration::from_micros(5);
             let _ = w.ctx.progress();
         }
         for &cq in &w.cqs {
