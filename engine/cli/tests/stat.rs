@@ -108,7 +108,9 @@ fn stat_shows_growing_counters_of_running_processes() {
 }
 
 /// A program under `softrdma run` publishes too (issue 33 with issue 28): a stock
-/// `ibv_rc_pingpong` server, waiting for its client, is listed with its device and QP.
+/// `ibv_rc_pingpong` server under `softrdma run` is listed with its device and QP, and its
+/// counters grow while a client (the same tool over the library, on another loopback address)
+/// plays ping-pong with it.
 #[test]
 fn stat_shows_programs_under_softrdma_run() {
     if Command::new("ibv_rc_pingpong").arg("-h").output().is_err() {
@@ -120,17 +122,39 @@ fn stat_shows_programs_under_softrdma_run() {
         return;
     }
     let dir = common::scratch_dir("stat-run");
-    let mut server =
-        softrdma(&dir, &["run", "--dev", "lo", "--", "ibv_rc_pingpong", "-g", "1", "-p", "18791"])
-            .spawn()
-            .unwrap();
-    let v = stat(&dir, server.id());
-    let _ = server.kill();
-    let _ = server.wait();
-    assert_eq!(v["what"], "ibv_rc_pingpong (softrdma run)", "{v}");
-    let dev = &v["devices"][0];
-    assert_eq!(dev["name"], "softrdma_lo", "{v}");
-    let qps = dev["qps"].as_array().unwrap();
-    assert!(qps.len() == 1 && qps[0]["qpn"] == 17 && qps[0]["state"] == "INIT", "{v}");
+    let pingpong = ["ibv_rc_pingpong", "-g", "1", "-p", "18791", "-n", "100000000"];
+    let mut args = vec!["run", "--dev", "lo", "--"];
+    args.extend(pingpong);
+    let server = softrdma(&dir, &args).spawn().unwrap();
+    let first = stat(&dir, server.id());
+    assert_eq!(first["what"], "ibv_rc_pingpong (softrdma run)", "{first}");
+    assert_eq!(first["devices"][0]["name"], "softrdma_lo", "{first}");
+    // The client preloads the library itself: `softrdma run` takes only the interface's own
+    // address, and two processes need two (one UDP port 4791 each).
+    let lib = std::path::Path::new(env!("CARGO_BIN_EXE_softrdma"))
+        .with_file_name("deps")
+        .join("libsoftrdma_ibverbs.so");
+    let client = Command::new(pingpong[0])
+        .args(&pingpong[1..])
+        .arg("127.0.0.1")
+        .env("LD_PRELOAD", &lib)
+        .env("SOFTRDMA_DEV", "lo")
+        .env("SOFTRDMA_LOCAL", "127.0.0.2")
+        .env("SOFTRDMA_STAT_DIR", &dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // The server's QP reaches RTS once the client connects; then its frames grow.
+    let end = Instant::now() + Duration::from_secs(20);
+    while stat(&dir, server.id())["devices"][0]["qps"][0]["state"] != "RTS" {
+        assert!(Instant::now() < end, "the server's QP never reached RTS: {}", stat(&dir, server.id()));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    grows(&dir, &server, "softrdma run");
+    for mut p in [client, server] {
+        let _ = p.kill();
+        let _ = p.wait();
+    }
     std::fs::remove_dir_all(dir).unwrap();
 }
