@@ -19,14 +19,6 @@ pub struct HostPort {
     pub up: bool,
 }
 
-/// The largest IB MTU that fits a netdev MTU, as rxe picks it (netdev MTU minus 80, roce-wire.md
-/// §1.8), or `None` below 256.
-pub fn active_mtu(netdev_mtu: u32) -> Option<Mtu> {
-    [Mtu::Mtu4096, Mtu::Mtu2048, Mtu::Mtu1024, Mtu::Mtu512, Mtu::Mtu256]
-        .into_iter()
-        .find(|m| m.bytes() + 80 <= netdev_mtu)
-}
-
 /// The host's interfaces with IPv4 addresses.
 pub fn host_ports() -> Vec<HostPort> {
     let mut out = Vec::new();
@@ -56,8 +48,8 @@ fn rx_queues(name: &str) -> usize {
 fn afxdp_devices(ports: &[HostPort]) -> String {
     let mut s = String::new();
     for p in ports.iter().filter(|p| !p.ip.is_loopback()) {
-        let mtu =
-            active_mtu(p.mtu).map_or("none (netdev MTU below 336)".to_string(), |m| m.bytes().to_string());
+        let mtu = Mtu::for_netdev(p.mtu)
+            .map_or("none (netdev MTU below 336)".to_string(), |m| m.bytes().to_string());
         let state = if p.up { "ACTIVE" } else { "DOWN" };
         let _ = writeln!(
             s,
@@ -107,8 +99,8 @@ pub fn report() -> String {
     let _ = writeln!(s, "\nudp: one device per IPv4 address (bind it with --local)");
     for p in host_ports() {
         let gid = IpAddr::V4(p.ip);
-        let mtu =
-            active_mtu(p.mtu).map_or("none (netdev MTU below 336)".to_string(), |m| m.bytes().to_string());
+        let mtu = Mtu::for_netdev(p.mtu)
+            .map_or("none (netdev MTU below 336)".to_string(), |m| m.bytes().to_string());
         let state = if p.up { "ACTIVE" } else { "DOWN" };
         let _ = writeln!(
             s,
@@ -156,11 +148,11 @@ mod tests {
 
     #[test]
     fn rxe_mtu_rule() {
-        assert_eq!(active_mtu(1500), Some(Mtu::Mtu1024));
-        assert_eq!(active_mtu(9000), Some(Mtu::Mtu4096));
-        assert_eq!(active_mtu(4176), Some(Mtu::Mtu4096));
-        assert_eq!(active_mtu(4175), Some(Mtu::Mtu2048));
-        assert_eq!(active_mtu(300), None);
+        assert_eq!(Mtu::for_netdev(1500), Some(Mtu::Mtu1024));
+        assert_eq!(Mtu::for_netdev(9000), Some(Mtu::Mtu4096));
+        assert_eq!(Mtu::for_netdev(4176), Some(Mtu::Mtu4096));
+        assert_eq!(Mtu::for_netdev(4175), Some(Mtu::Mtu2048));
+        assert_eq!(Mtu::for_netdev(300), None);
     }
 
     #[test]

@@ -39,10 +39,7 @@ pub(crate) struct DevInfo {
 impl DevInfo {
     /// The largest RoCE MTU whose frames (payload plus 80 bytes of headers) fit the interface.
     pub(crate) fn active_mtu(&self) -> Mtu {
-        [Mtu::Mtu4096, Mtu::Mtu2048, Mtu::Mtu1024, Mtu::Mtu512]
-            .into_iter()
-            .find(|m| m.bytes() + 80 <= self.netdev_mtu)
-            .unwrap_or(Mtu::Mtu256)
+        Mtu::for_netdev(self.netdev_mtu).unwrap_or(Mtu::Mtu256)
     }
 
     /// The node GUID, from the MAC as rxe makes it (EUI-64), in network byte order.

@@ -331,6 +331,14 @@ impl Mtu {
             _ => return None,
         })
     }
+
+    /// The largest MTU whose packets fit a netdev MTU, as rxe picks it (netdev MTU minus 80 bytes of
+    /// IP, UDP, BTH and ICRC, roce-wire.md §1.8), or `None` below 336.
+    pub fn for_netdev(netdev_mtu: u32) -> Option<Mtu> {
+        [Mtu::Mtu4096, Mtu::Mtu2048, Mtu::Mtu1024, Mtu::Mtu512, Mtu::Mtu256]
+            .into_iter()
+            .find(|m| m.bytes() + 80 <= netdev_mtu)
+    }
 }
 
 /// Where the peer is (`ibv_ah_attr` for RoCEv2): its GID and, optionally, its MAC (otherwise the

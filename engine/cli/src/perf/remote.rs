@@ -239,7 +239,7 @@ pub fn open_context(link: &Link, mtu: Mtu) -> Result<(Context, Option<CaptureLog
     // The kernel refuses (DF set) datagrams larger than the link: check the path MTU fits it.
     if let Some(p) = crate::devinfo::host_ports().into_iter().find(|p| p.ip == local) {
         if mtu.bytes() + 80 > p.mtu {
-            let fits = crate::devinfo::active_mtu(p.mtu).map_or(0, |m| m.bytes());
+            let fits = Mtu::for_netdev(p.mtu).map_or(0, |m| m.bytes());
             return Err(RemoteError(format!(
                 "path MTU {} needs a netdev MTU of at least {} and {} has {}: use --mtu {fits}",
                 mtu.bytes(),

@@ -260,7 +260,7 @@ pub fn run(o: &Options) -> Result<Outcome, String> {
         crate::devinfo::host_ports()
             .into_iter()
             .find(|p| p.ip == local)
-            .and_then(|p| crate::devinfo::active_mtu(p.mtu))
+            .and_then(|p| Mtu::for_netdev(p.mtu))
             .unwrap_or(Mtu::Mtu1024)
     });
     let (mut ctx, capture) = open_context(&link, offer).map_err(|e| e.0)?;
