@@ -72,16 +72,6 @@ fn sys(iface: &str, file: &str) -> Option<String> {
     std::fs::read_to_string(format!("/sys/class/net/{iface}/{file}")).ok().map(|s| s.trim().to_string())
 }
 
-fn mac_of(iface: &str) -> [u8; 6] {
-    let mut mac = [0u8; 6];
-    if let Some(s) = sys(iface, "address") {
-        for (b, part) in mac.iter_mut().zip(s.split(':')) {
-            *b = u8::from_str_radix(part, 16).unwrap_or(0);
-        }
-    }
-    mac
-}
-
 /// Interfaces and their IPv4 addresses, in the kernel's order; whether each is up.
 fn interfaces() -> Vec<(String, Ipv4Addr, bool)> {
     let Ok(addrs) = nix::ifaddrs::getifaddrs() else { return Vec::new() };
@@ -164,7 +154,8 @@ pub(crate) fn devices() -> Result<Vec<DevInfo>, ConfigError> {
         .into_iter()
         .map(|(iface, ip)| DevInfo {
             name: format!("softrdma_{iface}"),
-            mac: mac_of(&iface),
+            // An interface without a MAC (a tunnel) reads as the zero MAC.
+            mac: engine::datapath::afxdp::mac_of(&iface).unwrap_or([0; 6]),
             netdev_mtu: sys(&iface, "mtu").and_then(|m| m.parse().ok()).unwrap_or(1500),
             ifindex: sys(&iface, "ifindex").and_then(|m| m.parse().ok()).unwrap_or(0),
             iface,

@@ -164,7 +164,8 @@ fn setsockopt<T>(fd: &OwnedFd, opt: libc::c_int, v: &T) -> io::Result<()> {
     if r == 0 { Ok(()) } else { Err(io::Error::last_os_error()) }
 }
 
-fn mac_of(dev: &str) -> io::Result<[u8; 6]> {
+/// The MAC address of interface `dev` (`/sys/class/net/DEV/address`).
+pub fn mac_of(dev: &str) -> io::Result<[u8; 6]> {
     let s = std::fs::read_to_string(format!("/sys/class/net/{dev}/address"))?;
     let mut mac = [0u8; 6];
     let parts: Vec<&str> = s.trim().split(':').collect();
