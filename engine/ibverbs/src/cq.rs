@@ -122,21 +122,28 @@ pub(crate) unsafe extern "C" fn poll_cq(cq: *mut ibv_cq, num_entries: c_int, wc:
     if wc.is_null() {
         return -1;
     }
-    let mut out = Vec::with_capacity(num_entries as usize);
-    {
-        let mut e = ctx.dev.lock();
-        // A datapath error shows in the completions it causes; polling goes on.
-        let _ = e.progress();
-        // An overrun CQ (or a bad handle) answers -1, as libibverbs' providers do.
-        if e.poll_cq(c.cq, &mut out, num_entries as usize).is_err() {
-            return -1;
+    // The engine's completions pass through a buffer of the polling thread's, kept between
+    // calls: a busy poll allocates nothing.
+    thread_local! {
+        static OUT: std::cell::RefCell<Vec<engine::verbs::WorkCompletion>> = const { std::cell::RefCell::new(Vec::new()) };
+    }
+    OUT.with_borrow_mut(|out| {
+        out.clear();
+        {
+            let mut e = ctx.dev.lock();
+            // A datapath error shows in the completions it causes; polling goes on.
+            let _ = e.progress();
+            // An overrun CQ (or a bad handle) answers -1, as libibverbs' providers do.
+            if e.poll_cq(c.cq, out, num_entries as usize).is_err() {
+                return -1;
+            }
         }
-    }
-    for (i, w) in out.iter().enumerate() {
-        // SAFETY: the caller's array has `num_entries` entries; `out` holds at most that many.
-        unsafe { wc.add(i).write(wr::wc(w)) };
-    }
-    out.len() as c_int
+        for (i, w) in out.iter().enumerate() {
+            // SAFETY: the caller's array has `num_entries` entries; `out` holds at most that many.
+            unsafe { wc.add(i).write(wr::wc(w)) };
+        }
+        out.len() as c_int
+    })
 }
 
 /// `ibv_context_ops.req_notify_cq`.
