@@ -64,6 +64,7 @@ mod handles;
 mod mem;
 mod qp;
 mod qp_ex;
+mod rdmacm;
 mod srq_ah;
 mod stat;
 mod unsupported;
