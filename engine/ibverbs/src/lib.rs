@@ -45,6 +45,17 @@
     unsafe_op_in_unsafe_fn
 )]
 pub mod abi;
+#[allow(
+    non_camel_case_types,
+    non_upper_case_globals,
+    non_snake_case,
+    missing_docs,
+    unreachable_pub,
+    dead_code,
+    clippy::all,
+    unsafe_op_in_unsafe_fn
+)]
+pub mod cm_abi;
 mod config;
 mod cq;
 mod device;
@@ -53,6 +64,7 @@ mod handles;
 mod mem;
 mod qp;
 mod qp_ex;
+mod rdmacm;
 mod srq_ah;
 mod stat;
 mod unsupported;

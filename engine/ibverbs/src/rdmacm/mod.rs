@@ -1,0 +1,3 @@
+//! librdmacm's ABI.
+
+pub(crate) mod addrinfo;
