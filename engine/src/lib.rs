@@ -9,6 +9,7 @@
 //!
 //! The `softrdma` command-line tool and its perf, decode and capture code live in `engine/cli`.
 
+pub mod cm;
 pub mod datapath;
 pub mod progress;
 pub mod provider;

@@ -138,32 +138,53 @@ fn open_datapath(info: &DevInfo) -> Result<Box<dyn FnOnce() -> Context>, String>
     }
 }
 
+/// Contexts open now: (device, context address, references). A device's datapath binds a socket
+/// (UDP port 4791, an AF_XDP queue), so a process holds one context per device; a second
+/// `ibv_open_device` of it, or librdmacm's use of it, shares that context.
+static OPEN: Mutex<Vec<(usize, usize, usize)>> = Mutex::new(Vec::new());
+
+fn open_list() -> std::sync::MutexGuard<'static, Vec<(usize, usize, usize)>> {
+    OPEN.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 /// `ibv_open_device`: binds the device's datapath (a UDP socket, an AF_XDP socket) and starts its
-/// progress thread. A device can be open once per process at a time (one socket per port).
+/// progress thread. Opening a device the process has open already returns the same context (one
+/// socket per port), which stays until every open is closed.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ibv_open_device(device: *mut ibv_device) -> *mut ibv_context {
     let Some(d) = (unsafe { soft(device) }) else { return errno::null(libc::EINVAL) };
+    match open_shared(d) {
+        Ok(ctx) => ctx.ibv(),
+        Err(e) => errno::null(e),
+    }
+}
+
+/// The context of `d`, opened now or shared with an earlier open (one reference more).
+pub(crate) fn open_shared(d: &'static SoftDevice) -> Result<&'static Ctx, c_int> {
+    let mut list = open_list();
+    let key = std::ptr::from_ref(d) as usize;
+    if let Some(e) = list.iter_mut().find(|e| e.0 == key) {
+        e.2 += 1;
+        // SAFETY: the address is a live context leaked below; it leaves the list before it is freed.
+        return Ok(unsafe { &*(e.1 as *const Ctx) });
+    }
     let open = match open_datapath(&d.info) {
         Ok(o) => o,
         Err(e) => {
             eprintln!("softrdma: cannot open {}: {e}", d.info.name);
-            return errno::null(libc::ENODEV);
+            return Err(libc::ENODEV);
         }
     };
-    let dev = match Device::new(open()) {
-        Ok(dev) => dev,
-        Err(e) => return errno::null(e.raw_os_error().unwrap_or(libc::ENOMEM)),
-    };
-    let Ok(async_fd) = rustix::event::eventfd(0, rustix::event::EventfdFlags::CLOEXEC) else {
-        return errno::null(libc::EMFILE);
-    };
+    let dev = Device::new(open()).map_err(|e| e.raw_os_error().unwrap_or(libc::ENOMEM))?;
+    let async_fd =
+        rustix::event::eventfd(0, rustix::event::EventfdFlags::CLOEXEC).map_err(|_| libc::EMFILE)?;
     // SAFETY: all-zero is a valid `verbs_context` (null ops, a zeroed pthread mutex is
     // PTHREAD_MUTEX_INITIALIZER on glibc).
     let mut v: verbs_context = unsafe { std::mem::zeroed() };
     v.sz = size_of::<verbs_context>();
     v.query_device_ex = Some(crate::device::query_device_ex);
     v.create_qp_ex = Some(crate::qp::create_qp_ex);
-    v.context.device = device;
+    v.context.device = std::ptr::from_ref(&d.ibv).cast_mut();
     v.context.cmd_fd = -1;
     v.context.async_fd = rustix::fd::AsRawFd::as_raw_fd(&async_fd);
     v.context.num_comp_vectors = 1;
@@ -176,16 +197,31 @@ pub unsafe extern "C" fn ibv_open_device(device: *mut ibv_device) -> *mut ibv_co
     v.context.ops.post_srq_recv = Some(crate::srq_ah::post_srq_recv);
     let ctx = Box::leak(Box::new(Ctx { v, dev, info: &d.info, objects: Mutex::default(), async_fd }));
     crate::stat::opened(ctx);
-    ctx.ibv()
+    list.push((key, std::ptr::from_ref(ctx) as usize, 1));
+    Ok(ctx)
 }
 
-/// `ibv_close_device`: stops the progress thread and releases the datapath. Objects still open
-/// on the context are released with it.
+/// The first device, opened or shared ([`open_shared`]): the one librdmacm's IDs use.
+pub(crate) fn open_first() -> Result<&'static Ctx, c_int> {
+    devices().first().ok_or(libc::ENODEV).and_then(open_shared)
+}
+
+/// `ibv_close_device`: when the last open of the device closes, stops the progress thread and
+/// releases the datapath; objects still open on the context are released with it.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ibv_close_device(context: *mut ibv_context) -> c_int {
     let Some(ctx) = (unsafe { Ctx::from(context) }) else { return libc::EINVAL };
+    let at = std::ptr::from_ref(ctx) as usize;
+    let mut list = open_list();
+    let Some(i) = list.iter().position(|e| e.1 == at) else { return libc::EINVAL };
+    list[i].2 -= 1;
+    if list[i].2 > 0 {
+        return 0;
+    }
+    list.remove(i);
+    drop(list);
     crate::stat::closing(ctx);
-    // SAFETY: the context was leaked from a Box in `ibv_open_device`; the caller closes it once.
+    // SAFETY: the context was leaked from a Box in `open_shared` and its last reference is gone.
     drop(unsafe { Box::from_raw(std::ptr::from_ref(ctx).cast_mut()) });
     0
 }

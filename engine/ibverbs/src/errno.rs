@@ -8,6 +8,12 @@ pub(crate) fn set(e: i32) {
     unsafe { *libc::__errno_location() = e };
 }
 
+/// The calling thread's `errno`.
+pub(crate) fn get() -> i32 {
+    // SAFETY: as in `set`.
+    unsafe { *libc::__errno_location() }
+}
+
 /// `NULL` with `errno = e`.
 pub(crate) fn null<T>(e: i32) -> *mut T {
     set(e);
@@ -21,6 +27,8 @@ pub(crate) fn of(e: &VerbsError) -> i32 {
         VerbsError::QueueFull | VerbsError::OutOfResources => libc::ENOMEM,
         VerbsError::Unreachable => libc::EHOSTUNREACH,
         VerbsError::Datapath(_) => libc::EIO,
+        VerbsError::AddrInUse => libc::EADDRINUSE,
+        VerbsError::AddrNotAvailable => libc::EADDRNOTAVAIL,
         _ => libc::EINVAL,
     }
 }

@@ -37,6 +37,12 @@ pub enum VerbsError {
     Unreachable,
     /// The datapath refused a frame or failed.
     Datapath(&'static str),
+    /// The rdma_cm ID is not in a state where the call applies (the reason says which).
+    CmState(&'static str),
+    /// The address (port space and port) is bound by another rdma_cm ID.
+    AddrInUse,
+    /// The address is not this device's.
+    AddrNotAvailable,
 }
 
 impl std::fmt::Display for VerbsError {
@@ -57,6 +63,9 @@ impl std::fmt::Display for VerbsError {
             VerbsError::OutOfResources => f.write_str("out of resources"),
             VerbsError::Unreachable => f.write_str("destination MAC address unknown"),
             VerbsError::Datapath(why) => write!(f, "datapath error: {why}"),
+            VerbsError::CmState(why) => write!(f, "rdma_cm: {why}"),
+            VerbsError::AddrInUse => f.write_str("address already in use"),
+            VerbsError::AddrNotAvailable => f.write_str("address not available on this device"),
         }
     }
 }

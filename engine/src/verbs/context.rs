@@ -2,7 +2,8 @@
 
 use super::cq::{Channel, CqState, signal};
 use super::stats::{QpStats, Stats};
-use crate::datapath::{Datapath, TxError};
+use super::tx::offer;
+use crate::datapath::Datapath;
 use crate::progress::Sleep;
 use crate::roce::path::{Path, canonical};
 use crate::roce::types::{
@@ -17,6 +18,8 @@ use std::collections::VecDeque;
 use std::net::IpAddr;
 use std::time::Duration;
 use wire::uet::UetConfig;
+
+mod cm;
 
 /// A protection domain.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -178,6 +181,8 @@ pub struct Context {
     uet: UetConfig,
     /// DCQCN for the RC QPs created from now on.
     dcqcn: Option<crate::roce::dcqcn::DcqcnConfig>,
+    /// QP1 and the connection manager.
+    cm: super::cm::CmPort,
 }
 
 impl std::fmt::Debug for Context {
@@ -190,7 +195,12 @@ impl Context {
     /// Opens the device behind a datapath.
     pub fn open(dp: impl Datapath + Send + 'static) -> Context {
         let link_up = dp.link_up();
+        let seed = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64);
+        let cm = super::cm::CmPort::new(dp.mac(), seed ^ u64::from(std::process::id()));
         Context {
+            cm,
             dp: Box::new(dp),
             mem: MemTable::default(),
             pds: Vec::new(),
@@ -695,12 +705,18 @@ impl Context {
 
     /// The earliest timer of any QP.
     fn qp_deadline(&self) -> Option<Duration> {
-        self.qps.iter().flatten().filter_map(|e| e.qp.poll_timeout()).min()
+        let qps = self.qps.iter().flatten().filter_map(|e| e.qp.poll_timeout()).min();
+        match (qps, self.cm.deadline()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     /// True if some QP has a frame to send now, or a frame waits for room in the datapath.
     pub fn wants_transmit(&self) -> bool {
-        self.pending.is_some() || self.qps.iter().flatten().any(|e| e.qp.wants_transmit())
+        self.pending.is_some()
+            || self.cm_wants_transmit()
+            || self.qps.iter().flatten().any(|e| e.qp.wants_transmit())
     }
 
     /// One round of the progress engine: receive, run due timers, transmit, deliver completions.
@@ -743,6 +759,16 @@ impl Context {
             },
             None => true,
         };
+        match self.cm_progress(now, room) {
+            Ok((w, r)) => {
+                work += w;
+                room = r;
+            }
+            Err(e) => {
+                failed = Some(e);
+                room = false;
+            }
+        }
         for e in self.qps.iter_mut().flatten() {
             for _ in 0..TX_BUDGET {
                 if !room || !e.qp.wants_transmit() {
@@ -808,6 +834,13 @@ impl Context {
         };
         let to_us =
             f.ethernet.dst_addr.0 == self.dp.mac() && canonical(f.ip.dst_addr()) == canonical(self.dp.gid());
+        if pkt.bth.dest_qp == super::gsi::GSI_QPN {
+            match to_us {
+                true => self.cm_receive(now, f.ip.src_addr(), f.ethernet.src_addr.0, pkt),
+                false => self.stats.rx_unknown += 1,
+            }
+            return;
+        }
         let index = pkt.bth.dest_qp.wrapping_sub(FIRST_QPN) as usize;
         let ip_at = f.ethernet.buffer_len();
         let meta = RxMeta { src: f.ip.src_addr(), ip_header: &frame[ip_at..ip_at + f.ip.buffer_len()] };
@@ -834,34 +867,6 @@ impl Context {
                     }
                 }
             }
-        }
-    }
-}
-
-/// Hands `frame` to the datapath: true if it took it; false if it handed it back, and then the
-/// frame waits in `pending` (a stall, counted once per frame: `retry` says it was offered before).
-fn offer(
-    dp: &mut dyn Datapath,
-    stats: &mut Stats,
-    pending: &mut Option<Frame>,
-    frame: Frame,
-    retry: bool,
-) -> Result<bool, VerbsError> {
-    let len = frame.len() as u64;
-    match dp.transmit(frame) {
-        Ok(()) => {
-            stats.tx_frames += 1;
-            stats.tx_bytes += len;
-            Ok(true)
-        }
-        Err(TxError::Full(frame)) => {
-            stats.tx_stalls += u64::from(!retry);
-            *pending = Some(frame);
-            Ok(false)
-        }
-        Err(TxError::Failed(why)) => {
-            stats.tx_failed += 1;
-            Err(VerbsError::Datapath(why))
         }
     }
 }

@@ -12,16 +12,16 @@ use rustix::event::{EventfdFlags, PollFd, PollFlags, Timespec, eventfd, poll};
 use rustix::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::collections::VecDeque;
 
-/// A completion channel's state.
+/// A completion channel's state; the CM's event channels are the same with events for items.
 #[derive(Debug)]
-pub(crate) struct Channel {
+pub(crate) struct Channel<T = u32> {
     fd: OwnedFd,
-    /// CQs with an event not yet taken by `get_cq_event`.
-    pending: VecDeque<u32>,
+    /// CQs with an event not yet taken by `get_cq_event` (CM events not yet taken).
+    pending: VecDeque<T>,
 }
 
-impl Channel {
-    pub(crate) fn new() -> Result<Channel, VerbsError> {
+impl<T> Channel<T> {
+    pub(crate) fn new() -> Result<Channel<T>, VerbsError> {
         // Blocking, as a kernel completion channel's descriptor is: a program decides with
         // O_NONBLOCK whether a read waits. The engine itself never reads it unless it is readable.
         let fd = eventfd(0, EventfdFlags::CLOEXEC).map_err(|_| VerbsError::OutOfResources)?;
@@ -32,20 +32,34 @@ impl Channel {
         self.fd.as_fd()
     }
 
-    fn signal(&mut self, cq: u32) {
-        self.pending.push_back(cq);
+    pub(crate) fn signal(&mut self, item: T) {
+        self.pending.push_back(item);
         // An eventfd counter only fails to take 1 at u64::MAX - 1: then it is readable anyway.
         let _ = rustix::io::write(&self.fd, &1u64.to_ne_bytes());
     }
 
     /// The next CQ with an event; drains the eventfd once nothing is pending.
-    pub(crate) fn take(&mut self) -> Option<u32> {
-        let cq = self.pending.pop_front();
+    pub(crate) fn take(&mut self) -> Option<T> {
+        let item = self.pending.pop_front();
         if self.pending.is_empty() && self.readable() {
             let mut b = [0u8; 8];
             let _ = rustix::io::read(&self.fd, &mut b);
         }
-        cq
+        item
+    }
+
+    /// Items waiting.
+    pub(crate) fn len(&self) -> usize {
+        self.pending.len()
+    }
+
+    /// Drops the items `keep` refuses.
+    pub(crate) fn retain(&mut self, keep: impl FnMut(&T) -> bool) {
+        self.pending.retain(keep);
+        if self.pending.is_empty() && self.readable() {
+            let mut b = [0u8; 8];
+            let _ = rustix::io::read(&self.fd, &mut b);
+        }
     }
 
     /// Whether the eventfd's counter is above zero (so a read returns at once).
@@ -53,7 +67,9 @@ impl Channel {
         let mut fds = [PollFd::new(&self.fd, PollFlags::IN)];
         matches!(poll(&mut fds, Some(&Timespec { tv_sec: 0, tv_nsec: 0 })), Ok(n) if n > 0)
     }
+}
 
+impl Channel<u32> {
     pub(crate) fn forget(&mut self, cq: u32) {
         self.pending.retain(|&c| c != cq);
     }

@@ -5,10 +5,13 @@
 //! the application holds small `Copy` handles. Nothing runs in the background: [`Context::progress`]
 //! receives frames, runs timers, sends frames and moves completions to their CQs.
 
+mod cm;
 mod context;
 mod cq;
 mod device;
+mod gsi;
 mod stats;
+mod tx;
 
 pub use crate::roce::mem;
 pub use crate::roce::types::{
@@ -17,6 +20,7 @@ pub use crate::roce::types::{
 };
 pub use crate::roce::usermem::UserBuf;
 pub use crate::roce::{MemError, MemTable, VerbsError};
+pub use cm::{CmChannel, CmEventKind, CmId, CmIdEvent, ConnParam, PortSpace, RDMA_UDP_QKEY, UdParam};
 pub use context::{AsyncEvent, CompChannel, Context, Cq, Mr, Pd, Qp, QpInitAttr, Srq, SrqAttr};
 pub use device::{Device, HANDOVER};
 pub use stats::{QpStats, Stats};

@@ -1,0 +1,264 @@
+//! Event channels and events: `rdma_create_event_channel`, `rdma_get_cm_event`,
+//! `rdma_ack_cm_event`, `rdma_event_str`, and the wait of synchronous IDs.
+
+use super::objects::{SoftCmChannel, SoftId, err, fail};
+use crate::abi::*;
+use crate::cm_abi::*;
+use crate::errno;
+use crate::handles::Ctx;
+use engine::verbs::{CmEventKind, CmIdEvent};
+use rustix::fd::BorrowedFd;
+use std::ffi::{c_char, c_int};
+
+/// A channel on the process's rdma_cm device.
+pub(crate) fn create() -> Result<&'static SoftCmChannel, c_int> {
+    let ctx = crate::device::open_first()?;
+    let mut dev = ctx.dev.lock();
+    let cm = dev.cm_create_channel().map_err(|e| errno::of(&e))?;
+    let fd = dev.cm_channel_fd(cm).map(|f| rustix::fd::AsRawFd::as_raw_fd(&f)).map_err(|e| errno::of(&e))?;
+    // Never freed: a thread may still wait in `rdma_get_cm_event` on a destroyed channel (rping
+    // does), and must find the object there; it stays asleep, as with librdmacm.
+    Ok(Box::leak(Box::new(SoftCmChannel { ch: rdma_event_channel { fd }, cm, ctx })))
+}
+
+/// Destroys the engine side of a channel (its descriptor closes; the object stays).
+///
+/// # Safety
+/// `p` is null or a channel of this library.
+pub(crate) unsafe fn destroy(p: *mut rdma_event_channel) -> c_int {
+    let Some(ch) = (unsafe { SoftCmChannel::from(p) }) else { return libc::EINVAL };
+    match ch.ctx.dev.lock().cm_destroy_channel(ch.cm) {
+        Ok(()) => 0,
+        Err(e) => errno::of(&e),
+    }
+}
+
+/// `rdma_create_event_channel`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rdma_create_event_channel() -> *mut rdma_event_channel {
+    match create() {
+        Ok(c) => std::ptr::from_ref(&c.ch).cast_mut(),
+        Err(e) => errno::null(e),
+    }
+}
+
+/// `rdma_destroy_event_channel` (IDs must be gone; librdmacm does not check, this does not
+/// either beyond refusing while an ID still reports to it).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rdma_destroy_event_channel(channel: *mut rdma_event_channel) {
+    let _ = unsafe { destroy(channel) };
+}
+
+/// An event as programs see it: rdma-core's `struct rdma_cm_event` first, with the private data
+/// its parameters point at.
+#[repr(C)]
+struct SoftEvent {
+    ev: rdma_cm_event,
+    private: Vec<u8>,
+}
+
+fn event_type(k: CmEventKind) -> rdma_cm_event_type {
+    match k {
+        CmEventKind::AddrResolved => RDMA_CM_EVENT_ADDR_RESOLVED,
+        CmEventKind::AddrError => RDMA_CM_EVENT_ADDR_ERROR,
+        CmEventKind::RouteResolved => RDMA_CM_EVENT_ROUTE_RESOLVED,
+        CmEventKind::ConnectRequest => RDMA_CM_EVENT_CONNECT_REQUEST,
+        CmEventKind::ConnectResponse => RDMA_CM_EVENT_CONNECT_RESPONSE,
+        CmEventKind::ConnectError => RDMA_CM_EVENT_CONNECT_ERROR,
+        CmEventKind::Unreachable => RDMA_CM_EVENT_UNREACHABLE,
+        CmEventKind::Rejected => RDMA_CM_EVENT_REJECTED,
+        CmEventKind::Established => RDMA_CM_EVENT_ESTABLISHED,
+        CmEventKind::Disconnected => RDMA_CM_EVENT_DISCONNECTED,
+    }
+}
+
+/// The ID an event names: the registered one, or for a connect request a new ID that inherits
+/// the listener's channel, context and port space.
+fn id_for(ctx: &'static Ctx, e: &CmIdEvent) -> (*mut rdma_cm_id, *mut rdma_cm_id) {
+    let known = |cm| ctx.objects().cm_ids.get(&cm).copied().unwrap_or(0) as *mut rdma_cm_id;
+    let Some(listen) = e.listen_id else { return (known(e.id), std::ptr::null_mut()) };
+    let lp = known(listen);
+    // SAFETY: a registered ID is live until `rdma_destroy_id` unregisters it.
+    let Some(l) = (unsafe { SoftId::from(lp) }) else { return (std::ptr::null_mut(), std::ptr::null_mut()) };
+    let child = SoftId::boxed(ctx, e.id, l.id.channel, l.id.ps);
+    // SAFETY: just made.
+    let c = unsafe { &mut *child };
+    c.id.context = l.id.context;
+    c.id.verbs = ctx.ibv();
+    c.id.port_num = 1;
+    c.id.qp_type = if e.ud.is_some() { IBV_QPT_UD } else { l.id.qp_type };
+    c.qp_init = None;
+    c.sync_addrs();
+    c.id.route.num_paths = 1;
+    (child.cast(), lp)
+}
+
+/// Turns an engine event into a program's event (null if its ID is gone).
+fn convert(ctx: &'static Ctx, e: CmIdEvent) -> *mut rdma_cm_event {
+    let (id, listen_id) = id_for(ctx, &e);
+    if id.is_null() {
+        return std::ptr::null_mut();
+    }
+    // SAFETY: all-zero is a valid `rdma_cm_event`.
+    let mut ev: rdma_cm_event = unsafe { std::mem::zeroed() };
+    ev.id = id;
+    ev.listen_id = listen_id;
+    ev.event = event_type(e.kind);
+    ev.status = e.status;
+    let mut out = Box::new(SoftEvent { ev, private: e.param.private_data });
+    let (pd, len) = (out.private.as_ptr().cast(), out.private.len().min(255) as u8);
+    match e.ud {
+        Some(ud) => {
+            // SAFETY: writing a union member of a zeroed event.
+            let p = unsafe { &mut out.ev.param.ud };
+            p.private_data = pd;
+            p.private_data_len = len;
+            p.ah_attr = crate::qp::ah_attr(&ud.ah);
+            p.qp_num = ud.qp_num;
+            p.qkey = ud.qkey;
+        }
+        None => {
+            // SAFETY: as above.
+            let p = unsafe { &mut out.ev.param.conn };
+            p.private_data = if len == 0 { std::ptr::null() } else { pd };
+            p.private_data_len = len;
+            p.responder_resources = e.param.responder_resources;
+            p.initiator_depth = e.param.initiator_depth;
+            p.retry_count = e.param.retry_count;
+            p.rnr_retry_count = e.param.rnr_retry_count;
+            p.srq = u8::from(e.param.srq);
+            p.qp_num = e.param.qp_num;
+        }
+    }
+    Box::into_raw(out).cast()
+}
+
+/// The next event on `ch`, waiting for it unless the descriptor was made non-blocking.
+fn next(ch: &SoftCmChannel) -> Result<*mut rdma_cm_event, c_int> {
+    loop {
+        let got = ch.ctx.dev.lock().cm_get_event(ch.cm);
+        match got {
+            Ok(Some(e)) => {
+                let ev = convert(ch.ctx, e);
+                if !ev.is_null() {
+                    return Ok(ev);
+                }
+                continue;
+            }
+            Ok(None) => {}
+            Err(e) => return Err(errno::of(&e)),
+        }
+        // SAFETY: F_GETFL on the channel's descriptor.
+        let flags = unsafe { libc::fcntl(ch.ch.fd, libc::F_GETFL) };
+        if flags < 0 {
+            // The channel was destroyed under a waiter: it sleeps on, as with librdmacm.
+            loop {
+                std::thread::park();
+            }
+        }
+        if flags & libc::O_NONBLOCK != 0 {
+            return Err(libc::EAGAIN);
+        }
+        ch.ctx.dev.release();
+        // SAFETY: the descriptor is the channel's eventfd, open while the channel lives.
+        let fd = unsafe { BorrowedFd::borrow_raw(ch.ch.fd) };
+        if engine::progress::wait_readable(fd, None).is_err() {
+            return Err(libc::EIO);
+        }
+    }
+}
+
+/// `rdma_get_cm_event`: the next event, waiting for it (the device's progress thread keeps the
+/// CM running meanwhile).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rdma_get_cm_event(
+    channel: *mut rdma_event_channel,
+    event: *mut *mut rdma_cm_event,
+) -> c_int {
+    let Some(ch) = (unsafe { SoftCmChannel::from(channel) }) else { return err(libc::EINVAL) };
+    if event.is_null() {
+        return err(libc::EINVAL);
+    }
+    match next(ch) {
+        Ok(ev) => {
+            // SAFETY: checked non-null; the caller passes a writable pointer.
+            unsafe { *event = ev };
+            0
+        }
+        Err(e) => err(e),
+    }
+}
+
+/// `rdma_ack_cm_event`: frees the event (its private data goes with it).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rdma_ack_cm_event(event: *mut rdma_cm_event) -> c_int {
+    if event.is_null() {
+        return err(libc::EINVAL);
+    }
+    // SAFETY: every event handed out is a leaked `SoftEvent`; the caller acknowledges it once.
+    drop(unsafe { Box::from_raw(event.cast::<SoftEvent>()) });
+    0
+}
+
+/// What a synchronous call waits for: the ID's next event, kept in `id->event` (acknowledged by
+/// the next call or `rdma_destroy_id`); 0, or -1 with `errno` from its status (`ECONNREFUSED`
+/// for a rejection), as librdmacm's `ucma_complete`.
+///
+/// # Safety
+/// `s` is a live synchronous ID.
+pub(crate) unsafe fn complete(s: &mut SoftId) -> c_int {
+    if !s.id.event.is_null() {
+        unsafe { rdma_ack_cm_event(s.id.event) };
+        s.id.event = std::ptr::null_mut();
+    }
+    let Some(ch) = (unsafe { SoftCmChannel::from(s.id.channel) }) else { return err(libc::EINVAL) };
+    let ev = match next(ch) {
+        Ok(ev) => ev,
+        Err(e) => return err(e),
+    };
+    s.id.event = ev;
+    // SAFETY: just made.
+    let (kind, status) = unsafe { ((*ev).event, (*ev).status) };
+    if kind == RDMA_CM_EVENT_REJECTED {
+        return err(libc::ECONNREFUSED);
+    }
+    match status {
+        0 => 0,
+        s if s < 0 => err(-s),
+        s => err(s),
+    }
+}
+
+/// The engine error of a synchronous ID's call, or its wait.
+pub(crate) fn finish(s: &mut SoftId, r: Result<(), engine::verbs::VerbsError>) -> c_int {
+    match r {
+        Err(e) => fail(&e),
+        Ok(()) if s.sync => unsafe { complete(s) },
+        Ok(()) => 0,
+    }
+}
+
+/// `rdma_event_str`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rdma_event_str(event: rdma_cm_event_type) -> *const c_char {
+    let s: &'static [u8] = match event {
+        RDMA_CM_EVENT_ADDR_RESOLVED => b"RDMA_CM_EVENT_ADDR_RESOLVED\0",
+        RDMA_CM_EVENT_ADDR_ERROR => b"RDMA_CM_EVENT_ADDR_ERROR\0",
+        RDMA_CM_EVENT_ROUTE_RESOLVED => b"RDMA_CM_EVENT_ROUTE_RESOLVED\0",
+        RDMA_CM_EVENT_ROUTE_ERROR => b"RDMA_CM_EVENT_ROUTE_ERROR\0",
+        RDMA_CM_EVENT_CONNECT_REQUEST => b"RDMA_CM_EVENT_CONNECT_REQUEST\0",
+        RDMA_CM_EVENT_CONNECT_RESPONSE => b"RDMA_CM_EVENT_CONNECT_RESPONSE\0",
+        RDMA_CM_EVENT_CONNECT_ERROR => b"RDMA_CM_EVENT_CONNECT_ERROR\0",
+        RDMA_CM_EVENT_UNREACHABLE => b"RDMA_CM_EVENT_UNREACHABLE\0",
+        RDMA_CM_EVENT_REJECTED => b"RDMA_CM_EVENT_REJECTED\0",
+        RDMA_CM_EVENT_ESTABLISHED => b"RDMA_CM_EVENT_ESTABLISHED\0",
+        RDMA_CM_EVENT_DISCONNECTED => b"RDMA_CM_EVENT_DISCONNECTED\0",
+        RDMA_CM_EVENT_DEVICE_REMOVAL => b"RDMA_CM_EVENT_DEVICE_REMOVAL\0",
+        RDMA_CM_EVENT_MULTICAST_JOIN => b"RDMA_CM_EVENT_MULTICAST_JOIN\0",
+        RDMA_CM_EVENT_MULTICAST_ERROR => b"RDMA_CM_EVENT_MULTICAST_ERROR\0",
+        RDMA_CM_EVENT_ADDR_CHANGE => b"RDMA_CM_EVENT_ADDR_CHANGE\0",
+        RDMA_CM_EVENT_TIMEWAIT_EXIT => b"RDMA_CM_EVENT_TIMEWAIT_EXIT\0",
+        _ => b"UNKNOWN EVENT\0",
+    };
+    s.as_ptr().cast()
+}

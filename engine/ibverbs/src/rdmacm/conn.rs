@@ -1,0 +1,520 @@
+//! Connections: QPs on IDs (`rdma_create_qp`, `rdma_create_qp_ex`, `rdma_destroy_qp`),
+//! `rdma_connect`, `rdma_accept`, `rdma_reject`, `rdma_disconnect`, `rdma_establish`,
+//! `rdma_init_qp_attr`, and the synchronous endpoint helpers (`rdma_create_ep`,
+//! `rdma_get_request`, `rdma_destroy_ep`).
+
+use super::channel::{self, complete, finish};
+use super::id::{rdma_bind_addr, rdma_create_id, rdma_destroy_id, rdma_resolve_addr, rdma_resolve_route};
+use super::objects::{SoftCmChannel, SoftId, err, fail, is_ud};
+use crate::abi::*;
+use crate::cm_abi::*;
+use crate::errno;
+use crate::handles::{Ctx, SoftPd, SoftQp};
+use engine::roce::LIMITS;
+use engine::verbs::{ConnParam, QpState};
+use std::ffi::{c_int, c_void};
+use std::sync::OnceLock;
+
+/// The PD librdmacm allocates per device for IDs given none (`ucma_get_device`'s `cma_dev->pd`).
+fn device_pd(ctx: &'static Ctx) -> *mut ibv_pd {
+    static PD: OnceLock<usize> = OnceLock::new();
+    // SAFETY: the context is live for the process (the rdma_cm device is never closed).
+    *PD.get_or_init(|| unsafe { crate::mem::ibv_alloc_pd(ctx.ibv()) } as usize) as *mut ibv_pd
+}
+
+/// Makes the CQs (each with its own completion channel, `cq_context` = the ID) an attribute
+/// structure lacks, as librdmacm's `ucma_create_cqs`.
+unsafe fn create_cqs(s: &mut SoftId, attr: &mut ibv_qp_init_attr) -> Result<(), c_int> {
+    let ctx = s.ctx.ibv();
+    let id_ptr = std::ptr::from_mut(&mut s.id).cast::<c_void>();
+    let make = |depth: u32| -> Result<(*mut ibv_comp_channel, *mut ibv_cq), c_int> {
+        // SAFETY: our own verbs on our context.
+        let ch = unsafe { crate::cq::ibv_create_comp_channel(ctx) };
+        if ch.is_null() {
+            return Err(libc::ENOMEM);
+        }
+        let cq = unsafe { crate::cq::ibv_create_cq(ctx, depth.max(1) as c_int, id_ptr, ch, 0) };
+        if cq.is_null() {
+            unsafe { crate::cq::ibv_destroy_comp_channel(ch) };
+            return Err(libc::ENOMEM);
+        }
+        Ok((ch, cq))
+    };
+    if attr.recv_cq.is_null() {
+        let (ch, cq) = make(attr.cap.max_recv_wr)?;
+        (s.id.recv_cq_channel, s.id.recv_cq, attr.recv_cq) = (ch, cq, cq);
+        s.own_cqs = true;
+    }
+    if attr.send_cq.is_null() {
+        let (ch, cq) = make(attr.cap.max_send_wr)?;
+        (s.id.send_cq_channel, s.id.send_cq, attr.send_cq) = (ch, cq, cq);
+        s.own_cqs = true;
+    }
+    Ok(())
+}
+
+unsafe fn destroy_cqs(s: &mut SoftId) {
+    if !s.own_cqs {
+        return;
+    }
+    // SAFETY: the CQs and channels `create_cqs` made, destroyed once.
+    unsafe {
+        for (cq, ch) in [(s.id.send_cq, s.id.send_cq_channel), (s.id.recv_cq, s.id.recv_cq_channel)] {
+            if !cq.is_null() {
+                crate::cq::ibv_destroy_cq(cq);
+            }
+            if !ch.is_null() {
+                crate::cq::ibv_destroy_comp_channel(ch);
+            }
+        }
+    }
+    (s.id.send_cq, s.id.send_cq_channel, s.id.recv_cq, s.id.recv_cq_channel) =
+        (std::ptr::null_mut(), std::ptr::null_mut(), std::ptr::null_mut(), std::ptr::null_mut());
+    s.own_cqs = false;
+}
+
+/// The QP of `rdma_create_qp`: on `pd` (or the ID's, or the device's), CQs made where missing,
+/// then brought to INIT (UD: to RTS) by the engine's connection manager.
+unsafe fn create_qp(s: &mut SoftId, pd: *mut ibv_pd, attr: &mut ibv_qp_init_attr) -> c_int {
+    if !s.id.qp.is_null() {
+        return err(libc::EINVAL);
+    }
+    let pd = [pd, s.id.pd].into_iter().find(|p| !p.is_null()).unwrap_or_else(|| device_pd(s.ctx));
+    match unsafe { SoftPd::from(pd) } {
+        Some((_, c)) if std::ptr::eq(c, s.ctx) => {}
+        _ => return err(libc::EINVAL),
+    }
+    if let Err(e) = unsafe { create_cqs(s, attr) } {
+        unsafe { destroy_cqs(s) };
+        return err(e);
+    }
+    // SAFETY: our own verb, on a PD of this context.
+    let qp = unsafe { crate::qp::ibv_create_qp(pd, attr) };
+    let Some((q, _)) = (unsafe { SoftQp::from(qp) }) else {
+        unsafe { destroy_cqs(s) };
+        return -1;
+    };
+    if let Err(e) = s.ctx.dev.lock().cm_attach_qp(s.cm, q.qp) {
+        unsafe {
+            crate::qp::ibv_destroy_qp(qp);
+            destroy_cqs(s);
+        }
+        return fail(&e);
+    }
+    // The state the engine moved it to, for programs that read `qp->state`.
+    // SAFETY: `qp` is the live QP just made.
+    unsafe { (*qp).state = if is_ud(s) { IBV_QPS_RTS } else { IBV_QPS_INIT } };
+    s.id.qp = qp;
+    s.id.pd = pd;
+    0
+}
+
+/// `rdma_create_qp`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rdma_create_qp(
+    id: *mut rdma_cm_id,
+    pd: *mut ibv_pd,
+    qp_init_attr: *mut ibv_qp_init_attr,
+) -> c_int {
+    let Some(s) = (unsafe { SoftId::from(id) }) else { return err(libc::EINVAL) };
+    if qp_init_attr.is_null() {
+        return err(libc::EINVAL);
+    }
+    // SAFETY: the caller passes a valid attribute structure (librdmacm writes it back too).
+    unsafe { create_qp(s, pd, &mut *qp_init_attr) }
+}
+
+/// `rdma_create_qp_ex`: the PD from the attributes (or the ID's); no creation flags.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rdma_create_qp_ex(
+    id: *mut rdma_cm_id,
+    qp_init_attr: *mut ibv_qp_init_attr_ex,
+) -> c_int {
+    let Some(s) = (unsafe { SoftId::from(id) }) else { return err(libc::EINVAL) };
+    if qp_init_attr.is_null() {
+        return err(libc::EINVAL);
+    }
+    // SAFETY: the caller passes a valid attribute structure.
+    let a = unsafe { &mut *qp_init_attr };
+    let known = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+    if a.comp_mask & !known != 0 || a.create_flags != 0 {
+        return err(libc::EOPNOTSUPP);
+    }
+    let pd = if a.comp_mask & IBV_QP_INIT_ATTR_PD != 0 { a.pd } else { std::ptr::null_mut() };
+    let mut basic = ibv_qp_init_attr {
+        qp_context: a.qp_context,
+        send_cq: a.send_cq,
+        recv_cq: a.recv_cq,
+        srq: a.srq,
+        cap: a.cap,
+        qp_type: a.qp_type,
+        sq_sig_all: a.sq_sig_all,
+    };
+    let r = unsafe { create_qp(s, pd, &mut basic) };
+    (a.cap, a.send_cq, a.recv_cq) = (basic.cap, basic.send_cq, basic.recv_cq);
+    r
+}
+
+/// `rdma_destroy_qp`: destroys the QP, and the CQs librdmacm made for it.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rdma_destroy_qp(id: *mut rdma_cm_id) {
+    let Some(s) = (unsafe { SoftId::from(id) }) else { return };
+    if !s.id.qp.is_null() {
+        let _ = s.ctx.dev.lock().cm_detach_qp(s.cm);
+        // SAFETY: the ID's QP, destroyed once.
+        unsafe { crate::qp::ibv_destroy_qp(s.id.qp) };
+        s.id.qp = std::ptr::null_mut();
+    }
+    unsafe { destroy_cqs(s) };
+}
+
+/// Connection parameters from a program's (`NULL`: librdmacm's defaults: the device's READ
+/// limits, 7 retries, 7 RNR retries). `0xFF` for the READ limits means the device's.
+unsafe fn param(p: *const rdma_conn_param, s: &SoftId) -> ConnParam {
+    let max = LIMITS.max_rd_atomic;
+    let qp_num = if s.id.qp.is_null() { 0 } else { unsafe { (*s.id.qp).qp_num } };
+    // SAFETY: the caller passes a valid parameter structure or null.
+    let Some(p) = (unsafe { p.as_ref() }) else {
+        return ConnParam {
+            responder_resources: max,
+            initiator_depth: max,
+            retry_count: 7,
+            rnr_retry_count: 7,
+            qp_num,
+            ..ConnParam::default()
+        };
+    };
+    let pick = |v: u8| if v == 0xFF { max } else { v.min(max) };
+    let private = if p.private_data.is_null() {
+        Vec::new()
+    } else {
+        // SAFETY: `private_data_len` bytes at `private_data`, as the caller promises.
+        unsafe { std::slice::from_raw_parts(p.private_data.cast::<u8>(), usize::from(p.private_data_len)) }
+            .to_vec()
+    };
+    ConnParam {
+        private_data: private,
+        responder_resources: pick(p.responder_resources),
+        initiator_depth: pick(p.initiator_depth),
+        retry_count: p.retry_count.min(7),
+        rnr_retry_count: p.rnr_retry_count.min(7),
+        srq: p.srq != 0,
+        qp_num: if s.id.qp.is_null() { p.qp_num } else { qp_num },
+    }
+}
+
+/// `rdma_connect`: a REQ (UD: SIDR_REQ); a synchronous ID waits for ESTABLISHED.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rdma_connect(id: *mut rdma_cm_id, conn_param: *mut rdma_conn_param) -> c_int {
+    let Some(s) = (unsafe { SoftId::from(id) }) else { return err(libc::EINVAL) };
+    if s.id.qp.is_null() && conn_param.is_null() {
+        return err(libc::EINVAL);
+    }
+    let p = unsafe { param(conn_param, s) };
+    let r = s.ctx.dev.lock().cm_connect(s.cm, &p);
+    finish(s, r)
+}
+
+/// `rdma_accept`: the QP goes to RTR and RTS, then the REP (UD: SIDR_REP) is sent; a synchronous
+/// ID waits for ESTABLISHED (not UD: its requester gets no answer to wait for).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rdma_accept(id: *mut rdma_cm_id, conn_param: *mut rdma_conn_param) -> c_int {
+    let Some(s) = (unsafe { SoftId::from(id) }) else { return err(libc::EINVAL) };
+    if s.id.qp.is_null() && conn_param.is_null() {
+        return err(libc::EINVAL);
+    }
+    let p = unsafe { param(conn_param, s) };
+    let r = s.ctx.dev.lock().cm_accept(s.cm, &p);
+    if let Err(e) = r {
+        return fail(&e);
+    }
+    if !s.id.qp.is_null() && !is_ud(s) {
+        // SAFETY: the ID's live QP.
+        unsafe { (*s.id.qp).state = IBV_QPS_RTS };
+    }
+    if s.sync && !is_ud(s) { unsafe { complete(s) } } else { 0 }
+}
+
+/// `rdma_reject`, with private data.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rdma_reject(
+    id: *mut rdma_cm_id,
+    private_data: *const c_void,
+    private_data_len: u8,
+) -> c_int {
+    let Some(s) = (unsafe { SoftId::from(id) }) else { return err(libc::EINVAL) };
+    let pd = if private_data.is_null() {
+        &[][..]
+    } else {
+        // SAFETY: `private_data_len` bytes at `private_data`, as the caller promises.
+        unsafe { std::slice::from_raw_parts(private_data.cast::<u8>(), usize::from(private_data_len)) }
+    };
+    match s.ctx.dev.lock().cm_reject(s.cm, pd) {
+        Ok(()) => 0,
+        Err(e) => fail(&e),
+    }
+}
+
+/// `rdma_disconnect`: the QP goes to the error state (its work flushes), then DREQ (or the DREP
+/// of a DREQ received); a synchronous ID waits for DISCONNECTED unless it already saw it.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rdma_disconnect(id: *mut rdma_cm_id) -> c_int {
+    let Some(s) = (unsafe { SoftId::from(id) }) else { return err(libc::EINVAL) };
+    let r = s.ctx.dev.lock().cm_disconnect(s.cm);
+    if !s.id.qp.is_null() {
+        // SAFETY: the ID's live QP.
+        unsafe { (*s.id.qp).state = IBV_QPS_ERR };
+    }
+    // SAFETY: a kept event is live until acknowledged.
+    let seen = !s.id.event.is_null() && unsafe { (*s.id.event).event } == RDMA_CM_EVENT_DISCONNECTED;
+    match r {
+        Err(e) => fail(&e),
+        Ok(()) if s.sync && !seen => unsafe { complete(s) },
+        Ok(()) => 0,
+    }
+}
+
+/// `rdma_establish`: the RTU after CONNECT_RESPONSE, for an ID whose QP the program set up
+/// itself (with a QP on the ID, librdmacm refuses: `EINVAL`).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rdma_establish(id: *mut rdma_cm_id) -> c_int {
+    let Some(s) = (unsafe { SoftId::from(id) }) else { return err(libc::EINVAL) };
+    if !s.id.qp.is_null() {
+        return err(libc::EINVAL);
+    }
+    let r = s.ctx.dev.lock().cm_establish(s.cm);
+    finish(s, r)
+}
+
+/// `rdma_notify`: a QP event the CM needs to hear of; over RoCEv2 nothing waits for one.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rdma_notify(id: *mut rdma_cm_id, _event: ibv_event_type) -> c_int {
+    if unsafe { SoftId::from(id) }.is_none() { err(libc::EINVAL) } else { 0 }
+}
+
+/// `rdma_init_qp_attr`: the attributes that move a QP to `qp_attr->qp_state` (INIT, RTR, RTS)
+/// for this connection, and their mask.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rdma_init_qp_attr(
+    id: *mut rdma_cm_id,
+    qp_attr: *mut ibv_qp_attr,
+    qp_attr_mask: *mut c_int,
+) -> c_int {
+    let Some(s) = (unsafe { SoftId::from(id) }) else { return err(libc::EINVAL) };
+    if qp_attr.is_null() || qp_attr_mask.is_null() {
+        return err(libc::EINVAL);
+    }
+    // SAFETY: checked non-null; the caller passes valid structures.
+    let (a, mask) = unsafe { (&mut *qp_attr, &mut *qp_attr_mask) };
+    let state = match a.qp_state {
+        IBV_QPS_INIT => QpState::Init,
+        IBV_QPS_RTR => QpState::Rtr,
+        IBV_QPS_RTS => QpState::Rts,
+        _ => return err(libc::EINVAL),
+    };
+    let q = match s.ctx.dev.lock().cm_qp_attr(s.cm, state) {
+        Ok(q) => q,
+        Err(e) => return fail(&e),
+    };
+    let mut m = IBV_QP_STATE;
+    if state == QpState::Init {
+        a.pkey_index = 0;
+        a.port_num = 1;
+        m |= IBV_QP_PKEY_INDEX | IBV_QP_PORT;
+    }
+    let mut set = |bit: ibv_qp_attr_mask, present: bool| {
+        if present {
+            m |= bit;
+        }
+    };
+    if let Some(x) = q.qp_access_flags {
+        a.qp_access_flags = x.0;
+    }
+    set(IBV_QP_ACCESS_FLAGS, q.qp_access_flags.is_some());
+    if let Some(x) = q.qkey {
+        a.qkey = x;
+    }
+    set(IBV_QP_QKEY, q.qkey.is_some());
+    if let Some(x) = q.path_mtu {
+        a.path_mtu = crate::qp::ibv_mtu_of(x);
+    }
+    set(IBV_QP_PATH_MTU, q.path_mtu.is_some());
+    if let Some(x) = q.dest_qp_num {
+        a.dest_qp_num = x;
+    }
+    set(IBV_QP_DEST_QPN, q.dest_qp_num.is_some());
+    if let Some(x) = q.rq_psn {
+        a.rq_psn = x;
+    }
+    set(IBV_QP_RQ_PSN, q.rq_psn.is_some());
+    if let Some(av) = &q.ah_attr {
+        a.ah_attr = crate::qp::ah_attr(av);
+    }
+    set(IBV_QP_AV, q.ah_attr.is_some());
+    if let Some(x) = q.max_dest_rd_atomic {
+        a.max_dest_rd_atomic = x;
+    }
+    set(IBV_QP_MAX_DEST_RD_ATOMIC, q.max_dest_rd_atomic.is_some());
+    if let Some(x) = q.min_rnr_timer {
+        a.min_rnr_timer = x;
+    }
+    set(IBV_QP_MIN_RNR_TIMER, q.min_rnr_timer.is_some());
+    if let Some(x) = q.sq_psn {
+        a.sq_psn = x;
+    }
+    set(IBV_QP_SQ_PSN, q.sq_psn.is_some());
+    if let Some(x) = q.timeout {
+        a.timeout = x;
+    }
+    set(IBV_QP_TIMEOUT, q.timeout.is_some());
+    if let Some(x) = q.retry_cnt {
+        a.retry_cnt = x;
+    }
+    set(IBV_QP_RETRY_CNT, q.retry_cnt.is_some());
+    if let Some(x) = q.rnr_retry {
+        a.rnr_retry = x;
+    }
+    set(IBV_QP_RNR_RETRY, q.rnr_retry.is_some());
+    if let Some(x) = q.max_rd_atomic {
+        a.max_rd_atomic = x;
+    }
+    set(IBV_QP_MAX_QP_RD_ATOMIC, q.max_rd_atomic.is_some());
+    *mask = m as c_int;
+    0
+}
+
+/// `rdma_create_ep`: a synchronous ID for `res`; passive: bound, with `qp_init_attr` kept for
+/// the QPs of `rdma_get_request`; active: address and route resolved, and the QP made when
+/// `qp_init_attr` is given.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rdma_create_ep(
+    id: *mut *mut rdma_cm_id,
+    res: *mut rdma_addrinfo,
+    pd: *mut ibv_pd,
+    qp_init_attr: *mut ibv_qp_init_attr,
+) -> c_int {
+    if id.is_null() || res.is_null() {
+        return err(libc::EINVAL);
+    }
+    // SAFETY: the caller passes a valid addrinfo.
+    let r = unsafe { &*res };
+    let mut p: *mut rdma_cm_id = std::ptr::null_mut();
+    if unsafe {
+        rdma_create_id(std::ptr::null_mut(), &mut p, std::ptr::null_mut(), r.ai_port_space as rdma_port_space)
+    } != 0
+    {
+        return -1;
+    }
+    let Some(s) = (unsafe { SoftId::from(p) }) else { return err(libc::EINVAL) };
+    s.id.qp_type = r.ai_qp_type as ibv_qp_type;
+    let ok = if r.ai_flags as u32 & RAI_PASSIVE != 0 {
+        let bound = unsafe { rdma_bind_addr(p, r.ai_src_addr) } == 0;
+        if bound && !qp_init_attr.is_null() {
+            // SAFETY: the caller passes a valid attribute structure.
+            let mut a = unsafe { *qp_init_attr };
+            a.qp_type = s.id.qp_type;
+            s.qp_init = Some(a);
+        }
+        s.id.pd = pd;
+        bound
+    } else {
+        // SAFETY: the addrinfo's addresses (or null), and the caller's attributes (or null).
+        let resolved = unsafe { rdma_resolve_addr(p, r.ai_src_addr, r.ai_dst_addr, 2000) } == 0
+            && unsafe { rdma_resolve_route(p, 2000) } == 0;
+        match unsafe { qp_init_attr.as_mut() } {
+            Some(a) if resolved => {
+                a.qp_type = s.id.qp_type;
+                unsafe { create_qp(s, pd, a) == 0 }
+            }
+            _ => resolved,
+        }
+    };
+    if !ok {
+        let e = errno::get();
+        unsafe { rdma_destroy_id(p) };
+        return err(e);
+    }
+    // SAFETY: checked non-null.
+    unsafe { *id = p };
+    0
+}
+
+/// `rdma_destroy_ep`: the QP (and the CQs made for it), then the ID.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rdma_destroy_ep(id: *mut rdma_cm_id) {
+    unsafe {
+        rdma_destroy_qp(id);
+        rdma_destroy_id(id);
+    }
+}
+
+/// `rdma_get_request`: waits for a connect request on a synchronous listener; the new ID is
+/// synchronous (its own channel), keeps the request in `id->event`, and has a QP when the
+/// listener came from `rdma_create_ep` with QP attributes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rdma_get_request(listen: *mut rdma_cm_id, id: *mut *mut rdma_cm_id) -> c_int {
+    let Some(l) = (unsafe { SoftId::from(listen) }) else { return err(libc::EINVAL) };
+    if id.is_null() || !l.sync {
+        return err(libc::EINVAL);
+    }
+    if unsafe { complete(l) } != 0 {
+        return -1;
+    }
+    let ev = std::mem::replace(&mut l.id.event, std::ptr::null_mut());
+    // SAFETY: the event `complete` just kept.
+    let (kind, child) = unsafe { ((*ev).event, (*ev).id) };
+    if kind != RDMA_CM_EVENT_CONNECT_REQUEST {
+        unsafe { channel::rdma_ack_cm_event(ev) };
+        return err(libc::EINVAL);
+    }
+    let Some(c) = (unsafe { SoftId::from(child) }) else { return err(libc::EINVAL) };
+    // Its own channel, as librdmacm migrates a synchronous listener's requests.
+    let ch = match channel::create() {
+        Ok(ch) => ch,
+        Err(e) => return err(e),
+    };
+    if let Err(e) = c.ctx.dev.lock().cm_migrate_id(c.cm, ch.cm) {
+        return fail(&e);
+    }
+    c.id.channel = std::ptr::from_ref::<SoftCmChannel>(ch).cast_mut().cast();
+    c.sync = true;
+    c.id.event = ev;
+    c.id.pd = if l.id.pd.is_null() { device_pd(c.ctx) } else { l.id.pd };
+    if let Some(mut a) = l.qp_init {
+        if unsafe { create_qp(c, l.id.pd, &mut a) } != 0 {
+            let e = errno::get();
+            let _ = unsafe { rdma_reject(child, std::ptr::null(), 0) };
+            unsafe { rdma_destroy_id(child) };
+            return err(e);
+        }
+    }
+    // SAFETY: checked non-null.
+    unsafe { *id = child };
+    0
+}
+
+/// `rdma_join_multicast`: multicast is not supported by this device (`ENOSYS`).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rdma_join_multicast(
+    _id: *mut rdma_cm_id,
+    _addr: *mut libc::sockaddr,
+    _context: *mut c_void,
+) -> c_int {
+    err(libc::ENOSYS)
+}
+
+/// `rdma_join_multicast_ex`: as `rdma_join_multicast`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rdma_join_multicast_ex(
+    _id: *mut rdma_cm_id,
+    _mc_join_attr: *mut rdma_cm_join_mc_attr_ex,
+    _context: *mut c_void,
+) -> c_int {
+    err(libc::ENOSYS)
+}
+
+/// `rdma_leave_multicast`: nothing was joined (`ENOSYS`).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rdma_leave_multicast(_id: *mut rdma_cm_id, _addr: *mut libc::sockaddr) -> c_int {
+    err(libc::ENOSYS)
+}

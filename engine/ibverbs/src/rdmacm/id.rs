@@ -1,0 +1,231 @@
+//! rdma_cm IDs: create/destroy, bind, resolve, listen, migrate, addresses, options, devices.
+
+use super::channel;
+use super::objects::{SoftCmChannel, SoftId, err, fail, port_space};
+use super::sockaddr;
+use crate::abi::*;
+use crate::cm_abi::*;
+use crate::errno;
+
+use std::ffi::{c_int, c_void};
+use std::net::SocketAddr;
+
+/// `rdma_create_id`: an ID reporting to `channel`, or, with no channel, a synchronous ID whose
+/// calls wait for their own events (librdmacm's rule).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rdma_create_id(
+    channel: *mut rdma_event_channel,
+    id: *mut *mut rdma_cm_id,
+    context: *mut c_void,
+    ps: rdma_port_space,
+) -> c_int {
+    if id.is_null() {
+        return err(libc::EINVAL);
+    }
+    let Some(space) = port_space(ps) else { return err(libc::EINVAL) };
+    let (ch, sync) = match unsafe { SoftCmChannel::from(channel) } {
+        Some(c) => (c, false),
+        None if channel.is_null() => match channel::create() {
+            Ok(c) => (c, true),
+            Err(e) => return err(e),
+        },
+        None => return err(libc::EINVAL),
+    };
+    let cm = match ch.ctx.dev.lock().cm_create_id(ch.cm, space) {
+        Ok(cm) => cm,
+        Err(e) => return fail(&e),
+    };
+    let p = SoftId::boxed(ch.ctx, cm, std::ptr::from_ref(&ch.ch).cast_mut(), ps);
+    // SAFETY: `p` was just made; `id` is writable (checked non-null).
+    unsafe {
+        (*p).sync = sync;
+        (*p).id.context = context;
+        (*p).id.verbs = ch.ctx.ibv();
+        (*p).id.port_num = 1;
+        *id = p.cast();
+    }
+    0
+}
+
+/// `rdma_destroy_id`: closes the connection (DREQ) or rejects a request not answered; the
+/// ID's events not yet taken are dropped, the one a synchronous call kept is acknowledged.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rdma_destroy_id(id: *mut rdma_cm_id) -> c_int {
+    let Some(s) = (unsafe { SoftId::from(id) }) else { return err(libc::EINVAL) };
+    let ctx = s.ctx;
+    if !s.id.event.is_null() {
+        unsafe { channel::rdma_ack_cm_event(s.id.event) };
+        s.id.event = std::ptr::null_mut();
+    }
+    let _ = ctx.dev.lock().cm_destroy_id(s.cm);
+    ctx.objects().cm_ids.remove(&s.cm);
+    if s.sync {
+        unsafe { channel::destroy(s.id.channel) };
+    }
+    // SAFETY: made by `SoftId::boxed`; the caller destroys it once.
+    drop(unsafe { Box::from_raw(std::ptr::from_mut(s)) });
+    0
+}
+
+/// `rdma_bind_addr`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rdma_bind_addr(id: *mut rdma_cm_id, addr: *mut libc::sockaddr) -> c_int {
+    let Some(s) = (unsafe { SoftId::from(id) }) else { return err(libc::EINVAL) };
+    let Some(a) = (unsafe { sockaddr::read(addr) }) else { return err(libc::EAFNOSUPPORT) };
+    if let Err(e) = s.ctx.dev.lock().cm_bind(s.cm, a) {
+        return fail(&e);
+    }
+    s.sync_addrs();
+    0
+}
+
+/// `rdma_resolve_addr`: the device is this process's; the peer's MAC comes from the kernel's
+/// neighbour table. `RDMA_CM_EVENT_ADDR_RESOLVED` (or `ADDR_ERROR`) follows.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rdma_resolve_addr(
+    id: *mut rdma_cm_id,
+    src_addr: *mut libc::sockaddr,
+    dst_addr: *mut libc::sockaddr,
+    _timeout_ms: c_int,
+) -> c_int {
+    let Some(s) = (unsafe { SoftId::from(id) }) else { return err(libc::EINVAL) };
+    let Some(dst) = (unsafe { sockaddr::read(dst_addr) }) else { return err(libc::EAFNOSUPPORT) };
+    let src = unsafe { sockaddr::read(src_addr) };
+    if let Err(e) = s.ctx.dev.lock().cm_resolve_addr(s.cm, src, dst) {
+        return fail(&e);
+    }
+    s.sync_addrs();
+    if s.sync { unsafe { channel::complete(s) } } else { 0 }
+}
+
+/// `rdma_resolve_route`: over RoCEv2 the route is the resolved address;
+/// `RDMA_CM_EVENT_ROUTE_RESOLVED` follows at once.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rdma_resolve_route(id: *mut rdma_cm_id, _timeout_ms: c_int) -> c_int {
+    let Some(s) = (unsafe { SoftId::from(id) }) else { return err(libc::EINVAL) };
+    if let Err(e) = s.ctx.dev.lock().cm_resolve_route(s.cm) {
+        return fail(&e);
+    }
+    s.id.route.num_paths = 1;
+    if s.sync { unsafe { channel::complete(s) } } else { 0 }
+}
+
+/// `rdma_listen` (an unbound ID is bound to the wildcard and a free port first).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rdma_listen(id: *mut rdma_cm_id, backlog: c_int) -> c_int {
+    let Some(s) = (unsafe { SoftId::from(id) }) else { return err(libc::EINVAL) };
+    if let Err(e) = s.ctx.dev.lock().cm_listen(s.cm, backlog.max(0) as usize) {
+        return fail(&e);
+    }
+    s.sync_addrs();
+    0
+}
+
+/// `rdma_migrate_id`: the ID's events go to `channel` from now on (a null channel: a private one,
+/// the ID becomes synchronous).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rdma_migrate_id(id: *mut rdma_cm_id, channel: *mut rdma_event_channel) -> c_int {
+    let Some(s) = (unsafe { SoftId::from(id) }) else { return err(libc::EINVAL) };
+    let (ch, sync) = match unsafe { SoftCmChannel::from(channel) } {
+        Some(c) => (c, false),
+        None if channel.is_null() => match channel::create() {
+            Ok(c) => (c, true),
+            Err(e) => return err(e),
+        },
+        None => return err(libc::EINVAL),
+    };
+    if let Err(e) = s.ctx.dev.lock().cm_migrate_id(s.cm, ch.cm) {
+        return fail(&e);
+    }
+    if s.sync {
+        unsafe { channel::destroy(s.id.channel) };
+    }
+    s.id.channel = std::ptr::from_ref(&ch.ch).cast_mut();
+    s.sync = sync;
+    0
+}
+
+/// `rdma_get_local_addr`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rdma_get_local_addr(id: *mut rdma_cm_id) -> *mut libc::sockaddr {
+    match unsafe { SoftId::from(id) } {
+        Some(s) => std::ptr::addr_of_mut!(s.id.route.addr.__bindgen_anon_1).cast(),
+        None => std::ptr::null_mut(),
+    }
+}
+
+/// `rdma_get_peer_addr`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rdma_get_peer_addr(id: *mut rdma_cm_id) -> *mut libc::sockaddr {
+    match unsafe { SoftId::from(id) } {
+        Some(s) => std::ptr::addr_of_mut!(s.id.route.addr.__bindgen_anon_2).cast(),
+        None => std::ptr::null_mut(),
+    }
+}
+
+fn port_of(p: *mut libc::sockaddr) -> u16 {
+    // SAFETY: `p` points into a live ID's route (or is null).
+    unsafe { sockaddr::read(p) }.map_or(0, |a: SocketAddr| a.port().to_be())
+}
+
+/// `rdma_get_src_port` (network byte order).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rdma_get_src_port(id: *mut rdma_cm_id) -> u16 {
+    port_of(unsafe { rdma_get_local_addr(id) })
+}
+
+/// `rdma_get_dst_port` (network byte order).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rdma_get_dst_port(id: *mut rdma_cm_id) -> u16 {
+    port_of(unsafe { rdma_get_peer_addr(id) })
+}
+
+/// `rdma_set_option`: the ID options librdmacm knows are taken (type of service, address reuse,
+/// IPv6-only, ACK timeout) and change nothing here; anything else is `EINVAL`, an IB path
+/// record `ENOSYS`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rdma_set_option(
+    id: *mut rdma_cm_id,
+    level: c_int,
+    optname: c_int,
+    optval: *mut c_void,
+    _optlen: usize,
+) -> c_int {
+    if unsafe { SoftId::from(id) }.is_none() || optval.is_null() {
+        return err(libc::EINVAL);
+    }
+    match (level as u32, optname as u32) {
+        (RDMA_OPTION_ID, RDMA_OPTION_ID_TOS | RDMA_OPTION_ID_REUSEADDR | RDMA_OPTION_ID_AFONLY) => 0,
+        (RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT) => 0,
+        (RDMA_OPTION_IB, RDMA_OPTION_IB_PATH) => err(libc::ENOSYS),
+        _ => err(libc::EINVAL),
+    }
+}
+
+/// `rdma_get_devices`: the device IDs use, as a NULL-terminated list.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rdma_get_devices(num_devices: *mut c_int) -> *mut *mut ibv_context {
+    let ctx = crate::device::open_first().ok();
+    let n = usize::from(ctx.is_some());
+    // SAFETY: calloc of n + 1 pointers (zeroed: the terminator).
+    let list = unsafe { libc::calloc(n + 1, size_of::<*mut ibv_context>()) }.cast::<*mut ibv_context>();
+    if list.is_null() {
+        return errno::null(libc::ENOMEM);
+    }
+    if let Some(c) = ctx {
+        // SAFETY: room for one pointer and the terminator.
+        unsafe { *list = c.ibv() };
+    }
+    if !num_devices.is_null() {
+        // SAFETY: the caller passes a writable int or null.
+        unsafe { *num_devices = n as c_int };
+    }
+    list
+}
+
+/// `rdma_free_devices`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rdma_free_devices(list: *mut *mut ibv_context) {
+    // SAFETY: from `rdma_get_devices` (calloc) or null.
+    unsafe { libc::free(list.cast()) };
+}
