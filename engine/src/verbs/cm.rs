@@ -183,6 +183,10 @@ pub(super) struct Id {
     pub(super) psn: u32,
     /// DISCONNECTED was reported (on the DREQ), so the DREP's end is not reported again.
     pub(super) down_reported: bool,
+    /// The ID holds its local port (bound, listening, or connecting from it); the IDs of
+    /// accepted requests share their listener's and hold none (the port can be bound again once
+    /// the listener is gone, as perftest's second connection does).
+    pub(super) holds_port: bool,
 }
 
 impl Id {
@@ -203,6 +207,7 @@ impl Id {
             param: ConnParam::default(),
             psn: 0,
             down_reported: false,
+            holds_port: false,
         }
     }
 
