@@ -196,7 +196,7 @@ fn a_port_nobody_listens_on_is_rejected() {
     p.a.cm_resolve_route(id).unwrap();
     p.a.cm_connect(id, &ConnParam { qp_num: 0x99, ..ConnParam::default() }).unwrap();
     let ch = a.ch;
-    p.run_until(Duration::from_secs(1), |p| {
+    p.run_until(Duration::from_secs(3), |p| {
         while let Some(e) = p.a.cm_get_event(ch).unwrap() {
             a.events.push(e);
         }

@@ -10,8 +10,7 @@
 mod common;
 
 use common::netns::Netns;
-use std::io::Read;
-use std::process::{Child, Output};
+use common::proc::{Running, listens, record, run_in};
 use std::time::{Duration, Instant};
 
 /// One pair at a time: each moves traffic through the veth on a 2-core machine, and the TCP
@@ -56,94 +55,6 @@ fn can_run(name: &str) -> bool {
     true
 }
 
-/// What one side printed and how it ended.
-struct Side {
-    output: Output,
-    timed_out: bool,
-}
-
-impl Side {
-    fn ok(&self) -> bool {
-        !self.timed_out && self.output.status.success()
-    }
-
-    fn stdout(&self) -> String {
-        String::from_utf8_lossy(&self.output.stdout).into_owned()
-    }
-
-    fn describe(&self, who: &str) -> String {
-        let how = if self.timed_out {
-            "killed after the timeout".to_string()
-        } else {
-            self.output.status.to_string()
-        };
-        format!(
-            "--- {who}: {how}\nstdout:\n{}\nstderr:\n{}",
-            String::from_utf8_lossy(&self.output.stdout),
-            String::from_utf8_lossy(&self.output.stderr)
-        )
-    }
-}
-
-/// A running side whose pipes are drained on threads (so a chatty tool never blocks on a full
-/// pipe while the other side is waited for).
-struct Running {
-    child: Child,
-    out: std::thread::JoinHandle<Vec<u8>>,
-    err: std::thread::JoinHandle<Vec<u8>>,
-}
-
-fn drain(mut r: impl Read + Send + 'static) -> std::thread::JoinHandle<Vec<u8>> {
-    std::thread::spawn(move || {
-        let mut v = Vec::new();
-        let _ = r.read_to_end(&mut v);
-        v
-    })
-}
-
-impl Running {
-    fn new(mut child: Child) -> Running {
-        let out = drain(child.stdout.take().expect("piped"));
-        let err = drain(child.stderr.take().expect("piped"));
-        Running { child, out, err }
-    }
-
-    fn exited(&mut self) -> bool {
-        self.child.try_wait().expect("try_wait").is_some()
-    }
-
-    /// Waits until `deadline`, then kills it; collects what it printed.
-    fn finish(mut self, deadline: Instant) -> Side {
-        let mut timed_out = false;
-        while !self.exited() {
-            if Instant::now() >= deadline {
-                let _ = self.child.kill();
-                timed_out = true;
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let status = self.child.wait().expect("wait");
-        let stdout = self.out.join().unwrap_or_default();
-        let stderr = self.err.join().unwrap_or_default();
-        Side { output: Output { status, stdout, stderr }, timed_out }
-    }
-}
-
-/// Whether the process `pid` (in its own network namespace) listens on TCP `port`.
-fn listens(pid: u32, port: u16) -> bool {
-    let local = format!(":{port:04X}");
-    ["tcp", "tcp6"].iter().any(|f| {
-        std::fs::read_to_string(format!("/proc/{pid}/net/{f}")).is_ok_and(|t| {
-            t.lines().skip(1).any(|l| {
-                let mut cols = l.split_whitespace();
-                let (addr, state) = (cols.nth(1), cols.nth(1));
-                addr.is_some_and(|a| a.ends_with(&local)) && state == Some("0A")
-            })
-        })
-    })
-}
-
 /// Two namespaces and the backend the tools run over.
 struct Bed {
     n: Netns,
@@ -157,10 +68,7 @@ impl Bed {
 
     /// `softrdma run --backend B --dev <veth of ns> -- ARGS` in namespace `ns` ("a" or "b").
     fn spawn(&self, ns: char, args: &[String]) -> Running {
-        let (name, dev) = if ns == 'a' { (&self.n.a, &self.n.va) } else { (&self.n.b, &self.n.vb) };
-        let mut full = vec!["run", "--backend", self.backend, "--dev", dev, "--"];
-        full.extend(args.iter().map(String::as_str));
-        Running::new(self.n.spawn(name, &full))
+        run_in(&self.n, ns, self.backend, args)
     }
 
     /// The device `softrdma run` gives a program in namespace `ns`.
@@ -349,16 +257,6 @@ fn tools_over(backend: &'static str, tag: char, first_port: u16) {
         passed.join(", "),
         failed.iter().map(|(_, e)| e.as_str()).collect::<Vec<_>>().join("\n\n")
     );
-}
-
-fn record(passed: &mut Vec<String>, failed: &mut Vec<(String, String)>, name: String, r: Result<(), String>) {
-    match r {
-        Ok(()) => passed.push(name),
-        Err(e) => {
-            eprintln!("{name} FAILED");
-            failed.push((name, e));
-        }
-    }
 }
 
 /// What is wrong with `ibv_devinfo -v`'s report of `dev` at address `ip` on a veth of MTU 9000:

@@ -18,6 +18,23 @@ const TX_QUEUE: usize = 256;
 /// Events waiting for the consumer, at most this many.
 const EVENT_QUEUE: usize = 4096;
 
+/// REQs and SIDR_REQs held for a service nobody listens on yet, at most this many.
+const PARKED: usize = 64;
+
+/// A REQ or SIDR_REQ for a service with no listener yet, held for
+/// [`CmConfig::unclaimed_grace`]: a server that starts listening meanwhile gets it (a client
+/// that connects the moment its server was told to listen does not see a REJ), otherwise it is
+/// rejected when the grace ends.
+#[derive(Debug)]
+pub(super) struct Parked {
+    deadline: Duration,
+    peer: IpAddr,
+    /// The sender's comm ID (REQ) or request ID (SIDR_REQ).
+    key: u32,
+    service_id: u64,
+    mad: Box<Mad>,
+}
+
 /// A listener: its backlog and how many REQs wait for the consumer.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Listener {
@@ -37,6 +54,9 @@ pub struct Cm {
     pub(super) tx: VecDeque<(IpAddr, Box<Mad>)>,
     pub(super) events: VecDeque<CmEvent>,
     pub(super) stats: CmStats,
+    pub(super) parked: Vec<Parked>,
+    /// Parked MADs are being handled again: no parking them a second time.
+    pub(super) unparking: bool,
 }
 
 impl Cm {
@@ -51,6 +71,8 @@ impl Cm {
             tx: VecDeque::new(),
             events: VecDeque::new(),
             stats: CmStats::default(),
+            parked: Vec::new(),
+            unparking: false,
         }
     }
 
@@ -75,6 +97,10 @@ impl Cm {
             return Err(CmError::ServiceInUse);
         }
         self.listeners.insert(service_id, Listener { backlog: backlog.max(1), waiting: 0 });
+        // Requests that came early are due now.
+        for p in self.parked.iter_mut().filter(|p| p.service_id == service_id) {
+            p.deadline = Duration::ZERO;
+        }
         Ok(())
     }
 
@@ -324,7 +350,8 @@ impl Cm {
 
     /// When [`handle_timeout`](Self::handle_timeout) has work next.
     pub fn poll_timeout(&self) -> Option<Duration> {
-        self.conns.values().filter_map(|c| c.deadline).min()
+        let parked = self.parked.iter().map(|p| p.deadline);
+        self.conns.values().filter_map(|c| c.deadline).chain(parked).min()
     }
 
     /// Resends what is due, gives up on what ran out of retries, ends time waits.
@@ -334,6 +361,44 @@ impl Cm {
         for id in due {
             self.expire(now, id);
         }
+        // Parked requests whose service is listened on now, or whose grace ended (rejected now).
+        let (due, keep): (Vec<Parked>, Vec<Parked>) = std::mem::take(&mut self.parked)
+            .into_iter()
+            .partition(|p| p.deadline <= now || self.listeners.contains_key(&p.service_id));
+        self.parked = keep;
+        self.unparking = true;
+        for p in due {
+            if let Ok((hdr, msg)) = CmMessage::parse(&p.mad[..]) {
+                self.dispatch(now, p.peer, hdr.tid, &msg);
+            }
+        }
+        self.unparking = false;
+    }
+
+    /// Holds a REQ or SIDR_REQ for a service nobody listens on yet ([`Parked`]); false when it
+    /// must be refused now (the hold is full, or it was held already).
+    pub(super) fn park(
+        &mut self,
+        now: Duration,
+        peer: IpAddr,
+        tid: u64,
+        service_id: u64,
+        key: u32,
+        msg: &CmMessage<'_>,
+    ) -> bool {
+        if self.unparking || self.cfg.unclaimed_grace.is_zero() {
+            return false;
+        }
+        if self.parked.iter().any(|p| p.peer == peer && p.key == key) {
+            // A retry of one held already.
+            return true;
+        }
+        if self.parked.len() >= PARKED {
+            return false;
+        }
+        let Ok(mad) = encode(msg, tid) else { return false };
+        self.parked.push(Parked { deadline: now + self.cfg.unclaimed_grace, peer, key, service_id, mad });
+        true
     }
 
     // ---- shared by conn.rs ----

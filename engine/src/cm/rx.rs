@@ -27,8 +27,8 @@ impl Cm {
 fn dispatch(cm: &mut Cm, now: Duration, peer: IpAddr, tid: u64, msg: &CmMessage<'_>) {
     let peer = canonical(peer);
     match msg {
-        CmMessage::Req(r) => on_req(cm, peer, tid, r),
-        CmMessage::SidrReq(r) => on_sidr_req(cm, peer, tid, r),
+        CmMessage::Req(r) => on_req(cm, now, peer, tid, r),
+        CmMessage::SidrReq(r) => on_sidr_req(cm, now, peer, tid, r),
         CmMessage::Dreq(d) => on_dreq(cm, now, peer, tid, d),
         other => {
             let (ours, theirs) = match other {
@@ -70,7 +70,7 @@ fn resend_last(cm: &mut Cm, id: u32) {
     }
 }
 
-fn on_req(cm: &mut Cm, peer: IpAddr, tid: u64, r: &Req<'_>) {
+fn on_req(cm: &mut Cm, now: Duration, peer: IpAddr, tid: u64, r: &Req<'_>) {
     if let Some(&id) = cm.by_remote.get(&(peer, r.local_comm_id)) {
         let state = cm.conns.get(&id).map(|c| c.state);
         match state {
@@ -109,6 +109,9 @@ fn on_req(cm: &mut Cm, peer: IpAddr, tid: u64, r: &Req<'_>) {
         }
     };
     let Some(l) = cm.listeners.get(&r.service_id).copied() else {
+        if cm.park(now, peer, tid, r.service_id, r.local_comm_id, &CmMessage::Req(*r)) {
+            return;
+        }
         cm.stats.rx_stray += 1;
         reject(cm, rej_reason::INVALID_SERVICE_ID);
         return;
@@ -295,7 +298,7 @@ fn on_drep(cm: &mut Cm, now: Duration, id: u32) {
     cm.event(CmEvent::Disconnected(ConnId(id)));
 }
 
-fn on_sidr_req(cm: &mut Cm, peer: IpAddr, tid: u64, r: &SidrReq<'_>) {
+fn on_sidr_req(cm: &mut Cm, now: Duration, peer: IpAddr, tid: u64, r: &SidrReq<'_>) {
     if let Some(&id) = cm.by_remote.get(&(peer, r.request_id)) {
         if cm.conns.get(&id).is_some_and(|c| c.state == State::TimeWait) {
             resend_last(cm, id);
@@ -318,6 +321,9 @@ fn on_sidr_req(cm: &mut Cm, peer: IpAddr, tid: u64, r: &SidrReq<'_>) {
         }
     };
     let Some(l) = cm.listeners.get(&r.service_id).copied() else {
+        if cm.park(now, peer, tid, r.service_id, r.request_id, &CmMessage::SidrReq(*r)) {
+            return;
+        }
         cm.stats.rx_stray += 1;
         // IBTA SIDR status 1: the service ID is not supported.
         reply(cm, 1);

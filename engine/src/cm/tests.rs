@@ -201,10 +201,40 @@ fn an_unknown_service_is_rejected() {
     let mut req = params(0x2C);
     req.service_id = service_id(port_space::TCP, 9);
     let a = p.cms[0].connect(p.now, B, &req).unwrap();
-    p.run(Duration::from_millis(10));
+    // Held for the grace first (a server may be about to listen), then refused.
+    let grace = CmConfig::default().unclaimed_grace;
+    p.run(grace - Duration::from_millis(5));
+    assert!(p.events[0].is_empty(), "{:?}", p.events[0]);
+    p.run(grace + Duration::from_millis(10));
     assert_eq!(p.events[0], vec![CmEvent::Rejected(a, rej_reason::INVALID_SERVICE_ID, vec![0; 148])]);
     assert!(p.events[1].is_empty());
     assert_eq!(p.cms[1].conns(), 0);
+}
+
+#[test]
+fn a_request_that_comes_before_the_listen_is_served() {
+    let mut p = Pair::new(Net::default(), 8);
+    let late = service_id(port_space::TCP, 18515);
+    let mut req = params(0x2C);
+    req.service_id = late;
+    let a = p.cms[0].connect(p.now, B, &req).unwrap();
+    p.run(Duration::from_millis(300));
+    assert!(p.events[1].is_empty());
+    p.cms[1].listen(late, 4).unwrap();
+    p.run(Duration::from_millis(320));
+    assert_eq!(p.cms[0].state(a), Some(State::Established), "{:?}", p.events[0]);
+    assert_eq!(p.count(1, |e| matches!(e, CmEvent::Request(..))), 1);
+    // A flood of requests for nothing is held only so far.
+    for i in 0..200u32 {
+        let mut r = params(i);
+        r.service_id = service_id(port_space::TCP, 1);
+        let mad = super::conn::req(&CmConfig::default(), 0x1000 + i, 7, &r).unwrap();
+        p.cms[1].handle_mad(p.now, A, &mad[..]);
+    }
+    assert!(p.cms[1].parked.len() <= 64);
+    while p.cms[1].poll_transmit().is_some() {}
+    p.run(p.now + Duration::from_secs(2));
+    assert!(p.cms[1].parked.is_empty());
 }
 
 #[test]

@@ -24,6 +24,9 @@ pub struct CmConfig {
     pub timewait: Duration,
     /// Seeds the local communication IDs and transaction IDs.
     pub seed: u32,
+    /// How long a REQ or SIDR_REQ for a service nobody listens on is held before it is rejected
+    /// (a server may be about to listen); zero rejects at once, as the kernel's CM does.
+    pub unclaimed_grace: Duration,
 }
 
 impl Default for CmConfig {
@@ -35,6 +38,7 @@ impl Default for CmConfig {
             max_conns: 4096,
             timewait: Duration::from_secs(1),
             seed: 0x5eed_c0de,
+            unclaimed_grace: Duration::from_secs(1),
         }
     }
 }

@@ -2,6 +2,7 @@
 #![allow(dead_code, unreachable_pub)]
 
 pub mod netns;
+pub mod proc;
 
 use std::path::{Path, PathBuf};
 

@@ -1,7 +1,7 @@
 //! Event channels and events: `rdma_create_event_channel`, `rdma_get_cm_event`,
 //! `rdma_ack_cm_event`, `rdma_event_str`, and the wait of synchronous IDs.
 
-use super::objects::{SoftCmChannel, SoftId, err, fail};
+use super::objects::{Kind, SoftCmChannel, SoftId, born, died, err, fail};
 use crate::abi::*;
 use crate::cm_abi::*;
 use crate::errno;
@@ -18,7 +18,9 @@ pub(crate) fn create() -> Result<&'static SoftCmChannel, c_int> {
     let fd = dev.cm_channel_fd(cm).map(|f| rustix::fd::AsRawFd::as_raw_fd(&f)).map_err(|e| errno::of(&e))?;
     // Never freed: a thread may still wait in `rdma_get_cm_event` on a destroyed channel (rping
     // does), and must find the object there; it stays asleep, as with librdmacm.
-    Ok(Box::leak(Box::new(SoftCmChannel { ch: rdma_event_channel { fd }, cm, ctx })))
+    let ch = Box::leak(Box::new(SoftCmChannel { ch: rdma_event_channel { fd }, cm, ctx }));
+    born(Kind::Channel, std::ptr::from_ref(&ch.ch) as usize);
+    Ok(ch)
 }
 
 /// Destroys the engine side of a channel (its descriptor closes; the object stays).
@@ -130,7 +132,9 @@ fn convert(ctx: &'static Ctx, e: CmIdEvent) -> *mut rdma_cm_event {
             p.qp_num = e.param.qp_num;
         }
     }
-    Box::into_raw(out).cast()
+    let p = Box::into_raw(out);
+    born(Kind::Event, p as usize);
+    p.cast()
 }
 
 /// The next event on `ch`, waiting for it unless the descriptor was made non-blocking.
@@ -192,10 +196,10 @@ pub unsafe extern "C" fn rdma_get_cm_event(
 /// `rdma_ack_cm_event`: frees the event (its private data goes with it).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rdma_ack_cm_event(event: *mut rdma_cm_event) -> c_int {
-    if event.is_null() {
+    if !died(Kind::Event, event as usize) {
         return err(libc::EINVAL);
     }
-    // SAFETY: every event handed out is a leaked `SoftEvent`; the caller acknowledges it once.
+    // SAFETY: a live event is a leaked `SoftEvent`, now acknowledged (no longer live): freed once.
     drop(unsafe { Box::from_raw(event.cast::<SoftEvent>()) });
     0
 }

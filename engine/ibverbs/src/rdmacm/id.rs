@@ -1,7 +1,7 @@
 //! rdma_cm IDs: create/destroy, bind, resolve, listen, migrate, addresses, options, devices.
 
 use super::channel;
-use super::objects::{SoftCmChannel, SoftId, err, fail, port_space};
+use super::objects::{Kind, SoftCmChannel, SoftId, died, err, fail, port_space};
 use super::sockaddr;
 use crate::abi::*;
 use crate::cm_abi::*;
@@ -62,8 +62,11 @@ pub unsafe extern "C" fn rdma_destroy_id(id: *mut rdma_cm_id) -> c_int {
     if s.sync {
         unsafe { channel::destroy(s.id.channel) };
     }
-    // SAFETY: made by `SoftId::boxed`; the caller destroys it once.
-    drop(unsafe { Box::from_raw(std::ptr::from_mut(s)) });
+    let p = std::ptr::from_mut(s);
+    if died(Kind::Id, p as usize) {
+        // SAFETY: made by `SoftId::boxed`, and no longer live: freed once.
+        drop(unsafe { Box::from_raw(p) });
+    }
     0
 }
 

@@ -7,7 +7,40 @@ use crate::cm_abi::*;
 use crate::errno;
 use crate::handles::Ctx;
 use engine::verbs::{CmChannel, CmId, PortSpace, QpType, VerbsError};
+use std::collections::HashSet;
 use std::ffi::c_int;
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+/// The addresses of the live objects of each kind this module hands out: a pointer a program
+/// passes back is used only if it is one of them (a destroyed ID, an acknowledged event or a
+/// stray pointer gets `EINVAL`, not a crash).
+#[derive(Clone, Copy)]
+pub(crate) enum Kind {
+    Channel,
+    Id,
+    Event,
+}
+
+static LIVE: Mutex<[Option<HashSet<usize>>; 3]> = Mutex::new([None, None, None]);
+
+fn live() -> MutexGuard<'static, [Option<HashSet<usize>>; 3]> {
+    LIVE.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// `p` is now a live object of `kind`.
+pub(crate) fn born(kind: Kind, p: usize) {
+    live()[kind as usize].get_or_insert_with(HashSet::new).insert(p);
+}
+
+/// `p` is no longer live; whether it was.
+pub(crate) fn died(kind: Kind, p: usize) -> bool {
+    live()[kind as usize].as_mut().is_some_and(|s| s.remove(&p))
+}
+
+/// Whether `p` is a live object of `kind`.
+pub(crate) fn alive(kind: Kind, p: usize) -> bool {
+    live()[kind as usize].as_ref().is_some_and(|s| s.contains(&p))
+}
 
 /// An event channel: rdma-core's `struct rdma_event_channel` (its `fd` is the engine channel's
 /// eventfd, readable while events wait) first.
@@ -22,8 +55,8 @@ impl SoftCmChannel {
     /// # Safety
     /// `p` is null or a channel of this library.
     pub(crate) unsafe fn from<'a>(p: *mut rdma_event_channel) -> Option<&'a SoftCmChannel> {
-        // SAFETY: every channel handed out is the first field of a `SoftCmChannel` never freed.
-        (!p.is_null()).then(|| unsafe { &*p.cast::<SoftCmChannel>() })
+        // SAFETY: a live channel address is the first field of a `SoftCmChannel`, never freed.
+        alive(Kind::Channel, p as usize).then(|| unsafe { &*p.cast::<SoftCmChannel>() })
     }
 }
 
@@ -47,8 +80,8 @@ impl SoftId {
     /// # Safety
     /// `p` is null or an ID this library created and has not destroyed.
     pub(crate) unsafe fn from<'a>(p: *mut rdma_cm_id) -> Option<&'a mut SoftId> {
-        // SAFETY: every ID handed out is the first field of a live `SoftId`.
-        (!p.is_null()).then(|| unsafe { &mut *p.cast::<SoftId>() })
+        // SAFETY: a live ID address is the first field of a `SoftId` not yet destroyed.
+        alive(Kind::Id, p as usize).then(|| unsafe { &mut *p.cast::<SoftId>() })
     }
 
     /// Copies the engine's view of the addresses into `id->route.addr`.
@@ -84,6 +117,7 @@ impl SoftId {
         id.qp_type = if ps == RDMA_PS_UDP { IBV_QPT_UD } else { IBV_QPT_RC };
         let p = Box::into_raw(Box::new(SoftId { id, cm, ctx, sync: false, own_cqs: false, qp_init: None }));
         ctx.objects().cm_ids.insert(cm, p as usize);
+        born(Kind::Id, p as usize);
         p
     }
 }

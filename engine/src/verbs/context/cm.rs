@@ -173,7 +173,11 @@ impl Context {
     }
 
     fn cm_port_in_use(&self, ps: PortSpace, port: u16) -> bool {
-        self.cm.ids.iter().flatten().any(|i| i.ps == ps && i.holds_port && i.local.is_some_and(|a| a.port() == port))
+        self.cm
+            .ids
+            .iter()
+            .flatten()
+            .any(|i| i.ps == ps && i.holds_port && i.local.is_some_and(|a| a.port() == port))
     }
 
     fn cm_ephemeral(&mut self, ps: PortSpace) -> u16 {

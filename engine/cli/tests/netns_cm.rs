@@ -1,0 +1,175 @@
+//! rdma_cm programs over softrdma (issue 31, acceptance 1): Debian's `rdmacm-utils` (`rping`,
+//! `udaddy`, `ucmatose`, `rdma_server`/`rdma_client`) and perftest's rdma_cm mode (`-R`) under
+//! `softrdma run`, between two network namespaces joined by a veth (MTU 9000), over kernel UDP and
+//! over AF_XDP. The connections are made by softrdma's connection manager (MADs on QP1); every pair
+//! must exit 0 within its timeout and print what shows the run went through. Each server runs in
+//! namespace a, its client in b. Needs root, iproute2 and the Debian tools (`scripts/setup.sh`):
+//! without them the test says so and skips, except under CI (CI=true), where it fails.
+
+mod common;
+
+use common::netns::Netns;
+use common::proc::{Running, record, run_in};
+use std::time::{Duration, Instant};
+
+/// One pair at a time (the veth and the two cores are shared).
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// The namespaces' network: the server (namespace a) is `.1`, the client (b) `.2`.
+const NET: &str = "10.97.0";
+
+const TOOLS: [&str; 7] =
+    ["rping", "udaddy", "ucmatose", "rdma_server", "rdma_client", "ib_write_bw", "ib_send_lat"];
+
+/// How long a server gets to bind and listen before its client starts: an rdma_cm server has no
+/// TCP port to watch, and a REQ that comes first is rejected (no listener), as with the kernel's.
+const SERVER_START: Duration = Duration::from_millis(1500);
+
+/// One row: the server's and the client's command, what the client must print, the time allowed.
+struct Pair {
+    name: &'static str,
+    server: Vec<String>,
+    client: Vec<String>,
+    client_prints: &'static str,
+    timeout: Duration,
+}
+
+fn words(s: &str) -> Vec<String> {
+    s.split_whitespace().map(str::to_string).collect()
+}
+
+/// The pairs of the acceptance; `ip` is the server's address, `dev` the devices (a, b).
+fn pairs(ip: &str, dev: (&str, &str), port: u16) -> Vec<Pair> {
+    let (da, db) = dev;
+    vec![
+        Pair {
+            name: "rping -C 100 -v",
+            server: words(&format!("rping -s -a {ip} -p {port} -C 100")),
+            client: words(&format!("rping -c -a {ip} -p {port} -C 100 -v")),
+            client_prints: "ping data: rdma-ping-99: ",
+            timeout: Duration::from_secs(60),
+        },
+        Pair {
+            // udaddy has no port option (its -p is the port space): 7174.
+            name: "udaddy",
+            server: words("udaddy"),
+            client: words(&format!("udaddy -s {ip}")),
+            client_prints: "test complete",
+            timeout: Duration::from_secs(60),
+        },
+        Pair {
+            name: "ucmatose -c 8",
+            server: words(&format!("ucmatose -p {} -c 8", port + 2)),
+            client: words(&format!("ucmatose -s {ip} -p {} -c 8", port + 2)),
+            client_prints: "test complete",
+            timeout: Duration::from_secs(60),
+        },
+        Pair {
+            name: "rdma_server/rdma_client",
+            server: words(&format!("rdma_server -p {}", port + 3)),
+            client: words(&format!("rdma_client -s {ip} -p {}", port + 3)),
+            client_prints: "rdma_client: end 0",
+            timeout: Duration::from_secs(60),
+        },
+        Pair {
+            name: "ib_write_bw -R",
+            server: words(&format!("ib_write_bw -R -x 1 -d {da} -p {} -n 200", port + 4)),
+            client: words(&format!("ib_write_bw -R -x 1 -d {db} -p {} -n 200 {ip}", port + 4)),
+            client_prints: " 65536      200 ",
+            timeout: Duration::from_secs(120),
+        },
+        Pair {
+            name: "ib_send_lat -R",
+            server: words(&format!("ib_send_lat -R -x 1 -d {da} -p {} -n 200", port + 5)),
+            client: words(&format!("ib_send_lat -R -x 1 -d {db} -p {} -n 200 {ip}", port + 5)),
+            client_prints: " 2       200 ",
+            timeout: Duration::from_secs(120),
+        },
+    ]
+}
+
+fn can_run(name: &str) -> bool {
+    if !common::netns::can_run(name, &[]) {
+        return false;
+    }
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let found = |t: &str| std::env::split_paths(&path).any(|d| d.join(t).is_file());
+    if let Some(t) = TOOLS.iter().find(|t| !found(t)) {
+        let why = format!("{t} is missing (scripts/setup.sh installs rdmacm-utils and perftest)");
+        assert!(std::env::var_os("CI").is_none(), "{name} cannot run under CI: {why}");
+        eprintln!("{name}: skipped: {why}");
+        return false;
+    }
+    true
+}
+
+/// Runs one pair: the server first, the client once the server had time to listen.
+fn run_pair(n: &Netns, backend: &str, p: &Pair) -> Result<(), String> {
+    let start = Instant::now();
+    let mut server: Running = run_in(n, 'a', backend, &p.server);
+    std::thread::sleep(SERVER_START);
+    if server.exited() {
+        let s = server.finish(Instant::now());
+        return Err(format!(
+            "{}: the server ended before its client started\n{}",
+            p.name,
+            s.describe("server")
+        ));
+    }
+    let c = run_in(n, 'b', backend, &p.client).finish(start + p.timeout);
+    let s = server.finish(Instant::now() + Duration::from_secs(10));
+    let wrong = if !(s.ok() && c.ok()) {
+        Some("a side failed".to_string())
+    } else if !c.stdout().contains(p.client_prints) {
+        Some(format!("the client did not print {:?}", p.client_prints))
+    } else {
+        None
+    };
+    match wrong {
+        None => {
+            eprintln!("{} ok in {:.1} s", p.name, start.elapsed().as_secs_f64());
+            Ok(())
+        }
+        Some(w) => Err(format!(
+            "{}: server {:?}, client {:?}: {w}\n{}\n{}",
+            p.name,
+            p.server,
+            p.client,
+            s.describe("server"),
+            c.describe("client")
+        )),
+    }
+}
+
+fn cm_tools_over(backend: &'static str, tag: char, port: u16) {
+    let name = format!("netns_cm ({backend})");
+    if !can_run(&name) {
+        return;
+    }
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let n = Netns::new(tag, NET);
+    let (da, db) = (format!("softrdma_{}", n.va), format!("softrdma_{}", n.vb));
+    let (mut passed, mut failed) = (Vec::new(), Vec::new());
+    for p in pairs(&format!("{NET}.1"), (&da, &db), port) {
+        let r = run_pair(&n, backend, &p);
+        record(&mut passed, &mut failed, p.name.to_string(), r);
+    }
+    assert!(
+        failed.is_empty(),
+        "{name}: {} of {} failed; passed: {}\n\n{}",
+        failed.len(),
+        failed.len() + passed.len(),
+        passed.join(", "),
+        failed.iter().map(|(_, e): &(String, String)| e.as_str()).collect::<Vec<_>>().join("\n\n")
+    );
+}
+
+#[test]
+fn cm_tools_between_namespaces_over_kernel_udp() {
+    cm_tools_over("udp", 'c', 20000);
+}
+
+#[test]
+fn cm_tools_between_namespaces_over_afxdp() {
+    cm_tools_over("afxdp", 'd', 20100);
+}
