@@ -58,6 +58,24 @@ dest = b"0000:0001:000011:07c6db:00000217:0000560a5e3e9000:00:00:00:00:00:00:00:
 (c / "perftest_exchange" / "handshake").write_bytes(dest)
 (c / "perftest_exchange" / "version-mtu").write_bytes(b"6.06" + bytes(12))
 PY
+# cm_mad: the MADs of the real rdma_cm exchanges (IPv4 frames to QP1: the MAD follows Ethernet, IP,
+# UDP, BTH and DETH, 62 bytes in).
+python3 - fuzz/corpus/cm_mad "$shared/captures/roce" <<'PY'
+import pathlib, struct, sys
+out = pathlib.Path(sys.argv[1]); out.mkdir(parents=True, exist_ok=True)
+for f in sorted(pathlib.Path(sys.argv[2]).rglob("*.pcap")):
+    b = f.read_bytes()
+    e = "<" if b[:4] in (b"\xd4\xc3\xb2\xa1", b"\x4d\x3c\xb2\xa1") else ">"
+    off, n = 24, 0
+    while off + 16 <= len(b):
+        incl = struct.unpack(e + "I", b[off + 8:off + 12])[0]
+        fr = b[off + 16:off + 16 + incl]
+        off += 16 + incl
+        if len(fr) >= 62 + 256 and fr[12:14] == b"\x08\x00" and fr[23] == 17 and fr[36:38] == b"\x12\xb7" \
+                and fr[46:50] == b"\x00\x00\x00\x01":
+            (out / f"{f.stem}-{n}").write_bytes(fr[62:62 + 256])
+            n += 1
+PY
 # capture_reader takes whole capture images: the real ones under 200 KB and the generated ones.
 mkdir -p fuzz/corpus/capture_reader
 find "$shared/captures" "$seeds" -name '*.pcap*' -size -200k -exec cp {} fuzz/corpus/capture_reader/ \;
@@ -65,9 +83,10 @@ find "$shared/captures" "$seeds" -name '*.pcap*' -size -200k -exec cp {} fuzz/co
 mkdir -p fuzz/corpus/provider_config
 printf '# name start count\nstorage 16 64\nai 0 8\n\xff2048\xfe0x10000\xfe32768\xfe26\xfe42' \
     > fuzz/corpus/provider_config/services
-# context_rx builds its frames from descriptions (see its header) and starts from an empty corpus.
+# context_rx and cm_qp1 build their inputs from descriptions (see their headers) and start from an
+# empty corpus. cm_mad starts from the CM MADs of the real captures (after BTH and DETH).
 targets="ethernet_frame uet_frame qp_packets context_rx uet_endpoint tss_domain perf_hello pingpong_msg"
-targets="$targets perftest_exchange provider_config capture_reader"
+targets="$targets perftest_exchange provider_config capture_reader cm_mad cm_qp1"
 for target in $targets; do
     echo "fuzz: $target for ${seconds}s"
     (cd fuzz && cargo fuzz run -s none "$target" -- -max_total_time="$seconds" -print_final_stats=1)

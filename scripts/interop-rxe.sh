@@ -10,20 +10,24 @@
 #   verbs-server/-client      the same stock binary on the host, unmodified, under
 #                             `softrdma run --backend B --dev br-rxe --local 10.77.0.1 -- TOOL ...`
 #                             (device softrdma_br-rxe, GID index 1), i.e. softrdma's libibverbs library
+#   cm-server/-client         rdma_cm programs (rping, udaddy, ucmatose, perftest -R) the same way:
+#                             connected by softrdma's connection manager and the VM kernel's
 #
 #   scripts/interop-rxe.sh            the whole matrix: ibv_{rc,uc,ud}_pingpong -c and ib_{write,read,send,
 #                                     atomic}_bw, ib_{write,read,send}_lat, both roles, UDP and AF_XDP,
 #                                     and the RC cases again with 10% loss on the VM's egress (netem)
 #                                     and on softrdma's (--tx-loss 0.1); for the verbs peer also
 #                                     ibv_srq_pingpong, ibv_rc_pingpong -e and ib_atomic_lat, and no
-#                                     tx-loss (softrdma run has no loss option)
+#                                     tx-loss (softrdma run has no loss option); for the cm peer
+#                                     rping, ucmatose -c 4, ib_write_bw -R, ib_send_bw -R, and
+#                                     udaddy (unimpaired only)
 #   scripts/interop-rxe.sh quick      both roles of ibv_rc_pingpong -s 4096 and ib_write_bw over UDP and
 #                                     of ib_send_lat over AF_XDP; with the verbs peer, both roles of
 #                                     ibv_rc_pingpong -s 4096 and the verbs client of ib_write_bw over
-#                                     UDP (what .ci/run runs)
+#                                     UDP, and both roles of rping -C 20 over UDP (what .ci/run runs)
 #
 # Environment: BACKENDS (default "udp afxdp"), IMPAIRMENTS (default "none vm-loss tx-loss"),
-# PEERS (default "pingpong perftest verbs": which host peers the full matrix runs),
+# PEERS (default "pingpong perftest verbs cm": which host peers the full matrix runs),
 # FILTER (a grep -E pattern on "tool role backend impairment", e.g. FILTER=verbs),
 # ITERS (perftest iterations, 200), HOST_EXTRA (more arguments for every softrdma pingpong/perf case;
 # the verbs peer reads its settings from the environment instead, e.g. SOFTRDMA_RX_ICRC).
@@ -45,6 +49,10 @@ cp target/release/softrdma "$logs/softrdma"
 # ... and the libibverbs library `softrdma run` preloads, which it finds beside the binary.
 cp target/release/deps/libsoftrdma_ibverbs.so "$logs/libsoftrdma_ibverbs.so" || exit 2
 bin=$logs/softrdma
+# The VM image has rping, udaddy and rdma_server/rdma_client but not ucmatose: the host's (Debian's
+# rdmacm-utils, the same release) goes in with run-vm.sh -x.
+mkdir -p "$logs/vmbin"
+cp /usr/bin/ucmatose "$logs/vmbin/" 2>/dev/null || true
 host=10.77.0.1
 guest=10.77.0.2
 iters=${ITERS:-200}
@@ -92,7 +100,8 @@ run_once() {
     local vmopts=() extra=() cmd
     tag=$(echo "$label-$role-$backend-$imp" | tr -c 'A-Za-z0-9_.-' '_')
     [ "$imp" = vm-loss ] && vmopts+=(-e 'loss 10%')
-    if [ "$kind" = verbs ]; then
+    [ "$kind" = cm ] && vmopts+=(-x "$logs/vmbin")
+    if [ "$kind" = verbs ] || [ "$kind" = cm ]; then
         # shellcheck disable=SC2206
         cmd=("$bin" run --backend "$backend" --dev br-rxe --local "$host" -- $ours)
     else
@@ -106,12 +115,12 @@ run_once() {
     fi
     if [ "${role#*-}" = server ]; then
         local vpid=
-        if [ "$kind" = verbs ]; then
+        if [ "$kind" = verbs ] || [ "$kind" = cm ]; then
             # The device's port is down, as rxe's would be, while br-rxe has no carrier, and perftest
             # refuses a port that is down: the VM starts first (QEMU brings the link up at once,
             # long before the guest's client connects).
             wait_link down
-            run_vm "$vmcmd $host" &
+            if [ "$kind" = cm ]; then run_vm "$vmcmd" & else run_vm "$vmcmd $host" & fi
             vpid=$!
             wait_link up
         fi
@@ -129,8 +138,28 @@ run_once() {
         wait "$pid"; h=$?
         kill "$reaper" 2>/dev/null; wait "$reaper" 2>/dev/null
     else
-        if [ "$kind" = perftest ]; then cmd+=(--connect "$guest"); else cmd+=("$guest"); fi
-        if [ "$kind" = verbs ]; then
+        if [ "$kind" = perftest ]; then cmd+=(--connect "$guest"); elif [ "$kind" != cm ]; then cmd+=("$guest"); fi
+        if [ "$kind" = cm ]; then
+            # An rdma_cm client whose server is not listening yet is rejected (no retry): start it
+            # once the VM has started its server.
+            wait_link down
+            setsid timeout 300 bash "$vm/run-vm.sh" -t 280 "${vmopts[@]}" -n 1 -- \
+                "$(vm_watch "echo interop-rxe: server starting; $vmcmd")" >"$logs/$tag.vm" 2>&1 &
+            local pid=$!
+            local _
+            for _ in $(seq 1200); do
+                grep -q "interop-rxe: server starting" "$logs/$tag.vm" 2>/dev/null && break
+                kill -0 "$pid" 2>/dev/null || break
+                sleep 0.1
+            done
+            sleep 2
+            timeout 300 "${cmd[@]}" >"$logs/$tag.host" 2>&1
+            h=$?
+            (sleep 30; kill -- "-$pid" 2>/dev/null) &
+            local reaper=$!
+            wait "$pid"; v=$?
+            kill "$reaper" 2>/dev/null; wait "$reaper" 2>/dev/null
+        elif [ "$kind" = verbs ]; then
             wait_link down
             # In a session of its own, so that the whole VM (QEMU included) can be ended below.
             setsid timeout 300 bash "$vm/run-vm.sh" -t 280 "${vmopts[@]}" -n 1 -- "$(vm_watch "$vmcmd")" \
@@ -193,6 +222,7 @@ stock_client() {
 both_roles() { # label vmcmd ours kind backend impairment
     local p=softrdma
     [ "$4" = verbs ] && p=verbs
+    [ "$4" = cm ] && p=cm
     run_case "$1" "$2" "$3" "$4" $p-server "$5" "$6"
     run_case "$1" "$2" "$3" "$4" $p-client "$5" "$6"
 }
@@ -200,6 +230,26 @@ both_roles() { # label vmcmd ours kind backend impairment
 # The verbs peer: the VM's stock command run on the host under `softrdma run`, on softrdma's device.
 verbs_roles() { # label vmcmd backend impairment
     both_roles "$1" "$2" "${2//rxe0/softrdma_br-rxe}" verbs "$3" "$4"
+}
+
+# The cm peer: an rdma_cm program on both sides (the host's under `softrdma run`), connected by the
+# connection managers (MADs on QP1). ADDR in the client's command is the server's address.
+cm_roles() { # label server-cmd client-cmd backend impairment
+    local hs=${2//rxe0/softrdma_br-rxe} hc=${3//rxe0/softrdma_br-rxe}
+    run_case "$1" "${3//ADDR/$host}" "$hs" cm cm-server "$4" "$5"
+    run_case "$1" "$2" "${hc//ADDR/$guest}" cm cm-client "$4" "$5"
+}
+
+# rping, udaddy, ucmatose and perftest's rdma_cm mode (kind cm; RC only when impaired).
+cms() { # backend impairment
+    local b=$1 i=$2 pt="-d rxe0 -x 1 -F -n $iters -R"
+    [ "$i" = tx-loss ] && return
+    cm_roles "rping -C 100" "rping -s -C 100" "rping -c -a ADDR -C 100 -v" "$b" "$i"
+    cm_roles "ucmatose -c 4" "ucmatose -c 4" "ucmatose -s ADDR -c 4" "$b" "$i"
+    cm_roles "ib_write_bw -R" "ib_write_bw $pt" "ib_write_bw $pt ADDR" "$b" "$i"
+    cm_roles "ib_send_bw -R" "ib_send_bw $pt" "ib_send_bw $pt ADDR" "$b" "$i"
+    [ "$i" = none ] && cm_roles "udaddy" "udaddy" "udaddy -s ADDR" "$b" "$i"
+    return 0
 }
 
 # ibv_*_pingpong against `softrdma pingpong` (kind pingpong) or under `softrdma run` (kind verbs).
@@ -272,15 +322,17 @@ if [ "${1:-}" = quick ]; then
     verbs_roles "ibv_rc_pingpong -s 4096" "ibv_rc_pingpong -d rxe0 -g 1 -n 100 -s 4096 -m 1024 -c" udp none
     vc="ib_write_bw -d rxe0 -x 1 -F -n $iters"
     run_case "ib_write_bw" "$vc" "${vc//rxe0/softrdma_br-rxe}" verbs verbs-client udp none
+    cm_roles "rping -C 20" "rping -s -C 20" "rping -c -a ADDR -C 20 -v" udp none
 else
     for b in ${BACKENDS:-udp afxdp}; do
         for i in ${IMPAIRMENTS:-none vm-loss tx-loss}; do
-            for k in ${PEERS:-pingpong perftest verbs}; do
+            for k in ${PEERS:-pingpong perftest verbs cm}; do
                 case $k in
                     pingpong) pingpongs pingpong "$b" "$i" ;;
                     perftest) perftests perftest "$b" "$i" ;;
                     verbs) pingpongs verbs "$b" "$i"; perftests verbs "$b" "$i" ;;
-                    *) echo "interop-rxe: PEERS: unknown peer $k (pingpong, perftest or verbs)"; exit 2 ;;
+                    cm) cms "$b" "$i" ;;
+                    *) echo "interop-rxe: PEERS: unknown peer $k (pingpong, perftest, verbs or cm)"; exit 2 ;;
                 esac
             done
         done
