@@ -263,8 +263,8 @@ fn cm_mads_decode_in_tshark_as_rxe_s_do() {
     r.unwrap_or_else(|e| panic!("{name}: {e}"));
     let ours = cm_fields(&file);
     let ex = expert(&file);
-    let rxe = cm_fields(&common::shared().join("captures/roce/linlinw5/rping.pcap").to_string_lossy());
-    let _ = std::fs::remove_file(&file);
+    let rxe_file = common::shared().join("captures/roce/linlinw5/rping.pcap").to_string_lossy().into_owned();
+    let rxe = cm_fields(&rxe_file);
     let order = |v: &[Vec<String>]| v.iter().map(|f| f[0].clone()).collect::<Vec<_>>();
     assert_eq!(order(&ours), ["0x0010", "0x0013", "0x0014", "0x0015", "0x0016"], "{ours:?}");
     assert_eq!(order(&ours), order(&rxe));
@@ -279,5 +279,60 @@ fn cm_mads_decode_in_tshark_as_rxe_s_do() {
         }
     }
     assert_eq!(ours[0][16], "0x05", "a 4096-byte path MTU on the MTU-9000 veth");
+    // A REQ's or REP's starting PSN is the one its sender expects to receive (as rxe reads it):
+    // the server's first request carries the REQ's, the client's first request the REP's.
+    for (f, side) in [(&file, "ours"), (&rxe_file, "rxe's")] {
+        let (req, rep, server_first, client_first) = first_psns(f);
+        assert_eq!(server_first, req, "{side}: the server's first request PSN is the REQ's starting PSN");
+        assert_eq!(client_first, rep, "{side}: the client's first request PSN is the REP's starting PSN");
+    }
     assert!(ex.trim().is_empty(), "tshark's expert messages: {ex}");
+    let _ = std::fs::remove_file(&file);
+}
+
+/// In capture `file` of one rping connection: the REQ's and the REP's starting PSN, and the PSN of
+/// the first request (not an ACK or READ response) each side sent, server (REP sender) first.
+fn first_psns(file: &str) -> (u32, u32, u32, u32) {
+    let o = Command::new("tshark")
+        .args(["-r", file, "-d", "udp.port==4791,infiniband", "-T", "fields", "-E", "separator=,"])
+        .args(["-e", "ip.src", "-e", "infiniband.bth.opcode", "-e", "infiniband.bth.psn"])
+        .args(["-e", "infiniband.cm.req.startpsn", "-e", "infiniband.cm.rep.startpsn"])
+        .output()
+        .expect("run tshark");
+    let text = String::from_utf8_lossy(&o.stdout).into_owned();
+    let num = |v: &str| {
+        let v = v.trim();
+        v.strip_prefix("0x").map_or_else(|| v.parse().ok(), |h| u32::from_str_radix(h, 16).ok())
+    };
+    let (mut req, mut rep, mut client, mut server) = (None, None, None, None);
+    let (mut first_client, mut first_server) = (None, None);
+    for l in text.lines() {
+        let f: Vec<&str> = l.split(',').collect();
+        let field = |i: usize| f.get(i).copied().unwrap_or("");
+        let (src, Some(op), psn) = (field(0).to_string(), num(field(1)), num(field(2))) else { continue };
+        if let Some(p) = f.get(3).and_then(|v| num(v)) {
+            req = Some(p);
+            client = Some(src.clone());
+        }
+        if let Some(p) = f.get(4).and_then(|v| num(v)) {
+            rep = Some(p);
+            server = Some(src.clone());
+        }
+        // RC requests: opcodes 0..=12 (SEND, WRITE, READ request); 13..=17 are responses and ACKs.
+        if op > 12 || op == 100 {
+            continue;
+        }
+        if Some(&src) == client.as_ref() && first_client.is_none() {
+            first_client = psn;
+        } else if Some(&src) == server.as_ref() && first_server.is_none() {
+            first_server = psn;
+        }
+    }
+    let get = |v: Option<u32>, what: &str| v.unwrap_or_else(|| panic!("{file}: no {what}\n{text}"));
+    (
+        get(req, "REQ"),
+        get(rep, "REP"),
+        get(first_server, "request from the server"),
+        get(first_client, "request from the client"),
+    )
 }

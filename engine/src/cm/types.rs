@@ -56,7 +56,8 @@ pub struct ConnectParams {
     pub qpn: u32,
     /// 0 RC, 1 UC (REQ transport service type).
     pub transport: u8,
-    /// The local QP's first send PSN.
+    /// The PSN the local QP expects first: the peer's QP sends from it (as rxe reads a REQ's or
+    /// REP's starting PSN).
     pub starting_psn: u32,
     /// RDMA READ / atomic requests we accept at once.
     pub responder_resources: u8,
@@ -89,7 +90,8 @@ pub struct ConnectParams {
 pub struct AcceptParams {
     /// The local QP.
     pub qpn: u32,
-    /// The local QP's first send PSN.
+    /// The PSN the local QP expects first: the peer's QP sends from it (as rxe reads a REQ's or
+    /// REP's starting PSN).
     pub starting_psn: u32,
     /// RDMA READ / atomic requests we accept at once.
     pub responder_resources: u8,
@@ -114,7 +116,7 @@ pub struct ReqInfo {
     pub remote_qpn: u32,
     /// 0 RC, 1 UC.
     pub transport: u8,
-    /// The peer's first send PSN (our QP's expected PSN).
+    /// The PSN the peer expects first: our QP's first send PSN.
     pub starting_psn: u32,
     /// The peer's responder resources (bounds our initiator depth).
     pub responder_resources: u8,
@@ -147,7 +149,7 @@ pub struct ReqInfo {
 pub struct RepInfo {
     /// The peer's QP.
     pub remote_qpn: u32,
-    /// The peer's first send PSN.
+    /// The PSN the peer expects first: our QP's first send PSN.
     pub starting_psn: u32,
     /// The peer's responder resources.
     pub responder_resources: u8,

@@ -340,18 +340,18 @@ impl Context {
             (QpState::Rts, QpType::Ud) => a.sq_psn = Some(s.psn),
             (QpState::Rtr, _) => {
                 let remote = s.remote.ok_or(VerbsError::CmState("rdma_init_qp_attr: not connected"))?;
-                let (qpn, psn, mtu, resp) = match (&s.req, &s.rep) {
-                    (Some(r), _) => (r.remote_qpn, r.starting_psn, r.path_mtu, s.param.responder_resources),
-                    (None, Some(r)) => {
-                        (r.remote_qpn, r.starting_psn, mtu_code(port_mtu), s.param.responder_resources)
-                    }
+                let (qpn, mtu, resp) = match (&s.req, &s.rep) {
+                    (Some(r), _) => (r.remote_qpn, r.path_mtu, s.param.responder_resources),
+                    (None, Some(r)) => (r.remote_qpn, mtu_code(port_mtu), s.param.responder_resources),
                     _ => return Err(VerbsError::CmState("rdma_init_qp_attr: no REQ or REP yet")),
                 };
                 a.path_mtu = Some(
                     mtu_of(mtu).map_or(port_mtu, |m| if m.bytes() < port_mtu.bytes() { m } else { port_mtu }),
                 );
                 a.dest_qp_num = Some(qpn);
-                a.rq_psn = Some(psn);
+                // The PSN we told the peer to start from (a REQ's or REP's starting PSN is
+                // the one its sender expects to receive: rxe's rping.pcap).
+                a.rq_psn = Some(s.psn);
                 let mut av = AddressVector::new(remote.ip());
                 av.dmac = s.dmac;
                 a.ah_attr = Some(av);
@@ -359,14 +359,15 @@ impl Context {
                 a.min_rnr_timer = Some(MIN_RNR_TIMER);
             }
             (QpState::Rts, _) => {
-                a.sq_psn = Some(s.psn);
                 match (&s.req, &s.rep) {
                     (Some(r), _) => {
+                        a.sq_psn = Some(r.starting_psn);
                         a.timeout = Some(r.local_ack_timeout.max(ACK_TIMEOUT));
                         a.retry_cnt = Some(r.retry_count);
                         a.rnr_retry = Some(r.rnr_retry_count);
                     }
                     (None, Some(r)) => {
+                        a.sq_psn = Some(r.starting_psn);
                         a.timeout = Some(ACK_TIMEOUT);
                         a.retry_cnt = Some(s.param.retry_count);
                         a.rnr_retry = Some(r.rnr_retry_count);
