@@ -141,16 +141,16 @@ run_once() {
         if [ "$kind" = perftest ]; then cmd+=(--connect "$guest"); elif [ "$kind" != cm ]; then cmd+=("$guest"); fi
         if [ "$kind" = cm ]; then
             # An rdma_cm client whose server is not listening yet is rejected (no retry): start it
-            # once the VM has started its server.
+            # once the VM answers ping (its network is up, its command starts next), and 2 s more.
             wait_link down
-            setsid timeout 300 bash "$vm/run-vm.sh" -t 280 "${vmopts[@]}" -n 1 -- \
-                "$(vm_watch "echo interop-rxe: server starting; $vmcmd")" >"$logs/$tag.vm" 2>&1 &
+            setsid timeout 300 bash "$vm/run-vm.sh" -t 280 "${vmopts[@]}" -n 1 -- "$(vm_watch "$vmcmd")" \
+                >"$logs/$tag.vm" 2>&1 &
             local pid=$!
+            wait_link up
             local _
-            for _ in $(seq 1200); do
-                grep -q "interop-rxe: server starting" "$logs/$tag.vm" 2>/dev/null && break
+            for _ in $(seq 120); do
+                ping -c 1 -W 1 "$guest" >/dev/null 2>&1 && break
                 kill -0 "$pid" 2>/dev/null || break
-                sleep 0.1
             done
             sleep 2
             timeout 300 "${cmd[@]}" >"$logs/$tag.host" 2>&1

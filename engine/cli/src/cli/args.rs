@@ -369,6 +369,11 @@ pub(crate) struct PingpongArgs {
     /// Seed of --tx-loss.
     #[arg(long, default_value_t = 1)]
     pub(crate) seed: u64,
+    /// Connect through the connection manager (REQ/REP/RTU on QP1, rdma_cm's TCP port space,
+    /// port -p) instead of the tools' TCP exchange: against `softrdma pingpong --cm` or any rdma_cm
+    /// peer; RC and UC; the server needs --local.
+    #[arg(long)]
+    pub(crate) cm: bool,
 }
 
 #[derive(Clone, Copy, ValueEnum)]

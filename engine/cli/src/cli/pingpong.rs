@@ -57,6 +57,7 @@ pub(crate) fn run_pingpong(a: &PingpongArgs) -> ExitCode {
         iters: a.iters,
         chk: a.chk,
         timeout: a.timeout,
+        cm: a.cm,
     };
     match softrdma::pingpong::run(&o) {
         Ok(r) => {
