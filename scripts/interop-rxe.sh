@@ -140,8 +140,10 @@ run_once() {
     else
         if [ "$kind" = perftest ]; then cmd+=(--connect "$guest"); elif [ "$kind" != cm ]; then cmd+=("$guest"); fi
         if [ "$kind" = cm ]; then
-            # An rdma_cm client whose server is not listening yet is rejected (no retry): start it
-            # once the VM answers ping (its network is up, its command starts next), and 2 s more.
+            # An rdma_cm client whose server is not listening yet is rejected: start it once the VM
+            # answers ping (its network is up, its command starts next), and while the VM's
+            # program is still starting (a REJ with reason 8, no such service; for UD a SIDR
+            # lookup that fails) run it again, for up to 120 s.
             wait_link down
             setsid timeout 300 bash "$vm/run-vm.sh" -t 280 "${vmopts[@]}" -n 1 -- "$(vm_watch "$vmcmd")" \
                 >"$logs/$tag.vm" 2>&1 &
@@ -153,8 +155,19 @@ run_once() {
                 kill -0 "$pid" 2>/dev/null || break
             done
             sleep 2
-            timeout 300 "${cmd[@]}" >"$logs/$tag.host" 2>&1
-            h=$?
+            local end=$((SECONDS + 120)) early=0
+            while :; do
+                timeout 300 "${cmd[@]}" >"$logs/$tag.host" 2>&1
+                h=$?
+                if [ "$h" != 0 ] && [ "$SECONDS" -lt "$end" ] &&
+                    grep -qE "REJECTED.{0,12}8\b|RDMA_CM_EVENT_UNREACHABLE" "$logs/$tag.host"; then
+                    early=$((early + 1))
+                    sleep 1
+                    continue
+                fi
+                echo "interop-rxe: $early earlier attempts found no listener in the VM" >>"$logs/$tag.host"
+                break
+            done
             (sleep 30; kill -- "-$pid" 2>/dev/null) &
             local reaper=$!
             wait "$pid"; v=$?

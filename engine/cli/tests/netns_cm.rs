@@ -90,18 +90,7 @@ fn pairs(ip: &str, dev: (&str, &str), port: u16) -> Vec<Pair> {
 }
 
 fn can_run(name: &str) -> bool {
-    if !common::netns::can_run(name, &[]) {
-        return false;
-    }
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    let found = |t: &str| std::env::split_paths(&path).any(|d| d.join(t).is_file());
-    if let Some(t) = TOOLS.iter().find(|t| !found(t)) {
-        let why = format!("{t} is missing (scripts/setup.sh installs rdmacm-utils and perftest)");
-        assert!(std::env::var_os("CI").is_none(), "{name} cannot run under CI: {why}");
-        eprintln!("{name}: skipped: {why}");
-        return false;
-    }
-    true
+    common::proc::can_run_tools(name, &TOOLS, "rdmacm-utils and perftest")
 }
 
 /// Runs one pair: the server first, the client once the server had time to listen.

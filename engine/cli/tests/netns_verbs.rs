@@ -38,21 +38,8 @@ const TOOLS: [&str; 14] = [
 /// The namespaces' network: the server (namespace a) is `.1`, the client (b) `.2`.
 const NET: &str = "10.96.0";
 
-/// Whether this machine can run the test: root, iproute2 and every tool (they have no
-/// `--version` that succeeds, so they are looked for in PATH).
 fn can_run(name: &str) -> bool {
-    if !common::netns::can_run(name, &[]) {
-        return false;
-    }
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    let found = |t: &str| std::env::split_paths(&path).any(|d| d.join(t).is_file());
-    if let Some(t) = TOOLS.iter().find(|t| !found(t)) {
-        let why = format!("{t} is missing (scripts/setup.sh installs ibverbs-utils and perftest)");
-        assert!(std::env::var_os("CI").is_none(), "{name} cannot run under CI: {why}");
-        eprintln!("{name}: skipped: {why}");
-        return false;
-    }
-    true
+    common::proc::can_run_tools(name, &TOOLS, "ibverbs-utils and perftest")
 }
 
 /// Two namespaces and the backend the tools run over.

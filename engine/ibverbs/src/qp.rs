@@ -128,6 +128,27 @@ pub unsafe extern "C" fn ibv_create_qp(pd: *mut ibv_pd, qp_init_attr: *mut ibv_q
     }
 }
 
+/// The basic attributes of extended ones this device supports (a PD, the `ibv_wr_*` send
+/// operations; no creation flags, XRC, RSS or TSO: `EOPNOTSUPP`).
+pub(crate) fn basic_attr(a: &ibv_qp_init_attr_ex) -> Result<ibv_qp_init_attr, i32> {
+    let known = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+    if a.comp_mask & !known != 0 || a.create_flags != 0 {
+        return Err(libc::EOPNOTSUPP);
+    }
+    if a.comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS != 0 && a.send_ops_flags & !SEND_OPS != 0 {
+        return Err(libc::EOPNOTSUPP);
+    }
+    Ok(ibv_qp_init_attr {
+        qp_context: a.qp_context,
+        send_cq: a.send_cq,
+        recv_cq: a.recv_cq,
+        srq: a.srq,
+        cap: a.cap,
+        qp_type: a.qp_type,
+        sq_sig_all: a.sq_sig_all,
+    })
+}
+
 /// `verbs_context.create_qp_ex` (behind the inline `ibv_create_qp_ex`): a PD, and the `ibv_wr_*`
 /// send operations above; no creation flags, XRC, RSS or TSO.
 pub(crate) unsafe extern "C" fn create_qp_ex(
@@ -140,24 +161,12 @@ pub(crate) unsafe extern "C" fn create_qp_ex(
     }
     // SAFETY: the caller passes a valid attribute structure.
     let a = unsafe { &mut *attr };
-    let known = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
     if a.comp_mask & IBV_QP_INIT_ATTR_PD == 0 {
         return errno::null(libc::EINVAL);
     }
-    if a.comp_mask & !known != 0 || a.create_flags != 0 {
-        return errno::null(libc::EOPNOTSUPP);
-    }
-    if a.comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS != 0 && a.send_ops_flags & !SEND_OPS != 0 {
-        return errno::null(libc::EOPNOTSUPP);
-    }
-    let mut basic = ibv_qp_init_attr {
-        qp_context: a.qp_context,
-        send_cq: a.send_cq,
-        recv_cq: a.recv_cq,
-        srq: a.srq,
-        cap: a.cap,
-        qp_type: a.qp_type,
-        sq_sig_all: a.sq_sig_all,
+    let mut basic = match basic_attr(a) {
+        Ok(b) => b,
+        Err(e) => return errno::null(e),
     };
     match unsafe { create(ctx, a.pd, &mut basic, a.qp_context) } {
         Ok(p) => {

@@ -117,3 +117,21 @@ pub fn run_in(n: &Netns, ns: char, backend: &str, args: &[String]) -> Running {
     full.extend(args.iter().map(String::as_str));
     Running::new(n.spawn(name, &full))
 }
+
+/// Whether test `name` can run the Debian programs `tools` besides root and iproute2 (they have no
+/// `--version` that succeeds, so they are looked for in PATH; `scripts/setup.sh` installs them);
+/// under CI it must.
+pub fn can_run_tools(name: &str, tools: &[&str], packages: &str) -> bool {
+    if !super::netns::can_run(name, &[]) {
+        return false;
+    }
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let found = |t: &str| std::env::split_paths(&path).any(|d| d.join(t).is_file());
+    if let Some(t) = tools.iter().find(|t| !found(t)) {
+        let why = format!("{t} is missing (scripts/setup.sh installs {packages})");
+        assert!(std::env::var_os("CI").is_none(), "{name} cannot run under CI: {why}");
+        eprintln!("{name}: skipped: {why}");
+        return false;
+    }
+    true
+}

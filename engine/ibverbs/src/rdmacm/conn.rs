@@ -136,20 +136,11 @@ pub unsafe extern "C" fn rdma_create_qp_ex(
     }
     // SAFETY: the caller passes a valid attribute structure.
     let a = unsafe { &mut *qp_init_attr };
-    let known = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
-    if a.comp_mask & !known != 0 || a.create_flags != 0 {
-        return err(libc::EOPNOTSUPP);
-    }
-    let pd = if a.comp_mask & IBV_QP_INIT_ATTR_PD != 0 { a.pd } else { std::ptr::null_mut() };
-    let mut basic = ibv_qp_init_attr {
-        qp_context: a.qp_context,
-        send_cq: a.send_cq,
-        recv_cq: a.recv_cq,
-        srq: a.srq,
-        cap: a.cap,
-        qp_type: a.qp_type,
-        sq_sig_all: a.sq_sig_all,
+    let mut basic = match crate::qp::basic_attr(a) {
+        Ok(b) => b,
+        Err(e) => return err(e),
     };
+    let pd = if a.comp_mask & IBV_QP_INIT_ATTR_PD != 0 { a.pd } else { std::ptr::null_mut() };
     let r = unsafe { create_qp(s, pd, &mut basic) };
     (a.cap, a.send_cq, a.recv_cq) = (basic.cap, basic.send_cq, basic.recv_cq);
     r

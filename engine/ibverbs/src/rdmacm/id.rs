@@ -10,6 +10,15 @@ use crate::errno;
 use std::ffi::{c_int, c_void};
 use std::net::SocketAddr;
 
+/// The program's channel, or (null) a private one for a synchronous ID: `(channel, private)`.
+fn channel_or_private(channel: *mut rdma_event_channel) -> Result<(&'static SoftCmChannel, bool), c_int> {
+    match unsafe { SoftCmChannel::from(channel) } {
+        Some(c) => Ok((c, false)),
+        None if channel.is_null() => channel::create().map(|c| (c, true)),
+        None => Err(libc::EINVAL),
+    }
+}
+
 /// `rdma_create_id`: an ID reporting to `channel`, or, with no channel, a synchronous ID whose
 /// calls wait for their own events (librdmacm's rule).
 #[unsafe(no_mangle)]
@@ -23,13 +32,9 @@ pub unsafe extern "C" fn rdma_create_id(
         return err(libc::EINVAL);
     }
     let Some(space) = port_space(ps) else { return err(libc::EINVAL) };
-    let (ch, sync) = match unsafe { SoftCmChannel::from(channel) } {
-        Some(c) => (c, false),
-        None if channel.is_null() => match channel::create() {
-            Ok(c) => (c, true),
-            Err(e) => return err(e),
-        },
-        None => return err(libc::EINVAL),
+    let (ch, sync) = match channel_or_private(channel) {
+        Ok(x) => x,
+        Err(e) => return err(e),
     };
     let cm = match ch.ctx.dev.lock().cm_create_id(ch.cm, space) {
         Ok(cm) => cm,
@@ -129,13 +134,9 @@ pub unsafe extern "C" fn rdma_listen(id: *mut rdma_cm_id, backlog: c_int) -> c_i
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rdma_migrate_id(id: *mut rdma_cm_id, channel: *mut rdma_event_channel) -> c_int {
     let Some(s) = (unsafe { SoftId::from(id) }) else { return err(libc::EINVAL) };
-    let (ch, sync) = match unsafe { SoftCmChannel::from(channel) } {
-        Some(c) => (c, false),
-        None if channel.is_null() => match channel::create() {
-            Ok(c) => (c, true),
-            Err(e) => return err(e),
-        },
-        None => return err(libc::EINVAL),
+    let (ch, sync) = match channel_or_private(channel) {
+        Ok(x) => x,
+        Err(e) => return err(e),
     };
     if let Err(e) = s.ctx.dev.lock().cm_migrate_id(s.cm, ch.cm) {
         return fail(&e);
