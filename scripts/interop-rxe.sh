@@ -160,7 +160,7 @@ run_once() {
                 timeout 300 "${cmd[@]}" >"$logs/$tag.host" 2>&1
                 h=$?
                 if [ "$h" != 0 ] && [ "$SECONDS" -lt "$end" ] &&
-                    grep -qE "REJECTED.{0,12}8\b|RDMA_CM_EVENT_UNREACHABLE" "$logs/$tag.host"; then
+                    grep -qE "REJECTED.{0,12}8\b|RDMA_CM_EVENT_UNREACHABLE|Unexpected CM event bl blka [78]" "$logs/$tag.host"; then
                     early=$((early + 1))
                     sleep 1
                     continue
@@ -168,10 +168,12 @@ run_once() {
                 echo "interop-rxe: $early earlier attempts found no listener in the VM" >>"$logs/$tag.host"
                 break
             done
-            (sleep 30; kill -- "-$pid" 2>/dev/null) &
+            (sleep 30; stop_vm "$pid") &
             local reaper=$!
             wait "$pid"; v=$?
             kill "$reaper" 2>/dev/null; wait "$reaper" 2>/dev/null
+            # The VM's session is over; a QEMU the reaper's kill did not reach goes now.
+            stop_vm "$pid"
         elif [ "$kind" = verbs ]; then
             wait_link down
             # In a session of its own, so that the whole VM (QEMU included) can be ended below.
@@ -182,10 +184,12 @@ run_once() {
             stock_client "${cmd[@]}"
             # Once the host's client is done, the VM's server has a few seconds to finish: a client
             # that failed early must not leave it waiting for the whole time limit.
-            (sleep 30; kill -- "-$pid" 2>/dev/null) &
+            (sleep 30; stop_vm "$pid") &
             local reaper=$!
             wait "$pid"; v=$?
             kill "$reaper" 2>/dev/null; wait "$reaper" 2>/dev/null
+            # The VM's session is over; a QEMU the reaper's kill did not reach goes now.
+            stop_vm "$pid"
         else
             run_vm "$vmcmd" &
             local pid=$!
@@ -197,6 +201,18 @@ run_once() {
     fi
     r=fail
     [ "$v" = 0 ] && [ "$h" = 0 ] && r=pass
+}
+
+# Ends a VM started in a session of its own (pid): its process group, and QEMU, which run-vm.sh's
+# `timeout` put in a group of its own; waits (up to 10 s) until QEMU has let go of tap-rxe1.
+stop_vm() {
+    local _
+    kill -- "-$1" 2>/dev/null
+    pkill -f 'ifname=tap-rxe1' 2>/dev/null
+    for _ in $(seq 100); do
+        pgrep -f 'ifname=tap-rxe1' >/dev/null || return 0
+        sleep 0.1
+    done
 }
 
 # The VM, running command (under the watchdog); its console goes to the case's .vm log.

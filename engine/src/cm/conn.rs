@@ -31,6 +31,8 @@ pub(super) struct Conn {
     pub peer_retries: u8,
     /// The consumer destroyed its ID: no more events, the record only finishes the protocol.
     pub orphan: bool,
+    /// When the first MAD of the connection went out (active side).
+    pub started: Duration,
 }
 
 impl Conn {
@@ -52,11 +54,15 @@ impl Conn {
             peer_timeout: 31,
             peer_retries: 15,
             orphan: false,
+            started: Duration::ZERO,
         }
     }
 
     /// Keeps `mad` to send again every `interval`, `retries` times.
     pub(super) fn arm(&mut self, now: Duration, mad: Box<Mad>, interval: Duration, retries: u8) {
+        if self.last.is_none() {
+            self.started = now;
+        }
         self.last = Some(mad);
         self.interval = interval;
         self.retries_left = retries;

@@ -54,7 +54,7 @@ fn dispatch(cm: &mut Cm, now: Duration, peer: IpAddr, tid: u64, msg: &CmMessage<
                 CmMessage::Rep(r) => on_rep(cm, ours, r),
                 CmMessage::Rtu(_) => on_rtu(cm, ours),
                 CmMessage::Drep(_) => on_drep(cm, now, ours),
-                CmMessage::SidrRep(s) => on_sidr_rep(cm, ours, s),
+                CmMessage::SidrRep(s) => on_sidr_rep(cm, now, ours, s),
                 _ => {}
             }
         }
@@ -178,7 +178,28 @@ fn on_mra(cm: &mut Cm, now: Duration, id: u32, m: &Mra<'_>) {
     c.deadline = Some(now + Cm::wait_for(m.service_timeout).max(c.interval));
 }
 
+/// How soon a REQ or SIDR_REQ refused for want of a listener is sent again, within the grace.
+const NO_LISTENER_RETRY: Duration = Duration::from_millis(100);
+
+/// A REQ or SIDR_REQ the peer refused because nobody listens on the service: within
+/// [`CmConfig::unclaimed_grace`](super::CmConfig::unclaimed_grace) of the first send it goes out
+/// again shortly (a server that is starting, as a client started right after it meets; a CM that
+/// rejects at once, as the kernel's does, leaves that race to its consumers). True if so.
+fn retry_no_listener(cm: &mut Cm, now: Duration, id: u32) -> bool {
+    let grace = cm.cfg.unclaimed_grace;
+    let Some(c) = cm.conns.get_mut(&id) else { return false };
+    if now >= c.started + grace || c.retries_left == 0 {
+        return false;
+    }
+    c.deadline = Some(now + NO_LISTENER_RETRY);
+    true
+}
+
 fn on_rej(cm: &mut Cm, now: Duration, id: u32, r: &Rej<'_>) {
+    let req_sent = cm.conns.get(&id).is_some_and(|c| c.state == State::ReqSent);
+    if req_sent && r.reason == rej_reason::INVALID_SERVICE_ID && retry_no_listener(cm, now, id) {
+        return;
+    }
     let Some(c) = cm.conns.get(&id) else { return };
     let ev = match c.state {
         State::ReqSent | State::RepRcvd | State::RepSent => {
@@ -348,9 +369,13 @@ fn on_sidr_req(cm: &mut Cm, now: Duration, peer: IpAddr, tid: u64, r: &SidrReq<'
     cm.event(CmEvent::SidrRequest(ConnId(id), peer, r.service_id, r.private_data.to_vec()));
 }
 
-fn on_sidr_rep(cm: &mut Cm, id: u32, s: &SidrRep<'_>) {
+fn on_sidr_rep(cm: &mut Cm, now: Duration, id: u32, s: &SidrRep<'_>) {
     if cm.conns.get(&id).map(|c| c.state) != Some(State::SidrReqSent) {
         cm.stats.rx_stray += 1;
+        return;
+    }
+    // Status 1: the service is not (yet) there.
+    if s.status == 1 && retry_no_listener(cm, now, id) {
         return;
     }
     let info =

@@ -238,6 +238,25 @@ fn a_request_that_comes_before_the_listen_is_served() {
 }
 
 #[test]
+fn a_client_rejected_for_want_of_a_listener_tries_again_within_the_grace() {
+    // B rejects at once, as the kernel's CM does; its server listens 300 ms later.
+    let mut p = Pair::new(Net::default(), 9);
+    p.cms[1] = Cm::new(CmConfig { unclaimed_grace: Duration::ZERO, seed: 0x2222, ..CmConfig::default() });
+    let a = p.cms[0].connect(p.now, B, &params(0x2C)).unwrap();
+    p.run(Duration::from_millis(300));
+    assert!(p.events[0].is_empty(), "{:?}", p.events[0]);
+    p.cms[1].listen(svc(), 4).unwrap();
+    p.run(Duration::from_millis(500));
+    assert_eq!(p.cms[0].state(a), Some(State::Established), "{:?}", p.events[0]);
+    // Past the grace, a REJ for want of a listener is the answer.
+    let mut late = params(0x2D);
+    late.service_id = service_id(port_space::TCP, 1);
+    let b = p.cms[0].connect(p.now, B, &late).unwrap();
+    p.run(p.now + CmConfig::default().unclaimed_grace + Duration::from_millis(200));
+    assert!(p.events[0].contains(&CmEvent::Rejected(b, rej_reason::INVALID_SERVICE_ID, vec![0; 148])));
+}
+
+#[test]
 fn a_slow_consumer_gets_mra_and_the_active_side_waits() {
     let mut p = Pair::new(Net::default(), 3);
     p.accept = false;
