@@ -328,3 +328,20 @@ fn an_unanswered_request_ends_unreachable() {
     assert!(done, "{:?}", kinds(&a));
     assert!(p.a.stats().tx_frames >= 16, "the REQ and its 15 retries");
 }
+
+#[test]
+fn a_process_that_goes_closes_its_connections() {
+    let mut p = pair(0.0, 6);
+    let (mut a, mut b) = (side(&mut p.a), side(&mut p.b));
+    let (_, ib) = connect_rc(&mut p, &mut a, &mut b, Duration::from_secs(1));
+    // The client's process exits without disconnecting: its library closes what is left.
+    p.a.cm_shutdown();
+    assert!(!p.a.cm_settled());
+    let down = p
+        .run_until(p.net.now() + Duration::from_secs(5), |p| {
+            drain(&mut p.b, &mut b);
+            b.events.iter().any(|e| e.kind == CmEventKind::Disconnected && e.id == ib) && p.a.cm_settled()
+        })
+        .unwrap();
+    assert!(down, "b {:?}", kinds(&b));
+}

@@ -201,9 +201,43 @@ pub(crate) fn open_shared(d: &'static SoftDevice) -> Result<&'static Ctx, c_int>
     Ok(ctx)
 }
 
-/// The first device, opened or shared ([`open_shared`]): the one librdmacm's IDs use.
+/// The first device, opened or shared ([`open_shared`]) once for the process: the one librdmacm's
+/// IDs use. Its reference is never dropped; at exit its connections are closed ([`cm_exit`]).
 pub(crate) fn open_first() -> Result<&'static Ctx, c_int> {
-    devices().first().ok_or(libc::ENODEV).and_then(open_shared)
+    static CM: OnceLock<usize> = OnceLock::new();
+    static OPENING: Mutex<()> = Mutex::new(());
+    if let Some(&p) = CM.get() {
+        // SAFETY: a context this library opened and never closes (the reference is kept).
+        return Ok(unsafe { &*(p as *const Ctx) });
+    }
+    let _one = OPENING.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some(&p) = CM.get() {
+        // SAFETY: as above.
+        return Ok(unsafe { &*(p as *const Ctx) });
+    }
+    let ctx = devices().first().ok_or(libc::ENODEV).and_then(open_shared)?;
+    let _ = CM.set(std::ptr::from_ref(ctx) as usize);
+    // SAFETY: registering a plain `extern "C" fn()` with the C library's exit handlers.
+    unsafe { libc::atexit(cm_exit) };
+    Ok(ctx)
+}
+
+/// At exit: the rdma_cm connections the program left are closed (DREQ), and the process answers
+/// its peers for up to a second more (their DREQs, our DREQs' DREPs), as the kernel's rdma_cm does
+/// for a process that exits; a peer is not left retrying DREQs at a process that is gone.
+extern "C" fn cm_exit() {
+    let Ok(ctx) = open_first() else { return };
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(1);
+    ctx.dev.lock().cm_shutdown();
+    while std::time::Instant::now() < until {
+        let mut dev = ctx.dev.lock();
+        let _ = dev.progress();
+        if dev.cm_settled() {
+            return;
+        }
+        drop(dev);
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
 }
 
 /// `ibv_close_device`: when the last open of the device closes, stops the progress thread and

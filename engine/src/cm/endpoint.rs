@@ -333,6 +333,11 @@ impl Cm {
         self.dispatch(now, peer, hdr.tid, &msg);
     }
 
+    /// Whether nothing is in flight: no MAD to send, no DREQ waiting for its DREP.
+    pub fn settled(&self) -> bool {
+        self.tx.is_empty() && !self.conns.values().any(|c| c.state == State::DreqSent)
+    }
+
     /// Whether MADs wait to be sent.
     pub fn wants_transmit(&self) -> bool {
         !self.tx.is_empty()

@@ -183,7 +183,9 @@ fn connect_and_disconnect_on_a_clean_network() {
     assert_eq!(p.cms[1].state(b), Some(State::Established));
 
     p.cms[0].disconnect(p.now, a, b"bye").unwrap();
+    assert!(!p.cms[0].settled(), "a DREQ to send and a DREP to wait for");
     p.run(p.now + Duration::from_millis(20));
+    assert!(p.cms[0].settled() && p.cms[1].settled());
     assert!(
         p.events[1].iter().any(|e| matches!(e, CmEvent::DisconnectRequest(_, d) if d.starts_with(b"bye")))
     );

@@ -533,6 +533,22 @@ impl Context {
             .map_err(|_| VerbsError::CmState("rdma_disconnect: not connected"))
     }
 
+    /// Destroys every rdma_cm ID (the process is going): connections get their DREQ, requests
+    /// not answered their REJ.
+    pub fn cm_shutdown(&mut self) {
+        let ids: Vec<CmId> =
+            (0..self.cm.ids.len()).filter(|&i| self.cm.ids[i].is_some()).map(|i| CmId(i as u32)).collect();
+        for id in ids {
+            let _ = self.cm_destroy_id(id);
+        }
+    }
+
+    /// Whether the connection manager has nothing in flight: no MAD to send, no DREQ waiting for
+    /// its DREP.
+    pub fn cm_settled(&self) -> bool {
+        self.cm.cm.settled()
+    }
+
     /// A frame for QP1 arrived.
     pub(super) fn cm_receive(
         &mut self,
