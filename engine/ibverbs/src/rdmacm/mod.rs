@@ -11,7 +11,8 @@
 //! objects.
 //!
 //! Not supported, answered as librdmacm answers for a device without them: multicast
-//! (`rdma_join_multicast*`: `ENOSYS`), IB-native addressing (`AF_IB`), alternate paths.
+//! (`rdma_join_multicast*`: `ENOSYS`), IB-native addressing (`AF_IB`), alternate paths, ECE (a
+//! local ECE is taken and not sent; the remote one reads as none).
 
 pub(crate) mod addrinfo;
 mod channel;
@@ -19,3 +20,4 @@ mod conn;
 mod id;
 mod objects;
 mod sockaddr;
+mod srq_ece;

@@ -1,0 +1,89 @@
+//! Shared receive queues on IDs (`rdma_create_srq`, `rdma_create_srq_ex`, `rdma_destroy_srq`)
+//! and Enhanced Connection Establishment (`rdma_set_local_ece`, `rdma_get_remote_ece`,
+//! `rdma_reject_ece`), which this device does not negotiate: a local ECE is taken and not sent,
+//! the remote one reads as none (vendor ID 0), as for a peer without ECE.
+
+use super::conn::rdma_reject;
+use super::objects::{SoftId, err};
+use crate::abi::*;
+use crate::cm_abi::*;
+use std::ffi::{c_int, c_void};
+
+/// `rdma_create_srq`: an SRQ on `pd` (or the ID's PD), kept in `id->srq` for the QP made next.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rdma_create_srq(
+    id: *mut rdma_cm_id,
+    pd: *mut ibv_pd,
+    attr: *mut ibv_srq_init_attr,
+) -> c_int {
+    let Some(s) = (unsafe { SoftId::from(id) }) else { return err(libc::EINVAL) };
+    let pd = if pd.is_null() { s.id.pd } else { pd };
+    if attr.is_null() || pd.is_null() || !s.id.srq.is_null() {
+        return err(libc::EINVAL);
+    }
+    // SAFETY: our own verb; the caller passes a valid attribute structure.
+    let srq = unsafe { crate::srq_ah::ibv_create_srq(pd, attr) };
+    if srq.is_null() {
+        return -1;
+    }
+    s.id.srq = srq;
+    s.id.pd = pd;
+    0
+}
+
+/// `rdma_create_srq_ex`: basic SRQs only (XRC and tag matching: `EOPNOTSUPP`).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rdma_create_srq_ex(id: *mut rdma_cm_id, attr: *mut ibv_srq_init_attr_ex) -> c_int {
+    // SAFETY: the caller passes a valid attribute structure or null.
+    let Some(a) = (unsafe { attr.as_ref() }) else { return err(libc::EINVAL) };
+    if a.srq_type != IBV_SRQT_BASIC || a.comp_mask & !(IBV_SRQ_INIT_ATTR_PD | IBV_SRQ_INIT_ATTR_TYPE) != 0 {
+        return err(libc::EOPNOTSUPP);
+    }
+    let pd = if a.comp_mask & IBV_SRQ_INIT_ATTR_PD != 0 { a.pd } else { std::ptr::null_mut() };
+    let mut basic = ibv_srq_init_attr { srq_context: a.srq_context, attr: a.attr };
+    unsafe { rdma_create_srq(id, pd, &mut basic) }
+}
+
+/// `rdma_destroy_srq`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rdma_destroy_srq(id: *mut rdma_cm_id) {
+    let Some(s) = (unsafe { SoftId::from(id) }) else { return };
+    if !s.id.srq.is_null() {
+        // SAFETY: the ID's SRQ, destroyed once.
+        unsafe { crate::srq_ah::ibv_destroy_srq(s.id.srq) };
+        s.id.srq = std::ptr::null_mut();
+    }
+}
+
+/// `rdma_set_local_ece`: checked as librdmacm checks it (an ID without a QP, a vendor ID), then
+/// taken; ECE is not negotiated.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rdma_set_local_ece(id: *mut rdma_cm_id, ece: *mut ibv_ece) -> c_int {
+    let Some(s) = (unsafe { SoftId::from(id) }) else { return err(libc::EINVAL) };
+    // SAFETY: the caller passes a valid structure or null.
+    match unsafe { ece.as_ref() } {
+        Some(e) if e.vendor_id != 0 && s.id.qp.is_null() => 0,
+        _ => err(libc::EINVAL),
+    }
+}
+
+/// `rdma_get_remote_ece`: none (vendor ID 0): the peer's ECE is not negotiated.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rdma_get_remote_ece(id: *mut rdma_cm_id, ece: *mut ibv_ece) -> c_int {
+    if unsafe { SoftId::from(id) }.is_none() || ece.is_null() {
+        return err(libc::EINVAL);
+    }
+    // SAFETY: checked non-null; the caller passes a writable structure.
+    unsafe { ece.write(ibv_ece { vendor_id: 0, options: 0, comp_mask: 0 }) };
+    0
+}
+
+/// `rdma_reject_ece`: a rejection (the ECE reason is not sent).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn rdma_reject_ece(
+    id: *mut rdma_cm_id,
+    private_data: *const c_void,
+    private_data_len: u8,
+) -> c_int {
+    unsafe { rdma_reject(id, private_data, private_data_len) }
+}
