@@ -24,11 +24,8 @@ pub(crate) fn create() -> Result<&'static SoftCmChannel, c_int> {
 }
 
 /// Destroys the engine side of a channel (its descriptor closes; the object stays).
-///
-/// # Safety
-/// `p` is null or a channel of this library.
-pub(crate) unsafe fn destroy(p: *mut rdma_event_channel) -> c_int {
-    let Some(ch) = (unsafe { SoftCmChannel::from(p) }) else { return libc::EINVAL };
+pub(crate) fn destroy(p: *mut rdma_event_channel) -> c_int {
+    let Some(ch) = SoftCmChannel::from(p) else { return libc::EINVAL };
     match ch.ctx.dev.lock().cm_destroy_channel(ch.cm) {
         Ok(()) => 0,
         Err(e) => errno::of(&e),
@@ -48,7 +45,7 @@ pub unsafe extern "C" fn rdma_create_event_channel() -> *mut rdma_event_channel 
 /// either beyond refusing while an ID still reports to it).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rdma_destroy_event_channel(channel: *mut rdma_event_channel) {
-    let _ = unsafe { destroy(channel) };
+    let _ = destroy(channel);
 }
 
 /// An event as programs see it: rdma-core's `struct rdma_cm_event` first, with the private data
@@ -81,7 +78,7 @@ fn id_for(ctx: &'static Ctx, e: &CmIdEvent) -> (*mut rdma_cm_id, *mut rdma_cm_id
     let Some(listen) = e.listen_id else { return (known(e.id), std::ptr::null_mut()) };
     let lp = known(listen);
     // SAFETY: a registered ID is live until `rdma_destroy_id` unregisters it.
-    let Some(l) = (unsafe { SoftId::from(lp) }) else { return (std::ptr::null_mut(), std::ptr::null_mut()) };
+    let Some(l) = SoftId::from(lp) else { return (std::ptr::null_mut(), std::ptr::null_mut()) };
     let child = SoftId::boxed(ctx, e.id, l.id.channel, l.id.ps);
     // SAFETY: just made.
     let c = unsafe { &mut *child };
@@ -179,7 +176,7 @@ pub unsafe extern "C" fn rdma_get_cm_event(
     channel: *mut rdma_event_channel,
     event: *mut *mut rdma_cm_event,
 ) -> c_int {
-    let Some(ch) = (unsafe { SoftCmChannel::from(channel) }) else { return err(libc::EINVAL) };
+    let Some(ch) = SoftCmChannel::from(channel) else { return err(libc::EINVAL) };
     if event.is_null() {
         return err(libc::EINVAL);
     }
@@ -196,26 +193,28 @@ pub unsafe extern "C" fn rdma_get_cm_event(
 /// `rdma_ack_cm_event`: frees the event (its private data goes with it).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rdma_ack_cm_event(event: *mut rdma_cm_event) -> c_int {
+    if ack(event) { 0 } else { err(libc::EINVAL) }
+}
+
+/// Frees `event` if it is a live event of this library; whether it was.
+pub(crate) fn ack(event: *mut rdma_cm_event) -> bool {
     if !died(Kind::Event, event as usize) {
-        return err(libc::EINVAL);
+        return false;
     }
     // SAFETY: a live event is a leaked `SoftEvent`, now acknowledged (no longer live): freed once.
     drop(unsafe { Box::from_raw(event.cast::<SoftEvent>()) });
-    0
+    true
 }
 
 /// What a synchronous call waits for: the ID's next event, kept in `id->event` (acknowledged by
 /// the next call or `rdma_destroy_id`); 0, or -1 with `errno` from its status (`ECONNREFUSED`
 /// for a rejection), as librdmacm's `ucma_complete`.
-///
-/// # Safety
-/// `s` is a live synchronous ID.
-pub(crate) unsafe fn complete(s: &mut SoftId) -> c_int {
+pub(crate) fn complete(s: &mut SoftId) -> c_int {
     if !s.id.event.is_null() {
-        unsafe { rdma_ack_cm_event(s.id.event) };
+        ack(s.id.event);
         s.id.event = std::ptr::null_mut();
     }
-    let Some(ch) = (unsafe { SoftCmChannel::from(s.id.channel) }) else { return err(libc::EINVAL) };
+    let Some(ch) = SoftCmChannel::from(s.id.channel) else { return err(libc::EINVAL) };
     let ev = match next(ch) {
         Ok(ev) => ev,
         Err(e) => return err(e),
@@ -237,7 +236,7 @@ pub(crate) unsafe fn complete(s: &mut SoftId) -> c_int {
 pub(crate) fn finish(s: &mut SoftId, r: Result<(), engine::verbs::VerbsError>) -> c_int {
     match r {
         Err(e) => fail(&e),
-        Ok(()) if s.sync => unsafe { complete(s) },
+        Ok(()) if s.sync => complete(s),
         Ok(()) => 0,
     }
 }

@@ -24,7 +24,7 @@ fn device_pd(ctx: &'static Ctx) -> *mut ibv_pd {
 
 /// Makes the CQs (each with its own completion channel, `cq_context` = the ID) an attribute
 /// structure lacks, as librdmacm's `ucma_create_cqs`.
-unsafe fn create_cqs(s: &mut SoftId, attr: &mut ibv_qp_init_attr) -> Result<(), c_int> {
+fn create_cqs(s: &mut SoftId, attr: &mut ibv_qp_init_attr) -> Result<(), c_int> {
     let ctx = s.ctx.ibv();
     let id_ptr = std::ptr::from_mut(&mut s.id).cast::<c_void>();
     let make = |depth: u32| -> Result<(*mut ibv_comp_channel, *mut ibv_cq), c_int> {
@@ -33,8 +33,10 @@ unsafe fn create_cqs(s: &mut SoftId, attr: &mut ibv_qp_init_attr) -> Result<(), 
         if ch.is_null() {
             return Err(libc::ENOMEM);
         }
+        // SAFETY: our own verb on our context and the channel just made.
         let cq = unsafe { crate::cq::ibv_create_cq(ctx, depth.max(1) as c_int, id_ptr, ch, 0) };
         if cq.is_null() {
+            // SAFETY: the channel just made, unused.
             unsafe { crate::cq::ibv_destroy_comp_channel(ch) };
             return Err(libc::ENOMEM);
         }
@@ -53,7 +55,8 @@ unsafe fn create_cqs(s: &mut SoftId, attr: &mut ibv_qp_init_attr) -> Result<(), 
     Ok(())
 }
 
-unsafe fn destroy_cqs(s: &mut SoftId) {
+/// Destroys the CQs (and channels) [`create_cqs`] made.
+fn destroy_cqs(s: &mut SoftId) {
     if !s.own_cqs {
         return;
     }
@@ -75,30 +78,34 @@ unsafe fn destroy_cqs(s: &mut SoftId) {
 
 /// The QP of `rdma_create_qp`: on `pd` (or the ID's, or the device's), CQs made where missing,
 /// then brought to INIT (UD: to RTS) by the engine's connection manager.
+///
+/// # Safety
+/// `pd` is null or a PD of this library; `attr`'s CQs and SRQ are null or this library's.
 unsafe fn create_qp(s: &mut SoftId, pd: *mut ibv_pd, attr: &mut ibv_qp_init_attr) -> c_int {
     if !s.id.qp.is_null() {
         return err(libc::EINVAL);
     }
     let pd = [pd, s.id.pd].into_iter().find(|p| !p.is_null()).unwrap_or_else(|| device_pd(s.ctx));
+    // SAFETY: the caller's promise (or the ID's or device's own PD).
     match unsafe { SoftPd::from(pd) } {
         Some((_, c)) if std::ptr::eq(c, s.ctx) => {}
         _ => return err(libc::EINVAL),
     }
-    if let Err(e) = unsafe { create_cqs(s, attr) } {
-        unsafe { destroy_cqs(s) };
+    if let Err(e) = create_cqs(s, attr) {
+        destroy_cqs(s);
         return err(e);
     }
     // SAFETY: our own verb, on a PD of this context.
     let qp = unsafe { crate::qp::ibv_create_qp(pd, attr) };
+    // SAFETY: null or the QP just made.
     let Some((q, _)) = (unsafe { SoftQp::from(qp) }) else {
-        unsafe { destroy_cqs(s) };
+        destroy_cqs(s);
         return -1;
     };
     if let Err(e) = s.ctx.dev.lock().cm_attach_qp(s.cm, q.qp) {
-        unsafe {
-            crate::qp::ibv_destroy_qp(qp);
-            destroy_cqs(s);
-        }
+        // SAFETY: the QP just made, unused.
+        unsafe { crate::qp::ibv_destroy_qp(qp) };
+        destroy_cqs(s);
         return fail(&e);
     }
     // The state the engine moved it to, for programs that read `qp->state`.
@@ -116,7 +123,7 @@ pub unsafe extern "C" fn rdma_create_qp(
     pd: *mut ibv_pd,
     qp_init_attr: *mut ibv_qp_init_attr,
 ) -> c_int {
-    let Some(s) = (unsafe { SoftId::from(id) }) else { return err(libc::EINVAL) };
+    let Some(s) = SoftId::from(id) else { return err(libc::EINVAL) };
     if qp_init_attr.is_null() {
         return err(libc::EINVAL);
     }
@@ -130,7 +137,7 @@ pub unsafe extern "C" fn rdma_create_qp_ex(
     id: *mut rdma_cm_id,
     qp_init_attr: *mut ibv_qp_init_attr_ex,
 ) -> c_int {
-    let Some(s) = (unsafe { SoftId::from(id) }) else { return err(libc::EINVAL) };
+    let Some(s) = SoftId::from(id) else { return err(libc::EINVAL) };
     if qp_init_attr.is_null() {
         return err(libc::EINVAL);
     }
@@ -141,6 +148,7 @@ pub unsafe extern "C" fn rdma_create_qp_ex(
         Err(e) => return err(e),
     };
     let pd = if a.comp_mask & IBV_QP_INIT_ATTR_PD != 0 { a.pd } else { std::ptr::null_mut() };
+    // SAFETY: the caller's PD and CQs, as `rdma_create_qp_ex`'s callers promise.
     let r = unsafe { create_qp(s, pd, &mut basic) };
     (a.cap, a.send_cq, a.recv_cq) = (basic.cap, basic.send_cq, basic.recv_cq);
     r
@@ -149,20 +157,21 @@ pub unsafe extern "C" fn rdma_create_qp_ex(
 /// `rdma_destroy_qp`: destroys the QP, and the CQs librdmacm made for it.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rdma_destroy_qp(id: *mut rdma_cm_id) {
-    let Some(s) = (unsafe { SoftId::from(id) }) else { return };
+    let Some(s) = SoftId::from(id) else { return };
     if !s.id.qp.is_null() {
         let _ = s.ctx.dev.lock().cm_detach_qp(s.cm);
         // SAFETY: the ID's QP, destroyed once.
         unsafe { crate::qp::ibv_destroy_qp(s.id.qp) };
         s.id.qp = std::ptr::null_mut();
     }
-    unsafe { destroy_cqs(s) };
+    destroy_cqs(s);
 }
 
 /// Connection parameters from a program's (`NULL`: librdmacm's defaults: the device's READ
 /// limits, 7 retries, 7 RNR retries). `0xFF` for the READ limits means the device's.
 unsafe fn param(p: *const rdma_conn_param, s: &SoftId) -> ConnParam {
     let max = LIMITS.max_rd_atomic;
+    // SAFETY: the ID's QP is live while attached.
     let qp_num = if s.id.qp.is_null() { 0 } else { unsafe { (*s.id.qp).qp_num } };
     // SAFETY: the caller passes a valid parameter structure or null.
     let Some(p) = (unsafe { p.as_ref() }) else {
@@ -197,10 +206,11 @@ unsafe fn param(p: *const rdma_conn_param, s: &SoftId) -> ConnParam {
 /// `rdma_connect`: a REQ (UD: SIDR_REQ); a synchronous ID waits for ESTABLISHED.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rdma_connect(id: *mut rdma_cm_id, conn_param: *mut rdma_conn_param) -> c_int {
-    let Some(s) = (unsafe { SoftId::from(id) }) else { return err(libc::EINVAL) };
+    let Some(s) = SoftId::from(id) else { return err(libc::EINVAL) };
     if s.id.qp.is_null() && conn_param.is_null() {
         return err(libc::EINVAL);
     }
+    // SAFETY: the caller passes a valid parameter structure or null.
     let p = unsafe { param(conn_param, s) };
     let r = s.ctx.dev.lock().cm_connect(s.cm, &p);
     finish(s, r)
@@ -210,10 +220,11 @@ pub unsafe extern "C" fn rdma_connect(id: *mut rdma_cm_id, conn_param: *mut rdma
 /// ID waits for ESTABLISHED (not UD: its requester gets no answer to wait for).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rdma_accept(id: *mut rdma_cm_id, conn_param: *mut rdma_conn_param) -> c_int {
-    let Some(s) = (unsafe { SoftId::from(id) }) else { return err(libc::EINVAL) };
+    let Some(s) = SoftId::from(id) else { return err(libc::EINVAL) };
     if s.id.qp.is_null() && conn_param.is_null() {
         return err(libc::EINVAL);
     }
+    // SAFETY: the caller passes a valid parameter structure or null.
     let p = unsafe { param(conn_param, s) };
     let r = s.ctx.dev.lock().cm_accept(s.cm, &p);
     if let Err(e) = r {
@@ -223,7 +234,7 @@ pub unsafe extern "C" fn rdma_accept(id: *mut rdma_cm_id, conn_param: *mut rdma_
         // SAFETY: the ID's live QP.
         unsafe { (*s.id.qp).state = IBV_QPS_RTS };
     }
-    if s.sync && !is_ud(s) { unsafe { complete(s) } } else { 0 }
+    if s.sync && !is_ud(s) { complete(s) } else { 0 }
 }
 
 /// `rdma_reject`, with private data.
@@ -233,7 +244,7 @@ pub unsafe extern "C" fn rdma_reject(
     private_data: *const c_void,
     private_data_len: u8,
 ) -> c_int {
-    let Some(s) = (unsafe { SoftId::from(id) }) else { return err(libc::EINVAL) };
+    let Some(s) = SoftId::from(id) else { return err(libc::EINVAL) };
     let pd = if private_data.is_null() {
         &[][..]
     } else {
@@ -250,7 +261,7 @@ pub unsafe extern "C" fn rdma_reject(
 /// of a DREQ received); a synchronous ID waits for DISCONNECTED unless it already saw it.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rdma_disconnect(id: *mut rdma_cm_id) -> c_int {
-    let Some(s) = (unsafe { SoftId::from(id) }) else { return err(libc::EINVAL) };
+    let Some(s) = SoftId::from(id) else { return err(libc::EINVAL) };
     let r = s.ctx.dev.lock().cm_disconnect(s.cm);
     if !s.id.qp.is_null() {
         // SAFETY: the ID's live QP.
@@ -260,7 +271,7 @@ pub unsafe extern "C" fn rdma_disconnect(id: *mut rdma_cm_id) -> c_int {
     let seen = !s.id.event.is_null() && unsafe { (*s.id.event).event } == RDMA_CM_EVENT_DISCONNECTED;
     match r {
         Err(e) => fail(&e),
-        Ok(()) if s.sync && !seen => unsafe { complete(s) },
+        Ok(()) if s.sync && !seen => complete(s),
         Ok(()) => 0,
     }
 }
@@ -269,7 +280,7 @@ pub unsafe extern "C" fn rdma_disconnect(id: *mut rdma_cm_id) -> c_int {
 /// itself (with a QP on the ID, librdmacm refuses: `EINVAL`).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rdma_establish(id: *mut rdma_cm_id) -> c_int {
-    let Some(s) = (unsafe { SoftId::from(id) }) else { return err(libc::EINVAL) };
+    let Some(s) = SoftId::from(id) else { return err(libc::EINVAL) };
     if !s.id.qp.is_null() {
         return err(libc::EINVAL);
     }
@@ -280,7 +291,7 @@ pub unsafe extern "C" fn rdma_establish(id: *mut rdma_cm_id) -> c_int {
 /// `rdma_notify`: a QP event the CM needs to hear of; over RoCEv2 nothing waits for one.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rdma_notify(id: *mut rdma_cm_id, _event: ibv_event_type) -> c_int {
-    if unsafe { SoftId::from(id) }.is_none() { err(libc::EINVAL) } else { 0 }
+    if SoftId::from(id).is_none() { err(libc::EINVAL) } else { 0 }
 }
 
 /// `rdma_init_qp_attr`: the attributes that move a QP to `qp_attr->qp_state` (INIT, RTR, RTS)
@@ -291,7 +302,7 @@ pub unsafe extern "C" fn rdma_init_qp_attr(
     qp_attr: *mut ibv_qp_attr,
     qp_attr_mask: *mut c_int,
 ) -> c_int {
-    let Some(s) = (unsafe { SoftId::from(id) }) else { return err(libc::EINVAL) };
+    let Some(s) = SoftId::from(id) else { return err(libc::EINVAL) };
     if qp_attr.is_null() || qp_attr_mask.is_null() {
         return err(libc::EINVAL);
     }
@@ -390,15 +401,17 @@ pub unsafe extern "C" fn rdma_create_ep(
     // SAFETY: the caller passes a valid addrinfo.
     let r = unsafe { &*res };
     let mut p: *mut rdma_cm_id = std::ptr::null_mut();
+    // SAFETY: this library's own function with a local out pointer.
     if unsafe {
         rdma_create_id(std::ptr::null_mut(), &mut p, std::ptr::null_mut(), r.ai_port_space as rdma_port_space)
     } != 0
     {
         return -1;
     }
-    let Some(s) = (unsafe { SoftId::from(p) }) else { return err(libc::EINVAL) };
+    let Some(s) = SoftId::from(p) else { return err(libc::EINVAL) };
     s.id.qp_type = r.ai_qp_type as ibv_qp_type;
     let ok = if r.ai_flags as u32 & RAI_PASSIVE != 0 {
+        // SAFETY: the ID just made, the addrinfo's source address (or null).
         let bound = unsafe { rdma_bind_addr(p, r.ai_src_addr) } == 0;
         if bound && !qp_init_attr.is_null() {
             // SAFETY: the caller passes a valid attribute structure.
@@ -412,9 +425,11 @@ pub unsafe extern "C" fn rdma_create_ep(
         // SAFETY: the addrinfo's addresses (or null), and the caller's attributes (or null).
         let resolved = unsafe { rdma_resolve_addr(p, r.ai_src_addr, r.ai_dst_addr, 2000) } == 0
             && unsafe { rdma_resolve_route(p, 2000) } == 0;
+        // SAFETY: the caller passes a valid attribute structure or null.
         match unsafe { qp_init_attr.as_mut() } {
             Some(a) if resolved => {
                 a.qp_type = s.id.qp_type;
+                // SAFETY: the caller's PD (or null) and attributes.
                 unsafe { create_qp(s, pd, a) == 0 }
             }
             _ => resolved,
@@ -422,6 +437,7 @@ pub unsafe extern "C" fn rdma_create_ep(
     };
     if !ok {
         let e = errno::get();
+        // SAFETY: the ID just made, destroyed once.
         unsafe { rdma_destroy_id(p) };
         return err(e);
     }
@@ -433,6 +449,7 @@ pub unsafe extern "C" fn rdma_create_ep(
 /// `rdma_destroy_ep`: the QP (and the CQs made for it), then the ID.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rdma_destroy_ep(id: *mut rdma_cm_id) {
+    // SAFETY: this library's own functions; each checks `id`.
     unsafe {
         rdma_destroy_qp(id);
         rdma_destroy_id(id);
@@ -444,21 +461,21 @@ pub unsafe extern "C" fn rdma_destroy_ep(id: *mut rdma_cm_id) {
 /// listener came from `rdma_create_ep` with QP attributes.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rdma_get_request(listen: *mut rdma_cm_id, id: *mut *mut rdma_cm_id) -> c_int {
-    let Some(l) = (unsafe { SoftId::from(listen) }) else { return err(libc::EINVAL) };
+    let Some(l) = SoftId::from(listen) else { return err(libc::EINVAL) };
     if id.is_null() || !l.sync {
         return err(libc::EINVAL);
     }
-    if unsafe { complete(l) } != 0 {
+    if complete(l) != 0 {
         return -1;
     }
     let ev = std::mem::replace(&mut l.id.event, std::ptr::null_mut());
     // SAFETY: the event `complete` just kept.
     let (kind, child) = unsafe { ((*ev).event, (*ev).id) };
     if kind != RDMA_CM_EVENT_CONNECT_REQUEST {
-        unsafe { channel::rdma_ack_cm_event(ev) };
+        channel::ack(ev);
         return err(libc::EINVAL);
     }
-    let Some(c) = (unsafe { SoftId::from(child) }) else { return err(libc::EINVAL) };
+    let Some(c) = SoftId::from(child) else { return err(libc::EINVAL) };
     // Its own channel, as librdmacm migrates a synchronous listener's requests.
     let ch = match channel::create() {
         Ok(ch) => ch,
@@ -472,9 +489,12 @@ pub unsafe extern "C" fn rdma_get_request(listen: *mut rdma_cm_id, id: *mut *mut
     c.id.event = ev;
     c.id.pd = if l.id.pd.is_null() { device_pd(c.ctx) } else { l.id.pd };
     if let Some(mut a) = l.qp_init {
+        // SAFETY: the listener's PD (from `rdma_create_ep`'s caller) or null.
         if unsafe { create_qp(c, l.id.pd, &mut a) } != 0 {
             let e = errno::get();
+            // SAFETY: the request's ID, live; rejected, then destroyed once.
             let _ = unsafe { rdma_reject(child, std::ptr::null(), 0) };
+            // SAFETY: as above.
             unsafe { rdma_destroy_id(child) };
             return err(e);
         }

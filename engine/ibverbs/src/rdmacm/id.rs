@@ -12,7 +12,7 @@ use std::net::SocketAddr;
 
 /// The program's channel, or (null) a private one for a synchronous ID: `(channel, private)`.
 fn channel_or_private(channel: *mut rdma_event_channel) -> Result<(&'static SoftCmChannel, bool), c_int> {
-    match unsafe { SoftCmChannel::from(channel) } {
+    match SoftCmChannel::from(channel) {
         Some(c) => Ok((c, false)),
         None if channel.is_null() => channel::create().map(|c| (c, true)),
         None => Err(libc::EINVAL),
@@ -56,16 +56,16 @@ pub unsafe extern "C" fn rdma_create_id(
 /// ID's events not yet taken are dropped, the one a synchronous call kept is acknowledged.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rdma_destroy_id(id: *mut rdma_cm_id) -> c_int {
-    let Some(s) = (unsafe { SoftId::from(id) }) else { return err(libc::EINVAL) };
+    let Some(s) = SoftId::from(id) else { return err(libc::EINVAL) };
     let ctx = s.ctx;
     if !s.id.event.is_null() {
-        unsafe { channel::rdma_ack_cm_event(s.id.event) };
+        channel::ack(s.id.event);
         s.id.event = std::ptr::null_mut();
     }
     let _ = ctx.dev.lock().cm_destroy_id(s.cm);
     ctx.objects().cm_ids.remove(&s.cm);
     if s.sync {
-        unsafe { channel::destroy(s.id.channel) };
+        channel::destroy(s.id.channel);
     }
     let p = std::ptr::from_mut(s);
     if died(Kind::Id, p as usize) {
@@ -78,7 +78,8 @@ pub unsafe extern "C" fn rdma_destroy_id(id: *mut rdma_cm_id) -> c_int {
 /// `rdma_bind_addr`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rdma_bind_addr(id: *mut rdma_cm_id, addr: *mut libc::sockaddr) -> c_int {
-    let Some(s) = (unsafe { SoftId::from(id) }) else { return err(libc::EINVAL) };
+    let Some(s) = SoftId::from(id) else { return err(libc::EINVAL) };
+    // SAFETY: the caller passes a socket address (or null), as librdmacm's callers do.
     let Some(a) = (unsafe { sockaddr::read(addr) }) else { return err(libc::EAFNOSUPPORT) };
     if let Err(e) = s.ctx.dev.lock().cm_bind(s.cm, a) {
         return fail(&e);
@@ -96,32 +97,34 @@ pub unsafe extern "C" fn rdma_resolve_addr(
     dst_addr: *mut libc::sockaddr,
     _timeout_ms: c_int,
 ) -> c_int {
-    let Some(s) = (unsafe { SoftId::from(id) }) else { return err(libc::EINVAL) };
+    let Some(s) = SoftId::from(id) else { return err(libc::EINVAL) };
+    // SAFETY: the caller passes socket addresses (the source may be null), as librdmacm's do.
     let Some(dst) = (unsafe { sockaddr::read(dst_addr) }) else { return err(libc::EAFNOSUPPORT) };
+    // SAFETY: as above.
     let src = unsafe { sockaddr::read(src_addr) };
     if let Err(e) = s.ctx.dev.lock().cm_resolve_addr(s.cm, src, dst) {
         return fail(&e);
     }
     s.sync_addrs();
-    if s.sync { unsafe { channel::complete(s) } } else { 0 }
+    if s.sync { channel::complete(s) } else { 0 }
 }
 
 /// `rdma_resolve_route`: over RoCEv2 the route is the resolved address;
 /// `RDMA_CM_EVENT_ROUTE_RESOLVED` follows at once.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rdma_resolve_route(id: *mut rdma_cm_id, _timeout_ms: c_int) -> c_int {
-    let Some(s) = (unsafe { SoftId::from(id) }) else { return err(libc::EINVAL) };
+    let Some(s) = SoftId::from(id) else { return err(libc::EINVAL) };
     if let Err(e) = s.ctx.dev.lock().cm_resolve_route(s.cm) {
         return fail(&e);
     }
     s.id.route.num_paths = 1;
-    if s.sync { unsafe { channel::complete(s) } } else { 0 }
+    if s.sync { channel::complete(s) } else { 0 }
 }
 
 /// `rdma_listen` (an unbound ID is bound to the wildcard and a free port first).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rdma_listen(id: *mut rdma_cm_id, backlog: c_int) -> c_int {
-    let Some(s) = (unsafe { SoftId::from(id) }) else { return err(libc::EINVAL) };
+    let Some(s) = SoftId::from(id) else { return err(libc::EINVAL) };
     if let Err(e) = s.ctx.dev.lock().cm_listen(s.cm, backlog.max(0) as usize) {
         return fail(&e);
     }
@@ -133,7 +136,7 @@ pub unsafe extern "C" fn rdma_listen(id: *mut rdma_cm_id, backlog: c_int) -> c_i
 /// the ID becomes synchronous).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rdma_migrate_id(id: *mut rdma_cm_id, channel: *mut rdma_event_channel) -> c_int {
-    let Some(s) = (unsafe { SoftId::from(id) }) else { return err(libc::EINVAL) };
+    let Some(s) = SoftId::from(id) else { return err(libc::EINVAL) };
     let (ch, sync) = match channel_or_private(channel) {
         Ok(x) => x,
         Err(e) => return err(e),
@@ -142,7 +145,7 @@ pub unsafe extern "C" fn rdma_migrate_id(id: *mut rdma_cm_id, channel: *mut rdma
         return fail(&e);
     }
     if s.sync {
-        unsafe { channel::destroy(s.id.channel) };
+        channel::destroy(s.id.channel);
     }
     s.id.channel = std::ptr::from_ref(&ch.ch).cast_mut();
     s.sync = sync;
@@ -152,7 +155,7 @@ pub unsafe extern "C" fn rdma_migrate_id(id: *mut rdma_cm_id, channel: *mut rdma
 /// `rdma_get_local_addr`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rdma_get_local_addr(id: *mut rdma_cm_id) -> *mut libc::sockaddr {
-    match unsafe { SoftId::from(id) } {
+    match SoftId::from(id) {
         Some(s) => std::ptr::addr_of_mut!(s.id.route.addr.__bindgen_anon_1).cast(),
         None => std::ptr::null_mut(),
     }
@@ -161,7 +164,7 @@ pub unsafe extern "C" fn rdma_get_local_addr(id: *mut rdma_cm_id) -> *mut libc::
 /// `rdma_get_peer_addr`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rdma_get_peer_addr(id: *mut rdma_cm_id) -> *mut libc::sockaddr {
-    match unsafe { SoftId::from(id) } {
+    match SoftId::from(id) {
         Some(s) => std::ptr::addr_of_mut!(s.id.route.addr.__bindgen_anon_2).cast(),
         None => std::ptr::null_mut(),
     }
@@ -175,12 +178,14 @@ fn port_of(p: *mut libc::sockaddr) -> u16 {
 /// `rdma_get_src_port` (network byte order).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rdma_get_src_port(id: *mut rdma_cm_id) -> u16 {
+    // SAFETY: this library's own function, which checks `id`.
     port_of(unsafe { rdma_get_local_addr(id) })
 }
 
 /// `rdma_get_dst_port` (network byte order).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rdma_get_dst_port(id: *mut rdma_cm_id) -> u16 {
+    // SAFETY: this library's own function, which checks `id`.
     port_of(unsafe { rdma_get_peer_addr(id) })
 }
 
@@ -195,7 +200,7 @@ pub unsafe extern "C" fn rdma_set_option(
     optval: *mut c_void,
     _optlen: usize,
 ) -> c_int {
-    if unsafe { SoftId::from(id) }.is_none() || optval.is_null() {
+    if SoftId::from(id).is_none() || optval.is_null() {
         return err(libc::EINVAL);
     }
     match (level as u32, optname as u32) {

@@ -52,9 +52,8 @@ pub(crate) struct SoftCmChannel {
 }
 
 impl SoftCmChannel {
-    /// # Safety
-    /// `p` is null or a channel of this library.
-    pub(crate) unsafe fn from<'a>(p: *mut rdma_event_channel) -> Option<&'a SoftCmChannel> {
+    /// The channel behind a program's pointer, if it is a live one of this library.
+    pub(crate) fn from<'a>(p: *mut rdma_event_channel) -> Option<&'a SoftCmChannel> {
         // SAFETY: a live channel address is the first field of a `SoftCmChannel`, never freed.
         alive(Kind::Channel, p as usize).then(|| unsafe { &*p.cast::<SoftCmChannel>() })
     }
@@ -75,11 +74,9 @@ pub(crate) struct SoftId {
 }
 
 impl SoftId {
-    /// The ID behind a program's pointer.
-    ///
-    /// # Safety
-    /// `p` is null or an ID this library created and has not destroyed.
-    pub(crate) unsafe fn from<'a>(p: *mut rdma_cm_id) -> Option<&'a mut SoftId> {
+    /// The ID behind a program's pointer, if it is a live one of this library (a destroyed ID
+    /// or a stray pointer: `None`).
+    pub(crate) fn from<'a>(p: *mut rdma_cm_id) -> Option<&'a mut SoftId> {
         // SAFETY: a live ID address is the first field of a `SoftId` not yet destroyed.
         alive(Kind::Id, p as usize).then(|| unsafe { &mut *p.cast::<SoftId>() })
     }

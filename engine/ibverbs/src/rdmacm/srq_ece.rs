@@ -16,7 +16,7 @@ pub unsafe extern "C" fn rdma_create_srq(
     pd: *mut ibv_pd,
     attr: *mut ibv_srq_init_attr,
 ) -> c_int {
-    let Some(s) = (unsafe { SoftId::from(id) }) else { return err(libc::EINVAL) };
+    let Some(s) = SoftId::from(id) else { return err(libc::EINVAL) };
     let pd = if pd.is_null() { s.id.pd } else { pd };
     if attr.is_null() || pd.is_null() || !s.id.srq.is_null() {
         return err(libc::EINVAL);
@@ -41,13 +41,14 @@ pub unsafe extern "C" fn rdma_create_srq_ex(id: *mut rdma_cm_id, attr: *mut ibv_
     }
     let pd = if a.comp_mask & IBV_SRQ_INIT_ATTR_PD != 0 { a.pd } else { std::ptr::null_mut() };
     let mut basic = ibv_srq_init_attr { srq_context: a.srq_context, attr: a.attr };
+    // SAFETY: this library's own function; `basic` is a valid attribute structure.
     unsafe { rdma_create_srq(id, pd, &mut basic) }
 }
 
 /// `rdma_destroy_srq`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rdma_destroy_srq(id: *mut rdma_cm_id) {
-    let Some(s) = (unsafe { SoftId::from(id) }) else { return };
+    let Some(s) = SoftId::from(id) else { return };
     if !s.id.srq.is_null() {
         // SAFETY: the ID's SRQ, destroyed once.
         unsafe { crate::srq_ah::ibv_destroy_srq(s.id.srq) };
@@ -59,7 +60,7 @@ pub unsafe extern "C" fn rdma_destroy_srq(id: *mut rdma_cm_id) {
 /// taken; ECE is not negotiated.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rdma_set_local_ece(id: *mut rdma_cm_id, ece: *mut ibv_ece) -> c_int {
-    let Some(s) = (unsafe { SoftId::from(id) }) else { return err(libc::EINVAL) };
+    let Some(s) = SoftId::from(id) else { return err(libc::EINVAL) };
     // SAFETY: the caller passes a valid structure or null.
     match unsafe { ece.as_ref() } {
         Some(e) if e.vendor_id != 0 && s.id.qp.is_null() => 0,
@@ -70,7 +71,7 @@ pub unsafe extern "C" fn rdma_set_local_ece(id: *mut rdma_cm_id, ece: *mut ibv_e
 /// `rdma_get_remote_ece`: none (vendor ID 0): the peer's ECE is not negotiated.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rdma_get_remote_ece(id: *mut rdma_cm_id, ece: *mut ibv_ece) -> c_int {
-    if unsafe { SoftId::from(id) }.is_none() || ece.is_null() {
+    if SoftId::from(id).is_none() || ece.is_null() {
         return err(libc::EINVAL);
     }
     // SAFETY: checked non-null; the caller passes a writable structure.
@@ -85,5 +86,6 @@ pub unsafe extern "C" fn rdma_reject_ece(
     private_data: *const c_void,
     private_data_len: u8,
 ) -> c_int {
+    // SAFETY: the caller's arguments, as `rdma_reject` takes them.
     unsafe { rdma_reject(id, private_data, private_data_len) }
 }
