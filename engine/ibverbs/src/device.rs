@@ -27,6 +27,7 @@ pub(crate) struct SoftDevice {
 fn devices() -> &'static [SoftDevice] {
     static LIST: OnceLock<Vec<SoftDevice>> = OnceLock::new();
     LIST.get_or_init(|| {
+        init_log();
         let infos = config::devices().unwrap_or_else(|e| {
             eprintln!("softrdma: {}", e.0);
             Vec::new()
@@ -46,6 +47,18 @@ fn devices() -> &'static [SoftDevice] {
             })
             .collect()
     })
+}
+
+/// Logs to stderr as `SOFTRDMA_LOG` asks (tracing's env-filter syntax, as the `softrdma` tool
+/// reads it), once, when the program first looks for devices; a bad filter is said and ignored.
+fn init_log() {
+    let Ok(filter) = std::env::var("SOFTRDMA_LOG") else { return };
+    match tracing_subscriber::EnvFilter::try_new(&filter) {
+        Ok(f) => {
+            let _ = tracing_subscriber::fmt().with_env_filter(f).with_writer(std::io::stderr).try_init();
+        }
+        Err(e) => eprintln!("softrdma: SOFTRDMA_LOG={filter:?}: {e}"),
+    }
 }
 
 fn copy_str(dst: &mut [c_char], s: &str) {

@@ -328,8 +328,10 @@ impl Cm {
         self.stats.rx += 1;
         let Ok((hdr, msg)) = CmMessage::parse(mad) else {
             self.stats.rx_bad += 1;
+            tracing::debug!(%peer, "CM: a MAD that does not parse as CM");
             return;
         };
+        tracing::debug!(%peer, attr = hdr.attr_id, tid = hdr.tid, "CM: received");
         self.dispatch(now, peer, hdr.tid, &msg);
     }
 
@@ -413,6 +415,7 @@ impl Cm {
             self.stats.tx_dropped += 1;
             return;
         }
+        tracing::debug!(%peer, attr = u16::from_be_bytes([mad[16], mad[17]]), "CM: sending");
         self.stats.tx += 1;
         self.tx.push_back((peer, mad));
     }
