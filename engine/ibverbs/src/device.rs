@@ -55,7 +55,12 @@ fn init_log() {
     let Ok(filter) = std::env::var("SOFTRDMA_LOG") else { return };
     match tracing_subscriber::EnvFilter::try_new(&filter) {
         Ok(f) => {
-            let _ = tracing_subscriber::fmt().with_env_filter(f).with_writer(std::io::stderr).try_init();
+            let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+            let _ = tracing_subscriber::fmt()
+                .with_env_filter(f)
+                .with_writer(std::io::stderr)
+                .with_ansi(ansi)
+                .try_init();
         }
         Err(e) => eprintln!("softrdma: SOFTRDMA_LOG={filter:?}: {e}"),
     }

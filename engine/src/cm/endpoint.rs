@@ -331,7 +331,7 @@ impl Cm {
             tracing::debug!(%peer, "CM: a MAD that does not parse as CM");
             return;
         };
-        tracing::debug!(%peer, attr = hdr.attr_id, tid = hdr.tid, "CM: received");
+        tracing::debug!(%peer, attr = %format_args!("{:#06x}", hdr.attr_id), tid = hdr.tid, "CM: received");
         self.dispatch(now, peer, hdr.tid, &msg);
     }
 
@@ -415,7 +415,8 @@ impl Cm {
             self.stats.tx_dropped += 1;
             return;
         }
-        tracing::debug!(%peer, attr = u16::from_be_bytes([mad[16], mad[17]]), "CM: sending");
+        let attr = u16::from_be_bytes([mad[16], mad[17]]);
+        tracing::debug!(%peer, attr = %format_args!("{attr:#06x}"), "CM: sending");
         self.stats.tx += 1;
         self.tx.push_back((peer, mad));
     }
