@@ -153,6 +153,12 @@ pub struct CmIdEvent {
 pub(super) enum IdState {
     Idle,
     AddrBound,
+    /// Waiting for the neighbour table to know the peer's MAC, until the deadline; asked again
+    /// at the next poll.
+    AddrQuery {
+        deadline: Duration,
+        next_poll: Duration,
+    },
     AddrResolved,
     RouteResolved,
     Listening,
@@ -249,7 +255,11 @@ impl CmPort {
     }
 
     pub(super) fn deadline(&self) -> Option<Duration> {
-        self.cm.poll_timeout()
+        let polls = self.ids.iter().flatten().filter_map(|i| match i.state {
+            IdState::AddrQuery { next_poll, .. } => Some(next_poll),
+            _ => None,
+        });
+        self.cm.poll_timeout().into_iter().chain(polls).min()
     }
 }
 

@@ -95,14 +95,15 @@ pub unsafe extern "C" fn rdma_resolve_addr(
     id: *mut rdma_cm_id,
     src_addr: *mut libc::sockaddr,
     dst_addr: *mut libc::sockaddr,
-    _timeout_ms: c_int,
+    timeout_ms: c_int,
 ) -> c_int {
     let Some(s) = SoftId::from(id) else { return err(libc::EINVAL) };
+    let timeout = std::time::Duration::from_millis(u64::try_from(timeout_ms).unwrap_or(0).max(100));
     // SAFETY: the caller passes socket addresses (the source may be null), as librdmacm's do.
     let Some(dst) = (unsafe { sockaddr::read(dst_addr) }) else { return err(libc::EAFNOSUPPORT) };
     // SAFETY: as above.
     let src = unsafe { sockaddr::read(src_addr) };
-    if let Err(e) = s.ctx.dev.lock().cm_resolve_addr(s.cm, src, dst) {
+    if let Err(e) = s.ctx.dev.lock().cm_resolve_addr_within(s.cm, src, dst, timeout) {
         return fail(&e);
     }
     s.sync_addrs();

@@ -32,6 +32,9 @@ use crate::verbs::cq::Channel;
 use crate::verbs::gsi::{self, GSI_UDP_PORT};
 use crate::verbs::tx::offer;
 
+/// How often an ID resolving its address looks at the neighbour table again.
+const ADDR_POLL: Duration = Duration::from_millis(10);
+
 impl Context {
     fn cm_id(&mut self, id: CmId) -> Result<&mut Id, VerbsError> {
         self.cm
@@ -248,6 +251,19 @@ impl Context {
         src: Option<SocketAddr>,
         dst: SocketAddr,
     ) -> Result<(), VerbsError> {
+        self.cm_resolve_addr_within(id, src, dst, Duration::from_secs(2))
+    }
+
+    /// [`cm_resolve_addr`](Self::cm_resolve_addr) giving up after `timeout` (`rdma_resolve_addr`'s
+    /// `timeout_ms`): a neighbour the kernel does not know yet is asked for, and the event comes
+    /// when it answers, or `AddrError` (`EHOSTUNREACH`) when the time is up.
+    pub fn cm_resolve_addr_within(
+        &mut self,
+        id: CmId,
+        src: Option<SocketAddr>,
+        dst: SocketAddr,
+        timeout: Duration,
+    ) -> Result<(), VerbsError> {
         let s = self.cm_id(id)?;
         if !matches!(s.state, IdState::Idle | IdState::AddrBound) {
             return Err(VerbsError::CmState("rdma_resolve_addr: the ID is in use"));
@@ -257,25 +273,46 @@ impl Context {
             self.cm_bind(id, src)?;
         }
         let gid = canonical(self.dp.gid());
-        let dmac = if canonical(dst.ip()) == gid { Some(self.dp.mac()) } else { self.dp.resolve(dst.ip()) };
-        if let Some(mac) = dmac {
-            self.cm.gsi.learn(dst.ip(), mac);
-        }
+        let now = self.dp.now();
         let s = self.cm_id(id)?;
         s.remote = Some(SocketAddr::new(canonical(dst.ip()), dst.port()));
         if s.local.is_some_and(|l| l.ip().is_unspecified()) {
             s.local = s.local.map(|l| SocketAddr::new(gid, l.port()));
         }
-        s.dmac = dmac;
-        let kind = if dmac.is_some() {
-            s.state = IdState::AddrResolved;
-            CmEventKind::AddrResolved
-        } else {
-            CmEventKind::AddrError
-        };
-        let status = if dmac.is_some() { 0 } else { -(libc::EHOSTUNREACH) };
-        self.cm_event(id.0, kind, status, ConnParam::default(), None);
+        s.state = IdState::AddrQuery { deadline: now + timeout, next_poll: now };
+        self.cm_query_addr(id.0, now);
         Ok(())
+    }
+
+    /// One look at the neighbour table for an ID resolving its address: the event when the MAC is
+    /// known or the time is up; true if either happened.
+    fn cm_query_addr(&mut self, id: u32, now: Duration) -> bool {
+        let Some(Some(s)) = self.cm.ids.get(id as usize) else { return false };
+        let (IdState::AddrQuery { deadline, .. }, Some(dst)) = (s.state, s.remote) else { return false };
+        let dmac = if dst.ip() == canonical(self.dp.gid()) {
+            Some(self.dp.mac())
+        } else {
+            self.dp.resolve_now(dst.ip())
+        };
+        let Some(Some(s)) = self.cm.ids.get_mut(id as usize) else { return false };
+        match dmac {
+            Some(mac) => {
+                s.dmac = Some(mac);
+                s.state = IdState::AddrResolved;
+                self.cm.gsi.learn(dst.ip(), mac);
+                self.cm_event(id, CmEventKind::AddrResolved, 0, ConnParam::default(), None);
+                true
+            }
+            None if now >= deadline => {
+                s.state = IdState::AddrBound;
+                self.cm_event(id, CmEventKind::AddrError, -(libc::EHOSTUNREACH), ConnParam::default(), None);
+                true
+            }
+            None => {
+                s.state = IdState::AddrQuery { deadline, next_poll: now + ADDR_POLL };
+                false
+            }
+        }
     }
 
     /// Resolves the route (`rdma_resolve_route`); over RoCEv2 the path is the resolved address, so
@@ -585,6 +622,14 @@ impl Context {
         while let Some(ev) = self.cm.cm.poll_event() {
             work += 1;
             self.cm_on_event(ev);
+        }
+        let querying: Vec<u32> = (0..self.cm.ids.len() as u32)
+            .filter(|&i| {
+                matches!(self.cm.ids[i as usize], Some(Id { state: IdState::AddrQuery { next_poll, .. }, .. }) if next_poll <= now)
+            })
+            .collect();
+        for id in querying {
+            work += usize::from(self.cm_query_addr(id, now));
         }
         let src = (self.dp.mac(), self.dp.gid());
         let port = self.dp.udp_src_port().unwrap_or(GSI_UDP_PORT);
