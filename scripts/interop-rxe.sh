@@ -140,32 +140,26 @@ run_once() {
     else
         if [ "$kind" = perftest ]; then cmd+=(--connect "$guest"); elif [ "$kind" != cm ]; then cmd+=("$guest"); fi
         if [ "$kind" = cm ]; then
-            # An rdma_cm client whose server is not listening yet is rejected: start it once the VM
-            # answers ping (its network is up, its command starts next), and while the VM's
-            # program is still starting (a REJ with reason 8, no such service; for UD a SIDR
-            # lookup that fails) run it again, for up to 120 s.
+            # An rdma_cm client whose server is not up yet fails at once: while the VM boots and
+            # its program starts (the address does not resolve yet: ADDR_ERROR; no listener yet:
+            # a REJ with reason 8, or for UD a SIDR lookup that fails), run it again, for up to
+            # 120 s.
             wait_link down
             setsid timeout 300 bash "$vm/run-vm.sh" -t 280 "${vmopts[@]}" -n 1 -- "$(vm_watch "$vmcmd")" \
                 >"$logs/$tag.vm" 2>&1 &
             local pid=$!
             wait_link up
-            local _
-            for _ in $(seq 120); do
-                ping -c 1 -W 1 "$guest" >/dev/null 2>&1 && break
-                kill -0 "$pid" 2>/dev/null || break
-            done
-            sleep 2
             local end=$((SECONDS + 120)) early=0
             while :; do
                 timeout 300 "${cmd[@]}" >"$logs/$tag.host" 2>&1
                 h=$?
                 if [ "$h" != 0 ] && [ "$SECONDS" -lt "$end" ] &&
-                    grep -qE "REJECTED.{0,12}8\b|RDMA_CM_EVENT_UNREACHABLE|Unexpected CM event bl blka [78]" "$logs/$tag.host"; then
+                    grep -qE "REJECTED.{0,12}8\b|RDMA_CM_EVENT_(UNREACHABLE|ADDR_ERROR)|Unexpected CM event bl blka [178]|-113" "$logs/$tag.host"; then
                     early=$((early + 1))
                     sleep 1
                     continue
                 fi
-                echo "interop-rxe: $early earlier attempts found no listener in the VM" >>"$logs/$tag.host"
+                echo "interop-rxe: $early earlier attempts found the VM's program not up yet" >>"$logs/$tag.host"
                 break
             done
             (sleep 30; stop_vm "$pid") &
