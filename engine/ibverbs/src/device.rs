@@ -244,6 +244,13 @@ pub(crate) fn open_first() -> Result<&'static Ctx, c_int> {
 /// its peers for up to a second more (their DREQs, our DREQs' DREPs), as the kernel's rdma_cm does
 /// for a process that exits; a peer is not left retrying DREQs at a process that is gone.
 extern "C" fn cm_exit() {
+    // A panic must not unwind into the C library's exit (that aborts the process).
+    if std::panic::catch_unwind(close_connections).is_err() {
+        eprintln!("softrdma: closing the rdma_cm connections at exit failed");
+    }
+}
+
+fn close_connections() {
     let Ok(ctx) = open_first() else { return };
     let until = std::time::Instant::now() + std::time::Duration::from_secs(1);
     ctx.dev.lock().cm_shutdown();
