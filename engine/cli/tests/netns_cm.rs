@@ -237,7 +237,13 @@ fn cm_mads_decode_in_tshark_as_rxe_s_do() {
         .stderr(Stdio::null())
         .spawn()
         .expect("run dumpcap");
-    std::thread::sleep(Duration::from_secs(1));
+    // dumpcap writes the file's header once it captures: wait for it (a loaded machine is slow).
+    let started = Instant::now();
+    while std::fs::metadata(&file).map_or(0, |m| m.len()) < 24 && started.elapsed() < Duration::from_secs(10)
+    {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(500));
     let p = Pair {
         name: "rping -C 10",
         server: words("rping -s -a 10.98.0.1 -C 10"),
