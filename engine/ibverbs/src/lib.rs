@@ -1,6 +1,8 @@
-//! A libibverbs-compatible library over the softrdma engine: unmodified programs built against
-//! rdma-core 44 (Debian 12's `libibverbs1`) run over softrdma's datapaths with no RDMA device and
-//! no kernel module.
+//! A libibverbs- and librdmacm-compatible library over the softrdma engine: unmodified programs
+//! built against rdma-core 44 (Debian 12's `libibverbs1` and `librdmacm1`) run over softrdma's
+//! datapaths with no RDMA device and no kernel module. The `rdma_*` functions are in [`rdmacm`]'s
+//! modules (the connection manager runs on QP1 of the same device); what follows is about the
+//! verbs.
 //!
 //! **How a program reaches it.** `softrdma run -- PROGRAM` puts this library in `LD_PRELOAD`. It
 //! defines, unversioned, every public `ibv_*` function that takes or returns a device object;
