@@ -1,6 +1,6 @@
 //! A libibverbs- and librdmacm-compatible library over the softrdma engine: unmodified programs
 //! built against rdma-core 44 (Debian 12's `libibverbs1` and `librdmacm1`) run over softrdma's
-//! datapaths with no RDMA device and no kernel module. The `rdma_*` functions are in [`rdmacm`]'s
+//! datapaths with no RDMA device and no kernel module. The `rdma_*` functions are in `rdmacm`'s
 //! modules (the connection manager runs on QP1 of the same device); what follows is about the
 //! verbs.
 //!
