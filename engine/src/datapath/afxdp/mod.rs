@@ -330,6 +330,8 @@ pub struct AfXdpPort {
     sg: bool,
     /// Why the socket is not multi-buffer, when it is not.
     no_sg: Option<String>,
+    /// The largest RoCE MTU the interface's own MTU carries (rxe's rule, netdev MTU minus 80).
+    link_mtu: Option<Mtu>,
     /// The received packet being put together from its descriptors.
     rx_chain: RxChain,
     dev: String,
@@ -444,6 +446,10 @@ impl AfXdpPort {
             _map: map,
             sg,
             no_sg,
+            link_mtu: std::fs::read_to_string(format!("/sys/class/net/{dev}/mtu"))
+                .ok()
+                .and_then(|m| m.trim().parse().ok())
+                .and_then(Mtu::for_netdev),
             rx_chain: RxChain::default(),
             dev: dev.to_string(),
             mac,
@@ -650,8 +656,15 @@ impl Datapath for AfXdpPort {
         self.pool.put(frame);
     }
 
+    /// What a frame buffer holds (4096 with multi-buffer sockets, else 2048), and no more than
+    /// the interface's MTU carries: a path MTU others take from us (a CM exchange) must fit the
+    /// link.
     fn port_mtu(&self) -> Mtu {
-        if self.sg { Mtu::Mtu4096 } else { Mtu::Mtu2048 }
+        let buffers = if self.sg { Mtu::Mtu4096 } else { Mtu::Mtu2048 };
+        match self.link_mtu {
+            Some(link) if link.bytes() < buffers.bytes() => link,
+            _ => buffers,
+        }
     }
 
     fn flush(&mut self) {
