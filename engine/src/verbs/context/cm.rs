@@ -84,11 +84,17 @@ impl Context {
         }
     }
 
+    /// `ch` names a live channel.
+    fn cm_channel_ok(&self, ch: CmChannel) -> Result<(), VerbsError> {
+        match self.cm.channels.get(ch.0 as usize) {
+            Some(Some(_)) => Ok(()),
+            _ => Err(VerbsError::InvalidHandle("rdma_cm event channel")),
+        }
+    }
+
     /// Destroys a channel no ID uses any more (`rdma_destroy_event_channel`).
     pub fn cm_destroy_channel(&mut self, ch: CmChannel) -> Result<(), VerbsError> {
-        if !matches!(self.cm.channels.get(ch.0 as usize), Some(Some(_))) {
-            return Err(VerbsError::InvalidHandle("rdma_cm event channel"));
-        }
+        self.cm_channel_ok(ch)?;
         if self.cm.ids.iter().flatten().any(|i| i.channel == ch.0) {
             return Err(VerbsError::Busy("rdma_cm event channel: IDs still use it"));
         }
@@ -106,9 +112,7 @@ impl Context {
 
     /// Creates an ID reporting to `ch` (`rdma_create_id`).
     pub fn cm_create_id(&mut self, ch: CmChannel, ps: PortSpace) -> Result<CmId, VerbsError> {
-        if !matches!(self.cm.channels.get(ch.0 as usize), Some(Some(_))) {
-            return Err(VerbsError::InvalidHandle("rdma_cm event channel"));
-        }
+        self.cm_channel_ok(ch)?;
         Ok(self.cm_insert(Id::new(ch.0, ps)))
     }
 
@@ -127,9 +131,7 @@ impl Context {
 
     /// Moves an ID's events to another channel (`rdma_migrate_id`).
     pub fn cm_migrate_id(&mut self, id: CmId, ch: CmChannel) -> Result<(), VerbsError> {
-        if !matches!(self.cm.channels.get(ch.0 as usize), Some(Some(_))) {
-            return Err(VerbsError::InvalidHandle("rdma_cm event channel"));
-        }
+        self.cm_channel_ok(ch)?;
         let old = self.cm_id(id)?.channel;
         self.cm_id(id)?.channel = ch.0;
         if let Some(Some(c)) = self.cm.channels.get_mut(old as usize) {
