@@ -5,6 +5,7 @@
 //! (`capture`, `decode`, `corpus`). The binary (`src/main.rs`) parses the command line and calls in.
 
 pub mod capture;
+pub mod cm;
 pub mod corpus;
 pub mod decode;
 pub mod devinfo;

@@ -124,7 +124,7 @@ fn perf_over_uc_ud_and_srq_verifies_what_arrives() {
 
 #[test]
 fn perf_rejects_bad_arguments() {
-    let bad: [(&[&str], &str); 20] = [
+    let bad: [(&[&str], &str); 24] = [
         (&["perf", "read", "--transport", "uc"], "UC carries send and write only"),
         (&["perf", "write", "--transport", "ud"], "UD carries send only"),
         (&["perf", "write", "--srq"], "--srq applies to send over RC or UD"),
@@ -161,6 +161,13 @@ fn perf_rejects_bad_arguments() {
                 "127.0.0.1",
             ],
             "UET runs on UDP port 4793",
+        ),
+        (&["perf", "write", "--cm"], "--cm connects two processes"),
+        (&["perf", "send", "--cm", "--transport", "ud", "--connect", "10.0.0.2"], "--cm connects RC and UC"),
+        (&["perf", "write", "--cm", "--perftest"], "cannot be used with"),
+        (
+            &["perf", "write", "--cm", "--backend", "udp", "--udp-port", "5000", "--connect", "10.0.0.2"],
+            "QP1 on UDP port 4791",
         ),
     ];
     for (args, why) in bad {

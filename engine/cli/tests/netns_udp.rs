@@ -211,6 +211,17 @@ fn perf_between_namespaces_over_kernel_udp() {
     for args in runs {
         run(&n, args);
     }
+    // The QPs connected by the connection manager (issue 31): several lanes in order, UC, and
+    // 10 % of the client's frames lost, REQs and RTUs included (MAD retries).
+    let cm_runs: [&[&str]; 3] = [
+        &["perf", "write", "--cm", "--qps", "3", "--iters", "2000"],
+        &["perf", "send", "--cm", "--transport", "uc", "--size", "3000", "--iters", "1000"],
+        &["perf", "read", "--cm", "--size", "8192", "--iters", "300", "--tx-loss", "0.1"],
+    ];
+    for args in cm_runs {
+        let out = run(&n, args);
+        assert!(out.contains("Connected by: the connection manager"), "{out}");
+    }
     // Seeded faults on the client's egress: RC recovers and every check passes. The client's
     // --capture holds the frames as the engine built and rebuilt them.
     let dir = scratch_dir("netns-faults");
@@ -269,6 +280,14 @@ fn perf_between_namespaces_over_af_xdp() {
     ];
     for args in runs {
         run_on(&n, "afxdp", args);
+    }
+    // Connected by the connection manager, whose REQ offers the test's --mtu, not the port's.
+    for args in [
+        &["perf", "write", "--cm", "--qps", "2", "--mtu", "2048", "--iters", "1000"][..],
+        &["perf", "send", "--cm", "--mtu", "1024", "--size", "5000", "--iters", "1000"],
+    ] {
+        let out = run_on(&n, "afxdp", args);
+        assert!(out.contains("Connected by: the connection manager"), "{out}");
     }
     // Faults on the client's egress, and its capture of what AF_XDP sent and received.
     let dir = scratch_dir("netns-xdp");

@@ -108,6 +108,11 @@ pub(crate) struct PerfArgs {
     /// role (--server, or --connect HOST); the local address is the exchange connection's.
     #[arg(long)]
     pub(crate) perftest: bool,
+    /// Connect the QPs through the connection manager (REQ/REP/RTU to QP1, rdma_cm's TCP port
+    /// space, port --tcp-port) instead of by the exchange's QP numbers and PSNs; RC and UC, two
+    /// softrdma processes (the client decides: the server follows the client's hello).
+    #[arg(long, conflicts_with = "perftest")]
+    pub(crate) cm: bool,
     /// RC local ACK timeout exponent, 4.096 us x 2^N (--perftest; perftest's 14 is 67 ms).
     #[arg(long, default_value_t = 14, value_parser = clap::value_parser!(u8).range(1..=31))]
     pub(crate) timeout: u8,

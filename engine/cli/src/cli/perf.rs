@@ -81,6 +81,14 @@ pub(crate) fn run_perf(a: PerfArgs) -> ExitCode {
         eprintln!("softrdma perf: {why}");
         return ExitCode::from(2);
     }
+    if a.cm && qp_type == QpType::Ud {
+        eprintln!("softrdma perf: --cm connects RC and UC QPs");
+        return ExitCode::from(2);
+    }
+    if a.cm && a.udp_port != wire::ROCEV2_UDP_PORT {
+        eprintln!("softrdma perf: --cm reaches the peer's QP1 on UDP port 4791: --udp-port does not apply");
+        return ExitCode::from(2);
+    }
     if a.srq && (qp_type == QpType::Uc || op != PerfOp::Send) {
         eprintln!("softrdma perf: --srq applies to send over RC or UD");
         return ExitCode::from(2);
@@ -132,8 +140,15 @@ pub(crate) fn run_perf(a: PerfArgs) -> ExitCode {
             depth: a.tx_depth as usize,
             seed: a.seed,
             dcqcn_bps: (a.cc == CcArg::Dcqcn).then(|| a.cc_bps()),
+            cm: a.cm,
         };
         return run_remote(&a, test);
+    }
+    if a.cm {
+        eprintln!(
+            "softrdma perf: --cm connects two processes (--backend udp or afxdp, --server or --connect)"
+        );
+        return ExitCode::from(2);
     }
     if a.server || a.connect.is_some() {
         eprintln!("softrdma perf: --server and --connect need a real datapath (--backend udp)");

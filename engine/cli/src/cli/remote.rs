@@ -144,11 +144,12 @@ pub(crate) fn run_remote(a: &PerfArgs, test: perf::remote::Test) -> ExitCode {
         if client { "client" } else { "server" }
     );
     println!(
-        " Number of qps: {}   MTU: {}   size: {}   iterations: {}\n Build: {}",
+        " Number of qps: {}   MTU: {}   size: {}   iterations: {}\n Connected by: {}\n Build: {}",
         t.qps,
         t.mtu.bytes(),
         t.size,
         t.iters,
+        if t.cm { "the connection manager (REQ/REP/RTU)" } else { "the exchange's QP numbers and PSNs" },
         perf::build_kind()
     );
     println!("{}", perf::LINE);
@@ -234,6 +235,7 @@ pub(crate) fn run_remote(a: &PerfArgs, test: perf::remote::Test) -> ExitCode {
     params["iters"] = t.iters.into();
     params["qps"] = t.qps.into();
     params["mtu"] = t.mtu.bytes().into();
+    params["connected_by"] = (if t.cm { "cm" } else { "exchange" }).into();
     params["datapath_counters"] =
         o.datapath.iter().map(|(k, v)| ((*k).to_string(), serde_json::json!(v))).collect();
     let title = format!(

@@ -35,6 +35,9 @@ pub struct Test {
     /// DCQCN on both sides' QPs ([`engine::roce::dcqcn::DcqcnConfig::datacenter`] for this line
     /// rate, bits per second).
     pub dcqcn_bps: Option<u64>,
+    /// The QPs are connected by the connection manager (`--cm`), not by the exchange's QP numbers
+    /// and PSNs.
+    pub cm: bool,
 }
 
 /// Why a remote run failed.
@@ -232,6 +235,11 @@ pub fn parse_client_hello(line: &[u8]) -> Result<(Test, PeerQps), HelloError> {
             None | Some(Value::Null) => None,
             Some(_) => Some(m.uint("dcqcn_bps", 1, u64::MAX)?),
         },
+        cm: match m.v.get("cm") {
+            None | Some(Value::Null) => false,
+            Some(Value::Bool(b)) => *b,
+            Some(v) => return m.fail("cm", format!("is not true or false: {}", short(v))),
+        },
     };
     // What the CLI refuses on the client (`cli/perf.rs`) the server refuses too.
     match qp_type {
@@ -239,6 +247,7 @@ pub fn parse_client_hello(line: &[u8]) -> Result<(Test, PeerQps), HelloError> {
             return m.fail("qp_type", "uc carries send and write only");
         }
         QpType::Ud if op != PerfOp::Send => return m.fail("qp_type", "ud carries send only"),
+        QpType::Ud if t.cm => return m.fail("cm", "connects rc and uc QPs"),
         QpType::Ud if size > mtu.bytes() as usize => {
             return m
                 .fail("size", format!("{size} for ud: a UD message must fit one packet of {}", mtu.bytes()));
@@ -318,7 +327,9 @@ mod tests {
         assert_eq!((t.size, t.qps, t.iters, t.depth, t.seed), (4096, 2, 10, 16, 7));
         assert_eq!(p.qpns, [17, 18]);
         assert_eq!(p.udp_port, Some(4791));
+        assert!(!t.cm, "no \"cm\": the exchange connects the QPs");
         assert_eq!(parse_server_hello(hello().to_string().as_bytes(), 2).unwrap(), p);
+        assert!(with("cm", json!(true)).unwrap().0.cm);
     }
 
     #[test]
@@ -345,6 +356,7 @@ mod tests {
             ("qp_type", json!(3)),
             ("gid", json!("10.0.0")),
             ("seed", json!(null)),
+            ("cm", json!("yes")),
         ] {
             let e = with(k, v.clone()).unwrap_err();
             assert_eq!(e.field, k, "{k} = {v}: {e}");
@@ -353,6 +365,11 @@ mod tests {
         assert_eq!(parse_client_hello(b"[1]").unwrap_err().field, "line");
         assert_eq!(parse_client_hello(b"{").unwrap_err().field, "line");
         assert_eq!(parse_server_hello(hello().to_string().as_bytes(), 3).unwrap_err().field, "qpns");
+        // The connection manager connects RC and UC QPs only.
+        let mut ud = hello();
+        ud["qp_type"] = json!("ud");
+        ud["cm"] = json!(true);
+        assert_eq!(parse_client_hello(ud.to_string().as_bytes()).unwrap_err().field, "cm");
     }
 
     #[test]

@@ -8,6 +8,7 @@
 
 pub mod baseline;
 mod bench;
+mod cm;
 mod config;
 pub mod hello;
 mod pattern;

@@ -8,6 +8,7 @@
 //! client every READ response and atomic result; for RC WRITE, which has no receive-side signal,
 //! the server checks at the end that every target slot holds the last message written to it.
 
+use super::cm;
 use super::hello::{PeerQps, RunMsg, parse_client_hello, parse_run_msg, parse_server_hello};
 pub use super::hello::{RemoteError, Test};
 use super::{AtomicOp, Mode, PerfOp, fill_pattern, ring_slots, stamp, unstamp};
@@ -268,7 +269,7 @@ pub fn open_context(link: &Link, mtu: Mtu) -> Result<(Context, Option<CaptureLog
                     port.port_mtu().bytes()
                 )));
             }
-            open_on(port, link)?
+            open_on(port.with_mtu(mtu), link)?
         }
     };
     if mtu.bytes() > ctx.port_mtu().bytes() {
@@ -449,16 +450,31 @@ pub fn serve(link: &Link) -> Result<(Test, Outcome), RemoteError> {
     let psn_base = crate::oob::random_psn();
     let mine = hello(&side, psn_base);
     let my_psns = psns(side.lanes.len(), psn_base);
-    connect_all(&mut side, &my_psns, &peer, &t)?;
-    // Receives are posted (QPs in RTS) before the client hears back, so none of its sends is early.
-    if server_checks(&t) {
-        for q in 0..side.lanes.len() {
+    let lanes = side.lanes.len();
+    if t.cm {
+        let mut l = cm::listen(&mut side.ctx, link.local, link.tcp_port, lanes)?;
+        send_line(&mut stream, &mine)?;
+        for q in 0..lanes {
+            let id = cm::request(&mut side.ctx, &mut l, side.lanes[q].qp)?;
+            // Receives are posted before the REP, so none of the client's sends is early.
+            for s in (0..side.slots).filter(|_| server_checks(&t)) {
+                post_recv(&mut side, q, s, &t)?;
+            }
+            cm::accept(&mut side.ctx, id)?;
+        }
+        let qps: Vec<Qp> = side.lanes.iter().map(|l| l.qp).collect();
+        cm::established(&mut side.ctx, l, &qps, t.mtu)?;
+    } else {
+        connect_all(&mut side, &my_psns, &peer, &t)?;
+        // Receives are posted (QPs in RTS) before the client hears back, so none of its sends is
+        // early.
+        for q in (0..lanes).filter(|_| server_checks(&t)) {
             for s in 0..side.slots {
                 post_recv(&mut side, q, s, &t)?;
             }
         }
+        send_line(&mut stream, &mine)?;
     }
-    send_line(&mut stream, &mine)?;
     stream.set_nonblocking(true).map_err(err)?;
     let mut out = Outcome::default();
     let mut wcs = Vec::new();
@@ -572,6 +588,9 @@ pub fn serve(link: &Link) -> Result<(Test, Outcome), RemoteError> {
     send_line(&mut stream, &json!({"verified": out.verified, "errors": out.errors, "lost": out.lost}))?;
     out.stats = side.ctx.stats();
     out.datapath = side.ctx.datapath_counters();
+    if t.cm {
+        crate::cm::close(&mut side.ctx);
+    }
     out.captured = side.capture.as_ref().map(finish_capture);
     Ok((t, out))
 }
@@ -635,13 +654,21 @@ pub fn run_client(host: &str, link: &Link, t: &Test) -> Result<Outcome, RemoteEr
         ("depth", json!(t.depth)),
         ("seed", json!(t.seed)),
         ("dcqcn_bps", json!(t.dcqcn_bps)),
+        ("cm", json!(t.cm)),
     ] {
         mine[k] = v;
     }
     send_line(&mut stream, &mine)?;
     let lanes = side.lanes.len();
     let peer = parse_server_hello(&read_line(&mut reader, exchange_timeout(), "server")?, lanes)?;
-    let (remote, ah) = connect_all(&mut side, &psns(lanes, psn_base), &peer, t)?;
+    let (remote, ah) = if t.cm {
+        let server = std::net::SocketAddr::new(stream.peer_addr().map_err(err)?.ip(), link.tcp_port);
+        let qps: Vec<Qp> = side.lanes.iter().map(|l| l.qp).collect();
+        cm::connect(&mut side.ctx, link.local, server, &qps, t.mtu)?;
+        (peer.rkeys.iter().zip(&peer.addrs).map(|(&k, &a)| (k, a)).collect(), None)
+    } else {
+        connect_all(&mut side, &psns(lanes, psn_base), &peer, t)?
+    };
     let depth = side.slots as u64;
     let mut out = Outcome::default();
     let mut wcs = Vec::new();
@@ -773,6 +800,9 @@ pub fn run_client(host: &str, link: &Link, t: &Test) -> Result<Outcome, RemoteEr
     out.lost += lost;
     out.stats = side.ctx.stats();
     out.datapath = side.ctx.datapath_counters();
+    if t.cm {
+        crate::cm::close(&mut side.ctx);
+    }
     out.captured = side.capture.as_ref().map(finish_capture);
     Ok(out)
 }

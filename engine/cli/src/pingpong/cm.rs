@@ -4,10 +4,9 @@
 //! retries), as librdmacm does for `rping`.
 
 use super::side::{Dest, Options, Side, err};
-use crate::oob;
-use engine::verbs::{CmChannel, CmEventKind, CmId, CmIdEvent, ConnParam, Context, PortSpace, QpType};
+use crate::cm::wait;
+use engine::verbs::{CmEventKind, CmId, ConnParam, Context, PortSpace, QpType};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, ToSocketAddrs, UdpSocket};
-use std::time::Instant;
 
 /// Connects this side's QP through the CM; returns the side and both addresses.
 pub(super) fn connect(o: &Options) -> Result<(Side, Dest, Dest), String> {
@@ -87,31 +86,6 @@ fn post_receives(side: &mut Side, o: &Options) -> Result<(), String> {
         side.recv()?;
     }
     Ok(())
-}
-
-/// Drives the context until `want` arrives on `ch` (an error event, or the exchange timeout, is
-/// an error).
-fn wait(ctx: &mut Context, ch: CmChannel, want: CmEventKind) -> Result<CmIdEvent, String> {
-    let give_up = Instant::now() + oob::exchange_timeout();
-    loop {
-        ctx.progress().map_err(err)?;
-        if let Some(ev) = ctx.cm_get_event(ch).map_err(err)? {
-            if ev.kind == want {
-                return Ok(ev);
-            }
-            return Err(match ev.kind {
-                CmEventKind::Rejected => {
-                    format!("the server rejected the connection (IBTA reason {})", ev.status)
-                }
-                CmEventKind::Unreachable => "the peer did not answer the connection manager".to_string(),
-                other => format!("connection manager: {other:?} while waiting for {want:?}"),
-            });
-        }
-        if Instant::now() >= give_up {
-            return Err(format!("connection manager: no {want:?} within {:?}", oob::exchange_timeout()));
-        }
-        std::thread::sleep(std::time::Duration::from_micros(50));
-    }
 }
 
 /// Both sides' addresses as the tools print them, from the connected QP.

@@ -330,7 +330,8 @@ pub struct AfXdpPort {
     sg: bool,
     /// Why the socket is not multi-buffer, when it is not.
     no_sg: Option<String>,
-    /// The largest RoCE MTU the interface's own MTU carries (rxe's rule, netdev MTU minus 80).
+    /// The largest RoCE MTU the interface's own MTU carries (rxe's rule, netdev MTU minus 80), or
+    /// less ([`AfXdpPort::with_mtu`]).
     link_mtu: Option<Mtu>,
     /// The received packet being put together from its descriptors.
     rx_chain: RxChain,
@@ -460,6 +461,15 @@ impl AfXdpPort {
             fill_wakeup: Default::default(),
             pending: Default::default(),
         })
+    }
+
+    /// Limits the path MTU QPs on this port may use, and the one a connection manager offers
+    /// peers, to `mtu` (when below what the frames and the link carry).
+    pub fn with_mtu(mut self, mtu: Mtu) -> AfXdpPort {
+        if self.link_mtu.is_none_or(|l| mtu.bytes() < l.bytes()) {
+            self.link_mtu = Some(mtu);
+        }
+        self
     }
 
     /// Whether the socket is multi-buffer (`XDP_USE_SG`: path MTU 4096), or why not.
