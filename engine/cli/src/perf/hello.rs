@@ -333,7 +333,7 @@ mod tests {
     }
 
     #[test]
-    fn every_lie_names_its_field() {
+    fn m1_every_lie_names_its_field() {
         for (k, v) in [
             ("size", json!(u64::MAX)),
             ("size", json!(0)),
