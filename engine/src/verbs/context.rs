@@ -1,7 +1,7 @@
 //! An opened device and the objects on it, plus the progress engine.
 
 use super::cq::{Channel, CqState, signal};
-use super::stats::{QpStats, Stats};
+use super::stats::Stats;
 use super::tx::offer;
 use crate::datapath::Datapath;
 use crate::progress::Sleep;
@@ -20,6 +20,7 @@ use std::time::Duration;
 use wire::uet::UetConfig;
 
 mod cm;
+mod counters;
 
 /// A protection domain.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -183,6 +184,8 @@ pub struct Context {
     dcqcn: Option<crate::roce::dcqcn::DcqcnConfig>,
     /// QP1 and the connection manager.
     cm: super::cm::CmPort,
+    /// The QPs a progress round visits, and their timers.
+    sched: super::sched::Sched,
 }
 
 impl std::fmt::Debug for Context {
@@ -201,6 +204,7 @@ impl Context {
         let cm = super::cm::CmPort::new(dp.mac(), seed ^ u64::from(std::process::id()));
         Context {
             cm,
+            sched: Default::default(),
             dp: Box::new(dp),
             mem: MemTable::default(),
             pds: Vec::new(),
@@ -241,43 +245,6 @@ impl Context {
     /// The datapath's own counters (sockets, rings, injected faults), named.
     pub fn datapath_counters(&self) -> Vec<(&'static str, u64)> {
         self.dp.counters()
-    }
-
-    /// Datapath counters.
-    pub fn stats(&self) -> Stats {
-        let mut st = self.stats;
-        for e in self.qps.iter().flatten() {
-            let d = e.qp.drops();
-            st.drops.qkey += d.qkey;
-            st.drops.no_wqe += d.no_wqe;
-            st.drops.uc_aborted += d.uc_aborted;
-            st.drops.seq_naks_sent += d.seq_naks_sent;
-            st.drops.rnr_naks_sent += d.rnr_naks_sent;
-            st.drops.duplicates += d.duplicates;
-            st.drops.foreign_source += d.foreign_source;
-            let r = e.qp.req_counters();
-            st.requests.packets += r.packets;
-            st.requests.retries += r.retries;
-            st.requests.timeouts += r.timeouts;
-            st.requests.tail_probes += r.tail_probes;
-            st.requests.window_cuts += r.window_cuts;
-            st.requests.rnr_naks += r.rnr_naks;
-            st.requests.seq_naks += r.seq_naks;
-            st.requests.error_naks += r.error_naks;
-        }
-        st
-    }
-
-    /// Each QP's number, state and counters (requester, responder), for live statistics.
-    pub fn qp_stats(&self) -> Vec<QpStats> {
-        (self.qps.iter().flatten())
-            .map(|e| QpStats {
-                qpn: e.qp.qpn(),
-                state: e.qp.state(),
-                requests: e.qp.req_counters(),
-                drops: e.qp.drops(),
-            })
-            .collect()
     }
 
     /// Allocates a protection domain.
@@ -602,9 +569,12 @@ impl Context {
         Ok(Qp(qpn))
     }
 
+    /// A QP for a verb; the next progress round visits it.
     fn entry(&mut self, qp: Qp) -> Result<&mut QpEntry, VerbsError> {
-        let i = qp.0.checked_sub(FIRST_QPN).ok_or(VerbsError::InvalidHandle("QP"))?;
-        self.qps.get_mut(i as usize).and_then(Option::as_mut).ok_or(VerbsError::InvalidHandle("QP"))
+        let i = qp.0.checked_sub(FIRST_QPN).ok_or(VerbsError::InvalidHandle("QP"))? as usize;
+        let e = self.qps.get_mut(i).and_then(Option::as_mut).ok_or(VerbsError::InvalidHandle("QP"))?;
+        self.sched.touch(i);
+        Ok(e)
     }
 
     /// Destroys a QP (outstanding work is dropped without completions, as `ibv_destroy_qp`).
@@ -627,7 +597,7 @@ impl Context {
         e.qp.modify(state, &attr)?;
         // Errors asked for are not async events; a reset QP may fail again later.
         e.error_known = state == QpState::Error;
-        self.flush_completions();
+        self.flush_qp((qp.0 - FIRST_QPN) as usize);
         Ok(())
     }
 
@@ -661,6 +631,7 @@ impl Context {
     pub fn post_send(&mut self, qp: Qp, wrs: &[SendWr]) -> Result<(), (usize, VerbsError)> {
         let i = qp.0.wrapping_sub(FIRST_QPN) as usize;
         let Some(Some(e)) = self.qps.get_mut(i) else { return Err((0, VerbsError::InvalidHandle("QP"))) };
+        self.sched.touch(i);
         let ahs = &self.ahs;
         let pd = e.qp.pd();
         let posted = wrs.iter().enumerate().try_for_each(|(n, wr)| {
@@ -675,7 +646,7 @@ impl Context {
         });
         if e.qp.state() == QpState::Error {
             // Requests posted in the error state complete at once, with a flush error.
-            self.flush_completions();
+            self.flush_qp(i);
         }
         posted
     }
@@ -684,12 +655,13 @@ impl Context {
     pub fn post_recv(&mut self, qp: Qp, wrs: &[RecvWr]) -> Result<(), (usize, VerbsError)> {
         let i = qp.0.wrapping_sub(FIRST_QPN) as usize;
         let Some(Some(e)) = self.qps.get_mut(i) else { return Err((0, VerbsError::InvalidHandle("QP"))) };
+        self.sched.touch(i);
         let posted = wrs
             .iter()
             .enumerate()
             .try_for_each(|(n, wr)| e.qp.post_recv(wr, &self.mem).map_err(|err| (n, err)));
         if e.qp.state() == QpState::Error {
-            self.flush_completions();
+            self.flush_qp(i);
         }
         posted
     }
@@ -703,9 +675,13 @@ impl Context {
         self.qp_deadline()
     }
 
-    /// The earliest timer of any QP.
+    /// The earliest timer of any QP: the armed ones, and those of QPs touched since the last round.
     fn qp_deadline(&self) -> Option<Duration> {
-        let qps = self.qps.iter().flatten().filter_map(|e| e.qp.poll_timeout()).min();
+        let touched = self.active_qps().filter_map(|e| e.qp.poll_timeout()).min();
+        let qps = match (self.sched.deadline(), touched) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
         match (qps, self.cm.deadline()) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -714,9 +690,12 @@ impl Context {
 
     /// True if some QP has a frame to send now, or a frame waits for room in the datapath.
     pub fn wants_transmit(&self) -> bool {
-        self.pending.is_some()
-            || self.cm_wants_transmit()
-            || self.qps.iter().flatten().any(|e| e.qp.wants_transmit())
+        self.pending.is_some() || self.cm_wants_transmit() || self.active_qps().any(|e| e.qp.wants_transmit())
+    }
+
+    /// The QPs on the active list: only they can have frames to send (see `sched`).
+    fn active_qps(&self) -> impl Iterator<Item = &QpEntry> {
+        self.sched.active().iter().filter_map(|&i| self.qps.get(i as usize).and_then(Option::as_ref))
     }
 
     /// One round of the progress engine: receive, run due timers, transmit, deliver completions.
@@ -736,7 +715,8 @@ impl Context {
             self.receive(now, frame.as_slice());
             self.dp.recycle(frame);
         }
-        for e in self.qps.iter_mut().flatten() {
+        for i in self.sched.due(now) {
+            let Some(Some(e)) = self.qps.get_mut(i) else { continue };
             if e.qp.poll_timeout().is_some_and(|t| t <= now) {
                 e.qp.handle_timeout(now);
                 work += 1;
@@ -769,7 +749,9 @@ impl Context {
                 room = false;
             }
         }
-        for e in self.qps.iter_mut().flatten() {
+        let active = self.sched.round();
+        for &i in &active {
+            let Some(Some(e)) = self.qps.get_mut(i as usize) else { continue };
             for _ in 0..TX_BUDGET {
                 if !room || !e.qp.wants_transmit() {
                     break;
@@ -795,8 +777,19 @@ impl Context {
             }
         }
         self.dp.flush();
-        self.flush_completions();
-        self.check_events();
+        for &i in &active {
+            let i = i as usize;
+            self.flush_qp(i);
+            if let Some(Some(e)) = self.qps.get_mut(i) {
+                if e.qp.state() == QpState::Error && !e.error_known {
+                    e.error_known = true;
+                    self.events.push_back(AsyncEvent::QpFatal(Qp(e.qp.qpn())));
+                }
+                self.sched.keep(i, e.qp.wants_transmit(), e.qp.poll_timeout());
+            }
+        }
+        self.sched.recycle(active);
+        self.check_srq_limits();
         match failed {
             Some(e) => Err(e),
             None => Ok(work),
@@ -804,13 +797,7 @@ impl Context {
     }
 
     /// Raises QP-fatal and SRQ-limit events.
-    fn check_events(&mut self) {
-        for e in self.qps.iter_mut().flatten() {
-            if e.qp.state() == QpState::Error && !e.error_known {
-                e.error_known = true;
-                self.events.push_back(AsyncEvent::QpFatal(Qp(e.qp.qpn())));
-            }
-        }
+    fn check_srq_limits(&mut self) {
         for (i, s) in self.srqs.iter_mut().enumerate() {
             if let Some(s) = s {
                 if s.attr.srq_limit > 0 && (s.wqes.len() as u32) < s.attr.srq_limit {
@@ -846,6 +833,7 @@ impl Context {
         let meta = RxMeta { src: f.ip.src_addr(), ip_header: &frame[ip_at..ip_at + f.ip.buffer_len()] };
         match self.qps.get_mut(index) {
             Some(Some(e)) if to_us => {
+                self.sched.touch(index);
                 let srq = e
                     .srq
                     .and_then(|s| self.srqs.get_mut(s as usize))
@@ -857,14 +845,14 @@ impl Context {
         }
     }
 
-    fn flush_completions(&mut self) {
-        for e in self.qps.iter_mut().flatten() {
-            while let Some((side, wc)) = e.qp.poll_completion() {
-                let cq = if side == CqSide::Send { e.send_cq } else { e.recv_cq };
-                if let Some(Some(c)) = self.cqs.get_mut(cq as usize) {
-                    if let Some(ch) = c.push(wc) {
-                        signal(&mut self.channels, ch, cq);
-                    }
+    /// Moves QP `i`'s completions to their CQs.
+    fn flush_qp(&mut self, i: usize) {
+        let Some(Some(e)) = self.qps.get_mut(i) else { return };
+        while let Some((side, wc)) = e.qp.poll_completion() {
+            let cq = if side == CqSide::Send { e.send_cq } else { e.recv_cq };
+            if let Some(Some(c)) = self.cqs.get_mut(cq as usize) {
+                if let Some(ch) = c.push(wc) {
+                    signal(&mut self.channels, ch, cq);
                 }
             }
         }

@@ -10,6 +10,7 @@ mod context;
 mod cq;
 mod device;
 mod gsi;
+mod sched;
 mod stats;
 mod tx;
 
