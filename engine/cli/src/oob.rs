@@ -175,6 +175,8 @@ pub fn meet(
         }
     };
     stream.set_nodelay(true).map_err(|e| e.to_string())?;
+    let peer = stream.peer_addr().map_err(|e| e.to_string())?;
+    tracing::info!(%peer, port, role = if server.is_some() { "client" } else { "server" }, "exchange: connected");
     match stream.local_addr().map_err(|e| e.to_string())?.ip() {
         IpAddr::V4(ip) => Ok((stream, ip)),
         IpAddr::V6(ip) => match ip.to_ipv4_mapped() {
@@ -236,11 +238,13 @@ impl Exchange {
     ) -> Result<(), String> {
         if self.client {
             self.send(mine, idle)?;
-            self.recv(theirs, idle)
+            self.recv(theirs, idle)?;
         } else {
             self.recv(theirs, idle)?;
-            self.send(mine, idle)
+            self.send(mine, idle)?;
         }
+        tracing::debug!(sent = mine.len(), received = theirs.len(), "exchange: message swapped");
+        Ok(())
     }
 
     /// Writes all of `buf`.
@@ -308,6 +312,7 @@ impl Exchange {
         if self.send(msg, idle).is_err() {
             return;
         }
+        tracing::debug!(bytes = msg.len(), "exchange: closing message sent");
         let until = Instant::now() + linger;
         let mut sink = [0u8; 64];
         while Instant::now() < until {

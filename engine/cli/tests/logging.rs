@@ -48,3 +48,38 @@ fn no_log_without_softrdma_log_and_a_bad_filter_is_refused() {
     let (_, err, ok) = perf(Some("engine=[[["));
     assert!(!ok && err.contains("SOFTRDMA_LOG"), "{err}");
 }
+
+/// Two processes over kernel UDP on loopback (127.0.57.0/24, used by no other test): each side
+/// logs the steps of its exchange, and the client's progress line shows where asked for.
+#[test]
+fn the_exchange_steps_are_logged_and_a_long_run_shows_its_progress() {
+    let bin = env!("CARGO_BIN_EXE_softrdma");
+    let udp = ["--backend", "udp", "--tcp-port", "18770"];
+    let server = Command::new(bin)
+        .args(["perf", "write", "--server", "--local", "127.0.57.2"])
+        .args(udp)
+        .env("SOFTRDMA_LOG", "info")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    // Long enough (tens of thousands of 64 KiB writes) to pass the progress line's two seconds.
+    let client = Command::new(bin)
+        .args(["perf", "write", "--connect", "127.0.57.2", "--local", "127.0.57.1", "--iters", "100000"])
+        .args(udp)
+        .env("SOFTRDMA_LOG", "info")
+        .env("SOFTRDMA_PROGRESS", "always")
+        .output()
+        .unwrap();
+    let server = server.wait_with_output().unwrap();
+    let (c_err, s_err) = (String::from_utf8_lossy(&client.stderr), String::from_utf8_lossy(&server.stderr));
+    assert!(client.status.success() && server.status.success(), "{c_err}{s_err}");
+    for step in ["exchange: connected", "exchange: the client's test", "exchange: the client is done"] {
+        assert!(s_err.contains(step), "server log lacks {step:?}:\n{s_err}");
+    }
+    for step in ["exchange: connected", "exchange: the server's QPs", "exchange: run over"] {
+        assert!(c_err.contains(step), "client log lacks {step:?}:\n{c_err}");
+    }
+    assert!(c_err.contains("/100000 messages ("), "no progress line:\n{c_err}");
+}

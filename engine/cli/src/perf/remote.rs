@@ -11,6 +11,7 @@
 use super::cm;
 use super::hello::{PeerQps, RunMsg, parse_client_hello, parse_run_msg, parse_server_hello};
 pub use super::hello::{RemoteError, Test};
+use super::progress::Progress;
 use super::{AtomicOp, Mode, PerfOp, fill_pattern, ring_slots, stamp, unstamp};
 use crate::oob::{MAX_LINE, exchange_timeout, read_line_within};
 use crate::stat::Publisher;
@@ -28,7 +29,7 @@ use engine::verbs::{
 };
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, Write};
-use std::net::{IpAddr, Ipv4Addr, TcpListener, TcpStream};
+use std::net::{IpAddr, Ipv4Addr, TcpStream};
 use std::os::fd::AsFd;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -424,12 +425,10 @@ fn is_message(pattern: &[u8], size: usize, slots: usize, n: u64, data: &[u8]) ->
     data.len() == size && data[..k] == stamp(n)[..k] && data[k..] == pattern[at + k..at + size]
 }
 
-/// Waits on `link`'s TCP port for one client: its stream, and a line reader over it.
+/// Waits on `link`'s TCP port for one client ([`crate::oob::meet`]): its stream, and a line
+/// reader over it.
 pub fn accept_one(link: &Link) -> Result<(TcpStream, BufReader<TcpStream>), RemoteError> {
-    let (local, tcp_port) = (link.local, link.tcp_port);
-    let listener = TcpListener::bind((local, tcp_port))
-        .map_err(|e| RemoteError(format!("listening on {local}:{tcp_port}: {e}")))?;
-    let (stream, _) = listener.accept().map_err(err)?;
+    let (stream, _) = crate::oob::meet(None, link.tcp_port, Some(link.local)).map_err(RemoteError)?;
     let reader = BufReader::new(stream.try_clone().map_err(err)?);
     Ok((stream, reader))
 }
@@ -446,6 +445,7 @@ fn device_name(link: &Link) -> String {
 pub fn serve(link: &Link) -> Result<(Test, Outcome), RemoteError> {
     let (mut stream, mut reader) = accept_one(link)?;
     let (t, peer) = parse_client_hello(&read_line(&mut reader, exchange_timeout(), "client")?)?;
+    tracing::info!(op = ?t.op, qp_type = ?t.qp_type, size = t.size, qps = t.qps, cm = t.cm, "exchange: the client's test");
     let mut side = open_side(link, &t, true)?;
     let psn_base = crate::oob::random_psn();
     let mine = hello(&side, psn_base);
@@ -565,6 +565,7 @@ pub fn serve(link: &Link) -> Result<(Test, Outcome), RemoteError> {
         }
     };
     let sent = done;
+    tracing::info!(?sent, "exchange: the client is done");
     if t.op == PerfOp::Write && t.qp_type == QpType::Rc {
         // No receive-side signal for RC WRITE: every slot must hold the last message written to it.
         for (q, lane) in side.lanes.iter().enumerate() {
@@ -619,19 +620,9 @@ fn check_receive(
     byte_len as usize == skip + t.size && is_message(&lane.pattern, t.size, side.slots, n, data)
 }
 
-/// Connects to the exchange port, retrying a refused connection for a few seconds (the server may
-/// still be starting).
+/// Connects to the exchange port, retrying while the server is not up yet ([`crate::oob::meet`]).
 pub fn connect_retry(host: &str, tcp_port: u16) -> Result<TcpStream, RemoteError> {
-    let give_up = Instant::now() + Duration::from_secs(5);
-    loop {
-        match TcpStream::connect((host, tcp_port)) {
-            Ok(s) => return Ok(s),
-            Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused && Instant::now() < give_up => {
-                std::thread::sleep(Duration::from_millis(50));
-            }
-            Err(e) => return Err(RemoteError(format!("connecting to {host}:{tcp_port}: {e}"))),
-        }
-    }
+    crate::oob::meet(Some(host), tcp_port, None).map(|(s, _)| s).map_err(RemoteError)
 }
 
 /// The client side: connects, asks for `t`, runs it, and returns what both sides found.
@@ -661,6 +652,7 @@ pub fn run_client(host: &str, link: &Link, t: &Test) -> Result<Outcome, RemoteEr
     send_line(&mut stream, &mine)?;
     let lanes = side.lanes.len();
     let peer = parse_server_hello(&read_line(&mut reader, exchange_timeout(), "server")?, lanes)?;
+    tracing::info!(qpns = ?peer.qpns, udp_port = ?peer.udp_port, "exchange: the server's QPs");
     let (remote, ah) = if t.cm {
         let server = std::net::SocketAddr::new(stream.peer_addr().map_err(err)?.ip(), link.tcp_port);
         let qps: Vec<Qp> = side.lanes.iter().map(|l| l.qp).collect();
@@ -685,8 +677,10 @@ pub fn run_client(host: &str, link: &Link, t: &Test) -> Result<Outcome, RemoteEr
     stream.set_nonblocking(true).map_err(err)?;
     let (mut stats, dev) =
         (Publisher::new(&format!("perf {:?} client", t.op).to_lowercase()), device_name(link));
+    let mut progress = Progress::new(format!("size {}", t.size), t.iters * lanes as u64, t.size);
     while side.lanes.iter().any(|l| l.completed < t.iters) {
         stats.maybe(|| vec![crate::stat::device(&dev, &side.ctx)]);
+        progress.update(side.lanes.iter().map(|l| l.completed).sum());
         if Instant::now() > deadline {
             return Err(RemoteError("the run took longer than 10 minutes".into()));
         }
@@ -768,6 +762,8 @@ pub fn run_client(host: &str, link: &Link, t: &Test) -> Result<Outcome, RemoteEr
             .after_round(&side.ctx, moved, None, settle.saturating_duration_since(Instant::now()))
             .map_err(err)?;
     }
+    progress.finish();
+    tracing::info!(wall = ?start.elapsed(), "exchange: run over, sending done");
     out.wall = start.elapsed();
     out.bytes = t.iters * t.qps as u64 * if t.op == PerfOp::Atomic { 8 } else { t.size as u64 };
     stream.set_nonblocking(false).map_err(err)?;
