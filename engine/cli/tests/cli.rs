@@ -217,6 +217,33 @@ fn devinfo_lists_backends_devices_and_limits() {
     assert!(out.contains("lo (127.0.0.1)") && out.contains("max_msg_sz 8388608"), "{out}");
 }
 
+/// AF_XDP as `devinfo` reports it (issue 33): with the privileges, the interfaces it can bind
+/// (every one with an IPv4 address but loopback, with its queues); without them, what is missing.
+/// Root runs both sides (dropping to `nobody` with setpriv); another user sees the second.
+#[test]
+fn devinfo_reports_af_xdp_by_privilege() {
+    let unprivileged = |o: std::process::Output| {
+        let out = String::from_utf8_lossy(&o.stdout).into_owned();
+        assert!(o.status.success(), "{out}");
+        assert!(out.contains("afxdp: not for this process (AF_XDP needs root, or CAP_NET_ADMIN"), "{out}");
+    };
+    if !rustix::process::geteuid().is_root() {
+        unprivileged(softrdma(&["devinfo"]));
+        return;
+    }
+    let o = softrdma(&["devinfo"]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    let afxdp = out.split("\nafxdp: ").nth(1).unwrap_or_else(|| panic!("no afxdp section:\n{out}"));
+    let section = afxdp.split("\n\n").next().unwrap_or_default();
+    assert!(section.starts_with("one device per interface and queue"), "{out}");
+    assert!(section.contains("rx queues") && !section.contains("\n  lo "), "{out}");
+    let nobody = std::process::Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", env!("CARGO_BIN_EXE_softrdma"), "devinfo"])
+        .output()
+        .expect("setpriv (util-linux)");
+    unprivileged(nobody);
+}
+
 /// `--cc` on a 100 Gb/s simulated link: each congestion control finishes with every message
 /// verified and no tail drop, and the report shows the links; without it the same run overflows
 /// the 1 MB queue.
