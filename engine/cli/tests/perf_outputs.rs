@@ -211,3 +211,48 @@ fn long_runs_show_progress_on_stderr() {
     assert!(err.ends_with("\r\x1b[K"), "the line is erased at the end: {err:?}");
     assert_eq!(run(None).0, "", "stderr is a pipe here: no progress");
 }
+
+/// A run of one size plots its goodput over time: one point per twentieth of the messages, at the
+/// times and rates the JSON holds, and the run's average.
+#[test]
+fn a_one_size_run_plots_its_goodput_over_time() {
+    let dir = scratch_dir("perf-outputs-goodput");
+    let (svg, json) = (dir.join("goodput.svg"), dir.join("goodput.json"));
+    let (s, j) = (svg.to_str().unwrap(), json.to_str().unwrap());
+    softrdma(&[
+        "perf",
+        "write",
+        "--iters",
+        "2000",
+        "--loss",
+        "0.01",
+        "--no-baseline",
+        "--plot",
+        s,
+        "--json",
+        j,
+    ]);
+    let doc: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let timeline = doc["rows"][0]["goodput_timeline"].as_array().unwrap();
+    assert!((10..=20).contains(&timeline.len()), "a point per twentieth of 2000 messages: {timeline:?}");
+    let t: Vec<f64> = timeline.iter().map(|p| p["t_sec"].as_f64().unwrap()).collect();
+    let mb: Vec<f64> = timeline.iter().map(|p| p["mb_per_sec"].as_f64().unwrap()).collect();
+    assert!(t.windows(2).all(|w| w[0] < w[1]) && mb.iter().all(|&v| v > 0.0), "{timeline:?}");
+
+    let text = std::fs::read_to_string(&svg).unwrap();
+    let svg = roxmltree::Document::parse(&text).expect("the plot is well-formed XML");
+    let words = texts(&svg);
+    for label in ["perf write", "goodput over time", "time [s]", "goodput [MB/s]", "average"] {
+        assert!(words.contains(label), "{label:?} missing from the plot's text:\n{words}");
+    }
+    let line = svg
+        .descendants()
+        .filter(|n| n.has_tag_name("polyline") && n.attribute("stroke") == Some(ENGINE))
+        .map(points)
+        .find(|p| p.len() == timeline.len())
+        .expect("the goodput series");
+    let (xs, ys): (Vec<f64>, Vec<f64>) = line.into_iter().unzip();
+    assert!(affine(&t, &xs), "x is not the time: {t:?} {xs:?}");
+    assert!(affine(&mb, &ys), "y is not the goodput: {mb:?} {ys:?}");
+    std::fs::remove_dir_all(dir).unwrap();
+}

@@ -174,7 +174,8 @@ pub(crate) struct PerfArgs {
     #[arg(long, value_name = "FILE")]
     pub(crate) json: Option<PathBuf>,
     /// Also draw the run into FILE.svg: bandwidth and message rate against message size (with
-    /// the baseline), or the latency histogram with its percentiles (--mode lat).
+    /// the baseline), one size's goodput over time, or the latency histogram with its
+    /// percentiles (--mode lat).
     #[arg(long, value_name = "FILE.svg")]
     pub(crate) plot: Option<PathBuf>,
     /// Write every frame this side sends and receives, as the engine built or rebuilt it, to a

@@ -443,6 +443,7 @@ impl Bench {
         let v0 = self.pair.net.now();
         let start = Instant::now();
         let (mut mark_t, mut mark_n, mut peak) = (start, 0u64, 0f64);
+        let mut timeline = super::config::Timeline::default();
         let paced = self.cfg.qp_type != QpType::Rc && self.checked_at_receiver();
         let mut progress = Progress::new(format!("size {}", self.size), total, self.size);
         let mut stats = Publisher::new("perf (in-process)");
@@ -466,6 +467,7 @@ impl Bench {
                 let rate =
                     ((done - mark_n) * self.size as u64) as f64 / (now - mark_t).as_secs_f64().max(1e-9);
                 peak = peak.max(rate);
+                timeline.push((now - start).as_secs_f64(), super::report::mb(rate));
                 (mark_t, mark_n) = (now, done);
             }
         }
@@ -489,6 +491,7 @@ impl Bench {
             duplicates: self.duplicates,
             check_time,
             baseline,
+            timeline,
         })
     }
 

@@ -103,6 +103,40 @@ pub struct BwRow {
     pub check_time: Duration,
     /// The baseline at the same size and byte count, if run.
     pub baseline: Option<baseline::Baseline>,
+    /// Goodput over time, one point per twentieth of the messages; empty where not sampled.
+    pub timeline: Timeline,
+}
+
+/// Goodput over time: (seconds since the start, MB/s over the stretch of completions that ended
+/// then), up to [`Timeline::MAX`] points (further ones are dropped).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Timeline {
+    points: [(f64, f64); Timeline::MAX],
+    len: usize,
+}
+
+impl Timeline {
+    /// The most points kept.
+    pub const MAX: usize = 64;
+
+    /// Adds a point (dropped when full).
+    pub fn push(&mut self, t_sec: f64, mb_per_sec: f64) {
+        if let Some(p) = self.points.get_mut(self.len) {
+            *p = (t_sec, mb_per_sec);
+            self.len += 1;
+        }
+    }
+
+    /// The points, in time order.
+    pub fn points(&self) -> &[(f64, f64)] {
+        &self.points[..self.len]
+    }
+}
+
+impl Default for Timeline {
+    fn default() -> Timeline {
+        Timeline { points: [(0.0, 0.0); Timeline::MAX], len: 0 }
+    }
 }
 
 impl BwRow {
@@ -131,6 +165,7 @@ impl BwRow {
             duplicates: 0,
             check_time: Duration::ZERO,
             baseline: None,
+            timeline: Timeline::default(),
         }
     }
 

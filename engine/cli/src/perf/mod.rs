@@ -21,8 +21,8 @@ pub mod uet;
 
 pub use bench::Bench;
 pub use config::{
-    AtomicOp, BwRow, LatRow, Mode, PerfConfig, PerfError, PerfOp, all_sizes, ring_slots, sweep_iters,
-    window_slots,
+    AtomicOp, BwRow, LatRow, Mode, PerfConfig, PerfError, PerfOp, Timeline, all_sizes, ring_slots,
+    sweep_iters, window_slots,
 };
 pub use nicsim::LinkConfig;
 pub(crate) use pattern::{fill_pattern, stamp, unstamp};

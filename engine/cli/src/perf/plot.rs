@@ -1,5 +1,6 @@
 //! `perf --plot FILE.svg`: bandwidth and message rate against message size (with the baseline
-//! where it ran), or a latency run's histogram with its percentiles, drawn with plotters and titled
+//! where it ran), a one-size run's goodput over time, or a latency run's histogram with its
+//! percentiles, drawn with plotters and titled
 //! with the run's parameters and build. The figures are the table's
 //! ([`BwRow::figures`](super::config::BwRow), [`lat_buckets`]).
 
@@ -36,11 +37,16 @@ fn titled<'p>(
 }
 
 /// Bandwidth (MB/s, with the baseline's where it ran) and message rate (Mpps) against message
-/// size, one point per row.
+/// size, one point per row; a run of one size with a timeline: its goodput over time.
 pub fn bandwidth(path: &std::path::Path, title: &str, rows: &[BwRow]) -> Result<(), String> {
     check_path(path)?;
     if rows.is_empty() {
         return Err("no rows to plot".into());
+    }
+    if let [row] = rows {
+        if row.timeline.points().len() >= 2 {
+            return goodput(path, title, row);
+        }
     }
     let root = SVGBackend::new(path, SIZE).into_drawing_area();
     let area = titled(&root, title)?;
@@ -91,6 +97,42 @@ pub fn bandwidth(path: &std::path::Path, title: &str, rows: &[BwRow]) -> Result<
         .draw()
         .map_err(err)?;
     series(&mut c, &rate, ENGINE, "engine")?;
+    root.present().map_err(err)
+}
+
+/// One size's goodput over time (a dip is a loss, a stall, a slow receiver), with the run's
+/// average as a line.
+fn goodput(path: &std::path::Path, title: &str, row: &BwRow) -> Result<(), String> {
+    let root = SVGBackend::new(path, SIZE).into_drawing_area();
+    let area = titled(&root, title)?;
+    let timeline = row.timeline.points();
+    let end = timeline.iter().map(|p| p.0).fold(0.0, f64::max).max(row.wall.as_secs_f64());
+    let avg = row.figures().avg_mb;
+    let top = timeline.iter().map(|p| p.1).fold(avg, f64::max) * 1.1 + 1e-9;
+    let mut c = ChartBuilder::on(&area)
+        .caption(format!("goodput over time, {}-byte messages", row.size), ("sans-serif", 16))
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(70)
+        .build_cartesian_2d(0.0..end * 1.02 + 1e-9, 0.0..top)
+        .map_err(err)?;
+    c.configure_mesh().x_desc("time [s]").y_desc("goodput [MB/s]").draw().map_err(err)?;
+    let points = timeline.iter().copied();
+    c.draw_series(LineSeries::new(points.clone(), ENGINE.stroke_width(2)))
+        .map_err(err)?
+        .label("MB/s over each twentieth of the messages")
+        .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], ENGINE.stroke_width(2)));
+    c.draw_series(points.map(|p| Circle::new(p, 4, ENGINE.filled()))).map_err(err)?;
+    c.draw_series(LineSeries::new([(0.0, avg), (end, avg)], BASELINE.stroke_width(1)))
+        .map_err(err)?
+        .label(format!("average {avg:.2} MB/s"))
+        .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], BASELINE.stroke_width(1)));
+    c.configure_series_labels()
+        .position(SeriesLabelPosition::LowerRight)
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .draw()
+        .map_err(err)?;
     root.present().map_err(err)
 }
 

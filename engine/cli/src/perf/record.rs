@@ -52,6 +52,7 @@ pub fn bw_row(r: &BwRow) -> Value {
         "bw_peak_mb_per_sec": f.peak_mb,
         "bw_average_mb_per_sec": f.avg_mb,
         "msg_rate_mpps": f.mpps,
+        "goodput_timeline": r.timeline.points().iter().map(|&(t, mb)| json!({"t_sec": t, "mb_per_sec": mb})).collect::<Vec<_>>(),
         "bw_average_gb_per_sec": f.gbps,
         "check_sec": r.check_time.as_secs_f64(),
         "baseline": baseline,
