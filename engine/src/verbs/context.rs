@@ -796,7 +796,7 @@ impl Context {
         }
     }
 
-    /// Raises QP-fatal and SRQ-limit events.
+    /// Raises SRQ-limit events (QP-fatal ones are raised for the QPs a round visits).
     fn check_srq_limits(&mut self) {
         for (i, s) in self.srqs.iter_mut().enumerate() {
             if let Some(s) = s {
