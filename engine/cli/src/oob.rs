@@ -1,5 +1,6 @@
 //! The out-of-band TCP connection the rdma-core and perftest tools meet on (port 18515) before any
-//! RoCE traffic, shared by `softrdma pingpong` and `softrdma perf --perftest`.
+//! RoCE traffic, shared by `softrdma pingpong` and `softrdma perf --perftest`, and the source
+//! address a side takes when it is given none ([`route_source`]).
 
 use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
 use std::net::{IpAddr, Ipv4Addr, TcpListener, TcpStream};
@@ -199,6 +200,17 @@ fn connect_from(local: Ipv4Addr, host: &str, port: u16) -> std::io::Result<TcpSt
     Ok(TcpStream::from(fd))
 }
 
+/// The source address the kernel's route towards `to` chooses (a UDP socket connected there;
+/// nothing is sent).
+pub fn route_source(to: Ipv4Addr) -> Result<Ipv4Addr, String> {
+    let probe = std::net::UdpSocket::bind((Ipv4Addr::UNSPECIFIED, 0)).map_err(|e| e.to_string())?;
+    probe.connect((to, 9)).map_err(|e| format!("no route to {to}: {e}"))?;
+    match probe.local_addr().map_err(|e| e.to_string())?.ip() {
+        IpAddr::V4(ip) => Ok(ip),
+        IpAddr::V6(_) => Err(format!("no IPv4 route to {to}")),
+    }
+}
+
 /// A random 24-bit PSN from the system's cryptographic generator (the tools draw theirs from
 /// lrand48 seeded with the time and pid): an off-path host spoofing the peer must guess it.
 pub fn random_psn() -> u32 {
@@ -358,6 +370,11 @@ mod tests {
         x.xchg(b"hi", &mut ok, &mut || Ok(false)).unwrap();
         assert_eq!(&ok, b"ok");
         assert_eq!(&server.join().unwrap(), b"hi");
+    }
+
+    #[test]
+    fn the_route_source_is_the_address_the_kernel_sends_from() {
+        assert_eq!(route_source(Ipv4Addr::LOCALHOST), Ok(Ipv4Addr::LOCALHOST));
     }
 
     #[test]

@@ -67,16 +67,6 @@ pub(crate) fn run_flood(a: &FloodArgs) -> ExitCode {
     }
 }
 
-/// The source address the kernel's route to `dst` chooses.
-fn route_source(dst: SocketAddrV4) -> Result<Ipv4Addr, String> {
-    let probe = UdpSocket::bind((Ipv4Addr::UNSPECIFIED, 0)).map_err(|e| e.to_string())?;
-    probe.connect(dst).map_err(|e| format!("no route to {dst}: {e}"))?;
-    match probe.local_addr().map_err(|e| e.to_string())? {
-        SocketAddr::V4(a) => Ok(*a.ip()),
-        SocketAddr::V6(_) => Err("an IPv4 socket has an IPv4 address".into()),
-    }
-}
-
 fn flood(a: &FloodArgs) -> Result<(), String> {
     let kind = match a.kind {
         KindArg::RoceGarbage => FloodKind::RoceGarbage,
@@ -89,7 +79,7 @@ fn flood(a: &FloodArgs) -> Result<(), String> {
     }
     let target = UetTarget { job_id: a.job_id, pid_on_fep: a.pid_on_fep, resource_index: a.resource_index };
     let dst = SocketAddrV4::new(a.connect, a.port.unwrap_or(kind.port()));
-    let from = if a.from.is_empty() { vec![route_source(dst)?] } else { a.from.clone() };
+    let from = if a.from.is_empty() { vec![softrdma::oob::route_source(*dst.ip())?] } else { a.from.clone() };
     let mut sources = Vec::with_capacity(from.len());
     for (i, ip) in from.iter().enumerate() {
         // Not connected: an ICMP error from the target must not fail the sends that follow.

@@ -50,7 +50,8 @@ pub(crate) fn remote_side(
                     std::net::IpAddr::V6(_) => None,
                 })
             });
-            let Some(local) = a.local.or_else(|| towards.and_then(perf::remote::local_ip_towards)) else {
+            let Some(local) = a.local.or_else(|| towards.and_then(|t| softrdma::oob::route_source(t).ok()))
+            else {
                 eprintln!("softrdma perf: cannot tell the local address towards {host}: give --local IP");
                 return Err(ExitCode::from(2));
             };

@@ -29,7 +29,7 @@ use engine::verbs::{
 };
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, Write};
-use std::net::{IpAddr, Ipv4Addr, TcpStream};
+use std::net::{Ipv4Addr, TcpStream};
 use std::os::fd::AsFd;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -878,15 +878,4 @@ fn inbox_lines(buf: &mut Vec<u8>, lanes: usize) -> Result<Vec<RunMsg>, RemoteErr
         return Err(RemoteError(format!("the server sent a line longer than {} KiB", MAX_LINE / 1024)));
     }
     Ok(out)
-}
-
-/// The default local address: the first IPv4 address of the host that is not loopback, from the
-/// route a UDP socket would take towards `towards`.
-pub fn local_ip_towards(towards: Ipv4Addr) -> Option<Ipv4Addr> {
-    let s = std::net::UdpSocket::bind((Ipv4Addr::UNSPECIFIED, 0)).ok()?;
-    s.connect((towards, 9)).ok()?;
-    match s.local_addr().ok()?.ip() {
-        IpAddr::V4(ip) => Some(ip),
-        IpAddr::V6(_) => None,
-    }
 }

@@ -5,8 +5,9 @@
 
 use super::side::{Dest, Options, Side, err};
 use crate::cm::wait;
+use crate::oob;
 use engine::verbs::{CmEventKind, CmId, ConnParam, Context, PortSpace, QpType};
-use std::net::{IpAddr, Ipv4Addr, SocketAddr, ToSocketAddrs, UdpSocket};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, ToSocketAddrs};
 
 /// Connects this side's QP through the CM; returns the side and both addresses.
 pub(super) fn connect(o: &Options) -> Result<(Side, Dest, Dest), String> {
@@ -25,7 +26,10 @@ pub(super) fn connect(o: &Options) -> Result<(Side, Dest, Dest), String> {
     };
     let local = match (o.local, server) {
         (Some(ip), _) => ip,
-        (None, Some(s)) => route_source(s)?,
+        (None, Some(s)) => match s.ip() {
+            IpAddr::V4(ip) => oob::route_source(ip)?,
+            IpAddr::V6(_) => return Err(format!("{s} is not IPv4")),
+        },
         (None, None) => {
             return Err("--cm: the server needs --local (there is no exchange to learn it from)".into());
         }
@@ -69,16 +73,6 @@ pub(super) fn connect(o: &Options) -> Result<(Side, Dest, Dest), String> {
     };
     let (me, peer) = addresses(&mut side.ctx, id, local)?;
     Ok((side, me, peer))
-}
-
-/// The source address the kernel would use towards `to`.
-fn route_source(to: SocketAddr) -> Result<Ipv4Addr, String> {
-    let s = UdpSocket::bind((Ipv4Addr::UNSPECIFIED, 0)).map_err(err)?;
-    s.connect(to).map_err(|e| format!("no route to {to}: {e}"))?;
-    match s.local_addr().map_err(err)?.ip() {
-        IpAddr::V4(ip) => Ok(ip),
-        IpAddr::V6(_) => Err(format!("no IPv4 route to {to}")),
-    }
 }
 
 fn post_receives(side: &mut Side, o: &Options) -> Result<(), String> {
