@@ -15,6 +15,11 @@ use common::count;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+/// One test at a time: each counts on its processes getting the CPU they need (the RoCE test's
+/// accounting assumes the kernel drops none of the legitimate frames), and two floods at once on
+/// a 2-core machine broke that once another build was running.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 const MIB: u64 = 1 << 20;
 const FLOOD: u64 = 100_000;
 /// Flood rate: above what the server could refuse without its kernel dropping some when the
@@ -122,6 +127,7 @@ fn datapath_accounts(r: &Run, legit_rx: u64) -> (u64, u64) {
 
 #[test]
 fn roce_server_flooded_during_a_verified_write() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let args = ["perf", "write", "--size", "65536", "--mtu", "4096", "--iters", "30000"];
     let quiet = run("18760", &args, &[]);
     let flooded = run("18761", &args, &["roce-garbage"]);
@@ -151,6 +157,7 @@ fn roce_server_flooded_during_a_verified_write() {
 
 #[test]
 fn uet_server_flooded_during_a_verified_send() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let args = ["perf", "send", "--transport", "rud", "--size", "65536", "--iters", "20000"];
     let quiet = run("18762", &args, &[]);
     let flooded = run("18763", &args, &["uet-garbage", "uet-syn", "uet-partial"]);
