@@ -32,6 +32,12 @@ use std::os::fd::BorrowedFd;
 use wire::frame::ETH_IPV4_UDP_LEN as HEADERS;
 
 /// Counters of a [`UetNode`].
+///
+/// Every frame the node takes from its datapath is counted once: [`rx_other`](Self::rx_other),
+/// [`rx_bad`](Self::rx_bad), [`rx_tss_drops`](Self::rx_tss_drops),
+/// [`rx_trimmed`](Self::rx_trimmed), [`rx_trimmed_dropped`](Self::rx_trimmed_dropped) or
+/// [`rx_frames`](Self::rx_frames) ([`rx_taken`](Self::rx_taken) sums them). The PDS and SES
+/// counters then account for each of `rx_frames` (see `pds::Stats`, `ses::Stats`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct NodeStats {
     /// Frames sent.
@@ -47,7 +53,7 @@ pub struct NodeStats {
     pub headers_evicted: u64,
     /// Frames received and handed to the SES.
     pub rx_frames: u64,
-    /// Frames dropped: bad checksum, truncated, malformed UET.
+    /// Frames dropped: bad checksum, truncated, malformed UET (the PDS's `rx_malformed` too).
     pub rx_bad: u64,
     /// Frames that are not UET to this node (ignored).
     pub rx_other: u64,
@@ -61,6 +67,18 @@ pub struct NodeStats {
     /// Trimmed frames that could not be read: sealed by TSS (the PDS header is ciphertext that can
     /// no longer be authenticated), or not UET.
     pub rx_trimmed_dropped: u64,
+}
+
+impl NodeStats {
+    /// Frames taken from the datapath: every one, whatever became of it.
+    pub fn rx_taken(&self) -> u64 {
+        self.rx_other
+            + self.rx_bad
+            + self.rx_tss_drops
+            + self.rx_trimmed
+            + self.rx_trimmed_dropped
+            + self.rx_frames
+    }
 }
 
 /// The DSCP a switch gives the UET frames it trims (nicsim `LinkConfig::trim_dscp`). No source
@@ -632,6 +650,8 @@ mod tests {
         assert!(na.stats().tx_frames > 0, "and sends the answers before taking more");
         while na.progress() {}
         assert_eq!(na.stats().rx_frames, flood as u64, "later calls take the rest");
+        let p = *na.ses().pds().stats();
+        assert_eq!((p.rx_unknown_pdc, p.rx_refused()), (flood as u64, flood as u64), "each refused once");
     }
 
     #[test]

@@ -6,7 +6,9 @@
 //! profile, as an RDM or a DGRAM endpoint, with small limits on what remote parties can make it
 //! keep. Checks: no panic; everything it sends parses as a PDS header (and the SES header its
 //! next_hdr announces); the read-only region never changes; every table a peer can grow stays within
-//! its limit (PDCs in all and per source, partly received messages per source, unexpected messages).
+//! its limit (PDCs in all and per source, partly received messages per source, unexpected messages);
+//! the counters account for every packet once (PDS: malformed, or delivered, taken or refused; SES:
+//! each delivered packet used or refused).
 //!
 //! Input: chunks of `[time step: u8][len: u8][len bytes]`; bits 0 and 3 of the time step pick the
 //! peer (1 to 4), bit 1 says the packet arrived ECN CE-marked, bit 2 that a switch trimmed it. The
@@ -75,6 +77,7 @@ fuzz_target!(|data: &[u8]| {
     let mut now = Duration::ZERO;
     let mut out = vec![0u8; 4096];
     let mut rest = data;
+    let mut fed = 0u64;
     while rest.len() >= 2 {
         let (step, len) = (rest[0], usize::from(rest[1]));
         let pkt = &rest[2..(2 + len).min(rest.len())];
@@ -84,6 +87,7 @@ fuzz_target!(|data: &[u8]| {
         if step & 4 != 0 {
             let _ = ep.pds().handle_trimmed(now, src, pkt);
         } else {
+            fed += 1;
             let _ = ep.handle_packet_ecn(now, src, pkt, step & 2 != 0);
         }
         if ep.poll_timeout().is_some_and(|t| t <= now) {
@@ -106,4 +110,8 @@ fuzz_target!(|data: &[u8]| {
         assert!(ep.unexpected_count() <= cfg.max_unexpected_msgs, "{} unexpected", ep.unexpected_count());
     }
     assert_eq!(ep.regions.get(RO).unwrap().data, ro_bytes, "a read-only region changed");
+    let (p, s) = (*ep.pds().stats(), *ep.stats());
+    assert_eq!(p.rx_malformed + p.rx_packets, fed, "{p:?}");
+    assert_eq!(p.rx_delivered + p.rx_control + p.rx_refused(), p.rx_packets, "{p:?}");
+    assert_eq!(s.rx_used + s.rx_refused(), p.rx_delivered, "{s:?}");
 });

@@ -55,6 +55,11 @@ impl<A: Copy + Eq> Initiator<A> {
         }
     }
 
+    /// Whether `pkt_id` is a request to `peer` still waiting for its response.
+    pub(crate) fn is_pending(&self, peer: A, pkt_id: u32) -> bool {
+        self.pending.get(&pkt_id).is_some_and(|p| p.peer == peer)
+    }
+
     /// The next request to (re)send, marked sent at `now`: `(pkt_id, request, is_retransmission)`.
     pub(crate) fn next_to_send(&mut self, now: Duration, cfg: &Config) -> Option<(u32, &Pending<A>, bool)> {
         let (&id, p) = self.pending.iter_mut().find(|(_, p)| p.deadline.is_none())?;

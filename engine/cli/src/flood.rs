@@ -317,6 +317,41 @@ mod tests {
         }
     }
 
+    /// What a UET endpoint set up as perf's server does with each kind, from 16 sources: every
+    /// datagram is refused, once, at the layer that sees what is wrong with it; none is taken.
+    #[test]
+    fn every_uet_flood_datagram_is_refused_and_counted_once() {
+        for kind in [FloodKind::UetGarbage, FloodKind::UetSyn, FloodKind::UetPartial] {
+            let cfg = ses::Config { initiator: 1, ..ses::Config::default() };
+            let mut ep = ses::Endpoint::<Ipv4Addr>::new(cfg, 1);
+            ep.post_recv(ses::RecvSpec::any(), 65536, 1);
+            let mut gens: Vec<Flood> = (1..=16u8)
+                .map(|i| {
+                    let src = SocketAddrV4::new(Ipv4Addr::new(10, 2, 0, i), 40_000);
+                    Flood::new(kind, src, DST, TARGET, u64::from(i))
+                })
+                .collect();
+            let (mut d, mut out) = (Vec::new(), vec![0u8; 9000]);
+            let mut malformed = 0;
+            let mut now = std::time::Duration::ZERO;
+            for n in 0..6000 {
+                let g = &mut gens[n % 16];
+                g.next_datagram(&mut d);
+                let src = *g.src.ip();
+                now += std::time::Duration::from_micros(25);
+                if ep.handle_packet(now, src, &d).is_err() {
+                    malformed += 1;
+                }
+                ep.handle_timeout(now);
+                while ep.poll_transmit(now, &mut out).is_some() {}
+            }
+            let (p, s) = (*ep.pds().stats(), *ep.stats());
+            assert_eq!((p.rx_control, s.rx_used), (0, 0), "{kind:?}: {p:?} {s:?}");
+            assert_eq!(p.rx_malformed, malformed, "{kind:?}");
+            assert_eq!(malformed + p.rx_refused() + s.rx_refused(), 6000, "{kind:?}: {p:?} {s:?}");
+        }
+    }
+
     #[test]
     fn same_seed_same_datagrams() {
         let run = |seed| {

@@ -8,7 +8,7 @@ use std::time::Duration;
 use wire::uet::pds::{Mode, NackCode, RequestRepr};
 
 use super::Endpoint;
-use super::types::{Establishment, SendError};
+use super::types::{Establishment, Refused, SendError};
 use crate::event::{Event, PdcError};
 use crate::pdc::{Pdc, PdcId, Role};
 use crate::psn::diff;
@@ -128,23 +128,23 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
         }
     }
 
-    /// The PDC a SYN request from `src` belongs to, created if new; `None` if it was NACKed.
-    pub(super) fn syn_target(&mut self, now: Duration, src: A, r: &RequestRepr) -> Option<PdcId> {
+    /// The PDC a SYN request from `src` belongs to, created if new; else why not (NACKed unless
+    /// stale).
+    pub(super) fn syn_target(&mut self, now: Duration, src: A, r: &RequestRepr) -> Result<PdcId, Refused> {
         let start = r.start_psn().unwrap_or(r.psn);
         while self.closed.front().is_some_and(|c| c.0 <= now) {
             self.closed.pop_front();
         }
         if self.closed.iter().any(|&(_, peer, id, s)| peer == src && id == r.spdcid && s == start) {
-            self.stats.rx_stale += 1;
-            return None;
+            return Err(Refused::Stale);
         }
         if let Some(&id) = self.accepted.get(&(src, r.spdcid)) {
             let p = &self.pdcs[&id];
             if p.start_psn != start {
                 self.nack(src, NackCode::InvalidSyn, r.psn, 0, r.spdcid, 0);
-                return None;
+                return Err(Refused::InvalidSyn);
             }
-            return Some(id);
+            return Ok(id);
         }
         let key = (src, r.mode);
         let wanted = match self.secure {
@@ -168,15 +168,13 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
             },
         };
         if let Some(s) = wanted {
-            self.stats.rx_stale_syns += 1;
             self.nack(src, NackCode::NewStartPsn, r.psn, 0, r.spdcid, s);
-            return None;
+            return Err(Refused::StaleSyn);
         }
         let held = self.targets.get(&src).copied().unwrap_or(0);
         let Some(id) = self.alloc_id().filter(|_| held < self.cfg.max_pdcs_per_peer) else {
-            self.stats.rx_syns_refused += 1;
             self.nack(src, NackCode::NoPdcAvail, r.psn, 0, r.spdcid, 0);
-            return None;
+            return Err(Refused::NoPdcAvail);
         };
         let mut p = Pdc::new(id, src, Some(r.spdcid), r.mode, Role::Target, start);
         p.last_rx = now;
@@ -188,8 +186,9 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
             self.pacer.charge(rc, now, rc.speculative);
         }
         self.accepted.insert((src, r.spdcid), id);
+        self.stats.pdcs_accepted += 1;
         self.events.push_back(Event::Accepted { pdc: id, peer: src, mode: r.mode });
-        Some(id)
+        Ok(id)
     }
 
     /// The PDC `dpdcid` if `src` is its peer (and `spdcid` its peer's id, when known).

@@ -9,10 +9,13 @@ use wire::uet::pds::nack::FLAG_NT;
 use wire::uet::pds::{NackCode, PdsRepr, RequestRepr};
 
 use super::Endpoint;
-use super::types::{Delivery, DeliveryKind};
+use super::types::{Delivery, DeliveryKind, Refused};
 use crate::event::{Event, PdcError};
 use crate::pdc::{Outcome, PdcId};
 use crate::rx::Verdict;
+
+/// What became of a parsed packet: its bytes to hand up, taken by the PDS (`None`), or refused.
+type Taken<'a, A> = Result<Option<Delivery<'a, A>>, Refused>;
 
 impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
     /// Processes one received PDS packet (`buf` starts at the PDS header; a CRC trailer is already
@@ -36,30 +39,36 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
         r: &RequestRepr,
         body: &'a [u8],
         ce: bool,
-    ) -> Option<Delivery<'a, A>> {
+    ) -> Taken<'a, A> {
         let id = if r.syn() {
-            self.syn_target(now, src, r)
+            self.syn_target(now, src, r)?
         } else {
-            let id = self.lookup(src, r.dpdcid, r.spdcid);
-            if id.is_none() {
+            let Some(id) = self.lookup(src, r.dpdcid, r.spdcid) else {
                 self.nack(src, NackCode::InvDpdcid, r.psn, r.dpdcid, r.spdcid, 0);
-            }
+                return Err(Refused::UnknownPdc);
+            };
             id
         };
-        let id = id?;
         self.heard(id, now, r.syn());
         let p = self.pdcs.get_mut(&id).expect("looked up");
         if p.mode != r.mode {
             let (psn, spdcid) = (r.psn, r.spdcid);
             self.nack(src, NackCode::PdcModeMismatch, psn, id, spdcid, 0);
-            return None;
+            return Err(Refused::ModeMismatch);
         }
         let out = p.on_request(r, now, &self.cfg);
         p.ce_seen |= ce;
-        let deliver = out.deliver;
+        let dropped = out.dropped;
         self.apply(id, out);
-        let kind = DeliveryKind::Pdc { pdc: id, psn: r.psn, mode: r.mode };
-        deliver.then_some(Delivery { peer: src, kind, next_hdr: r.next_hdr, body })
+        match dropped {
+            None | Some(Verdict::New) => {
+                let kind = DeliveryKind::Pdc { pdc: id, psn: r.psn, mode: r.mode };
+                Ok(Some(Delivery { peer: src, kind, next_hdr: r.next_hdr, body }))
+            }
+            Some(Verdict::Duplicate) => Err(Refused::Duplicate),
+            Some(Verdict::OutOfOrder) => Err(Refused::OutOfOrder),
+            Some(Verdict::OutOfWindow) => Err(Refused::OutOfWindow),
+        }
     }
 
     /// [`handle_packet`](Self::handle_packet) for a packet whose IP header carried ECN CE: the
@@ -74,53 +83,80 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
         // Requests, the packets that carry data, take a path of their own: parsed inline, their
         // repr is not merged with the other types' through memory, where it was read back at
         // once in other widths than it was written in (a store-forwarding stall per packet).
-        if let Ok(r) = RequestRepr::parse(buf) {
-            self.stats.rx_packets += 1;
-            return Ok(self.on_request_packet(now, src, &r, &buf[r.buffer_len()..], ce));
-        }
-        let pds = PdsRepr::parse(buf).inspect_err(|_| self.stats.rx_malformed += 1)?;
+        let taken = match RequestRepr::parse(buf) {
+            Ok(r) => self.on_request_packet(now, src, &r, &buf[r.buffer_len()..], ce),
+            Err(_) => {
+                let pds = PdsRepr::parse(buf).inspect_err(|_| self.stats.rx_malformed += 1)?;
+                self.on_other_packet(now, src, pds, &buf[pds.buffer_len()..], ce)
+            }
+        };
         self.stats.rx_packets += 1;
-        let body = &buf[pds.buffer_len()..];
+        match taken {
+            Ok(Some(d)) => {
+                self.stats.rx_delivered += 1;
+                Ok(Some(d))
+            }
+            Ok(None) => {
+                self.stats.rx_control += 1;
+                Ok(None)
+            }
+            Err(why) => {
+                self.stats.refused(why);
+                Ok(None)
+            }
+        }
+    }
+
+    /// Every packet but a request parsed inline: ACKs, NACKs and CPs go to their PDC, RUDI
+    /// requests and UUD datagrams up, RUDI responses up when they answer a request of this side.
+    fn on_other_packet<'a>(
+        &mut self,
+        now: Duration,
+        src: A,
+        pds: PdsRepr,
+        body: &'a [u8],
+        ce: bool,
+    ) -> Taken<'a, A> {
         match pds {
-            PdsRepr::Request(r) => Ok(self.on_request_packet(now, src, &r, body, ce)),
+            PdsRepr::Request(r) => self.on_request_packet(now, src, &r, body, ce),
             PdsRepr::Ack(a) => {
-                match self.lookup(src, a.dpdcid, a.spdcid) {
-                    Some(id) => {
-                        self.heard(id, now, false);
-                        let out = self.pdcs.get_mut(&id).expect("looked up").on_ack(&a, now, &self.cfg);
-                        self.apply(id, out);
-                    }
-                    None => self.stats.rx_stale += 1,
-                }
+                let id = self.lookup(src, a.dpdcid, a.spdcid).ok_or(Refused::Stale)?;
+                self.heard(id, now, false);
+                let out = self.pdcs.get_mut(&id).expect("looked up").on_ack(&a, now, &self.cfg);
+                self.apply(id, out);
                 Ok(None)
             }
             PdsRepr::Nack(n) => {
                 self.stats.rx_nacks += 1;
                 if n.flags & FLAG_NT != 0 {
-                    // RUDI NACK: the request stays pending; its timer resends it.
-                    return Ok(None);
+                    // RUDI NACK (its PSN field holds the pkt_id): the request stays pending; its
+                    // timer resends it.
+                    return if self.rudi.is_pending(src, n.nack_psn) {
+                        Ok(None)
+                    } else {
+                        Err(Refused::Stale)
+                    };
                 }
-                match self.lookup(src, n.dpdcid, n.spdcid) {
-                    Some(id) => {
-                        self.heard(id, now, false);
-                        match self.pdcs.get_mut(&id).expect("looked up").on_nack(&n, now, &self.cfg) {
-                            Ok(out) => self.apply(id, out),
-                            Err(code) => self.fail(id, PdcError::Nack(code)),
-                        }
+                let id = self.lookup(src, n.dpdcid, n.spdcid).ok_or(Refused::Stale)?;
+                self.heard(id, now, false);
+                match self.pdcs.get_mut(&id).expect("looked up").on_nack(&n, now, &self.cfg) {
+                    Ok(out) if out.nack_ignored => {
+                        self.apply(id, out);
+                        return Err(Refused::NackIgnored);
                     }
-                    None => self.stats.rx_stale += 1,
+                    Ok(out) => self.apply(id, out),
+                    Err(code) => self.fail(id, PdcError::Nack(code)),
                 }
                 Ok(None)
             }
             PdsRepr::Cp(c) => {
-                match self.lookup(src, c.dpdcid, c.spdcid) {
-                    Some(id) => {
-                        self.heard(id, now, false);
-                        let out = self.pdcs.get_mut(&id).expect("looked up").on_cp(&c, now, &self.cfg);
-                        self.apply(id, out);
-                    }
-                    None => self.nack(src, NackCode::InvDpdcid, c.psn, c.dpdcid, c.spdcid, 0),
-                }
+                let Some(id) = self.lookup(src, c.dpdcid, c.spdcid) else {
+                    self.nack(src, NackCode::InvDpdcid, c.psn, c.dpdcid, c.spdcid, 0);
+                    return Err(Refused::UnknownPdc);
+                };
+                self.heard(id, now, false);
+                let out = self.pdcs.get_mut(&id).expect("looked up").on_cp(&c, now, &self.cfg);
+                self.apply(id, out);
                 Ok(None)
             }
             PdsRepr::Rudi(r) if !r.response => Ok(Some(Delivery {
@@ -129,18 +165,15 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
                 next_hdr: r.next_hdr,
                 body,
             })),
-            PdsRepr::Rudi(r) => match self.rudi.complete(src, r.pkt_id) {
-                Some(cookie) => Ok(Some(Delivery {
+            PdsRepr::Rudi(r) => {
+                let cookie = self.rudi.complete(src, r.pkt_id).ok_or(Refused::Stale)?;
+                Ok(Some(Delivery {
                     peer: src,
                     kind: DeliveryKind::RudiResponse { pkt_id: r.pkt_id, cookie },
                     next_hdr: r.next_hdr,
                     body,
-                })),
-                None => {
-                    self.stats.rx_stale += 1;
-                    Ok(None)
-                }
-            },
+                }))
+            }
             PdsRepr::Uud(u) => {
                 Ok(Some(Delivery { peer: src, kind: DeliveryKind::Uud, next_hdr: u.next_hdr, body }))
             }
@@ -152,11 +185,14 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
     /// it at once instead of waiting for its timer; a trimmed SYN opens its PDC as any SYN does (the
     /// PDS header is whole; the packet itself is not taken). Other packets are only counted.
     pub fn handle_trimmed(&mut self, now: Duration, src: A, buf: &[u8]) -> Result<(), wire::Error> {
-        let pds = PdsRepr::parse(buf).inspect_err(|_| self.stats.rx_malformed += 1)?;
+        let pds = PdsRepr::parse(buf)?;
         self.stats.rx_trimmed += 1;
         if let PdsRepr::Request(r) = pds {
-            let pdc =
-                if r.syn() { self.syn_target(now, src, &r) } else { self.lookup(src, r.dpdcid, r.spdcid) };
+            let pdc = if r.syn() {
+                self.syn_target(now, src, &r).ok()
+            } else {
+                self.lookup(src, r.dpdcid, r.spdcid)
+            };
             if let Some(id) = pdc {
                 self.heard(id, now, r.syn());
                 self.nack(src, NackCode::Trimmed, r.psn, id, r.spdcid, 0);
@@ -177,13 +213,6 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
         }
         self.stats.fast_retransmits += out.retransmits as u64;
         self.stats.window_cuts += u64::from(out.window_cut);
-        self.stats.rx_nacks_ignored += u64::from(out.nack_ignored);
-        match out.dropped {
-            Some(Verdict::Duplicate) => self.stats.rx_duplicates += 1,
-            Some(Verdict::OutOfOrder) => self.stats.rx_out_of_order += 1,
-            Some(Verdict::OutOfWindow) => self.stats.rx_out_of_window += 1,
-            _ => {}
-        }
         if out.closed {
             self.remove(pdc);
             self.events.push_back(Event::Closed { pdc, peer });

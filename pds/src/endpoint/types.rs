@@ -100,6 +100,13 @@ impl std::fmt::Display for SendError {
 impl std::error::Error for SendError {}
 
 /// Counters of an endpoint.
+///
+/// Every packet given to `handle_packet` is counted once: [`rx_malformed`](Self::rx_malformed) if
+/// it does not parse, else in [`rx_packets`](Self::rx_packets) and in one of
+/// [`rx_delivered`](Self::rx_delivered) (handed up), [`rx_control`](Self::rx_control) (taken by the
+/// PDS) or the refusals [`rx_refused`](Self::rx_refused) sums. Trimmed packets (`handle_trimmed`)
+/// are counted apart: [`rx_trimmed`](Self::rx_trimmed) when they parse (the caller counts the
+/// others, which get an error).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Stats {
     /// Packets written by `poll_transmit`.
@@ -116,17 +123,31 @@ pub struct Stats {
     pub timeouts: u64,
     /// Packets received (parsed).
     pub rx_packets: u64,
-    /// Packets that did not parse.
+    /// Packets that did not parse (not counting trimmed ones).
     pub rx_malformed: u64,
+    /// Packets handed up: new packets of a PDC, RUDI requests and the responses to this side's,
+    /// UUD datagrams.
+    pub rx_delivered: u64,
+    /// ACKs, NACKs and CPs taken by their PDC, and RUDI NACKs for a request still waiting.
+    pub rx_control: u64,
     /// Sequenced packets received twice (dropped).
     pub rx_duplicates: u64,
     /// ROD packets dropped for arriving out of order.
     pub rx_out_of_order: u64,
     /// Packets beyond the receive window (dropped).
     pub rx_out_of_window: u64,
-    /// ACKs, NACKs and RUDI responses for no PDC or request (dropped).
+    /// ACKs, NACKs (RUDI ones too) and RUDI responses for no PDC or request of their source, and
+    /// SYNs of a PDC closed within
+    /// [`CLOSED_LINGER`] (dropped).
     pub rx_stale: u64,
-    /// NACKs received.
+    /// Requests and CPs naming no PDC of their source (answered with NACK INV_DPDCID).
+    pub rx_unknown_pdc: u64,
+    /// Requests in another delivery mode than their PDC's (answered with NACK PDC_MODE_MISMATCH).
+    pub rx_mode_mismatch: u64,
+    /// SYNs naming a PDC this side has with another Start_PSN (answered with NACK INVALID_SYN).
+    pub rx_invalid_syns: u64,
+    /// NACKs received (of [`rx_control`](Self::rx_control), [`rx_stale`](Self::rx_stale) and
+    /// [`rx_nacks_ignored`](Self::rx_nacks_ignored)).
     pub rx_nacks: u64,
     /// SYNs refused by secure establishment (answered with NACK NEW_START_PSN).
     pub rx_stale_syns: u64,
@@ -134,6 +155,8 @@ pub struct Stats {
     pub rx_syns_refused: u64,
     /// NACKs that would end (or restart) a PDC, ignored: their PSN is outside the PDC's window.
     pub rx_nacks_ignored: u64,
+    /// Target PDCs opened by a SYN.
+    pub pdcs_accepted: u64,
     /// Target PDCs dropped by the reaper (half-open or idle, see `Config::half_open_timeout`).
     pub pdcs_reaped: u64,
     /// Control packets dropped because `Config::max_ctrl` were queued already.
@@ -152,6 +175,65 @@ pub struct Stats {
     /// Tail probes of the adaptive window: the oldest and newest unacknowledged packets of a
     /// stalled PDC sent again after twice its smoothed RTT without progress.
     pub tail_probes: u64,
+}
+
+impl Stats {
+    /// Parsed packets refused, for every reason: stale, unknown PDC, mode mismatch, invalid, stale
+    /// and refused SYNs, duplicates, out of order, out of window, NACKs ignored. With
+    /// [`rx_delivered`](Self::rx_delivered) and [`rx_control`](Self::rx_control), every parsed
+    /// packet.
+    pub fn rx_refused(&self) -> u64 {
+        self.rx_stale
+            + self.rx_unknown_pdc
+            + self.rx_mode_mismatch
+            + self.rx_invalid_syns
+            + self.rx_stale_syns
+            + self.rx_syns_refused
+            + self.rx_duplicates
+            + self.rx_out_of_order
+            + self.rx_out_of_window
+            + self.rx_nacks_ignored
+    }
+
+    pub(super) fn refused(&mut self, why: Refused) {
+        *match why {
+            Refused::Stale => &mut self.rx_stale,
+            Refused::UnknownPdc => &mut self.rx_unknown_pdc,
+            Refused::ModeMismatch => &mut self.rx_mode_mismatch,
+            Refused::InvalidSyn => &mut self.rx_invalid_syns,
+            Refused::StaleSyn => &mut self.rx_stale_syns,
+            Refused::NoPdcAvail => &mut self.rx_syns_refused,
+            Refused::Duplicate => &mut self.rx_duplicates,
+            Refused::OutOfOrder => &mut self.rx_out_of_order,
+            Refused::OutOfWindow => &mut self.rx_out_of_window,
+            Refused::NackIgnored => &mut self.rx_nacks_ignored,
+        } += 1;
+    }
+}
+
+/// Why a parsed packet was refused: each is counted in its own field of [`Stats`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Refused {
+    /// For no PDC or request of its source (`rx_stale`).
+    Stale,
+    /// A request or CP naming no PDC of its source (`rx_unknown_pdc`).
+    UnknownPdc,
+    /// A request in another mode than its PDC's (`rx_mode_mismatch`).
+    ModeMismatch,
+    /// A SYN with another Start_PSN than its PDC's (`rx_invalid_syns`).
+    InvalidSyn,
+    /// A SYN secure establishment refused (`rx_stale_syns`).
+    StaleSyn,
+    /// A SYN beyond the PDC limits (`rx_syns_refused`).
+    NoPdcAvail,
+    /// Received before (`rx_duplicates`).
+    Duplicate,
+    /// ROD, ahead of the expected PSN (`rx_out_of_order`).
+    OutOfOrder,
+    /// Beyond the receive window (`rx_out_of_window`).
+    OutOfWindow,
+    /// A fatal NACK naming a PSN outside its PDC's window (`rx_nacks_ignored`).
+    NackIgnored,
 }
 
 /// How a target accepts the Start_PSN of a new PDC (uet-wire.md §4, secure PDC establishment).

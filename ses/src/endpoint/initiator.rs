@@ -14,7 +14,7 @@ use wire::uet::ses::{
 
 use super::Endpoint;
 use super::state::{OutOp, Req, Src};
-use super::types::{Addr, Completion, CompletionKind, Error, Opts, Status};
+use super::types::{Addr, Completion, CompletionKind, Error, Opts, Refusal, Status, Taken};
 use crate::amo;
 use crate::config::{Config, EpType};
 use crate::mode::{DeliveryMode, OpKind, delivery_mode};
@@ -431,7 +431,7 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
         list: u8,
         data: &[u8],
         at: usize,
-    ) {
+    ) -> Taken {
         let ours = |op: &OutOp<A>| {
             op.peer == src
                 && match (op.pdc, kind) {
@@ -441,11 +441,10 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
                 }
         };
         if !self.ops.get(&msg_id).is_some_and(ours) {
-            self.stats.dropped += 1;
-            return;
+            return Err(Refusal::Dropped);
         }
         if self.deferred(msg_id, rc, list) {
-            return;
+            return Ok(());
         }
         let op = self.ops.get_mut(&msg_id).expect("checked");
         if rc != ReturnCode::Ok {
@@ -458,10 +457,7 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
                     wire::copy_payload(&mut op.data[at..end], data);
                     op.got += data.len();
                 }
-                None => {
-                    self.stats.dropped += 1;
-                    return;
-                }
+                None => return Err(Refusal::Dropped),
             }
             // Over a PDC the read is answered by as many RSP_DATA as it takes; over RUDI each
             // piece by exactly one.
@@ -474,11 +470,12 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
             op.pieces_left = op.pieces_left.saturating_sub(1);
         }
         if op.pieces_left > 0 {
-            return;
+            return Ok(());
         }
         let op = self.ops.remove(&msg_id).expect("present");
         let status = op.error.map_or(Status::Ok, Status::Remote);
         self.end_op(op, status);
+        Ok(())
     }
 
     /// An operation ended with `status`: its internal region goes, and its completion (with the

@@ -32,7 +32,7 @@ use wire::uet::ses::{RendezvousExt, ReturnCode, SesExt, SesOpcode, SomField, Sta
 
 use super::Endpoint;
 use super::state::{Dest, Internal, Later, RdvReq, RdvWait, Reply, Req, Restart, Src};
-use super::types::{Addr, Completion, CompletionKind, Error, Opts, Status};
+use super::types::{Addr, Completion, CompletionKind, Error, Opts, Refusal, Status, Taken};
 use crate::config::{EpType, Profile};
 use crate::key::{Access, INTERNAL, JobScope};
 use crate::matching::{MsgInfo, Posted};
@@ -236,10 +236,11 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
     }
 
     /// DEFERRABLE_RTR at the initiator: restart the send it names.
-    pub(super) fn on_rtr(&mut self, src: A, reply: Reply<A>, r: &StandardRequest) {
+    pub(super) fn on_rtr(&mut self, src: A, reply: Reply<A>, r: &StandardRequest) -> Taken {
         let c = &r.common;
         if !self.job_authorized(c.job_id) {
-            return self.respond(reply, r.message_id(), c.job_id, ReturnCode::BadJobId, 0);
+            self.respond(reply, r.message_id(), c.job_id, ReturnCode::BadJobId, 0);
+            return Err(Refusal::Rejected);
         }
         let init_token = (r.memory_key >> 32) as u32;
         let target_token = r.memory_key as u32;
@@ -247,7 +248,8 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
             op.restart.as_ref().filter(|s| s.token == init_token && s.dst.fep == src).map(|_| id)
         });
         let Some(old_id) = found else {
-            return self.respond(reply, r.message_id(), c.job_id, ReturnCode::NoMatch, 0);
+            self.respond(reply, r.message_id(), c.job_id, ReturnCode::NoMatch, 0);
+            return Err(Refusal::Rejected);
         };
         self.respond(reply, r.message_id(), c.job_id, ReturnCode::Ok, 0);
         let mut op = self.ops.remove(&old_id).expect("found");
@@ -267,6 +269,7 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
                 self.completions.push_back(Completion::local(op.context, op.kind, status, 0, Vec::new()));
             }
         }
+        Ok(())
     }
 
     /// RENDEZVOUS_SEND / RENDEZVOUS_TSEND at the target (one packet: the eager part).
@@ -278,20 +281,19 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
         ext: Option<SesExt>,
         payload: &[u8],
         info: MsgInfo<A>,
-    ) {
+    ) -> Taken {
         let c = &r.common;
         let total = r.request_length as usize;
         let Some(SesExt::Rendezvous(ext)) = ext else {
-            self.stats.dropped += 1;
-            return;
+            return Err(Refusal::Dropped);
         };
         let single = c.has(FLAG_SOM) && c.has(FLAG_EOM);
         if !single || ext.eager_length as usize != payload.len() || payload.len() > total {
-            self.stats.dropped += 1;
-            return;
+            return Err(Refusal::Dropped);
         }
         if let Err(rc) = self.check_target(c, total) {
-            return self.respond(reply, r.message_id(), c.job_id, rc, 0);
+            self.respond(reply, r.message_id(), c.job_id, rc, 0);
+            return Err(Refusal::Rejected);
         }
         let header_data = match r.som_field {
             SomField::HeaderData(h) if c.has(FLAG_HD) => Some(h),
@@ -299,14 +301,17 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
         };
         let req = RdvReq { src, reply, msg_id: r.message_id(), job_id: c.job_id, ext, total };
         if let Some(p) = self.queues.take(&info) {
-            return self.start_rdv_read(p, info, header_data, payload, req);
+            self.start_rdv_read(p, info, header_data, payload, req);
+            return Ok(());
         }
         if !self.unexpected_room(payload.len()) {
-            return self.respond(reply, r.message_id(), c.job_id, ReturnCode::NoMatch, 0);
+            self.respond(reply, r.message_id(), c.job_id, ReturnCode::NoMatch, 0);
+            return Err(Refusal::Rejected);
         }
         self.unexpected_bytes += payload.len();
         self.stats.unexpected += 1;
         self.push_unexpected(info, payload.to_vec(), true, header_data, Later::Rendezvous(req));
+        Ok(())
     }
 
     /// A receive takes a rendezvous: place the eager bytes, read the rest.

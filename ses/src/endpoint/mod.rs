@@ -29,6 +29,7 @@ use crate::config::{Config, ConfigError};
 use crate::key::Regions;
 use crate::matching::{Posted, Queues};
 use state::{InMsg, OutOp, Pending, RdvWait, Reply, Unexpected};
+use types::{Refusal, Taken};
 
 pub use types::{Addr, Completion, CompletionKind, Error, Opts, Stats, Status};
 
@@ -205,18 +206,17 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
             } else {
                 None
             };
-            if let Some(r) = plain {
-                self.on_request(now, src, reply, &r, None, &d.body[StandardRequest::LEN..]);
-                self.drain_pds_events();
-                return Ok(());
-            }
-            match SesRepr::parse(d.body, d.next_hdr) {
-                Ok(Some(ses)) => {
-                    let payload = &d.body[ses.buffer_len()..];
-                    self.on_ses(now, src, reply, d.kind, ses, payload, piece);
-                }
-                _ => self.stats.dropped += 1,
-            }
+            let taken = match plain {
+                Some(r) => self.on_request(now, src, reply, &r, None, &d.body[StandardRequest::LEN..]),
+                None => match SesRepr::parse(d.body, d.next_hdr) {
+                    Ok(Some(ses)) => {
+                        let payload = &d.body[ses.buffer_len()..];
+                        self.on_ses(now, src, reply, d.kind, ses, payload, piece)
+                    }
+                    _ => Err(Refusal::Dropped),
+                },
+            };
+            self.stats.count(taken);
         }
         self.drain_pds_events();
         Ok(())
@@ -232,7 +232,7 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
         ses: SesRepr,
         payload: &[u8],
         piece: usize,
-    ) {
+    ) -> Taken {
         match (ses.header, kind) {
             (SesHeader::Standard(r), k) if carries_requests(k) => {
                 self.on_request(now, src, reply, &r, ses.ext, payload)
@@ -243,14 +243,13 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
             (SesHeader::ResponseData(r), DeliveryKind::Pdc { .. } | DeliveryKind::RudiResponse { .. }) => {
                 let plen = usize::from(r.payload_length());
                 if plen != payload.len() {
-                    self.stats.dropped += 1;
-                    return;
+                    return Err(Refusal::Dropped);
                 }
                 let at = piece + r.message_offset as usize;
                 let id = r.read_req_message_id;
                 self.on_response(src, kind, id, r.head.return_code, r.head.list, payload, at)
             }
-            _ => self.stats.dropped += 1,
+            _ => Err(Refusal::Dropped),
         }
     }
 

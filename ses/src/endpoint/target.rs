@@ -16,7 +16,7 @@ use super::Endpoint;
 use super::large::LIST_OVERFLOW;
 use super::response::data_response;
 use super::state::{Dest, InMsg, Later, Pending, Reply, ServedRead, Unexpected};
-use super::types::{Completion, CompletionKind, Stats, Status};
+use super::types::{Completion, CompletionKind, Refusal, Status, Taken};
 use crate::amo;
 use crate::config::EpType;
 use crate::key::{Regions, Want};
@@ -127,26 +127,24 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
         r: &StandardRequest,
         ext: Option<SesExt>,
         payload: &[u8],
-    ) {
+    ) -> Taken {
         let c = &r.common;
         let total = r.request_length as usize;
         let (offset, header_data) = match r.som_field {
             SomField::HeaderData(h) => (0, (c.has(FLAG_HD)).then_some(h)),
             SomField::Segment { payload_length, message_offset, .. } => {
                 if usize::from(payload_length) != payload.len() {
-                    self.stats.dropped += 1;
-                    return;
+                    return Err(Refusal::Dropped);
                 }
                 (message_offset as usize, None)
             }
         };
         if offset.checked_add(payload.len()).is_none_or(|end| end > total) {
-            self.stats.dropped += 1;
-            return;
+            return Err(Refusal::Dropped);
         }
         if let Err(rc) = self.check_delivery(reply, r, offset, payload.len()) {
-            self.stats.wrong_delivery += 1;
-            return self.respond(reply, r.message_id(), c.job_id, rc, 0);
+            self.respond(reply, r.message_id(), c.job_id, rc, 0);
+            return Err(Refusal::WrongDelivery);
         }
         let info = MsgInfo {
             src: Source { fep: src, initiator: r.initiator },
@@ -174,42 +172,42 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
             if m.total != total {
                 // Every packet of a message carries the same request_length; one that does not is
                 // not part of it.
-                self.stats.dropped += 1;
-                return;
+                return Err(Refusal::Dropped);
             }
             m.last = now;
             m.header_data = m.header_data.or(header_data);
-            place(&mut m.dest, &mut self.unexpected, &mut self.regions, &mut self.stats, offset, payload);
+            let placed = place(&mut m.dest, &mut self.unexpected, &mut self.regions, offset, payload);
             m.received += payload.len();
             if m.received < m.total {
-                return;
+                return placed;
             }
             let m = self.remove_inbound(key).expect("present");
-            return self.finish_msg(reply, r, m);
+            self.finish_msg(reply, r, m);
+            return placed;
         }
         // The first packet of a message to arrive decides where its bytes go. A refused message
         // keeps no state: its first packet (SOM) is answered, its others are dropped.
-        let dest = if self.inbound_full(src, pdc) {
-            self.stats.inbound_refused += 1;
-            Dest::Discard(ReturnCode::Dropped)
+        let (dest, refusal) = if self.inbound_full(src, pdc) {
+            (Dest::Discard(ReturnCode::Dropped), Refusal::InboundFull)
         } else {
-            self.destination(c, r, &info, total, matches!(reply, Reply::Rudi(..)))
+            (self.destination(c, r, &info, total, matches!(reply, Reply::Rudi(..))), Refusal::Rejected)
         };
         if let Dest::Discard(rc) = dest {
             if c.has(FLAG_SOM) {
-                return self.respond(reply, r.message_id(), c.job_id, rc, 0);
+                self.respond(reply, r.message_id(), c.job_id, rc, 0);
             }
-            self.stats.dropped += 1;
-            return;
+            return Err(refusal);
         }
         let mut m =
             InMsg { dest, info, total, received: 0, header_data, job_id: c.job_id, last: now, armed: now };
-        place(&mut m.dest, &mut self.unexpected, &mut self.regions, &mut self.stats, offset, payload);
+        let placed = place(&mut m.dest, &mut self.unexpected, &mut self.regions, offset, payload);
         m.received = payload.len();
         if m.received >= m.total {
-            return self.finish_msg(reply, r, m);
+            self.finish_msg(reply, r, m);
+        } else {
+            self.insert_inbound(key, m, now);
         }
-        self.insert_inbound(key, m, now);
+        placed
     }
 
     /// Whether a request fits how it was delivered: over RUDI only READ and WRITE (without
@@ -462,7 +460,7 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
 
     /// READ: checked, then answered by RSP_DATA packets built from the region as the PDC takes
     /// them (see `response`), or over RUDI by one packet.
-    fn serve_read(&mut self, src: A, reply: Reply<A>, r: &StandardRequest) {
+    fn serve_read(&mut self, src: A, reply: Reply<A>, r: &StandardRequest) -> Taken {
         let c = &r.common;
         let len = r.request_length as usize;
         // A rendezvous read of one of this endpoint's own send buffers is authorized by that
@@ -483,7 +481,8 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
             self.regions.check(r.memory_key, c.job_id, r.buffer_offset, len as u64, Want::Read, rudi)
         });
         if let Err(rc) = check {
-            return self.respond(reply, r.message_id(), c.job_id, rc, 0);
+            self.respond(reply, r.message_id(), c.job_id, rc, 0);
+            return Err(Refusal::Rejected);
         }
         if let Some(region) = self.regions.get_mut(r.memory_key) {
             region.accesses += 1;
@@ -492,7 +491,8 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
         match reply {
             // RUDI responses are not flow-controlled: one packet at most.
             Reply::Rudi(..) if len > self.cfg.max_payload => {
-                self.respond(reply, r.message_id(), c.job_id, ReturnCode::TooLong, 0)
+                self.respond(reply, r.message_id(), c.job_id, ReturnCode::TooLong, 0);
+                return Err(Refusal::Rejected);
             }
             Reply::Rudi(..) => {
                 let bytes = &self.regions.get(r.memory_key).expect("checked").data[base..base + len];
@@ -503,7 +503,8 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
                 let serving = self.served_reads.entry(src).or_default();
                 if *serving >= self.cfg.max_served_reads {
                     self.stats.reads_refused += 1;
-                    return self.respond(reply, r.message_id(), c.job_id, ReturnCode::Dropped, 0);
+                    self.respond(reply, r.message_id(), c.job_id, ReturnCode::Dropped, 0);
+                    return Err(Refusal::Rejected);
                 }
                 *serving += 1;
                 let read = ServedRead {
@@ -519,11 +520,18 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
             }
             Reply::None => {}
         }
+        Ok(())
     }
 
     /// ATOMIC and FETCHING_ATOMIC: one packet, applied when it arrives (the PDS delivers each
     /// packet once), answered with RSP (non-fetching) or RSP_DATA holding the old value.
-    fn serve_atomic(&mut self, reply: Reply<A>, r: &StandardRequest, ext: Option<SesExt>, payload: &[u8]) {
+    fn serve_atomic(
+        &mut self,
+        reply: Reply<A>,
+        r: &StandardRequest,
+        ext: Option<SesExt>,
+        payload: &[u8],
+    ) -> Taken {
         let c = &r.common;
         match self.atomic_at_target(r, ext, payload) {
             Ok(old) if c.opcode == SesOpcode::FetchingAtomic => {
@@ -531,8 +539,12 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
                 self.reply(reply, NextHeader::RspData, rsp);
             }
             Ok(_) => self.respond(reply, r.message_id(), c.job_id, ReturnCode::Ok, r.request_length),
-            Err(rc) => self.respond(reply, r.message_id(), c.job_id, rc, 0),
+            Err(rc) => {
+                self.respond(reply, r.message_id(), c.job_id, rc, 0);
+                return Err(Refusal::Rejected);
+            }
         }
+        Ok(())
     }
 
     fn atomic_at_target(
@@ -591,15 +603,15 @@ fn is_tagged(op: SesOpcode) -> bool {
     matches!(op, SesOpcode::TaggedSend | SesOpcode::RendezvousTsend | SesOpcode::DeferrableTsend)
 }
 
-/// Places a packet's `payload` at `offset` of a message going to `dest`.
+/// Places a packet's `payload` at `offset` of a message going to `dest`; refused when its place is
+/// gone (an unexpected message discarded, a region deregistered or shrunk since the first packet).
 fn place<A>(
     dest: &mut Dest<A>,
     unexpected: &mut BTreeMap<u64, Unexpected<A>>,
     regions: &mut Regions,
-    stats: &mut Stats,
     offset: usize,
     payload: &[u8],
-) {
+) -> Taken {
     match dest {
         Dest::Recv(p) => {
             let end = (offset + payload.len()).min(p.buf.len());
@@ -612,7 +624,7 @@ fn place<A>(
             let slot = unexpected.get_mut(&id);
             match slot.and_then(|u| u.data.get_mut(offset..offset + payload.len())) {
                 Some(dst) => wire::copy_payload(dst, payload),
-                None => stats.dropped += 1,
+                None => return Err(Refusal::Dropped),
             }
         }
         Dest::Rma { key, base } => {
@@ -621,11 +633,16 @@ fn place<A>(
             let at = *base as usize + offset;
             match regions.get_mut(*key).and_then(|r| r.data.get_mut(at..at + payload.len())) {
                 Some(dst) => wire::copy_payload(dst, payload),
-                None => *dest = Dest::Discard(ReturnCode::BadMkey),
+                None => {
+                    *dest = Dest::Discard(ReturnCode::BadMkey);
+                    return Err(Refusal::Rejected);
+                }
             }
         }
-        Dest::Discard(_) | Dest::Deferred => {}
+        Dest::Discard(_) => return Err(Refusal::Rejected),
+        Dest::Deferred => {}
     }
+    Ok(())
 }
 
 /// One fewer in a count by key; the key goes at zero.

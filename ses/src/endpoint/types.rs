@@ -134,16 +134,31 @@ impl std::fmt::Display for Error {
 impl std::error::Error for Error {}
 
 /// Counters.
+///
+/// Every packet the PDS delivers is counted once, as used ([`rx_used`](Self::rx_used)) or in one of
+/// the refusals [`rx_refused`](Self::rx_refused) sums: [`dropped`](Self::dropped),
+/// [`wrong_delivery`](Self::wrong_delivery), [`inbound_refused`](Self::inbound_refused),
+/// [`rx_rejected`](Self::rx_rejected).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Stats {
-    /// Requests answered with a return code other than OK.
+    /// Packets taken: placed in a message, served, applied, or matched to an operation of this
+    /// side (an error response from the peer is taken too: it ends its operation).
+    pub rx_used: u64,
+    /// Requests refused with an error return code for what they ask (JobID, PIDonFEP, resource
+    /// index, length, memory key or range, opcode, NO_MATCH with the unexpected list full,
+    /// DROPPED with `max_served_reads` reached, ...): the first packet of a message is answered,
+    /// the others of a message so refused only counted.
+    pub rx_rejected: u64,
+    /// Responses sent with a return code other than OK (to refused requests, and to partly
+    /// received messages given up).
     pub errors_sent: u64,
     /// Messages kept as unexpected.
     pub unexpected: u64,
     /// Messages answered NO_MATCH because the unexpected list was full (`max_unexpected_msgs`
-    /// entries or `unexpected_bytes` bytes).
+    /// entries or `unexpected_bytes` bytes); of [`rx_rejected`](Self::rx_rejected).
     pub unexpected_refused: u64,
-    /// READs answered DROPPED because `max_served_reads` were being served to their source.
+    /// READs answered DROPPED because `max_served_reads` were being served to their source; of
+    /// [`rx_rejected`](Self::rx_rejected).
     pub reads_refused: u64,
     /// Packets the SES could not use (bad header, inconsistent lengths, stray responses).
     pub dropped: u64,
@@ -158,9 +173,44 @@ pub struct Stats {
     /// Requests whose opcode does not fit how they were delivered (RUDI: READ or WRITE of one
     /// packet; UUD: one-packet DATAGRAM_SEND), refused (UNSUPPORTED_OP) or dropped (UUD).
     pub wrong_delivery: u64,
-    /// First packets of messages refused (DROPPED) because their PDC or source already had
-    /// `max_inbound_per_pdc` / `max_inbound_per_source` partly received messages.
+    /// Packets of new messages refused (DROPPED, answered on the first packet) because their PDC
+    /// or source already had `max_inbound_per_pdc` / `max_inbound_per_source` partly received
+    /// messages.
     pub inbound_refused: u64,
     /// Partly received messages dropped after `reassembly_timeout` without a packet.
     pub reassembly_timeouts: u64,
 }
+
+impl Stats {
+    /// Packets delivered by the PDS and refused: `dropped + wrong_delivery + inbound_refused +
+    /// rx_rejected`. With [`rx_used`](Self::rx_used), every delivered packet.
+    pub fn rx_refused(&self) -> u64 {
+        self.dropped + self.wrong_delivery + self.inbound_refused + self.rx_rejected
+    }
+
+    pub(super) fn count(&mut self, taken: Taken) {
+        match taken {
+            Ok(()) => self.rx_used += 1,
+            Err(Refusal::Dropped) => self.dropped += 1,
+            Err(Refusal::WrongDelivery) => self.wrong_delivery += 1,
+            Err(Refusal::InboundFull) => self.inbound_refused += 1,
+            Err(Refusal::Rejected) => self.rx_rejected += 1,
+        }
+    }
+}
+
+/// Why the SES refused a delivered packet: each is counted in its own field of [`Stats`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Refusal {
+    /// Unusable: a bad header, inconsistent lengths, a stray response.
+    Dropped,
+    /// An opcode the delivery (RUDI, UUD) does not carry.
+    WrongDelivery,
+    /// A new message beyond the partly received ones allowed.
+    InboundFull,
+    /// Refused for what it asks, with an error return code.
+    Rejected,
+}
+
+/// What became of a delivered packet.
+pub(super) type Taken = Result<(), Refusal>;

@@ -23,28 +23,49 @@ pub fn counters_line<D: Datapath>(name: &str, n: &mut UetNode<D>) -> String {
     });
     let dp: Vec<String> = n.datapath().counters().iter().map(|(k, v)| format!("{k} {v}")).collect();
     let dp = if dp.is_empty() { String::new() } else { format!("; datapath: {}", dp.join(", ")) };
-    // What a hostile or broken peer caused, and what was refused or reaped for it.
+    // Where every received frame went (each counted once), and what a hostile or broken peer
+    // caused: what was refused, reaped or given up for it.
     let refused = format!(
-        "; refused: PDS malformed {} stale {} out-of-window {} SYNs (per-source cap) {} fatal NACKs ignored {} PDCs reaped {} control dropped {}; \
-         SES wrong delivery {} partial messages refused {} reassembly timeouts {} unexpected refused {} reads refused {} error responses {}; \
-         headers evicted {}",
+        "; rx accounting: frames taken {} = not UET to us {} + bad {} (of which PDS malformed {}) + TSS drops {} + trimmed {} + PDS delivered {} + PDS control {} + PDS refused {} \
+         (stale {} unknown PDC {} mode mismatch {} invalid SYNs {} stale SYNs {} SYNs (PDC limits) {} duplicates {} out-of-order {} out-of-window {} fatal NACKs ignored {}); \
+         of the delivered: SES used {} + SES refused {} (dropped {} wrong delivery {} partial messages refused {} rejected {}, of which unexpected refused {} reads refused {}); \
+         PDCs accepted {} reaped {} control dropped {} reassembly timeouts {} error responses {} headers evicted {}",
+        f.rx_taken(),
+        f.rx_other,
+        f.rx_bad,
         p.rx_malformed,
+        f.rx_tss_drops,
+        f.rx_trimmed + f.rx_trimmed_dropped,
+        p.rx_delivered,
+        p.rx_control,
+        p.rx_refused(),
         p.rx_stale,
-        p.rx_out_of_window,
+        p.rx_unknown_pdc,
+        p.rx_mode_mismatch,
+        p.rx_invalid_syns,
+        p.rx_stale_syns,
         p.rx_syns_refused,
+        p.rx_duplicates,
+        p.rx_out_of_order,
+        p.rx_out_of_window,
         p.rx_nacks_ignored,
-        p.pdcs_reaped,
-        p.ctrl_dropped,
+        s.rx_used,
+        s.rx_refused(),
+        s.dropped,
         s.wrong_delivery,
         s.inbound_refused,
-        s.reassembly_timeouts,
+        s.rx_rejected,
         s.unexpected_refused,
         s.reads_refused,
+        p.pdcs_accepted,
+        p.pdcs_reaped,
+        p.ctrl_dropped,
+        s.reassembly_timeouts,
         s.errors_sent,
         f.headers_evicted
     );
     format!(
-        " {name}: frames tx {} rx {} (bad {}); PDS packets tx {} retransmits {} (SACK/NACK {}, timer {}) ACKs {} NACKs {}; rx duplicates {} out-of-order drops {}; SES rendezvous sent {} read {}, deferred {} restarted {}; tx stalls {} failed {}{refused}{tss}{dp}",
+        " {name}: frames tx {} rx {} (bad {}); PDS packets tx {} retransmits {} (SACK/NACK {}, timer {}) ACKs {} NACKs {}; SES rendezvous sent {} read {}, deferred {} restarted {}; tx stalls {} failed {}{refused}{tss}{dp}",
         f.tx_frames,
         f.rx_frames,
         f.rx_bad,
@@ -54,8 +75,6 @@ pub fn counters_line<D: Datapath>(name: &str, n: &mut UetNode<D>) -> String {
         p.timeouts,
         p.tx_acks,
         p.tx_nacks,
-        p.rx_duplicates,
-        p.rx_out_of_order,
         s.rendezvous_sent,
         s.rendezvous_reads,
         s.deferred,
