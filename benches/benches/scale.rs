@@ -1,17 +1,22 @@
-//! Issue 29, acceptance 1 (RoCE): an idle device with 10,000 connected RC QPs, against one with
-//! a single QP: what a `progress()` call with no work costs on each (ratio target <= 2x), and the
-//! resident memory the 10,000 QPs (both ends, on the simulated network) take (target <= 100 MiB).
-//! Rounds alternate the two devices; medians. Results go to stdout and `target/bench/scale.json`.
+//! Issue 29, acceptance 1: an idle device with 10,000 connected RC QPs, against one with a single
+//! QP: what a `progress()` call with no work costs on each (ratio target <= 2x), and the resident
+//! memory the 10,000 QPs (both ends, on the simulated network) take (target <= 100 MiB); the same
+//! for a UET node holding 10,000 established PDCs against one holding one. Rounds alternate the
+//! two devices; medians. Results go to stdout and `target/bench/scale.json`.
 //!
 //! `cargo bench -p benches --bench scale` (`SOFTRDMA_BENCH_ROUNDS`, default 7; `SCALE_QPS`,
-//! default 10,000).
+//! default 10,000, also the number of PDCs).
 
-use engine::datapath::sim::SimNet;
+use engine::datapath::Datapath;
+use engine::datapath::sim::{SimNet, SimPort};
 use engine::simpair::{PairConfig, connect};
+use engine::uet::{UetNode, write_headers};
 use engine::verbs::{Context, QpInitAttr};
 use serde_json::json;
 use softrdma::perf::LinkConfig;
-use std::time::Instant;
+use std::net::{IpAddr, Ipv4Addr};
+use std::time::{Duration, Instant};
+use wire::uet::pds::{Mode, NextHeader, RequestRepr, request::FLAG_SYN};
 
 /// Progress calls timed per round and device.
 const CALLS: u32 = 20_000;
@@ -50,6 +55,82 @@ fn idle_call_ns(ctx: &mut Context) -> f64 {
     for _ in 0..CALLS {
         let n = ctx.progress().expect("progress");
         assert_eq!(n, 0, "an idle device found work");
+    }
+    t.elapsed().as_nanos() as f64 / f64::from(CALLS)
+}
+
+/// A UET node on the simulated network holding `pdcs` target PDCs, each opened by a SYN from one
+/// peer address and confirmed by a second packet (so none is half-open), all idle (the packets
+/// carry no SES header: nothing is answered but the ACKs).
+struct IdleUet {
+    _net: SimNet,
+    node: UetNode<SimPort>,
+}
+
+fn idle_uet(pdcs: usize) -> IdleUet {
+    let (net, pa, mut peer) = SimNet::pair(2, LinkConfig::default(), LinkConfig::default());
+    let hour = Duration::from_secs(3600);
+    let pds = pds::Config {
+        max_pdcs: pdcs + 16,
+        max_pdcs_per_peer: pdcs + 16,
+        half_open_timeout: hour,
+        idle_timeout: hour,
+        ..pds::Config::default()
+    };
+    let cfg = ses::Config { pds, ..ses::Config::default() };
+    let mut node = UetNode::new(pa, ses::Endpoint::new(cfg, 1), true).expect("node");
+    let (IpAddr::V4(src), dst) = (peer.gid(), node.ip()) else { panic!("IPv4 sim ports") };
+    let dst_mac = peer.resolve(IpAddr::V4(dst)).expect("resolved");
+    for id in 1..=pdcs as u16 {
+        // The node numbers its PDCs from 1 in the order they open.
+        for (flags, psn, dpdcid) in [(FLAG_SYN, 1000, RequestRepr::syn_word(false, 0)), (0, 1001, id)] {
+            let r = RequestRepr {
+                mode: Mode::Rud,
+                next_hdr: NextHeader::ReqStd,
+                flags,
+                clear_psn_offset: 0,
+                psn,
+                spdcid: id,
+                dpdcid,
+                cc: None,
+            };
+            send_raw(&mut peer, &r, src, dst, dst_mac);
+        }
+        if id % 64 == 0 {
+            settle(&net, &mut node, &mut peer);
+        }
+    }
+    for _ in 0..3 {
+        settle(&net, &mut node, &mut peer);
+    }
+    assert_eq!(node.ses().pds().pdc_count(), pdcs, "every PDC open");
+    IdleUet { _net: net, node }
+}
+
+/// Lets a millisecond pass and everything in flight arrive; the peer drops what it gets.
+fn settle(net: &SimNet, node: &mut UetNode<SimPort>, peer: &mut SimPort) {
+    net.advance_to(net.now() + Duration::from_millis(1));
+    while node.progress() {}
+    while let Some(f) = peer.receive() {
+        peer.recycle(f);
+    }
+}
+
+/// Sends one PDS request with no body from `peer` to `dst`.
+fn send_raw(peer: &mut SimPort, r: &RequestRepr, src: Ipv4Addr, dst: Ipv4Addr, dst_mac: [u8; 6]) {
+    const HEADERS: usize = 14 + 20 + 8;
+    let mut f = peer.alloc();
+    let n = r.emit(&mut f.buffer_mut()[HEADERS..]).expect("fits");
+    write_headers(f.buffer_mut(), peer.mac(), dst_mac, src, dst, n).expect("headers");
+    f.set_len(HEADERS + n);
+    peer.transmit(f).expect("sent");
+}
+
+/// Nanoseconds per `progress()` call on a UET node with nothing to do.
+fn idle_uet_call_ns(u: &mut IdleUet) -> f64 {
+    let t = Instant::now();
+    for _ in 0..CALLS {
+        assert!(!u.node.progress(), "an idle node found work");
     }
     t.elapsed().as_nanos() as f64 / f64::from(CALLS)
 }
@@ -102,6 +183,30 @@ fn main() {
         bytes as f64 / many as f64 / 2.0,
         if mib <= 100.0 { "met" } else { "NOT met" }
     );
+    let (mut one_uet, mut lots_uet) = (idle_uet(1), idle_uet(many));
+    let (mut u1, mut un, mut uratios) = (Vec::new(), Vec::new(), Vec::new());
+    for round in 0..rounds {
+        let (a, b) = if round % 2 == 0 {
+            let a = idle_uet_call_ns(&mut one_uet);
+            (a, idle_uet_call_ns(&mut lots_uet))
+        } else {
+            let b = idle_uet_call_ns(&mut lots_uet);
+            (idle_uet_call_ns(&mut one_uet), b)
+        };
+        println!(
+            "  round {round}: idle UET node progress() with 1 PDC {a:.0} ns, with {many} PDCs {b:.0} ns ({:.2}x)",
+            b / a
+        );
+        u1.push(a);
+        un.push(b);
+        uratios.push(b / a);
+    }
+    let (um1, umn, ur) = (median(&mut u1), median(&mut un), median(&mut uratios));
+    println!(
+        "scale: idle UET node progress() {umn:.0} ns with {many} established PDCs vs {um1:.0} ns with 1 (median of \
+         the rounds' ratios {ur:.2}x: target <= 2 {})",
+        if ur <= 2.0 { "met" } else { "NOT met" }
+    );
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let dir = root.join("target/bench");
     let _ = std::fs::create_dir_all(&dir);
@@ -109,6 +214,7 @@ fn main() {
         "qps": many, "rounds": rounds, "calls_per_round": CALLS,
         "idle_progress_ns": {"one_qp": m1, "many_qps": mn, "median_ratio": r},
         "resident_mib_for_the_qps": mib,
+        "uet_idle_progress_ns": {"pdcs": many, "one_pdc": um1, "many_pdcs": umn, "median_ratio": ur},
     });
     let _ = std::fs::write(dir.join("scale.json"), serde_json::to_string_pretty(&doc).unwrap());
 }

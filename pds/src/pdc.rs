@@ -462,16 +462,17 @@ impl<A: Copy> Pdc<A> {
     }
 
     /// Writes the next packet this PDC wants to send into `buf`: a NACK, an ACK, a CLOSE_REQ,
-    /// then a (re)transmission. Returns its length and kind.
+    /// then a (re)transmission. Returns its length and kind, `None` when it has nothing to send
+    /// now, or [`NoRoom`] when `buf` is too small for the packet (which stays due).
     pub(crate) fn poll_transmit(
         &mut self,
         now: Duration,
         cfg: &Config,
         buf: &mut [u8],
         tail: Option<&mut Bytes>,
-    ) -> Option<(usize, TxKind)> {
+    ) -> Result<Option<(usize, TxKind)>, NoRoom> {
         let peer_id = self.peer_id.unwrap_or(0);
-        if let Some(n) = self.rx.nack.take() {
+        if let Some(n) = self.rx.nack {
             let repr = NackRepr {
                 next_hdr: NextHeader::None,
                 flags: 0,
@@ -483,10 +484,12 @@ impl<A: Copy> Pdc<A> {
                 payload: n.payload,
                 ccx: None,
             };
-            return emit(&PdsRepr::Nack(repr), buf).map(|l| (l, TxKind::Nack));
+            let len = emit(&PdsRepr::Nack(repr), buf).ok_or(NoRoom)?;
+            self.rx.nack = None;
+            return Ok(Some((len, TxKind::Nack)));
         }
         if self.rx.ack_ready(now) || self.probe_reply.is_some() {
-            let len = emit(&PdsRepr::Ack(self.ack()), buf)?;
+            let len = emit(&PdsRepr::Ack(self.ack()), buf).ok_or(NoRoom)?;
             self.rx.acked();
             self.ce_seen = false;
             self.probe_reply = None;
@@ -494,19 +497,21 @@ impl<A: Copy> Pdc<A> {
             if self.close_complete() {
                 self.close_done = true;
             }
-            return Some((len, TxKind::Ack));
+            return Ok(Some((len, TxKind::Ack)));
         }
         if self.role == Role::Target
             && self.close_req_due.is_some_and(|t| t <= now)
             && self.close_psn.is_none()
         {
+            let len = emit(&PdsRepr::Cp(self.cp(CtlType::CloseReq, 0)), buf).ok_or(NoRoom)?;
             self.close_req_due = Some(now + cfg.rto);
-            return emit(&PdsRepr::Cp(self.cp(CtlType::CloseReq, 0)), buf).map(|l| (l, TxKind::Control));
+            return Ok(Some((len, TxKind::Control)));
         }
         if self.credit_rx.announce {
-            self.credit_rx.announce = false;
             let field = self.credit_rx.field();
-            return emit(&PdsRepr::Cp(self.cp(CtlType::Credit, field)), buf).map(|l| (l, TxKind::Credit));
+            let len = emit(&PdsRepr::Cp(self.cp(CtlType::Credit, field)), buf).ok_or(NoRoom)?;
+            self.credit_rx.announce = false;
+            return Ok(Some((len, TxKind::Credit)));
         }
         if self.closing && self.role == Role::Initiator && !self.close_queued && self.tx.is_empty() {
             self.tx.push(Payload::Close);
@@ -544,7 +549,7 @@ impl<A: Copy> Pdc<A> {
         self.credit_tx.unblock();
         let Some(idx) = self.tx.next_to_send_within(window as usize, retx_window) else {
             self.arm_probe(now, cfg);
-            return None;
+            return Ok(None);
         };
         let retx = self.tx.is_retransmission(idx);
         let last = idx + 1 == self.tx.len() || ask_at == Some(idx);
@@ -562,10 +567,10 @@ impl<A: Copy> Pdc<A> {
             }
             if !(self.credit_tx.covers(rc, cost) || syn && psn == self.start_psn) {
                 if syn || !self.credit_tx.should_ask(rc, now, cfg.rto) {
-                    return None;
+                    return Ok(None);
                 }
                 let req = self.cp(CtlType::CreditReq, self.credit_tx.target_field(rc));
-                return emit(&PdsRepr::Cp(req), buf).map(|l| (l, TxKind::CreditReq));
+                return emit(&PdsRepr::Cp(req), buf).map(|l| Some((l, TxKind::CreditReq))).ok_or(NoRoom);
             }
             credit = Some((cost, self.credit_tx.target_field(rc)));
         }
@@ -595,7 +600,7 @@ impl<A: Copy> Pdc<A> {
                     dpdcid,
                     cc: credit.map(|(_, credit_target)| CcRequest { ccc_id: 0, credit_target }),
                 };
-                emit_body(&PdsRepr::Request(r), body, buf, tail)?
+                emit_body(&PdsRepr::Request(r), body, buf, tail).ok_or(NoRoom)?
             }
             Payload::Close => {
                 let isrod = if self.mode == Mode::Rod { wire::uet::pds::cp::FLAG_ISROD } else { 0 };
@@ -608,14 +613,14 @@ impl<A: Copy> Pdc<A> {
                     dpdcid: peer_id,
                     payload: 0,
                 };
-                emit(&PdsRepr::Cp(c), buf)?
+                emit(&PdsRepr::Cp(c), buf).ok_or(NoRoom)?
             }
         };
         if let (Some(rc), Some((cost, _))) = (&cfg.rccc, credit) {
             self.credit_tx.charge(rc, cost, now, cfg.rto);
         }
         self.tx.mark_sent(idx, now, cfg);
-        Some((len, if retx { TxKind::Retransmit } else { TxKind::Data }))
+        Ok(Some((len, if retx { TxKind::Retransmit } else { TxKind::Data })))
     }
 
     /// An unsequenced control packet of this PDC.
@@ -703,6 +708,10 @@ fn sink(out: &mut Outcome) -> impl FnMut(Delivered) + '_ {
 
 /// Writes `pds`, a packet with nothing after its PDS header (ACK, NACK, CP), into `buf`; `None`
 /// if it does not fit.
+/// A packet is due but the buffer given to the transmit poll cannot hold it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct NoRoom;
+
 pub(crate) fn emit(pds: &PdsRepr, buf: &mut [u8]) -> Option<usize> {
     pds.emit(buf).ok()
 }

@@ -74,11 +74,13 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
             return Ok(());
         }
         p.close(now);
+        self.sched.touch(pdc, p, &self.cfg);
         Ok(())
     }
 
     pub(super) fn remove(&mut self, pdc: PdcId) -> Option<Pdc<A>> {
         let p = self.pdcs.remove(&pdc)?;
+        self.sched.forget(pdc);
         match p.role {
             Role::Initiator => {
                 self.initiated.remove(&(p.peer, p.mode));
@@ -206,24 +208,30 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
         }
     }
 
-    /// The reaper (see [`Config::half_open_timeout`](crate::Config::half_open_timeout)): drops the
-    /// target PDCs due, and asks the idle ones to close.
-    pub(super) fn reap(&mut self, now: Duration) {
-        let due: Vec<PdcId> = (self.pdcs.iter())
-            .filter(|(_, p)| p.reap_at(&self.cfg).is_some_and(|t| t <= now))
-            .map(|(&id, _)| id)
-            .collect();
-        for id in due {
-            let p = self.pdcs.get_mut(&id).expect("listed");
-            if !p.half_open && !p.closing {
-                p.close(now);
-                continue;
-            }
-            if let Some(p) = self.remove(id) {
-                tracing::debug!(pdc = id, peer = ?p.peer, half_open = p.half_open, "PDC reaped");
-                self.stats.pdcs_reaped += 1;
-                self.events.push_back(Event::Closed { pdc: id, peer: p.peer });
-            }
+    /// The reaper (see [`Config::half_open_timeout`](crate::Config::half_open_timeout)) for PDC
+    /// `id`, whose deadline came at `now`: a target PDC due is dropped (half-open) or asked to
+    /// close (idle). Returns whether it is gone.
+    pub(super) fn reap(&mut self, id: PdcId, now: Duration) -> bool {
+        let Some(p) = self.pdcs.get_mut(&id) else { return true };
+        if p.reap_at(&self.cfg).is_none_or(|t| t > now) {
+            return false;
+        }
+        if !p.half_open && !p.closing {
+            p.close(now);
+            return false;
+        }
+        if let Some(p) = self.remove(id) {
+            tracing::debug!(pdc = id, peer = ?p.peer, half_open = p.half_open, "PDC reaped");
+            self.stats.pdcs_reaped += 1;
+            self.events.push_back(Event::Closed { pdc: id, peer: p.peer });
+        }
+        true
+    }
+
+    /// PDC `id` changed (if it is still there): the polls look at it again.
+    pub(super) fn touched(&mut self, id: PdcId) {
+        if let Some(p) = self.pdcs.get(&id) {
+            self.sched.touch(id, p, &self.cfg);
         }
     }
 }

@@ -16,12 +16,16 @@
 //!
 //! This file holds the [`Endpoint`] itself, its construction and its accessors; its public types
 //! are in `types`, and its methods by role in `establish` (the PDC table), `transmit` (sending, the
-//! transmit poll, deadlines and timers) and `receive` (received packets).
+//! transmit poll, deadlines and timers) and `receive` (received packets); `sched` keeps which PDCs
+//! the polls look at, so that idle PDCs cost them nothing.
 
 #[cfg(test)]
 mod dos_tests;
 mod establish;
 mod receive;
+mod sched;
+#[cfg(test)]
+mod sched_tests;
 #[cfg(test)]
 mod tests;
 mod transmit;
@@ -42,6 +46,7 @@ use crate::credit::Pacer;
 use crate::event::Event;
 use crate::pdc::{Pdc, PdcId};
 use crate::rudi::Initiator;
+use sched::Sched;
 
 pub use types::{CLOSED_LINGER, Delivery, DeliveryKind, Establishment, PdcInfo, SendError, Stats, Transmit};
 
@@ -60,6 +65,10 @@ pub struct Endpoint<A> {
     rng: u64,
     last_start: u32,
     pdcs: BTreeMap<PdcId, Pdc<A>>,
+    /// The PDCs a poll looks at: active ones, deadlines, credit demand.
+    sched: Sched,
+    /// The PDCs `handle_timeout` found due (kept for its capacity).
+    due: Vec<PdcId>,
     initiated: HashMap<(A, Mode), PdcId>,
     accepted: HashMap<(A, u16), PdcId>,
     /// Target PDCs per peer (`Config::max_pdcs_per_peer`).
@@ -97,6 +106,8 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
             rng: seed ^ 0x9E37_79B9_7F4A_7C15,
             last_start: 0,
             pdcs: BTreeMap::new(),
+            sched: Sched::default(),
+            due: Vec::new(),
             initiated: HashMap::new(),
             accepted: HashMap::new(),
             targets: HashMap::new(),

@@ -54,12 +54,15 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
         if p.mode != r.mode {
             let (psn, spdcid) = (r.psn, r.spdcid);
             self.nack(src, NackCode::PdcModeMismatch, psn, id, spdcid, 0);
+            // A SYN may have just opened it: the reaper's deadline is armed.
+            self.touched(id);
             return Err(Refused::ModeMismatch);
         }
         let out = p.on_request(r, now, &self.cfg);
         p.ce_seen |= ce;
         let dropped = out.dropped;
         self.apply(id, out);
+        self.touched(id);
         match dropped {
             None | Some(Verdict::New) => {
                 let kind = DeliveryKind::Pdc { pdc: id, psn: r.psn, mode: r.mode };
@@ -124,6 +127,7 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
                 self.heard(id, now, false);
                 let out = self.pdcs.get_mut(&id).expect("looked up").on_ack(&a, now, &self.cfg);
                 self.apply(id, out);
+                self.touched(id);
                 Ok(None)
             }
             PdsRepr::Nack(n) => {
@@ -139,15 +143,19 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
                 }
                 let id = self.lookup(src, n.dpdcid, n.spdcid).ok_or(Refused::Stale)?;
                 self.heard(id, now, false);
-                match self.pdcs.get_mut(&id).expect("looked up").on_nack(&n, now, &self.cfg) {
-                    Ok(out) if out.nack_ignored => {
+                let ignored = match self.pdcs.get_mut(&id).expect("looked up").on_nack(&n, now, &self.cfg) {
+                    Ok(out) => {
+                        let ignored = out.nack_ignored;
                         self.apply(id, out);
-                        return Err(Refused::NackIgnored);
+                        ignored
                     }
-                    Ok(out) => self.apply(id, out),
-                    Err(code) => self.fail(id, PdcError::Nack(code)),
-                }
-                Ok(None)
+                    Err(code) => {
+                        self.fail(id, PdcError::Nack(code));
+                        false
+                    }
+                };
+                self.touched(id);
+                if ignored { Err(Refused::NackIgnored) } else { Ok(None) }
             }
             PdsRepr::Cp(c) => {
                 let Some(id) = self.lookup(src, c.dpdcid, c.spdcid) else {
@@ -157,6 +165,7 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
                 self.heard(id, now, false);
                 let out = self.pdcs.get_mut(&id).expect("looked up").on_cp(&c, now, &self.cfg);
                 self.apply(id, out);
+                self.touched(id);
                 Ok(None)
             }
             PdsRepr::Rudi(r) if !r.response => Ok(Some(Delivery {
@@ -195,6 +204,7 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
             };
             if let Some(id) = pdc {
                 self.heard(id, now, r.syn());
+                self.touched(id);
                 self.nack(src, NackCode::Trimmed, r.psn, id, r.spdcid, 0);
             }
         }

@@ -1,6 +1,6 @@
 //! The sending side of an [`Endpoint`]: queuing packets on PDCs, RUDI requests and responses, UUD
-//! datagrams and NACKs; the transmit poll (control packets, then RUDI, then the PDCs round robin)
-//! with RCCC credit grants; the next deadline and the timers.
+//! datagrams and NACKs; the transmit poll (control packets, then RUDI, then the active PDCs round
+//! robin) with RCCC credit grants; the next deadline and the timers (of the PDCs due only).
 
 use std::hash::Hash;
 use std::time::Duration;
@@ -13,7 +13,7 @@ use super::types::{CLOSED_LINGER, SendError, Transmit};
 use super::{Ctrl, Endpoint};
 use crate::body::Body;
 use crate::event::{Event, PdcError};
-use crate::pdc::{Pdc, PdcId, TxKind, emit, emit_body};
+use crate::pdc::{NoRoom, PdcId, TxKind, emit, emit_body};
 
 impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
     /// Sends `bytes` (an SES header of format `next_hdr` and payload) to `peer` over this side's
@@ -46,7 +46,9 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
         if p.tx.len() >= self.cfg.max_queued {
             return Err(SendError::QueueFull);
         }
-        Ok(p.push(next_hdr, body.into(), cookie, &self.cfg))
+        let psn = p.push(next_hdr, body.into(), cookie, &self.cfg);
+        self.sched.touch(pdc, p, &self.cfg);
+        Ok(psn)
     }
 
     /// Sends a RUDI request; returns its `pkt_id`. The response arrives as a
@@ -144,15 +146,27 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
             self.stats.tx_retransmits += u64::from(retx);
             return Some(Transmit { dst, len });
         }
-        // Round robin over the PDCs, starting after the one served last.
+        // Round robin over the active PDCs, starting after the one served last; one with nothing
+        // to send leaves the active set until something touches it again.
+        self.sched.activate_due(now);
         let mut cursor = self.rr;
-        for _ in 0..self.pdcs.len() {
-            let next = self.pdcs.range(cursor.wrapping_add(1)..).next().or_else(|| self.pdcs.iter().next());
-            let id = *next?.0;
+        for _ in 0..self.sched.active_len() {
+            let id = self.sched.next_active(cursor)?;
             cursor = id;
-            let p = self.pdcs.get_mut(&id).expect("listed");
-            let Some((len, kind)) = p.poll_transmit(now, &self.cfg, buf, tail.as_deref_mut()) else {
+            let Some(p) = self.pdcs.get_mut(&id) else {
+                self.sched.idle(id);
                 continue;
+            };
+            let (len, kind) = match p.poll_transmit(now, &self.cfg, buf, tail.as_deref_mut()) {
+                Ok(Some(sent)) => sent,
+                Ok(None) => {
+                    self.sched.idle(id);
+                    // It may have armed its tail probe.
+                    self.sched.rearm(id, p, &self.cfg);
+                    continue;
+                }
+                // Due, but not in this buffer: it stays active for a larger one.
+                Err(NoRoom) => continue,
             };
             let (dst, done) = (p.peer, p.close_done);
             match kind {
@@ -169,6 +183,8 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
                 self.closed.push_back((now + CLOSED_LINGER, dst, peer_id, start));
                 self.remove(id);
                 self.events.push_back(Event::Closed { pdc: id, peer: dst });
+            } else {
+                self.sched.rearm(id, p, &self.cfg);
             }
             return Some(Transmit { dst, len });
         }
@@ -179,26 +195,23 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
     /// want credit (each grant goes out in the PDC's next ACK or a CP CREDIT).
     fn grant_credit(&mut self, now: Duration) {
         let Some(rc) = self.cfg.rccc else { return };
-        let (pdcs, cursor) = (&mut self.pdcs, &mut self.grant_rr);
+        let (pdcs, cursor, sched, cfg) = (&mut self.pdcs, &mut self.grant_rr, &mut self.sched, &self.cfg);
         self.pacer.run(&rc, now, |max| {
-            let wants = |(_, p): &(&PdcId, &Pdc<A>)| p.credit_rx.demand() > 0;
-            let after = pdcs.range(cursor.wrapping_add(1)..).find(wants);
-            let Some((&id, _)) = after.or_else(|| pdcs.range(..=*cursor).find(wants)) else { return 0 };
+            let Some(id) = sched.next_wanting_credit(*cursor) else { return 0 };
             *cursor = id;
-            pdcs.get_mut(&id).map_or(0, |p| p.credit_rx.grant(max))
+            let Some(p) = pdcs.get_mut(&id) else { return 0 };
+            let granted = p.credit_rx.grant(max);
+            // The grant goes out in its next ACK or a CP CREDIT.
+            sched.touch(id, p, cfg);
+            granted
         });
     }
 
     /// The earliest time [`Endpoint::handle_timeout`] has something to do (or a delayed ACK, or a
     /// credit grant, is due).
     pub fn poll_timeout(&self) -> Option<Duration> {
-        // One pass over the PDCs: their own deadlines, and whether any wants credit granted.
-        let (mut first, mut wanted) = (None::<Duration>, false);
-        for p in self.pdcs.values() {
-            first = first.into_iter().chain(p.poll_timeout()).chain(p.reap_at(&self.cfg)).min();
-            wanted |= p.credit_rx.demand() > 0;
-        }
-        let wanted = wanted && self.cfg.rccc.is_some();
+        let wanted = self.sched.credit_wanted() && self.cfg.rccc.is_some();
+        let first = self.sched.next_deadline();
         first.into_iter().chain(self.rudi.poll_timeout()).chain(self.pacer.poll_timeout(wanted)).min()
     }
 
@@ -210,21 +223,32 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
     /// Runs the timers due at `now`: retransmissions, retry limits (which fail the PDC or the RUDI
     /// request), the reaper of half-open and idle target PDCs.
     pub fn handle_timeout(&mut self, now: Duration) {
-        let mut failed = Vec::new();
-        for (&id, p) in self.pdcs.iter_mut() {
+        // Only the PDCs whose deadline has come: each runs its timers, then the reaper looks at it,
+        // and the polls look at it again (once: a deadline its timers leave due, a delayed ACK,
+        // is the transmit poll's).
+        let mut due = std::mem::take(&mut self.due);
+        while let Some(id) = self.sched.pop_due(now) {
+            due.push(id);
+        }
+        for &id in &due {
+            let Some(p) = self.pdcs.get_mut(&id) else { continue };
             match p.handle_timeout(now, &self.cfg) {
                 Ok(n) => {
                     self.stats.timeouts += n as u64;
                     self.stats.window_cuts += std::mem::take(&mut p.window_cuts);
                     self.stats.tail_probes += std::mem::take(&mut p.probes);
                 }
-                Err(()) => failed.push(id),
+                Err(()) => {
+                    self.fail(id, PdcError::RetryExceeded);
+                    continue;
+                }
+            }
+            if !self.reap(id, now) {
+                self.touched(id);
             }
         }
-        for id in failed {
-            self.fail(id, PdcError::RetryExceeded);
-        }
-        self.reap(now);
+        due.clear();
+        self.due = due;
         for (peer, pkt_id, cookie) in self.rudi.handle_timeout(now, &self.cfg) {
             self.events.push_back(Event::RudiFailed { peer, pkt_id, cookie });
         }
