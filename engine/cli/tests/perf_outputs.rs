@@ -160,6 +160,18 @@ fn latency_json_and_histogram_hold_the_table() {
     let buckets = j["histogram"].as_array().unwrap();
     let counts: Vec<f64> = buckets.iter().map(|b| b["count"].as_f64().unwrap()).collect();
     assert_eq!(counts.iter().sum::<f64>(), 500.0, "every message is in a bucket");
+    // The same-run baseline (issue 29): the round trip's frames in a plain loop, and the typical
+    // time over it, printed and in the JSON alike.
+    let b = &j["baseline"];
+    let base_ns = b["ns_per_round_trip"].as_f64().unwrap();
+    assert!(base_ns > 0.0 && b["intact"].as_bool() == Some(true), "{b}");
+    let ratio = b["typical_over_baseline"].as_f64().unwrap();
+    let typical = j["t_typical_usec"].as_f64().unwrap();
+    assert!(close(ratio, typical * 1000.0 / base_ns, 6), "{ratio} vs {typical} us / {base_ns} ns");
+    let printed: f64 =
+        out.split("typical / baseline: ").nth(1).unwrap().split_whitespace().next().unwrap().parse().unwrap();
+    assert!(close(printed, ratio, 1), "printed {printed}, JSON {ratio}");
+    assert!(out.contains(&format!("{base_ns:.0} ns per round trip")), "{out}");
 
     let text = std::fs::read_to_string(&svg).unwrap();
     let svg = roxmltree::Document::parse(&text).expect("the plot is well-formed XML");

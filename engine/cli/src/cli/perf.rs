@@ -205,7 +205,11 @@ pub(crate) fn run_perf(a: PerfArgs) -> ExitCode {
                     let r = b.run_lat()?;
                     let (sa, sb) = b.stats();
                     record.lat(&r, output::counters(&[("sim0", &sa), ("sim1", &sb)]));
-                    (perf::lat_line(&r), r.verified, r.errors, r.lost)
+                    let mut s = perf::lat_line(&r);
+                    if let Some(base) = perf::lat_baseline_line(&r) {
+                        s = format!("{s}\n{base}");
+                    }
+                    (s, r.verified, r.errors, r.lost)
                 }
             };
             tap.extend(b.pair().net.with(|n| n.take_tap()));

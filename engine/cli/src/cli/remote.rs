@@ -176,6 +176,7 @@ pub(crate) fn run_remote(a: &PerfArgs, test: perf::remote::Test) -> ExitCode {
             verified: o.verified,
             errors: o.errors,
             lost: o.lost,
+            baseline: None,
         };
         println!("{}", perf::lat_line(&row));
         record.lat(&row, counters);

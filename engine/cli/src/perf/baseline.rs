@@ -1,13 +1,17 @@
-//! The physical-limit baseline for `softrdma perf`: the same bytes pushed through one TX step
-//! (headers + copy from memory into a frame + ICRC) and one RX step (ICRC check + copy from the frame
-//! into memory) in a plain loop on one thread, with the same page-aligned buffers the engine uses.
+//! The physical-limit baselines for `softrdma perf`. Bandwidth: the same bytes pushed through one TX
+//! step (headers + copy from memory into a frame + ICRC) and one RX step (ICRC check + copy from the
+//! frame into memory) in a plain loop on one thread, with the same page-aligned buffers the engine
+//! uses. Latency: the frames of one round trip (the request and, on RC, its ACK) built with headers
+//! and ICRC, then parsed and verified, in a plain loop on one thread.
 
 use engine::roce::Path;
 use frame::{AlignedBuf, Frame};
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::{Duration, Instant};
+use wire::FrameRepr;
 use wire::ib::icrc;
-use wire::ib::{BthRepr, Opcode, RethRepr, RoceRepr};
+use wire::ib::{AethRepr, BthRepr, Opcode, RethRepr, RoceRepr};
+use wire::uet::UetConfig;
 
 /// Result of a baseline run.
 #[derive(Debug, Clone, Copy)]
@@ -29,21 +33,29 @@ impl Baseline {
     }
 }
 
-/// Moves `messages` messages of `size` bytes in `mtu`-byte packets through the TX and RX steps.
-/// `misalign` shifts the destination buffer by that many bytes (to probe the memcpy cliff of
-/// `../shared/notes/performance.md`).
-pub fn run(size: usize, mtu: usize, messages: u64, misalign: usize) -> Baseline {
-    let path = Path {
-        src_mac: [2, 0, 0, 0, 0, 1],
-        dst_mac: [2, 0, 0, 0, 0, 2],
-        src_ip: IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1)),
-        dst_ip: IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2)),
+/// The path of the baselines' frames, from address 1 to address 2 (or back).
+fn path(reverse: bool) -> Path {
+    let (a, b) =
+        (([2, 0, 0, 0, 0, 1], Ipv4Addr::new(10, 0, 0, 1)), ([2, 0, 0, 0, 0, 2], Ipv4Addr::new(10, 0, 0, 2)));
+    let (src, dst) = if reverse { (b, a) } else { (a, b) };
+    Path {
+        src_mac: src.0,
+        dst_mac: dst.0,
+        src_ip: IpAddr::V4(src.1),
+        dst_ip: IpAddr::V4(dst.1),
         src_port: 0xC000,
         dst_port: wire::ROCEV2_UDP_PORT,
         traffic_class: 0,
         hop_limit: 64,
         flow_label: 0,
-    };
+    }
+}
+
+/// Moves `messages` messages of `size` bytes in `mtu`-byte packets through the TX and RX steps.
+/// `misalign` shifts the destination buffer by that many bytes (to probe the memcpy cliff of
+/// `../shared/notes/performance.md`).
+pub fn run(size: usize, mtu: usize, messages: u64, misalign: usize) -> Baseline {
+    let path = path(false);
     let mut src = AlignedBuf::zeroed(size.max(1));
     for (i, b) in src.as_mut_slice().iter_mut().enumerate() {
         *b = (i * 7 + i / 251) as u8;
@@ -99,8 +111,79 @@ pub fn run(size: usize, mtu: usize, messages: u64, misalign: usize) -> Baseline 
     Baseline { bytes: size as u64 * messages, packets, elapsed, intact }
 }
 
+/// Result of a latency baseline run.
+#[derive(Debug, Clone, Copy)]
+pub struct RoundTrip {
+    /// Time per round trip: the median of 16 batches' averages.
+    pub per_trip: Duration,
+    /// Round trips run.
+    pub trips: u64,
+    /// Whether every request arrived parsed and verified with its payload, and every ACK too.
+    pub intact: bool,
+}
+
+/// Runs `trips` round trips of a SEND_ONLY of `size` bytes (at most one packet's worth) and, with
+/// `ack`, its ACK: each frame built with headers, payload and ICRC, then parsed with its ICRC
+/// verified, the payload copied out.
+pub fn round_trip(size: usize, trips: u64, ack: bool) -> RoundTrip {
+    let (req_t, ack_t) = (path(false).template(), path(true).template());
+    let src: Vec<u8> = (0..size).map(|i| (i * 7 + 3) as u8).collect();
+    let mut dst = vec![0u8; size];
+    let (mut req, mut rsp) = (Frame::new(), Frame::new());
+    let cfg = UetConfig::default();
+    let batches = 16u64;
+    let per_batch = trips.div_ceil(batches).max(1);
+    let (mut ok, mut times) = (0u64, Vec::with_capacity(batches as usize));
+    for b in 0..batches {
+        let start = Instant::now();
+        for i in b * per_batch..(b + 1) * per_batch {
+            let psn = i as u32 & 0xFF_FFFF;
+            let mut bth = BthRepr::new(Opcode(0x04), 0x11, psn);
+            bth.ack_req = ack;
+            let len = req_t
+                .emit(req.buffer_mut(), &RoceRepr::new(bth, &[]), size, |b| {
+                    b.copy_from_slice(&src);
+                    Ok(())
+                })
+                .unwrap_or(0);
+            req.set_len(len);
+            let Some(r) =
+                FrameRepr::parse_verified(req.as_slice(), &cfg).ok().and_then(|f| f.roce().cloned())
+            else {
+                continue;
+            };
+            if r.payload.len() != size {
+                continue;
+            }
+            dst.copy_from_slice(r.payload);
+            if !ack {
+                ok += 1;
+                continue;
+            }
+            let mut a = RoceRepr::new(BthRepr::new(Opcode(0x11), 0x12, r.bth.psn), &[]);
+            a.aeth = Some(AethRepr::ack(0x1F, psn));
+            let len = ack_t.emit(rsp.buffer_mut(), &a, 0, |_| Ok(())).unwrap_or(0);
+            rsp.set_len(len);
+            let parsed = FrameRepr::parse_verified(rsp.as_slice(), &cfg).ok().and_then(|f| f.roce().cloned());
+            ok += u64::from(parsed.is_some_and(|r| r.aeth.is_some() && r.bth.psn == psn));
+        }
+        times.push(start.elapsed() / per_batch as u32);
+    }
+    times.sort();
+    let trips = per_batch * batches;
+    RoundTrip { per_trip: times[times.len() / 2], trips, intact: ok == trips && dst == src }
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_round_trip_builds_and_checks_both_frames() {
+        for (size, ack) in [(64, true), (0, true), (1000, false)] {
+            let r = super::round_trip(size, 100, ack);
+            assert!(r.intact && r.trips >= 100 && r.per_trip > std::time::Duration::ZERO, "{size} {ack}");
+        }
+    }
+
     #[test]
     fn moves_the_bytes() {
         let b = super::run(10_000, 4096, 3, 0);

@@ -522,6 +522,9 @@ impl Bench {
             wall.saturating_record(w.as_nanos().max(1) as u64);
             virt.saturating_record(v.as_nanos().max(1) as u64);
         }
+        let one_packet = self.size <= self.cfg.mtu.bytes() as usize;
+        let baseline = (self.cfg.baseline && self.cfg.qp_type == QpType::Rc && one_packet)
+            .then(|| baseline::round_trip(self.size, self.cfg.iters.max(10_000), true));
         Ok(LatRow {
             size: self.size,
             wall_ns: wall,
@@ -529,6 +532,7 @@ impl Bench {
             verified: self.verified,
             errors: self.errors,
             lost: self.lost(),
+            baseline,
         })
     }
 }

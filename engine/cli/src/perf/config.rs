@@ -70,7 +70,7 @@ pub struct PerfConfig {
     pub retries: u32,
     /// Keep every frame the tap sees (for `--pcap`).
     pub tap: bool,
-    /// Also run the TX+RX baseline (bw mode).
+    /// Also run the baseline: TX+RX (bw mode), the round trip's frames (lat mode, RC, one packet).
     pub baseline: bool,
     /// DCQCN on both sides (RC).
     pub dcqcn: Option<engine::roce::dcqcn::DcqcnConfig>,
@@ -195,6 +195,8 @@ pub struct LatRow {
     pub errors: u64,
     /// Messages an unreliable transport lost.
     pub lost: u64,
+    /// The round trip's frames in a plain loop (RC messages of one packet), if run.
+    pub baseline: Option<baseline::RoundTrip>,
 }
 
 /// Why a perf run stopped.

@@ -28,5 +28,5 @@ pub use nicsim::LinkConfig;
 pub(crate) use pattern::{fill_pattern, stamp, unstamp};
 pub use report::{
     BW_COLUMNS, BwFigures, LAT_COLUMNS, LINE, baseline_line, build_kind, bw_line, counters_line, header,
-    lat_line, link_report,
+    lat_baseline_line, lat_line, link_report,
 };

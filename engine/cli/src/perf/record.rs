@@ -81,6 +81,12 @@ pub fn lat_row(r: &LatRow) -> Value {
         "p99_usec": us(h.value_at_quantile(0.99)),
         "p99_9_usec": us(h.value_at_quantile(0.999)),
         "virtual_typical_usec": us(r.virtual_ns.value_at_quantile(0.5)),
+        "baseline": r.baseline.map(|b| json!({
+            "ns_per_round_trip": b.per_trip.as_nanos() as u64,
+            "round_trips": b.trips,
+            "intact": b.intact,
+            "typical_over_baseline": h.value_at_quantile(0.5) as f64 / (b.per_trip.as_nanos() as f64).max(1.0),
+        })),
         "histogram": buckets,
         "verified": r.verified,
         "errors": r.errors,

@@ -174,6 +174,21 @@ pub fn lat_line(r: &LatRow) -> String {
     )
 }
 
+/// The baseline comparison under a latency line: the round trip's frames in a plain loop, and the
+/// median post-to-completion time over it.
+pub fn lat_baseline_line(r: &LatRow) -> Option<String> {
+    let b = r.baseline?;
+    let base = b.per_trip.as_nanos() as f64;
+    let p50 = r.wall_ns.value_at_quantile(0.5) as f64;
+    Some(format!(
+        " baseline (one thread, plain loop: a {}-byte SEND and its ACK built with headers and ICRC, parsed and \
+         verified): {base:.0} ns per round trip{}\n typical / baseline: {:.1}",
+        r.size,
+        if b.intact { "" } else { ", FRAMES NOT INTACT" },
+        p50 / base.max(1.0)
+    ))
+}
+
 /// One line of a side's counters, for the end of a run.
 pub fn counters_line(side: &str, st: &engine::verbs::Stats) -> String {
     let (r, d) = (&st.requests, &st.drops);

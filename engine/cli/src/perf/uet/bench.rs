@@ -216,7 +216,7 @@ impl UetBench {
             virt.saturating_record((self.net.now() - v0).as_nanos().max(1) as u64);
         }
         let (verified, errors) = self.totals();
-        Ok(LatRow { size: cfg.size, wall_ns: wall, virtual_ns: virt, verified, errors, lost })
+        Ok(LatRow { size: cfg.size, wall_ns: wall, virtual_ns: virt, verified, errors, lost, baseline: None })
     }
 
     /// PDS counters of both sides and the nodes' frame counters.

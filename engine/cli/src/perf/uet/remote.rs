@@ -391,8 +391,15 @@ fn client_on<D: Datapath>(
         ..RemoteOutcome::default()
     };
     if cfg.lat {
-        out.lat =
-            Some(LatRow { size: cfg.size, wall_ns: hist.clone(), virtual_ns: hist, verified, errors, lost });
+        out.lat = Some(LatRow {
+            size: cfg.size,
+            wall_ns: hist.clone(),
+            virtual_ns: hist,
+            verified,
+            errors,
+            lost,
+            baseline: None,
+        });
     } else {
         out.bw = Some(BwRow::measured(cfg.size, iters, wall, Duration::ZERO, verified, errors, lost));
     }
