@@ -232,6 +232,9 @@ pub(super) struct CmPort {
     pub(super) by_conn: AHashMap<ConnId, u32>,
     /// Service ID -> listening ID.
     pub(super) listeners: AHashMap<u64, u32>,
+    /// IDs put in [`IdState::AddrQuery`] (some may have left it since): the only ones a progress
+    /// round looks at for address resolution, so that it costs nothing per idle ID.
+    pub(super) querying: Vec<u32>,
     pub(super) next_port: u16,
     pub(super) rng: Xoshiro256PlusPlus,
 }
@@ -249,14 +252,15 @@ impl CmPort {
             channels: Vec::new(),
             by_conn: AHashMap::new(),
             listeners: AHashMap::new(),
+            querying: Vec::new(),
             next_port,
             rng,
         }
     }
 
     pub(super) fn deadline(&self) -> Option<Duration> {
-        let polls = self.ids.iter().flatten().filter_map(|i| match i.state {
-            IdState::AddrQuery { next_poll, .. } => Some(next_poll),
+        let polls = self.querying.iter().filter_map(|&i| match self.ids.get(i as usize) {
+            Some(Some(Id { state: IdState::AddrQuery { next_poll, .. }, .. })) => Some(*next_poll),
             _ => None,
         });
         self.cm.poll_timeout().into_iter().chain(polls).min()

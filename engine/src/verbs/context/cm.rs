@@ -282,6 +282,9 @@ impl Context {
             s.local = s.local.map(|l| SocketAddr::new(gid, l.port()));
         }
         s.state = IdState::AddrQuery { deadline: now + timeout, next_poll: now };
+        if !self.cm.querying.contains(&id.0) {
+            self.cm.querying.push(id.0);
+        }
         self.cm_query_addr(id.0, now);
         Ok(())
     }
@@ -625,13 +628,18 @@ impl Context {
             work += 1;
             self.cm_on_event(ev);
         }
-        let querying: Vec<u32> = (0..self.cm.ids.len() as u32)
-            .filter(|&i| {
-                matches!(self.cm.ids[i as usize], Some(Id { state: IdState::AddrQuery { next_poll, .. }, .. }) if next_poll <= now)
-            })
-            .collect();
-        for id in querying {
-            work += usize::from(self.cm_query_addr(id, now));
+        // Only the IDs resolving an address; those that left the state (resolved, failed,
+        // destroyed, reused) leave the list.
+        let ids = &self.cm.ids;
+        let in_query =
+            |i: u32| matches!(ids.get(i as usize), Some(Some(Id { state: IdState::AddrQuery { .. }, .. })));
+        self.cm.querying.retain(|&i| in_query(i));
+        for k in 0..self.cm.querying.len() {
+            let id = self.cm.querying[k];
+            let due = matches!(self.cm.ids[id as usize], Some(Id { state: IdState::AddrQuery { next_poll, .. }, .. }) if next_poll <= now);
+            if due {
+                work += usize::from(self.cm_query_addr(id, now));
+            }
         }
         let src = (self.dp.mac(), self.dp.gid());
         let port = self.dp.udp_src_port().unwrap_or(GSI_UDP_PORT);
