@@ -144,6 +144,32 @@ fn rss() -> u64 {
         .map_or(0, |kb| kb * 1024)
 }
 
+/// `rounds` rounds timing `one` and `many` (which goes first alternates), each round printed under
+/// `label` ("first | second"); the medians of both and of the rounds' ratios.
+fn alternate(
+    rounds: usize,
+    label: &str,
+    mut one: impl FnMut() -> f64,
+    mut many: impl FnMut() -> f64,
+) -> (f64, f64, f64) {
+    let (first, second) = label.split_once(" | ").unwrap_or((label, ""));
+    let (mut t1, mut tn, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
+    for round in 0..rounds {
+        let (a, b) = if round % 2 == 0 {
+            let a = one();
+            (a, many())
+        } else {
+            let b = many();
+            (one(), b)
+        };
+        println!("  round {round}: {first} {a:.0} ns, {second} {b:.0} ns ({:.2}x)", b / a);
+        t1.push(a);
+        tn.push(b);
+        ratios.push(b / a);
+    }
+    (median(&mut t1), median(&mut tn), median(&mut ratios))
+}
+
 fn median(v: &mut [f64]) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
@@ -156,24 +182,12 @@ fn main() {
     let before = rss();
     let mut lots = idle_pair(many);
     let bytes = rss().saturating_sub(before);
-    let (mut t1, mut tn, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
-    for round in 0..rounds {
-        let (a, b) = if round % 2 == 0 {
-            let a = idle_call_ns(&mut one.a);
-            (a, idle_call_ns(&mut lots.a))
-        } else {
-            let b = idle_call_ns(&mut lots.a);
-            (idle_call_ns(&mut one.a), b)
-        };
-        println!(
-            "  round {round}: idle progress() with 1 QP {a:.0} ns, with {many} QPs {b:.0} ns ({:.2}x)",
-            b / a
-        );
-        t1.push(a);
-        tn.push(b);
-        ratios.push(b / a);
-    }
-    let (m1, mn, r) = (median(&mut t1), median(&mut tn), median(&mut ratios));
+    let (m1, mn, r) = alternate(
+        rounds,
+        &format!("idle progress() with 1 QP | with {many} QPs"),
+        || idle_call_ns(&mut one.a),
+        || idle_call_ns(&mut lots.a),
+    );
     let mib = bytes as f64 / f64::from(1 << 20);
     println!(
         "scale: idle progress() {mn:.0} ns with {many} connected RC QPs vs {m1:.0} ns with 1 (median of the rounds' ratios \
@@ -184,24 +198,12 @@ fn main() {
         if mib <= 100.0 { "met" } else { "NOT met" }
     );
     let (mut one_uet, mut lots_uet) = (idle_uet(1), idle_uet(many));
-    let (mut u1, mut un, mut uratios) = (Vec::new(), Vec::new(), Vec::new());
-    for round in 0..rounds {
-        let (a, b) = if round % 2 == 0 {
-            let a = idle_uet_call_ns(&mut one_uet);
-            (a, idle_uet_call_ns(&mut lots_uet))
-        } else {
-            let b = idle_uet_call_ns(&mut lots_uet);
-            (idle_uet_call_ns(&mut one_uet), b)
-        };
-        println!(
-            "  round {round}: idle UET node progress() with 1 PDC {a:.0} ns, with {many} PDCs {b:.0} ns ({:.2}x)",
-            b / a
-        );
-        u1.push(a);
-        un.push(b);
-        uratios.push(b / a);
-    }
-    let (um1, umn, ur) = (median(&mut u1), median(&mut un), median(&mut uratios));
+    let (um1, umn, ur) = alternate(
+        rounds,
+        &format!("idle UET node progress() with 1 PDC | with {many} PDCs"),
+        || idle_uet_call_ns(&mut one_uet),
+        || idle_uet_call_ns(&mut lots_uet),
+    );
     println!(
         "scale: idle UET node progress() {umn:.0} ns with {many} established PDCs vs {um1:.0} ns with 1 (median of \
          the rounds' ratios {ur:.2}x: target <= 2 {})",
