@@ -136,6 +136,7 @@ fn convert(ctx: &'static Ctx, e: CmIdEvent) -> *mut rdma_cm_event {
 
 /// The next event on `ch`, waiting for it unless the descriptor was made non-blocking.
 fn next(ch: &SoftCmChannel) -> Result<*mut rdma_cm_event, c_int> {
+    let mut waited = false;
     loop {
         let got = ch.ctx.dev.lock().cm_get_event(ch.cm);
         match got {
@@ -147,6 +148,14 @@ fn next(ch: &SoftCmChannel) -> Result<*mut rdma_cm_event, c_int> {
                 continue;
             }
             Ok(None) => {}
+            // Destroyed while this call waited: woken (by an event for an ID being torn down), it
+            // found the channel gone before it could take the lock. rping's CM thread waits so
+            // while its main thread destroys the IDs and the channel and returns; with librdmacm
+            // that thread stays blocked in read() and the process exits 0, so it sleeps on here
+            // too instead of failing (which made rping exit 255 from that thread).
+            Err(_) if waited => loop {
+                std::thread::park();
+            },
             Err(e) => return Err(errno::of(&e)),
         }
         // SAFETY: F_GETFL on the channel's descriptor.
@@ -166,6 +175,7 @@ fn next(ch: &SoftCmChannel) -> Result<*mut rdma_cm_event, c_int> {
         if engine::progress::wait_readable(fd, None).is_err() {
             return Err(libc::EIO);
         }
+        waited = true;
     }
 }
 
