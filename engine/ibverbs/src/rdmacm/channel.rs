@@ -136,7 +136,6 @@ fn convert(ctx: &'static Ctx, e: CmIdEvent) -> *mut rdma_cm_event {
 
 /// The next event on `ch`, waiting for it unless the descriptor was made non-blocking.
 fn next(ch: &SoftCmChannel) -> Result<*mut rdma_cm_event, c_int> {
-    let mut waited = false;
     loop {
         let got = ch.ctx.dev.lock().cm_get_event(ch.cm);
         match got {
@@ -148,15 +147,15 @@ fn next(ch: &SoftCmChannel) -> Result<*mut rdma_cm_event, c_int> {
                 continue;
             }
             Ok(None) => {}
-            // Destroyed while this call waited: woken (by an event for an ID being torn down), it
-            // found the channel gone before it could take the lock. rping's CM thread waits so
-            // while its main thread destroys the IDs and the channel and returns; with librdmacm
-            // that thread stays blocked in read() and the process exits 0, so it sleeps on here
-            // too instead of failing (which made rping exit 255 from that thread).
-            Err(_) if waited => loop {
+            // The channel is destroyed (its object stays: see `create`). rping's CM thread calls
+            // here again right after acknowledging its last event, while the main thread destroys
+            // the IDs and the channel and returns; librdmacm's `rdma_destroy_id` waits for that
+            // acknowledgement, so there the thread is already blocked in read() and stays so
+            // while the process exits 0. Here the destroy may come first: the call sleeps on
+            // instead of failing (which made rping exit 255 from that thread).
+            Err(_) => loop {
                 std::thread::park();
             },
-            Err(e) => return Err(errno::of(&e)),
         }
         // SAFETY: F_GETFL on the channel's descriptor.
         let flags = unsafe { libc::fcntl(ch.ch.fd, libc::F_GETFL) };
@@ -175,7 +174,6 @@ fn next(ch: &SoftCmChannel) -> Result<*mut rdma_cm_event, c_int> {
         if engine::progress::wait_readable(fd, None).is_err() {
             return Err(libc::EIO);
         }
-        waited = true;
     }
 }
 
