@@ -38,11 +38,7 @@ impl Sched {
     /// PDC `id` may have changed: it becomes active and its deadline and credit demand are read
     /// again.
     pub(super) fn touch<A: Copy>(&mut self, id: PdcId, p: &Pdc<A>, cfg: &Config) {
-        let i = usize::from(id);
-        if i >= self.listed.len() {
-            self.listed.resize(i + 1, false);
-            self.armed.resize(i + 1, None);
-        }
+        let i = self.grow(id);
         if !self.listed[i] {
             self.listed[i] = true;
             self.active.insert(id);
@@ -52,11 +48,7 @@ impl Sched {
 
     /// Reads PDC `id`'s deadline and credit demand again, without making it active.
     pub(super) fn rearm<A: Copy>(&mut self, id: PdcId, p: &Pdc<A>, cfg: &Config) {
-        let i = usize::from(id);
-        if i >= self.armed.len() {
-            self.listed.resize(i + 1, false);
-            self.armed.resize(i + 1, None);
-        }
+        let i = self.grow(id);
         let at = p.poll_timeout().into_iter().chain(p.reap_at(cfg)).min();
         if self.armed[i] != at {
             self.set(i, at);
@@ -66,6 +58,16 @@ impl Sched {
         } else {
             self.wants_credit.remove(&id);
         }
+    }
+
+    /// PDC `id`'s index in the per-id tables, grown to hold it.
+    fn grow(&mut self, id: PdcId) -> usize {
+        let i = usize::from(id);
+        if i >= self.listed.len() {
+            self.listed.resize(i + 1, false);
+            self.armed.resize(i + 1, None);
+        }
+        i
     }
 
     /// Arms PDC index `i` at `at` (or disarms it), its old entry left stale.
@@ -96,11 +98,7 @@ impl Sched {
     /// PDC `id` is gone (its heap entry goes stale).
     pub(super) fn forget(&mut self, id: PdcId) {
         let i = usize::from(id);
-        if let Some(l) = self.listed.get_mut(i) {
-            if std::mem::take(l) {
-                self.active.remove(&id);
-            }
-        }
+        self.idle(id);
         if self.armed.get(i).is_some_and(Option::is_some) {
             self.set(i, None);
         }
