@@ -53,7 +53,16 @@ pub fn read_bytes(bytes: &[u8]) -> Result<Vec<CapturedFrame>> {
             }
         }
         Some(_) => {
-            let mut r = PcapReader::new(bytes)?;
+            // pcap_file refuses a record longer on the wire than the header's snap length, which
+            // is every cut frame of a `tcpdump -s` or `--snaplen` file: read with the field at
+            // its largest (the records' own lengths still bound each read).
+            let mut header = [0u8; 24];
+            let head = bytes.len().min(24);
+            header[..head].copy_from_slice(&bytes[..head]);
+            if head == 24 {
+                header[16..20].copy_from_slice(&[0xFF; 4]);
+            }
+            let mut r = PcapReader::new(std::io::Read::chain(&header[..head], &bytes[head..]))?;
             let linktype = u32::from(r.header().datalink);
             while let Some(p) = r.next_packet() {
                 let p = p?;
@@ -106,6 +115,18 @@ mod tests {
         assert_eq!(frames.len(), 1);
         assert_eq!(frames[0].data, [1, 2, 3]);
         assert_eq!(frames[0].linktype, LINKTYPE_ETHERNET);
+    }
+
+    #[test]
+    fn reads_frames_cut_by_the_snap_length() {
+        let header = PcapHeader { snaplen: 64, ..PcapHeader::default() };
+        let mut w = PcapWriter::with_header(Vec::new(), header).unwrap();
+        let cut = [7u8; 64];
+        w.write_packet(&PcapPacket::new(Duration::from_micros(5), 4000, &cut)).unwrap();
+        w.write_packet(&PcapPacket::new(Duration::from_micros(6), 60, &cut[..60])).unwrap();
+        let frames = read_bytes(&w.into_writer()).unwrap();
+        let lens: Vec<_> = frames.iter().map(|f| (f.data.len(), f.orig_len)).collect();
+        assert_eq!(lens, [(64, 4000), (60, 60)]);
     }
 
     #[test]

@@ -1,8 +1,10 @@
 //! Resident memory of both `softrdma perf write` processes during a long run between two network
 //! namespaces joined by a veth pair (issue 27): over kernel UDP and AF_XDP, with and without
-//! `--capture` on both sides. Each process's VmRSS (`/proc/PID/status`) is sampled every 50 ms
+//! `--capture --snaplen 128` on both sides (every header of every frame, as a long capture is
+//! taken). Each process's VmRSS (`/proc/PID/status`) is sampled every 50 ms
 //! with the bytes the client's veth has sent; from 10 % of the run to its end it must grow by less
-//! than 16 MiB, and a capture file must grow while the run goes on.
+//! than 16 MiB, and a capture file must grow while the run goes on, to about the frames times 144
+//! bytes (a record of 16 bytes and the frame's first 128).
 //!
 //! The run moves `SOFTRDMA_RSS_GB` GiB of 64 KiB WRITEs (default 2: the four runs take about 25 s
 //! on an idle 2-core machine, longer when it is busy); `scripts/rss-check.sh` runs the 20 GiB version on a release
@@ -17,6 +19,8 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 const MIB: u64 = 1 << 20;
+/// Bytes of each frame the capture runs keep.
+const SNAPLEN: u64 = 128;
 /// Growth allowed from 10 % of the run to its end.
 const GROWTH_LIMIT: u64 = 16 * MIB;
 const SIZE: u64 = 65536;
@@ -93,9 +97,10 @@ fn run(n: &Netns, backend: &str, bytes: u64, capture: Option<&std::path::Path>) 
         "10.98.0.1",
     ]);
     client_args.extend(["--dev", &n.va]);
+    let snaplen = SNAPLEN.to_string();
     if let Some(f) = &files {
-        server_args.extend(["--capture", f[1].to_str().unwrap()]);
-        client_args.extend(["--capture", f[0].to_str().unwrap()]);
+        server_args.extend(["--capture", f[1].to_str().unwrap(), "--snaplen", &snaplen]);
+        client_args.extend(["--capture", f[0].to_str().unwrap(), "--snaplen", &snaplen]);
     }
     let server = n.spawn(&n.b, &server_args);
     std::thread::sleep(Duration::from_millis(300));
@@ -177,8 +182,8 @@ fn resident_memory_stays_flat_during_a_long_write() {
     for backend in ["udp", "afxdp"] {
         for capture in [false, true] {
             if capture {
-                // Both sides' files hold every frame: a little more than the bytes, each.
-                let need = bytes * 2 + bytes / 5;
+                // Each side's file: a record per data frame (2 KiB of payload) and per ACK.
+                let need = 2 * 2 * (bytes / 2048) * (16 + SNAPLEN);
                 assert!(
                     free_bytes(&dir) > need,
                     "the capture run needs {:.1} GiB free in {} (TMPDIR chooses where)",
@@ -217,6 +222,12 @@ fn resident_memory_stays_flat_during_a_long_write() {
                     }
                 }
                 for f in ["client.pcap", "server.pcap"] {
+                    // Complete now: at least a record per data frame, each cut to the snap length.
+                    let size = std::fs::metadata(dir.join(f)).map_or(0, |m| m.len());
+                    let least = 24 + (bytes / 2048) * (16 + SNAPLEN);
+                    if !(least..3 * least).contains(&size) {
+                        failures.push(format!("{line}: {f} has {size} bytes, not {SNAPLEN} a frame"));
+                    }
                     let _ = std::fs::remove_file(dir.join(f));
                 }
             }

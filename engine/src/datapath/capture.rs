@@ -1,8 +1,11 @@
 //! A datapath decorator that writes every frame the engine sends and receives to a pcap file as the
-//! frames pass: `Context::open(Capture::create(UdpPort::bind(..)?, "run.pcap")?)`.
+//! frames pass: `Context::open(Capture::create(UdpPort::bind(..)?, "run.pcap", SNAPLEN)?)`.
 //!
 //! The file is the nanosecond pcap that [`nicsim::write_pcap`] writes (LINKTYPE_ETHERNET, snap
 //! length 65535, little-endian), one record per frame with the datapath's clock as its timestamp.
+//! A shorter snap length keeps only the first bytes of each frame (the headers: 128 bytes hold
+//! Ethernet, IPv4, UDP, the BTH and any RETH, AETH or atomic header) with its length on the wire,
+//! as `tcpdump -s` does, for captures of runs too long to keep every payload.
 //! Memory stays bounded however long the run: records collect in one buffer of
 //! [`CAPTURE_BUFFER`] bytes that goes to the file whenever the next record would not fit, so the
 //! file grows while the run goes on, and whatever is still buffered goes out when the capture is
@@ -21,17 +24,19 @@ use std::time::Duration;
 /// Bytes of records a capture holds before it writes them to its file.
 pub const CAPTURE_BUFFER: usize = 1 << 20;
 
-/// The pcap snap length (frames longer than this are cut, their original length kept).
-const SNAPLEN: usize = 65_535;
+/// The largest pcap snap length, and the default: every frame whole (frames longer than the snap
+/// length are cut, their original length kept).
+pub const SNAPLEN: u16 = 65_535;
 
-/// The 24-byte pcap file header: nanosecond magic, version 2.4, no time zone or accuracy, snap
-/// length 65535, LINKTYPE_ETHERNET; little-endian (what `pcap_file` writes for [`nicsim::write_pcap`]).
-fn file_header() -> [u8; 24] {
+/// The 24-byte pcap file header: nanosecond magic, version 2.4, no time zone or accuracy, the
+/// snap length, LINKTYPE_ETHERNET; little-endian (with [`SNAPLEN`], what `pcap_file` writes for
+/// [`nicsim::write_pcap`]).
+fn file_header(snaplen: u16) -> [u8; 24] {
     let mut h = [0u8; 24];
     h[0..4].copy_from_slice(&0xA1B2_3C4Du32.to_le_bytes());
     h[4..6].copy_from_slice(&2u16.to_le_bytes());
     h[6..8].copy_from_slice(&4u16.to_le_bytes());
-    h[16..20].copy_from_slice(&(SNAPLEN as u32).to_le_bytes());
+    h[16..20].copy_from_slice(&u32::from(snaplen).to_le_bytes());
     h[20..24].copy_from_slice(&1u32.to_le_bytes());
     h
 }
@@ -40,15 +45,17 @@ fn file_header() -> [u8; 24] {
 struct Sink {
     out: Box<dyn Write + Send>,
     buf: Vec<u8>,
+    snaplen: usize,
     frames: u64,
     /// The first write error; the capture stops writing after it.
     error: Option<io::Error>,
 }
 
 impl Sink {
-    fn new(mut out: Box<dyn Write + Send>) -> io::Result<Sink> {
-        out.write_all(&file_header())?;
-        Ok(Sink { out, buf: Vec::with_capacity(CAPTURE_BUFFER), frames: 0, error: None })
+    fn new(mut out: Box<dyn Write + Send>, snaplen: u16) -> io::Result<Sink> {
+        out.write_all(&file_header(snaplen))?;
+        let buf = Vec::with_capacity(CAPTURE_BUFFER);
+        Ok(Sink { out, buf, snaplen: usize::from(snaplen), frames: 0, error: None })
     }
 
     /// Writes the buffered records out (not flushing the writer).
@@ -67,7 +74,7 @@ impl Sink {
         if self.error.is_some() {
             return None;
         }
-        let incl = bytes.len().min(SNAPLEN);
+        let incl = bytes.len().min(self.snaplen);
         if self.buf.len() + 16 + incl > CAPTURE_BUFFER {
             self.drain();
         }
@@ -154,15 +161,20 @@ impl<D: std::fmt::Debug> std::fmt::Debug for Capture<D> {
 }
 
 impl<D: Datapath> Capture<D> {
-    /// Wraps `inner`, writing the capture to `out` (the pcap file header goes out now).
-    pub fn new(inner: D, out: impl Write + Send + 'static) -> io::Result<Capture<D>> {
-        let sink = Sink::new(Box::new(out))?;
+    /// Wraps `inner`, writing the capture to `out` with at most `snaplen` bytes of each frame
+    /// ([`SNAPLEN`]: all of it); the pcap file header goes out now.
+    pub fn new(inner: D, out: impl Write + Send + 'static, snaplen: u16) -> io::Result<Capture<D>> {
+        if snaplen == 0 {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, "a snap length of 0 keeps nothing"));
+        }
+        let sink = Sink::new(Box::new(out), snaplen)?;
         Ok(Capture { inner, log: CaptureLog(Arc::new(Mutex::new(sink))) })
     }
 
-    /// Wraps `inner`, writing the capture to a new file at `path` (replacing any).
-    pub fn create(inner: D, path: &Path) -> io::Result<Capture<D>> {
-        Capture::new(inner, std::fs::File::create(path)?)
+    /// Wraps `inner`, writing the capture to a new file at `path` (replacing any), at most
+    /// `snaplen` bytes of each frame.
+    pub fn create(inner: D, path: &Path, snaplen: u16) -> io::Result<Capture<D>> {
+        Capture::new(inner, std::fs::File::create(path)?, snaplen)
     }
 
     /// The handle on the file.
@@ -231,7 +243,7 @@ mod tests {
         let (net, a, mut b) = SimNet::pair(1, LinkConfig::default(), LinkConfig::default());
         let faults = TxFaults { loss: 0.2, duplicate: 0.1, corrupt: 0.1, reorder: 0.1 };
         let out = Shared::default();
-        let mut tx = Capture::new(Faulty::new(a, faults, 7), out.clone()).unwrap();
+        let mut tx = Capture::new(Faulty::new(a, faults, 7), out.clone(), SNAPLEN).unwrap();
         let log = tx.log();
         let mut sent = Vec::new();
         for i in 0..1000u32 {
@@ -261,7 +273,7 @@ mod tests {
     fn h1_memory_stays_bounded_and_the_file_is_complete_after_drop() {
         let (_net, a, _b) = SimNet::pair(1, LinkConfig::default(), LinkConfig::default());
         let out = Shared::default();
-        let mut tx = Capture::new(a, out.clone()).unwrap();
+        let mut tx = Capture::new(a, out.clone(), SNAPLEN).unwrap();
         let frames = 3 * CAPTURE_BUFFER / 4000 + 7;
         for i in 0..frames as u32 {
             let mut f = tx.alloc();
@@ -279,24 +291,13 @@ mod tests {
         drop(tx);
         let bytes = out.0.lock().unwrap().0.clone();
         assert_eq!(bytes.len(), 24 + frames * (16 + 4000));
+        assert_eq!(bytes[..24], file_header(SNAPLEN));
         let mut n = 0;
-        for p in pcap_reader(&bytes) {
+        for (_, _, p) in records(&bytes) {
             assert_eq!(p, frame_bytes(n, 4000));
             n += 1;
         }
         assert_eq!(n as usize, frames);
-    }
-
-    /// The records of a pcap this module wrote.
-    fn pcap_reader(b: &[u8]) -> impl Iterator<Item = Vec<u8>> + '_ {
-        assert_eq!(b[..24], file_header());
-        let mut at = 24;
-        std::iter::from_fn(move || {
-            let len = u32::from_le_bytes(b.get(at + 8..at + 12)?.try_into().ok()?) as usize;
-            let rec = b[at + 16..at + 16 + len].to_vec();
-            at += 16 + len;
-            Some(rec)
-        })
     }
 
     /// A datapath that refuses every frame.
@@ -320,11 +321,49 @@ mod tests {
     fn a_refused_frame_is_not_in_the_capture() {
         let (_net, a, _b) = SimNet::pair(1, LinkConfig::default(), LinkConfig::default());
         let out = Shared::default();
-        let mut tx = Capture::new(Refusing { inner: a }, out.clone()).unwrap();
+        let mut tx = Capture::new(Refusing { inner: a }, out.clone(), SNAPLEN).unwrap();
         let mut f = tx.alloc();
         f.set_len(60);
         assert!(tx.transmit(f).is_err());
         assert_eq!(tx.log().flush().unwrap(), 0);
         assert_eq!(out.0.lock().unwrap().0.len(), 24);
+    }
+
+    #[test]
+    fn a_short_snap_length_keeps_each_frames_head_and_its_length_on_the_wire() {
+        let (_net, a, _b) = SimNet::pair(1, LinkConfig::default(), LinkConfig::default());
+        let out = Shared::default();
+        let mut tx = Capture::new(a, out.clone(), 128).unwrap();
+        for (i, len) in [(0u32, 60usize), (1, 128), (2, 129), (3, 4000)] {
+            let mut f = tx.alloc();
+            f.buffer_mut()[..len].copy_from_slice(&frame_bytes(i, len));
+            f.set_len(len);
+            tx.transmit(f).unwrap();
+        }
+        assert_eq!(tx.log().flush().unwrap(), 4);
+        let bytes = out.0.lock().unwrap().0.clone();
+        let frames = records(&bytes);
+        assert_eq!(bytes[16..20], 128u32.to_le_bytes(), "the header states the snap length");
+        for ((incl, orig, data), (i, len)) in
+            frames.iter().zip([(0u32, 60usize), (1, 128), (2, 129), (3, 4000)])
+        {
+            assert_eq!((*incl, *orig), (len.min(128), len));
+            assert_eq!(*data, frame_bytes(i, len)[..len.min(128)]);
+        }
+        assert_eq!(bytes.len(), 24 + 4 * 16 + 60 + 3 * 128);
+        assert!(Capture::new(tx, Shared::default(), 0).is_err(), "a snap length of 0 is refused");
+    }
+
+    /// Each record of a pcap this module wrote: its captured length, length on the wire and bytes.
+    fn records(b: &[u8]) -> Vec<(usize, usize, Vec<u8>)> {
+        let mut at = 24;
+        let mut out = Vec::new();
+        while at + 16 <= b.len() {
+            let word = |k: usize| u32::from_le_bytes(b[at + k..at + k + 4].try_into().unwrap()) as usize;
+            let (incl, orig) = (word(8), word(12));
+            out.push((incl, orig, b[at + 16..at + 16 + incl].to_vec()));
+            at += 16 + incl;
+        }
+        out
     }
 }

@@ -182,6 +182,12 @@ pub(crate) struct PerfArgs {
     /// pcap file while the run goes on (on the simulated backend: the same as --pcap).
     #[arg(long, value_name = "FILE")]
     pub(crate) capture: Option<PathBuf>,
+    /// Real backends: keep at most BYTES of each frame in the --capture file (its length on the
+    /// wire is kept), as tcpdump -s does: 128 holds every RoCE and UET header, for runs too long
+    /// to store every payload.
+    #[arg(long, value_name = "BYTES", default_value_t = engine::datapath::capture::SNAPLEN,
+          value_parser = clap::value_parser!(u16).range(14..))]
+    pub(crate) snaplen: u16,
     /// Real backends: what a round with nothing to do does: spin (busy polling: a core at 100 %,
     /// the lowest latency) or adaptive (spin --spin-us, then sleep on the socket until a frame
     /// arrives, the datapath has room again, a timer is due or the peer writes).
@@ -193,6 +199,12 @@ pub(crate) struct PerfArgs {
 }
 
 impl PerfArgs {
+    /// The capture file of a real backend's run (`--capture`, `--snaplen`).
+    pub(crate) fn capture_file(&self) -> Option<softrdma::perf::remote::CaptureFile> {
+        let path = self.capture.clone()?;
+        Some(softrdma::perf::remote::CaptureFile { path, snaplen: self.snaplen })
+    }
+
     /// The simulated cable's settings (both directions) from `--latency-us`, `--loss`, `--reorder`,
     /// `--dup` and `--corrupt`.
     pub(crate) fn sim_link(&self) -> nicsim::LinkConfig {

@@ -160,6 +160,12 @@ pub(crate) fn run_perf(a: PerfArgs) -> ExitCode {
         );
         return ExitCode::from(2);
     }
+    if a.snaplen != engine::datapath::capture::SNAPLEN {
+        eprintln!(
+            "softrdma perf: --snaplen cuts the frames of a real backend's --capture file; --pcap keeps whole frames"
+        );
+        return ExitCode::from(2);
+    }
     let cfg = PerfConfig {
         op,
         qp_type,

@@ -54,7 +54,7 @@ pub(crate) fn run_perftest(a: &PerfArgs, op: PerfOp, mode: Mode) -> ExitCode {
             rx_icrc: a.rx_icrc(),
             tx_faults: a.tx_faults(),
             seed: a.seed,
-            capture: a.capture.clone(),
+            capture: a.capture_file(),
         },
     };
     if o.server.is_none() {

@@ -24,7 +24,7 @@ pub(crate) fn remote_side(
         rx_icrc: a.rx_icrc(),
         tx_faults: a.tx_faults(),
         seed: a.seed,
-        capture: a.capture.clone(),
+        capture: a.capture_file(),
         wait: a.idle(),
     };
     match (&a.connect, a.server) {

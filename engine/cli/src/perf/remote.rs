@@ -87,7 +87,24 @@ pub struct Net {
     /// Seed of the faults.
     pub seed: u64,
     /// Write every frame sent and received to this pcap file, as the frames pass.
-    pub capture: Option<PathBuf>,
+    pub capture: Option<CaptureFile>,
+}
+
+/// A pcap file a run writes as frames pass (`--capture FILE`, `--snaplen BYTES`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CaptureFile {
+    /// Where.
+    pub path: PathBuf,
+    /// At most this many bytes of each frame ([`engine::datapath::capture::SNAPLEN`]: all).
+    pub snaplen: u16,
+}
+
+impl CaptureFile {
+    /// `dp` writing what passes to this file.
+    pub fn open<D: Datapath>(&self, dp: D) -> Result<Capture<D>, RemoteError> {
+        Capture::create(dp, &self.path, self.snaplen)
+            .map_err(|e| RemoteError(format!("creating the capture file {}: {e}", self.path.display())))
+    }
 }
 
 impl Net {
@@ -138,7 +155,7 @@ pub struct Link {
     /// Seed of the faults.
     pub seed: u64,
     /// Write every frame sent and received to this pcap file, as the frames pass (`--capture`).
-    pub capture: Option<PathBuf>,
+    pub capture: Option<CaptureFile>,
     /// What a round with nothing to do does: spin, or sleep on the datapath (`--wait`).
     pub wait: Idle,
 }
@@ -293,14 +310,13 @@ fn open_on<D: Datapath + Send + 'static>(
 ) -> Result<(Context, Option<CaptureLog>), RemoteError> {
     let dp = Faulty::new(port, link.tx_faults, link.seed);
     let other_port = (link.udp_port != wire::ROCEV2_UDP_PORT).then_some(link.udp_port);
-    let Some(path) = &link.capture else {
+    let Some(file) = &link.capture else {
         return Ok(match other_port {
             None => (Context::open(dp), None),
             Some(p) => (Context::open(RocePort::new(dp, p)), None),
         });
     };
-    let dp = Capture::create(dp, path)
-        .map_err(|e| RemoteError(format!("creating the capture file {}: {e}", path.display())))?;
+    let dp = file.open(dp)?;
     let log = dp.log();
     Ok(match other_port {
         None => (Context::open(dp), Some(log)),

@@ -134,8 +134,8 @@ fn with_node<R>(
             // The kernel checked the UDP checksum (and sends none we could check): accept 0.
             match &link.capture {
                 None => f(UetNodeAny::Udp(Box::new(node(dp, ses, false, cfg, nonce)?))),
-                Some(path) => {
-                    let dp = capture(dp, path)?;
+                Some(file) => {
+                    let dp = file.open(dp)?;
                     let log = dp.log();
                     f(UetNodeAny::UdpCapture(Box::new(node(dp, ses, false, cfg, nonce)?), log))
                 }
@@ -148,20 +148,14 @@ fn with_node<R>(
             let dp = Faulty::new(p, link.tx_faults, link.seed);
             match &link.capture {
                 None => f(UetNodeAny::AfXdp(Box::new(node(dp, ses, true, cfg, nonce)?))),
-                Some(path) => {
-                    let dp = capture(dp, path)?;
+                Some(file) => {
+                    let dp = file.open(dp)?;
                     let log = dp.log();
                     f(UetNodeAny::AfXdpCapture(Box::new(node(dp, ses, true, cfg, nonce)?), log))
                 }
             }
         }
     }
-}
-
-/// `dp` writing what passes to the capture file at `path`.
-fn capture<D: Datapath>(dp: D, path: &std::path::Path) -> Result<Capture<D>, RemoteError> {
-    Capture::create(dp, path)
-        .map_err(|e| RemoteError(format!("creating the capture file {}: {e}", path.display())))
 }
 
 /// A UET node on `dp`, with the run's TSS and marking settings.
