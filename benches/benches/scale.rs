@@ -2,10 +2,12 @@
 //! QP: what a `progress()` call with no work costs on each (ratio target <= 2x), and the resident
 //! memory the 10,000 QPs (both ends, on the simulated network) take (target <= 100 MiB); the same
 //! for a UET node holding 10,000 established PDCs against one holding one. Rounds alternate the
-//! two devices; medians. Results go to stdout and `target/bench/scale.json`.
+//! two devices; medians. Acceptance 2: `perf write` over 1,024 QPs against 1 QP, 64 KiB and 64 B
+//! messages, the same messages in total, every one verified (target >= 0.8x). Results go to stdout
+//! and `target/bench/scale.json`.
 //!
 //! `cargo bench -p benches --bench scale` (`SOFTRDMA_BENCH_ROUNDS`, default 7; `SCALE_QPS`,
-//! default 10,000, also the number of PDCs).
+//! default 10,000, also the number of PDCs; `SCALE_BUSY_QPS`, default 1,024).
 
 use engine::datapath::Datapath;
 use engine::datapath::sim::{SimNet, SimPort};
@@ -13,7 +15,7 @@ use engine::simpair::{PairConfig, connect};
 use engine::uet::{UetNode, write_headers};
 use engine::verbs::{Context, QpInitAttr};
 use serde_json::json;
-use softrdma::perf::LinkConfig;
+use softrdma::perf::{AtomicOp, Bench, LinkConfig, PerfConfig, PerfOp};
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::{Duration, Instant};
 use wire::uet::pds::{Mode, NextHeader, RequestRepr, request::FLAG_SYN};
@@ -145,10 +147,11 @@ fn rss() -> u64 {
 }
 
 /// `rounds` rounds timing `one` and `many` (which goes first alternates), each round printed under
-/// `label` ("first | second"); the medians of both and of the rounds' ratios.
+/// `label` ("first | second") in `unit`; the medians of both and of the rounds' ratios.
 fn alternate(
     rounds: usize,
     label: &str,
+    unit: &str,
     mut one: impl FnMut() -> f64,
     mut many: impl FnMut() -> f64,
 ) -> (f64, f64, f64) {
@@ -162,12 +165,40 @@ fn alternate(
             let b = many();
             (one(), b)
         };
-        println!("  round {round}: {first} {a:.0} ns, {second} {b:.0} ns ({:.2}x)", b / a);
+        println!("  round {round}: {first} {a:.0} {unit}, {second} {b:.0} {unit} ({:.2}x)", b / a);
         t1.push(a);
         tn.push(b);
         ratios.push(b / a);
     }
     (median(&mut t1), median(&mut tn), median(&mut ratios))
+}
+
+/// `perf write` on the simulated network as the CLI runs it (MTU 4096, 128 in flight): messages
+/// per second over `qps` QPs, `total` messages of `size` bytes in all; panics unless every one
+/// was verified.
+fn write_rate(qps: usize, size: usize, total: u64) -> f64 {
+    let cfg = PerfConfig {
+        op: PerfOp::Write,
+        qp_type: engine::verbs::QpType::Rc,
+        srq: false,
+        atomic: AtomicOp::FetchAdd,
+        sizes: vec![size],
+        iters: total / qps as u64,
+        qps,
+        mode: softrdma::perf::Mode::Bw,
+        mtu: engine::verbs::Mtu::Mtu4096,
+        link: LinkConfig::default(),
+        seed: 1,
+        tx_depth: 128,
+        retries: 7,
+        tap: false,
+        baseline: false,
+        dcqcn: None,
+    };
+    let mut bench = Bench::new(&cfg, size).expect("the QPs connect");
+    let row = bench.run_bw().expect("the run completes");
+    assert_eq!((row.verified, row.errors), (cfg.iters * qps as u64, 0), "every message verified");
+    row.verified as f64 / row.wall.as_secs_f64()
 }
 
 fn median(v: &mut [f64]) -> f64 {
@@ -185,6 +216,7 @@ fn main() {
     let (m1, mn, r) = alternate(
         rounds,
         &format!("idle progress() with 1 QP | with {many} QPs"),
+        "ns",
         || idle_call_ns(&mut one.a),
         || idle_call_ns(&mut lots.a),
     );
@@ -201,6 +233,7 @@ fn main() {
     let (um1, umn, ur) = alternate(
         rounds,
         &format!("idle UET node progress() with 1 PDC | with {many} PDCs"),
+        "ns",
         || idle_uet_call_ns(&mut one_uet),
         || idle_uet_call_ns(&mut lots_uet),
     );
@@ -209,6 +242,30 @@ fn main() {
          the rounds' ratios {ur:.2}x: target <= 2 {})",
         if ur <= 2.0 { "met" } else { "NOT met" }
     );
+    let busy: usize = std::env::var("SCALE_BUSY_QPS").ok().and_then(|r| r.parse().ok()).unwrap_or(1024);
+    let mut write = serde_json::Map::new();
+    for (size, total) in [(65536usize, 50 * busy as u64), (64, 1000 * busy as u64)] {
+        let (r1, rn, r) = alternate(
+            rounds,
+            &format!("perf write {size} B with 1 QP | with {busy} QPs"),
+            "kmsg/s",
+            || write_rate(1, size, total) / 1e3,
+            || write_rate(busy, size, total) / 1e3,
+        );
+        println!(
+            "scale: perf write {size} B over {busy} QPs {:.0} MB/s ({:.3} Mmsg/s) vs 1 QP {:.0} MB/s ({:.3} Mmsg/s), \
+             {total} messages each, all verified (median of the rounds' ratios {r:.2}x: target >= 0.8 {})",
+            rn * 1e3 * size as f64 / 1e6,
+            rn / 1e3,
+            r1 * 1e3 * size as f64 / 1e6,
+            r1 / 1e3,
+            if r >= 0.8 { "met" } else { "NOT met" }
+        );
+        write.insert(
+            size.to_string(),
+            json!({"messages": total, "one_qp_msgs_per_s": r1 * 1e3, "many_qps_msgs_per_s": rn * 1e3, "median_ratio": r}),
+        );
+    }
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let dir = root.join("target/bench");
     let _ = std::fs::create_dir_all(&dir);
@@ -217,6 +274,7 @@ fn main() {
         "idle_progress_ns": {"one_qp": m1, "many_qps": mn, "median_ratio": r},
         "resident_mib_for_the_qps": mib,
         "uet_idle_progress_ns": {"pdcs": many, "one_pdc": um1, "many_pdcs": umn, "median_ratio": ur},
+        "perf_write": {"qps": busy, "by_size": write},
     });
     let _ = std::fs::write(dir.join("scale.json"), serde_json::to_string_pretty(&doc).unwrap());
 }

@@ -74,3 +74,27 @@ fn dcqcn_with_a_full_window_keeps_time_moving() {
     assert_eq!((verified, errors), (300, 0));
     assert!(cnps > 0, "the queue built up and DCQCN reacted");
 }
+
+/// Many QPs share one ring of message slots (RC WRITE and READ): on a lossy, reordering link
+/// every QP still carries its own messages, each verified once, and no slot is reused before its
+/// message was checked (a reuse would fail the check).
+#[test]
+fn many_qps_share_one_ring_and_every_message_is_verified() {
+    for op in [PerfOp::Write, PerfOp::Read] {
+        let link = LinkConfig { loss: 0.02, reorder: 0.02, ..LinkConfig::default() };
+        let cfg = PerfConfig { qps: 300, iters: 4, tap: true, ..rc_bw(op, 5000, link, 3) };
+        let mut b = Bench::new(&cfg, 5000).unwrap();
+        let row = b.run_bw().unwrap();
+        assert_eq!((row.verified, row.errors), (1200, 0), "{op:?}");
+        let pair = b.pair();
+        let requesters: std::collections::HashSet<u32> = pair.qps.iter().map(|(_, b)| b.qpn()).collect();
+        let mut used = std::collections::HashSet::new();
+        for r in pair.net.with(|n| n.take_tap()) {
+            let Ok(f) = wire::FrameRepr::parse_with(&r.bytes, &Default::default()) else { continue };
+            if let Some(p) = f.roce().filter(|p| requesters.contains(&p.bth.dest_qp)) {
+                used.insert(p.bth.dest_qp);
+            }
+        }
+        assert_eq!(used.len(), 300, "{op:?}: every QP carried requests");
+    }
+}

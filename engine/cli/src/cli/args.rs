@@ -30,7 +30,7 @@ pub(crate) struct PerfArgs {
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     pub(crate) iters: Option<u64>,
     /// Queue pairs (bandwidth mode).
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=256))]
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=16384))]
     pub(crate) qps: u16,
     /// Bandwidth or latency.
     #[arg(long, value_enum, default_value = "bw")]

@@ -226,11 +226,12 @@ impl From<VerbsError> for PerfError {
 }
 
 /// Message slots per QP ring: `depth`, but no more than the messages the 128-PSN window lets be in
-/// flight plus two, and at least 2, so rings of large messages stay cache-sized (perftest also
-/// reuses one small buffer). In-flight messages never exceed the slots, so no slot is reused before
-/// its message was checked.
-pub fn ring_slots(depth: usize, size: usize, mtu: usize) -> usize {
-    window_slots(engine::roce::MAX_UNACKED_PSNS as usize, depth, size, mtu)
+/// flight plus two, shared by the `qps` QPs of one link, and at least 2, so rings of large messages
+/// stay cache-sized however many QPs (perftest also reuses one small buffer per QP). In-flight
+/// messages never exceed the slots, so no slot is reused before its message was checked.
+pub fn ring_slots(depth: usize, size: usize, mtu: usize, qps: usize) -> usize {
+    let one = window_slots(engine::roce::MAX_UNACKED_PSNS as usize, depth, size, mtu);
+    one.div_ceil(qps.max(1)).max(2.min(depth))
 }
 
 /// Messages to keep in flight: `depth`, but no more than a window of `window` packets of `payload`

@@ -333,7 +333,8 @@ fn open_side(link: &Link, t: &Test, server: bool) -> Result<Side, RemoteError> {
     let (mut ctx, capture) = open_context(link, t.mtu)?;
     ctx.set_dcqcn(t.dcqcn_bps.map(DcqcnConfig::datacenter));
     let pd = ctx.alloc_pd();
-    let slots = ring_slots(if t.mode == Mode::Lat { 1 } else { t.depth }, t.size, t.mtu.bytes() as usize);
+    let depth = if t.mode == Mode::Lat { 1 } else { t.depth };
+    let slots = ring_slots(depth, t.size, t.mtu.bytes() as usize, t.qps);
     let cq = ctx.create_cq(4 * slots * t.qps + 64).map_err(err)?;
     let cap = QpCap {
         max_send_wr: slots as u32,
