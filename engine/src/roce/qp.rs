@@ -486,7 +486,7 @@ impl QueuePair {
             }
             None
         };
-        let wqe = SendWqe::new(wr.clone(), data, len as u32, ud);
+        let wqe = SendWqe::new(wr, data, len as u32, ud);
         if self.state == QpState::Error {
             let wc = self.req.wc(&wqe, WcStatus::WrFlushErr);
             self.req.done.push_back(wc);
@@ -529,7 +529,7 @@ impl QueuePair {
             });
             return Ok(());
         }
-        self.rq.push_back(RecvWqe::new(wr.clone()));
+        self.rq.push_back(RecvWqe::new(wr));
         Ok(())
     }
 
@@ -673,7 +673,7 @@ impl QueuePair {
                             wire::copy_payload(dst, &data[offset as usize..(offset + len) as usize]);
                             Ok(())
                         }
-                        None => mem.gather(&w.wr.sg_list, u64::from(offset), dst),
+                        None => mem.gather(w.sg.as_slice(), u64::from(offset), dst),
                     })
                 }
                 TxPayload::Remote { rkey, va, len } => path.emit(buf, &desc.packet, len as usize, |dst| {

@@ -8,6 +8,7 @@ use super::path::HeaderTemplate;
 use super::rtt::RttEstimator;
 use super::types::{SendFlags, SendWindow, SendWr, WcStatus, WorkCompletion, WrOpcode};
 use super::window::LossWindow;
+use crate::roce::types::SgList;
 use std::collections::VecDeque;
 use std::time::Duration;
 use wire::ib::aeth::credit_count;
@@ -31,7 +32,10 @@ pub(crate) struct UdSend {
 /// A send work request on the send queue.
 #[derive(Debug)]
 pub(crate) struct SendWqe {
+    /// The request without its SGEs (`sg_list` is empty: an empty `Vec` owns no memory).
     pub(crate) wr: SendWr,
+    /// The request's SGEs.
+    pub(crate) sg: SgList,
     pub(crate) ud: Option<UdSend>,
     /// Message sequence number at the responder (for credits), set when first sent.
     pub(crate) ssn: u32,
@@ -46,9 +50,13 @@ pub(crate) struct SendWqe {
 }
 
 impl SendWqe {
-    pub(crate) fn new(wr: SendWr, inline: Option<Vec<u8>>, len: u32, ud: Option<UdSend>) -> SendWqe {
+    /// The entry for `wr`, copied without allocating unless it has more than two SGEs.
+    pub(crate) fn new(wr: &SendWr, inline: Option<Vec<u8>>, len: u32, ud: Option<UdSend>) -> SendWqe {
         let kind = Kind::of(&wr.opcode);
-        SendWqe { wr, ud, ssn: 0, inline, len, kind, sent: false, first_psn: 0, last_psn: 0 }
+        let sg = SgList::new(&wr.sg_list);
+        let wr =
+            SendWr { wr_id: wr.wr_id, opcode: wr.opcode, sg_list: Vec::new(), flags: wr.flags, ud: wr.ud };
+        SendWqe { wr, sg, ud, ssn: 0, inline, len, kind, sent: false, first_psn: 0, last_psn: 0 }
     }
 
     /// True for messages that use a receive WQE at the responder (and so need a credit).
@@ -616,7 +624,7 @@ mod tests {
 
     pub(super) fn push(r: &mut Requester, wr_id: u64, opcode: WrOpcode, key: u32, addr: u64, len: u32) {
         let sg_list = vec![Sge { addr, length: len, lkey: key }];
-        r.sq.push_back(SendWqe::new(SendWr::new(wr_id, opcode, sg_list), None, len, None));
+        r.sq.push_back(SendWqe::new(&SendWr::new(wr_id, opcode, sg_list), None, len, None));
     }
 
     /// Every packet the requester sends now: (opcode, PSN, AckReq).

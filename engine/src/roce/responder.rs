@@ -10,6 +10,7 @@ use super::desc::{TxDesc, TxPayload};
 use super::mem::{MemTable, sge_len};
 use super::types::MAX_MSG_SIZE;
 use super::types::{Access, RecvWr, WcOpcode, WcStatus, WorkCompletion};
+use crate::roce::types::SgList;
 use std::collections::VecDeque;
 use std::net::IpAddr;
 use wire::ib::aeth::{CREDITS_INVALID, credit_code_for};
@@ -25,14 +26,18 @@ pub const GRH_LEN: usize = 40;
 /// A receive work request on a receive queue or SRQ.
 #[derive(Debug)]
 pub struct RecvWqe {
-    pub(crate) wr: RecvWr,
+    /// Returned in the completion.
+    pub(crate) wr_id: u64,
+    /// Where the data goes.
+    pub(crate) sg: SgList,
     pub(crate) len: u64,
 }
 
 impl RecvWqe {
-    /// A receive WQE for `wr` (its SGEs are checked by whoever posts it).
-    pub fn new(wr: RecvWr) -> RecvWqe {
-        RecvWqe { len: sge_len(&wr.sg_list), wr }
+    /// A receive WQE for `wr` (its SGEs are checked by whoever posts it), copied without
+    /// allocating unless it has more than two SGEs.
+    pub fn new(wr: &RecvWr) -> RecvWqe {
+        RecvWqe { wr_id: wr.wr_id, sg: SgList::new(&wr.sg_list), len: sge_len(&wr.sg_list) }
     }
 }
 
@@ -207,7 +212,7 @@ impl Responder {
     /// Fails the receive WQE of the message in progress with `status` (RC errors).
     fn fail_recv(&mut self, status: WcStatus) {
         if let InProgress::Send { wqe, .. } = std::mem::replace(&mut self.cur, InProgress::None) {
-            let wc = self.wc(wqe.wr.wr_id, status, WcOpcode::Recv, 0);
+            let wc = self.wc(wqe.wr_id, status, WcOpcode::Recv, 0);
             self.done.push_back(wc);
         }
     }
@@ -236,7 +241,7 @@ impl Responder {
         };
         let own = rq.map(std::mem::take).unwrap_or_default();
         for w in in_progress.into_iter().chain(own) {
-            let wc = self.wc(w.wr.wr_id, WcStatus::WrFlushErr, WcOpcode::Recv, 0);
+            let wc = self.wc(w.wr_id, WcStatus::WrFlushErr, WcOpcode::Recv, 0);
             self.done.push_back(wc);
         }
         self.replies.retain(|r| matches!(r, Reply::Ack { aeth, .. } if aeth.syndrome >= 0x60));
@@ -367,7 +372,7 @@ impl Responder {
             self.fail_recv(WcStatus::LocLenErr);
             return self.reject(p, NakCode::InvalidRequest, rq);
         }
-        if mem.scatter(&wqe.wr.sg_list, offset, pkt.payload).is_err() {
+        if mem.scatter(wqe.sg.as_slice(), offset, pkt.payload).is_err() {
             self.fail_recv(WcStatus::LocProtErr);
             return self.reject(p, NakCode::RemoteOperationalError, rq);
         }
@@ -388,7 +393,7 @@ impl Responder {
                 return Ok(());
             };
             // At most MAX_MSG_SIZE (8 MiB), so it fits.
-            let mut wc = self.wc(wqe.wr.wr_id, WcStatus::Success, WcOpcode::Recv, offset as u32);
+            let mut wc = self.wc(wqe.wr_id, WcStatus::Success, WcOpcode::Recv, offset as u32);
             wc.imm_data = pkt.immdt.map(|i| i.0);
             wc.invalidated_rkey = invalidated;
             wc.solicited = pkt.bth.solicited;
@@ -453,7 +458,7 @@ impl Responder {
         if last {
             if imm {
                 if let Some(w) = rq.pop_front() {
-                    let mut wc = self.wc(w.wr.wr_id, WcStatus::Success, WcOpcode::RecvRdmaWithImm, total);
+                    let mut wc = self.wc(w.wr_id, WcStatus::Success, WcOpcode::RecvRdmaWithImm, total);
                     wc.imm_data = pkt.immdt.map(|i| i.0);
                     wc.solicited = pkt.bth.solicited;
                     self.done.push_back(wc);
@@ -689,12 +694,12 @@ impl Responder {
             _ => {}
         }
         let total = GRH_LEN + pkt.payload.len();
-        let mut wc = self.wc(w.wr.wr_id, WcStatus::Success, WcOpcode::Recv, total as u32);
+        let mut wc = self.wc(w.wr_id, WcStatus::Success, WcOpcode::Recv, total as u32);
         if total as u64 > w.len {
             wc.status = WcStatus::LocLenErr;
             wc.byte_len = 0;
-        } else if mem.scatter(&w.wr.sg_list, 0, &grh).is_err()
-            || mem.scatter(&w.wr.sg_list, GRH_LEN as u64, pkt.payload).is_err()
+        } else if mem.scatter(w.sg.as_slice(), 0, &grh).is_err()
+            || mem.scatter(w.sg.as_slice(), GRH_LEN as u64, pkt.payload).is_err()
         {
             wc.status = WcStatus::LocProtErr;
             wc.byte_len = 0;
@@ -761,7 +766,7 @@ mod tests {
         }
         assert_eq!(replies(&mut r), vec![(0x11, 0, Some(0x60), TxPayload::None)]);
         // The expected PSN clears the NAK state: the next gap gets its own NAK.
-        rq.push_back(RecvWqe::new(RecvWr { wr_id: 1, sg_list: vec![] }));
+        rq.push_back(RecvWqe::new(&RecvWr { wr_id: 1, sg_list: vec![] }));
         r.handle_request(Operation::SendOnly, &pkt(Operation::SendOnly, 0), &mut mem, &mut rq).unwrap();
         r.handle_request(Operation::SendOnly, &pkt(Operation::SendOnly, 7), &mut mem, &mut rq).unwrap();
         // The ACK advertises the receive WQEs left: none (credit code 0).
@@ -775,8 +780,8 @@ mod tests {
     fn duplicate_send_is_acked_again_not_delivered_again() {
         let (mut r, mut mem, ..) = setup();
         let mut rq = VecDeque::new();
-        rq.push_back(RecvWqe::new(RecvWr { wr_id: 1, sg_list: vec![] }));
-        rq.push_back(RecvWqe::new(RecvWr { wr_id: 2, sg_list: vec![] }));
+        rq.push_back(RecvWqe::new(&RecvWr { wr_id: 1, sg_list: vec![] }));
+        rq.push_back(RecvWqe::new(&RecvWr { wr_id: 2, sg_list: vec![] }));
         r.handle_request(Operation::SendOnly, &pkt(Operation::SendOnly, 0), &mut mem, &mut rq).unwrap();
         r.handle_request(Operation::SendOnly, &pkt(Operation::SendOnly, 0), &mut mem, &mut rq).unwrap();
         assert_eq!(r.done.len(), 1, "delivered once");

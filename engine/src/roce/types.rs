@@ -50,6 +50,41 @@ pub struct Sge {
     pub lkey: u32,
 }
 
+/// SGEs a queue entry holds in place: lists this long or shorter cost no allocation when posted.
+const INLINE_SGES: usize = 2;
+
+/// A work request's scatter/gather list as its queue entry keeps it: up to [`INLINE_SGES`] in
+/// place, so that posting the usual one- or two-element request allocates nothing; longer lists
+/// on the heap.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum SgList {
+    /// The first `len` elements.
+    Inline { len: u8, sges: [Sge; INLINE_SGES] },
+    /// A longer list.
+    Heap(Box<[Sge]>),
+}
+
+impl SgList {
+    /// A copy of `sges`.
+    pub(crate) fn new(sges: &[Sge]) -> SgList {
+        if sges.len() <= INLINE_SGES {
+            let mut inline = [Sge { addr: 0, length: 0, lkey: 0 }; INLINE_SGES];
+            inline[..sges.len()].copy_from_slice(sges);
+            SgList::Inline { len: sges.len() as u8, sges: inline }
+        } else {
+            SgList::Heap(sges.into())
+        }
+    }
+
+    /// The elements.
+    pub(crate) fn as_slice(&self) -> &[Sge] {
+        match self {
+            SgList::Inline { len, sges } => &sges[..usize::from(*len)],
+            SgList::Heap(v) => v,
+        }
+    }
+}
+
 /// Send work request flags (`ibv_send_flags`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub struct SendFlags(pub u32);
@@ -485,3 +520,19 @@ pub const LIMITS: DeviceLimits = DeviceLimits {
     max_rd_atomic: 128,
     max_srq_wr: 16384,
 };
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sg_lists_keep_every_element_in_place_or_on_the_heap() {
+        let sges: Vec<Sge> =
+            (0..5).map(|i| Sge { addr: 0x1000 * i, length: i as u32 + 1, lkey: 7 }).collect();
+        for n in 0..=sges.len() {
+            let list = SgList::new(&sges[..n]);
+            assert_eq!(list.as_slice(), &sges[..n]);
+            assert_eq!(matches!(list, SgList::Inline { .. }), n <= INLINE_SGES, "{n} SGEs");
+        }
+    }
+}

@@ -457,7 +457,7 @@ impl Context {
                     .check_local(s.pd, sge, Access::LOCAL_WRITE)
                     .map_err(|e| (n, VerbsError::InvalidSge(e)))?;
             }
-            s.wqes.push_back(RecvWqe::new(wr.clone()));
+            s.wqes.push_back(RecvWqe::new(wr));
         }
         Ok(())
     }

@@ -8,7 +8,7 @@ use engine::verbs::{
     WrOpcode,
 };
 use hdrhistogram::Histogram;
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 use super::baseline;
@@ -67,8 +67,9 @@ pub struct Bench {
     lanes: Vec<Lane>,
     /// RC WRITE and READ: the slots the lanes share.
     pool: Option<Pool>,
-    /// The lane of each QP number (either side's), so a completion finds its lane in O(1).
-    lane_by_qpn: HashMap<u32, usize>,
+    /// The lane of each QP number (either side's; the engine numbers QPs densely), so a
+    /// completion finds its lane in O(1).
+    lane_by_qpn: Vec<Option<u32>>,
     /// Lanes that may post again: every lane at the start, then those with a completion or a
     /// receipt since the last posting round (the loop visits no lane without work).
     touched: Vec<usize>,
@@ -185,8 +186,16 @@ impl Bench {
                 post_time: None,
             });
         }
-        let lane_by_qpn =
-            pair.qps.iter().enumerate().flat_map(|(q, (a, b))| [(a.qpn(), q), (b.qpn(), q)]).collect();
+        let mut lane_by_qpn = Vec::new();
+        for (q, (a, b)) in pair.qps.iter().enumerate() {
+            for qpn in [a.qpn(), b.qpn()] {
+                let i = qpn as usize;
+                if lane_by_qpn.len() <= i {
+                    lane_by_qpn.resize(i + 1, None);
+                }
+                lane_by_qpn[i].get_or_insert(q as u32);
+            }
+        }
         let mut bench = Bench {
             cfg: cfg.clone(),
             pair,
@@ -327,7 +336,7 @@ impl Bench {
     }
 
     fn lane_of(&self, wc: &WorkCompletion) -> Option<usize> {
-        self.lane_by_qpn.get(&wc.qp_num).copied()
+        self.lane_by_qpn.get(wc.qp_num as usize).copied().flatten().map(|q| q as usize)
     }
 
     /// Polls both CQs, checking data; returns completions of requests (per lane).
