@@ -75,14 +75,14 @@ pub struct QueuePair {
     rq: VecDeque<RecvWqe>,
     state: QpState,
     access: Access,
-    attr: QpAttr,
+    attr: Box<QpAttr>,
     path: Option<Path>,
     /// The path's headers, built once at RTR.
     template: Option<HeaderTemplate>,
     req: Requester,
     resp: Responder,
     /// DCQCN reaction point (RC with `QpConfig::dcqcn`).
-    dcqcn: Option<Dcqcn>,
+    dcqcn: Option<Box<Dcqcn>>,
     /// DCQCN notification point: a CNP is due, and when the last one went.
     cnp_pending: bool,
     cnp_last: Option<Duration>,
@@ -157,12 +157,12 @@ impl QueuePair {
             rq: VecDeque::new(),
             state: QpState::Reset,
             access: Access::NONE,
-            attr: QpAttr::default(),
+            attr: Box::default(),
             path: None,
             template: None,
             req: Requester::new(req_cfg, 0),
             resp: Responder::new(resp_cfg, 0),
-            dcqcn: cfg.dcqcn.filter(|_| cfg.qp_type == QpType::Rc).map(Dcqcn::new),
+            dcqcn: cfg.dcqcn.filter(|_| cfg.qp_type == QpType::Rc).map(|c| Box::new(Dcqcn::new(c))),
             cnp_pending: false,
             cnp_last: None,
             peer_packets: 0,
@@ -172,7 +172,7 @@ impl QueuePair {
 
     /// The DCQCN rate limiter, when DCQCN runs on this QP.
     pub fn dcqcn(&self) -> Option<&Dcqcn> {
-        self.dcqcn.as_ref()
+        self.dcqcn.as_deref()
     }
 
     /// QP number.
@@ -187,7 +187,7 @@ impl QueuePair {
 
     /// The attributes set so far (`ibv_query_qp`).
     pub fn attr(&self) -> QpAttr {
-        self.attr
+        *self.attr
     }
 
     /// Protection domain.
@@ -313,7 +313,7 @@ impl QueuePair {
                     ..self.resp.cfg
                 };
                 self.resp = Responder::new(cfg, rq_psn);
-                self.attr = QpAttr {
+                *self.attr = QpAttr {
                     ah_attr: Some(av),
                     path_mtu: Some(mtu),
                     dest_qp_num: Some(dest),
@@ -321,7 +321,7 @@ impl QueuePair {
                     max_dest_rd_atomic: (ty == QpType::Rc).then_some(max_dest),
                     min_rnr_timer: (ty == QpType::Rc).then_some(min_rnr),
                     qp_access_flags: Some(self.access),
-                    ..self.attr
+                    ..*self.attr
                 };
                 self.state = Rtr;
             }
@@ -353,14 +353,14 @@ impl QueuePair {
                     } else {
                         SendWindow::Adaptive { min: SendWindow::DEFAULT_MIN }
                     });
-                    self.attr = QpAttr {
+                    *self.attr = QpAttr {
                         timeout: Some(timeout),
                         retry_cnt: Some(retry_cnt),
                         rnr_retry: Some(rnr_retry),
                         max_rd_atomic: Some(max_rd),
                         max_retries: a.max_retries,
                         send_window: Some(cfg.window),
-                        ..self.attr
+                        ..*self.attr
                     };
                 }
                 let sq = std::mem::take(&mut self.req.sq);
