@@ -76,6 +76,8 @@ pub struct Bench {
     /// Requests completed, over all lanes.
     completed: u64,
     size: usize,
+    /// The request `post` fills in and posts.
+    wr: SendWr,
     wcs: Vec<WorkCompletion>,
     verified: u64,
     errors: u64,
@@ -206,6 +208,7 @@ impl Bench {
             lane_by_qpn,
             completed: 0,
             size,
+            wr: SendWr::new(0, WrOpcode::Send, Vec::with_capacity(1)),
             wcs: Vec::new(),
             verified: 0,
             errors: 0,
@@ -279,18 +282,17 @@ impl Bench {
                     }
                     _ => WrOpcode::RdmaWrite { remote_addr, rkey: l.dst.rkey },
                 };
-                let mut wr = SendWr::new(n, opcode, vec![sge]);
-                if let Some((ah, _)) = self.pair.ahs {
+                let ud = self.pair.ahs.map(|(ah, _)| {
                     let remote_qpn = self.pair.qps[q].1.qpn();
-                    wr.ud = Some(UdDest { ah, remote_qpn, remote_qkey: 0x8000_0000 });
-                }
-                wr
+                    UdDest { ah, remote_qpn, remote_qkey: 0x8000_0000 }
+                });
+                (opcode, sge, ud)
             }
             PerfOp::Read => {
                 self.pair.b.mr_bytes_mut(&l.src)?[at..at + k].copy_from_slice(&stamp[..k]);
                 let sge = Sge { addr: l.dst.addr + at as u64, length: size as u32, lkey: l.dst.lkey };
                 let opcode = WrOpcode::RdmaRead { remote_addr: l.src.addr + at as u64, rkey: l.src.rkey };
-                SendWr::new(n, opcode, vec![sge])
+                (opcode, sge, None)
             }
             PerfOp::Atomic => {
                 let c = l.counter.ok_or(PerfError::Stalled("atomic lane without a counter"))?;
@@ -306,10 +308,16 @@ impl Bench {
                         swap: n + 1,
                     },
                 };
-                SendWr::new(n, opcode, vec![sge])
+                (opcode, sge, None)
             }
         };
-        self.pair.a.post_send(qa, &[wr]).map_err(post_err)?;
+        // One request, rebuilt in place for each post: its SGE list allocates once.
+        let (opcode, sge, ud) = wr;
+        let wr = &mut self.wr;
+        (wr.wr_id, wr.opcode, wr.ud) = (n, opcode, ud);
+        wr.sg_list.clear();
+        wr.sg_list.push(sge);
+        self.pair.a.post_send(qa, std::slice::from_ref(&self.wr)).map_err(post_err)?;
         if self.cfg.mode == Mode::Lat {
             l.post_time = Some((Instant::now(), self.pair.net.now()));
         }
