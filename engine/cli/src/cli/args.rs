@@ -29,7 +29,8 @@ pub(crate) struct PerfArgs {
     /// Messages per QP and size [default: 5000 for bw, 1000 for lat].
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     pub(crate) iters: Option<u64>,
-    /// Queue pairs (bandwidth mode).
+    /// Queue pairs (bandwidth mode), each running --iters messages; RC WRITE and READ share one
+    /// ring of message slots among them, served in turn (README, "softrdma perf").
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=16384))]
     pub(crate) qps: u16,
     /// Bandwidth or latency.
