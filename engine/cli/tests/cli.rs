@@ -124,7 +124,7 @@ fn perf_over_uc_ud_and_srq_verifies_what_arrives() {
 
 #[test]
 fn perf_rejects_bad_arguments() {
-    let bad: [(&[&str], &str); 24] = [
+    let bad: [(&[&str], &str); 28] = [
         (&["perf", "read", "--transport", "uc"], "UC carries send and write only"),
         (&["perf", "write", "--transport", "ud"], "UD carries send only"),
         (&["perf", "write", "--srq"], "--srq applies to send over RC or UD"),
@@ -136,6 +136,10 @@ fn perf_rejects_bad_arguments() {
         (&["perf", "write", "--size", "0"], "--size"),
         (&["perf", "atomic", "--size", "16"], "atomics move 8 bytes"),
         (&["perf", "write", "--qps", "0"], "--qps"),
+        (&["perf", "write", "--qps", "16385"], "--qps"),
+        (&["perf", "write", "--snaplen", "128"], "--pcap keeps whole frames"),
+        (&["perf", "write", "--qps", "257", "--backend", "udp", "--connect", "127.0.0.1"], "at most 256 QPs"),
+        (&["perf", "write", "--backend", "udp", "--connect", "127.0.0.1", "--snaplen", "10"], "--snaplen"),
         (&["perf", "fly"], "invalid value"),
         (&["perf", "write", "--cc", "nscc"], "UET congestion controls"),
         (&["perf", "write", "--transport", "rud", "--cc", "dcqcn"], "dcqcn runs on RC QPs"),

@@ -16,6 +16,14 @@ pub(crate) fn remote_side(
     udp_port: u16,
 ) -> Result<(Option<String>, perf::remote::Link), ExitCode> {
     let Some(backend) = real_backend(a) else { return Err(ExitCode::from(2)) };
+    if u64::from(a.qps) > perf::hello::MAX_QPS {
+        eprintln!(
+            "softrdma perf: a two-process run carries at most {} QPs in its exchange (--qps {}); more run on the simulated backend",
+            perf::hello::MAX_QPS,
+            a.qps
+        );
+        return Err(ExitCode::from(2));
+    }
     let link = |local| perf::remote::Link {
         backend: backend.clone(),
         local,
