@@ -15,7 +15,7 @@ use engine::simpair::{PairConfig, connect};
 use engine::uet::{UetNode, write_headers};
 use engine::verbs::{Context, QpInitAttr};
 use serde_json::json;
-use softrdma::perf::{AtomicOp, Bench, LinkConfig, PerfConfig, PerfOp};
+use softrdma::perf::{Bench, LinkConfig};
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::{Duration, Instant};
 use wire::uet::pds::{Mode, NextHeader, RequestRepr, request::FLAG_SYN};
@@ -177,24 +177,7 @@ fn alternate(
 /// per second over `qps` QPs, `total` messages of `size` bytes in all; panics unless every one
 /// was verified.
 fn write_rate(qps: usize, size: usize, total: u64) -> f64 {
-    let cfg = PerfConfig {
-        op: PerfOp::Write,
-        qp_type: engine::verbs::QpType::Rc,
-        srq: false,
-        atomic: AtomicOp::FetchAdd,
-        sizes: vec![size],
-        iters: total / qps as u64,
-        qps,
-        mode: softrdma::perf::Mode::Bw,
-        mtu: engine::verbs::Mtu::Mtu4096,
-        link: LinkConfig::default(),
-        seed: 1,
-        tx_depth: 128,
-        retries: 7,
-        tap: false,
-        baseline: false,
-        dcqcn: None,
-    };
+    let cfg = benches::perf_write(size, qps, total / qps as u64);
     let mut bench = Bench::new(&cfg, size).expect("the QPs connect");
     let row = bench.run_bw().expect("the run completes");
     assert_eq!((row.verified, row.errors), (cfg.iters * qps as u64, 0), "every message verified");

@@ -7,9 +7,7 @@
 //! `cargo bench -p benches --bench write_bw` (ROUNDS=n to change the number of rounds).
 
 use benches::summarize;
-use engine::verbs::Mtu;
-use softrdma::perf::{Bench, Mode, PerfConfig, PerfOp, baseline};
-use std::time::Duration;
+use softrdma::perf::{Bench, baseline};
 
 const SIZE: usize = 65536;
 const ITERS: u64 = 5000;
@@ -20,24 +18,7 @@ const SHIFTS: [usize; 3] = [0, 64, 128];
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     // cargo bench passes --bench; a plain `cargo test` of this target passes nothing and runs once.
     let rounds: usize = std::env::var("ROUNDS").ok().and_then(|r| r.parse().ok()).unwrap_or(7);
-    let cfg = PerfConfig {
-        op: PerfOp::Write,
-        qp_type: engine::verbs::QpType::Rc,
-        srq: false,
-        atomic: softrdma::perf::AtomicOp::FetchAdd,
-        sizes: vec![SIZE],
-        iters: ITERS,
-        qps: 1,
-        mode: Mode::Bw,
-        mtu: Mtu::Mtu4096,
-        link: nicsim_default(),
-        seed: 1,
-        tx_depth: 128,
-        retries: 7,
-        tap: false,
-        baseline: false,
-        dcqcn: None,
-    };
+    let cfg = benches::perf_write(SIZE, 1, ITERS);
     let (mut engine_wall, mut engine_only, mut base) = (Vec::new(), Vec::new(), Vec::new());
     let mut misaligned = Vec::new();
     for _ in 0..rounds {
@@ -102,8 +83,4 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     std::fs::write(dir.join("write_bw.json"), serde_json::to_string_pretty(&json)?)?;
     println!("  recorded in target/bench/write_bw.json");
     Ok(())
-}
-
-fn nicsim_default() -> softrdma::perf::LinkConfig {
-    softrdma::perf::LinkConfig { latency: Duration::from_micros(1), ..Default::default() }
 }

@@ -23,6 +23,31 @@ pub fn summarize(samples: &[f64]) -> Option<Summary> {
     Some(Summary { p50: at(0.5), best: at(0.9) })
 }
 
+/// `softrdma perf write` as the command line runs it on the simulated network by default (RC, MTU
+/// 4096, 128 in flight per QP, the cable's 1 us latency, no baseline): `iters` messages of `size`
+/// bytes on each of `qps` QPs.
+pub fn perf_write(size: usize, qps: usize, iters: u64) -> softrdma::perf::PerfConfig {
+    use softrdma::perf::{AtomicOp, LinkConfig, Mode, PerfConfig, PerfOp};
+    PerfConfig {
+        op: PerfOp::Write,
+        qp_type: engine::verbs::QpType::Rc,
+        srq: false,
+        atomic: AtomicOp::FetchAdd,
+        sizes: vec![size],
+        iters,
+        qps,
+        mode: Mode::Bw,
+        mtu: engine::verbs::Mtu::Mtu4096,
+        link: LinkConfig { latency: std::time::Duration::from_micros(1), ..LinkConfig::default() },
+        seed: 1,
+        tx_depth: 128,
+        retries: 7,
+        tap: false,
+        baseline: false,
+        dcqcn: None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
