@@ -50,7 +50,8 @@ struct Lane {
 
 /// RC WRITE and READ: one ring of message slots (source and target) that every lane shares, as
 /// many as one QP keeps in flight. Each message takes a free slot and gives it back when its
-/// completion was checked; lanes wait for slots in turn, so every QP is served round-robin. The
+/// completion was checked; lanes wait for slots in turn and take up to their share (`Lane::slots`)
+/// at once, so every QP is served round-robin. The
 /// bytes touched and in flight are then the same for 1 QP as for 16,384, and `--qps` measures what
 /// the number of QPs costs the engine rather than the memory separate rings would take (1,024 QPs
 /// with their own two 64 KiB slots touch 256 MiB, eight times this machine's L3 cache).
@@ -525,8 +526,8 @@ impl Bench {
         self.lanes.iter().map(|l| l.lost).sum()
     }
 
-    /// Posts what the lanes may: with the [`Pool`], a free slot at a time to the waiting lanes in
-    /// turn; otherwise each lane with a completion or a receipt since the last round, up to its
+    /// Posts what the lanes may: with the [`Pool`], free slots to the waiting lanes in turn, each
+    /// lane as many as its share of the ring; otherwise each lane with a completion or a receipt since the last round, up to its
     /// ring. No lane without work is visited.
     fn post_round(&mut self, iters: u64, depth: u64, paced: bool) -> Result<(), PerfError> {
         // UC and UD have no flow control: a sender also stays within the receive ring.
@@ -551,14 +552,15 @@ impl Bench {
                 self.pool.as_mut().filter(|p| !p.free.is_empty()).and_then(|p| p.waiting.pop_front())
             {
                 self.lanes[q].waiting = false;
-                if !can(&self.lanes[q]) {
-                    continue;
+                // The lane at the head posts what its share allows (as perftest fills each QP's
+                // depth); one that runs out of free slots keeps its turn.
+                while can(&self.lanes[q]) && self.pool.as_ref().is_some_and(|p| !p.free.is_empty()) {
+                    self.post(q)?;
                 }
-                self.post(q)?;
                 if can(&self.lanes[q]) {
                     self.lanes[q].waiting = true;
                     if let Some(pool) = &mut self.pool {
-                        pool.waiting.push_back(q);
+                        pool.waiting.push_front(q);
                     }
                 }
             }
