@@ -50,11 +50,11 @@ struct Lane {
 
 /// RC WRITE and READ: one ring of message slots (source and target) that every lane shares, as
 /// many as one QP keeps in flight. Each message takes a free slot and gives it back when its
-/// completion was checked; lanes wait for slots in turn and take up to their share (`Lane::slots`)
-/// at once, so every QP is served round-robin. The
-/// bytes touched and in flight are then the same for 1 QP as for 16,384, and `--qps` measures what
-/// the number of QPs costs the engine rather than the memory separate rings would take (1,024 QPs
-/// with their own two 64 KiB slots touch 256 MiB, eight times this machine's L3 cache).
+/// completion was checked; lanes wait for slots in turn and take up to their share
+/// (`Lane::slots`) at once, so every QP is served round-robin. The bytes touched and in flight are
+/// then the same for 1 QP as for 16,384, and `--qps` measures what the number of QPs costs the
+/// engine rather than the memory separate rings would take (1,024 QPs with their own two 64 KiB
+/// slots touch 256 MiB, eight times this machine's L3 cache).
 struct Pool {
     free: Vec<usize>,
     /// Lanes waiting for a slot, in turn (each at most once).
@@ -527,8 +527,8 @@ impl Bench {
     }
 
     /// Posts what the lanes may: with the [`Pool`], free slots to the waiting lanes in turn, each
-    /// lane as many as its share of the ring; otherwise each lane with a completion or a receipt since the last round, up to its
-    /// ring. No lane without work is visited.
+    /// lane as many as its share of the ring; otherwise each lane with a completion or a receipt
+    /// since the last round, up to its ring. No lane without work is visited.
     fn post_round(&mut self, iters: u64, depth: u64, paced: bool) -> Result<(), PerfError> {
         // UC and UD have no flow control: a sender also stays within the receive ring.
         let can = |l: &Lane| {
