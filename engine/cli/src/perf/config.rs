@@ -199,6 +199,14 @@ pub struct LatRow {
     pub baseline: Option<baseline::RoundTrip>,
 }
 
+impl LatRow {
+    /// The median post-to-completion time over the baseline's round trip, if it ran.
+    pub fn typical_over_baseline(&self) -> Option<f64> {
+        let base = self.baseline?.per_trip.as_nanos() as f64;
+        Some(self.wall_ns.value_at_quantile(0.5) as f64 / base.max(1.0))
+    }
+}
+
 /// Why a perf run stopped.
 #[derive(Debug)]
 pub enum PerfError {

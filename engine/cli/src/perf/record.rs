@@ -85,7 +85,7 @@ pub fn lat_row(r: &LatRow) -> Value {
             "ns_per_round_trip": b.per_trip.as_nanos() as u64,
             "round_trips": b.trips,
             "intact": b.intact,
-            "typical_over_baseline": h.value_at_quantile(0.5) as f64 / (b.per_trip.as_nanos() as f64).max(1.0),
+            "typical_over_baseline": r.typical_over_baseline(),
         })),
         "histogram": buckets,
         "verified": r.verified,

@@ -177,15 +177,13 @@ pub fn lat_line(r: &LatRow) -> String {
 /// The baseline comparison under a latency line: the round trip's frames in a plain loop, and the
 /// median post-to-completion time over it.
 pub fn lat_baseline_line(r: &LatRow) -> Option<String> {
-    let b = r.baseline?;
-    let base = b.per_trip.as_nanos() as f64;
-    let p50 = r.wall_ns.value_at_quantile(0.5) as f64;
+    let (b, ratio) = (r.baseline?, r.typical_over_baseline()?);
     Some(format!(
         " baseline (one thread, plain loop: a {}-byte SEND and its ACK built with headers and ICRC, parsed and \
-         verified): {base:.0} ns per round trip{}\n typical / baseline: {:.1}",
+         verified): {:.0} ns per round trip{}\n typical / baseline: {ratio:.1}",
         r.size,
+        b.per_trip.as_nanos() as f64,
         if b.intact { "" } else { ", FRAMES NOT INTACT" },
-        p50 / base.max(1.0)
     ))
 }
 
