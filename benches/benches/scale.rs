@@ -3,11 +3,14 @@
 //! memory the 10,000 QPs (both ends, on the simulated network) take (target <= 100 MiB); the same
 //! for a UET node holding 10,000 established PDCs against one holding one. Rounds alternate the
 //! two devices; medians. Acceptance 2: `perf write` over 1,024 QPs against 1 QP, 64 KiB and 64 B
-//! messages, the same messages in total, every one verified (target >= 0.8x). Results go to stdout
-//! and `target/bench/scale.json`.
+//! messages, the same messages in total, every one verified (target >= 0.8x). Acceptance 4: a
+//! 64-QP `perf write` of 4 KiB messages on one engine thread against the same run sharded over two
+//! (`perf --threads 2`, target >= 1.7x on two cores). Results go to stdout and
+//! `target/bench/scale.json`.
 //!
 //! `cargo bench -p benches --bench scale` (`SOFTRDMA_BENCH_ROUNDS`, default 7; `SCALE_QPS`,
-//! default 10,000, also the number of PDCs; `SCALE_BUSY_QPS`, default 1,024).
+//! default 10,000, also the number of PDCs; `SCALE_BUSY_QPS`, default 1,024; `SCALE_THREADS`,
+//! default 2).
 
 use engine::datapath::Datapath;
 use engine::datapath::sim::{SimNet, SimPort};
@@ -15,7 +18,7 @@ use engine::simpair::{PairConfig, connect};
 use engine::uet::{UetNode, write_headers};
 use engine::verbs::{Context, QpInitAttr};
 use serde_json::json;
-use softrdma::perf::{Bench, LinkConfig};
+use softrdma::perf::{Bench, LinkConfig, PerfConfig};
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::{Duration, Instant};
 use wire::uet::pds::{Mode, NextHeader, RequestRepr, request::FLAG_SYN};
@@ -174,12 +177,15 @@ fn alternate(
 }
 
 /// `perf write` on the simulated network as the CLI runs it (MTU 4096, 128 in flight): messages
-/// per second over `qps` QPs, `total` messages of `size` bytes in all; panics unless every one
-/// was verified.
-fn write_rate(qps: usize, size: usize, total: u64) -> f64 {
-    let cfg = benches::perf_write(size, qps, total / qps as u64);
-    let mut bench = Bench::new(&cfg, size).expect("the QPs connect");
-    let row = bench.run_bw().expect("the run completes");
+/// per second over `qps` QPs sharded over `threads` engine threads, `total` messages of `size`
+/// bytes in all; panics unless every one was verified.
+fn write_rate(qps: usize, threads: usize, size: usize, total: u64) -> f64 {
+    let cfg = PerfConfig { threads, ..benches::perf_write(size, qps, total / qps as u64) };
+    let row = if threads > 1 {
+        softrdma::perf::threads::run_bw(&cfg, size).expect("the run completes").row
+    } else {
+        Bench::new(&cfg, size).expect("the QPs connect").run_bw().expect("the run completes")
+    };
     assert_eq!((row.verified, row.errors), (cfg.iters * qps as u64, 0), "every message verified");
     row.verified as f64 / row.wall.as_secs_f64()
 }
@@ -232,8 +238,8 @@ fn main() {
             rounds,
             &format!("perf write {size} B with 1 QP | with {busy} QPs"),
             "kmsg/s",
-            || write_rate(1, size, total) / 1e3,
-            || write_rate(busy, size, total) / 1e3,
+            || write_rate(1, 1, size, total) / 1e3,
+            || write_rate(busy, 1, size, total) / 1e3,
         );
         println!(
             "scale: perf write {size} B over {busy} QPs {:.0} MB/s ({:.3} Mmsg/s) vs 1 QP {:.0} MB/s ({:.3} Mmsg/s), \
@@ -249,6 +255,25 @@ fn main() {
             json!({"messages": total, "one_qp_msgs_per_s": r1 * 1e3, "many_qps_msgs_per_s": rn * 1e3, "median_ratio": r}),
         );
     }
+    // Acceptance 4: the same 64-QP run of 4 KiB WRITEs on one engine thread and sharded over
+    // `SCALE_THREADS` (default 2), each thread owning both ends of its QPs.
+    let threads: usize = std::env::var("SCALE_THREADS").ok().and_then(|r| r.parse().ok()).unwrap_or(2);
+    let (tqps, tsize, ttotal) = (64usize, 4096usize, 64 * 3000u64);
+    let (t1, tn, tr) = alternate(
+        rounds,
+        &format!("perf write {tsize} B over {tqps} QPs on 1 thread | on {threads} threads"),
+        "kmsg/s",
+        || write_rate(tqps, 1, tsize, ttotal) / 1e3,
+        || write_rate(tqps, threads, tsize, ttotal) / 1e3,
+    );
+    println!(
+        "scale: perf write {tsize} B over {tqps} QPs on {threads} engine threads {:.3} Mmsg/s vs one thread {:.3} Mmsg/s, \
+         {ttotal} messages each, all verified (median of the rounds' ratios {tr:.2}x: target >= 1.7 with 2 threads on 2 \
+         cores {})",
+        tn / 1e3,
+        t1 / 1e3,
+        if tr >= 1.7 { "met" } else { "NOT met" }
+    );
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let dir = root.join("target/bench");
     let _ = std::fs::create_dir_all(&dir);
@@ -258,6 +283,8 @@ fn main() {
         "resident_mib_for_the_qps": mib,
         "uet_idle_progress_ns": {"pdcs": many, "one_pdc": um1, "many_pdcs": umn, "median_ratio": ur},
         "perf_write": {"qps": busy, "by_size": write},
+        "threads": {"threads": threads, "qps": tqps, "size": tsize, "messages": ttotal,
+            "one_thread_msgs_per_s": t1 * 1e3, "threads_msgs_per_s": tn * 1e3, "median_ratio": tr},
     });
     let _ = std::fs::write(dir.join("scale.json"), serde_json::to_string_pretty(&doc).unwrap());
 }

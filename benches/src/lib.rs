@@ -36,6 +36,7 @@ pub fn perf_write(size: usize, qps: usize, iters: u64) -> softrdma::perf::PerfCo
         sizes: vec![size],
         iters,
         qps,
+        threads: 1,
         mode: Mode::Bw,
         mtu: engine::verbs::Mtu::Mtu4096,
         link: LinkConfig { latency: std::time::Duration::from_micros(1), ..LinkConfig::default() },

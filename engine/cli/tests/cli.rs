@@ -123,8 +123,41 @@ fn perf_over_uc_ud_and_srq_verifies_what_arrives() {
 }
 
 #[test]
+fn perf_threads_shard_the_qps_and_verify_every_message() {
+    let dir = common::scratch_dir("threads");
+    let json = dir.join("run.json");
+    let args = [
+        "perf",
+        "write",
+        "--threads",
+        "2",
+        "--qps",
+        "5",
+        "--size",
+        "4096",
+        "--iters",
+        "300",
+        "--loss",
+        "0.01",
+    ];
+    let o = softrdma(&[&args[..], &["--json", json.to_str().unwrap()]].concat());
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{out}{}", String::from_utf8_lossy(&o.stderr));
+    assert!(out.contains("in-process, 2 threads"), "{out}");
+    assert!(out.contains("baseline (2 threads at once"), "{out}");
+    assert!(out.contains("verified: 1500 messages, 0 errors"), "{out}");
+    let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert_eq!(doc["params"]["threads"], 2, "{doc}");
+    // Each thread's two devices are reported, and each carried frames.
+    let counters = doc["rows"][0]["counters"].as_object().unwrap();
+    assert_eq!(counters.len(), 4, "{doc}");
+    assert!(counters.values().all(|c| c["frames_tx"].as_u64() > Some(0)), "{doc}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
 fn perf_rejects_bad_arguments() {
-    let bad: [(&[&str], &str); 28] = [
+    let bad: [(&[&str], &str); 33] = [
         (&["perf", "read", "--transport", "uc"], "UC carries send and write only"),
         (&["perf", "write", "--transport", "ud"], "UD carries send only"),
         (&["perf", "write", "--srq"], "--srq applies to send over RC or UD"),
@@ -137,6 +170,11 @@ fn perf_rejects_bad_arguments() {
         (&["perf", "atomic", "--size", "16"], "atomics move 8 bytes"),
         (&["perf", "write", "--qps", "0"], "--qps"),
         (&["perf", "write", "--qps", "16385"], "--qps"),
+        (&["perf", "write", "--threads", "2"], "at least N QPs"),
+        (&["perf", "write", "--threads", "65", "--qps", "100"], "--threads"),
+        (&["perf", "send", "--threads", "2", "--mode", "lat"], "--threads applies to bandwidth runs"),
+        (&["perf", "send", "--threads", "2", "--qps", "2", "--transport", "rud"], "shards RoCE QPs"),
+        (&["perf", "write", "--threads", "2", "--qps", "2", "--pcap", "x.pcap"], "each thread has its own"),
         (&["perf", "write", "--snaplen", "128"], "--pcap keeps whole frames"),
         (&["perf", "write", "--qps", "257", "--backend", "udp", "--connect", "127.0.0.1"], "at most 256 QPs"),
         (&["perf", "write", "--backend", "udp", "--connect", "127.0.0.1", "--snaplen", "10"], "--snaplen"),

@@ -16,6 +16,7 @@ fn rc_bw(op: PerfOp, size: usize, link: LinkConfig, seed: u64) -> PerfConfig {
         sizes: vec![size],
         iters: 200,
         qps: 1,
+        threads: 1,
         mode: Mode::Bw,
         mtu: Mtu::Mtu1024,
         link,

@@ -33,6 +33,11 @@ pub(crate) struct PerfArgs {
     /// ring of message slots among them, served in turn (README, "softrdma perf").
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=16384))]
     pub(crate) qps: u16,
+    /// Engine threads (bandwidth mode on the simulated network): the QPs are sharded over them,
+    /// each thread owning both ends of its share on a simulated cable of its own, all started
+    /// together; the row adds their bytes over the slowest one's time.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub(crate) threads: u16,
     /// Bandwidth or latency.
     #[arg(long, value_enum, default_value = "bw")]
     pub(crate) mode: ModeArg,

@@ -41,7 +41,8 @@ pub(crate) fn run_perf(a: PerfArgs) -> ExitCode {
         Ok(())
     };
     let lat = matches!(a.mode, ModeArg::Lat);
-    let outputs = output_conflict(&a, lat).map_or(Ok(()), Err);
+    let outputs =
+        output_conflict(&a, lat).or_else(|| threads_conflict(&a, lat, uet.is_some())).map_or(Ok(()), Err);
     if let Err(why) = cc_fits.and(link_fits).map_err(String::from).and(outputs) {
         eprintln!("softrdma perf: {why}");
         return ExitCode::from(2);
@@ -174,6 +175,7 @@ pub(crate) fn run_perf(a: PerfArgs) -> ExitCode {
         sizes: sizes.clone(),
         iters,
         qps: a.qps as usize,
+        threads: a.threads as usize,
         mode,
         mtu: Mtu::from_bytes(a.mtu()).unwrap_or(Mtu::Mtu4096),
         link,
@@ -194,6 +196,37 @@ pub(crate) fn run_perf(a: PerfArgs) -> ExitCode {
             iters: if a.all_sizes { perf::sweep_iters(iters, size) } else { iters },
             ..cfg.clone()
         };
+        if cfg.threads > 1 {
+            match perf::threads::run_bw(&run_cfg, size) {
+                Ok(r) => {
+                    let names: Vec<String> = (0..2 * r.stats.len()).map(|i| format!("sim{i}")).collect();
+                    let devices: Vec<_> = r.stats.iter().flat_map(|(sa, sb)| [sa, sb]).collect();
+                    let named: Vec<_> =
+                        names.iter().map(String::as_str).zip(devices.iter().copied()).collect();
+                    println!("{}", perf::bw_line(&r.row));
+                    if let Some(base) = perf::baseline_line(&r.row) {
+                        println!("{base}");
+                    }
+                    if a.counters {
+                        for (name, s) in &named {
+                            println!("{}", perf::counters_line(name, s));
+                        }
+                    }
+                    record.bw(&r.row, output::counters(&named));
+                    (verified, errors, lost, dups) = (
+                        verified + r.row.verified,
+                        errors + r.row.errors,
+                        lost + r.row.lost,
+                        dups + r.row.duplicates,
+                    );
+                }
+                Err(e) => {
+                    eprintln!("softrdma perf: size {size}: {e}");
+                    errors += 1;
+                }
+            }
+            continue;
+        }
         let result = perf::Bench::new(&run_cfg, size).and_then(|mut b| {
             let line = match mode {
                 Mode::Bw => {
@@ -280,6 +313,7 @@ pub(crate) fn run_perf(a: PerfArgs) -> ExitCode {
     let mut params =
         output::params(&a, a.op_name(), a.transport_name(), if mode == Mode::Bw { "bw" } else { "lat" });
     params["sizes"] = serde_json::json!(sizes);
+    params["threads"] = serde_json::json!(cfg.threads);
     params["link"] = serde_json::json!({
         "latency_ns": cfg.link.latency.as_nanos() as u64,
         "loss": cfg.link.loss,
@@ -293,6 +327,30 @@ pub(crate) fn run_perf(a: PerfArgs) -> ExitCode {
     }
     println!("verified: {verified} messages, {errors} errors");
     if errors == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE }
+}
+
+/// Why `--threads` does not apply to this run, if it does not.
+fn threads_conflict(a: &PerfArgs, lat: bool, uet: bool) -> Option<String> {
+    let why = if a.threads == 1 {
+        return None;
+    } else if uet {
+        "--threads shards RoCE QPs (--transport rc, uc or ud)"
+    } else if lat {
+        "--threads applies to bandwidth runs (latency runs use one QP)"
+    } else if a.threads > a.qps {
+        "--threads N shards the QPs over N engine threads: give at least N QPs (--qps)"
+    } else if a.backend() != BackendArg::Sim {
+        "--threads runs on the simulated network (each thread with a cable of its own)"
+    } else if a.pcap.is_some() || a.capture.is_some() {
+        "--pcap records one simulated cable; with --threads each thread has its own"
+    } else if a.plot.is_some() {
+        "--plot draws one thread's goodput over time; with --threads the rows are summed, not sampled"
+    } else if a.link_gbps.is_some() {
+        "--link-gbps reports one cable's queues; with --threads each thread has its own"
+    } else {
+        return None;
+    };
+    Some(why.into())
 }
 
 /// Why `--plot` cannot draw this run, if it cannot (checked before the run, not after it).

@@ -171,6 +171,7 @@ pub(crate) fn run_uet_perf(a: &PerfArgs, transport: ses::DeliveryMode) -> ExitCo
         sizes: vec![size],
         iters,
         qps: 1,
+        threads: 1,
         mode,
         mtu: Mtu::from_bytes(a.mtu()).unwrap_or(Mtu::Mtu4096),
         link,

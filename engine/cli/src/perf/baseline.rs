@@ -24,6 +24,8 @@ pub struct Baseline {
     pub elapsed: Duration,
     /// Whether the destination holds the source bytes afterwards (checked outside the timing).
     pub intact: bool,
+    /// Threads that ran it at once, each on its own share of the bytes (`perf --threads`).
+    pub threads: usize,
 }
 
 impl Baseline {
@@ -108,7 +110,7 @@ pub fn run(size: usize, mtu: usize, messages: u64, misalign: usize) -> Baseline 
     }
     let elapsed = start.elapsed();
     let intact = messages == 0 || dst.as_slice()[misalign..misalign + size] == src.as_slice()[..size];
-    Baseline { bytes: size as u64 * messages, packets, elapsed, intact }
+    Baseline { bytes: size as u64 * messages, packets, elapsed, intact, threads: 1 }
 }
 
 /// Result of a latency baseline run.

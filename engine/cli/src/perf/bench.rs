@@ -87,6 +87,9 @@ pub struct Bench {
     duplicates: u64,
     /// Time spent in `check` (a Cell: checks run under shared borrows of the memory).
     check_clock: std::cell::Cell<Duration>,
+    /// This bench's thread and the number of threads of the run (`--threads`): only the first
+    /// shows progress and publishes its devices to `softrdma stat`.
+    shard: (usize, usize),
 }
 
 impl std::fmt::Debug for Bench {
@@ -216,6 +219,7 @@ impl Bench {
             lat: Vec::new(),
             duplicates: 0,
             check_clock: Default::default(),
+            shard: (0, 1),
         };
         if cfg.op == PerfOp::Send || (cfg.op == PerfOp::Write && cfg.qp_type == QpType::Uc) {
             for q in 0..cfg.qps {
@@ -225,6 +229,11 @@ impl Bench {
             }
         }
         Ok(bench)
+    }
+
+    /// Makes this bench thread `index` of `of` sharing one run (see [`super::threads`]).
+    pub(super) fn set_shard(&mut self, index: usize, of: usize) {
+        self.shard = (index, of);
     }
 
     /// The simulated pair (for the tap and counters).
@@ -587,10 +596,18 @@ impl Bench {
         let (mut mark_t, mut mark_n, mut peak) = (start, 0u64, 0f64);
         let mut timeline = super::config::Timeline::default();
         let paced = self.cfg.qp_type != QpType::Rc && self.checked_at_receiver();
-        let mut progress = Progress::new(format!("size {}", self.size), total, self.size);
-        let mut stats = Publisher::new("perf (in-process)");
+        let mut progress = match self.shard {
+            (_, 1) => Progress::new(format!("size {}", self.size), total, self.size),
+            (i, n) => Progress::new(format!("size {}, thread {} of {n}", self.size, i + 1), total, self.size),
+        };
+        if self.shard.0 != 0 {
+            progress.hide();
+        }
+        let mut stats = (self.shard.0 == 0).then(|| Publisher::new("perf (in-process)"));
         while !self.all_done(iters) {
-            stats.maybe(|| self.devices());
+            if let Some(stats) = &mut stats {
+                stats.maybe(|| self.devices());
+            }
             self.post_round(iters, depth, paced)?;
             self.step()?;
             let done = self.completed;

@@ -56,6 +56,9 @@ pub struct PerfConfig {
     pub iters: u64,
     /// QP pairs.
     pub qps: usize,
+    /// Engine threads the QPs are sharded over (bw mode on the simulated network): each owns both
+    /// ends of its share of the QPs on a simulated cable of its own.
+    pub threads: usize,
     /// Bandwidth or latency.
     pub mode: Mode,
     /// Path MTU.

@@ -17,6 +17,7 @@ pub mod progress;
 pub mod record;
 pub mod remote;
 mod report;
+pub mod threads;
 pub mod uet;
 
 pub use bench::Bench;

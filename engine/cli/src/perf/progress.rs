@@ -41,6 +41,11 @@ impl Progress {
         Progress { enabled: wanted(), label, total, size, start, next: start + AFTER, calls: 0, shown: false }
     }
 
+    /// Shows nothing (one of several threads whose first one shows its line).
+    pub fn hide(&mut self) {
+        self.enabled = false;
+    }
+
     /// `done` messages have completed.
     pub fn update(&mut self, done: u64) {
         if !self.enabled {

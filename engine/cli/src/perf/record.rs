@@ -39,6 +39,7 @@ pub fn bw_row(r: &BwRow) -> Value {
             "mb_per_sec": mb(base),
             "gb_per_sec": base * 8.0 / 1e9,
             "intact": b.intact,
+            "threads": b.threads,
             "engine_ratio": r.engine_rate() / base,
             "ratio_with_checks": r.average() / base,
         })

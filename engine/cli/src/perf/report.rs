@@ -75,9 +75,13 @@ pub fn header(cfg: &PerfConfig) -> String {
         (o, _) => o.title(),
     };
     format!(
-        "{LINE}\n                    {op} {mode} Test\n Transport: {transport} over nicsim (in-process, one thread)   \
+        "{LINE}\n                    {op} {mode} Test\n Transport: {transport} over nicsim (in-process, {})   \
          Number of qps: {}   MTU: {}   tx depth: {} (at most what the 128-PSN window holds + 2)\n Link: latency {:?} each way, loss {}, reorder {}, \
          dup {}, corrupt {}, seed {}\n Build: {}\n{LINE}",
+        match cfg.threads {
+            0 | 1 => "one thread".to_string(),
+            n => format!("{n} threads, each owning both ends of its QPs on a cable of its own"),
+        },
         cfg.qps,
         cfg.mtu.bytes(),
         if cfg.mode == Mode::Bw { cfg.tx_depth } else { 1 },
@@ -141,8 +145,12 @@ pub fn baseline_line(r: &BwRow) -> Option<String> {
     let b = r.baseline?;
     let base = b.bytes_per_sec();
     let share = r.check_time.as_secs_f64() / r.wall.as_secs_f64().max(1e-9) * 100.0;
+    let threads = match b.threads {
+        0 | 1 => "one thread".to_string(),
+        n => format!("{n} threads at once, each on its share"),
+    };
     Some(format!(
-        " baseline (one thread, plain loop: headers + copy + ICRC, then ICRC check + copy): {:.2} MB/sec \
+        " baseline ({threads}, plain loop: headers + copy + ICRC, then ICRC check + copy): {:.2} MB/sec \
          ({:.2} Gb/sec{})\n engine / baseline: {:.3} (engine time: wall-clock minus the {share:.1}% spent \
          checking delivered bytes; {:.3} with the checks)",
         mb(base),

@@ -69,7 +69,13 @@ impl AeadBaseline {
     /// The baseline as a bandwidth row reports it.
     pub(super) fn report(&self) -> crate::perf::baseline::Baseline {
         let packets = self.bytes / self.buf.len() as u64;
-        crate::perf::baseline::Baseline { bytes: self.bytes, packets, elapsed: self.elapsed, intact: true }
+        crate::perf::baseline::Baseline {
+            bytes: self.bytes,
+            packets,
+            elapsed: self.elapsed,
+            intact: true,
+            threads: 1,
+        }
     }
 }
 
