@@ -157,7 +157,7 @@ fn perf_threads_shard_the_qps_and_verify_every_message() {
 
 #[test]
 fn perf_rejects_bad_arguments() {
-    let bad: [(&[&str], &str); 33] = [
+    let bad: [(&[&str], &str); 35] = [
         (&["perf", "read", "--transport", "uc"], "UC carries send and write only"),
         (&["perf", "write", "--transport", "ud"], "UD carries send only"),
         (&["perf", "write", "--srq"], "--srq applies to send over RC or UD"),
@@ -175,6 +175,24 @@ fn perf_rejects_bad_arguments() {
         (&["perf", "send", "--threads", "2", "--mode", "lat"], "--threads applies to bandwidth runs"),
         (&["perf", "send", "--threads", "2", "--qps", "2", "--transport", "rud"], "shards RoCE QPs"),
         (&["perf", "write", "--threads", "2", "--qps", "2", "--pcap", "x.pcap"], "each thread has its own"),
+        (
+            &[
+                "perf",
+                "write",
+                "--threads",
+                "2",
+                "--qps",
+                "2",
+                "--backend",
+                "afxdp",
+                "--dev",
+                "lo",
+                "--connect",
+                "10.0.0.2",
+            ],
+            "needs --xdp-driver",
+        ),
+        (&["perf", "write", "--threads", "2", "--qps", "2", "--backend", "udp", "--server"], "the client's"),
         (&["perf", "write", "--snaplen", "128"], "--pcap keeps whole frames"),
         (&["perf", "write", "--qps", "257", "--backend", "udp", "--connect", "127.0.0.1"], "at most 256 QPs"),
         (&["perf", "write", "--backend", "udp", "--connect", "127.0.0.1", "--snaplen", "10"], "--snaplen"),

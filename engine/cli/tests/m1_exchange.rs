@@ -137,6 +137,17 @@ fn m1_perf_server_refuses_a_lying_client() {
         ("a JSON array", b"[1,2,3]\n".to_vec(), "object"),
         ("10 MB without a newline", vec![b'x'; 10 << 20], "KiB"),
         ("nothing at all", Vec::new(), "nothing"),
+        ("threads 65", with("threads", json!(65)), "threads"),
+        (
+            "shard beyond its threads",
+            {
+                let mut h = hello();
+                (h["threads"], h["shard"]) = (json!(2), json!(2));
+                format!("{h}\n").into_bytes()
+            },
+            "shard",
+        ),
+        ("2 threads, one connects", with("threads", json!(2)), "not all of them connected"),
     ];
     for (i, (what, bytes, needle)) in cases.into_iter().enumerate() {
         lie_to_perf_server(31100 + i as u16, &bytes, needle, what);

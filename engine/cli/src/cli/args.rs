@@ -33,9 +33,11 @@ pub(crate) struct PerfArgs {
     /// ring of message slots among them, served in turn (README, "softrdma perf").
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=16384))]
     pub(crate) qps: u16,
-    /// Engine threads (bandwidth mode on the simulated network): the QPs are sharded over them,
-    /// each thread owning both ends of its share on a simulated cable of its own, all started
-    /// together; the row adds their bytes over the slowest one's time.
+    /// Engine threads (bandwidth mode): the QPs are sharded over them. On the simulated network
+    /// each thread owns both ends of its share on a cable of its own; between two processes each
+    /// client thread has its own exchange with the server (which starts as many), and its own UDP
+    /// port (--udp-port + thread) or AF_XDP queue (--queue + thread). The row adds their bytes over
+    /// the slowest thread's time.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
     pub(crate) threads: u16,
     /// Bandwidth or latency.

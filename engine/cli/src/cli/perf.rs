@@ -142,6 +142,8 @@ pub(crate) fn run_perf(a: PerfArgs) -> ExitCode {
             seed: a.seed,
             dcqcn_bps: (a.cc == CcArg::Dcqcn).then(|| a.cc_bps()),
             cm: a.cm,
+            threads: a.threads as usize,
+            shard: 0,
         };
         return run_remote(&a, test);
     }
@@ -339,10 +341,14 @@ fn threads_conflict(a: &PerfArgs, lat: bool, uet: bool) -> Option<String> {
         "--threads applies to bandwidth runs (latency runs use one QP)"
     } else if a.threads > a.qps {
         "--threads N shards the QPs over N engine threads: give at least N QPs (--qps)"
-    } else if a.backend() != BackendArg::Sim {
-        "--threads runs on the simulated network (each thread with a cable of its own)"
+    } else if a.server {
+        "--threads is the client's: the server takes it from the client's hello"
+    } else if a.backend() == BackendArg::Afxdp && !a.xdp_driver {
+        softrdma::perf::threads::GENERIC_XDP
+    } else if a.perftest || a.cm {
+        "--threads runs softrdma's own exchange, one per thread (not --perftest or --cm)"
     } else if a.pcap.is_some() || a.capture.is_some() {
-        "--pcap records one simulated cable; with --threads each thread has its own"
+        "--pcap and --capture record one datapath; with --threads each thread has its own"
     } else if a.plot.is_some() {
         "--plot draws one thread's goodput over time; with --threads the rows are summed, not sampled"
     } else if a.link_gbps.is_some() {

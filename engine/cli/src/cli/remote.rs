@@ -110,7 +110,6 @@ pub(crate) fn write_capture(
 
 /// One side of a two-process run over the UDP backend.
 pub(crate) fn run_remote(a: &PerfArgs, test: perf::remote::Test) -> ExitCode {
-    use perf::remote;
     if a.all_sizes {
         eprintln!("softrdma perf: --all-sizes runs on the simulated backend only");
         return ExitCode::from(2);
@@ -120,16 +119,17 @@ pub(crate) fn run_remote(a: &PerfArgs, test: perf::remote::Test) -> ExitCode {
         Err(code) => return code,
     };
     let result = match host {
-        None => remote::serve(&link).map(|(t, o)| (t, o, false)),
-        Some(host) => remote::run_client(&host, &link, &test).map(|o| (test.clone(), o, true)),
+        None => perf::threads::serve(&link).map(|(t, o)| (t, o, false)),
+        Some(host) => perf::threads::run_client(&host, &link, &test).map(|o| (test.clone(), o, true)),
     };
-    let (t, o, client): (perf::remote::Test, perf::remote::Outcome, bool) = match result {
+    let (t, shards, client): (perf::remote::Test, Vec<perf::remote::Outcome>, bool) = match result {
         Ok(r) => r,
         Err(e) => {
             eprintln!("softrdma perf: {e}");
             return ExitCode::from(2);
         }
     };
+    let o = perf::threads::merged(&shards);
     if let Some(path) = &a.capture {
         if let Err(code) = write_capture(path, o.captured.as_ref()) {
             return code;
@@ -153,18 +153,38 @@ pub(crate) fn run_remote(a: &PerfArgs, test: perf::remote::Test) -> ExitCode {
         if client { "client" } else { "server" }
     );
     println!(
-        " Number of qps: {}   MTU: {}   size: {}   iterations: {}\n Connected by: {}\n Build: {}",
+        " Number of qps: {}   MTU: {}   size: {}   iterations: {}{}\n Connected by: {}\n Build: {}",
         t.qps,
         t.mtu.bytes(),
         t.size,
         t.iters,
+        match (t.threads, &link.backend) {
+            (1, _) => String::new(),
+            (n, perf::remote::Backend::Udp) => {
+                format!(
+                    "   engine threads: {n}, each with its own QPs and UDP port ({} + thread)",
+                    link.udp_port
+                )
+            }
+            (n, perf::remote::Backend::AfXdp { dev, queue, .. }) => {
+                format!(
+                    "   engine threads: {n}, each with its own QPs and AF_XDP queue of {dev} ({queue} + thread)"
+                )
+            }
+        },
         if t.cm { "the connection manager (REQ/REP/RTU)" } else { "the exchange's QP numbers and PSNs" },
         perf::build_kind()
     );
     println!("{}", perf::LINE);
     let mut record = RunRecord::default();
     let side = if client { "client" } else { "server" };
-    let counters = output::counters(&[(side, &o.stats)]);
+    let names: Vec<String> = match shards.len() {
+        1 => vec![side.to_string()],
+        _ => (0..shards.len()).map(|i| format!("{side} thread {i}")).collect(),
+    };
+    let named: Vec<(&str, &engine::verbs::Stats)> =
+        names.iter().map(String::as_str).zip(shards.iter().map(|o| &o.stats)).collect();
+    let counters = output::counters(&named);
     if client && t.mode == Mode::Lat {
         let mut h = match hdrhistogram::Histogram::<u64>::new_with_bounds(1, 3_600_000_000_000, 3) {
             Ok(h) => h,
@@ -234,9 +254,11 @@ pub(crate) fn run_remote(a: &PerfArgs, test: perf::remote::Test) -> ExitCode {
     };
     println!(" checks: {who}");
     if a.counters {
-        println!("{}", perf::counters_line(if client { "client" } else { "server" }, &o.stats));
-        let dp: Vec<String> = o.datapath.iter().map(|(k, v)| format!("{k} {v}")).collect();
-        println!(" datapath: {}", dp.join(", "));
+        for ((name, stats), o) in named.iter().zip(&shards) {
+            println!("{}", perf::counters_line(name, stats));
+            let dp: Vec<String> = o.datapath.iter().map(|(k, v)| format!("{k} {v}")).collect();
+            println!(" datapath: {}", dp.join(", "));
+        }
     }
     let mut params =
         output::params(a, a.op_name(), a.transport_name(), if t.mode == Mode::Bw { "bw" } else { "lat" });
@@ -244,6 +266,7 @@ pub(crate) fn run_remote(a: &PerfArgs, test: perf::remote::Test) -> ExitCode {
     params["size"] = t.size.into();
     params["iters"] = t.iters.into();
     params["qps"] = t.qps.into();
+    params["threads"] = t.threads.into();
     params["mtu"] = t.mtu.bytes().into();
     params["connected_by"] = (if t.cm { "cm" } else { "exchange" }).into();
     params["datapath_counters"] =

@@ -10,7 +10,7 @@ use serde_json::{Map, Value};
 use std::net::IpAddr;
 
 /// The test a client asks for.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Test {
     /// Operation.
     pub op: PerfOp,
@@ -38,6 +38,11 @@ pub struct Test {
     /// The QPs are connected by the connection manager (`--cm`), not by the exchange's QP numbers
     /// and PSNs.
     pub cm: bool,
+    /// Engine threads of the run (`--threads`): each runs its share of the QPs over an exchange
+    /// of its own ([`super::threads`]).
+    pub threads: usize,
+    /// Which of them this exchange is (0 to `threads - 1`).
+    pub shard: usize,
 }
 
 /// Why a remote run failed.
@@ -61,6 +66,8 @@ pub const MAX_DEPTH: u64 = 4096;
 /// The most messages per QP: 2^32 keeps `iters x qps x size` (the bytes moved) within a u64, and
 /// takes minutes at any rate the engine reaches, within the client's 10-minute run limit.
 pub const MAX_ITERS: u64 = 1 << 32;
+/// The most engine threads a run shards its QPs over (`--threads`).
+pub const MAX_THREADS: u64 = 64;
 
 /// A field of a message that is missing or out of range.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -129,6 +136,11 @@ impl Msg<'_> {
             Some(n) => self.fail(field, format!("{n} is out of range {lo}..={hi}")),
             None => self.fail(field, format!("is not an unsigned integer: {}", short(v))),
         }
+    }
+
+    /// Like [`Msg::uint`], `default` when absent.
+    fn uint_or(&self, field: &'static str, lo: u64, hi: u64, default: u64) -> Result<u64, HelloError> {
+        if self.v.get(field).is_none_or(Value::is_null) { Ok(default) } else { self.uint(field, lo, hi) }
     }
 
     /// One of `names`, as its index.
@@ -240,7 +252,12 @@ pub fn parse_client_hello(line: &[u8]) -> Result<(Test, PeerQps), HelloError> {
             Some(Value::Bool(b)) => *b,
             Some(v) => return m.fail("cm", format!("is not true or false: {}", short(v))),
         },
+        threads: m.uint_or("threads", 1, MAX_THREADS, 1)? as usize,
+        shard: m.uint_or("shard", 0, MAX_THREADS - 1, 0)? as usize,
     };
+    if t.shard >= t.threads {
+        return m.fail("shard", format!("{} of a run over {} threads", t.shard, t.threads));
+    }
     // What the CLI refuses on the client (`cli/perf.rs`) the server refuses too.
     match qp_type {
         QpType::Uc if matches!(op, PerfOp::Read | PerfOp::Atomic) => {

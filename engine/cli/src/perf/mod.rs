@@ -11,6 +11,7 @@ mod bench;
 mod cm;
 mod config;
 pub mod hello;
+mod link;
 mod pattern;
 pub mod plot;
 pub mod progress;

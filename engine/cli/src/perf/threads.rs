@@ -1,16 +1,27 @@
-//! `perf --threads N` on the simulated network: the QPs sharded over N engine threads. Each thread
-//! owns both ends of its share of the QPs, on a simulated cable of its own (its own datapath
-//! queue), so no lock, queue or cache line is shared between threads on the data path. The threads
-//! connect their QPs, start together at a barrier, and the row adds their bytes over the slowest
-//! thread's time; with the baseline, each thread then runs the baseline for its own share of the
-//! messages, again all at once, so the ratio compares N threads with N threads.
+//! `perf --threads N`: the QPs sharded over N engine threads.
+//!
+//! **On the simulated network** each thread owns both ends of its share of the QPs, on a simulated
+//! cable of its own (its own datapath queue), so no lock, queue or cache line is shared between
+//! threads on the data path. The threads connect their QPs, start together at a barrier, and the
+//! row adds their bytes over the slowest thread's time; with the baseline, each thread then runs the
+//! baseline for its own share of the messages, again all at once, so the ratio compares N threads
+//! with N threads.
+//!
+//! **Between two processes** each client thread runs its share of the QPs as a run of its own: its
+//! own exchange on the server's TCP port (the hello names the thread, `shard`), its own context and
+//! datapath queue: UDP port + thread, or AF_XDP queue + thread of the interface (a multi-queue
+//! interface, where the kernel keeps the queues' frames apart). The server learns the number of
+//! threads from the first hello, accepts the others, and serves each on a thread of its own.
 
 use engine::verbs::Stats;
+use std::net::TcpListener;
 use std::sync::Barrier;
+use std::time::{Duration, Instant};
 
 use super::baseline::{self, Baseline};
 use super::bench::Bench;
 use super::config::{BwRow, PerfConfig, PerfError, Timeline};
+use super::remote::{self, Accepted, Backend, Link, Outcome, RemoteError, Test};
 
 /// A run over several threads: the summed row, and each thread's two devices' counters.
 #[derive(Debug)]
@@ -113,6 +124,170 @@ fn merge_baselines(b: &[Baseline]) -> Baseline {
         intact: b.iter().all(|b| b.intact),
         threads: b.len(),
     }
+}
+
+/// The link of thread `shard` of a two-process run: UDP port + `shard`, or AF_XDP queue +
+/// `shard`; the exchange's TCP port is the same for every thread.
+pub fn shard_link(link: &Link, shard: usize) -> Result<Link, RemoteError> {
+    let mut l = link.clone();
+    match &mut l.backend {
+        Backend::Udp => {
+            l.udp_port = u16::try_from(usize::from(link.udp_port) + shard).map_err(|_| {
+                RemoteError(format!("UDP port {} + thread {shard} is above 65535", link.udp_port))
+            })?;
+        }
+        Backend::AfXdp { queue, .. } => *queue += shard as u32,
+    }
+    Ok(l)
+}
+
+/// Why a run over several threads cannot have what `link` asks for, if it cannot.
+fn refused(link: &Link, threads: usize) -> Result<(), RemoteError> {
+    if threads > 1 && link.capture.is_some() {
+        return Err(RemoteError(format!(
+            "a run over {threads} threads has {threads} datapaths: --capture records one (run it with --threads 1)"
+        )));
+    }
+    if let (true, Backend::AfXdp { driver: false, .. }) = (threads > 1, &link.backend) {
+        return Err(RemoteError(GENERIC_XDP.into()));
+    }
+    Ok(())
+}
+
+/// Why AF_XDP threads need driver mode.
+pub const GENERIC_XDP: &str = "--threads over AF_XDP needs --xdp-driver on both sides: each thread's socket \
+     is on its own queue, and in generic mode a veth hands every frame to queue 0 (in driver mode a frame \
+     arrives on the queue it was sent from)";
+
+/// Each thread's result in turn; the first error names its thread.
+fn joined<T>(
+    handles: Vec<std::thread::ScopedJoinHandle<'_, Result<T, RemoteError>>>,
+) -> Result<Vec<T>, RemoteError> {
+    handles
+        .into_iter()
+        .enumerate()
+        .map(|(i, h)| {
+            h.join()
+                .unwrap_or_else(|_| Err(RemoteError("the thread panicked".into())))
+                .map_err(|e| RemoteError(format!("thread {i}: {e}")))
+        })
+        .collect()
+}
+
+/// The client side of `t` over `t.threads` threads: each runs its share of the QPs over an
+/// exchange, context and datapath queue of its own ([`shard_link`]). One outcome per thread.
+pub fn run_client(host: &str, link: &Link, t: &Test) -> Result<Vec<Outcome>, RemoteError> {
+    let n = t.threads.max(1);
+    refused(link, n)?;
+    if n == 1 {
+        return remote::run_client(host, link, t).map(|o| vec![o]);
+    }
+    std::thread::scope(|s| {
+        let handles = (0..n)
+            .map(|i| {
+                let t = Test { qps: share(t.qps, n, i), shard: i, ..t.clone() };
+                s.spawn(move || remote::run_client(host, &shard_link(link, i)?, &t))
+            })
+            .collect();
+        joined(handles)
+    })
+}
+
+/// The server side: waits for a client on `link`'s exchange port and serves its run. A client
+/// over several threads connects once per thread; each is served on a thread of this process with
+/// its share of the QPs on its own datapath queue. Returns the whole run's test (all its QPs) and
+/// one outcome per thread.
+pub fn serve(link: &Link) -> Result<(Test, Vec<Outcome>), RemoteError> {
+    let listener = remote::listen(link)?;
+    let first = remote::accept_hello(&listener)?;
+    let n = first.test.threads;
+    if n == 1 {
+        let (t, o) = remote::serve(link, first)?;
+        return Ok((t, vec![o]));
+    }
+    refused(link, n)?;
+    let whole = Test { shard: 0, ..first.test.clone() };
+    let mut shards: Vec<Option<Accepted>> = (0..n).map(|_| None).collect();
+    let mut next = Some(first);
+    let deadline = Instant::now() + crate::oob::exchange_timeout();
+    for _ in 0..n {
+        let a = match next.take() {
+            Some(a) => a,
+            None => accept_within(&listener, deadline, n)?,
+        };
+        let t = &a.test;
+        if (Test { qps: whole.qps, shard: 0, ..t.clone() }) != whole {
+            return Err(RemoteError(format!(
+                "thread {} of the client asks for another test than thread {}: {t:?}",
+                t.shard, whole.shard
+            )));
+        }
+        let i = t.shard;
+        if shards[i].is_some() {
+            return Err(RemoteError(format!("two exchanges of the client say they are thread {i}")));
+        }
+        shards[i] = Some(a);
+    }
+    let shards: Vec<Accepted> = shards.into_iter().flatten().collect();
+    let qps = shards.iter().map(|a| a.test.qps).sum();
+    if qps as u64 > super::hello::MAX_QPS {
+        return Err(RemoteError(format!(
+            "the client's {n} threads ask for {qps} QPs in all, more than a run carries ({})",
+            super::hello::MAX_QPS
+        )));
+    }
+    let outcomes = std::thread::scope(|s| {
+        let handles = shards
+            .into_iter()
+            .enumerate()
+            .map(|(i, a)| s.spawn(move || remote::serve(&shard_link(link, i)?, a).map(|(_, o)| o)))
+            .collect();
+        joined(handles)
+    })?;
+    Ok((Test { qps, ..whole }, outcomes))
+}
+
+/// The next client exchange on `listener`, before `deadline` (a client of `n` threads connects
+/// `n` times).
+fn accept_within(listener: &TcpListener, deadline: Instant, n: usize) -> Result<Accepted, RemoteError> {
+    listener.set_nonblocking(true).map_err(|e| RemoteError(e.to_string()))?;
+    loop {
+        match listener.accept() {
+            Ok((stream, _)) => return remote::hello_of(stream),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock && Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                return Err(RemoteError(format!(
+                    "the client said it runs {n} threads, and not all of them connected within {} s",
+                    crate::oob::exchange_timeout().as_secs()
+                )));
+            }
+            Err(e) => return Err(RemoteError(format!("accepting a client: {e}"))),
+        }
+    }
+}
+
+/// The threads' outcomes as one run's: counts, bytes and datapath counters added, the slowest
+/// thread's time, the latencies of all; the first thread's verbs counters ([`Outcome::stats`] of
+/// each thread is in `outs`) and capture (a run over several threads has none).
+pub fn merged(outs: &[Outcome]) -> Outcome {
+    let mut o = outs.first().cloned().unwrap_or_default();
+    for x in outs.iter().skip(1) {
+        o.bytes += x.bytes;
+        o.wall = o.wall.max(x.wall);
+        o.verified += x.verified;
+        o.errors += x.errors;
+        o.lost += x.lost;
+        o.latencies.extend_from_slice(&x.latencies);
+        for &(k, v) in &x.datapath {
+            match o.datapath.iter_mut().find(|(name, _)| *name == k) {
+                Some((_, total)) => *total += v,
+                None => o.datapath.push((k, v)),
+            }
+        }
+    }
+    o
 }
 
 #[cfg(test)]

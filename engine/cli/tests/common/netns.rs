@@ -21,6 +21,11 @@ impl Netns {
     /// Two namespaces and a veth pair named after `tag` and the process (so parallel tests differ),
     /// addressed `{net}.1/24` (in `a`) and `{net}.2/24` (in `b`).
     pub fn new(tag: char, net: &str) -> Netns {
+        Netns::with_queues(tag, net, 1)
+    }
+
+    /// [`Netns::new`] with `queues` RX and TX queues on each veth end.
+    pub fn with_queues(tag: char, net: &str, queues: u32) -> Netns {
         let id = std::process::id() % 100_000;
         let n = Netns {
             a: format!("sr-{tag}a-{id}"),
@@ -30,7 +35,9 @@ impl Netns {
         };
         ip(&["netns", "add", &n.a]);
         ip(&["netns", "add", &n.b]);
-        ip(&["link", "add", &n.va, "type", "veth", "peer", "name", &n.vb]);
+        let q = queues.to_string();
+        let qs = ["numtxqueues", &q, "numrxqueues", &q];
+        ip(&[&["link", "add", &n.va][..], &qs, &["type", "veth", "peer", "name", &n.vb], &qs].concat());
         ip(&["link", "set", &n.va, "netns", &n.a]);
         ip(&["link", "set", &n.vb, "netns", &n.b]);
         let (addr_a, addr_b) = (format!("{net}.1/24"), format!("{net}.2/24"));

@@ -4,6 +4,7 @@
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
 
 const BPF_MAP_CREATE: libc::c_long = 0;
 const BPF_MAP_UPDATE_ELEM: libc::c_long = 2;
@@ -55,13 +56,13 @@ fn owned(fd: i64) -> OwnedFd {
 }
 
 /// Creates an XSKMAP with `entries` slots (one per RX queue).
-pub(crate) fn create_xskmap(entries: u32) -> io::Result<OwnedFd> {
+fn create_xskmap(entries: u32) -> io::Result<OwnedFd> {
     let mut a = Attr::new().u32_at(0, BPF_MAP_TYPE_XSKMAP).u32_at(4, 4).u32_at(8, 4).u32_at(12, entries);
     bpf(BPF_MAP_CREATE, &mut a).map(owned)
 }
 
 /// Puts socket `xsk` in slot `queue` of `map`.
-pub(crate) fn map_set(map: &OwnedFd, queue: u32, xsk: i32) -> io::Result<()> {
+fn map_set(map: &OwnedFd, queue: u32, xsk: i32) -> io::Result<()> {
     let key = queue;
     let value = xsk as u32;
     let mut a = Attr::new()
@@ -134,7 +135,7 @@ pub(crate) fn program(map_fd: i32, udp_port: u16) -> Vec<[u8; 8]> {
 /// Loads the program for `map` and attaches it to `ifindex` with a BPF link (`flags`: SKB or DRV
 /// mode), marked as handling multi-buffer frames when `frags` (for a socket bound with
 /// `XDP_USE_SG`). Returns the program and link descriptors; dropping the link detaches the program.
-pub(crate) fn load_and_attach(
+fn load_and_attach(
     map: &OwnedFd,
     ifindex: u32,
     udp_port: u16,
@@ -178,4 +179,50 @@ pub(crate) fn load_and_attach(
         io::Error::new(e.kind(), format!("attaching the XDP program: {e}{hint}"))
     })?;
     Ok((prog, link))
+}
+
+/// The XDP program, its XSKMAP and the BPF link attaching it to an interface. An interface takes
+/// one program per mode, so the sockets of every queue a process opens on it share one attachment,
+/// each in its queue's map slot; the program goes when the last of them is dropped.
+pub(crate) struct Attachment {
+    // Dropped in this order: the link (detaching the program), the program, the map.
+    _link: OwnedFd,
+    _prog: OwnedFd,
+    map: OwnedFd,
+}
+
+/// What an attachment is for: interface index, UDP port, mode flags, multi-buffer.
+type Key = (u32, u16, u32, bool);
+
+/// This process's live attachments.
+static ATTACHED: Mutex<Vec<(Key, Weak<Attachment>)>> = Mutex::new(Vec::new());
+
+impl Attachment {
+    /// The attachment of this process for `ifindex` steering `udp_port` (mode `flags`, multi-buffer
+    /// when `frags`): the live one if a socket of another queue holds it, else a new one (see
+    /// [`load_and_attach`]). One for other settings on the same interface fails as attaching a
+    /// second program does.
+    pub(crate) fn shared(
+        ifindex: u32,
+        udp_port: u16,
+        flags: u32,
+        frags: bool,
+    ) -> io::Result<Arc<Attachment>> {
+        let key = (ifindex, udp_port, flags, frags);
+        let mut all = ATTACHED.lock().unwrap_or_else(PoisonError::into_inner);
+        all.retain(|(_, a)| a.strong_count() > 0);
+        if let Some(live) = all.iter().find(|(k, _)| *k == key).and_then(|(_, a)| a.upgrade()) {
+            return Ok(live);
+        }
+        let map = create_xskmap(64)?;
+        let (prog, link) = load_and_attach(&map, ifindex, udp_port, flags, frags)?;
+        let new = Arc::new(Attachment { _link: link, _prog: prog, map });
+        all.push((key, Arc::downgrade(&new)));
+        Ok(new)
+    }
+
+    /// Frames arriving on `queue` go to the AF_XDP socket `xsk` (closing the socket takes it out).
+    pub(crate) fn set(&self, queue: u32, xsk: i32) -> io::Result<()> {
+        map_set(&self.map, queue, xsk)
+    }
 }

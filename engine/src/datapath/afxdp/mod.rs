@@ -320,12 +320,10 @@ impl From<io::Error> for XskError {
 
 /// One AF_XDP device: a queue of an interface with an IPv4 address.
 pub struct AfXdpPort {
-    // Dropped in this order: the socket (rings, socket, UMEM), then the link (detaching the
-    // program).
+    // Dropped in this order: the socket (rings, socket, UMEM), then this port's share of the
+    // program (detached when no queue of the interface is open in this process).
     xsk: Xsk,
-    _link: OwnedFd,
-    _prog: OwnedFd,
-    _map: OwnedFd,
+    _attached: std::sync::Arc<bpf::Attachment>,
     /// Bound with `XDP_USE_SG`: frames longer than a chunk go and come as descriptor chains.
     sg: bool,
     /// Why the socket is not multi-buffer, when it is not.
@@ -433,18 +431,15 @@ impl AfXdpPort {
             Some(Err(e)) => return Err(context(e, true)),
         };
         let sg = no_sg.is_none();
-        let map = bpf::create_xskmap(64)?;
         let flags = match mode {
             XdpMode::Generic => bpf::XDP_FLAGS_SKB_MODE,
             XdpMode::Driver => bpf::XDP_FLAGS_DRV_MODE,
         };
-        let (prog, link) = bpf::load_and_attach(&map, ifindex, udp_port, flags, sg)?;
-        bpf::map_set(&map, queue, xsk.fd.as_raw_fd())?;
+        let attached = bpf::Attachment::shared(ifindex, udp_port, flags, sg)?;
+        attached.set(queue, xsk.fd.as_raw_fd())?;
         Ok(AfXdpPort {
             xsk,
-            _link: link,
-            _prog: prog,
-            _map: map,
+            _attached: attached,
             sg,
             no_sg,
             link_mtu: std::fs::read_to_string(format!("/sys/class/net/{dev}/mtu"))
