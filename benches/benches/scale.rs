@@ -258,7 +258,7 @@ fn main() {
     // Acceptance 4: the same 64-QP run of 4 KiB WRITEs on one engine thread and sharded over
     // `SCALE_THREADS` (default 2), each thread owning both ends of its QPs.
     let threads: usize = std::env::var("SCALE_THREADS").ok().and_then(|r| r.parse().ok()).unwrap_or(2);
-    let (tqps, tsize, ttotal) = (64usize, 4096usize, 64 * 3000u64);
+    let (tqps, tsize, ttotal) = (64usize, 4096usize, 64 * 6000u64);
     let (t1, tn, tr) = alternate(
         rounds,
         &format!("perf write {tsize} B over {tqps} QPs on 1 thread | on {threads} threads"),

@@ -343,3 +343,49 @@ fn separate_send_and_receive_cqs_and_one_cq_for_many_qps() {
     assert_eq!(sends, p.qps.iter().map(|q| q.0.qpn()).collect::<Vec<_>>());
     assert_eq!(recvs, p.qps.iter().map(|q| q.1.qpn()).collect::<Vec<_>>());
 }
+
+/// What a device's counters make of frames none of its QPs takes: bad (a broken ICRC, a UDP port no
+/// transport of it has) or unknown (a RoCE frame for a QPN it does not have, or for another MAC). The
+/// frames are a real WRITE from a, altered, and sent again from a's port.
+#[test]
+fn received_frames_are_counted_bad_or_unknown() {
+    let (mut p, src, dst) = pair(PairConfig::default());
+    let (qa, _) = p.qps[0];
+    let wr =
+        SendWr::new(1, WrOpcode::RdmaWrite { remote_addr: dst.addr, rkey: dst.rkey }, vec![sge(&src, 0, 64)]);
+    p.a.post_send(qa, &[wr]).unwrap();
+    run_for(&mut p, Duration::from_millis(1));
+    let write = p.net.with(|n| n.take_tap()).into_iter().find(|r| r.port == 0).expect("the WRITE").bytes;
+    let before = p.b.stats();
+    let (ip, bth) = (14, 14 + 20 + 8);
+    let altered = |f: &dyn Fn(&mut Vec<u8>)| {
+        let mut b = write.clone();
+        f(&mut b);
+        b
+    };
+    let frames = [
+        // A payload bit flipped: the ICRC no longer holds.
+        altered(&|b| *b.last_mut().unwrap() ^= 1),
+        // UDP port 9: neither RoCE nor UET.
+        altered(&|b| b[ip + 20 + 2..ip + 20 + 4].copy_from_slice(&9u16.to_be_bytes())),
+        // A QPN b does not have, ICRC recomputed.
+        altered(&|b| {
+            b[bth + 5..bth + 8].copy_from_slice(&[0x12, 0x34, 0x56]);
+            wire::ib::icrc::fill(&mut b[ip..]).unwrap();
+        }),
+        // Another destination MAC (the ICRC does not cover Ethernet).
+        altered(&|b| b[0] ^= 0x02),
+    ];
+    for f in &frames {
+        p.net.with(|n| {
+            let mut out = n.alloc();
+            out.buffer_mut()[..f.len()].copy_from_slice(f);
+            out.set_len(f.len());
+            n.transmit(nicsim::PortId(0), out).unwrap();
+        });
+    }
+    run_for(&mut p, Duration::from_millis(1));
+    let after = p.b.stats();
+    assert_eq!((after.rx_bad - before.rx_bad, after.rx_unknown - before.rx_unknown), (2, 2));
+    assert_eq!(after.rx_frames - before.rx_frames, 4);
+}

@@ -811,26 +811,40 @@ impl Context {
     fn receive(&mut self, now: Duration, frame: &[u8]) {
         self.stats.rx_frames += 1;
         self.stats.rx_bytes += frame.len() as u64;
-        let Ok(f) = wire::FrameRepr::parse_verified(frame, &self.uet) else {
+        // Ethernet, IP and UDP, then the RoCE headers straight from the UDP payload: no whole-frame
+        // repr (which holds either transport's headers and is moved by memcpy) on the data path.
+        let Ok(u) = wire::FrameRepr::parse_udp(frame) else {
             self.stats.rx_bad += 1;
             return;
         };
-        let Some(pkt) = f.roce() else {
-            self.stats.rx_unknown += 1;
+        let ip_at = u.ethernet.buffer_len();
+        if u.udp.dst_port != wire::ROCEV2_UDP_PORT {
+            // Not RoCE: UET (parsed, then not ours) or nothing this device knows.
+            match wire::FrameRepr::parse_verified(frame, &self.uet) {
+                Ok(_) => self.stats.rx_unknown += 1,
+                Err(_) => self.stats.rx_bad += 1,
+            }
+            return;
+        }
+        let (Ok(packet), Ok(())) = (
+            wire::ib::packet::RoceRepr::parse(&frame[u.payload.clone()]),
+            wire::ib::icrc::verify(&frame[ip_at..u.payload.end]),
+        ) else {
+            self.stats.rx_bad += 1;
             return;
         };
+        let pkt = &packet;
         let to_us =
-            f.ethernet.dst_addr.0 == self.dp.mac() && canonical(f.ip.dst_addr()) == canonical(self.dp.gid());
+            u.ethernet.dst_addr.0 == self.dp.mac() && canonical(u.ip.dst_addr()) == canonical(self.dp.gid());
         if pkt.bth.dest_qp == super::gsi::GSI_QPN {
             match to_us {
-                true => self.cm_receive(now, f.ip.src_addr(), f.ethernet.src_addr.0, pkt),
+                true => self.cm_receive(now, u.ip.src_addr(), u.ethernet.src_addr.0, pkt),
                 false => self.stats.rx_unknown += 1,
             }
             return;
         }
         let index = pkt.bth.dest_qp.wrapping_sub(FIRST_QPN) as usize;
-        let ip_at = f.ethernet.buffer_len();
-        let meta = RxMeta { src: f.ip.src_addr(), ip_header: &frame[ip_at..ip_at + f.ip.buffer_len()] };
+        let meta = RxMeta { src: u.ip.src_addr(), ip_header: &frame[ip_at..ip_at + u.ip.buffer_len()] };
         match self.qps.get_mut(index) {
             Some(Some(e)) if to_us => {
                 self.sched.touch(index);
