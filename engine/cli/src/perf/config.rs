@@ -217,6 +217,8 @@ pub enum PerfError {
     Verbs(VerbsError),
     /// Work is outstanding but nothing can happen any more.
     Stalled(&'static str),
+    /// The run cannot be set up as asked.
+    Config(&'static str),
 }
 
 impl std::fmt::Display for PerfError {
@@ -224,6 +226,7 @@ impl std::fmt::Display for PerfError {
         match self {
             PerfError::Verbs(e) => write!(f, "{e}"),
             PerfError::Stalled(why) => write!(f, "stalled: {why}"),
+            PerfError::Config(why) => f.write_str(why),
         }
     }
 }

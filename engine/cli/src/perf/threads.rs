@@ -41,7 +41,7 @@ pub fn share(qps: usize, threads: usize, index: usize) -> usize {
 pub fn run_bw(cfg: &PerfConfig, size: usize) -> Result<Sharded, PerfError> {
     let n = cfg.threads.max(1);
     if cfg.qps < n {
-        return Err(PerfError::Stalled("--threads N needs at least N QPs (each thread owns some)"));
+        return Err(PerfError::Config("--threads N needs at least N QPs (each thread owns some)"));
     }
     let (start, base) = (Barrier::new(n), Barrier::new(n));
     let runs: Vec<_> = std::thread::scope(|s| {
