@@ -199,7 +199,7 @@ fn latency_json_and_histogram_hold_the_table() {
 fn long_runs_show_progress_on_stderr() {
     let run = |progress: Option<&str>| {
         let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_softrdma"));
-        c.args(["perf", "write", "--size", "4096", "--iters", "2000000", "--no-baseline"]);
+        c.args(["perf", "write", "--size", "4096", "--iters", "5000000", "--no-baseline"]);
         match progress {
             Some(p) => c.env("SOFTRDMA_PROGRESS", p),
             None => c.env_remove("SOFTRDMA_PROGRESS"),
@@ -217,7 +217,7 @@ fn long_runs_show_progress_on_stderr() {
     let line =
         err.split('\r').find(|l| l.contains("messages (")).unwrap_or_else(|| panic!("no progress: {err:?}"));
     assert!(
-        line.contains("size 4096: ") && line.contains("/2000000 messages") && line.contains("MB/s"),
+        line.contains("size 4096: ") && line.contains("/5000000 messages") && line.contains("MB/s"),
         "{line:?}"
     );
     assert!(err.ends_with("\r\x1b[K"), "the line is erased at the end: {err:?}");
