@@ -61,9 +61,6 @@ struct Pool {
     waiting: VecDeque<usize>,
 }
 
-/// With the [`Pool`], at most this many lanes' shares fill it at once.
-const POOL_BURSTS: usize = 8;
-
 /// The bench: a connected pair and the lanes.
 pub struct Bench {
     cfg: PerfConfig,
@@ -105,16 +102,7 @@ impl Bench {
     /// Connects the QPs and registers the rings for messages of `size` bytes.
     pub fn new(cfg: &PerfConfig, size: usize) -> Result<Bench, PerfError> {
         let depth = if cfg.mode == Mode::Lat { 1 } else { cfg.tx_depth.max(1) };
-        let pooled = cfg.qp_type == QpType::Rc && matches!(cfg.op, PerfOp::Write | PerfOp::Read);
-        let pool_slots = ring_slots(depth, size, cfg.mtu.bytes() as usize, 1);
-        let slots = match ring_slots(depth, size, cfg.mtu.bytes() as usize, cfg.qps) {
-            // A share of the pool is at least an eighth of it, so a QP's burst is acknowledged as
-            // one (the responder's ACKs coalesce per QP): the ring divided 1,024 ways gives 2 small
-            // messages each, and every other message then costs an ACK frame (1.5 frames a
-            // message against 1.01 for one deep QP), which measures ACKs, not what the QPs cost.
-            s if pooled => s.max(pool_slots / POOL_BURSTS),
-            s => s,
-        };
+        let slots = ring_slots(depth, size, cfg.mtu.bytes() as usize, cfg.qps);
         let cap = QpCap {
             max_send_wr: slots as u32,
             // One SRQ serves every QP's ring.
@@ -146,6 +134,8 @@ impl Bench {
         // UD receives start with the 40-byte GRH area.
         let recv_ring = slots * bench_recv_len(cfg.qp_type, size);
         let lw = Access::LOCAL_WRITE;
+        let pooled = cfg.qp_type == QpType::Rc && matches!(cfg.op, PerfOp::Write | PerfOp::Read);
+        let pool_slots = ring_slots(depth, size, cfg.mtu.bytes() as usize, 1);
         let shared = if pooled {
             let bytes = pool_slots * size.max(8);
             let (a, b) = (
