@@ -14,9 +14,7 @@ use crate::roce::types::SgList;
 use std::collections::VecDeque;
 use std::net::IpAddr;
 use wire::ib::aeth::{CREDITS_INVALID, credit_code_for};
-use wire::ib::{
-    AethKind, AethRepr, AtomicAckEthRepr, BthRepr, NakCode, Opcode, Operation, RoceRepr, Transport, psn,
-};
+use wire::ib::{AethRepr, AtomicAckEthRepr, BthRepr, NakCode, Opcode, Operation, RoceRepr, Transport, psn};
 
 /// Largest RDMA length a RETH may carry (roce-wire.md §1.7: "RETH length must be <= 2^31").
 const MAX_DMA_LEN: u32 = 1 << 31;
@@ -111,9 +109,6 @@ pub struct RespDrops {
     pub rnr_naks_sent: u64,
     /// Duplicate requests seen (RC).
     pub duplicates: u64,
-    /// ACKs superseded before they went by a later one, which acknowledged them too (RC: the
-    /// requests received in one round get one ACK).
-    pub acks_coalesced: u64,
     /// RC or UC packets (CNPs included) from an address other than the connected peer's.
     pub foreign_source: u64,
 }
@@ -190,16 +185,6 @@ impl Responder {
     fn ack(&mut self, psn: u32, rq: &VecDeque<RecvWqe>) {
         let credits = if self.cfg.srq { CREDITS_INVALID } else { credit_code_for(rq.len() as u32) };
         let aeth = AethRepr::ack(credits, self.msn);
-        // An ACK still waiting to go is superseded by a later one, which acknowledges every
-        // earlier PSN too: the requests received in one round get one ACK (as many as asked for
-        // when the requester is idle between them, fewer frames under load).
-        if let Some(Reply::Ack { psn: p, aeth: a }) = self.replies.back_mut() {
-            if matches!(a.kind(), AethKind::Ack { .. }) && psn::diff(psn, *p) >= 0 {
-                (*p, *a) = (psn, aeth);
-                self.drops.acks_coalesced += 1;
-                return;
-            }
-        }
         self.queue(Reply::Ack { psn, aeth });
     }
 

@@ -34,7 +34,7 @@ pub fn device(name: &str, ctx: &Context) -> Value {
                 "requests": r.packets, "retries": r.retries, "timeouts": r.timeouts, "tail_probes": r.tail_probes,
                 "window_cuts": r.window_cuts,
                 "naks_in_seq": r.seq_naks, "naks_in_rnr": r.rnr_naks, "naks_in_error": r.error_naks,
-                "naks_out_seq": d.seq_naks_sent, "naks_out_rnr": d.rnr_naks_sent, "acks_coalesced": d.acks_coalesced, "duplicates": d.duplicates,
+                "naks_out_seq": d.seq_naks_sent, "naks_out_rnr": d.rnr_naks_sent, "duplicates": d.duplicates,
                 "dropped_qkey": d.qkey, "dropped_no_wqe": d.no_wqe, "dropped_uc": d.uc_aborted,
                 "dropped_stranger": d.foreign_source,
             })

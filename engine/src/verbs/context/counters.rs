@@ -15,7 +15,6 @@ impl Context {
             st.drops.seq_naks_sent += d.seq_naks_sent;
             st.drops.rnr_naks_sent += d.rnr_naks_sent;
             st.drops.duplicates += d.duplicates;
-            st.drops.acks_coalesced += d.acks_coalesced;
             st.drops.foreign_source += d.foreign_source;
             let r = e.qp.req_counters();
             st.requests.packets += r.packets;
