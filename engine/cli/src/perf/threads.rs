@@ -136,7 +136,11 @@ pub fn shard_link(link: &Link, shard: usize) -> Result<Link, RemoteError> {
                 RemoteError(format!("UDP port {} + thread {shard} is above 65535", link.udp_port))
             })?;
         }
-        Backend::AfXdp { queue, .. } => *queue += shard as u32,
+        Backend::AfXdp { queue, .. } => {
+            *queue = u32::try_from(shard).ok().and_then(|s| queue.checked_add(s)).ok_or_else(|| {
+                RemoteError(format!("AF_XDP queue {queue} + thread {shard} is above {}", u32::MAX))
+            })?;
+        }
     }
     Ok(l)
 }
@@ -340,6 +344,20 @@ mod tests {
         }
         let r = run_bw(&cfg(PerfOp::Send, QpType::Uc, 4, 2, LinkConfig::default()), 4096).unwrap();
         assert_eq!((r.row.verified, r.row.errors, r.row.lost), (4 * 40, 0, 0));
+    }
+
+    #[test]
+    fn a_thread_s_port_or_queue_past_the_top_is_an_error() {
+        use crate::perf::remote::Net;
+        let udp = Net { udp_port: u16::MAX, ..Net::udp() }.link(std::net::Ipv4Addr::LOCALHOST, 18515);
+        assert_eq!(shard_link(&udp, 0).unwrap().udp_port, u16::MAX);
+        assert!(shard_link(&udp, 1).unwrap_err().0.contains("above 65535"));
+        let xdp = Link {
+            backend: Backend::AfXdp { dev: "lo".into(), queue: u32::MAX, driver: true, multi_buffer: true },
+            ..udp
+        };
+        assert!(matches!(shard_link(&xdp, 0).unwrap().backend, Backend::AfXdp { queue: u32::MAX, .. }));
+        assert!(shard_link(&xdp, 1).unwrap_err().0.contains("above"));
     }
 
     #[test]
