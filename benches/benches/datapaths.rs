@@ -5,6 +5,10 @@
 //! batches of 32). Needs root and iproute2; prints why and stops otherwise. Results go to stdout and
 //! `target/bench/datapaths.json`.
 //!
+//! This machine's speed drifts by more than the margins measured here, so the bench runs
+//! `SOFTRDMA_BENCH_ROUNDS` rounds (default 3), each the kernel baselines followed by every
+//! softrdma run; a ratio is taken within its round, and the medians over the rounds are printed.
+//!
 //! `cargo build --release -p softrdma && cargo bench -p benches --bench datapaths`
 
 use benches::netns::{Netns, in_ns, row};
@@ -101,6 +105,74 @@ fn perf(n: &Netns, softrdma: &str, backend: &str, args: &[&str]) -> String {
     String::from_utf8_lossy(&client.stdout).into_owned()
 }
 
+const BACKENDS: [&str; 2] = ["afxdp", "udp"];
+
+/// One backend's numbers in one round.
+struct Backend {
+    backend: &'static str,
+    write_64k_gbps: f64,
+    lat_p50_us: f64,
+    lat_p99_us: f64,
+    rate_mpps: f64,
+    verified: bool,
+}
+
+/// One round: the kernel baselines, then every backend, one after the other (so that a drift of
+/// this machine's speed hits both sides of a ratio alike).
+struct Round {
+    udp_p50_us: f64,
+    udp_p99_us: f64,
+    kernel_pps: f64,
+    softrdma: Vec<Backend>,
+}
+
+fn measure_round(n: &Netns, me: &str, softrdma: &str) -> Round {
+    let echo_child = in_ns(&n.b, me, &["--child", "echo", B, "8"]).spawn().unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let p = in_ns(&n.a, me, &["--child", "ping", A, B, "20000"]).output().unwrap();
+    let _ = echo_child.wait_with_output();
+    let pp: Vec<f64> =
+        String::from_utf8_lossy(&p.stdout).split_whitespace().filter_map(|x| x.parse().ok()).collect();
+    let (udp_p50_us, udp_p99_us) =
+        (pp.first().copied().unwrap_or(f64::NAN) / 1000.0, pp.get(1).copied().unwrap_or(f64::NAN) / 1000.0);
+    let sink_child = in_ns(&n.b, me, &["--child", "sink", B, "3"]).spawn().unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let _ = in_ns(&n.a, me, &["--child", "blast", A, B, "2"]).output();
+    let got = sink_child.wait_with_output().unwrap();
+    let kernel_pps = String::from_utf8_lossy(&got.stdout).trim().parse::<f64>().unwrap_or(0.0) / 2.0;
+    let softrdma = BACKENDS
+        .iter()
+        .map(|&backend| {
+            let bw = perf(n, softrdma, backend, &["perf", "write", "--size", "65536", "--mtu", "2048", "--iters", "20000"]);
+            let lat = perf(
+                n,
+                softrdma,
+                backend,
+                &["perf", "send", "--mode", "lat", "--size", "64", "--mtu", "2048", "--iters", "20000"],
+            );
+            let rate = perf(n, softrdma, backend, &["perf", "write", "--size", "64", "--mtu", "2048", "--iters", "200000"]);
+            // bw row: bytes iters avg[MB/s] Mpps Gb/s ("-" peak is skipped); lat row: bytes iters min max typical avg p99 p99.9
+            let (bw_row, lat_row, rate_row) = (row(&bw, "#bytes"), row(&lat, "t_min"), row(&rate, "#bytes"));
+            let at = |r: &[f64], i: usize| r.get(i).copied().unwrap_or(f64::NAN);
+            Backend {
+                backend,
+                write_64k_gbps: at(&bw_row, 4),
+                lat_p50_us: at(&lat_row, 4),
+                lat_p99_us: at(&lat_row, 6),
+                rate_mpps: at(&rate_row, 3),
+                verified: [&bw, &lat, &rate].iter().all(|o| o.contains(" 0 errors")),
+            }
+        })
+        .collect();
+    Round { udp_p50_us, udp_p99_us, kernel_pps, softrdma }
+}
+
+/// Median (NaN for none; a NaN sample sorts last).
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     if let Some(i) = args.iter().position(|a| a == "--child") {
@@ -134,72 +206,56 @@ fn main() {
             return;
         }
     };
-    // Kernel baselines.
-    let echo_child = in_ns(&n.b, &me, &["--child", "echo", B, "8"]).spawn().unwrap();
-    std::thread::sleep(Duration::from_millis(300));
-    let p = in_ns(&n.a, &me, &["--child", "ping", A, B, "20000"]).output().unwrap();
-    let _ = echo_child.wait_with_output();
-    let pp: Vec<f64> =
-        String::from_utf8_lossy(&p.stdout).split_whitespace().filter_map(|x| x.parse().ok()).collect();
-    let (udp_p50, udp_p99) =
-        (pp.first().copied().unwrap_or(f64::NAN) / 1000.0, pp.get(1).copied().unwrap_or(f64::NAN) / 1000.0);
-    let sink_child = in_ns(&n.b, &me, &["--child", "sink", B, "3"]).spawn().unwrap();
-    std::thread::sleep(Duration::from_millis(300));
-    let _ = in_ns(&n.a, &me, &["--child", "blast", A, B, "2"]).output();
-    let got = sink_child.wait_with_output().unwrap();
-    let kernel_pps = String::from_utf8_lossy(&got.stdout).trim().parse::<f64>().unwrap_or(0.0) / 2.0;
-
-    let mut results = Vec::new();
-    for backend in ["afxdp", "udp"] {
-        let bw = perf(
-            &n,
-            &softrdma,
-            backend,
-            &["perf", "write", "--size", "65536", "--mtu", "2048", "--iters", "20000"],
+    let rounds: usize = std::env::var("SOFTRDMA_BENCH_ROUNDS").ok().and_then(|r| r.parse().ok()).unwrap_or(3);
+    let mut all = Vec::new();
+    for round in 1..=rounds.max(1) {
+        let r = measure_round(&n, &me, &softrdma);
+        let rates: Vec<String> = r.softrdma.iter().map(|s| format!("{} {:.2}x", s.backend, s.rate_mpps * 1e6 / r.kernel_pps)).collect();
+        println!(
+            "  round {round}/{rounds}: kernel packet rate {:.3} Mpps; RC WRITE 64 B over {}",
+            r.kernel_pps / 1e6,
+            rates.join(", ")
         );
-        let bw_row = row(&bw, "#bytes");
-        let lat = perf(
-            &n,
-            &softrdma,
-            backend,
-            &["perf", "send", "--mode", "lat", "--size", "64", "--mtu", "2048", "--iters", "20000"],
-        );
-        let lat_row = row(&lat, "t_min");
-        let rate = perf(
-            &n,
-            &softrdma,
-            backend,
-            &["perf", "write", "--size", "64", "--mtu", "2048", "--iters", "200000"],
-        );
-        let rate_row = row(&rate, "#bytes");
-        // bw row: bytes iters avg[MB/s] Mpps Gb/s ("-" peak is skipped); lat row: bytes iters min max typical avg p99 p99.9
-        results.push(json!({
-            "backend": backend,
-            "write_64k_gbps": bw_row.get(4).copied(),
-            "send_lat_p50_us": lat_row.get(4).copied(),
-            "send_lat_p99_us": lat_row.get(6).copied(),
-            "write_64b_mpps": rate_row.get(3).copied(),
-            "verified": bw.contains(" 0 errors") && lat.contains(" 0 errors") && rate.contains(" 0 errors"),
-        }));
+        all.push(r);
     }
-    println!("datapaths over a veth pair between two namespaces (MTU 9000, path MTU 2048)");
+    let med = |f: &dyn Fn(&Round) -> f64| median(all.iter().map(f).collect());
+    let (udp_p50, udp_p99) = (med(&|r| r.udp_p50_us), med(&|r| r.udp_p99_us));
+    let kernel_pps = med(&|r| r.kernel_pps);
+    println!(
+        "datapaths over a veth pair between two namespaces (MTU 9000, path MTU 2048), medians of {} interleaved rounds",
+        all.len()
+    );
     println!("  kernel UDP ping-pong (busy-poll, 64 B): RTT p50 {udp_p50:.2} us, p99 {udp_p99:.2} us");
     println!("  kernel packet rate (sendmmsg/recvmmsg, 64 B, batches of 32): {:.3} Mpps", kernel_pps / 1e6);
-    for r in &results {
-        let f = |k: &str| r[k].as_f64().unwrap_or(f64::NAN);
+    let mut results = Vec::new();
+    for (i, backend) in BACKENDS.iter().enumerate() {
+        let m = |f: &dyn Fn(&Backend) -> f64| med(&|r| f(&r.softrdma[i]));
+        let (gbps, lat_p50, lat_p99, mpps) =
+            (m(&|b| b.write_64k_gbps), m(&|b| b.lat_p50_us), m(&|b| b.lat_p99_us), m(&|b| b.rate_mpps));
+        // Each ratio is taken within its round (the kernel baseline right before), then the median.
+        let lat_ratio = med(&|r| r.softrdma[i].lat_p50_us / r.udp_p50_us);
+        let rate_ratio = med(&|r| r.softrdma[i].rate_mpps * 1e6 / r.kernel_pps);
+        let verified = all.iter().all(|r| r.softrdma[i].verified);
         println!(
-            "  softrdma {:<5}: RC WRITE 64 KiB {:.2} Gb/s; SEND 64 B post-to-completion p50 {:.2} us ({:.2}x the UDP ping-pong), p99 {:.2} us; RC WRITE 64 B {:.3} Mpps ({:.2}x the kernel packet rate); data verified: {}",
-            r["backend"].as_str().unwrap_or(""),
-            f("write_64k_gbps"),
-            f("send_lat_p50_us"),
-            f("send_lat_p50_us") / udp_p50,
-            f("send_lat_p99_us"),
-            f("write_64b_mpps"),
-            f("write_64b_mpps") * 1e6 / kernel_pps,
-            r["verified"]
+            "  softrdma {backend:<5}: RC WRITE 64 KiB {gbps:.2} Gb/s; SEND 64 B post-to-completion p50 {lat_p50:.2} us ({lat_ratio:.2}x the UDP ping-pong), p99 {lat_p99:.2} us; RC WRITE 64 B {mpps:.3} Mpps ({rate_ratio:.2}x the kernel packet rate); data verified: {verified}"
         );
+        results.push(json!({
+            "backend": backend,
+            "write_64k_gbps": gbps,
+            "send_lat_p50_us": lat_p50,
+            "send_lat_p99_us": lat_p99,
+            "send_lat_p50_vs_udp_pingpong": lat_ratio,
+            "write_64b_mpps": mpps,
+            "write_64b_vs_kernel_pps": rate_ratio,
+            "verified": verified,
+            "rounds": all.iter().map(|r| {
+                let b = &r.softrdma[i];
+                json!({"kernel_pps": r.kernel_pps, "udp_pingpong_p50_us": r.udp_p50_us, "write_64k_gbps": b.write_64k_gbps,
+                       "send_lat_p50_us": b.lat_p50_us, "write_64b_mpps": b.rate_mpps, "verified": b.verified})
+            }).collect::<Vec<_>>(),
+        }));
     }
-    let json = json!({"udp_pingpong_p50_us": udp_p50, "udp_pingpong_p99_us": udp_p99, "kernel_pps": kernel_pps, "softrdma": results});
+    let json = json!({"rounds": all.len(), "udp_pingpong_p50_us": udp_p50, "udp_pingpong_p99_us": udp_p99, "kernel_pps": kernel_pps, "softrdma": results});
     let dir = root.join("target/bench");
     let _ = std::fs::create_dir_all(&dir);
     let _ =

@@ -326,8 +326,15 @@ impl Opcode {
     }
 
     /// Looks the opcode up in the table; `None` for opcodes rxe, real NICs and the IBTA do not define
-    /// for these transports (XRC, manufacturer-specific, ...).
+    /// for these transports (XRC, manufacturer-specific, ...). One indexed load: every received
+    /// packet asks.
     pub const fn info(self) -> Option<OpcodeInfo> {
+        OPCODE_TABLE[self.0 as usize]
+    }
+
+    /// The table entry of this opcode, worked out from the transport and operation rules
+    /// (`OPCODE_TABLE` holds all 256, built at compile time).
+    const fn derive_info(self) -> Option<OpcodeInfo> {
         use Operation::*;
         if self.0 == Opcode::CNP.0 {
             return Some(OpcodeInfo {
@@ -368,6 +375,17 @@ impl Opcode {
         Some(OpcodeInfo { transport, operation, headers, payload: operation.payload() })
     }
 }
+
+/// [`Opcode::info`] of every opcode byte.
+const OPCODE_TABLE: [Option<OpcodeInfo>; 256] = {
+    let mut table = [None; 256];
+    let mut op = 0;
+    while op < 256 {
+        table[op] = Opcode(op as u8).derive_info();
+        op += 1;
+    }
+    table
+};
 
 impl fmt::Display for Opcode {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
