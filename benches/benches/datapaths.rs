@@ -143,14 +143,24 @@ fn measure_round(n: &Netns, me: &str, softrdma: &str) -> Round {
     let softrdma = BACKENDS
         .iter()
         .map(|&backend| {
-            let bw = perf(n, softrdma, backend, &["perf", "write", "--size", "65536", "--mtu", "2048", "--iters", "20000"]);
+            let bw = perf(
+                n,
+                softrdma,
+                backend,
+                &["perf", "write", "--size", "65536", "--mtu", "2048", "--iters", "20000"],
+            );
             let lat = perf(
                 n,
                 softrdma,
                 backend,
                 &["perf", "send", "--mode", "lat", "--size", "64", "--mtu", "2048", "--iters", "20000"],
             );
-            let rate = perf(n, softrdma, backend, &["perf", "write", "--size", "64", "--mtu", "2048", "--iters", "200000"]);
+            let rate = perf(
+                n,
+                softrdma,
+                backend,
+                &["perf", "write", "--size", "64", "--mtu", "2048", "--iters", "200000"],
+            );
             // bw row: bytes iters avg[MB/s] Mpps Gb/s ("-" peak is skipped); lat row: bytes iters min max typical avg p99 p99.9
             let (bw_row, lat_row, rate_row) = (row(&bw, "#bytes"), row(&lat, "t_min"), row(&rate, "#bytes"));
             let at = |r: &[f64], i: usize| r.get(i).copied().unwrap_or(f64::NAN);
@@ -210,7 +220,11 @@ fn main() {
     let mut all = Vec::new();
     for round in 1..=rounds.max(1) {
         let r = measure_round(&n, &me, &softrdma);
-        let rates: Vec<String> = r.softrdma.iter().map(|s| format!("{} {:.2}x", s.backend, s.rate_mpps * 1e6 / r.kernel_pps)).collect();
+        let rates: Vec<String> = r
+            .softrdma
+            .iter()
+            .map(|s| format!("{} {:.2}x", s.backend, s.rate_mpps * 1e6 / r.kernel_pps))
+            .collect();
         println!(
             "  round {round}/{rounds}: kernel packet rate {:.3} Mpps; RC WRITE 64 B over {}",
             r.kernel_pps / 1e6,

@@ -104,3 +104,55 @@ pub trait Datapath {
         Vec::new()
     }
 }
+
+/// A boxed datapath is one: for owners that pick the backend at run time (the provider's fabrics).
+impl<D: Datapath + ?Sized> Datapath for Box<D> {
+    fn now(&self) -> Duration {
+        (**self).now()
+    }
+    fn mac(&self) -> [u8; 6] {
+        (**self).mac()
+    }
+    fn gid(&self) -> IpAddr {
+        (**self).gid()
+    }
+    fn resolve(&self, ip: IpAddr) -> Option<[u8; 6]> {
+        (**self).resolve(ip)
+    }
+    fn resolve_now(&self, ip: IpAddr) -> Option<[u8; 6]> {
+        (**self).resolve_now(ip)
+    }
+    fn alloc(&mut self) -> Frame {
+        (**self).alloc()
+    }
+    fn transmit(&mut self, frame: Frame) -> Result<(), TxError> {
+        (**self).transmit(frame)
+    }
+    fn receive(&mut self) -> Option<Frame> {
+        (**self).receive()
+    }
+    fn recycle(&mut self, frame: Frame) {
+        (**self).recycle(frame)
+    }
+    fn port_mtu(&self) -> crate::roce::types::Mtu {
+        (**self).port_mtu()
+    }
+    fn link_up(&self) -> bool {
+        (**self).link_up()
+    }
+    fn udp_src_port(&self) -> Option<u16> {
+        (**self).udp_src_port()
+    }
+    fn flush(&mut self) {
+        (**self).flush()
+    }
+    fn tx_waiting(&self) -> bool {
+        (**self).tx_waiting()
+    }
+    fn wait_fd(&self) -> Option<BorrowedFd<'_>> {
+        (**self).wait_fd()
+    }
+    fn counters(&self) -> Vec<(&'static str, u64)> {
+        (**self).counters()
+    }
+}

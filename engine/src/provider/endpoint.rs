@@ -1,155 +1,26 @@
-//! Fabric, domain, endpoint and memory regions (`../shared/spec/uet-libfabric.md`). The fabric is
-//! softrdma's simulated network (a switch; each endpoint is a device on it with an address the
-//! control plane assigned) and everything runs on one thread with manual progress: reading a
-//! completion queue or counter makes every endpoint of the fabric progress, and
-//! [`CompletionQueue::sread`] moves virtual time forward while it waits.
+//! Domain, endpoint and memory regions (`../shared/spec/uet-libfabric.md`) on a [`Fabric`]
+//! (`fabric.rs`).
 
-use std::cell::{RefCell, RefMut};
-use std::collections::HashMap;
-use std::net::{IpAddr, Ipv4Addr};
-use std::rc::{Rc, Weak};
-use std::time::Duration;
-
-use nicsim::{LinkConfig, SwitchId};
 use ses::key::{IDEMPOTENT_SAFE, OPTIMIZED, RKEY_MASK};
 use ses::{
     Access, Addr, Completion, CompletionKind, EpType, JobScope, Opts, Profile, RecvSpec, Source, Status,
 };
+use std::cell::{RefCell, RefMut};
+use std::collections::HashMap;
+use std::net::Ipv4Addr;
+use std::rc::{Rc, Weak};
 use wire::uet::ses::{AmoDatatype, AmoOpcode};
 
-use super::control::{ControlPlane, FALLBACK_JOB_ID};
+use super::control::FALLBACK_JOB_ID;
 use super::errno::{FiErrno, FiError, errno_of_status};
+use super::fabric::{Fabric, FabricInner, Member};
 use super::info::{Info, MAX_PAYLOAD, RMA_SIZE_RANGE, caps};
 use super::objects::{
     AddressVector, AvInner, CompletionQueue, Counter, CqEntry, CqErrEntry, EqEvent, EventQueue,
-    FI_ADDR_UNSPEC, FabricOps, FiAddr, JobSink, UetAddr, cq_flags,
+    FI_ADDR_UNSPEC, FiAddr, JobSink, UetAddr, cq_flags,
 };
-use crate::datapath::sim::{SimNet, SimPort};
+use crate::datapath::Datapath;
 use crate::uet::UetNode;
-
-pub(super) struct FabricInner {
-    pub(super) net: SimNet,
-    switch: SwitchId,
-    link: LinkConfig,
-    pub(super) control: ControlPlane,
-    endpoints: Vec<Weak<RefCell<EpInner>>>,
-    seed: u64,
-}
-
-impl std::fmt::Debug for FabricInner {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("FabricInner").field("endpoints", &self.endpoints.len()).finish_non_exhaustive()
-    }
-}
-
-/// One round of every endpoint; true if anything moved.
-fn progress(f: &RefCell<FabricInner>) -> bool {
-    let eps: Vec<_> = f.borrow().endpoints.iter().filter_map(Weak::upgrade).collect();
-    let mut moved = false;
-    for ep in eps {
-        moved |= ep.borrow_mut().progress();
-    }
-    moved
-}
-
-/// The fabric as a [`nicsim::System`]: a pass is one round of every endpoint.
-struct Driven<'a>(&'a RefCell<FabricInner>);
-
-impl nicsim::System for Driven<'_> {
-    type Error = std::convert::Infallible;
-
-    fn pass(&mut self) -> Result<bool, Self::Error> {
-        Ok(progress(self.0))
-    }
-
-    fn next_event(&self) -> Option<Duration> {
-        let eps: Vec<_> = self.0.borrow().endpoints.iter().filter_map(Weak::upgrade).collect();
-        let timer = eps.iter().filter_map(|e| e.borrow().node.poll_timeout()).min();
-        self.0.borrow().net.next_event().into_iter().chain(timer).min()
-    }
-
-    fn now(&self) -> Duration {
-        self.0.borrow().net.now()
-    }
-
-    fn advance_to(&mut self, t: Duration) {
-        self.0.borrow().net.advance_to(t);
-    }
-}
-
-/// Progress, or else virtual time to the next event ([`nicsim::step`]); false when nothing can
-/// happen any more.
-fn step(f: &RefCell<FabricInner>) -> bool {
-    let Ok(moved) = nicsim::step(&mut Driven(f));
-    moved
-}
-
-impl FabricOps for RefCell<FabricInner> {
-    fn progress(&self) -> bool {
-        progress(self)
-    }
-
-    fn step(&self) -> bool {
-        step(self)
-    }
-
-    fn now(&self) -> Duration {
-        self.borrow().net.now()
-    }
-
-    fn may_use(&self, process: u32, job_id: u32) -> bool {
-        self.borrow().control.may_use(process, job_id)
-    }
-}
-
-/// `fi_fabric`: a simulated network with a switch; `link` impairs every port's cable both ways.
-#[derive(Debug, Clone)]
-pub struct Fabric {
-    inner: Rc<RefCell<FabricInner>>,
-}
-
-impl Fabric {
-    /// A fabric whose privileged side is `control`; `seed` drives the network's impairments.
-    pub fn open_sim(seed: u64, link: LinkConfig, control: ControlPlane) -> Fabric {
-        let net = SimNet::new(seed);
-        let switch = net.with(|n| n.add_switch());
-        Fabric {
-            inner: Rc::new(RefCell::new(FabricInner {
-                net,
-                switch,
-                link,
-                control,
-                endpoints: Vec::new(),
-                seed,
-            })),
-        }
-    }
-
-    /// The control plane (the privileged side: JobID assignments, fallback).
-    pub fn control(&self) -> RefMut<'_, ControlPlane> {
-        RefMut::map(self.inner.borrow_mut(), |f| &mut f.control)
-    }
-
-    /// `fi_domain` for `process` (the identity the control plane assigns JobIDs to).
-    pub fn domain(&self, info: &Info, process: u32) -> Domain {
-        Domain { fabric: self.clone(), info: info.clone(), process }
-    }
-
-    /// Makes every endpoint progress once; true if anything moved.
-    pub fn progress(&self) -> bool {
-        progress(&self.inner)
-    }
-
-    /// Progress, or virtual time to the next event; false when nothing can happen any more.
-    pub fn step(&self) -> bool {
-        step(&self.inner)
-    }
-
-    /// Virtual time.
-    pub fn now(&self) -> Duration {
-        self.inner.borrow().net.now()
-    }
-}
 
 /// How an endpoint gets its JobID (`auth_key_size` of the endpoint attributes).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -192,6 +63,13 @@ pub enum MrAuth {
     Endpoint,
     /// FI_AV_AUTH_KEY: the JobID of this AV address's auth key.
     Av(FiAddr),
+}
+
+impl Fabric {
+    /// `fi_domain` for `process` (the identity the control plane assigns JobIDs to).
+    pub fn domain(&self, info: &Info, process: u32) -> Domain {
+        Domain { fabric: self.clone(), info: info.clone(), process }
+    }
 }
 
 /// `fi_domain`: opens the objects of one process.
@@ -267,14 +145,8 @@ impl Domain {
             (true, Some(id)) => attr.rank.unwrap_or(id),
             (false, _) => attr.rank.unwrap_or(0),
         };
-        let (ip, pid_on_fep) = f.control.allocate()?;
-        let name = format!("uet{}", f.endpoints.len());
-        let port = f.net.add_device(&name, IpAddr::V4(ip)).map_err(|e| FiError::new(FiErrno::EBUSY, e))?;
-        let (sw, link) = (f.switch, f.link);
-        f.net
-            .with(|n| n.attach(port, sw, link, link))
-            .map_err(|e| FiError::new(FiErrno::EINVAL, format!("link: {e:?}")))?;
-        let dev = f.net.open(&name).map_err(|e| FiError::new(FiErrno::EBUSY, e))?;
+        let (allocated, pid_on_fep) = f.control.allocate()?;
+        let (ip, dev, require_checksum) = f.open_port(allocated)?;
         let c = &self.info.config;
         let cfg = ses::Config {
             ep_type: self.info.ep_type,
@@ -290,7 +162,7 @@ impl Domain {
             ..ses::Config::default()
         };
         let seed = f.seed.wrapping_mul(31).wrapping_add(u64::from(ip.to_bits()));
-        let node = UetNode::new(dev, ses::Endpoint::new(cfg, seed), true)
+        let node = UetNode::new(dev, ses::Endpoint::new(cfg, seed), require_checksum)
             .map_err(|e| FiError::new(FiErrno::EINVAL, e))?;
         let profiles = match self.info.profile {
             Profile::AiBase => 0b001,
@@ -314,7 +186,8 @@ impl Domain {
             pending: HashMap::new(),
             next: 0,
         }));
-        f.endpoints.push(Rc::downgrade(&inner));
+        let member: Weak<RefCell<dyn Member>> = Rc::downgrade(&inner) as _;
+        f.endpoints.push(member);
         Ok(Endpoint { inner })
     }
 
@@ -407,7 +280,7 @@ struct Pending {
 }
 
 pub(super) struct EpInner {
-    pub(super) node: UetNode<SimPort>,
+    node: UetNode<Box<dyn Datapath>>,
     info: Info,
     attr: EpAttr,
     name: UetAddr,
@@ -442,6 +315,16 @@ fn ses_err(e: ses::Error) -> FiError {
 impl JobSink for RefCell<EpInner> {
     fn authorize_job(&self, job_id: u32) {
         self.borrow_mut().node.ses().authorize_job(job_id);
+    }
+}
+
+impl Member for EpInner {
+    fn progress(&mut self) -> bool {
+        EpInner::progress(self)
+    }
+
+    fn node(&self) -> &UetNode<Box<dyn Datapath>> {
+        &self.node
     }
 }
 

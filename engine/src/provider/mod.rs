@@ -9,20 +9,23 @@
 //! direct and AV methods, and the fallback JobID 16777215 with `UET_PROVIDER_INITIATOR_ID`. The
 //! configuration variables are read by [`ProviderConfig::from_env`].
 //!
-//! The fabric is softrdma's simulated network (one thread, manual progress); the same SES and PDS
-//! run over UDP and AF_XDP in `softrdma perf --transport ...`.
+//! A fabric is softrdma's simulated network or kernel UDP between processes and hosts (one thread,
+//! manual progress; [`Fabric`]); the same SES and PDS run over UDP and AF_XDP in
+//! `softrdma perf --transport ...`.
 
 pub mod config;
 pub mod control;
 pub mod endpoint;
 pub mod errno;
+pub mod fabric;
 pub mod info;
 pub mod objects;
 
 pub use config::{ConfigError, ProviderConfig, Service, parse_service_file};
 pub use control::{ControlPlane, FALLBACK_JOB_ID};
-pub use endpoint::{Domain, Endpoint, EpAttr, Fabric, JobIdMethod, MemoryRegion, MrAccess, MrAuth, bind};
+pub use endpoint::{Domain, Endpoint, EpAttr, JobIdMethod, MemoryRegion, MrAccess, MrAuth, bind};
 pub use errno::{FiErrno, FiError, errno_of};
+pub use fabric::Fabric;
 pub use info::{Hints, Info, Limits, caps, getinfo};
 pub use objects::{
     AddressVector, AuthKey, CompletionQueue, Counter, CqEntry, CqErrEntry, EqEvent, EventQueue,

@@ -49,6 +49,54 @@ pub struct UetAddr {
     pub profiles: u8,
 }
 
+impl UetAddr {
+    /// Bytes of an address as `fi_getname` gives it and `fi_av_insert` takes it.
+    pub const LEN: usize = 28;
+    /// The layout's version (byte 0).
+    const VERSION: u8 = 1;
+    /// Address mode (byte 1): the FEP address is IPv4, stored IPv4-mapped.
+    const MODE_IPV4: u8 = 4;
+    /// Valid flags (byte 2): IP address, PIDonFEP, initiator, resource index, profiles.
+    const VALID_ALL: u8 = 0x1F;
+
+    /// The address as bytes: version, address mode, valid flags, profiles, PIDonFEP, resource
+    /// index (big endian, 2 bytes each), initiator (4), the FEP address (16, IPv4-mapped).
+    pub fn to_bytes(&self) -> [u8; Self::LEN] {
+        let mut b = [0u8; Self::LEN];
+        b[..4].copy_from_slice(&[Self::VERSION, Self::MODE_IPV4, Self::VALID_ALL, self.profiles]);
+        b[4..6].copy_from_slice(&self.pid_on_fep.to_be_bytes());
+        b[6..8].copy_from_slice(&self.resource_index.to_be_bytes());
+        b[8..12].copy_from_slice(&self.initiator.to_be_bytes());
+        b[12..].copy_from_slice(&self.ip.to_ipv6_mapped().octets());
+        b
+    }
+
+    /// Reads what [`to_bytes`](Self::to_bytes) wrote; FI_EINVAL for anything else (another
+    /// length, version, mode or valid set, a PIDonFEP above 12 bits, unknown profile bits, an
+    /// address that is not IPv4-mapped).
+    pub fn from_bytes(b: &[u8]) -> Result<UetAddr, FiError> {
+        let bad = |why: &str| FiError::new(FiErrno::EINVAL, format!("not a softrdma UET address: {why}"));
+        let b: &[u8; Self::LEN] =
+            b.try_into().map_err(|_| bad(&format!("{} bytes, not {}", b.len(), Self::LEN)))?;
+        if b[..3] != [Self::VERSION, Self::MODE_IPV4, Self::VALID_ALL] {
+            return Err(bad("unknown version, address mode or valid flags"));
+        }
+        let pid_on_fep = u16::from_be_bytes([b[4], b[5]]);
+        if pid_on_fep > 0xFFF || b[3] & !0b111 != 0 || b[3] == 0 {
+            return Err(bad("PIDonFEP above 12 bits or unknown profiles"));
+        }
+        let octets: [u8; 16] = b[12..].try_into().map_err(|_| bad("address"))?;
+        let ip = std::net::Ipv6Addr::from(octets).to_ipv4_mapped().ok_or_else(|| bad("not IPv4-mapped"))?;
+        Ok(UetAddr {
+            ip,
+            pid_on_fep,
+            resource_index: u16::from_be_bytes([b[6], b[7]]),
+            initiator: u32::from_be_bytes([b[8], b[9], b[10], b[11]]),
+            profiles: b[3],
+        })
+    }
+}
+
 /// Completion flags (`FI_SEND`, `FI_RECV`, ...).
 pub mod cq_flags {
     /// A send (tagged or not).
@@ -369,5 +417,49 @@ impl AddressVector {
     /// Binds an event queue (FI_AV_COMPLETE events).
     pub fn bind_eq(&self, eq: &EventQueue) {
         self.inner.borrow_mut().eq = Some(eq.clone());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn address_bytes_round_trip(ip: u32, pid in 0u16..0x1000, ri: u16, initiator: u32, profiles in 1u8..8) {
+            let a = UetAddr { ip: Ipv4Addr::from_bits(ip), pid_on_fep: pid, resource_index: ri, initiator, profiles };
+            prop_assert_eq!(UetAddr::from_bytes(&a.to_bytes()), Ok(a));
+        }
+
+        #[test]
+        fn any_bytes_are_an_address_or_einval(b in proptest::collection::vec(any::<u8>(), 0..40)) {
+            if let Err(e) = UetAddr::from_bytes(&b) {
+                prop_assert_eq!(e.errno, FiErrno::EINVAL);
+            }
+        }
+    }
+
+    #[test]
+    fn foreign_addresses_are_refused() {
+        let a = UetAddr {
+            ip: Ipv4Addr::new(10, 0, 0, 1),
+            pid_on_fep: 7,
+            resource_index: 1,
+            initiator: 3,
+            profiles: 0b101,
+        };
+        let good = a.to_bytes();
+        let mutate = |at: usize, v: u8| {
+            let mut b = good;
+            b[at] = v;
+            UetAddr::from_bytes(&b).map_err(|e| e.errno)
+        };
+        assert_eq!(mutate(0, 2), Err(FiErrno::EINVAL), "another version");
+        assert_eq!(mutate(1, 6), Err(FiErrno::EINVAL), "IPv6 mode");
+        assert_eq!(mutate(3, 0b1000), Err(FiErrno::EINVAL), "unknown profile");
+        assert_eq!(mutate(4, 0x10), Err(FiErrno::EINVAL), "PIDonFEP above 12 bits");
+        assert_eq!(mutate(22, 0), Err(FiErrno::EINVAL), "not IPv4-mapped");
+        assert_eq!(UetAddr::from_bytes(&good[..27]).map_err(|e| e.errno), Err(FiErrno::EINVAL));
     }
 }

@@ -1,0 +1,235 @@
+//! `fi_fabric`: what a provider's endpoints send over. Either softrdma's simulated network (a
+//! switch; each endpoint is a device on it with an address the control plane assigned;
+//! [`Fabric::open_sim`]) or kernel UDP on one of the host's IPv4 addresses (an endpoint is a socket
+//! on UET's port 4793 there, one per address; peers are other processes or hosts;
+//! [`Fabric::open_udp`]). Everything runs on the caller's thread with manual progress: reading a
+//! completion queue or counter makes every endpoint of the fabric progress, and
+//! [`CompletionQueue::sread`] waits for completions: in virtual time on the simulated network, on
+//! the socket (spinning briefly, then sleeping until a datagram or a timer is due) over UDP.
+//!
+//! [`CompletionQueue::sread`]: super::CompletionQueue::sread
+
+use std::cell::{RefCell, RefMut};
+use std::net::{IpAddr, Ipv4Addr};
+use std::rc::{Rc, Weak};
+use std::time::{Duration, Instant};
+
+use nicsim::{LinkConfig, SwitchId};
+
+use super::control::ControlPlane;
+use super::errno::{FiErrno, FiError};
+use super::objects::FabricOps;
+use crate::datapath::Datapath;
+use crate::datapath::sim::SimNet;
+use crate::datapath::udp::{RxIcrc, UdpPort};
+use crate::progress::{Idle, MAX_SLEEP, Waiter};
+use crate::uet::UetNode;
+
+/// What a fabric needs of its endpoints (`endpoint.rs`).
+pub(super) trait Member {
+    /// One round of progress; true if anything moved.
+    fn progress(&mut self) -> bool;
+    /// The endpoint's node: its timers, its socket.
+    fn node(&self) -> &UetNode<Box<dyn Datapath>>;
+}
+
+/// What a fabric's endpoints send over.
+enum Net {
+    /// The simulated network: a switch, every endpoint's cable impaired by `link`.
+    Sim { net: SimNet, switch: SwitchId, link: LinkConfig },
+    /// Kernel UDP sockets on `ip`; `epoch` starts the fabric's clock; `waiter` decides what an
+    /// idle wait does (spin briefly, then sleep on the socket).
+    Udp { ip: Ipv4Addr, epoch: Instant, waiter: RefCell<Waiter> },
+}
+
+impl Net {
+    fn now(&self) -> Duration {
+        match self {
+            Net::Sim { net, .. } => net.now(),
+            Net::Udp { epoch, .. } => epoch.elapsed(),
+        }
+    }
+}
+
+pub(crate) struct FabricInner {
+    net: Net,
+    pub(super) control: ControlPlane,
+    pub(super) endpoints: Vec<Weak<RefCell<dyn Member>>>,
+    pub(super) seed: u64,
+}
+
+impl FabricInner {
+    /// A port for a new endpoint: on the simulated network a device at `allocated` (the control
+    /// plane's address) cabled to the switch; over UDP a socket on the fabric's address and UET's
+    /// port (FI_EBUSY when another endpoint holds it). With the endpoint's address, and whether
+    /// its node must check UDP checksums (nobody else checks a simulated frame; the kernel
+    /// checked what a socket delivers).
+    pub(super) fn open_port(
+        &self,
+        allocated: Ipv4Addr,
+    ) -> Result<(Ipv4Addr, Box<dyn Datapath>, bool), FiError> {
+        match &self.net {
+            Net::Sim { net, switch, link } => {
+                let name = format!("uet{}", self.endpoints.len());
+                let port = net
+                    .add_device(&name, IpAddr::V4(allocated))
+                    .map_err(|e| FiError::new(FiErrno::EBUSY, e))?;
+                net.with(|n| n.attach(port, *switch, *link, *link))
+                    .map_err(|e| FiError::new(FiErrno::EINVAL, format!("link: {e:?}")))?;
+                let dev = net.open(&name).map_err(|e| FiError::new(FiErrno::EBUSY, e))?;
+                Ok((allocated, Box::new(dev), true))
+            }
+            Net::Udp { ip, .. } => {
+                let port = UdpPort::bind(*ip, wire::uet::UDP_PORT, RxIcrc::Verify).map_err(|e| {
+                    let errno = if e.kind() == std::io::ErrorKind::AddrInUse {
+                        FiErrno::EBUSY
+                    } else {
+                        FiErrno::EINVAL
+                    };
+                    FiError::new(errno, format!("binding {ip}:{}: {e}", wire::uet::UDP_PORT))
+                })?;
+                Ok((*ip, Box::new(port), false))
+            }
+        }
+    }
+}
+
+impl std::fmt::Debug for FabricInner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FabricInner").field("endpoints", &self.endpoints.len()).finish_non_exhaustive()
+    }
+}
+
+/// One round of every endpoint; true if anything moved.
+fn progress(f: &RefCell<FabricInner>) -> bool {
+    let eps: Vec<_> = f.borrow().endpoints.iter().filter_map(Weak::upgrade).collect();
+    let mut moved = false;
+    for ep in eps {
+        moved |= ep.borrow_mut().progress();
+    }
+    moved
+}
+
+/// The fabric as a [`nicsim::System`]: a pass is one round of every endpoint.
+struct Driven<'a>(&'a RefCell<FabricInner>);
+
+impl nicsim::System for Driven<'_> {
+    type Error = std::convert::Infallible;
+
+    fn pass(&mut self) -> Result<bool, Self::Error> {
+        Ok(progress(self.0))
+    }
+
+    fn next_event(&self) -> Option<Duration> {
+        let eps: Vec<_> = self.0.borrow().endpoints.iter().filter_map(Weak::upgrade).collect();
+        let timer = eps.iter().filter_map(|e| e.borrow().node().poll_timeout()).min();
+        let net = match &self.0.borrow().net {
+            Net::Sim { net, .. } => net.next_event(),
+            Net::Udp { .. } => None,
+        };
+        net.into_iter().chain(timer).min()
+    }
+
+    fn now(&self) -> Duration {
+        self.0.borrow().net.now()
+    }
+
+    fn advance_to(&mut self, t: Duration) {
+        if let Net::Sim { net, .. } = &self.0.borrow().net {
+            net.advance_to(t);
+        }
+    }
+}
+
+/// Progress, or else: on the simulated network virtual time to the next event ([`nicsim::step`]),
+/// false when nothing can happen any more; over UDP a wait (spin, then sleep on the endpoint's
+/// socket until a datagram, room to send, or its next timer), true (a peer may always send).
+fn step(f: &RefCell<FabricInner>) -> bool {
+    if matches!(f.borrow().net, Net::Sim { .. }) {
+        let Ok(moved) = nicsim::step(&mut Driven(f));
+        return moved;
+    }
+    if progress(f) {
+        return true;
+    }
+    let eps: Vec<_> = f.borrow().endpoints.iter().filter_map(Weak::upgrade).collect();
+    let inner = f.borrow();
+    let Net::Udp { waiter, .. } = &inner.net else { return true };
+    match eps.as_slice() {
+        // One socket (the usual: one endpoint per process) is slept on; with several, a sleep
+        // on one would miss the others' datagrams: they are polled.
+        [ep] => {
+            let _ = waiter.borrow_mut().after_round(ep.borrow().node(), false, None, MAX_SLEEP);
+        }
+        _ => std::thread::yield_now(),
+    }
+    true
+}
+
+impl FabricOps for RefCell<FabricInner> {
+    fn progress(&self) -> bool {
+        progress(self)
+    }
+
+    fn step(&self) -> bool {
+        step(self)
+    }
+
+    fn now(&self) -> Duration {
+        self.borrow().net.now()
+    }
+
+    fn may_use(&self, process: u32, job_id: u32) -> bool {
+        self.borrow().control.may_use(process, job_id)
+    }
+}
+
+/// `fi_fabric`: a simulated network with a switch, or kernel UDP on one of the host's addresses.
+#[derive(Debug, Clone)]
+pub struct Fabric {
+    pub(super) inner: Rc<RefCell<FabricInner>>,
+}
+
+impl Fabric {
+    /// A simulated network whose privileged side is `control`; `seed` drives the network's
+    /// impairments, `link` impairs every port's cable both ways.
+    pub fn open_sim(seed: u64, link: LinkConfig, control: ControlPlane) -> Fabric {
+        let net = SimNet::new(seed);
+        let switch = net.with(|n| n.add_switch());
+        Fabric::with_net(Net::Sim { net, switch, link }, control, seed)
+    }
+
+    /// Kernel UDP on the host address `ip`, whose privileged side is `control` (JobIDs; the
+    /// address is `ip`, not one the control plane assigns). Its endpoint binds `ip`, UDP port
+    /// 4793 (UET's): one endpoint per address, and its peers are other processes or hosts,
+    /// reached at the addresses they give with [`Endpoint::getname`](super::Endpoint::getname).
+    pub fn open_udp(ip: Ipv4Addr, control: ControlPlane) -> Fabric {
+        let waiter = RefCell::new(Waiter::new(Idle::ADAPTIVE));
+        let seed = u64::from(ip.to_bits()) ^ u64::from(std::process::id()) << 32;
+        Fabric::with_net(Net::Udp { ip, epoch: Instant::now(), waiter }, control, seed)
+    }
+
+    fn with_net(net: Net, control: ControlPlane, seed: u64) -> Fabric {
+        Fabric { inner: Rc::new(RefCell::new(FabricInner { net, control, endpoints: Vec::new(), seed })) }
+    }
+
+    /// The control plane (the privileged side: JobID assignments, fallback).
+    pub fn control(&self) -> RefMut<'_, ControlPlane> {
+        RefMut::map(self.inner.borrow_mut(), |f| &mut f.control)
+    }
+
+    /// Makes every endpoint progress once; true if anything moved.
+    pub fn progress(&self) -> bool {
+        progress(&self.inner)
+    }
+
+    /// Progress, or virtual time to the next event; false when nothing can happen any more.
+    pub fn step(&self) -> bool {
+        step(&self.inner)
+    }
+
+    /// Virtual time.
+    pub fn now(&self) -> Duration {
+        self.inner.borrow().net.now()
+    }
+}
