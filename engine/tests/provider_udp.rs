@@ -3,14 +3,15 @@
 //! processes would be, exchange addresses as bytes (`fi_getname` -> `fi_av_insert`) and run
 //! messages, a wildcard tagged receive, a 1 MiB rendezvous send, RMA write and read, fetching and
 //! compare atomics, and wrong-JobID accesses answered with FI_EACCES, over loopback sockets on
-//! UET's port 4793. Needs no privileges.
+//! UET's port 4793, in the clear and sealed by TSS (the control plane's security binding); a clear
+//! sender reaches nothing in a secure domain. Needs no privileges.
 
 use std::sync::mpsc::{Receiver, Sender, channel};
 use std::time::{Duration, Instant};
 
 use engine::provider::{
     CompletionQueue, ControlPlane, CqEntry, CqErrEntry, EpAttr, Fabric, FiErrno, Hints, MrAccess, MrAuth,
-    ProviderConfig, UetAddr, bind, getinfo,
+    ProviderConfig, SecurityBinding, UetAddr, bind, getinfo,
 };
 use ses::{Profile, ReturnCode};
 use std::net::Ipv4Addr;
@@ -54,10 +55,11 @@ fn serve_until(cq: &CompletionQueue, rx: &Receiver<Msg>) -> Msg {
 }
 
 /// Process 2 (JobID 20; 10 too, which it authorizes only in phase 2): receives and serves RMA.
-fn target(ip: Ipv4Addr, tx: Sender<Msg>, rx: Receiver<Msg>) {
+fn target(ip: Ipv4Addr, security: Option<SecurityBinding>, tx: Sender<Msg>, rx: Receiver<Msg>) {
     let mut cp = ControlPlane::new();
     cp.assign_job(2, 20).unwrap();
     cp.assign_job(2, 10).unwrap();
+    cp.bind_security(security);
     let fabric = Fabric::open_udp(ip, cp);
     let dom = fabric.domain(&info(), 2);
     let ep = dom.endpoint(EpAttr { rank: Some(1), ..EpAttr::default() }).unwrap();
@@ -103,9 +105,10 @@ fn target(ip: Ipv4Addr, tx: Sender<Msg>, rx: Receiver<Msg>) {
 }
 
 /// Process 1 (JobID 10): sends and accesses the target's regions.
-fn initiator(ip: Ipv4Addr, tx: Sender<Msg>, rx: Receiver<Msg>) {
+fn initiator(ip: Ipv4Addr, security: Option<SecurityBinding>, tx: Sender<Msg>, rx: Receiver<Msg>) {
     let mut cp = ControlPlane::new();
     cp.assign_job(1, 10).unwrap();
+    cp.bind_security(security);
     let fabric = Fabric::open_udp(ip, cp);
     let dom = fabric.domain(&info(), 1);
     let ep = dom.endpoint(EpAttr { rank: Some(0), ..EpAttr::default() }).unwrap();
@@ -151,15 +154,72 @@ fn initiator(ip: Ipv4Addr, tx: Sender<Msg>, rx: Receiver<Msg>) {
     tx.send(Msg::Done).unwrap();
 }
 
-#[test]
-fn two_fabrics_over_kernel_udp_exchange_addresses_messages_rma_and_atomics() {
-    let (a_ip, b_ip) = (Ipv4Addr::new(127, 88, 32, 1), Ipv4Addr::new(127, 88, 32, 2));
+/// Runs [`target`] and [`initiator`] on two threads, at `127.88.<net>.2` and `.1`.
+fn run_pair(net: u8, security: Option<SecurityBinding>) {
+    let (a_ip, b_ip) = (Ipv4Addr::new(127, 88, net, 1), Ipv4Addr::new(127, 88, net, 2));
     let (to_b, from_a) = channel();
     let (to_a, from_b) = channel();
-    let b = std::thread::spawn(move || target(b_ip, to_a, from_a));
-    let a = std::thread::spawn(move || initiator(a_ip, to_b, from_b));
+    let sb = security.clone();
+    let b = std::thread::spawn(move || target(b_ip, sb, to_a, from_a));
+    let a = std::thread::spawn(move || initiator(a_ip, security, to_b, from_b));
     let (ra, rb) = (a.join(), b.join());
     if let Err(e) = ra.and(rb) {
         std::panic::resume_unwind(e);
     }
+}
+
+fn binding() -> SecurityBinding {
+    let config = tss::Config { sdi: 7, mode: tss::KeyMode::Cluster, ..tss::Config::default() };
+    SecurityBinding { config, key: tss::kdf::random(), epoch: 0 }
+}
+
+#[test]
+fn two_fabrics_over_kernel_udp_exchange_addresses_messages_rma_and_atomics() {
+    run_pair(32, None);
+}
+
+#[test]
+fn the_same_sealed_by_tss() {
+    run_pair(33, Some(binding()));
+}
+
+/// A clear sender and a sealed one, both JobID 10, send to a sealed target: only the sealed
+/// message lands. One thread drives the three fabrics in turn.
+#[test]
+fn a_clear_sender_reaches_nothing_in_a_secure_domain() {
+    let sec = binding();
+    let fabric = |host: u8, process: u32, security: Option<SecurityBinding>| {
+        let mut cp = ControlPlane::new();
+        cp.assign_job(process, 10).unwrap();
+        cp.bind_security(security);
+        let f = Fabric::open_udp(Ipv4Addr::new(127, 88, 34, host), cp);
+        let dom = f.domain(&info(), process);
+        let ep = dom.endpoint(EpAttr::default()).unwrap();
+        let (cq, av) = (dom.cq_open(), dom.av_open());
+        ep.bind_cq(&cq, bind::TRANSMIT | bind::RECV);
+        ep.bind_av(&av);
+        (f, ep, cq, av)
+    };
+    let (_ft, target, cq_t, _) = fabric(1, 2, Some(sec.clone()));
+    let (_fc, clear, cq_c, av_c) = fabric(2, 1, None);
+    let (_fs, sealed, cq_s, av_s) = fabric(3, 3, Some(sec));
+    let to_c = av_c.insert(&[target.getname()])[0];
+    let to_s = av_s.insert(&[target.getname()])[0];
+    target.recv(64, u64::MAX, 1).unwrap();
+    target.recv(64, u64::MAX, 2).unwrap();
+    clear.send(b"clear", to_c, 3).unwrap();
+    sealed.send(b"sealed", to_s, 4).unwrap();
+    let (mut landed, mut sent) = (Vec::new(), None);
+    let end = Instant::now() + Duration::from_millis(1500);
+    while Instant::now() < end {
+        if let Ok(Some(e)) = cq_t.read() {
+            landed.push(e.buf);
+        }
+        if let Ok(Some(e)) = cq_s.read() {
+            sent = Some(e.op_context);
+        }
+        let _ = cq_c.read();
+    }
+    assert_eq!(sent, Some(4), "the sealed send completed");
+    assert_eq!(landed, vec![b"sealed".to_vec()], "only the sealed message landed");
 }

@@ -11,10 +11,32 @@ use super::errno::{FiErrno, FiError};
 /// The fallback JobID (all 24 bits set).
 pub const FALLBACK_JOB_ID: u32 = 16_777_215;
 
-/// JobID assignments and address allocation.
+/// A security binding (uet-libfabric.md, "Security (TSS) from the provider's side"): the secure
+/// domain every endpoint's packets are sealed in and opened from, with its key and the epoch to
+/// start in. A key used before (by an earlier process) needs an epoch that process never
+/// reached: (key, TSC) pairs must never repeat (see [`tss::SecureDomain::new`]).
+#[derive(Clone)]
+pub struct SecurityBinding {
+    /// The secure domain (SDI, key mode, rekeying, replay window, SSI).
+    pub config: tss::Config,
+    /// The domain's key.
+    pub key: [u8; 32],
+    /// The epoch to start in.
+    pub epoch: u16,
+}
+
+impl std::fmt::Debug for SecurityBinding {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never the key.
+        f.debug_struct("SecurityBinding").field("config", &self.config).field("epoch", &self.epoch).finish()
+    }
+}
+
+/// JobID assignments, address allocation and the security binding.
 #[derive(Debug, Clone)]
 pub struct ControlPlane {
     jobs: HashMap<u32, Vec<u32>>,
+    security: Option<SecurityBinding>,
     fallback: bool,
     subnet: [u8; 3],
     next_host: u8,
@@ -30,7 +52,14 @@ impl Default for ControlPlane {
 impl ControlPlane {
     /// No JobIDs assigned, fallback disabled; addresses from 10.88.0.1.
     pub fn new() -> ControlPlane {
-        ControlPlane { jobs: HashMap::new(), fallback: false, subnet: [10, 88, 0], next_host: 1, next_pid: 1 }
+        ControlPlane {
+            jobs: HashMap::new(),
+            security: None,
+            fallback: false,
+            subnet: [10, 88, 0],
+            next_host: 1,
+            next_pid: 1,
+        }
     }
 
     /// Lets `process` use `job_id` (24 bits; the fallback value is not assignable).
@@ -71,6 +100,16 @@ impl ControlPlane {
     /// Whether `process` may use `job_id`.
     pub fn may_use(&self, process: u32, job_id: u32) -> bool {
         self.jobs_of(process).contains(&job_id)
+    }
+
+    /// Seals every endpoint opened from now on in `binding`'s secure domain (TSS), or none.
+    pub fn bind_security(&mut self, binding: Option<SecurityBinding>) {
+        self.security = binding;
+    }
+
+    /// The security binding endpoints get.
+    pub fn security(&self) -> Option<&SecurityBinding> {
+        self.security.as_ref()
     }
 
     /// A fresh fabric address and PIDonFEP for an endpoint.

@@ -162,8 +162,11 @@ impl Domain {
             ..ses::Config::default()
         };
         let seed = f.seed.wrapping_mul(31).wrapping_add(u64::from(ip.to_bits()));
-        let node = UetNode::new(dev, ses::Endpoint::new(cfg, seed), require_checksum)
+        let mut node = UetNode::new(dev, ses::Endpoint::new(cfg, seed), require_checksum)
             .map_err(|e| FiError::new(FiErrno::EINVAL, e))?;
+        if let Some(b) = f.control.security() {
+            node.enable_tss(tss::SecureDomain::new(b.config, b.key, b.epoch));
+        }
         let profiles = match self.info.profile {
             Profile::AiBase => 0b001,
             Profile::AiFull => 0b011,

@@ -22,7 +22,7 @@ pub mod info;
 pub mod objects;
 
 pub use config::{ConfigError, ProviderConfig, Service, parse_service_file};
-pub use control::{ControlPlane, FALLBACK_JOB_ID};
+pub use control::{ControlPlane, FALLBACK_JOB_ID, SecurityBinding};
 pub use endpoint::{Domain, Endpoint, EpAttr, JobIdMethod, MemoryRegion, MrAccess, MrAuth, bind};
 pub use errno::{FiErrno, FiError, errno_of};
 pub use fabric::Fabric;
