@@ -27,6 +27,7 @@ MAX_LINES = 900
 GENERATED = {
     "engine/ibverbs/src/abi.rs",  # scripts/gen-ibverbs-abi.sh
     "engine/ibverbs/src/cm_abi.rs",  # scripts/gen-rdmacm-abi.sh
+    "engine/libfabric/src/abi.rs",  # scripts/gen-libfabric-abi.sh
 }
 
 # Dependencies only the tool (engine/cli) may have; `cargo tree -p engine -e normal` must not show them.
@@ -34,7 +35,7 @@ CLI_ONLY = ["clap", "anyhow", "serde_json", "hdrhistogram"]
 
 # Library crates (their src/ trees), relative to the root.
 LIB_CRATES = ["wire", "nicsim", "pds", "ses", "tss", "engine", "engine/cli", "engine/frame", "engine/ibverbs",
-              "engine/stat"]
+              "engine/libfabric", "engine/stat"]
 
 # (files under this prefix, must not reference modules/crates matching this regex, why)
 LAYER_RULES = [

@@ -1,0 +1,426 @@
+//! `fi_cq_open` and the completion queue's operations. The engine's queue carries the id an
+//! endpoint gave each operation; [`Ops`] maps it back to the program's context and, for a
+//! receive, its buffer, into which the message is copied when its completion is read.
+
+use core::ffi::{c_char, c_int, c_void};
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use engine::provider::{self, CompletionQueue, CqEntry, CqErrEntry, FiErrno, cq_flags};
+use ses::ReturnCode;
+
+use crate::abi::{
+    self, fi_cq_attr, fi_cq_data_entry, fi_cq_entry, fi_cq_err_entry, fi_cq_format, fi_cq_msg_entry,
+    fi_cq_tagged_entry, fi_ops, fi_ops_cq, fid, fid_cq, fid_domain,
+};
+use crate::util::{EINVAL, ENOSYS, neg};
+
+/// One operation an endpoint posted, by the id it gave the engine.
+#[derive(Debug)]
+pub(crate) struct Op {
+    /// The program's context.
+    pub(crate) context: *mut c_void,
+    /// A receive's buffer and its length (null, 0 for a send).
+    pub(crate) buf: *mut u8,
+    pub(crate) len: usize,
+    /// No completion on success (`fi_inject*`); an error still gets one.
+    pub(crate) silent: bool,
+}
+
+/// The operations waiting for their completions on one queue.
+#[derive(Debug, Default)]
+pub(crate) struct Ops {
+    next: u64,
+    map: HashMap<u64, Op>,
+}
+
+impl Ops {
+    /// Records `op`; the id to give the engine.
+    pub(crate) fn add(&mut self, op: Op) -> u64 {
+        self.next = self.next.wrapping_add(1);
+        self.map.insert(self.next, op);
+        self.next
+    }
+
+    /// Forgets an operation the engine refused.
+    pub(crate) fn cancel(&mut self, id: u64) {
+        self.map.remove(&id);
+    }
+}
+
+/// A completion queue: `fid_cq` first.
+#[repr(C)]
+pub(crate) struct Cq {
+    fid: fid_cq,
+    pub(crate) cq: CompletionQueue,
+    /// The engine's fabric, whose progress `fi_cq_sread` waits on.
+    fabric: provider::Fabric,
+    format: fi_cq_format,
+    pub(crate) ops: Rc<RefCell<Ops>>,
+    /// An error completion taken off the engine's queue, for `fi_cq_readerr`.
+    err: RefCell<Option<fi_cq_err_entry>>,
+}
+
+static CQ_FI_OPS: fi_ops = fi_ops {
+    size: size_of::<fi_ops>(),
+    close: Some(close),
+    bind: None,
+    control: Some(control),
+    ops_open: None,
+    tostr: None,
+    ops_set: None,
+};
+
+static CQ_OPS: fi_ops_cq = fi_ops_cq {
+    size: size_of::<fi_ops_cq>(),
+    read: Some(read),
+    readfrom: Some(readfrom),
+    readerr: Some(readerr),
+    sread: Some(sread),
+    sreadfrom: Some(sreadfrom),
+    signal: Some(signal),
+    strerror: Some(strerror),
+};
+
+/// `fi_cq_open`: any format; no wait object beyond `fi_cq_sread` (FI_WAIT_NONE or
+/// FI_WAIT_UNSPEC: a wait set or descriptor answers -FI_ENOSYS).
+pub(crate) unsafe extern "C" fn open(
+    domain: *mut fid_domain,
+    attr: *mut fi_cq_attr,
+    cq: *mut *mut fid_cq,
+    context: *mut c_void,
+) -> c_int {
+    // SAFETY: libfabric's contract.
+    let (Some(d), Some(attr), false) =
+        (unsafe { crate::domain::domain_of(domain) }, unsafe { attr.as_ref() }, cq.is_null())
+    else {
+        return EINVAL;
+    };
+    if attr.format > abi::FI_CQ_FORMAT_TAGGED {
+        return EINVAL;
+    }
+    if !matches!(attr.wait_obj, abi::FI_WAIT_NONE | abi::FI_WAIT_UNSPEC) {
+        return ENOSYS;
+    }
+    let c = Box::new(Cq {
+        fid: fid_cq {
+            fid: fid { fclass: abi::FI_CLASS_CQ as usize, context, ops: (&raw const CQ_FI_OPS).cast_mut() },
+            ops: (&raw const CQ_OPS).cast_mut(),
+        },
+        cq: d.domain.cq_open(),
+        fabric: d.fabric.clone(),
+        format: if attr.format == abi::FI_CQ_FORMAT_UNSPEC { abi::FI_CQ_FORMAT_CONTEXT } else { attr.format },
+        ops: Rc::default(),
+        err: RefCell::new(None),
+    });
+    // SAFETY: valid for a write.
+    unsafe { *cq = &raw mut Box::leak(c).fid };
+    0
+}
+
+unsafe extern "C" fn close(f: *mut fid) -> c_int {
+    if f.is_null() {
+        return EINVAL;
+    }
+    // SAFETY: the fid of a Cq of `open`, closed once.
+    drop(unsafe { Box::from_raw(f.cast::<Cq>()) });
+    0
+}
+
+unsafe extern "C" fn control(_: *mut fid, _command: c_int, _arg: *mut c_void) -> c_int {
+    // FI_GETWAIT and the rest: no wait object.
+    ENOSYS
+}
+
+/// The [`Cq`] of a `fid` of class FI_CLASS_CQ of this provider.
+///
+/// # Safety
+/// `f` is null or the fid of a [`Cq`].
+pub(crate) unsafe fn cq_of<'a>(f: *mut fid) -> Option<&'a Cq> {
+    // SAFETY: `fid` is the first member of `fid_cq`, the first of `Cq`.
+    unsafe { f.cast::<Cq>().as_ref() }
+}
+
+/// libfabric's completion flags of the engine's.
+fn fi_flags(f: u64) -> u64 {
+    [
+        (cq_flags::SEND, abi::FI_SEND),
+        (cq_flags::RECV, abi::FI_RECV),
+        (cq_flags::RMA, abi::FI_RMA),
+        (cq_flags::ATOMIC, abi::FI_ATOMIC),
+        (cq_flags::READ, abi::FI_READ),
+        (cq_flags::WRITE, abi::FI_WRITE),
+        (cq_flags::TAGGED, abi::FI_TAGGED),
+        (cq_flags::MSG, abi::FI_MSG),
+        (cq_flags::REMOTE_CQ_DATA, abi::FI_REMOTE_CQ_DATA),
+        (cq_flags::REMOTE_WRITE, abi::FI_REMOTE_WRITE),
+    ]
+    .into_iter()
+    .filter(|&(e, _)| f & e != 0)
+    .fold(0, |acc, (_, fi)| acc | u64::from(fi))
+}
+
+/// What one engine completion becomes.
+enum Taken {
+    /// An entry for the program.
+    Entry(fi_cq_tagged_entry),
+    /// An error entry, now waiting for `fi_cq_readerr`.
+    Error,
+    /// A silent success (an inject).
+    Nothing,
+}
+
+impl Cq {
+    /// Turns an engine completion into the program's, copying a receive into its buffer.
+    fn take(&self, c: Result<CqEntry, CqErrEntry>) -> Taken {
+        let id = match &c {
+            Ok(e) => e.op_context,
+            Err(e) => e.op_context,
+        };
+        let op = self.ops.borrow_mut().map.remove(&id);
+        let (context, buf, len, silent) = op
+            .map_or((core::ptr::null_mut(), core::ptr::null_mut(), 0, false), |o| {
+                (o.context, o.buf, o.len, o.silent)
+            });
+        // Copies what arrived into the receive's buffer: how many bytes fit.
+        let place = |data: &[u8]| {
+            let n = data.len().min(len);
+            if n > 0 {
+                // SAFETY: `buf` holds `len` bytes, per the program's fi_recv.
+                unsafe { core::ptr::copy_nonoverlapping(data.as_ptr(), buf, n) };
+            }
+            n
+        };
+        match c {
+            Ok(e) if e.flags & cq_flags::RECV != 0 && e.buf.len() > len => {
+                let n = place(&e.buf);
+                *self.err.borrow_mut() = Some(fi_cq_err_entry {
+                    op_context: context,
+                    flags: fi_flags(e.flags),
+                    len: n,
+                    buf: buf.cast(),
+                    data: e.data.unwrap_or(0),
+                    tag: e.tag.unwrap_or(0),
+                    olen: e.buf.len() - n,
+                    err: abi::FI_ETRUNC as c_int,
+                    prov_errno: 0,
+                    err_data: core::ptr::null_mut(),
+                    err_data_size: 0,
+                });
+                Taken::Error
+            }
+            Ok(_) if silent => Taken::Nothing,
+            Ok(e) => {
+                let n = if e.flags & cq_flags::RECV != 0 { place(&e.buf) } else { e.len };
+                Taken::Entry(fi_cq_tagged_entry {
+                    op_context: context,
+                    flags: fi_flags(e.flags),
+                    len: n,
+                    buf: if e.flags & cq_flags::RECV != 0 { buf.cast() } else { core::ptr::null_mut() },
+                    data: e.data.unwrap_or(0),
+                    tag: e.tag.unwrap_or(0),
+                })
+            }
+            Err(e) => {
+                let n = place(&e.buf);
+                *self.err.borrow_mut() = Some(fi_cq_err_entry {
+                    op_context: context,
+                    flags: fi_flags(e.flags),
+                    len: n,
+                    buf: if n > 0 { buf.cast() } else { core::ptr::null_mut() },
+                    data: 0,
+                    tag: 0,
+                    olen: e.len.saturating_sub(n),
+                    err: e.err.code(),
+                    prov_errno: c_int::from(e.prov_errno),
+                    err_data: core::ptr::null_mut(),
+                    err_data_size: 0,
+                });
+                Taken::Error
+            }
+        }
+    }
+
+    /// The next engine completion (progressing the endpoint), if any.
+    fn next(&self) -> Option<Result<CqEntry, CqErrEntry>> {
+        match self.cq.read() {
+            Ok(Some(e)) => Some(Ok(e)),
+            Ok(None) => None,
+            Err(_) => self.cq.readerr().map(Err),
+        }
+    }
+
+    /// Writes entry `i` of the queue's format at `buf`.
+    ///
+    /// # Safety
+    /// `buf` holds at least `i + 1` entries of the format.
+    unsafe fn write(&self, buf: *mut c_void, i: usize, e: &fi_cq_tagged_entry) {
+        // SAFETY: the caller's promise; every format is a prefix of the tagged entry.
+        unsafe {
+            match self.format {
+                abi::FI_CQ_FORMAT_CONTEXT => {
+                    *buf.cast::<fi_cq_entry>().add(i) = fi_cq_entry { op_context: e.op_context }
+                }
+                abi::FI_CQ_FORMAT_MSG => {
+                    *buf.cast::<fi_cq_msg_entry>().add(i) =
+                        fi_cq_msg_entry { op_context: e.op_context, flags: e.flags, len: e.len }
+                }
+                abi::FI_CQ_FORMAT_DATA => {
+                    *buf.cast::<fi_cq_data_entry>().add(i) = fi_cq_data_entry {
+                        op_context: e.op_context,
+                        flags: e.flags,
+                        len: e.len,
+                        buf: e.buf,
+                        data: e.data,
+                    }
+                }
+                _ => *buf.cast::<fi_cq_tagged_entry>().add(i) = *e,
+            }
+        }
+    }
+
+    /// `fi_cq_read`: up to `count` entries, -FI_EAGAIN for none, -FI_EAVAIL when an error waits.
+    ///
+    /// # Safety
+    /// `buf` holds `count` entries of the format.
+    unsafe fn read(&self, buf: *mut c_void, count: usize) -> isize {
+        let mut n = 0;
+        while n < count {
+            if self.err.borrow().is_some() {
+                break;
+            }
+            let Some(c) = self.next() else { break };
+            match self.take(c) {
+                // SAFETY: `n < count`.
+                Taken::Entry(e) => unsafe { self.write(buf, n, &e) },
+                Taken::Error | Taken::Nothing => continue,
+            }
+            n += 1;
+        }
+        match n {
+            0 if self.err.borrow().is_some() => -(abi::FI_EAVAIL as isize),
+            0 => -(abi::FI_EAGAIN as isize),
+            n => n as isize,
+        }
+    }
+}
+
+unsafe extern "C" fn read(cq: *mut fid_cq, buf: *mut c_void, count: usize) -> isize {
+    // SAFETY: libfabric's contract.
+    let Some(c) = (unsafe { cq_of(cq.cast()) }) else { return EINVAL as isize };
+    if buf.is_null() && count > 0 {
+        return EINVAL as isize;
+    }
+    // SAFETY: `buf` holds `count` entries, per the contract.
+    unsafe { c.read(buf, count) }
+}
+
+unsafe extern "C" fn readfrom(
+    cq: *mut fid_cq,
+    buf: *mut c_void,
+    count: usize,
+    src: *mut abi::fi_addr_t,
+) -> isize {
+    // SAFETY: forwarded under the same contract.
+    let n = unsafe { read(cq, buf, count) };
+    if n > 0 && !src.is_null() {
+        for i in 0..n as usize {
+            // SAFETY: `count` addresses at `src`. The source is not tracked per entry here.
+            unsafe { *src.add(i) = engine::provider::FI_ADDR_UNSPEC };
+        }
+    }
+    n
+}
+
+unsafe extern "C" fn readerr(cq: *mut fid_cq, buf: *mut fi_cq_err_entry, _flags: u64) -> isize {
+    // SAFETY: libfabric's contract.
+    let (Some(c), false) = (unsafe { cq_of(cq.cast()) }, buf.is_null()) else { return EINVAL as isize };
+    if c.err.borrow().is_none() {
+        if let Some(e) = c.cq.readerr() {
+            let _ = c.take(Err(e));
+        }
+    }
+    match c.err.borrow_mut().take() {
+        Some(e) => {
+            // SAFETY: `buf` is valid for a write.
+            unsafe { *buf = e };
+            1
+        }
+        None => -(abi::FI_EAGAIN as isize),
+    }
+}
+
+unsafe extern "C" fn sread(
+    cq: *mut fid_cq,
+    buf: *mut c_void,
+    count: usize,
+    _cond: *const c_void,
+    timeout: c_int,
+) -> isize {
+    // SAFETY: libfabric's contract.
+    let Some(c) = (unsafe { cq_of(cq.cast()) }) else { return EINVAL as isize };
+    let end = (timeout >= 0).then(|| Instant::now() + Duration::from_millis(timeout as u64));
+    loop {
+        // SAFETY: forwarded under the same contract.
+        let n = unsafe { read(cq, buf, count) };
+        if n != -(abi::FI_EAGAIN as isize) || end.is_some_and(|e| Instant::now() >= e) {
+            return n;
+        }
+        // Progress, or sleep on the socket until a datagram or the next timer.
+        c.fabric.step();
+    }
+}
+
+unsafe extern "C" fn sreadfrom(
+    cq: *mut fid_cq,
+    buf: *mut c_void,
+    count: usize,
+    src: *mut abi::fi_addr_t,
+    cond: *const c_void,
+    timeout: c_int,
+) -> isize {
+    // SAFETY: forwarded under the same contract.
+    let n = unsafe { sread(cq, buf, count, cond, timeout) };
+    if n > 0 && !src.is_null() {
+        for i in 0..n as usize {
+            // SAFETY: `count` addresses at `src`.
+            unsafe { *src.add(i) = engine::provider::FI_ADDR_UNSPEC };
+        }
+    }
+    n
+}
+
+unsafe extern "C" fn signal(_: *mut fid_cq) -> c_int {
+    // FI_THREAD_DOMAIN: nobody else can be waiting in fi_cq_sread of this domain.
+    ENOSYS
+}
+
+/// `fi_cq_strerror`: the SES return code of `prov_errno`.
+unsafe extern "C" fn strerror(
+    _cq: *mut fid_cq,
+    prov_errno: c_int,
+    _err_data: *const c_void,
+    buf: *mut c_char,
+    len: usize,
+) -> *const c_char {
+    static UNKNOWN: &core::ffi::CStr = c"unknown";
+    let name = u8::try_from(prov_errno).map_or("not an SES return code", |v| ReturnCode::from(v).name());
+    let s = format!("SES return code {prov_errno} ({name})");
+    if buf.is_null() || len == 0 {
+        return UNKNOWN.as_ptr();
+    }
+    let n = s.len().min(len - 1);
+    // SAFETY: `buf` holds `len` bytes.
+    unsafe {
+        core::ptr::copy_nonoverlapping(s.as_ptr(), buf.cast::<u8>(), n);
+        *buf.add(n) = 0;
+    }
+    buf
+}
+
+/// `-FI_E*` of an engine errno (for the endpoint's posting calls).
+pub(crate) fn post_err(e: FiErrno) -> isize {
+    neg(e) as isize
+}

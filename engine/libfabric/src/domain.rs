@@ -1,0 +1,440 @@
+//! `fi_domain` with its address vectors and memory registrations. A domain is the engine's
+//! fabric on one host address and its domain for this process's profile.
+
+use core::ffi::{c_char, c_int, c_void};
+
+use engine::provider::{self, AddressVector, FI_ADDR_UNSPEC, UetAddr};
+
+use crate::abi::{
+    self, fi_av_attr, fi_info, fi_ops, fi_ops_av, fi_ops_domain, fi_ops_mr, fid, fid_av, fid_domain,
+    fid_fabric, fid_mr,
+};
+use crate::util::{EINVAL, ENOSYS};
+
+/// A domain: `fid_domain` first.
+#[repr(C)]
+pub(crate) struct Domain {
+    fid: fid_domain,
+    /// The engine's fabric (kernel UDP on the domain's address).
+    pub(crate) fabric: provider::Fabric,
+    /// The engine's domain for this process.
+    pub(crate) domain: provider::Domain,
+    /// The offer the domain was opened for.
+    pub(crate) info: provider::Info,
+}
+
+static DOMAIN_FI_OPS: fi_ops = fi_ops {
+    size: size_of::<fi_ops>(),
+    close: Some(close_domain),
+    bind: None,
+    control: None,
+    ops_open: None,
+    tostr: None,
+    ops_set: None,
+};
+
+static DOMAIN_OPS: fi_ops_domain = fi_ops_domain {
+    size: size_of::<fi_ops_domain>(),
+    av_open: Some(av_open),
+    cq_open: Some(crate::cq::open),
+    endpoint: Some(crate::ep::open),
+    scalable_ep: Some(no_ep),
+    cntr_open: Some(no_cntr),
+    poll_open: Some(no_poll),
+    stx_ctx: Some(no_stx),
+    srx_ctx: Some(no_srx),
+    query_atomic: Some(no_query_atomic),
+    query_collective: None,
+    endpoint2: None,
+};
+
+static MR_OPS: fi_ops_mr = fi_ops_mr {
+    size: size_of::<fi_ops_mr>(),
+    reg: Some(mr_reg),
+    regv: Some(mr_regv),
+    regattr: Some(mr_regattr),
+};
+
+/// `fi_domain`: the engine's fabric on the offer's host address.
+///
+/// # Safety
+/// libfabric's contract: `fabric` an object of this provider, `info` valid, `domain` valid for a
+/// write.
+pub(crate) unsafe extern "C" fn open(
+    fabric: *mut fid_fabric,
+    info: *mut fi_info,
+    domain: *mut *mut fid_domain,
+    context: *mut c_void,
+) -> c_int {
+    // SAFETY: libfabric's contract.
+    let Some(info) = (unsafe { info.as_ref() }) else { return EINVAL };
+    if fabric.is_null() || domain.is_null() {
+        return EINVAL;
+    }
+    // SAFETY: `info` is valid, per the contract.
+    let (offer, ip, control) = match unsafe { crate::fabric::domain_setup(info) } {
+        Ok(s) => s,
+        Err(e) => return e,
+    };
+    let engine_fabric = provider::Fabric::open_udp(ip, control);
+    let engine_domain = engine_fabric.domain(&offer, crate::config::PROCESS);
+    let d = Box::new(Domain {
+        fid: fid_domain {
+            fid: fid {
+                fclass: abi::FI_CLASS_DOMAIN as usize,
+                context,
+                ops: (&raw const DOMAIN_FI_OPS).cast_mut(),
+            },
+            ops: (&raw const DOMAIN_OPS).cast_mut(),
+            mr: (&raw const MR_OPS).cast_mut(),
+        },
+        fabric: engine_fabric,
+        domain: engine_domain,
+        info: offer,
+    });
+    // SAFETY: valid for a write.
+    unsafe { *domain = &raw mut Box::leak(d).fid };
+    0
+}
+
+unsafe extern "C" fn close_domain(f: *mut fid) -> c_int {
+    if f.is_null() {
+        return EINVAL;
+    }
+    // SAFETY: the fid of a Domain of `open`, closed once. Objects opened from it hold their own
+    // references to the engine's objects.
+    drop(unsafe { Box::from_raw(f.cast::<Domain>()) });
+    0
+}
+
+/// The [`Domain`] of a `fid_domain` of this provider.
+///
+/// # Safety
+/// `d` is null or a `fid_domain` of [`open`].
+pub(crate) unsafe fn domain_of<'a>(d: *mut fid_domain) -> Option<&'a Domain> {
+    // SAFETY: `fid_domain` is the first member of a `Domain`.
+    unsafe { d.cast::<Domain>().as_ref() }
+}
+
+unsafe extern "C" fn no_ep(
+    _: *mut fid_domain,
+    _: *mut fi_info,
+    _: *mut *mut abi::fid_ep,
+    _: *mut c_void,
+) -> c_int {
+    ENOSYS
+}
+
+unsafe extern "C" fn no_cntr(
+    _: *mut fid_domain,
+    _: *mut abi::fi_cntr_attr,
+    _: *mut *mut abi::fid_cntr,
+    _: *mut c_void,
+) -> c_int {
+    ENOSYS
+}
+
+unsafe extern "C" fn no_poll(
+    _: *mut fid_domain,
+    _: *mut abi::fi_poll_attr,
+    _: *mut *mut abi::fid_poll,
+) -> c_int {
+    ENOSYS
+}
+
+unsafe extern "C" fn no_stx(
+    _: *mut fid_domain,
+    _: *mut abi::fi_tx_attr,
+    _: *mut *mut abi::fid_stx,
+    _: *mut c_void,
+) -> c_int {
+    ENOSYS
+}
+
+unsafe extern "C" fn no_srx(
+    _: *mut fid_domain,
+    _: *mut abi::fi_rx_attr,
+    _: *mut *mut abi::fid_ep,
+    _: *mut c_void,
+) -> c_int {
+    ENOSYS
+}
+
+unsafe extern "C" fn no_query_atomic(
+    _: *mut fid_domain,
+    _: abi::fi_datatype,
+    _: abi::fi_op,
+    _: *mut abi::fi_atomic_attr,
+    _: u64,
+) -> c_int {
+    ENOSYS
+}
+
+/// An address vector (FI_AV_TABLE): `fid_av` first.
+#[repr(C)]
+pub(crate) struct Av {
+    fid: fid_av,
+    pub(crate) av: AddressVector,
+}
+
+static AV_FI_OPS: fi_ops = fi_ops {
+    size: size_of::<fi_ops>(),
+    close: Some(close_av),
+    bind: None,
+    control: None,
+    ops_open: None,
+    tostr: None,
+    ops_set: None,
+};
+
+static AV_OPS: fi_ops_av = fi_ops_av {
+    size: size_of::<fi_ops_av>(),
+    insert: Some(av_insert),
+    insertsvc: Some(av_insertsvc),
+    insertsym: Some(av_insertsym),
+    remove: Some(av_remove),
+    lookup: Some(av_lookup),
+    straddr: Some(av_straddr),
+    av_set: None,
+};
+
+unsafe extern "C" fn av_open(
+    domain: *mut fid_domain,
+    attr: *mut fi_av_attr,
+    av: *mut *mut fid_av,
+    context: *mut c_void,
+) -> c_int {
+    // SAFETY: libfabric's contract.
+    let (Some(d), false) = (unsafe { domain_of(domain) }, av.is_null()) else { return EINVAL };
+    // SAFETY: null or valid.
+    if let Some(a) = unsafe { attr.as_ref() } {
+        // TABLE, or UNSPEC / the deprecated MAP, which behave as TABLE (uet-libfabric.md).
+        if !matches!(a.type_, abi::FI_AV_UNSPEC | abi::FI_AV_TABLE | abi::FI_AV_MAP) {
+            return EINVAL;
+        }
+    }
+    let b = Box::new(Av {
+        fid: fid_av {
+            fid: fid { fclass: abi::FI_CLASS_AV as usize, context, ops: (&raw const AV_FI_OPS).cast_mut() },
+            ops: (&raw const AV_OPS).cast_mut(),
+        },
+        av: d.domain.av_open(),
+    });
+    // SAFETY: valid for a write.
+    unsafe { *av = &raw mut Box::leak(b).fid };
+    0
+}
+
+unsafe extern "C" fn close_av(f: *mut fid) -> c_int {
+    if f.is_null() {
+        return EINVAL;
+    }
+    // SAFETY: the fid of an Av of `av_open`, closed once.
+    drop(unsafe { Box::from_raw(f.cast::<Av>()) });
+    0
+}
+
+/// The [`Av`] of a `fid` of this provider's class FI_CLASS_AV.
+///
+/// # Safety
+/// `f` is null or the fid of an [`Av`].
+pub(crate) unsafe fn av_of<'a>(f: *mut fid) -> Option<&'a Av> {
+    // SAFETY: `fid` is the first member of `fid_av`, the first of `Av`.
+    unsafe { f.cast::<Av>().as_ref() }
+}
+
+/// `fi_av_insert`: `count` addresses of [`UetAddr::LEN`] bytes each; returns how many were
+/// inserted, an address it cannot read getting FI_ADDR_NOTAVAIL in `fi_addr`.
+unsafe extern "C" fn av_insert(
+    av: *mut fid_av,
+    addr: *const c_void,
+    count: usize,
+    fi_addr: *mut abi::fi_addr_t,
+    _flags: u64,
+    _context: *mut c_void,
+) -> c_int {
+    // SAFETY: libfabric's contract.
+    let Some(a) = (unsafe { av_of(av.cast()) }) else { return EINVAL };
+    if addr.is_null() && count > 0 {
+        return EINVAL;
+    }
+    let mut inserted = 0;
+    for i in 0..count {
+        // SAFETY: `count` addresses of the provider's format at `addr`.
+        let b = unsafe { core::slice::from_raw_parts(addr.cast::<u8>().add(i * UetAddr::LEN), UetAddr::LEN) };
+        let got = match UetAddr::from_bytes(b) {
+            Ok(u) => {
+                inserted += 1;
+                a.av.insert(&[u])[0]
+            }
+            Err(_) => FI_ADDR_UNSPEC,
+        };
+        if !fi_addr.is_null() {
+            // SAFETY: `count` entries, per the contract.
+            unsafe { *fi_addr.add(i) = got };
+        }
+    }
+    inserted
+}
+
+unsafe extern "C" fn av_insertsvc(
+    _: *mut fid_av,
+    _: *const c_char,
+    _: *const c_char,
+    _: *mut abi::fi_addr_t,
+    _: u64,
+    _: *mut c_void,
+) -> c_int {
+    // A UET address needs the peer's PIDonFEP and resource index, which only fi_getname gives.
+    ENOSYS
+}
+
+unsafe extern "C" fn av_insertsym(
+    _: *mut fid_av,
+    _: *const c_char,
+    _: usize,
+    _: *const c_char,
+    _: usize,
+    _: *mut abi::fi_addr_t,
+    _: u64,
+    _: *mut c_void,
+) -> c_int {
+    ENOSYS
+}
+
+unsafe extern "C" fn av_remove(_: *mut fid_av, _: *mut abi::fi_addr_t, _: usize, _: u64) -> c_int {
+    // Table indices stay valid for the AV's life (insertion order is the rank).
+    ENOSYS
+}
+
+unsafe extern "C" fn av_lookup(
+    av: *mut fid_av,
+    fi_addr: abi::fi_addr_t,
+    addr: *mut c_void,
+    addrlen: *mut usize,
+) -> c_int {
+    // SAFETY: libfabric's contract.
+    let (Some(a), false) = (unsafe { av_of(av.cast()) }, addrlen.is_null()) else { return EINVAL };
+    let Some(u) = a.av.lookup(fi_addr) else { return -(abi::FI_ENOENT as c_int) };
+    // SAFETY: `addrlen` valid; `addr` holds `*addrlen` bytes.
+    unsafe { crate::util::give_bytes(&u.to_bytes(), addr, addrlen) }
+}
+
+unsafe extern "C" fn av_straddr(
+    _av: *mut fid_av,
+    addr: *const c_void,
+    buf: *mut c_char,
+    len: *mut usize,
+) -> *const c_char {
+    if addr.is_null() || buf.is_null() || len.is_null() {
+        return buf;
+    }
+    // SAFETY: an address of the provider's format at `addr`.
+    let b = unsafe { core::slice::from_raw_parts(addr.cast::<u8>(), UetAddr::LEN) };
+    let s = match UetAddr::from_bytes(b) {
+        Ok(u) => format!("uet://{}/{}/{}/{}", u.ip, u.pid_on_fep, u.resource_index, u.initiator),
+        Err(_) => "uet://invalid".to_string(),
+    };
+    // SAFETY: `buf` holds `*len` bytes; the needed length (with the NUL) goes back in `*len`.
+    unsafe {
+        let room = *len;
+        if room > 0 {
+            let n = s.len().min(room - 1);
+            core::ptr::copy_nonoverlapping(s.as_ptr(), buf.cast::<u8>(), n);
+            *buf.add(n) = 0;
+        }
+        *len = s.len() + 1;
+    }
+    buf
+}
+
+/// A local memory registration: the domain asks for none (`mr_mode` 0), so a registration only
+/// names a buffer (its key and descriptor); no remote access is offered (no FI_RMA).
+#[repr(C)]
+struct Mr {
+    fid: fid_mr,
+}
+
+static MR_FI_OPS: fi_ops = fi_ops {
+    size: size_of::<fi_ops>(),
+    close: Some(close_mr),
+    bind: None,
+    control: None,
+    ops_open: None,
+    tostr: None,
+    ops_set: None,
+};
+
+unsafe extern "C" fn mr_reg(
+    domain: *mut fid,
+    buf: *const c_void,
+    len: usize,
+    access: u64,
+    _offset: u64,
+    requested_key: u64,
+    _flags: u64,
+    mr: *mut *mut fid_mr,
+    context: *mut c_void,
+) -> c_int {
+    if domain.is_null() || mr.is_null() || (buf.is_null() && len > 0) {
+        return EINVAL;
+    }
+    let remote = u64::from(abi::FI_REMOTE_READ | abi::FI_REMOTE_WRITE);
+    if access & remote != 0 {
+        // Remote access needs FI_RMA, which this provider does not offer.
+        return -(abi::FI_EOPNOTSUPP as c_int);
+    }
+    let m = Box::new(Mr {
+        fid: fid_mr {
+            fid: fid { fclass: abi::FI_CLASS_MR as usize, context, ops: (&raw const MR_FI_OPS).cast_mut() },
+            mem_desc: buf.cast_mut(),
+            key: requested_key,
+        },
+    });
+    // SAFETY: valid for a write.
+    unsafe { *mr = &raw mut Box::leak(m).fid };
+    0
+}
+
+unsafe extern "C" fn mr_regv(
+    domain: *mut fid,
+    iov: *const abi::iovec,
+    count: usize,
+    access: u64,
+    offset: u64,
+    requested_key: u64,
+    flags: u64,
+    mr: *mut *mut fid_mr,
+    context: *mut c_void,
+) -> c_int {
+    if count != 1 || iov.is_null() {
+        return EINVAL;
+    }
+    // SAFETY: one iovec, per the check.
+    let v = unsafe { &*iov };
+    // SAFETY: forwarded under the same contract.
+    unsafe { mr_reg(domain, v.iov_base, v.iov_len, access, offset, requested_key, flags, mr, context) }
+}
+
+unsafe extern "C" fn mr_regattr(
+    domain: *mut fid,
+    attr: *const abi::fi_mr_attr,
+    flags: u64,
+    mr: *mut *mut fid_mr,
+) -> c_int {
+    // SAFETY: libfabric's contract.
+    let Some(a) = (unsafe { attr.as_ref() }) else { return EINVAL };
+    // SAFETY: forwarded under the same contract.
+    unsafe {
+        mr_regv(domain, a.mr_iov, a.iov_count, a.access, a.offset, a.requested_key, flags, mr, a.context)
+    }
+}
+
+unsafe extern "C" fn close_mr(f: *mut fid) -> c_int {
+    if f.is_null() {
+        return EINVAL;
+    }
+    // SAFETY: the fid of an Mr of `mr_reg`, closed once.
+    drop(unsafe { Box::from_raw(f.cast::<Mr>()) });
+    0
+}

@@ -1,0 +1,624 @@
+//! `fi_endpoint` and the endpoint's operations: binding, enabling, `fi_getname`, and the message
+//! and tagged data calls. Each posted operation gets an id the engine carries to its completion;
+//! the queue the endpoint binds for it remembers the program's context (and a receive's buffer).
+
+use core::ffi::{c_int, c_void};
+use std::cell::RefCell;
+use std::rc::Rc;
+
+use engine::provider::{self, EpAttr};
+
+use crate::abi::{
+    self, fi_addr_t, fi_info, fi_msg, fi_msg_tagged, fi_ops, fi_ops_cm, fi_ops_ep, fi_ops_msg, fi_ops_tagged,
+    fid, fid_domain, fid_ep, fid_t, iovec,
+};
+use crate::cq::{Op, Ops, post_err};
+use crate::util::{EINVAL, ENOSYS, give_bytes};
+
+/// An endpoint: `fid_ep` first.
+#[repr(C)]
+pub(crate) struct Ep {
+    fid: fid_ep,
+    ep: provider::Endpoint,
+    /// The engine's fabric: a posted operation goes out at once (one round of progress), since a
+    /// program may wait elsewhere (on its own socket, in `fi_inject`'s no-completion case)
+    /// before it reads a queue again.
+    fabric: provider::Fabric,
+    /// The operations of the queues bound for transmit and receive completions.
+    tx: RefCell<Option<Rc<RefCell<Ops>>>>,
+    rx: RefCell<Option<Rc<RefCell<Ops>>>>,
+    av: RefCell<bool>,
+}
+
+static EP_FI_OPS: fi_ops = fi_ops {
+    size: size_of::<fi_ops>(),
+    close: Some(close),
+    bind: Some(bind),
+    control: Some(control),
+    ops_open: None,
+    tostr: None,
+    ops_set: None,
+};
+
+static EP_OPS: fi_ops_ep = fi_ops_ep {
+    size: size_of::<fi_ops_ep>(),
+    cancel: Some(cancel),
+    getopt: Some(getopt),
+    setopt: Some(setopt),
+    tx_ctx: Some(no_ctx),
+    rx_ctx: Some(no_ctx),
+    rx_size_left: Some(size_left),
+    tx_size_left: Some(size_left),
+};
+
+static CM_OPS: fi_ops_cm = fi_ops_cm {
+    size: size_of::<fi_ops_cm>(),
+    setname: Some(setname),
+    getname: Some(getname),
+    getpeer: Some(getpeer),
+    connect: Some(connect),
+    listen: Some(listen),
+    accept: Some(accept),
+    reject: Some(reject),
+    shutdown: Some(shutdown),
+    join: Some(join),
+};
+
+static MSG_OPS: fi_ops_msg = fi_ops_msg {
+    size: size_of::<fi_ops_msg>(),
+    recv: Some(recv),
+    recvv: Some(recvv),
+    recvmsg: Some(recvmsg),
+    send: Some(send),
+    sendv: Some(sendv),
+    sendmsg: Some(sendmsg),
+    inject: Some(inject),
+    senddata: Some(senddata),
+    injectdata: Some(injectdata),
+};
+
+static TAGGED_OPS: fi_ops_tagged = fi_ops_tagged {
+    size: size_of::<fi_ops_tagged>(),
+    recv: Some(trecv),
+    recvv: Some(trecvv),
+    recvmsg: Some(trecvmsg),
+    send: Some(tsend),
+    sendv: Some(tsendv),
+    sendmsg: Some(tsendmsg),
+    inject: Some(tinject),
+    senddata: Some(tsenddata),
+    injectdata: Some(tinjectdata),
+};
+
+/// `fi_endpoint`: the engine's endpoint on the domain's address (UET's UDP port: one per
+/// address; a second answers -FI_EBUSY).
+pub(crate) unsafe extern "C" fn open(
+    domain: *mut fid_domain,
+    info: *mut fi_info,
+    ep: *mut *mut fid_ep,
+    context: *mut c_void,
+) -> c_int {
+    // SAFETY: libfabric's contract.
+    let (Some(d), false) = (unsafe { crate::domain::domain_of(domain) }, ep.is_null()) else { return EINVAL };
+    // SAFETY: null or valid.
+    if let Some(i) = unsafe { info.as_ref() } {
+        // SAFETY: null or valid.
+        let asked = unsafe { i.ep_attr.as_ref() }.map_or(abi::FI_EP_UNSPEC, |a| a.type_);
+        let ours = if d.info.ep_type == ses::EpType::Rdm { abi::FI_EP_RDM } else { abi::FI_EP_DGRAM };
+        if asked != abi::FI_EP_UNSPEC && asked != ours {
+            return EINVAL;
+        }
+    }
+    let engine_ep = match d.domain.endpoint(EpAttr::default()) {
+        Ok(e) => e,
+        Err(e) => return crate::util::fail(&e, true),
+    };
+    let tagged = crate::info::caps_of(d.info.profile, d.info.ep_type) & u64::from(abi::FI_TAGGED) != 0;
+    let e = Box::new(Ep {
+        fid: fid_ep {
+            fid: fid { fclass: abi::FI_CLASS_EP as usize, context, ops: (&raw const EP_FI_OPS).cast_mut() },
+            ops: (&raw const EP_OPS).cast_mut(),
+            cm: (&raw const CM_OPS).cast_mut(),
+            msg: (&raw const MSG_OPS).cast_mut(),
+            rma: (&raw const crate::unsupported::RMA_NOSYS).cast_mut(),
+            tagged: if tagged {
+                (&raw const TAGGED_OPS).cast_mut()
+            } else {
+                (&raw const crate::unsupported::TAGGED_NOSYS).cast_mut()
+            },
+            atomic: (&raw const crate::unsupported::ATOMIC_NOSYS).cast_mut(),
+            collective: core::ptr::null_mut(),
+        },
+        ep: engine_ep,
+        fabric: d.fabric.clone(),
+        tx: RefCell::new(None),
+        rx: RefCell::new(None),
+        av: RefCell::new(false),
+    });
+    // SAFETY: valid for a write.
+    unsafe { *ep = &raw mut Box::leak(e).fid };
+    0
+}
+
+unsafe extern "C" fn close(f: *mut fid) -> c_int {
+    if f.is_null() {
+        return EINVAL;
+    }
+    // SAFETY: the fid of an Ep of `open`, closed once. The engine's endpoint (its socket) goes
+    // with the last reference to it.
+    drop(unsafe { Box::from_raw(f.cast::<Ep>()) });
+    0
+}
+
+/// The [`Ep`] of a `fid_ep` (or its `fid`) of this provider.
+///
+/// # Safety
+/// `e` is null or the fid of an [`Ep`].
+unsafe fn ep_of<'a>(e: *mut c_void) -> Option<&'a Ep> {
+    // SAFETY: `fid_ep` (and so its `fid`) is the first member of `Ep`.
+    unsafe { e.cast::<Ep>().as_ref() }
+}
+
+/// `fi_ep_bind`: a completion queue (FI_TRANSMIT, FI_RECV) or the address vector.
+unsafe extern "C" fn bind(f: *mut fid, bfid: *mut fid, flags: u64) -> c_int {
+    // SAFETY: libfabric's contract.
+    let (Some(e), Some(b)) = (unsafe { ep_of(f.cast()) }, unsafe { bfid.as_ref() }) else { return EINVAL };
+    match b.fclass as u32 {
+        abi::FI_CLASS_CQ => {
+            // SAFETY: an object of class CQ of this provider.
+            let Some(cq) = (unsafe { crate::cq::cq_of(bfid) }) else { return EINVAL };
+            let (tx, rx) = (flags & u64::from(abi::FI_TRANSMIT) != 0, flags & u64::from(abi::FI_RECV) != 0);
+            if !tx && !rx {
+                return EINVAL;
+            }
+            let mut engine_flags = 0;
+            if tx {
+                engine_flags |= provider::bind::TRANSMIT;
+                *e.tx.borrow_mut() = Some(cq.ops.clone());
+            }
+            if rx {
+                engine_flags |= provider::bind::RECV;
+                *e.rx.borrow_mut() = Some(cq.ops.clone());
+            }
+            e.ep.bind_cq(&cq.cq, engine_flags);
+            0
+        }
+        abi::FI_CLASS_AV => {
+            // SAFETY: an object of class AV of this provider.
+            let Some(av) = (unsafe { crate::domain::av_of(bfid) }) else { return EINVAL };
+            e.ep.bind_av(&av.av);
+            *e.av.borrow_mut() = true;
+            0
+        }
+        // Counters and event queues are not offered.
+        _ => ENOSYS,
+    }
+}
+
+/// `fi_enable` (FI_ENABLE): needs both completion queues and, for an RDM endpoint, the AV.
+unsafe extern "C" fn control(f: *mut fid, command: c_int, _arg: *mut c_void) -> c_int {
+    // SAFETY: libfabric's contract.
+    let Some(e) = (unsafe { ep_of(f.cast()) }) else { return EINVAL };
+    if command as u32 != abi::FI_ENABLE {
+        return ENOSYS;
+    }
+    if e.tx.borrow().is_none() || e.rx.borrow().is_none() || !*e.av.borrow() {
+        // libfabric's FI_ENOCQ / FI_ENOAV.
+        return if *e.av.borrow() { -(abi::FI_ENOCQ as c_int) } else { -(abi::FI_ENOAV as c_int) };
+    }
+    0
+}
+
+unsafe extern "C" fn cancel(_: fid_t, _: *mut c_void) -> isize {
+    ENOSYS as isize
+}
+
+unsafe extern "C" fn getopt(_: fid_t, _: c_int, _: c_int, _: *mut c_void, _: *mut usize) -> c_int {
+    -(abi::FI_ENOPROTOOPT as c_int)
+}
+
+unsafe extern "C" fn setopt(_: fid_t, _: c_int, _: c_int, _: *const c_void, _: usize) -> c_int {
+    -(abi::FI_ENOPROTOOPT as c_int)
+}
+
+unsafe extern "C" fn no_ctx<A>(
+    _: *mut fid_ep,
+    _: c_int,
+    _: *mut A,
+    _: *mut *mut fid_ep,
+    _: *mut c_void,
+) -> c_int {
+    ENOSYS
+}
+
+unsafe extern "C" fn size_left(_: *mut fid_ep) -> isize {
+    ENOSYS as isize
+}
+
+/// `fi_getname`: the endpoint's UET address as bytes (`engine::provider::UetAddr::to_bytes`).
+unsafe extern "C" fn getname(f: fid_t, addr: *mut c_void, addrlen: *mut usize) -> c_int {
+    // SAFETY: libfabric's contract.
+    let (Some(e), false) = (unsafe { ep_of(f.cast()) }, addrlen.is_null()) else { return EINVAL };
+    // SAFETY: `addrlen` valid, `addr` holding `*addrlen` bytes.
+    unsafe { give_bytes(&e.ep.getname().to_bytes(), addr, addrlen) }
+}
+
+unsafe extern "C" fn setname(_: fid_t, _: *mut c_void, _: usize) -> c_int {
+    ENOSYS
+}
+unsafe extern "C" fn getpeer(_: *mut fid_ep, _: *mut c_void, _: *mut usize) -> c_int {
+    ENOSYS
+}
+unsafe extern "C" fn connect(_: *mut fid_ep, _: *const c_void, _: *const c_void, _: usize) -> c_int {
+    ENOSYS
+}
+unsafe extern "C" fn listen(_: *mut abi::fid_pep) -> c_int {
+    ENOSYS
+}
+unsafe extern "C" fn accept(_: *mut fid_ep, _: *const c_void, _: usize) -> c_int {
+    ENOSYS
+}
+unsafe extern "C" fn reject(_: *mut abi::fid_pep, _: fid_t, _: *const c_void, _: usize) -> c_int {
+    ENOSYS
+}
+unsafe extern "C" fn shutdown(_: *mut fid_ep, _: u64) -> c_int {
+    ENOSYS
+}
+unsafe extern "C" fn join(
+    _: *mut fid_ep,
+    _: *const c_void,
+    _: u64,
+    _: *mut *mut abi::fid_mc,
+    _: *mut c_void,
+) -> c_int {
+    ENOSYS
+}
+
+/// The bytes at `buf` (none for a null buffer of length 0).
+///
+/// # Safety
+/// `buf` holds `len` bytes.
+unsafe fn bytes<'a>(buf: *const c_void, len: usize) -> Option<&'a [u8]> {
+    match (buf.is_null(), len) {
+        (true, 0) => Some(&[]),
+        (true, _) => None,
+        // SAFETY: the caller's promise.
+        (false, _) => Some(unsafe { core::slice::from_raw_parts(buf.cast::<u8>(), len) }),
+    }
+}
+
+/// The one buffer of an iovec array (`iov_limit` is 1).
+///
+/// # Safety
+/// `iov` holds `count` iovecs.
+unsafe fn one_iov(iov: *const iovec, count: usize) -> Option<(*mut c_void, usize)> {
+    match count {
+        0 => Some((core::ptr::null_mut(), 0)),
+        // SAFETY: one iovec, per the caller.
+        1 if !iov.is_null() => Some(unsafe { ((*iov).iov_base, (*iov).iov_len) }),
+        _ => None,
+    }
+}
+
+/// What a send carries.
+#[derive(Clone, Copy)]
+struct SendArgs {
+    dest: fi_addr_t,
+    tag: Option<u64>,
+    data: Option<u64>,
+    inject: bool,
+}
+
+impl Ep {
+    /// Posts a send of `buf` with `args`; `context` comes back in its completion.
+    fn send(&self, buf: Option<&[u8]>, args: SendArgs, context: *mut c_void) -> isize {
+        let Some(buf) = buf else { return EINVAL as isize };
+        let tx = self.tx.borrow();
+        let Some(ops) = tx.as_ref() else { return -(abi::FI_ENOCQ as isize) };
+        let id =
+            ops.borrow_mut().add(Op { context, buf: core::ptr::null_mut(), len: 0, silent: args.inject });
+        let r = match (args.tag, args.data) {
+            (None, None) => self.ep.send(buf, args.dest, id),
+            (None, Some(d)) => self.ep.senddata(buf, d, args.dest, id),
+            (Some(t), None) => self.ep.tsend(buf, args.dest, t, id),
+            (Some(t), Some(d)) => self.ep.tsenddata(buf, d, args.dest, t, id),
+        };
+        match r {
+            Ok(()) => {
+                self.fabric.progress();
+                0
+            }
+            Err(e) => {
+                ops.borrow_mut().cancel(id);
+                post_err(e.errno)
+            }
+        }
+    }
+
+    /// Posts a receive into `buf` (`len` bytes), tagged or not. The source address is ignored:
+    /// FI_DIRECTED_RECV is not offered, so a receive takes a message from anyone (libfabric
+    /// programs pass any value there, often 0 before the AV holds anything).
+    fn recv(
+        &self,
+        buf: *mut c_void,
+        len: usize,
+        _src: fi_addr_t,
+        tag: Option<(u64, u64)>,
+        context: *mut c_void,
+    ) -> isize {
+        let src = engine::provider::FI_ADDR_UNSPEC;
+        if buf.is_null() && len > 0 {
+            return EINVAL as isize;
+        }
+        let rx = self.rx.borrow();
+        let Some(ops) = rx.as_ref() else { return -(abi::FI_ENOCQ as isize) };
+        let id = ops.borrow_mut().add(Op { context, buf: buf.cast(), len, silent: false });
+        let r = match tag {
+            None => self.ep.recv(len, src, id),
+            Some((t, ignore)) => self.ep.trecv(len, src, t, ignore, id),
+        };
+        match r {
+            Ok(()) => 0,
+            Err(e) => {
+                ops.borrow_mut().cancel(id);
+                post_err(e.errno)
+            }
+        }
+    }
+}
+
+/// Runs `f` on the endpoint of `ep`, or answers -FI_EINVAL for a null one.
+///
+/// # Safety
+/// `ep` is null or an endpoint of this provider.
+unsafe fn with(ep: *mut fid_ep, f: impl FnOnce(&Ep) -> isize) -> isize {
+    // SAFETY: the caller's promise.
+    match unsafe { ep_of(ep.cast()) } {
+        Some(e) => f(e),
+        None => EINVAL as isize,
+    }
+}
+
+/// The flags of `fi_sendmsg` this provider acts on; others are refused.
+const SENDMSG_FLAGS: u64 = (abi::FI_INJECT
+    | abi::FI_COMPLETION
+    | abi::FI_REMOTE_CQ_DATA
+    | abi::FI_TRANSMIT_COMPLETE
+    | abi::FI_DELIVERY_COMPLETE) as u64;
+
+unsafe extern "C" fn send(
+    ep: *mut fid_ep,
+    buf: *const c_void,
+    len: usize,
+    _desc: *mut c_void,
+    dest: fi_addr_t,
+    context: *mut c_void,
+) -> isize {
+    let args = SendArgs { dest, tag: None, data: None, inject: false };
+    // SAFETY: libfabric's contract: `buf` holds `len` bytes.
+    unsafe { with(ep, |e| e.send(bytes(buf, len), args, context)) }
+}
+
+unsafe extern "C" fn sendv(
+    ep: *mut fid_ep,
+    iov: *const iovec,
+    _desc: *mut *mut c_void,
+    count: usize,
+    dest: fi_addr_t,
+    context: *mut c_void,
+) -> isize {
+    // SAFETY: `iov` holds `count` iovecs.
+    let Some((b, l)) = (unsafe { one_iov(iov, count) }) else { return EINVAL as isize };
+    // SAFETY: forwarded under the same contract.
+    unsafe { send(ep, b, l, core::ptr::null_mut(), dest, context) }
+}
+
+unsafe extern "C" fn sendmsg(ep: *mut fid_ep, msg: *const fi_msg, flags: u64) -> isize {
+    // SAFETY: libfabric's contract.
+    let Some(m) = (unsafe { msg.as_ref() }) else { return EINVAL as isize };
+    if flags & !SENDMSG_FLAGS != 0 {
+        return -(abi::FI_EBADFLAGS as isize);
+    }
+    // SAFETY: `msg_iov` holds `iov_count` iovecs.
+    let Some((b, l)) = (unsafe { one_iov(m.msg_iov, m.iov_count) }) else { return EINVAL as isize };
+    let data = (flags & u64::from(abi::FI_REMOTE_CQ_DATA) != 0).then_some(m.data);
+    let args = SendArgs { dest: m.addr, tag: None, data, inject: flags & u64::from(abi::FI_INJECT) != 0 };
+    // SAFETY: `b` holds `l` bytes.
+    unsafe { with(ep, |e| e.send(bytes(b, l), args, m.context)) }
+}
+
+unsafe extern "C" fn inject(ep: *mut fid_ep, buf: *const c_void, len: usize, dest: fi_addr_t) -> isize {
+    let args = SendArgs { dest, tag: None, data: None, inject: true };
+    // SAFETY: `buf` holds `len` bytes.
+    unsafe { with(ep, |e| e.send(bytes(buf, len), args, core::ptr::null_mut())) }
+}
+
+unsafe extern "C" fn senddata(
+    ep: *mut fid_ep,
+    buf: *const c_void,
+    len: usize,
+    _desc: *mut c_void,
+    data: u64,
+    dest: fi_addr_t,
+    context: *mut c_void,
+) -> isize {
+    let args = SendArgs { dest, tag: None, data: Some(data), inject: false };
+    // SAFETY: `buf` holds `len` bytes.
+    unsafe { with(ep, |e| e.send(bytes(buf, len), args, context)) }
+}
+
+unsafe extern "C" fn injectdata(
+    ep: *mut fid_ep,
+    buf: *const c_void,
+    len: usize,
+    data: u64,
+    dest: fi_addr_t,
+) -> isize {
+    let args = SendArgs { dest, tag: None, data: Some(data), inject: true };
+    // SAFETY: `buf` holds `len` bytes.
+    unsafe { with(ep, |e| e.send(bytes(buf, len), args, core::ptr::null_mut())) }
+}
+
+unsafe extern "C" fn recv(
+    ep: *mut fid_ep,
+    buf: *mut c_void,
+    len: usize,
+    _desc: *mut c_void,
+    src: fi_addr_t,
+    context: *mut c_void,
+) -> isize {
+    // SAFETY: libfabric's contract.
+    unsafe { with(ep, |e| e.recv(buf, len, src, None, context)) }
+}
+
+unsafe extern "C" fn recvv(
+    ep: *mut fid_ep,
+    iov: *const iovec,
+    _desc: *mut *mut c_void,
+    count: usize,
+    src: fi_addr_t,
+    context: *mut c_void,
+) -> isize {
+    // SAFETY: `iov` holds `count` iovecs.
+    let Some((b, l)) = (unsafe { one_iov(iov, count) }) else { return EINVAL as isize };
+    // SAFETY: forwarded.
+    unsafe { recv(ep, b, l, core::ptr::null_mut(), src, context) }
+}
+
+unsafe extern "C" fn recvmsg(ep: *mut fid_ep, msg: *const fi_msg, flags: u64) -> isize {
+    // SAFETY: libfabric's contract.
+    let Some(m) = (unsafe { msg.as_ref() }) else { return EINVAL as isize };
+    if flags & !u64::from(abi::FI_COMPLETION) != 0 {
+        return -(abi::FI_EBADFLAGS as isize);
+    }
+    // SAFETY: `msg_iov` holds `iov_count` iovecs.
+    let Some((b, l)) = (unsafe { one_iov(m.msg_iov, m.iov_count) }) else { return EINVAL as isize };
+    // SAFETY: forwarded.
+    unsafe { recv(ep, b, l, core::ptr::null_mut(), m.addr, m.context) }
+}
+
+unsafe extern "C" fn tsend(
+    ep: *mut fid_ep,
+    buf: *const c_void,
+    len: usize,
+    _desc: *mut c_void,
+    dest: fi_addr_t,
+    tag: u64,
+    context: *mut c_void,
+) -> isize {
+    let args = SendArgs { dest, tag: Some(tag), data: None, inject: false };
+    // SAFETY: `buf` holds `len` bytes.
+    unsafe { with(ep, |e| e.send(bytes(buf, len), args, context)) }
+}
+
+unsafe extern "C" fn tsendv(
+    ep: *mut fid_ep,
+    iov: *const iovec,
+    _desc: *mut *mut c_void,
+    count: usize,
+    dest: fi_addr_t,
+    tag: u64,
+    context: *mut c_void,
+) -> isize {
+    // SAFETY: `iov` holds `count` iovecs.
+    let Some((b, l)) = (unsafe { one_iov(iov, count) }) else { return EINVAL as isize };
+    // SAFETY: forwarded.
+    unsafe { tsend(ep, b, l, core::ptr::null_mut(), dest, tag, context) }
+}
+
+unsafe extern "C" fn tsendmsg(ep: *mut fid_ep, msg: *const fi_msg_tagged, flags: u64) -> isize {
+    // SAFETY: libfabric's contract.
+    let Some(m) = (unsafe { msg.as_ref() }) else { return EINVAL as isize };
+    if flags & !SENDMSG_FLAGS != 0 {
+        return -(abi::FI_EBADFLAGS as isize);
+    }
+    // SAFETY: `msg_iov` holds `iov_count` iovecs.
+    let Some((b, l)) = (unsafe { one_iov(m.msg_iov, m.iov_count) }) else { return EINVAL as isize };
+    let data = (flags & u64::from(abi::FI_REMOTE_CQ_DATA) != 0).then_some(m.data);
+    let args =
+        SendArgs { dest: m.addr, tag: Some(m.tag), data, inject: flags & u64::from(abi::FI_INJECT) != 0 };
+    // SAFETY: `b` holds `l` bytes.
+    unsafe { with(ep, |e| e.send(bytes(b, l), args, m.context)) }
+}
+
+unsafe extern "C" fn tinject(
+    ep: *mut fid_ep,
+    buf: *const c_void,
+    len: usize,
+    dest: fi_addr_t,
+    tag: u64,
+) -> isize {
+    let args = SendArgs { dest, tag: Some(tag), data: None, inject: true };
+    // SAFETY: `buf` holds `len` bytes.
+    unsafe { with(ep, |e| e.send(bytes(buf, len), args, core::ptr::null_mut())) }
+}
+
+unsafe extern "C" fn tsenddata(
+    ep: *mut fid_ep,
+    buf: *const c_void,
+    len: usize,
+    _desc: *mut c_void,
+    data: u64,
+    dest: fi_addr_t,
+    tag: u64,
+    context: *mut c_void,
+) -> isize {
+    let args = SendArgs { dest, tag: Some(tag), data: Some(data), inject: false };
+    // SAFETY: `buf` holds `len` bytes.
+    unsafe { with(ep, |e| e.send(bytes(buf, len), args, context)) }
+}
+
+unsafe extern "C" fn tinjectdata(
+    ep: *mut fid_ep,
+    buf: *const c_void,
+    len: usize,
+    data: u64,
+    dest: fi_addr_t,
+    tag: u64,
+) -> isize {
+    let args = SendArgs { dest, tag: Some(tag), data: Some(data), inject: true };
+    // SAFETY: `buf` holds `len` bytes.
+    unsafe { with(ep, |e| e.send(bytes(buf, len), args, core::ptr::null_mut())) }
+}
+
+unsafe extern "C" fn trecv(
+    ep: *mut fid_ep,
+    buf: *mut c_void,
+    len: usize,
+    _desc: *mut c_void,
+    src: fi_addr_t,
+    tag: u64,
+    ignore: u64,
+    context: *mut c_void,
+) -> isize {
+    // SAFETY: libfabric's contract.
+    unsafe { with(ep, |e| e.recv(buf, len, src, Some((tag, ignore)), context)) }
+}
+
+unsafe extern "C" fn trecvv(
+    ep: *mut fid_ep,
+    iov: *const iovec,
+    _desc: *mut *mut c_void,
+    count: usize,
+    src: fi_addr_t,
+    tag: u64,
+    ignore: u64,
+    context: *mut c_void,
+) -> isize {
+    // SAFETY: `iov` holds `count` iovecs.
+    let Some((b, l)) = (unsafe { one_iov(iov, count) }) else { return EINVAL as isize };
+    // SAFETY: forwarded.
+    unsafe { trecv(ep, b, l, core::ptr::null_mut(), src, tag, ignore, context) }
+}
+
+unsafe extern "C" fn trecvmsg(ep: *mut fid_ep, msg: *const fi_msg_tagged, flags: u64) -> isize {
+    // SAFETY: libfabric's contract.
+    let Some(m) = (unsafe { msg.as_ref() }) else { return EINVAL as isize };
+    if flags & !u64::from(abi::FI_COMPLETION) != 0 {
+        return -(abi::FI_EBADFLAGS as isize);
+    }
+    // SAFETY: `msg_iov` holds `iov_count` iovecs.
+    let Some((b, l)) = (unsafe { one_iov(m.msg_iov, m.iov_count) }) else { return EINVAL as isize };
+    // SAFETY: forwarded.
+    unsafe { trecv(ep, b, l, core::ptr::null_mut(), m.addr, m.tag, m.ignore, m.context) }
+}

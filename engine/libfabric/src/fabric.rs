@@ -1,0 +1,133 @@
+//! `fi_fabric` and `fi_domain`: the fabric object only names the UDP fabric; a domain opens the
+//! engine's fabric on the host address of the offer (its source address, else [`crate::config`])
+//! and holds the profile the program chose.
+
+use core::ffi::{c_int, c_void};
+use std::net::Ipv4Addr;
+
+use engine::provider::{self, ControlPlane, FiErrno, FiError, ProviderConfig, UetAddr};
+
+use crate::abi::{self, fi_fabric_attr, fi_info, fi_ops, fi_ops_fabric, fid, fid_fabric};
+use crate::info::{Asked, offers};
+use crate::util::{EINVAL, ENOSYS, cstr, fail, neg};
+
+/// A fabric: `fid_fabric` first, as libfabric sees it.
+#[repr(C)]
+pub(crate) struct Fabric {
+    fid: fid_fabric,
+}
+
+static FABRIC_FI_OPS: fi_ops = fi_ops {
+    size: size_of::<fi_ops>(),
+    close: Some(close),
+    bind: None,
+    control: None,
+    ops_open: None,
+    tostr: None,
+    ops_set: None,
+};
+
+static FABRIC_OPS: fi_ops_fabric = fi_ops_fabric {
+    size: size_of::<fi_ops_fabric>(),
+    domain: Some(crate::domain::open),
+    passive_ep: Some(no_passive_ep),
+    eq_open: Some(crate::eq::open),
+    wait_open: Some(no_wait),
+    trywait: Some(no_trywait),
+    domain2: None,
+};
+
+/// The provider's `fabric`: a fabric object for the fabric `attr` names (ours: [`crate::info::FABRIC_NAME`]).
+///
+/// # Safety
+/// libfabric's contract: `attr` valid, `fabric` valid for a write.
+pub(crate) unsafe extern "C" fn open(
+    attr: *mut fi_fabric_attr,
+    fabric: *mut *mut fid_fabric,
+    context: *mut c_void,
+) -> c_int {
+    // SAFETY: libfabric's contract.
+    let Some(attr) = (unsafe { attr.as_ref() }) else { return EINVAL };
+    if fabric.is_null() {
+        return EINVAL;
+    }
+    // SAFETY: null or a string, per the contract.
+    if unsafe { cstr(attr.name) }.is_some_and(|n| n != crate::info::FABRIC_NAME) {
+        return neg(FiErrno::ENODATA);
+    }
+    let f = Box::new(Fabric {
+        fid: fid_fabric {
+            fid: fid {
+                fclass: abi::FI_CLASS_FABRIC as usize,
+                context,
+                ops: (&raw const FABRIC_FI_OPS).cast_mut(),
+            },
+            ops: (&raw const FABRIC_OPS).cast_mut(),
+            api_version: crate::API_VERSION,
+        },
+    });
+    // SAFETY: `fabric` is valid for a write.
+    unsafe { *fabric = &raw mut Box::leak(f).fid };
+    0
+}
+
+unsafe extern "C" fn close(f: *mut fid) -> c_int {
+    if f.is_null() {
+        return EINVAL;
+    }
+    // SAFETY: `f` is the fid of a Fabric of `open` (first member of it), closed once.
+    drop(unsafe { Box::from_raw(f.cast::<Fabric>()) });
+    0
+}
+
+unsafe extern "C" fn no_passive_ep(
+    _: *mut fid_fabric,
+    _: *mut fi_info,
+    _: *mut *mut abi::fid_pep,
+    _: *mut c_void,
+) -> c_int {
+    ENOSYS
+}
+
+unsafe extern "C" fn no_wait(
+    _: *mut fid_fabric,
+    _: *mut abi::fi_wait_attr,
+    _: *mut *mut abi::fid_wait,
+) -> c_int {
+    ENOSYS
+}
+
+unsafe extern "C" fn no_trywait(_: *mut fid_fabric, _: *mut *mut fid, _: c_int) -> c_int {
+    ENOSYS
+}
+
+/// What a domain opens from `info`: the engine offer for its profile and endpoint type, and the
+/// host address (the source address of the offer, else the environment's).
+///
+/// # Safety
+/// `info` valid, its attribute pointers null or valid.
+pub(crate) unsafe fn domain_setup(info: &fi_info) -> Result<(provider::Info, Ipv4Addr, ControlPlane), c_int> {
+    let config = ProviderConfig::from_env()
+        .map_err(|e| fail(&FiError::new(FiErrno::EINVAL, format!("configuration refused: {e}")), true))?;
+    let mut asked = Asked { caps: info.caps, ..Asked::default() };
+    // SAFETY: null or valid, per the contract.
+    unsafe {
+        if let Some(ep) = info.ep_attr.as_ref() {
+            asked.ep_type = ep.type_;
+        }
+        if let Some(d) = info.domain_attr.as_ref() {
+            asked.domain = cstr(d.name).map(str::to_string);
+        }
+    }
+    let offer = offers(&asked, &config).map_err(|e| fail(&e, false))?.remove(0);
+    let ip = if info.src_addr.is_null() {
+        crate::config::local_ip().map_err(|why| fail(&FiError::new(FiErrno::EADDRNOTAVAIL, why), true))?
+    } else {
+        // SAFETY: `src_addrlen` bytes at `src_addr`, per the contract.
+        let b = unsafe { core::slice::from_raw_parts(info.src_addr.cast::<u8>(), info.src_addrlen) };
+        UetAddr::from_bytes(b).map_err(|e| fail(&e, false))?.ip
+    };
+    let control =
+        crate::config::control_plane().map_err(|why| fail(&FiError::new(FiErrno::EINVAL, why), true))?;
+    Ok((offer.info, ip, control))
+}

@@ -1,0 +1,350 @@
+//! `fi_getinfo`: the provider's offers (one per UET profile and endpoint type) narrowed by the
+//! application's hints, as `fi_info` lists libfabric frees with `fi_freeinfo` (every part from
+//! `calloc`/`malloc`/`strdup`).
+
+use core::ffi::{c_char, c_int};
+use std::net::Ipv4Addr;
+
+use engine::provider::{self, FiErrno, FiError, Hints, ProviderConfig, UetAddr};
+use ses::{EpType, Profile};
+
+use crate::abi::{self, fi_info};
+use crate::util::{calloc, cstr, fail, memdup, neg, strdup};
+
+/// The fabric's name (`fabric_attr->name`).
+pub const FABRIC_NAME: &str = "uet";
+
+/// Capabilities this library implements, by profile and endpoint type (libfabric bits).
+pub fn caps_of(profile: Profile, ep_type: EpType) -> u64 {
+    let msg = u64::from(abi::FI_MSG | abi::FI_SEND | abi::FI_RECV) | abi::FI_LOCAL_COMM | abi::FI_REMOTE_COMM;
+    let tagged = u64::from(abi::FI_TAGGED);
+    match (profile, ep_type) {
+        (_, EpType::Dgram) | (Profile::AiBase, _) => msg,
+        (Profile::AiFull | Profile::Hpc, EpType::Rdm) => msg | tagged,
+    }
+}
+
+/// The domain name of a profile (`domain_attr->name`), which hints may ask for.
+pub fn domain_name(profile: Profile) -> &'static str {
+    match profile {
+        Profile::Hpc => "uet_hpc",
+        Profile::AiFull => "uet_ai_full",
+        Profile::AiBase => "uet_ai_base",
+    }
+}
+
+fn profile_named(name: &str) -> Option<Profile> {
+    [Profile::Hpc, Profile::AiFull, Profile::AiBase].into_iter().find(|&p| domain_name(p) == name)
+}
+
+/// What the hints ask for, read from the C structure.
+#[derive(Debug, Default, Clone)]
+pub struct Asked {
+    /// Capabilities (libfabric bits).
+    pub caps: u64,
+    /// FI_EP_UNSPEC, FI_EP_RDM, ...
+    pub ep_type: u32,
+    /// A domain name (a profile).
+    pub domain: Option<String>,
+    /// A fabric name.
+    pub fabric: Option<String>,
+    /// An address format other than FI_FORMAT_UNSPEC.
+    pub addr_format: u32,
+}
+
+/// One offer: the engine's [`provider::Info`] and the libfabric capabilities of it.
+#[derive(Debug, Clone)]
+pub struct Offer {
+    /// The engine's offer.
+    pub info: provider::Info,
+    /// libfabric capability bits.
+    pub caps: u64,
+}
+
+/// The offers matching `asked` under `config`, most capable first; FI_ENODATA when none.
+pub fn offers(asked: &Asked, config: &ProviderConfig) -> Result<Vec<Offer>, FiError> {
+    let none = |why: &str| Err(FiError::new(FiErrno::ENODATA, why.to_string()));
+    let ep_type = match asked.ep_type {
+        abi::FI_EP_UNSPEC => None,
+        abi::FI_EP_RDM => Some(EpType::Rdm),
+        abi::FI_EP_DGRAM => Some(EpType::Dgram),
+        _ => return none("only FI_EP_RDM and FI_EP_DGRAM endpoints"),
+    };
+    if asked.fabric.as_deref().is_some_and(|f| f != FABRIC_NAME) {
+        return none("no such fabric");
+    }
+    if asked.addr_format != abi::FI_FORMAT_UNSPEC {
+        return none("the address format is the provider's own (FI_FORMAT_UNSPEC)");
+    }
+    let profile = match asked.domain.as_deref() {
+        None => None,
+        Some(d) => Some(profile_named(d).ok_or_else(|| FiError::new(FiErrno::ENODATA, "no such domain"))?),
+    };
+    let hints = Hints { profile, ep_type, ..Hints::default() };
+    let out: Vec<Offer> = provider::getinfo(&hints, config)?
+        .into_iter()
+        .map(|info| Offer { caps: caps_of(info.profile, info.ep_type), info })
+        .filter(|o| o.caps & asked.caps == asked.caps)
+        .collect();
+    if out.is_empty() {
+        return none("no profile offers the capabilities asked for");
+    }
+    Ok(out)
+}
+
+/// Reads the hints libfabric passes (null: none).
+///
+/// # Safety
+/// `hints` is null or a valid `fi_info` whose attribute pointers are null or valid.
+unsafe fn asked(hints: *const fi_info) -> Asked {
+    // SAFETY: the caller's promise.
+    let Some(h) = (unsafe { hints.as_ref() }) else { return Asked::default() };
+    let mut a = Asked { caps: h.caps, addr_format: h.addr_format, ..Asked::default() };
+    // SAFETY: null or valid, as promised.
+    unsafe {
+        if let Some(ep) = h.ep_attr.as_ref() {
+            a.ep_type = ep.type_;
+        }
+        if let Some(d) = h.domain_attr.as_ref() {
+            a.domain = cstr(d.name).map(str::to_string);
+        }
+        if let Some(f) = h.fabric_attr.as_ref() {
+            a.fabric = cstr(f.name).map(str::to_string);
+        }
+    }
+    a
+}
+
+/// A source address naming only `ip` (what FI_SOURCE with a node asks for): the endpoint's full
+/// address comes from `fi_getname` once it is open.
+pub fn source_addr(ip: Ipv4Addr) -> [u8; UetAddr::LEN] {
+    UetAddr { ip, pid_on_fep: 0, resource_index: 0, initiator: 0, profiles: 0b111 }.to_bytes()
+}
+
+/// One `fi_info` for `offer`, `src` its source address; null when out of memory.
+fn build(offer: &Offer, src: Option<&[u8]>) -> *mut fi_info {
+    let fi: *mut fi_info = calloc();
+    if fi.is_null() {
+        return fi;
+    }
+    // SAFETY: `fi` is a fresh zeroed allocation; so is every attribute structure checked below.
+    unsafe {
+        let f = &mut *fi;
+        f.tx_attr = calloc();
+        f.rx_attr = calloc();
+        f.ep_attr = calloc();
+        f.domain_attr = calloc();
+        f.fabric_attr = calloc();
+        if f.tx_attr.is_null()
+            || f.rx_attr.is_null()
+            || f.ep_attr.is_null()
+            || f.domain_attr.is_null()
+            || f.fabric_attr.is_null()
+        {
+            free_list(fi);
+            return core::ptr::null_mut();
+        }
+        let (i, caps) = (&offer.info, offer.caps);
+        let ordered = u64::from(abi::FI_ORDER_SAS);
+        f.caps = caps;
+        f.addr_format = abi::FI_FORMAT_UNSPEC;
+        if let Some(src) = src {
+            f.src_addr = memdup(src);
+            f.src_addrlen = if f.src_addr.is_null() { 0 } else { src.len() };
+        }
+        let tx = &mut *f.tx_attr;
+        tx.caps = caps;
+        tx.msg_order = ordered;
+        tx.inject_size = i.limits.inject_size;
+        tx.size = 1024;
+        tx.iov_limit = 1;
+        tx.rma_iov_limit = 1;
+        tx.tclass = u32::from(i.tclass);
+        let rx = &mut *f.rx_attr;
+        rx.caps = caps;
+        rx.msg_order = ordered;
+        rx.size = 1024;
+        rx.iov_limit = 1;
+        let ep = &mut *f.ep_attr;
+        ep.type_ = if i.ep_type == EpType::Rdm { abi::FI_EP_RDM } else { abi::FI_EP_DGRAM };
+        ep.protocol = abi::FI_PROTO_UNSPEC;
+        ep.protocol_version = 1;
+        ep.max_msg_size = i.limits.max_msg_size;
+        ep.mem_tag_format = if caps & u64::from(abi::FI_TAGGED) != 0 { u64::MAX >> 1 } else { 0 };
+        ep.tx_ctx_cnt = 1;
+        ep.rx_ctx_cnt = 1;
+        let d = &mut *f.domain_attr;
+        d.name = strdup(domain_name(i.profile));
+        d.threading = abi::FI_THREAD_DOMAIN;
+        d.control_progress = abi::FI_PROGRESS_MANUAL;
+        d.data_progress = abi::FI_PROGRESS_MANUAL;
+        d.resource_mgmt = abi::FI_RM_ENABLED;
+        d.av_type = abi::FI_AV_TABLE;
+        d.mr_key_size = 8;
+        d.cq_data_size = 8;
+        d.cq_cnt = 64;
+        // One endpoint per host address: UET's UDP port.
+        d.ep_cnt = 1;
+        d.tx_ctx_cnt = 1;
+        d.rx_ctx_cnt = 1;
+        d.max_ep_tx_ctx = 1;
+        d.max_ep_rx_ctx = 1;
+        d.mr_iov_limit = 1;
+        d.caps = abi::FI_LOCAL_COMM | abi::FI_REMOTE_COMM;
+        d.max_err_data = 0;
+        d.tclass = u32::from(i.tclass);
+        let fab = &mut *f.fabric_attr;
+        fab.name = strdup(FABRIC_NAME);
+        // libfabric names the provider itself (it appends to a name given here).
+        fab.prov_version = crate::PROVIDER_VERSION;
+        fab.api_version = crate::API_VERSION;
+        if d.name.is_null() || fab.name.is_null() {
+            free_list(fi);
+            return core::ptr::null_mut();
+        }
+    }
+    fi
+}
+
+/// Frees a list built here (before libfabric took it).
+///
+/// # Safety
+/// `fi` is null or a list of [`build`].
+unsafe fn free_list(mut fi: *mut fi_info) {
+    while !fi.is_null() {
+        // SAFETY: every pointer is null or from calloc/malloc/strdup; free(NULL) is a no-op.
+        unsafe {
+            let f = &*fi;
+            let next = f.next;
+            if let Some(d) = f.domain_attr.as_ref() {
+                libc::free(d.name.cast());
+            }
+            if let Some(fa) = f.fabric_attr.as_ref() {
+                libc::free(fa.name.cast());
+                libc::free(fa.prov_name.cast());
+            }
+            for p in [
+                f.src_addr,
+                f.dest_addr,
+                f.tx_attr.cast(),
+                f.rx_attr.cast(),
+                f.ep_attr.cast(),
+                f.domain_attr.cast(),
+                f.fabric_attr.cast(),
+            ] {
+                libc::free(p);
+            }
+            libc::free(fi.cast());
+            fi = next;
+        }
+    }
+}
+
+/// The `getinfo` of the provider: every offer matching `hints`, chained, in `*info`.
+///
+/// # Safety
+/// libfabric's contract: `node` and `service` null or strings, `hints` null or a valid `fi_info`,
+/// `info` valid for a write.
+pub(crate) unsafe extern "C" fn getinfo(
+    _version: u32,
+    node: *const c_char,
+    _service: *const c_char,
+    flags: u64,
+    hints: *const fi_info,
+    info: *mut *mut fi_info,
+) -> c_int {
+    if info.is_null() {
+        return neg(FiErrno::EINVAL);
+    }
+    // A configuration that cannot be read (a malformed variable, an unreadable service file) is
+    // said on standard error: the program only sees that this provider offers nothing.
+    let config = match ProviderConfig::from_env() {
+        Ok(c) => c,
+        Err(e) => return fail(&FiError::new(FiErrno::ENODATA, format!("configuration refused: {e}")), true),
+    };
+    // SAFETY: libfabric's contract.
+    let asked = unsafe { asked(hints) };
+    let offers = match offers(&asked, &config) {
+        Ok(o) => o,
+        Err(e) => return fail(&e, false),
+    };
+    // A node with FI_SOURCE is this side's address.
+    // SAFETY: libfabric's contract.
+    let src = match (unsafe { cstr(node) }, flags & abi::FI_SOURCE != 0) {
+        (Some(n), true) => match n.parse::<Ipv4Addr>() {
+            Ok(ip) => Some(source_addr(ip)),
+            Err(_) => {
+                let e = FiError::new(FiErrno::ENODATA, format!("source node {n:?} is not an IPv4 address"));
+                return fail(&e, false);
+            }
+        },
+        _ => None,
+    };
+    let mut head: *mut fi_info = core::ptr::null_mut();
+    let mut tail: *mut *mut fi_info = &mut head;
+    for o in &offers {
+        let fi = build(o, src.as_ref().map(|s| &s[..]));
+        if fi.is_null() {
+            // SAFETY: `head` is a list of `build`.
+            unsafe { free_list(head) };
+            return -(libc::ENOMEM);
+        }
+        // SAFETY: `tail` points at the last `next` (or `head`).
+        unsafe {
+            *tail = fi;
+            tail = &mut (*fi).next;
+        }
+    }
+    // SAFETY: `info` is valid for a write.
+    unsafe { *info = head };
+    0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn offers_by_profile_endpoint_type_and_caps() {
+        let c = ProviderConfig::default();
+        let all = offers(&Asked::default(), &c).unwrap();
+        let names: Vec<_> = all.iter().map(|o| (domain_name(o.info.profile), o.info.ep_type)).collect();
+        assert_eq!(names.len(), 6);
+        assert_eq!(names[0], ("uet_hpc", EpType::Rdm));
+        let rdm = offers(&Asked { ep_type: abi::FI_EP_RDM, ..Asked::default() }, &c).unwrap();
+        assert_eq!(rdm.len(), 3);
+        let tagged = offers(&Asked { caps: u64::from(abi::FI_TAGGED), ..Asked::default() }, &c).unwrap();
+        assert_eq!(
+            tagged.iter().map(|o| o.info.profile).collect::<Vec<_>>(),
+            [Profile::Hpc, Profile::AiFull]
+        );
+        let e = |a: Asked| offers(&a, &c).unwrap_err().errno;
+        assert_eq!(e(Asked { ep_type: abi::FI_EP_MSG, ..Asked::default() }), FiErrno::ENODATA);
+        assert_eq!(e(Asked { caps: u64::from(abi::FI_RMA), ..Asked::default() }), FiErrno::ENODATA);
+        assert_eq!(e(Asked { domain: Some("uet_x".into()), ..Asked::default() }), FiErrno::ENODATA);
+        assert_eq!(e(Asked { fabric: Some("ib".into()), ..Asked::default() }), FiErrno::ENODATA);
+        let base =
+            Asked { domain: Some("uet_ai_base".into()), caps: u64::from(abi::FI_TAGGED), ..Asked::default() };
+        assert_eq!(e(base), FiErrno::ENODATA);
+    }
+
+    #[test]
+    fn built_lists_carry_every_attribute() {
+        let c = ProviderConfig::default();
+        let o = &offers(&Asked::default(), &c).unwrap()[0];
+        let src = source_addr(Ipv4Addr::new(10, 1, 2, 3));
+        let fi = build(o, Some(&src));
+        assert!(!fi.is_null());
+        // SAFETY: a list of `build`, read then freed once.
+        unsafe {
+            let f = &*fi;
+            assert_eq!((*f.ep_attr).type_, abi::FI_EP_RDM);
+            assert_eq!(cstr((*f.domain_attr).name), Some("uet_hpc"));
+            assert_eq!(cstr((*f.fabric_attr).name), Some("uet"));
+            assert_eq!(f.src_addrlen, UetAddr::LEN);
+            let got = core::slice::from_raw_parts(f.src_addr.cast::<u8>(), f.src_addrlen);
+            assert_eq!(UetAddr::from_bytes(got).unwrap().ip, Ipv4Addr::new(10, 1, 2, 3));
+            free_list(fi);
+        }
+    }
+}

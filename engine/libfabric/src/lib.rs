@@ -1,0 +1,95 @@
+//! A libfabric external provider over softrdma's UET provider (`engine::provider`): stock
+//! libfabric 1.17 (Debian 12's `libfabric1`) loads it as `libsoftrdma-fi.so` from
+//! `FI_PROVIDER_PATH` (which `softrdma run` sets) and calls [`fi_prov_ini`]; from there programs
+//! reach it through `fi_getinfo` and the ops tables of the objects it returns, as with any
+//! provider. The provider is named `softrdma`.
+//!
+//! **What it offers.** `fi_getinfo` lists the three UET profiles (domain names `uet_hpc`,
+//! `uet_ai_full`, `uet_ai_base`, most capable first) on FI_EP_RDM and FI_EP_DGRAM, with the
+//! capabilities this library implements: messages (FI_MSG) on every profile, tagged messages
+//! (FI_TAGGED) on AI Full and HPC (wildcard receives on HPC only). The fabric is kernel UDP on one
+//! of the host's IPv4 addresses ([`config`]), an endpoint a socket on UET's port 4793.
+//!
+//! **What answers "not supported".** Operations a profile does not offer answer `-FI_ENOSYS`, as
+//! libfabric's own `fi_no_*` defaults do for providers without them, and `fi_getinfo` does not
+//! claim them; the objects a program cannot open here (passive endpoints, wait sets, poll sets,
+//! scalable and shared contexts) likewise.
+//!
+//! **Threads.** FI_THREAD_DOMAIN: a program serializes its calls per domain (libfabric's
+//! contract for that level); progress is manual (FI_PROGRESS_MANUAL): reading a completion queue
+//! drives the endpoint, and `fi_cq_sread` sleeps on its socket between rounds.
+//!
+//! Every function is `unsafe extern "C"`: the caller promises what libfabric's callers promise
+//! (pointers to objects of this provider, live attribute structures, buffers as long as they say).
+//! What can be checked (null pointers, bad flags and sizes, unknown addresses) is answered with
+//! libfabric's negative `FI_E*` returns, never a crash.
+
+#![allow(unsafe_code)]
+// The exported `extern "C"` functions are `pub` for the dynamic linker, not for Rust callers.
+#![allow(unreachable_pub)]
+
+#[allow(
+    non_camel_case_types,
+    non_upper_case_globals,
+    non_snake_case,
+    missing_docs,
+    unreachable_pub,
+    dead_code,
+    clippy::all,
+    unsafe_op_in_unsafe_fn
+)]
+pub mod abi;
+pub mod config;
+mod cq;
+mod domain;
+mod ep;
+mod eq;
+mod fabric;
+pub mod info;
+mod unsupported;
+mod util;
+
+use abi::fi_provider;
+
+/// The provider's name: `fi_info -p softrdma`, `FI_PROVIDER=softrdma`.
+pub const PROVIDER_NAME: &core::ffi::CStr = c"softrdma";
+
+/// `FI_VERSION(major, minor)` of `<rdma/fabric.h>`.
+pub const fn fi_version(major: u32, minor: u32) -> u32 {
+    (major << 16) | minor
+}
+
+/// The provider's version (`prov_version`): the crate's major and minor.
+const PROVIDER_VERSION: u32 = fi_version(0, 1);
+
+/// The libfabric API version implemented: 1.17's.
+pub const API_VERSION: u32 = fi_version(abi::FI_MAJOR_VERSION, abi::FI_MINOR_VERSION);
+
+/// The entry point libfabric calls after loading the library: the provider's description, in
+/// memory that lives as long as the process (libfabric keeps its own state in `context`).
+///
+/// # Safety
+/// Called by libfabric, no arguments.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn fi_prov_ini() -> *mut fi_provider {
+    let p = Box::leak(Box::new(fi_provider {
+        version: PROVIDER_VERSION,
+        fi_version: API_VERSION,
+        context: abi::fi_context { internal: [core::ptr::null_mut(); 4] },
+        name: PROVIDER_NAME.as_ptr(),
+        getinfo: Some(info::getinfo),
+        fabric: Some(fabric::open),
+        cleanup: Some(cleanup),
+    }));
+    // libfabric keeps `struct ofi_prov_context { enum type; bool disable_logging; bool
+    // disable_layering; }` in `context` (include/ofi.h, the same from 1.17 to today) and sets
+    // `disable_layering` itself for sockets, shm, efa and psm3: utility providers (ofi_rxd,
+    // ofi_rxm) then do not stack on them unless a program names the pair. The same here: our
+    // FI_EP_RDM is native, and `-p softrdma` must not get ofi_rxd over our FI_EP_DGRAM first.
+    // SAFETY: `context` is 32 bytes of this allocation; byte 5 is `disable_layering`.
+    unsafe { (&raw mut p.context).cast::<u8>().add(5).write(1) };
+    p
+}
+
+/// Nothing is global: every object is freed by its own `fi_close`.
+unsafe extern "C" fn cleanup() {}

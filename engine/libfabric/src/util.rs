@@ -1,0 +1,86 @@
+//! What every object of the library needs: libfabric's negative error returns, memory libfabric
+//! frees with `free(3)` (the `fi_info` lists), and reporting a refusal where a user sees it.
+
+use core::ffi::{c_char, c_int};
+use engine::provider::{FiErrno, FiError};
+
+use crate::abi;
+
+/// `-FI_E*` of an error.
+pub(crate) fn neg(e: FiErrno) -> c_int {
+    -e.code()
+}
+
+/// `-FI_ENOSYS`: what libfabric's `fi_no_*` defaults answer for an operation a provider lacks.
+pub(crate) const ENOSYS: c_int = -(abi::FI_ENOSYS as c_int);
+
+/// `-FI_EINVAL`.
+pub(crate) const EINVAL: c_int = -(abi::FI_EINVAL as c_int);
+
+/// The negative return of `e`, after saying why on standard error when `SOFTRDMA_FI_DEBUG` is set
+/// or the error is one a user must act on (`loud`).
+pub(crate) fn fail(e: &FiError, loud: bool) -> c_int {
+    if loud || std::env::var_os("SOFTRDMA_FI_DEBUG").is_some() {
+        eprintln!("softrdma (libfabric provider): {e}");
+    }
+    neg(e.errno)
+}
+
+/// A zeroed `T` from `calloc`, for structures libfabric frees (`fi_freeinfo`); null when out of
+/// memory.
+pub(crate) fn calloc<T>() -> *mut T {
+    // SAFETY: calloc with a non-zero size; the result is checked by the callers.
+    unsafe { libc::calloc(1, core::mem::size_of::<T>()).cast() }
+}
+
+/// A `strdup` copy of `s` (which has no NUL) for libfabric to free; null when out of memory.
+pub(crate) fn strdup(s: &str) -> *mut c_char {
+    let Ok(c) = std::ffi::CString::new(s) else { return core::ptr::null_mut() };
+    // SAFETY: `c` is a valid NUL-terminated string.
+    unsafe { libc::strdup(c.as_ptr()) }
+}
+
+/// `malloc`'d copy of `bytes`; null when out of memory or empty.
+pub(crate) fn memdup(bytes: &[u8]) -> *mut core::ffi::c_void {
+    if bytes.is_empty() {
+        return core::ptr::null_mut();
+    }
+    // SAFETY: malloc of a non-zero size; the copy stays within both buffers.
+    unsafe {
+        let p = libc::malloc(bytes.len());
+        if !p.is_null() {
+            core::ptr::copy_nonoverlapping(bytes.as_ptr(), p.cast(), bytes.len());
+        }
+        p
+    }
+}
+
+/// The string at `p`, if it is non-null and UTF-8.
+///
+/// # Safety
+/// `p` is null or points to a NUL-terminated string.
+pub(crate) unsafe fn cstr<'a>(p: *const c_char) -> Option<&'a str> {
+    if p.is_null() {
+        return None;
+    }
+    // SAFETY: the caller's promise.
+    unsafe { core::ffi::CStr::from_ptr(p) }.to_str().ok()
+}
+
+/// Copies `bytes` to `addr` if `*addrlen` has room (0), else `-FI_ETOOSMALL`; `*addrlen` becomes
+/// their length either way (libfabric's `fi_getname` / `fi_av_lookup` convention).
+///
+/// # Safety
+/// `addrlen` valid; `addr` null or holding `*addrlen` bytes.
+pub(crate) unsafe fn give_bytes(bytes: &[u8], addr: *mut core::ffi::c_void, addrlen: *mut usize) -> c_int {
+    // SAFETY: the caller's promise.
+    unsafe {
+        let room = *addrlen;
+        *addrlen = bytes.len();
+        if addr.is_null() || room < bytes.len() {
+            return -(abi::FI_ETOOSMALL as c_int);
+        }
+        core::ptr::copy_nonoverlapping(bytes.as_ptr(), addr.cast::<u8>(), bytes.len());
+    }
+    0
+}
