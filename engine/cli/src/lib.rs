@@ -9,6 +9,7 @@ pub mod cm;
 pub mod corpus;
 pub mod decode;
 pub mod devinfo;
+pub mod fi_provider;
 pub mod flood;
 pub mod oob;
 pub mod perf;

@@ -5,16 +5,13 @@ use core::ffi::{c_char, c_int, c_void};
 
 use engine::provider::{self, AddressVector, FI_ADDR_UNSPEC, UetAddr};
 
-use crate::abi::{
-    self, fi_av_attr, fi_info, fi_ops, fi_ops_av, fi_ops_domain, fi_ops_mr, fid, fid_av, fid_domain,
-    fid_fabric, fid_mr,
-};
+use crate::abi::{self, fi_av_attr, fi_info, fi_ops, fi_ops_av, fid, fid_av, fid_domain, fid_mr};
 use crate::util::{EINVAL, ENOSYS};
 
 /// A domain: `fid_domain` first.
 #[repr(C)]
 pub(crate) struct Domain {
-    fid: fid_domain,
+    pub(crate) fid: fid_domain,
     /// The engine's fabric (kernel UDP on the domain's address).
     pub(crate) fabric: provider::Fabric,
     /// The engine's domain for this process.
@@ -23,81 +20,7 @@ pub(crate) struct Domain {
     pub(crate) info: provider::Info,
 }
 
-static DOMAIN_FI_OPS: fi_ops = fi_ops {
-    size: size_of::<fi_ops>(),
-    close: Some(close_domain),
-    bind: None,
-    control: None,
-    ops_open: None,
-    tostr: None,
-    ops_set: None,
-};
-
-static DOMAIN_OPS: fi_ops_domain = fi_ops_domain {
-    size: size_of::<fi_ops_domain>(),
-    av_open: Some(av_open),
-    cq_open: Some(crate::cq::open),
-    endpoint: Some(crate::ep::open),
-    scalable_ep: Some(no_ep),
-    cntr_open: Some(no_cntr),
-    poll_open: Some(no_poll),
-    stx_ctx: Some(no_stx),
-    srx_ctx: Some(no_srx),
-    query_atomic: Some(no_query_atomic),
-    query_collective: None,
-    endpoint2: None,
-};
-
-static MR_OPS: fi_ops_mr = fi_ops_mr {
-    size: size_of::<fi_ops_mr>(),
-    reg: Some(mr_reg),
-    regv: Some(mr_regv),
-    regattr: Some(mr_regattr),
-};
-
-/// `fi_domain`: the engine's fabric on the offer's host address.
-///
-/// # Safety
-/// libfabric's contract: `fabric` an object of this provider, `info` valid, `domain` valid for a
-/// write.
-pub(crate) unsafe extern "C" fn open(
-    fabric: *mut fid_fabric,
-    info: *mut fi_info,
-    domain: *mut *mut fid_domain,
-    context: *mut c_void,
-) -> c_int {
-    // SAFETY: libfabric's contract.
-    let Some(info) = (unsafe { info.as_ref() }) else { return EINVAL };
-    if fabric.is_null() || domain.is_null() {
-        return EINVAL;
-    }
-    // SAFETY: `info` is valid, per the contract.
-    let (offer, ip, control) = match unsafe { crate::fabric::domain_setup(info) } {
-        Ok(s) => s,
-        Err(e) => return e,
-    };
-    let engine_fabric = provider::Fabric::open_udp(ip, control);
-    let engine_domain = engine_fabric.domain(&offer, crate::config::PROCESS);
-    let d = Box::new(Domain {
-        fid: fid_domain {
-            fid: fid {
-                fclass: abi::FI_CLASS_DOMAIN as usize,
-                context,
-                ops: (&raw const DOMAIN_FI_OPS).cast_mut(),
-            },
-            ops: (&raw const DOMAIN_OPS).cast_mut(),
-            mr: (&raw const MR_OPS).cast_mut(),
-        },
-        fabric: engine_fabric,
-        domain: engine_domain,
-        info: offer,
-    });
-    // SAFETY: valid for a write.
-    unsafe { *domain = &raw mut Box::leak(d).fid };
-    0
-}
-
-unsafe extern "C" fn close_domain(f: *mut fid) -> c_int {
+pub(crate) unsafe extern "C" fn close_domain(f: *mut fid) -> c_int {
     if f.is_null() {
         return EINVAL;
     }
@@ -116,7 +39,7 @@ pub(crate) unsafe fn domain_of<'a>(d: *mut fid_domain) -> Option<&'a Domain> {
     unsafe { d.cast::<Domain>().as_ref() }
 }
 
-unsafe extern "C" fn no_ep(
+pub(crate) unsafe extern "C" fn no_ep(
     _: *mut fid_domain,
     _: *mut fi_info,
     _: *mut *mut abi::fid_ep,
@@ -125,7 +48,7 @@ unsafe extern "C" fn no_ep(
     ENOSYS
 }
 
-unsafe extern "C" fn no_cntr(
+pub(crate) unsafe extern "C" fn no_cntr(
     _: *mut fid_domain,
     _: *mut abi::fi_cntr_attr,
     _: *mut *mut abi::fid_cntr,
@@ -134,7 +57,7 @@ unsafe extern "C" fn no_cntr(
     ENOSYS
 }
 
-unsafe extern "C" fn no_poll(
+pub(crate) unsafe extern "C" fn no_poll(
     _: *mut fid_domain,
     _: *mut abi::fi_poll_attr,
     _: *mut *mut abi::fid_poll,
@@ -142,7 +65,7 @@ unsafe extern "C" fn no_poll(
     ENOSYS
 }
 
-unsafe extern "C" fn no_stx(
+pub(crate) unsafe extern "C" fn no_stx(
     _: *mut fid_domain,
     _: *mut abi::fi_tx_attr,
     _: *mut *mut abi::fid_stx,
@@ -151,7 +74,7 @@ unsafe extern "C" fn no_stx(
     ENOSYS
 }
 
-unsafe extern "C" fn no_srx(
+pub(crate) unsafe extern "C" fn no_srx(
     _: *mut fid_domain,
     _: *mut abi::fi_rx_attr,
     _: *mut *mut abi::fid_ep,
@@ -160,7 +83,7 @@ unsafe extern "C" fn no_srx(
     ENOSYS
 }
 
-unsafe extern "C" fn no_query_atomic(
+pub(crate) unsafe extern "C" fn no_query_atomic(
     _: *mut fid_domain,
     _: abi::fi_datatype,
     _: abi::fi_op,
@@ -198,7 +121,7 @@ static AV_OPS: fi_ops_av = fi_ops_av {
     av_set: None,
 };
 
-unsafe extern "C" fn av_open(
+pub(crate) unsafe extern "C" fn av_open(
     domain: *mut fid_domain,
     attr: *mut fi_av_attr,
     av: *mut *mut fid_av,
@@ -365,7 +288,7 @@ static MR_FI_OPS: fi_ops = fi_ops {
     ops_set: None,
 };
 
-unsafe extern "C" fn mr_reg(
+pub(crate) unsafe extern "C" fn mr_reg(
     domain: *mut fid,
     buf: *const c_void,
     len: usize,
@@ -396,7 +319,7 @@ unsafe extern "C" fn mr_reg(
     0
 }
 
-unsafe extern "C" fn mr_regv(
+pub(crate) unsafe extern "C" fn mr_regv(
     domain: *mut fid,
     iov: *const abi::iovec,
     count: usize,
@@ -416,7 +339,7 @@ unsafe extern "C" fn mr_regv(
     unsafe { mr_reg(domain, v.iov_base, v.iov_len, access, offset, requested_key, flags, mr, context) }
 }
 
-unsafe extern "C" fn mr_regattr(
+pub(crate) unsafe extern "C" fn mr_regattr(
     domain: *mut fid,
     attr: *const abi::fi_mr_attr,
     flags: u64,

@@ -1,13 +1,17 @@
-//! `fi_fabric` and `fi_domain`: the fabric object only names the UDP fabric; a domain opens the
-//! engine's fabric on the host address of the offer (its source address, else [`crate::config`])
-//! and holds the profile the program chose.
+//! `fi_fabric` and `fi_domain` with the domain's operation tables: the fabric object only names
+//! the UDP fabric; a domain (`domain.rs`) opens the engine's fabric on the host address of the
+//! offer (its source address, else [`crate::config`]) and holds the profile the program chose.
 
 use core::ffi::{c_int, c_void};
 use std::net::Ipv4Addr;
 
 use engine::provider::{self, ControlPlane, FiErrno, FiError, ProviderConfig, UetAddr};
 
-use crate::abi::{self, fi_fabric_attr, fi_info, fi_ops, fi_ops_fabric, fid, fid_fabric};
+use crate::abi::{
+    self, fi_fabric_attr, fi_info, fi_ops, fi_ops_domain, fi_ops_fabric, fi_ops_mr, fid, fid_domain,
+    fid_fabric,
+};
+use crate::domain;
 use crate::info::{Asked, offers};
 use crate::util::{EINVAL, ENOSYS, cstr, fail, neg};
 
@@ -29,7 +33,7 @@ static FABRIC_FI_OPS: fi_ops = fi_ops {
 
 static FABRIC_OPS: fi_ops_fabric = fi_ops_fabric {
     size: size_of::<fi_ops_fabric>(),
-    domain: Some(crate::domain::open),
+    domain: Some(open_domain),
     passive_ep: Some(no_passive_ep),
     eq_open: Some(crate::eq::open),
     wait_open: Some(no_wait),
@@ -63,7 +67,7 @@ pub(crate) unsafe extern "C" fn open(
                 ops: (&raw const FABRIC_FI_OPS).cast_mut(),
             },
             ops: (&raw const FABRIC_OPS).cast_mut(),
-            api_version: crate::API_VERSION,
+            api_version: crate::util::API_VERSION,
         },
     });
     // SAFETY: `fabric` is valid for a write.
@@ -106,7 +110,7 @@ unsafe extern "C" fn no_trywait(_: *mut fid_fabric, _: *mut *mut fid, _: c_int) 
 ///
 /// # Safety
 /// `info` valid, its attribute pointers null or valid.
-pub(crate) unsafe fn domain_setup(info: &fi_info) -> Result<(provider::Info, Ipv4Addr, ControlPlane), c_int> {
+unsafe fn domain_setup(info: &fi_info) -> Result<(provider::Info, Ipv4Addr, ControlPlane), c_int> {
     let config = ProviderConfig::from_env()
         .map_err(|e| fail(&FiError::new(FiErrno::EINVAL, format!("configuration refused: {e}")), true))?;
     let mut asked = Asked { caps: info.caps, ..Asked::default() };
@@ -130,4 +134,78 @@ pub(crate) unsafe fn domain_setup(info: &fi_info) -> Result<(provider::Info, Ipv
     let control =
         crate::config::control_plane().map_err(|why| fail(&FiError::new(FiErrno::EINVAL, why), true))?;
     Ok((offer.info, ip, control))
+}
+
+static DOMAIN_FI_OPS: fi_ops = fi_ops {
+    size: size_of::<fi_ops>(),
+    close: Some(domain::close_domain),
+    bind: None,
+    control: None,
+    ops_open: None,
+    tostr: None,
+    ops_set: None,
+};
+
+static DOMAIN_OPS: fi_ops_domain = fi_ops_domain {
+    size: size_of::<fi_ops_domain>(),
+    av_open: Some(domain::av_open),
+    cq_open: Some(crate::cq::open),
+    endpoint: Some(crate::ep::open),
+    scalable_ep: Some(domain::no_ep),
+    cntr_open: Some(domain::no_cntr),
+    poll_open: Some(domain::no_poll),
+    stx_ctx: Some(domain::no_stx),
+    srx_ctx: Some(domain::no_srx),
+    query_atomic: Some(domain::no_query_atomic),
+    query_collective: None,
+    endpoint2: None,
+};
+
+static MR_OPS: fi_ops_mr = fi_ops_mr {
+    size: size_of::<fi_ops_mr>(),
+    reg: Some(domain::mr_reg),
+    regv: Some(domain::mr_regv),
+    regattr: Some(domain::mr_regattr),
+};
+
+/// `fi_domain`: the engine's fabric on the offer's host address.
+///
+/// # Safety
+/// libfabric's contract: `fabric` an object of this provider, `info` valid, `domain` valid for a
+/// write.
+unsafe extern "C" fn open_domain(
+    fabric: *mut fid_fabric,
+    info: *mut fi_info,
+    domain: *mut *mut fid_domain,
+    context: *mut c_void,
+) -> c_int {
+    // SAFETY: libfabric's contract.
+    let Some(info) = (unsafe { info.as_ref() }) else { return EINVAL };
+    if fabric.is_null() || domain.is_null() {
+        return EINVAL;
+    }
+    // SAFETY: `info` is valid, per the contract.
+    let (offer, ip, control) = match unsafe { domain_setup(info) } {
+        Ok(s) => s,
+        Err(e) => return e,
+    };
+    let engine_fabric = provider::Fabric::open_udp(ip, control);
+    let engine_domain = engine_fabric.domain(&offer, crate::config::PROCESS);
+    let d = Box::new(domain::Domain {
+        fid: fid_domain {
+            fid: fid {
+                fclass: abi::FI_CLASS_DOMAIN as usize,
+                context,
+                ops: (&raw const DOMAIN_FI_OPS).cast_mut(),
+            },
+            ops: (&raw const DOMAIN_OPS).cast_mut(),
+            mr: (&raw const MR_OPS).cast_mut(),
+        },
+        fabric: engine_fabric,
+        domain: engine_domain,
+        info: offer,
+    });
+    // SAFETY: valid for a write.
+    unsafe { *domain = &raw mut Box::leak(d).fid };
+    0
 }

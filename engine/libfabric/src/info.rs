@@ -121,8 +121,10 @@ pub fn source_addr(ip: Ipv4Addr) -> [u8; UetAddr::LEN] {
     UetAddr { ip, pid_on_fep: 0, resource_index: 0, initiator: 0, profiles: 0b111 }.to_bytes()
 }
 
-/// One `fi_info` for `offer`, `src` its source address; null when out of memory.
-fn build(offer: &Offer, src: Option<&[u8]>) -> *mut fi_info {
+/// One `fi_info` for `offer`, `src` its source address, `payload` the bytes a packet carries on
+/// its link (`engine::provider::udp_max_payload`): the largest inject, and the largest datagram
+/// message; null when out of memory.
+fn build(offer: &Offer, src: Option<&[u8]>, payload: usize) -> *mut fi_info {
     let fi: *mut fi_info = calloc();
     if fi.is_null() {
         return fi;
@@ -155,7 +157,7 @@ fn build(offer: &Offer, src: Option<&[u8]>) -> *mut fi_info {
         let tx = &mut *f.tx_attr;
         tx.caps = caps;
         tx.msg_order = ordered;
-        tx.inject_size = i.limits.inject_size;
+        tx.inject_size = payload.min(i.limits.inject_size);
         tx.size = 1024;
         tx.iov_limit = 1;
         tx.rma_iov_limit = 1;
@@ -169,7 +171,8 @@ fn build(offer: &Offer, src: Option<&[u8]>) -> *mut fi_info {
         ep.type_ = if i.ep_type == EpType::Rdm { abi::FI_EP_RDM } else { abi::FI_EP_DGRAM };
         ep.protocol = abi::FI_PROTO_UNSPEC;
         ep.protocol_version = 1;
-        ep.max_msg_size = i.limits.max_msg_size;
+        // A datagram is one packet (UUD).
+        ep.max_msg_size = if i.ep_type == EpType::Dgram { payload } else { i.limits.max_msg_size };
         ep.mem_tag_format = if caps & u64::from(abi::FI_TAGGED) != 0 { u64::MAX >> 1 } else { 0 };
         ep.tx_ctx_cnt = 1;
         ep.rx_ctx_cnt = 1;
@@ -196,8 +199,8 @@ fn build(offer: &Offer, src: Option<&[u8]>) -> *mut fi_info {
         let fab = &mut *f.fabric_attr;
         fab.name = strdup(FABRIC_NAME);
         // libfabric names the provider itself (it appends to a name given here).
-        fab.prov_version = crate::PROVIDER_VERSION;
-        fab.api_version = crate::API_VERSION;
+        fab.prov_version = crate::util::PROVIDER_VERSION;
+        fab.api_version = crate::util::API_VERSION;
         if d.name.is_null() || fab.name.is_null() {
             free_list(fi);
             return core::ptr::null_mut();
@@ -280,10 +283,17 @@ pub(crate) unsafe extern "C" fn getinfo(
         },
         _ => None,
     };
+    // The link the offers will run on: the source node's, else the environment's address.
+    let ip = src
+        .as_ref()
+        .and_then(|s| UetAddr::from_bytes(s).ok())
+        .map(|a| a.ip)
+        .or(crate::config::local_ip().ok());
+    let payload = ip.map_or(provider::MAX_PAYLOAD, provider::udp_max_payload);
     let mut head: *mut fi_info = core::ptr::null_mut();
     let mut tail: *mut *mut fi_info = &mut head;
     for o in &offers {
-        let fi = build(o, src.as_ref().map(|s| &s[..]));
+        let fi = build(o, src.as_ref().map(|s| &s[..]), payload);
         if fi.is_null() {
             // SAFETY: `head` is a list of `build`.
             unsafe { free_list(head) };
@@ -333,7 +343,7 @@ mod tests {
         let c = ProviderConfig::default();
         let o = &offers(&Asked::default(), &c).unwrap()[0];
         let src = source_addr(Ipv4Addr::new(10, 1, 2, 3));
-        let fi = build(o, Some(&src));
+        let fi = build(o, Some(&src), 1024);
         assert!(!fi.is_null());
         // SAFETY: a list of `build`, read then freed once.
         unsafe {
@@ -342,6 +352,7 @@ mod tests {
             assert_eq!(cstr((*f.domain_attr).name), Some("uet_hpc"));
             assert_eq!(cstr((*f.fabric_attr).name), Some("uet"));
             assert_eq!(f.src_addrlen, UetAddr::LEN);
+            assert_eq!((*f.tx_attr).inject_size, 1024);
             let got = core::slice::from_raw_parts(f.src_addr.cast::<u8>(), f.src_addrlen);
             assert_eq!(UetAddr::from_bytes(got).unwrap().ip, Ipv4Addr::new(10, 1, 2, 3));
             free_list(fi);

@@ -51,19 +51,8 @@ mod util;
 
 use abi::fi_provider;
 
-/// The provider's name: `fi_info -p softrdma`, `FI_PROVIDER=softrdma`.
-pub const PROVIDER_NAME: &core::ffi::CStr = c"softrdma";
-
-/// `FI_VERSION(major, minor)` of `<rdma/fabric.h>`.
-pub const fn fi_version(major: u32, minor: u32) -> u32 {
-    (major << 16) | minor
-}
-
-/// The provider's version (`prov_version`): the crate's major and minor.
-const PROVIDER_VERSION: u32 = fi_version(0, 1);
-
-/// The libfabric API version implemented: 1.17's.
-pub const API_VERSION: u32 = fi_version(abi::FI_MAJOR_VERSION, abi::FI_MINOR_VERSION);
+use util::PROVIDER_VERSION;
+pub use util::{API_VERSION, PROVIDER_NAME, fi_version};
 
 /// The entry point libfabric calls after loading the library: the provider's description, in
 /// memory that lives as long as the process (libfabric keeps its own state in `context`).

@@ -84,3 +84,17 @@ pub(crate) unsafe fn give_bytes(bytes: &[u8], addr: *mut core::ffi::c_void, addr
     }
     0
 }
+
+/// The provider's name: `fi_info -p softrdma`, `FI_PROVIDER=softrdma`.
+pub const PROVIDER_NAME: &core::ffi::CStr = c"softrdma";
+
+/// `FI_VERSION(major, minor)` of `<rdma/fabric.h>`.
+pub const fn fi_version(major: u32, minor: u32) -> u32 {
+    (major << 16) | minor
+}
+
+/// The provider's version (`prov_version`): the crate's major and minor.
+pub(crate) const PROVIDER_VERSION: u32 = fi_version(0, 1);
+
+/// The libfabric API version implemented: 1.17's.
+pub const API_VERSION: u32 = fi_version(abi::FI_MAJOR_VERSION, abi::FI_MINOR_VERSION);

@@ -14,7 +14,7 @@ use wire::uet::ses::{AmoDatatype, AmoOpcode};
 use super::control::FALLBACK_JOB_ID;
 use super::errno::{FiErrno, FiError, errno_of_status};
 use super::fabric::{Fabric, FabricInner, Member};
-use super::info::{Info, MAX_PAYLOAD, RMA_SIZE_RANGE, caps};
+use super::info::{Info, RMA_SIZE_RANGE, caps};
 use super::objects::{
     AddressVector, AvInner, CompletionQueue, Counter, CqEntry, CqErrEntry, EqEvent, EventQueue,
     FI_ADDR_UNSPEC, FiAddr, JobSink, UetAddr, cq_flags,
@@ -155,7 +155,7 @@ impl Domain {
             pid_on_fep,
             resource_index: self.info.service.start_index,
             initiator,
-            max_payload: MAX_PAYLOAD,
+            max_payload: f.max_payload(),
             max_eager: c.max_eager,
             msg_rendezvous_size: c.msg_rendezvous_size,
             tag_rendezvous_size: c.tag_rendezvous_size,

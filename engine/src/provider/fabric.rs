@@ -18,6 +18,7 @@ use nicsim::{LinkConfig, SwitchId};
 
 use super::control::ControlPlane;
 use super::errno::{FiErrno, FiError};
+use super::info::MAX_PAYLOAD;
 use super::objects::FabricOps;
 use crate::datapath::Datapath;
 use crate::datapath::sim::SimNet;
@@ -38,8 +39,9 @@ enum Net {
     /// The simulated network: a switch, every endpoint's cable impaired by `link`.
     Sim { net: SimNet, switch: SwitchId, link: LinkConfig },
     /// Kernel UDP sockets on `ip`; `epoch` starts the fabric's clock; `waiter` decides what an
-    /// idle wait does (spin briefly, then sleep on the socket).
-    Udp { ip: Ipv4Addr, epoch: Instant, waiter: RefCell<Waiter> },
+    /// idle wait does (spin briefly, then sleep on the socket); `max_payload` fits a packet in
+    /// the link's MTU ([`udp_max_payload`]).
+    Udp { ip: Ipv4Addr, epoch: Instant, waiter: RefCell<Waiter>, max_payload: usize },
 }
 
 impl Net {
@@ -58,7 +60,38 @@ pub(crate) struct FabricInner {
     pub(super) seed: u64,
 }
 
+/// Bytes of headers a UET packet adds to its payload on a UDP link, at most: IPv4 and UDP, PDS and
+/// SES headers, and a TSS header with its ICV.
+const UDP_HEADROOM: usize = 128;
+
+/// The payload per packet on a UDP fabric at `ip`: the largest power of two up to
+/// [`MAX_PAYLOAD`] whose packets fit the MTU of the interface holding `ip` (the kernel refuses
+/// larger datagrams: don't-fragment); [`MAX_PAYLOAD`] when the interface is not found.
+pub fn udp_max_payload(ip: Ipv4Addr) -> usize {
+    let mtu = nix::ifaddrs::getifaddrs().ok().and_then(|mut addrs| {
+        let name = addrs
+            .find(|a| a.address.and_then(|s| s.as_sockaddr_in().map(|s| s.ip())) == Some(ip))?
+            .interface_name;
+        std::fs::read_to_string(format!("/sys/class/net/{name}/mtu")).ok()?.trim().parse::<usize>().ok()
+    });
+    match mtu {
+        None => MAX_PAYLOAD,
+        Some(m) => {
+            let room = m.saturating_sub(UDP_HEADROOM).clamp(256, MAX_PAYLOAD);
+            1 << room.ilog2()
+        }
+    }
+}
+
 impl FabricInner {
+    /// Payload bytes per packet of this fabric's endpoints.
+    pub(super) fn max_payload(&self) -> usize {
+        match &self.net {
+            Net::Sim { .. } => MAX_PAYLOAD,
+            Net::Udp { max_payload, .. } => *max_payload,
+        }
+    }
+
     /// A port for a new endpoint: on the simulated network a device at `allocated` (the control
     /// plane's address) cabled to the switch; over UDP a socket on the fabric's address and UET's
     /// port (FI_EBUSY when another endpoint holds it). With the endpoint's address, and whether
@@ -206,7 +239,8 @@ impl Fabric {
     pub fn open_udp(ip: Ipv4Addr, control: ControlPlane) -> Fabric {
         let waiter = RefCell::new(Waiter::new(Idle::ADAPTIVE));
         let seed = u64::from(ip.to_bits()) ^ u64::from(std::process::id()) << 32;
-        Fabric::with_net(Net::Udp { ip, epoch: Instant::now(), waiter }, control, seed)
+        let max_payload = udp_max_payload(ip);
+        Fabric::with_net(Net::Udp { ip, epoch: Instant::now(), waiter, max_payload }, control, seed)
     }
 
     fn with_net(net: Net, control: ControlPlane, seed: u64) -> Fabric {

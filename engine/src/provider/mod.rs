@@ -25,8 +25,8 @@ pub use config::{ConfigError, ProviderConfig, Service, parse_service_file};
 pub use control::{ControlPlane, FALLBACK_JOB_ID, SecurityBinding};
 pub use endpoint::{Domain, Endpoint, EpAttr, JobIdMethod, MemoryRegion, MrAccess, MrAuth, bind};
 pub use errno::{FiErrno, FiError, errno_of};
-pub use fabric::Fabric;
-pub use info::{Hints, Info, Limits, caps, getinfo};
+pub use fabric::{Fabric, udp_max_payload};
+pub use info::{Hints, Info, Limits, MAX_PAYLOAD, caps, getinfo};
 pub use objects::{
     AddressVector, AuthKey, CompletionQueue, Counter, CqEntry, CqErrEntry, EqEvent, EventQueue,
     FI_ADDR_UNSPEC, FiAddr, UetAddr, cq_flags,

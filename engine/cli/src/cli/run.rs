@@ -5,7 +5,9 @@ use std::net::Ipv4Addr;
 use std::process::ExitCode;
 
 use clap::{Args, ValueEnum};
+use softrdma::fi_provider;
 use softrdma::run::{Backend, EXIT_FAILED, Request};
+use std::path::Path;
 
 /// Options of `softrdma run`.
 #[derive(Args)]
@@ -69,7 +71,7 @@ pub(crate) fn run_program(a: RunArgs) -> ExitCode {
     };
     let ports = softrdma::devinfo::host_ports();
     let preload = std::env::var_os("LD_PRELOAD");
-    let plan =
+    let mut plan =
         match softrdma::run::plan(&req, &ports, softrdma::run::interface_exists, library, preload.as_deref())
         {
             Ok(p) => p,
@@ -78,6 +80,18 @@ pub(crate) fn run_program(a: RunArgs) -> ExitCode {
                 return ExitCode::from(EXIT_FAILED);
             }
         };
+    // libfabric programs find the provider through FI_PROVIDER_PATH (when it was built).
+    let exe_dir = std::env::current_exe().ok().and_then(|e| e.parent().map(Path::to_path_buf));
+    if let Some(lib) = exe_dir.as_deref().and_then(fi_provider::find) {
+        match fi_provider::link_dir(&std::env::temp_dir(), &lib) {
+            Ok(dir) => {
+                let existing = std::env::var_os("FI_PROVIDER_PATH");
+                let path = fi_provider::provider_path(&dir, existing.as_deref());
+                plan.env.push(("FI_PROVIDER_PATH".to_string(), path));
+            }
+            Err(e) => eprintln!("softrdma run: the libfabric provider is not offered: {e}"),
+        }
+    }
     let (e, status) = softrdma::run::exec(&plan);
     eprintln!("softrdma run: {e}");
     ExitCode::from(status)

@@ -1,0 +1,121 @@
+//! Unmodified libfabric programs over softrdma's provider (issue 32): Debian's `libfabric-bin`
+//! tools under `softrdma run` (which points `FI_PROVIDER_PATH` at `libsoftrdma-fi.so`), between
+//! two network namespaces joined by a veth (MTU 9000), over kernel UDP. `fi_info` lists the three
+//! UET profiles on FI_EP_RDM and FI_EP_DGRAM and narrows them by endpoint type; `fi_pingpong`
+//! runs its default size sweep with data checks (`-c`) on both endpoint types. Both sides run
+//! with JobID 7 (`SOFTRDMA_JOB_ID`, the control plane's assignment). Needs root, iproute2 and
+//! `libfabric-bin` (`scripts/setup.sh`): without them the test says so and skips, except under
+//! CI (CI=true), where it fails.
+
+mod common;
+
+use common::netns::Netns;
+use common::proc::{Running, listens, run_in};
+use std::time::{Duration, Instant};
+
+/// The namespaces' network: the server (namespace a) is `.1`, the client (b) `.2`.
+const NET: &str = "10.95.0";
+
+fn can_run(name: &str) -> bool {
+    common::proc::can_run_tools(name, &["fi_info", "fi_pingpong"], "libfabric-bin")
+}
+
+/// `ARGS` under `softrdma run` in namespace `ns`, with this process's JobID.
+fn spawn(n: &Netns, ns: char, args: &[&str]) -> Running {
+    let mut full = vec!["env".to_string(), "SOFTRDMA_JOB_ID=7".to_string()];
+    full.extend(args.iter().map(|s| s.to_string()));
+    run_in(n, ns, "udp", &full)
+}
+
+/// (domain, endpoint type) of every offer `fi_info` printed for provider softrdma.
+fn offers(out: &str) -> Vec<(String, String)> {
+    let mut v = Vec::new();
+    let mut cur: Option<(bool, String)> = None;
+    for line in out.lines().map(str::trim) {
+        if let Some(p) = line.strip_prefix("provider: ") {
+            cur = Some((p == "softrdma", String::new()));
+        } else if let (Some(d), Some((true, dom))) = (line.strip_prefix("domain: "), cur.as_mut()) {
+            *dom = d.to_string();
+        } else if let (Some(t), Some((true, dom))) = (line.strip_prefix("type: "), cur.as_ref()) {
+            v.push((dom.clone(), t.to_string()));
+        }
+    }
+    v
+}
+
+#[test]
+fn fi_info_lists_the_three_profiles_and_narrows_them() {
+    if !can_run("fi_info_lists_the_three_profiles_and_narrows_them") {
+        return;
+    }
+    let n = Netns::new('i', NET);
+    let end = || Instant::now() + Duration::from_secs(30);
+    let all = spawn(&n, 'a', &["fi_info", "-p", "softrdma"]).finish(end());
+    assert!(all.ok(), "{}", all.describe("fi_info -p softrdma"));
+    let got = offers(&all.stdout());
+    let domains = ["uet_hpc", "uet_ai_full", "uet_ai_base"];
+    for d in domains {
+        for t in ["FI_EP_RDM", "FI_EP_DGRAM"] {
+            assert!(got.contains(&(d.to_string(), t.to_string())), "{d} {t} missing from:\n{}", all.stdout());
+        }
+    }
+    assert_eq!(got.len(), 6, "no other offers (no utility provider layered over ours):\n{}", all.stdout());
+    for t in ["FI_EP_RDM", "FI_EP_DGRAM"] {
+        let one = spawn(&n, 'a', &["fi_info", "-p", "softrdma", "-t", t]).finish(end());
+        assert!(one.ok(), "{}", one.describe("fi_info -t"));
+        let got = offers(&one.stdout());
+        assert_eq!(got.len(), 3, "{t}:\n{}", one.stdout());
+        assert!(got.iter().all(|(_, ty)| ty == t), "{t}:\n{}", one.stdout());
+    }
+    // Capabilities per profile: tagged messages on HPC and AI Full only.
+    let v = spawn(&n, 'a', &["fi_info", "-p", "softrdma", "-t", "FI_EP_RDM", "-v"]).finish(end());
+    let text = v.stdout();
+    let caps_of = |dom: &str| {
+        let at = text.find(&format!("name: {dom}")).expect("domain in the verbose listing");
+        let start = text[..at].rfind("---").unwrap_or(0);
+        text[start..at].lines().find(|l| l.trim_start().starts_with("caps:")).unwrap_or_default().to_string()
+    };
+    assert!(
+        caps_of("uet_hpc").contains("FI_TAGGED") && caps_of("uet_ai_full").contains("FI_TAGGED"),
+        "{text}"
+    );
+    assert!(
+        !caps_of("uet_ai_base").contains("FI_TAGGED") && caps_of("uet_ai_base").contains("FI_MSG"),
+        "{text}"
+    );
+}
+
+#[test]
+fn fi_pingpong_runs_its_size_sweep_over_rdm_and_dgram() {
+    if !can_run("fi_pingpong_runs_its_size_sweep_over_rdm_and_dgram") {
+        return;
+    }
+    let n = Netns::new('f', NET);
+    let server_ip = format!("{NET}.1");
+    // (endpoint type, the sizes of the default sweep it runs: a datagram is one packet)
+    for (ep, sizes) in
+        [("rdm", &["64", "256", "1k", "4k", "64k", "1m"][..]), ("dgram", &["64", "256", "1k", "4k"][..])]
+    {
+        let mut server = spawn(&n, 'a', &["fi_pingpong", "-p", "softrdma", "-e", ep, "-c"]);
+        let until = Instant::now() + Duration::from_secs(20);
+        while !listens(server.child.id(), 47592) && !server.exited() && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let client = spawn(&n, 'b', &["fi_pingpong", "-p", "softrdma", "-e", ep, "-c", &server_ip]);
+        let end = Instant::now() + Duration::from_secs(120);
+        let (c, s) = (client.finish(end), server.finish(end));
+        assert!(c.ok() && s.ok(), "fi_pingpong -e {ep}:\n{}\n{}", c.describe("client"), s.describe("server"));
+        let rows: Vec<String> = c
+            .stdout()
+            .lines()
+            .filter_map(|l| l.split_whitespace().next().map(str::to_string))
+            .filter(|w| w.chars().next().is_some_and(|ch| ch.is_ascii_digit()))
+            .collect();
+        assert_eq!(rows, sizes, "-e {ep}: the sweep's rows:\n{}", c.stdout());
+        assert!(
+            c.stdout().lines().skip(1).all(|l| l.contains("=10")),
+            "every size acked 10:\n{}",
+            c.stdout()
+        );
+    }
+}
