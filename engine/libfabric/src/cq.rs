@@ -25,8 +25,6 @@ pub(crate) struct Op {
     /// A receive's buffer and its length (null, 0 for a send).
     pub(crate) buf: *mut u8,
     pub(crate) len: usize,
-    /// No completion on success (`fi_inject*`); an error still gets one.
-    pub(crate) silent: bool,
 }
 
 /// The operations waiting for their completions on one queue.
@@ -37,9 +35,9 @@ pub(crate) struct Ops {
 }
 
 impl Ops {
-    /// Records `op`; the id to give the engine.
+    /// Records `op`; the id to give the engine (never 0, the id of injects, which are not kept).
     pub(crate) fn add(&mut self, op: Op) -> u64 {
-        self.next = self.next.wrapping_add(1);
+        self.next = self.next.wrapping_add(1).max(1);
         self.map.insert(self.next, op);
         self.next
     }
@@ -168,8 +166,6 @@ enum Taken {
     Entry(fi_cq_tagged_entry),
     /// An error entry, now waiting for `fi_cq_readerr`.
     Error,
-    /// A silent success (an inject).
-    Nothing,
 }
 
 impl Cq {
@@ -180,10 +176,8 @@ impl Cq {
             Err(e) => e.op_context,
         };
         let op = self.ops.borrow_mut().map.remove(&id);
-        let (context, buf, len, silent) = op
-            .map_or((core::ptr::null_mut(), core::ptr::null_mut(), 0, false), |o| {
-                (o.context, o.buf, o.len, o.silent)
-            });
+        let (context, buf, len) =
+            op.map_or((core::ptr::null_mut(), core::ptr::null_mut(), 0), |o| (o.context, o.buf, o.len));
         // Copies what arrived into the receive's buffer: how many bytes fit.
         let place = |data: &[u8]| {
             let n = data.len().min(len);
@@ -211,7 +205,6 @@ impl Cq {
                 });
                 Taken::Error
             }
-            Ok(_) if silent => Taken::Nothing,
             Ok(e) => {
                 let n = if e.flags & cq_flags::RECV != 0 { place(&e.buf) } else { e.len };
                 Taken::Entry(fi_cq_tagged_entry {
@@ -295,7 +288,7 @@ impl Cq {
             match self.take(c) {
                 // SAFETY: `n < count`.
                 Taken::Entry(e) => unsafe { self.write(buf, n, &e) },
-                Taken::Error | Taken::Nothing => continue,
+                Taken::Error => continue,
             }
             n += 1;
         }

@@ -315,14 +315,13 @@ impl Ep {
         let Some(buf) = buf else { return EINVAL as isize };
         let tx = self.tx.borrow();
         let Some(ops) = tx.as_ref() else { return -(abi::FI_ENOCQ as isize) };
-        let id =
-            ops.borrow_mut().add(Op { context, buf: core::ptr::null_mut(), len: 0, silent: args.inject });
-        let r = match (args.tag, args.data) {
-            (None, None) => self.ep.send(buf, args.dest, id),
-            (None, Some(d)) => self.ep.senddata(buf, d, args.dest, id),
-            (Some(t), None) => self.ep.tsend(buf, args.dest, t, id),
-            (Some(t), Some(d)) => self.ep.tsenddata(buf, d, args.dest, t, id),
+        // An inject completes only if it fails, and then with no context (id 0): nothing to keep.
+        let id = if args.inject {
+            0
+        } else {
+            ops.borrow_mut().add(Op { context, buf: core::ptr::null_mut(), len: 0 })
         };
+        let r = self.ep.sendmsg(buf, args.dest, args.tag, args.data, id, args.inject);
         match r {
             Ok(()) => {
                 self.fabric.progress();
@@ -352,7 +351,7 @@ impl Ep {
         }
         let rx = self.rx.borrow();
         let Some(ops) = rx.as_ref() else { return -(abi::FI_ENOCQ as isize) };
-        let id = ops.borrow_mut().add(Op { context, buf: buf.cast(), len, silent: false });
+        let id = ops.borrow_mut().add(Op { context, buf: buf.cast(), len });
         let r = match tag {
             None => self.ep.recv(len, src, id),
             Some((t, ignore)) => self.ep.trecv(len, src, t, ignore, id),

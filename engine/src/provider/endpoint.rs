@@ -565,6 +565,20 @@ impl Endpoint {
         })
     }
 
+    /// `fi_sendmsg` / `fi_tsendmsg`: a send with any of a tag, completion data and FI_INJECT (no
+    /// completion on success; a failure still completes, with `context`).
+    pub fn sendmsg(
+        &self,
+        buf: &[u8],
+        dest: FiAddr,
+        tag: Option<u64>,
+        data: Option<u64>,
+        context: u64,
+        inject: bool,
+    ) -> Result<(), FiError> {
+        self.send_common(buf, dest, tag, data, context, inject)
+    }
+
     /// `fi_send`.
     pub fn send(&self, buf: &[u8], dest: FiAddr, context: u64) -> Result<(), FiError> {
         self.send_common(buf, dest, None, None, context, false)
