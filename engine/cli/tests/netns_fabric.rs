@@ -1,8 +1,8 @@
 //! Unmodified libfabric programs over softrdma's provider (issue 32): Debian's `libfabric-bin`
 //! tools under `softrdma run` (which points `FI_PROVIDER_PATH` at `libsoftrdma-fi.so`), between
-//! two network namespaces joined by a veth (MTU 9000), over kernel UDP. `fi_info` lists the three
-//! UET profiles on FI_EP_RDM and FI_EP_DGRAM and narrows them by endpoint type; `fi_pingpong`
-//! runs its default size sweep with data checks (`-c`) on both endpoint types. Both sides run
+//! two network namespaces joined by a veth (MTU 9000). `fi_info` lists the three UET profiles on
+//! FI_EP_RDM and FI_EP_DGRAM and narrows them by endpoint type; `fi_pingpong` runs its default
+//! size sweep with data checks (`-c`) on both endpoint types, over kernel UDP and over AF_XDP. Both sides run
 //! with JobID 7 (`SOFTRDMA_JOB_ID`, the control plane's assignment). Needs root, iproute2 and
 //! `libfabric-bin` (`scripts/setup.sh`): without them the test says so and skips, except under
 //! CI (CI=true), where it fails.
@@ -10,7 +10,7 @@
 mod common;
 
 use common::netns::Netns;
-use common::proc::{Running, listens, run_in};
+use common::proc::{Running, listens};
 use std::time::{Duration, Instant};
 
 /// The namespaces' network: the server (namespace a) is `.1`, the client (b) `.2`.
@@ -20,11 +20,20 @@ fn can_run(name: &str) -> bool {
     common::proc::can_run_tools(name, &["fi_info", "fi_pingpong"], "libfabric-bin")
 }
 
-/// `ARGS` under `softrdma run` in namespace `ns`, with this process's JobID.
+/// `ARGS` under `softrdma run --backend BACKEND --no-verbs` in namespace `ns`, with this
+/// process's JobID. Without `--no-verbs`, libfabric's verbs provider would open the preloaded verbs
+/// library's device at start-up, which over AF_XDP takes the queue the provider needs.
+fn spawn_on(n: &Netns, ns: char, backend: &str, args: &[&str]) -> Running {
+    let (name, dev) = if ns == 'a' { (&n.a, &n.va) } else { (&n.b, &n.vb) };
+    let mut full =
+        vec!["run", "--backend", backend, "--dev", dev, "--no-verbs", "--", "env", "SOFTRDMA_JOB_ID=7"];
+    full.extend(args);
+    Running::new(n.spawn(name, &full))
+}
+
+/// [`spawn_on`] over kernel UDP.
 fn spawn(n: &Netns, ns: char, args: &[&str]) -> Running {
-    let mut full = vec!["env".to_string(), "SOFTRDMA_JOB_ID=7".to_string()];
-    full.extend(args.iter().map(|s| s.to_string()));
-    run_in(n, ns, "udp", &full)
+    spawn_on(n, ns, "udp", args)
 }
 
 /// (domain, endpoint type) of every offer `fi_info` printed for provider softrdma.
@@ -86,32 +95,38 @@ fn fi_info_lists_the_three_profiles_and_narrows_them() {
 }
 
 #[test]
-fn fi_pingpong_runs_its_size_sweep_over_rdm_and_dgram() {
-    if !can_run("fi_pingpong_runs_its_size_sweep_over_rdm_and_dgram") {
+fn fi_pingpong_runs_its_size_sweep_over_rdm_and_dgram_on_udp_and_afxdp() {
+    if !can_run("fi_pingpong_runs_its_size_sweep_over_rdm_and_dgram_on_udp_and_afxdp") {
         return;
     }
     let n = Netns::new('f', NET);
     let server_ip = format!("{NET}.1");
     // (endpoint type, the sizes of the default sweep it runs: a datagram is one packet)
-    for (ep, sizes) in
-        [("rdm", &["64", "256", "1k", "4k", "64k", "1m"][..]), ("dgram", &["64", "256", "1k", "4k"][..])]
-    {
-        let mut server = spawn(&n, 'a', &["fi_pingpong", "-p", "softrdma", "-e", ep, "-c"]);
+    let sweeps =
+        [("rdm", &["64", "256", "1k", "4k", "64k", "1m"][..]), ("dgram", &["64", "256", "1k", "4k"][..])];
+    for (backend, (ep, sizes)) in ["udp", "afxdp"].into_iter().flat_map(|b| sweeps.map(|s| (b, s))) {
+        let mut server = spawn_on(&n, 'a', backend, &["fi_pingpong", "-p", "softrdma", "-e", ep, "-c"]);
         let until = Instant::now() + Duration::from_secs(20);
         while !listens(server.child.id(), 47592) && !server.exited() && Instant::now() < until {
             std::thread::sleep(Duration::from_millis(20));
         }
-        let client = spawn(&n, 'b', &["fi_pingpong", "-p", "softrdma", "-e", ep, "-c", &server_ip]);
+        let client =
+            spawn_on(&n, 'b', backend, &["fi_pingpong", "-p", "softrdma", "-e", ep, "-c", &server_ip]);
         let end = Instant::now() + Duration::from_secs(120);
         let (c, s) = (client.finish(end), server.finish(end));
-        assert!(c.ok() && s.ok(), "fi_pingpong -e {ep}:\n{}\n{}", c.describe("client"), s.describe("server"));
+        assert!(
+            c.ok() && s.ok(),
+            "fi_pingpong -e {ep} over {backend}:\n{}\n{}",
+            c.describe("client"),
+            s.describe("server")
+        );
         let rows: Vec<String> = c
             .stdout()
             .lines()
             .filter_map(|l| l.split_whitespace().next().map(str::to_string))
             .filter(|w| w.chars().next().is_some_and(|ch| ch.is_ascii_digit()))
             .collect();
-        assert_eq!(rows, sizes, "-e {ep}: the sweep's rows:\n{}", c.stdout());
+        assert_eq!(rows, sizes, "-e {ep} over {backend}: the sweep's rows:\n{}", c.stdout());
         assert!(
             c.stdout().lines().skip(1).all(|l| l.contains("=10")),
             "every size acked 10:\n{}",

@@ -5,6 +5,10 @@
 //! - else `SOFTRDMA_DEV`: the first IPv4 address of that interface;
 //! - else the first IPv4 address of an interface that is up, the loopback only if nothing else is.
 //!
+//! `SOFTRDMA_BACKEND=afxdp` runs the fabric over AF_XDP on queue 0 of the interface holding that
+//! address (root, or CAP_NET_ADMIN, CAP_BPF and CAP_NET_RAW) instead of kernel UDP (`udp`, the
+//! default).
+//!
 //! `fi_getinfo` with FI_SOURCE and a node (an IPv4 address) overrides them for that offer. The
 //! UET variables (`UET_PROVIDER_*`, the service file) are `engine::provider::ProviderConfig`'s.
 //!
@@ -85,6 +89,30 @@ pub fn local_ip() -> Result<Ipv4Addr, String> {
     choose(|k| std::env::var(k).ok(), &interfaces())
 }
 
+/// The datapath from `get`: `None` for kernel UDP, or the interface holding `ip` (of `ifs`) for
+/// AF_XDP.
+fn backend_from(
+    get: impl Fn(&str) -> Option<String>,
+    ifs: &[(String, Ipv4Addr, bool, bool)],
+    ip: Ipv4Addr,
+) -> Result<Option<String>, String> {
+    match get("SOFTRDMA_BACKEND").filter(|v| !v.is_empty()).as_deref() {
+        None | Some("udp") => Ok(None),
+        Some("afxdp") => ifs
+            .iter()
+            .find(|i| i.1 == ip)
+            .map(|i| Some(i.0.clone()))
+            .ok_or_else(|| format!("SOFTRDMA_BACKEND=afxdp: no interface holds {ip}")),
+        Some(o) => Err(format!("SOFTRDMA_BACKEND={o}: expected udp or afxdp")),
+    }
+}
+
+/// The datapath the environment names for the fabric at `ip`: `None` for kernel UDP, or the
+/// interface for AF_XDP.
+pub fn backend(ip: Ipv4Addr) -> Result<Option<String>, String> {
+    backend_from(|k| std::env::var(k).ok(), &interfaces(), ip)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -110,6 +138,13 @@ mod tests {
         );
         assert!(with(&[("SOFTRDMA_LOCAL", "ten")]).unwrap_err().contains("SOFTRDMA_LOCAL=ten"));
         assert!(with(&[("SOFTRDMA_DEV", "wlan9")]).unwrap_err().contains("wlan9"));
+        let be = |v: &str, ip: Ipv4Addr| {
+            backend_from(|k| (k == "SOFTRDMA_BACKEND").then(|| v.to_string()), &ifs, ip)
+        };
+        assert_eq!(be("", Ipv4Addr::LOCALHOST), Ok(None));
+        assert_eq!(be("afxdp", Ipv4Addr::new(10, 0, 1, 1)), Ok(Some("eth1".to_string())));
+        assert!(be("afxdp", Ipv4Addr::new(10, 9, 9, 9)).unwrap_err().contains("10.9.9.9"));
+        assert!(be("dpdk", Ipv4Addr::LOCALHOST).unwrap_err().contains("dpdk"));
         let only_lo = &ifs[..1];
         let cp = |v: &[(&str, &str)]| {
             let m: HashMap<String, String> = v.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();

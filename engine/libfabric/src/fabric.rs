@@ -189,7 +189,11 @@ unsafe extern "C" fn open_domain(
         Ok(s) => s,
         Err(e) => return e,
     };
-    let engine_fabric = provider::Fabric::open_udp(ip, control);
+    let engine_fabric = match crate::config::backend(ip) {
+        Ok(None) => provider::Fabric::open_udp(ip, control),
+        Ok(Some(dev)) => provider::Fabric::open_afxdp(&dev, ip, control),
+        Err(why) => return fail(&FiError::new(FiErrno::EINVAL, why), true),
+    };
     let engine_domain = engine_fabric.domain(&offer, crate::config::PROCESS);
     let d = Box::new(domain::Domain {
         fid: fid_domain {

@@ -146,7 +146,8 @@ impl Domain {
             (false, _) => attr.rank.unwrap_or(0),
         };
         let (allocated, pid_on_fep) = f.control.allocate()?;
-        let (ip, dev, require_checksum) = f.open_port(allocated)?;
+        let port = f.open_port(allocated)?;
+        let ip = port.ip;
         let c = &self.info.config;
         let cfg = ses::Config {
             ep_type: self.info.ep_type,
@@ -155,14 +156,14 @@ impl Domain {
             pid_on_fep,
             resource_index: self.info.service.start_index,
             initiator,
-            max_payload: f.max_payload(),
+            max_payload: port.max_payload,
             max_eager: c.max_eager,
             msg_rendezvous_size: c.msg_rendezvous_size,
             tag_rendezvous_size: c.tag_rendezvous_size,
             ..ses::Config::default()
         };
         let seed = f.seed.wrapping_mul(31).wrapping_add(u64::from(ip.to_bits()));
-        let mut node = UetNode::new(dev, ses::Endpoint::new(cfg, seed), require_checksum)
+        let mut node = UetNode::new(port.dp, ses::Endpoint::new(cfg, seed), port.require_checksum)
             .map_err(|e| FiError::new(FiErrno::EINVAL, e))?;
         if let Some(b) = f.control.security() {
             node.enable_tss(tss::SecureDomain::new(b.config, b.key, b.epoch));
@@ -543,7 +544,9 @@ impl Endpoint {
         Ok(())
     }
 
-    fn send_common(
+    /// `fi_sendmsg` / `fi_tsendmsg`: a send with any of a tag, completion data and FI_INJECT (no
+    /// completion on success; a failure still completes, with `context`).
+    pub fn sendmsg(
         &self,
         buf: &[u8],
         dest: FiAddr,
@@ -565,39 +568,25 @@ impl Endpoint {
         })
     }
 
-    /// `fi_sendmsg` / `fi_tsendmsg`: a send with any of a tag, completion data and FI_INJECT (no
-    /// completion on success; a failure still completes, with `context`).
-    pub fn sendmsg(
-        &self,
-        buf: &[u8],
-        dest: FiAddr,
-        tag: Option<u64>,
-        data: Option<u64>,
-        context: u64,
-        inject: bool,
-    ) -> Result<(), FiError> {
-        self.send_common(buf, dest, tag, data, context, inject)
-    }
-
     /// `fi_send`.
     pub fn send(&self, buf: &[u8], dest: FiAddr, context: u64) -> Result<(), FiError> {
-        self.send_common(buf, dest, None, None, context, false)
+        self.sendmsg(buf, dest, None, None, context, false)
     }
 
     /// `fi_senddata`: with completion data for the receiver.
     pub fn senddata(&self, buf: &[u8], data: u64, dest: FiAddr, context: u64) -> Result<(), FiError> {
-        self.send_common(buf, dest, None, Some(data), context, false)
+        self.sendmsg(buf, dest, None, Some(data), context, false)
     }
 
     /// `fi_inject`: the buffer is reusable at once; no completion on success, an error
     /// completion if the message cannot be delivered.
     pub fn inject(&self, buf: &[u8], dest: FiAddr) -> Result<(), FiError> {
-        self.send_common(buf, dest, None, None, 0, true)
+        self.sendmsg(buf, dest, None, None, 0, true)
     }
 
     /// `fi_tsend`.
     pub fn tsend(&self, buf: &[u8], dest: FiAddr, tag: u64, context: u64) -> Result<(), FiError> {
-        self.send_common(buf, dest, Some(tag), None, context, false)
+        self.sendmsg(buf, dest, Some(tag), None, context, false)
     }
 
     /// `fi_tsenddata`.
@@ -609,12 +598,12 @@ impl Endpoint {
         tag: u64,
         context: u64,
     ) -> Result<(), FiError> {
-        self.send_common(buf, dest, Some(tag), Some(data), context, false)
+        self.sendmsg(buf, dest, Some(tag), Some(data), context, false)
     }
 
     /// `fi_tinject`.
     pub fn tinject(&self, buf: &[u8], dest: FiAddr, tag: u64) -> Result<(), FiError> {
-        self.send_common(buf, dest, Some(tag), None, 0, true)
+        self.sendmsg(buf, dest, Some(tag), None, 0, true)
     }
 
     fn recv_common(

@@ -21,6 +21,7 @@ use super::errno::{FiErrno, FiError};
 use super::info::MAX_PAYLOAD;
 use super::objects::FabricOps;
 use crate::datapath::Datapath;
+use crate::datapath::afxdp::{AfXdpPort, XdpMode};
 use crate::datapath::sim::SimNet;
 use crate::datapath::udp::{RxIcrc, UdpPort};
 use crate::progress::{Idle, MAX_SLEEP, Waiter};
@@ -38,19 +39,31 @@ pub(super) trait Member {
 enum Net {
     /// The simulated network: a switch, every endpoint's cable impaired by `link`.
     Sim { net: SimNet, switch: SwitchId, link: LinkConfig },
-    /// Kernel UDP sockets on `ip`; `epoch` starts the fabric's clock; `waiter` decides what an
-    /// idle wait does (spin briefly, then sleep on the socket); `max_payload` fits a packet in
-    /// the link's MTU ([`udp_max_payload`]).
-    Udp { ip: Ipv4Addr, epoch: Instant, waiter: RefCell<Waiter>, max_payload: usize },
+    /// The host's network at `ip`: kernel UDP sockets, or AF_XDP on queue 0 of interface `afxdp`;
+    /// `epoch` starts the fabric's clock; `waiter` decides what an idle wait does (spin briefly,
+    /// then sleep on the socket); `max_payload` fits a packet in the link's MTU
+    /// ([`udp_max_payload`]).
+    Host { ip: Ipv4Addr, afxdp: Option<String>, epoch: Instant, waiter: RefCell<Waiter>, max_payload: usize },
 }
 
 impl Net {
     fn now(&self) -> Duration {
         match self {
             Net::Sim { net, .. } => net.now(),
-            Net::Udp { epoch, .. } => epoch.elapsed(),
+            Net::Host { epoch, .. } => epoch.elapsed(),
         }
     }
+}
+
+/// An endpoint's port on the fabric ([`FabricInner::open_port`]).
+pub(super) struct Port {
+    /// The endpoint's address.
+    pub(super) ip: Ipv4Addr,
+    pub(super) dp: Box<dyn Datapath>,
+    /// Whether its node checks UDP checksums.
+    pub(super) require_checksum: bool,
+    /// Payload bytes per packet.
+    pub(super) max_payload: usize,
 }
 
 pub(crate) struct FabricInner {
@@ -84,23 +97,13 @@ pub fn udp_max_payload(ip: Ipv4Addr) -> usize {
 }
 
 impl FabricInner {
-    /// Payload bytes per packet of this fabric's endpoints.
-    pub(super) fn max_payload(&self) -> usize {
-        match &self.net {
-            Net::Sim { .. } => MAX_PAYLOAD,
-            Net::Udp { max_payload, .. } => *max_payload,
-        }
-    }
-
     /// A port for a new endpoint: on the simulated network a device at `allocated` (the control
     /// plane's address) cabled to the switch; over UDP a socket on the fabric's address and UET's
-    /// port (FI_EBUSY when another endpoint holds it). With the endpoint's address, and whether
-    /// its node must check UDP checksums (nobody else checks a simulated frame; the kernel
-    /// checked what a socket delivers).
-    pub(super) fn open_port(
-        &self,
-        allocated: Ipv4Addr,
-    ) -> Result<(Ipv4Addr, Box<dyn Datapath>, bool), FiError> {
+    /// port (FI_EBUSY when another endpoint holds it); over AF_XDP a socket on queue 0 of the
+    /// interface, steering UET's port to it. With the endpoint's address, whether its node must
+    /// check UDP checksums (nobody else checks a simulated or AF_XDP frame; the kernel checked
+    /// what a socket delivers), and the payload its packets carry.
+    pub(super) fn open_port(&self, allocated: Ipv4Addr) -> Result<Port, FiError> {
         match &self.net {
             Net::Sim { net, switch, link } => {
                 let name = format!("uet{}", self.endpoints.len());
@@ -110,9 +113,32 @@ impl FabricInner {
                 net.with(|n| n.attach(port, *switch, *link, *link))
                     .map_err(|e| FiError::new(FiErrno::EINVAL, format!("link: {e:?}")))?;
                 let dev = net.open(&name).map_err(|e| FiError::new(FiErrno::EBUSY, e))?;
-                Ok((allocated, Box::new(dev), true))
+                Ok(Port {
+                    ip: allocated,
+                    dp: Box::new(dev),
+                    require_checksum: true,
+                    max_payload: MAX_PAYLOAD,
+                })
             }
-            Net::Udp { ip, .. } => {
+            Net::Host { ip, afxdp: Some(dev), max_payload, .. } => {
+                let port = AfXdpPort::open_with(dev, 0, *ip, XdpMode::Generic, wire::uet::UDP_PORT, true)
+                    .map_err(|e| {
+                        let held = if e.raw_os_error() == Some(libc::EBUSY) {
+                            " (another AF_XDP socket holds the queue: under `softrdma run`, the verbs \
+                             library's device, which libfabric's verbs provider opens at start-up; run \
+                             with --no-verbs)"
+                        } else {
+                            ""
+                        };
+                        FiError::new(FiErrno::EBUSY, format!("AF_XDP on {dev} queue 0: {e}{held}"))
+                    })?;
+                // A single-buffer socket (no XDP_USE_SG) carries frames of one 4096-byte chunk;
+                // a multi-buffer one whatever the link's MTU allows.
+                let max_payload =
+                    if port.multi_buffer().is_ok() { *max_payload } else { (*max_payload).min(2048) };
+                Ok(Port { ip: *ip, dp: Box::new(port), require_checksum: true, max_payload })
+            }
+            Net::Host { ip, afxdp: None, max_payload, .. } => {
                 let port = UdpPort::bind(*ip, wire::uet::UDP_PORT, RxIcrc::Verify).map_err(|e| {
                     let errno = if e.kind() == std::io::ErrorKind::AddrInUse {
                         FiErrno::EBUSY
@@ -121,7 +147,7 @@ impl FabricInner {
                     };
                     FiError::new(errno, format!("binding {ip}:{}: {e}", wire::uet::UDP_PORT))
                 })?;
-                Ok((*ip, Box::new(port), false))
+                Ok(Port { ip: *ip, dp: Box::new(port), require_checksum: false, max_payload: *max_payload })
             }
         }
     }
@@ -158,7 +184,7 @@ impl nicsim::System for Driven<'_> {
         let timer = eps.iter().filter_map(|e| e.borrow().node().poll_timeout()).min();
         let net = match &self.0.borrow().net {
             Net::Sim { net, .. } => net.next_event(),
-            Net::Udp { .. } => None,
+            Net::Host { .. } => None,
         };
         net.into_iter().chain(timer).min()
     }
@@ -187,7 +213,7 @@ fn step(f: &RefCell<FabricInner>) -> bool {
     }
     let eps: Vec<_> = f.borrow().endpoints.iter().filter_map(Weak::upgrade).collect();
     let inner = f.borrow();
-    let Net::Udp { waiter, .. } = &inner.net else { return true };
+    let Net::Host { waiter, .. } = &inner.net else { return true };
     match eps.as_slice() {
         // One socket (the usual: one endpoint per process) is slept on; with several, a sleep
         // on one would miss the others' datagrams: they are polled.
@@ -237,10 +263,22 @@ impl Fabric {
     /// 4793 (UET's): one endpoint per address, and its peers are other processes or hosts,
     /// reached at the addresses they give with [`Endpoint::getname`](super::Endpoint::getname).
     pub fn open_udp(ip: Ipv4Addr, control: ControlPlane) -> Fabric {
+        Fabric::open_host(ip, None, control)
+    }
+
+    /// AF_XDP on queue 0 of interface `dev`, which holds `ip` (generic XDP; root, or
+    /// CAP_NET_ADMIN, CAP_BPF and CAP_NET_RAW), otherwise as [`Fabric::open_udp`]: one endpoint,
+    /// UET's UDP port steered to it. Opening the endpoint fails (FI_EBUSY, with the reason) when
+    /// the socket cannot be made.
+    pub fn open_afxdp(dev: &str, ip: Ipv4Addr, control: ControlPlane) -> Fabric {
+        Fabric::open_host(ip, Some(dev.to_string()), control)
+    }
+
+    fn open_host(ip: Ipv4Addr, afxdp: Option<String>, control: ControlPlane) -> Fabric {
         let waiter = RefCell::new(Waiter::new(Idle::ADAPTIVE));
         let seed = u64::from(ip.to_bits()) ^ u64::from(std::process::id()) << 32;
         let max_payload = udp_max_payload(ip);
-        Fabric::with_net(Net::Udp { ip, epoch: Instant::now(), waiter, max_payload }, control, seed)
+        Fabric::with_net(Net::Host { ip, afxdp, epoch: Instant::now(), waiter, max_payload }, control, seed)
     }
 
     fn with_net(net: Net, control: ControlPlane, seed: u64) -> Fabric {

@@ -39,6 +39,12 @@ pub(crate) struct RunArgs {
     /// UDP port of the device's RoCEv2 traffic (stock RoCEv2 peers use 4791).
     #[arg(long, default_value_t = 4791, value_name = "N")]
     udp_port: u16,
+    /// Offer only the libfabric provider (FI_PROVIDER_PATH), not the verbs library (LD_PRELOAD).
+    /// For libfabric programs over AF_XDP: libfabric's own verbs provider opens every verbs
+    /// device it finds at start-up, and the preloaded one would take queue 0 of --dev, which the
+    /// softrdma provider's endpoint needs.
+    #[arg(long)]
+    no_verbs: bool,
     /// The program to run and its arguments (after `--`).
     #[arg(trailing_var_arg = true, allow_hyphen_values = true, value_name = "PROGRAM [ARGS]")]
     command: Vec<OsString>,
@@ -80,6 +86,9 @@ pub(crate) fn run_program(a: RunArgs) -> ExitCode {
                 return ExitCode::from(EXIT_FAILED);
             }
         };
+    if a.no_verbs {
+        plan.env.retain(|(k, _)| k != "LD_PRELOAD");
+    }
     // libfabric programs find the provider through FI_PROVIDER_PATH (when it was built).
     let exe_dir = std::env::current_exe().ok().and_then(|e| e.parent().map(Path::to_path_buf));
     if let Some(lib) = exe_dir.as_deref().and_then(fi_provider::find) {
