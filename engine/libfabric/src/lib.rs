@@ -7,8 +7,9 @@
 //! **What it offers.** `fi_getinfo` lists the three UET profiles (domain names `uet_hpc`,
 //! `uet_ai_full`, `uet_ai_base`, most capable first) on FI_EP_RDM and FI_EP_DGRAM, with the
 //! capabilities this library implements: messages (FI_MSG) on every profile, tagged messages
-//! (FI_TAGGED) on AI Full and HPC (wildcard receives on HPC only). The fabric is kernel UDP on one
-//! of the host's IPv4 addresses ([`config`]), an endpoint a socket on UET's port 4793.
+//! (FI_TAGGED) on AI Full and HPC (wildcard receives on HPC only). The fabric runs on one of the
+//! host's IPv4 addresses ([`config`]) over kernel UDP (an endpoint is a socket on UET's port 4793)
+//! or AF_XDP (queue 0 of the interface, UET's port steered to it).
 //!
 //! **What answers "not supported".** Operations a profile does not offer answer `-FI_ENOSYS`, as
 //! libfabric's own `fi_no_*` defaults do for providers without them, and `fi_getinfo` does not
