@@ -177,10 +177,9 @@ fn measure_round(n: &Netns, me: &str, softrdma: &str) -> Round {
     Round { udp_p50_us, udp_p99_us, kernel_pps, softrdma }
 }
 
-/// Median (NaN for none; a NaN sample sorts last).
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
+/// The median of `v` ([`benches::summarize`]); NaN for none.
+fn median(v: &[f64]) -> f64 {
+    benches::summarize(v).map_or(f64::NAN, |s| s.p50)
 }
 
 fn main() {
@@ -232,7 +231,7 @@ fn main() {
         );
         all.push(r);
     }
-    let med = |f: &dyn Fn(&Round) -> f64| median(all.iter().map(f).collect());
+    let med = |f: &dyn Fn(&Round) -> f64| median(&all.iter().map(f).collect::<Vec<_>>());
     let (udp_p50, udp_p99) = (med(&|r| r.udp_p50_us), med(&|r| r.udp_p99_us));
     let kernel_pps = med(&|r| r.kernel_pps);
     println!(

@@ -67,9 +67,9 @@ fn libfabric(n: &Netns, softrdma: &str, size: usize, iters: u32) -> Option<f64> 
     out.lines().nth(1).and_then(|l| l.split_whitespace().nth(6)).and_then(|x| x.parse().ok())
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
+/// The median of `v` ([`benches::summarize`]); NaN for none.
+fn median(v: &[f64]) -> f64 {
+    benches::summarize(v).map_or(f64::NAN, |s| s.p50)
 }
 
 fn main() {
@@ -113,7 +113,7 @@ fn main() {
                 println!("  round {round}: {size} B: a run failed (fi_pingpong {f:?}, perf {s:?})");
             }
         }
-        let (f, s, r) = (median(fi), median(nat), median(ratio.clone()));
+        let (f, s, r) = (median(&fi), median(&nat), median(&ratio));
         let mbps = |us: f64| size as f64 / us;
         println!(
             "libfabric {size} B over UDP (veth): fi_pingpong -e rdm {f:.2} us ({:.1} MB/s), perf send --transport rud {s:.2} us ({:.1} MB/s): {r:.2}x (median of {} rounds; target <= 1.2x)",
