@@ -27,9 +27,10 @@ if ! command -v tshark >/dev/null 2>&1; then
 fi
 # rdma-core's and perftest's stock tools and headers: the programs `softrdma run` runs unmodified
 # (engine/cli/tests/netns_verbs.rs), the C ABIs' headers (libibverbs-dev, librdmacm-dev,
-# libfabric-dev) and the libraries Debian's perftest links (librdmacm, libmlx5 of ibverbs-providers).
+# libfabric-dev), the C compiler that builds the C test programs against them (gcc), and the
+# libraries Debian's perftest links (librdmacm, libmlx5 of ibverbs-providers).
 verbs_pkgs=(ibverbs-utils perftest rdmacm-utils libibverbs-dev librdmacm-dev libfabric-bin libfabric-dev
-    ibverbs-providers)
+    ibverbs-providers gcc)
 missing=()
 for p in "${verbs_pkgs[@]}"; do
     if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then

@@ -47,11 +47,29 @@ pub enum JobScope {
     Job(u32),
 }
 
+/// The bytes of a region: the endpoint's own (`Vec<u8>`) or memory the application registered in
+/// place, which the runtime wraps (this crate never touches memory it was not given as a slice).
+pub trait Memory: std::fmt::Debug + Send {
+    /// The bytes, for one copy out.
+    fn bytes(&self) -> &[u8];
+    /// The bytes, for one copy in or one atomic.
+    fn bytes_mut(&mut self) -> &mut [u8];
+}
+
+impl Memory for Vec<u8> {
+    fn bytes(&self) -> &[u8] {
+        self
+    }
+    fn bytes_mut(&mut self) -> &mut [u8] {
+        self
+    }
+}
+
 /// A registered region: its bytes, rights and JobID scope.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug)]
 pub struct Region {
     /// The memory.
-    pub data: Vec<u8>,
+    pub data: Box<dyn Memory>,
     /// Remote rights.
     pub access: Access,
     /// JobIDs allowed.
@@ -91,7 +109,7 @@ impl Regions {
     pub fn register(
         &mut self,
         key: u64,
-        data: Vec<u8>,
+        data: impl Memory + 'static,
         access: Access,
         scope: JobScope,
     ) -> Result<(), KeyError> {
@@ -104,13 +122,14 @@ impl Regions {
         if self.map.contains_key(&rkey(key)) {
             return Err(KeyError::InUse);
         }
+        let data = Box::new(data);
         self.map.insert(rkey(key), Region { data, access, scope, flags: key & !RKEY_MASK, accesses: 0 });
         Ok(())
     }
 
     /// Registers an internal region (key in the [`INTERNAL`] range; replaces one left over).
     pub(crate) fn register_internal(&mut self, key: u64, data: Vec<u8>, access: Access, scope: JobScope) {
-        self.map.insert(rkey(key), Region { data, access, scope, flags: 0, accesses: 0 });
+        self.map.insert(rkey(key), Region { data: Box::new(data), access, scope, flags: 0, accesses: 0 });
     }
 
     /// Removes a region, returning it.
@@ -154,7 +173,7 @@ impl Regions {
             return Err(ReturnCode::PermViolation);
         }
         match offset.checked_add(len) {
-            Some(end) if end <= r.data.len() as u64 => Ok(()),
+            Some(end) if end <= r.data.bytes().len() as u64 => Ok(()),
             _ => Err(ReturnCode::BadAddr),
         }
     }
@@ -170,9 +189,9 @@ mod tests {
         let key = 0x1234 | IDEMPOTENT_SAFE;
         r.register(key, vec![0; 100], Access { remote_read: true, remote_write: false }, JobScope::Job(7))
             .unwrap();
-        assert_eq!(r.register(0x1234, vec![], Access::ALL, JobScope::Any), Err(KeyError::InUse));
-        assert_eq!(r.register(1 << 50, vec![], Access::ALL, JobScope::Any), Err(KeyError::Malformed));
-        assert_eq!(r.register(INTERNAL | 5, vec![], Access::ALL, JobScope::Any), Err(KeyError::Reserved));
+        assert_eq!(r.register(0x1234, Vec::new(), Access::ALL, JobScope::Any), Err(KeyError::InUse));
+        assert_eq!(r.register(1 << 50, Vec::new(), Access::ALL, JobScope::Any), Err(KeyError::Malformed));
+        assert_eq!(r.register(INTERNAL | 5, Vec::new(), Access::ALL, JobScope::Any), Err(KeyError::Reserved));
         assert_eq!(r.get(0x1234).unwrap().flags, IDEMPOTENT_SAFE);
         assert_eq!(r.check(0x99, 7, 0, 1, Want::Read, false), Err(ReturnCode::BadMkey));
         assert_eq!(r.check(key, 8, 0, 1, Want::Read, false), Err(ReturnCode::BadJobId));

@@ -26,7 +26,7 @@ mod mode;
 
 pub use config::{Config, ConfigError, EpType, MAX_PAYLOAD, Profile};
 pub use endpoint::{Addr, Completion, CompletionKind, Endpoint, Error, Opts, Stats, Status};
-pub use key::{Access, JobScope, Region, Regions};
+pub use key::{Access, JobScope, Memory, Region, Regions};
 pub use matching::{RecvSpec, Source};
 pub use mode::{DeliveryMode, OpKind, delivery_mode};
 pub use wire::uet::ses::ReturnCode;

@@ -267,7 +267,7 @@ fn run(seed: u64, link: LinkConfig) -> Result<usize, String> {
             return Err(format!("wave from {first} did not complete"));
         }
     }
-    let region = sim.ends.eps[1].regions.get(KEY).unwrap().data.clone();
+    let region = sim.ends.eps[1].regions.get(KEY).unwrap().data.bytes().to_vec();
     for c in &cases {
         let at = c.slot * SLOT;
         let got = &region[at..at + c.expect_mem.len()];
@@ -380,6 +380,6 @@ fn refusals_touch_nothing() {
         assert_eq!(sim.ends.completion(0, ctx).unwrap().status, Status::Remote(rc), "context {ctx}");
     }
     for k in [KEY, 0x77, 0x78] {
-        assert_eq!(sim.ends.eps[1].regions.get(k).unwrap().data, before, "key {k:#x} touched");
+        assert_eq!(sim.ends.eps[1].regions.get(k).unwrap().data.bytes(), &before[..], "key {k:#x} touched");
     }
 }

@@ -207,7 +207,11 @@ fn return_codes() {
         let c = wait(&mut sim, 0, ctx);
         assert_eq!((c.status, c.len), (Status::Remote(rc), 0), "context {ctx}");
     }
-    assert_eq!(sim.ends.eps[1].regions.get(key).unwrap().data, vec![0; 64], "refused writes changed nothing");
+    assert_eq!(
+        sim.ends.eps[1].regions.get(key).unwrap().data.bytes(),
+        &[0; 64][..],
+        "refused writes changed nothing"
+    );
     assert_eq!(sim.ends.eps[1].stats().errors_sent, 6);
 
     // NO_MATCH: nothing posted and no room for unexpected messages.
@@ -281,7 +285,7 @@ fn rma_write_read_with_completion_data_and_rudi() {
             )
             .unwrap();
         assert_eq!(wait(&mut sim, 0, 1).status, Status::Ok);
-        assert_eq!(&sim.ends.eps[1].regions.get(key).unwrap().data[100..100 + data.len()], &data[..]);
+        assert_eq!(&sim.ends.eps[1].regions.get(key).unwrap().data.bytes()[100..100 + data.len()], &data[..]);
         if hd.is_some() {
             let t = sim.ends.done[1]
                 .iter()
@@ -300,7 +304,7 @@ fn rma_write_read_with_completion_data_and_rudi() {
             .unwrap();
         let r = wait(&mut sim, 0, 2);
         assert_eq!((r.status, r.len), (Status::Ok, 4500));
-        assert_eq!(r.data, sim.ends.eps[1].regions.get(key).unwrap().data[50..4550]);
+        assert_eq!(r.data, sim.ends.eps[1].regions.get(key).unwrap().data.bytes()[50..4550]);
         // RUDI went without any PDC; the others opened one.
         let pdcs = sim.ends.eps[0].pds().pdc_count();
         assert_eq!(pdcs, usize::from(key & IDEMPOTENT_SAFE == 0), "key {key:#x}");
@@ -318,10 +322,10 @@ fn a_region_deregistered_during_a_write_refuses_the_rest() {
     sim.ends.eps[0].write(dst, 0x77, 0, &data, Opts { context: 1, ..Opts::default() }).unwrap();
     // Once the first packet has landed, the target deregisters the region.
     assert!(sim.run_until(LIMIT, |s| {
-        s.ends.eps[1].regions.get(0x77).is_some_and(|r| r.data[..1000] == data[..1000])
+        s.ends.eps[1].regions.get(0x77).is_some_and(|r| r.data.bytes()[..1000] == data[..1000])
     }));
     let gone = sim.ends.eps[1].regions.deregister(0x77).unwrap();
-    assert_ne!(gone.data[..5000], data[..], "the write was still arriving");
+    assert_ne!(gone.data.bytes()[..5000], data[..], "the write was still arriving");
     assert_eq!(wait(&mut sim, 0, 1).status, Status::Remote(ReturnCode::BadMkey));
 }
 
@@ -358,7 +362,7 @@ fn jobid_authorization() {
     for ctx in 1..=4 {
         assert_eq!(wait(&mut sim, 0, ctx).status, Status::Remote(ReturnCode::BadJobId), "context {ctx}");
     }
-    assert_eq!(sim.ends.eps[1].regions.get(0x10).unwrap().data, before);
+    assert_eq!(sim.ends.eps[1].regions.get(0x10).unwrap().data.bytes(), &before[..]);
     assert_eq!((sim.ends.eps[1].posted_count(), sim.ends.eps[1].unexpected_count()), (1, 0));
     // Authorized: the other JobID is served, but only where it is allowed.
     sim.ends.eps[1].authorize_job(other);
@@ -380,7 +384,7 @@ fn jobid_authorization() {
     assert_eq!(wait(&mut sim, 0, 13).status, Status::Remote(ReturnCode::BadJobId));
     sim.ends.eps[0].write(dst, 0x11, 0, b"right", o(14, other)).unwrap();
     assert_eq!(wait(&mut sim, 0, 14).status, Status::Ok);
-    assert_eq!(&sim.ends.eps[1].regions.get(0x11).unwrap().data[..5], b"right");
+    assert_eq!(&sim.ends.eps[1].regions.get(0x11).unwrap().data.bytes()[..5], b"right");
     sim.ends.eps[1].revoke_job(other);
     sim.ends.eps[0].send(dst, b"revoked", None, o(15, other)).unwrap();
     assert_eq!(wait(&mut sim, 0, 15).status, Status::Remote(ReturnCode::BadJobId));
@@ -486,7 +490,10 @@ fn shared_buffers_are_sent_without_a_copy_and_released_at_completion() {
             assert!(!data.is_unique(), "the packets share the caller's buffer");
             assert_eq!(wait(&mut sim, 0, 1).status, Status::Ok);
             assert!(data.is_unique(), "released once the write completed");
-            assert_eq!(&sim.ends.eps[1].regions.get(key).unwrap().data[100..100 + data.len()], &data[..]);
+            assert_eq!(
+                &sim.ends.eps[1].regions.get(key).unwrap().data.bytes()[100..100 + data.len()],
+                &data[..]
+            );
         }
     }
     let mut sim = Ses::pair(4, cfgs(), lossy);

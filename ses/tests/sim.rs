@@ -154,7 +154,7 @@ fn rdm(seed: u64, link: LinkConfig) -> Result<(), String> {
             return Err(format!("read {ctx} returned other bytes"));
         }
     }
-    let region = |k| &sim.ends.eps[1].regions.get(k).unwrap().data;
+    let region = |k| sim.ends.eps[1].regions.get(k).unwrap().data.bytes();
     if region(k1)[o1 as usize..o1 as usize + w1.len()] != w1[..]
         || region(k2)[o2 as usize..o2 as usize + w2.len()] != w2[..]
     {

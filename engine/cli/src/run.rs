@@ -79,7 +79,8 @@ pub struct Plan {
 /// The interface and address the device uses: `--dev` and `--local` checked against the host's
 /// interfaces (`ports`, from [`crate::devinfo::host_ports`]), the missing one inferred from the
 /// other. `exists` says whether an interface of that name exists at all (one without an IPv4
-/// address is not among `ports`).
+/// address is not among `ports`). Any address of 127.0.0.0/8 is the loopback interface's (the
+/// kernel takes the whole block there), so two processes on one host can each have their own.
 pub fn endpoint(
     ports: &[HostPort],
     exists: impl Fn(&str) -> bool,
@@ -106,7 +107,9 @@ pub fn endpoint(
             }
             match local {
                 None => Ok((dev.to_string(), ips[0])),
-                Some(ip) if ips.contains(&ip) => Ok((dev.to_string(), ip)),
+                Some(ip) if ips.contains(&ip) || (ip.is_loopback() && ips[0].is_loopback()) => {
+                    Ok((dev.to_string(), ip))
+                }
                 Some(ip) => {
                     Err(format!("--local {ip} is not an IPv4 address of {dev} (it has {})", list(&ips)))
                 }
@@ -115,12 +118,15 @@ pub fn endpoint(
         (None, _) if backend == Backend::Afxdp => {
             Err("--backend afxdp needs --dev IFACE (the interface whose queue 0 it binds)".to_string())
         }
-        (None, Some(ip)) => match ports.iter().find(|p| p.ip == ip) {
-            Some(p) => Ok((p.name.clone(), ip)),
-            None => {
-                Err(format!("--local {ip} is not an IPv4 address of any interface (they have: {})", all()))
+        (None, Some(ip)) => {
+            match ports.iter().find(|p| p.ip == ip || (ip.is_loopback() && p.ip.is_loopback())) {
+                Some(p) => Ok((p.name.clone(), ip)),
+                None => Err(format!(
+                    "--local {ip} is not an IPv4 address of any interface (they have: {})",
+                    all()
+                )),
             }
-        },
+        }
         (None, None) => {
             // One per interface (its first address), if up and not loopback.
             let mut candidates: Vec<&HostPort> = Vec::new();
@@ -296,6 +302,16 @@ mod tests {
         assert_eq!(
             endpoint(&only_lo, exists, Backend::Udp, None, None),
             Ok(("lo".into(), [127, 0, 0, 1].into()))
+        );
+        // The whole of 127.0.0.0/8 is the loopback interface's.
+        let any_loopback = Some([127, 9, 8, 7].into());
+        assert_eq!(
+            endpoint(&only_lo, exists, Backend::Udp, None, any_loopback),
+            Ok(("lo".into(), [127, 9, 8, 7].into()))
+        );
+        assert_eq!(
+            endpoint(&only_lo, exists, Backend::Udp, Some("lo"), any_loopback),
+            Ok(("lo".into(), [127, 9, 8, 7].into()))
         );
         let two = [port("veth0", [10, 1, 0, 1], true), port("veth1", [10, 3, 0, 1], true)];
         let e = endpoint(&two, exists, Backend::Udp, None, None).unwrap_err();

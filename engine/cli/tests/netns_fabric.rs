@@ -76,7 +76,8 @@ fn fi_info_lists_the_three_profiles_and_narrows_them() {
         assert_eq!(got.len(), 3, "{t}:\n{}", one.stdout());
         assert!(got.iter().all(|(_, ty)| ty == t), "{t}:\n{}", one.stdout());
     }
-    // Capabilities per profile: tagged messages on HPC and AI Full only.
+    // Capabilities per profile: tagged messages on HPC and AI Full only; RMA and atomics on every
+    // RDM profile (fi_info's hints accept FI_MR_ENDPOINT, which UET's regions need).
     let v = spawn(&n, 'a', &["fi_info", "-p", "softrdma", "-t", "FI_EP_RDM", "-v"]).finish(end());
     let text = v.stdout();
     let caps_of = |dom: &str| {
@@ -92,6 +93,10 @@ fn fi_info_lists_the_three_profiles_and_narrows_them() {
         !caps_of("uet_ai_base").contains("FI_TAGGED") && caps_of("uet_ai_base").contains("FI_MSG"),
         "{text}"
     );
+    for d in domains {
+        assert!(caps_of(d).contains("FI_RMA") && caps_of(d).contains("FI_ATOMIC"), "{d}:\n{text}");
+    }
+    assert!(text.contains("mr_mode: [ FI_MR_ENDPOINT ]"), "{text}");
 }
 
 #[test]

@@ -22,7 +22,8 @@ use crate::util::{EINVAL, ENOSYS, neg};
 pub(crate) struct Op {
     /// The program's context.
     pub(crate) context: *mut c_void,
-    /// A receive's buffer and its length (null, 0 for a send).
+    /// Where the bytes an operation brings back go: a receive's buffer, a read's or a fetching
+    /// atomic's result buffer, and its length (null, 0 for a send or a write).
     pub(crate) buf: *mut u8,
     pub(crate) len: usize,
 }
@@ -206,7 +207,13 @@ impl Cq {
                 Taken::Error
             }
             Ok(e) => {
-                let n = if e.flags & cq_flags::RECV != 0 { place(&e.buf) } else { e.len };
+                let n = if e.flags & cq_flags::RECV != 0 {
+                    place(&e.buf)
+                } else {
+                    // A read or a fetching atomic: its bytes go to the program's result buffer.
+                    place(&e.buf);
+                    e.len
+                };
                 Taken::Entry(fi_cq_tagged_entry {
                     op_context: context,
                     flags: fi_flags(e.flags),
@@ -398,11 +405,19 @@ unsafe extern "C" fn strerror(
     buf: *mut c_char,
     len: usize,
 ) -> *const c_char {
-    static UNKNOWN: &core::ffi::CStr = c"unknown";
-    let name = u8::try_from(prov_errno).map_or("not an SES return code", |v| ReturnCode::from(v).name());
-    let s = format!("SES return code {prov_errno} ({name})");
+    // Without a buffer, a string that lives as long as the library: one per return code.
+    static NAMES: std::sync::OnceLock<Vec<std::ffi::CString>> = std::sync::OnceLock::new();
+    let describe = |code: c_int| {
+        let name = u8::try_from(code).map_or("not an SES return code", |v| ReturnCode::from(v).name());
+        format!("SES return code {code} ({name})")
+    };
+    let s = describe(prov_errno);
     if buf.is_null() || len == 0 {
-        return UNKNOWN.as_ptr();
+        let names = NAMES.get_or_init(|| {
+            (0..=256).map(|c| std::ffi::CString::new(describe(c)).unwrap_or_default()).collect()
+        });
+        let i = usize::try_from(prov_errno).map_or(256, |i| i.min(256));
+        return names[i].as_ptr();
     }
     let n = s.len().min(len - 1);
     // SAFETY: `buf` holds `len` bytes.

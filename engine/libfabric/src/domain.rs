@@ -1,11 +1,11 @@
-//! `fi_domain` with its address vectors and memory registrations. A domain is the engine's
+//! `fi_domain` with its address vectors (memory registrations are in `mr`). A domain is the engine's
 //! fabric on one host address and its domain for this process's profile.
 
 use core::ffi::{c_char, c_int, c_void};
 
 use engine::provider::{self, AddressVector, FI_ADDR_UNSPEC, UetAddr};
 
-use crate::abi::{self, fi_av_attr, fi_info, fi_ops, fi_ops_av, fid, fid_av, fid_domain, fid_mr};
+use crate::abi::{self, fi_av_attr, fi_info, fi_ops, fi_ops_av, fid, fid_av, fid_domain};
 use crate::util::{EINVAL, ENOSYS};
 
 /// A domain: `fid_domain` first.
@@ -18,6 +18,8 @@ pub(crate) struct Domain {
     pub(crate) domain: provider::Domain,
     /// The offer the domain was opened for.
     pub(crate) info: provider::Info,
+    /// Its libfabric capabilities (RMA and atomics only with FI_MR_ENDPOINT).
+    pub(crate) caps: u64,
 }
 
 pub(crate) unsafe extern "C" fn close_domain(f: *mut fid) -> c_int {
@@ -83,16 +85,6 @@ pub(crate) unsafe extern "C" fn no_srx(
     ENOSYS
 }
 
-pub(crate) unsafe extern "C" fn no_query_atomic(
-    _: *mut fid_domain,
-    _: abi::fi_datatype,
-    _: abi::fi_op,
-    _: *mut abi::fi_atomic_attr,
-    _: u64,
-) -> c_int {
-    ENOSYS
-}
-
 /// An address vector (FI_AV_TABLE): `fid_av` first.
 #[repr(C)]
 pub(crate) struct Av {
@@ -143,6 +135,15 @@ pub(crate) unsafe extern "C" fn av_open(
         },
         av: d.domain.av_open(),
     });
+    // libfabric 1.17 has no fi_av_insert_auth_key: every JobID the control plane assigned to this
+    // process is served by the endpoints bound to the AV (the first is their own, for sends).
+    let jobs = d.fabric.control().jobs_of(crate::config::PROCESS).to_vec();
+    for j in jobs.into_iter().skip(1) {
+        if let Err(e) = b.av.insert_auth_key(j) {
+            drop(b);
+            return crate::util::neg(e.errno);
+        }
+    }
     // SAFETY: valid for a write.
     unsafe { *av = &raw mut Box::leak(b).fid };
     0
@@ -269,95 +270,4 @@ unsafe extern "C" fn av_straddr(
         *len = s.len() + 1;
     }
     buf
-}
-
-/// A local memory registration: the domain asks for none (`mr_mode` 0), so a registration only
-/// names a buffer (its key and descriptor); no remote access is offered (no FI_RMA).
-#[repr(C)]
-struct Mr {
-    fid: fid_mr,
-}
-
-static MR_FI_OPS: fi_ops = fi_ops {
-    size: size_of::<fi_ops>(),
-    close: Some(close_mr),
-    bind: None,
-    control: None,
-    ops_open: None,
-    tostr: None,
-    ops_set: None,
-};
-
-pub(crate) unsafe extern "C" fn mr_reg(
-    domain: *mut fid,
-    buf: *const c_void,
-    len: usize,
-    access: u64,
-    _offset: u64,
-    requested_key: u64,
-    _flags: u64,
-    mr: *mut *mut fid_mr,
-    context: *mut c_void,
-) -> c_int {
-    if domain.is_null() || mr.is_null() || (buf.is_null() && len > 0) {
-        return EINVAL;
-    }
-    let remote = u64::from(abi::FI_REMOTE_READ | abi::FI_REMOTE_WRITE);
-    if access & remote != 0 {
-        // Remote access needs FI_RMA, which this provider does not offer.
-        return -(abi::FI_EOPNOTSUPP as c_int);
-    }
-    let m = Box::new(Mr {
-        fid: fid_mr {
-            fid: fid { fclass: abi::FI_CLASS_MR as usize, context, ops: (&raw const MR_FI_OPS).cast_mut() },
-            mem_desc: buf.cast_mut(),
-            key: requested_key,
-        },
-    });
-    // SAFETY: valid for a write.
-    unsafe { *mr = &raw mut Box::leak(m).fid };
-    0
-}
-
-pub(crate) unsafe extern "C" fn mr_regv(
-    domain: *mut fid,
-    iov: *const abi::iovec,
-    count: usize,
-    access: u64,
-    offset: u64,
-    requested_key: u64,
-    flags: u64,
-    mr: *mut *mut fid_mr,
-    context: *mut c_void,
-) -> c_int {
-    if count != 1 || iov.is_null() {
-        return EINVAL;
-    }
-    // SAFETY: one iovec, per the check.
-    let v = unsafe { &*iov };
-    // SAFETY: forwarded under the same contract.
-    unsafe { mr_reg(domain, v.iov_base, v.iov_len, access, offset, requested_key, flags, mr, context) }
-}
-
-pub(crate) unsafe extern "C" fn mr_regattr(
-    domain: *mut fid,
-    attr: *const abi::fi_mr_attr,
-    flags: u64,
-    mr: *mut *mut fid_mr,
-) -> c_int {
-    // SAFETY: libfabric's contract.
-    let Some(a) = (unsafe { attr.as_ref() }) else { return EINVAL };
-    // SAFETY: forwarded under the same contract.
-    unsafe {
-        mr_regv(domain, a.mr_iov, a.iov_count, a.access, a.offset, a.requested_key, flags, mr, a.context)
-    }
-}
-
-unsafe extern "C" fn close_mr(f: *mut fid) -> c_int {
-    if f.is_null() {
-        return EINVAL;
-    }
-    // SAFETY: the fid of an Mr of `mr_reg`, closed once.
-    drop(unsafe { Box::from_raw(f.cast::<Mr>()) });
-    0
 }

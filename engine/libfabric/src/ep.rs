@@ -4,7 +4,6 @@
 
 use core::ffi::{c_int, c_void};
 use std::cell::RefCell;
-use std::rc::Rc;
 
 use engine::provider::{self, EpAttr};
 
@@ -12,23 +11,9 @@ use crate::abi::{
     self, fi_addr_t, fi_info, fi_msg, fi_msg_tagged, fi_ops, fi_ops_cm, fi_ops_ep, fi_ops_msg, fi_ops_tagged,
     fid, fid_domain, fid_ep, fid_t, iovec,
 };
-use crate::cq::{Op, Ops, post_err};
+use crate::cq::{Op, post_err};
+use crate::endpoint::{Ep, bytes, ep_of, one_iov, with};
 use crate::util::{EINVAL, ENOSYS, give_bytes};
-
-/// An endpoint: `fid_ep` first.
-#[repr(C)]
-pub(crate) struct Ep {
-    fid: fid_ep,
-    ep: provider::Endpoint,
-    /// The engine's fabric: a posted operation goes out at once (one round of progress), since a
-    /// program may wait elsewhere (on its own socket, in `fi_inject`'s no-completion case)
-    /// before it reads a queue again.
-    fabric: provider::Fabric,
-    /// The operations of the queues bound for transmit and receive completions.
-    tx: RefCell<Option<Rc<RefCell<Ops>>>>,
-    rx: RefCell<Option<Rc<RefCell<Ops>>>>,
-    av: RefCell<bool>,
-}
 
 static EP_FI_OPS: fi_ops = fi_ops {
     size: size_of::<fi_ops>(),
@@ -113,23 +98,33 @@ pub(crate) unsafe extern "C" fn open(
         Ok(e) => e,
         Err(e) => return crate::util::fail(&e, true),
     };
-    let tagged = crate::info::caps_of(d.info.profile, d.info.ep_type) & u64::from(abi::FI_TAGGED) != 0;
+    let tagged = d.caps & u64::from(abi::FI_TAGGED) != 0;
+    let rma = d.caps & u64::from(abi::FI_RMA) != 0;
     let e = Box::new(Ep {
         fid: fid_ep {
             fid: fid { fclass: abi::FI_CLASS_EP as usize, context, ops: (&raw const EP_FI_OPS).cast_mut() },
             ops: (&raw const EP_OPS).cast_mut(),
             cm: (&raw const CM_OPS).cast_mut(),
             msg: (&raw const MSG_OPS).cast_mut(),
-            rma: (&raw const crate::unsupported::RMA_NOSYS).cast_mut(),
+            rma: if rma {
+                (&raw const crate::rma::RMA_OPS).cast_mut()
+            } else {
+                (&raw const crate::unsupported::RMA_NOSYS).cast_mut()
+            },
             tagged: if tagged {
                 (&raw const TAGGED_OPS).cast_mut()
             } else {
                 (&raw const crate::unsupported::TAGGED_NOSYS).cast_mut()
             },
-            atomic: (&raw const crate::unsupported::ATOMIC_NOSYS).cast_mut(),
+            atomic: if rma {
+                (&raw const crate::atomic::ATOMIC_OPS).cast_mut()
+            } else {
+                (&raw const crate::unsupported::ATOMIC_NOSYS).cast_mut()
+            },
             collective: core::ptr::null_mut(),
         },
         ep: engine_ep,
+        info: d.info.clone(),
         fabric: d.fabric.clone(),
         tx: RefCell::new(None),
         rx: RefCell::new(None),
@@ -148,15 +143,6 @@ unsafe extern "C" fn close(f: *mut fid) -> c_int {
     // with the last reference to it.
     drop(unsafe { Box::from_raw(f.cast::<Ep>()) });
     0
-}
-
-/// The [`Ep`] of a `fid_ep` (or its `fid`) of this provider.
-///
-/// # Safety
-/// `e` is null or the fid of an [`Ep`].
-unsafe fn ep_of<'a>(e: *mut c_void) -> Option<&'a Ep> {
-    // SAFETY: `fid_ep` (and so its `fid`) is the first member of `Ep`.
-    unsafe { e.cast::<Ep>().as_ref() }
 }
 
 /// `fi_ep_bind`: a completion queue (FI_TRANSMIT, FI_RECV) or the address vector.
@@ -274,32 +260,6 @@ unsafe extern "C" fn join(
     ENOSYS
 }
 
-/// The bytes at `buf` (none for a null buffer of length 0).
-///
-/// # Safety
-/// `buf` holds `len` bytes.
-unsafe fn bytes<'a>(buf: *const c_void, len: usize) -> Option<&'a [u8]> {
-    match (buf.is_null(), len) {
-        (true, 0) => Some(&[]),
-        (true, _) => None,
-        // SAFETY: the caller's promise.
-        (false, _) => Some(unsafe { core::slice::from_raw_parts(buf.cast::<u8>(), len) }),
-    }
-}
-
-/// The one buffer of an iovec array (`iov_limit` is 1).
-///
-/// # Safety
-/// `iov` holds `count` iovecs.
-unsafe fn one_iov(iov: *const iovec, count: usize) -> Option<(*mut c_void, usize)> {
-    match count {
-        0 => Some((core::ptr::null_mut(), 0)),
-        // SAFETY: one iovec, per the caller.
-        1 if !iov.is_null() => Some(unsafe { ((*iov).iov_base, (*iov).iov_len) }),
-        _ => None,
-    }
-}
-
 /// What a send carries.
 #[derive(Clone, Copy)]
 struct SendArgs {
@@ -313,25 +273,10 @@ impl Ep {
     /// Posts a send of `buf` with `args`; `context` comes back in its completion.
     fn send(&self, buf: Option<&[u8]>, args: SendArgs, context: *mut c_void) -> isize {
         let Some(buf) = buf else { return EINVAL as isize };
-        let tx = self.tx.borrow();
-        let Some(ops) = tx.as_ref() else { return -(abi::FI_ENOCQ as isize) };
-        // An inject completes only if it fails, and then with no context (id 0): nothing to keep.
-        let id = if args.inject {
-            0
-        } else {
-            ops.borrow_mut().add(Op { context, buf: core::ptr::null_mut(), len: 0 })
-        };
-        let r = self.ep.sendmsg(buf, args.dest, args.tag, args.data, id, args.inject);
-        match r {
-            Ok(()) => {
-                self.fabric.progress();
-                0
-            }
-            Err(e) => {
-                ops.borrow_mut().cancel(id);
-                post_err(e.errno)
-            }
-        }
+        let context = (!args.inject).then_some(context);
+        self.post(context, (core::ptr::null_mut(), 0), |ep, id| {
+            ep.sendmsg(buf, args.dest, args.tag, args.data, id, args.inject)
+        })
     }
 
     /// Posts a receive into `buf` (`len` bytes), tagged or not. The source address is ignored:
@@ -363,18 +308,6 @@ impl Ep {
                 post_err(e.errno)
             }
         }
-    }
-}
-
-/// Runs `f` on the endpoint of `ep`, or answers -FI_EINVAL for a null one.
-///
-/// # Safety
-/// `ep` is null or an endpoint of this provider.
-unsafe fn with(ep: *mut fid_ep, f: impl FnOnce(&Ep) -> isize) -> isize {
-    // SAFETY: the caller's promise.
-    match unsafe { ep_of(ep.cast()) } {
-        Some(e) => f(e),
-        None => EINVAL as isize,
     }
 }
 

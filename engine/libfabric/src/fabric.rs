@@ -110,7 +110,7 @@ unsafe extern "C" fn no_trywait(_: *mut fid_fabric, _: *mut *mut fid, _: c_int) 
 ///
 /// # Safety
 /// `info` valid, its attribute pointers null or valid.
-unsafe fn domain_setup(info: &fi_info) -> Result<(provider::Info, Ipv4Addr, ControlPlane), c_int> {
+unsafe fn domain_setup(info: &fi_info) -> Result<(crate::info::Offer, Ipv4Addr, ControlPlane), c_int> {
     let config = ProviderConfig::from_env()
         .map_err(|e| fail(&FiError::new(FiErrno::EINVAL, format!("configuration refused: {e}")), true))?;
     let mut asked = Asked { caps: info.caps, ..Asked::default() };
@@ -121,6 +121,7 @@ unsafe fn domain_setup(info: &fi_info) -> Result<(provider::Info, Ipv4Addr, Cont
         }
         if let Some(d) = info.domain_attr.as_ref() {
             asked.domain = cstr(d.name).map(str::to_string);
+            asked.mr_mode = Some(d.mr_mode as u32);
         }
     }
     let offer = offers(&asked, &config).map_err(|e| fail(&e, false))?.remove(0);
@@ -133,7 +134,7 @@ unsafe fn domain_setup(info: &fi_info) -> Result<(provider::Info, Ipv4Addr, Cont
     };
     let control =
         crate::config::control_plane().map_err(|why| fail(&FiError::new(FiErrno::EINVAL, why), true))?;
-    Ok((offer.info, ip, control))
+    Ok((offer, ip, control))
 }
 
 static DOMAIN_FI_OPS: fi_ops = fi_ops {
@@ -156,16 +157,16 @@ static DOMAIN_OPS: fi_ops_domain = fi_ops_domain {
     poll_open: Some(domain::no_poll),
     stx_ctx: Some(domain::no_stx),
     srx_ctx: Some(domain::no_srx),
-    query_atomic: Some(domain::no_query_atomic),
+    query_atomic: Some(crate::atomic::query_atomic),
     query_collective: None,
     endpoint2: None,
 };
 
 static MR_OPS: fi_ops_mr = fi_ops_mr {
     size: size_of::<fi_ops_mr>(),
-    reg: Some(domain::mr_reg),
-    regv: Some(domain::mr_regv),
-    regattr: Some(domain::mr_regattr),
+    reg: Some(crate::mr::mr_reg),
+    regv: Some(crate::mr::mr_regv),
+    regattr: Some(crate::mr::mr_regattr),
 };
 
 /// `fi_domain`: the engine's fabric on the offer's host address.
@@ -194,7 +195,7 @@ unsafe extern "C" fn open_domain(
         Ok(Some(dev)) => provider::Fabric::open_afxdp(&dev, ip, control),
         Err(why) => return fail(&FiError::new(FiErrno::EINVAL, why), true),
     };
-    let engine_domain = engine_fabric.domain(&offer, crate::config::PROCESS);
+    let engine_domain = engine_fabric.domain(&offer.info, crate::config::PROCESS);
     let d = Box::new(domain::Domain {
         fid: fid_domain {
             fid: fid {
@@ -207,7 +208,8 @@ unsafe extern "C" fn open_domain(
         },
         fabric: engine_fabric,
         domain: engine_domain,
-        info: offer,
+        info: offer.info,
+        caps: offer.caps,
     });
     // SAFETY: valid for a write.
     unsafe { *domain = &raw mut Box::leak(d).fid };

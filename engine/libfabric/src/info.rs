@@ -14,13 +14,24 @@ use crate::util::{calloc, cstr, fail, memdup, neg, strdup};
 /// The fabric's name (`fabric_attr->name`).
 pub const FABRIC_NAME: &str = "uet";
 
-/// Capabilities this library implements, by profile and endpoint type (libfabric bits).
-pub fn caps_of(profile: Profile, ep_type: EpType) -> u64 {
+/// The RMA and atomic capabilities (libfabric bits).
+pub const RMA_CAPS: u64 = (abi::FI_RMA
+    | abi::FI_ATOMIC
+    | abi::FI_READ
+    | abi::FI_WRITE
+    | abi::FI_REMOTE_READ
+    | abi::FI_REMOTE_WRITE) as u64;
+
+/// Capabilities this library implements, by profile and endpoint type (libfabric bits), `rma`
+/// when the program takes regions bound to endpoints (FI_MR_ENDPOINT, as UET binds them).
+pub fn caps_of(profile: Profile, ep_type: EpType, rma: bool) -> u64 {
     let msg = u64::from(abi::FI_MSG | abi::FI_SEND | abi::FI_RECV) | abi::FI_LOCAL_COMM | abi::FI_REMOTE_COMM;
     let tagged = u64::from(abi::FI_TAGGED);
+    let rma = if rma { RMA_CAPS } else { 0 };
     match (profile, ep_type) {
-        (_, EpType::Dgram) | (Profile::AiBase, _) => msg,
-        (Profile::AiFull | Profile::Hpc, EpType::Rdm) => msg | tagged,
+        (_, EpType::Dgram) => msg,
+        (Profile::AiBase, EpType::Rdm) => msg | rma,
+        (Profile::AiFull | Profile::Hpc, EpType::Rdm) => msg | tagged | rma,
     }
 }
 
@@ -50,6 +61,17 @@ pub struct Asked {
     pub fabric: Option<String>,
     /// An address format other than FI_FORMAT_UNSPEC.
     pub addr_format: u32,
+    /// The memory registration modes the program supports (`domain_attr->mr_mode`), `None`
+    /// without hints (any).
+    pub mr_mode: Option<u32>,
+}
+
+impl Asked {
+    /// Whether the program binds regions to endpoints (FI_MR_ENDPOINT), which RMA and atomics
+    /// need here: a UET region belongs to an endpoint.
+    pub fn mr_endpoint(&self) -> bool {
+        self.mr_mode.is_none_or(|m| m & abi::FI_MR_ENDPOINT != 0)
+    }
 }
 
 /// One offer: the engine's [`provider::Info`] and the libfabric capabilities of it.
@@ -59,6 +81,8 @@ pub struct Offer {
     pub info: provider::Info,
     /// libfabric capability bits.
     pub caps: u64,
+    /// `domain_attr->mr_mode`: FI_MR_ENDPOINT with RMA, else 0.
+    pub mr_mode: u32,
 }
 
 /// The offers matching `asked` under `config`, most capable first; FI_ENODATA when none.
@@ -83,7 +107,11 @@ pub fn offers(asked: &Asked, config: &ProviderConfig) -> Result<Vec<Offer>, FiEr
     let hints = Hints { profile, ep_type, ..Hints::default() };
     let out: Vec<Offer> = provider::getinfo(&hints, config)?
         .into_iter()
-        .map(|info| Offer { caps: caps_of(info.profile, info.ep_type), info })
+        .map(|info| {
+            let caps = caps_of(info.profile, info.ep_type, asked.mr_endpoint());
+            let mr_mode = if caps & RMA_CAPS != 0 { abi::FI_MR_ENDPOINT } else { 0 };
+            Offer { caps, mr_mode, info }
+        })
         .filter(|o| o.caps & asked.caps == asked.caps)
         .collect();
     if out.is_empty() {
@@ -107,6 +135,7 @@ unsafe fn asked(hints: *const fi_info) -> Asked {
         }
         if let Some(d) = h.domain_attr.as_ref() {
             a.domain = cstr(d.name).map(str::to_string);
+            a.mr_mode = Some(d.mr_mode as u32);
         }
         if let Some(f) = h.fabric_attr.as_ref() {
             a.fabric = cstr(f.name).map(str::to_string);
@@ -183,6 +212,7 @@ fn build(offer: &Offer, src: Option<&[u8]>, payload: usize) -> *mut fi_info {
         d.data_progress = abi::FI_PROGRESS_MANUAL;
         d.resource_mgmt = abi::FI_RM_ENABLED;
         d.av_type = abi::FI_AV_TABLE;
+        d.mr_mode = offer.mr_mode as i32;
         d.mr_key_size = 8;
         d.cq_data_size = 8;
         d.cq_cnt = 64;
@@ -330,7 +360,15 @@ mod tests {
         );
         let e = |a: Asked| offers(&a, &c).unwrap_err().errno;
         assert_eq!(e(Asked { ep_type: abi::FI_EP_MSG, ..Asked::default() }), FiErrno::ENODATA);
-        assert_eq!(e(Asked { caps: u64::from(abi::FI_RMA), ..Asked::default() }), FiErrno::ENODATA);
+        // RMA needs regions bound to endpoints: a program without FI_MR_ENDPOINT gets none.
+        let rma =
+            |mr_mode| Asked { caps: u64::from(abi::FI_RMA | abi::FI_ATOMIC), mr_mode, ..Asked::default() };
+        let with_rma = offers(&rma(Some(abi::FI_MR_ENDPOINT | abi::FI_MR_LOCAL)), &c).unwrap();
+        assert_eq!(with_rma.len(), 3, "every RDM profile has RMA and atomics");
+        assert!(with_rma.iter().all(|o| o.info.ep_type == EpType::Rdm && o.mr_mode == abi::FI_MR_ENDPOINT));
+        assert_eq!(e(rma(Some(abi::FI_MR_LOCAL))), FiErrno::ENODATA);
+        let plain = offers(&Asked { mr_mode: Some(0), ..Asked::default() }, &c).unwrap();
+        assert!(plain.iter().all(|o| o.caps & RMA_CAPS == 0 && o.mr_mode == 0));
         assert_eq!(e(Asked { domain: Some("uet_x".into()), ..Asked::default() }), FiErrno::ENODATA);
         assert_eq!(e(Asked { fabric: Some("ib".into()), ..Asked::default() }), FiErrno::ENODATA);
         let base =

@@ -7,7 +7,10 @@
 //! **What it offers.** `fi_getinfo` lists the three UET profiles (domain names `uet_hpc`,
 //! `uet_ai_full`, `uet_ai_base`, most capable first) on FI_EP_RDM and FI_EP_DGRAM, with the
 //! capabilities this library implements: messages (FI_MSG) on every profile, tagged messages
-//! (FI_TAGGED) on AI Full and HPC (wildcard receives on HPC only). The fabric runs on one of the
+//! (FI_TAGGED) on AI Full and HPC (wildcard receives on HPC only), and on RDM endpoints RMA and
+//! atomics (FI_RMA, FI_ATOMIC) over the program's own memory, for programs that bind regions to
+//! endpoints (FI_MR_ENDPOINT in `domain_attr->mr_mode`, as UET has it; others get offers without
+//! them). The fabric runs on one of the
 //! host's IPv4 addresses ([`config`]) over kernel UDP (an endpoint is a socket on UET's port 4793)
 //! or AF_XDP (queue 0 of the interface, UET's port steered to it).
 //!
@@ -40,13 +43,17 @@
     unsafe_op_in_unsafe_fn
 )]
 pub mod abi;
+mod atomic;
 pub mod config;
 mod cq;
 mod domain;
+mod endpoint;
 mod ep;
 mod eq;
 mod fabric;
 pub mod info;
+mod mr;
+mod rma;
 mod unsupported;
 mod util;
 

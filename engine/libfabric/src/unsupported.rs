@@ -1,6 +1,7 @@
-//! The RMA and atomic operation tables of an endpoint, and the tagged one of a profile without
-//! FI_TAGGED (AI Base, datagram endpoints): this provider does not offer FI_RMA or
-//! FI_ATOMIC yet (`fi_getinfo` does not claim them), so every entry answers `-FI_ENOSYS`, as
+//! The RMA and atomic operation tables of an endpoint without FI_RMA and FI_ATOMIC (datagram
+//! endpoints, and domains opened by a program without FI_MR_ENDPOINT, since UET regions are bound
+//! to endpoints), and the tagged one of a profile without FI_TAGGED (AI Base, datagram
+//! endpoints): `fi_getinfo` does not claim them, and every entry answers `-FI_ENOSYS`, as
 //! libfabric's `fi_no_*` defaults do for a provider without them.
 
 use core::ffi::{c_int, c_void};

@@ -196,11 +196,12 @@ impl Domain {
     }
 
     /// `fi_mr_regattr` + `fi_mr_bind` to `ep`: `buf` exposed under the user's `key` (RKEY bits
-    /// 0-46) with `flags` (IDEMPOTENT_SAFE, OPTIMIZED) to the JobIDs `auth` names.
+    /// 0-46) with `flags` (IDEMPOTENT_SAFE, OPTIMIZED) to the JobIDs `auth` names. `buf` is the
+    /// endpoint's own `Vec<u8>`, or the program's memory registered in place ([`UserBuf`](super::UserBuf)).
     pub fn mr_reg(
         &self,
         ep: &Endpoint,
-        buf: Vec<u8>,
+        buf: impl ses::Memory + 'static,
         access: MrAccess,
         key: u64,
         flags: u64,
@@ -247,7 +248,7 @@ impl MemoryRegion {
     pub fn data(&self) -> Vec<u8> {
         self.ep
             .upgrade()
-            .and_then(|e| e.borrow_mut().node.ses().regions.get(self.key).map(|r| r.data.clone()))
+            .and_then(|e| e.borrow_mut().node.ses().regions.get(self.key).map(|r| r.data.bytes().to_vec()))
             .unwrap_or_default()
     }
 
@@ -667,7 +668,7 @@ impl Endpoint {
         offset: u64,
         context: u64,
     ) -> Result<(), FiError> {
-        self.write_common(buf, None, dest, key, offset, context)
+        self.write_common(buf, None, dest, key, offset, context, false)
     }
 
     /// `fi_writedata`: the target gets a completion with `data`.
@@ -680,9 +681,23 @@ impl Endpoint {
         offset: u64,
         context: u64,
     ) -> Result<(), FiError> {
-        self.write_common(buf, Some(data), dest, key, offset, context)
+        self.write_common(buf, Some(data), dest, key, offset, context, false)
     }
 
+    /// `fi_inject_write` / `fi_inject_writedata`: `buf` is reusable on return, and the write
+    /// completes here only if it fails (an error entry with context 0).
+    pub fn inject_write(
+        &self,
+        buf: &[u8],
+        data: Option<u64>,
+        dest: FiAddr,
+        key: u64,
+        offset: u64,
+    ) -> Result<(), FiError> {
+        self.write_common(buf, data, dest, key, offset, 0, true)
+    }
+
+    #[allow(clippy::too_many_arguments)]
     fn write_common(
         &self,
         buf: &[u8],
@@ -691,10 +706,11 @@ impl Endpoint {
         key: u64,
         offset: u64,
         context: u64,
+        inject: bool,
     ) -> Result<(), FiError> {
         let mut e = self.ep();
         self.rma_check(&e, buf.len())?;
-        e.start(dest, context, cq_flags::RMA | cq_flags::WRITE, false, |ses, dst, opts| {
+        e.start(dest, context, cq_flags::RMA | cq_flags::WRITE, inject, |ses, dst, opts| {
             ses.write(dst, key, offset, buf, Opts { header_data: data, ..opts })
         })
     }
@@ -720,7 +736,22 @@ impl Endpoint {
         op: AmoOpcode,
         context: u64,
     ) -> Result<(), FiError> {
-        self.atomic_op(dest, context, cq_flags::WRITE, |ses, dst, opts| {
+        self.atomic_op(dest, context, cq_flags::WRITE, false, |ses, dst, opts| {
+            ses.atomic(dst, key, offset, op, dt, operands, opts)
+        })
+    }
+
+    /// `fi_inject_atomic`: as [`atomic`](Self::atomic), completing here only if it fails.
+    pub fn inject_atomic(
+        &self,
+        operands: &[u8],
+        dest: FiAddr,
+        key: u64,
+        offset: u64,
+        dt: AmoDatatype,
+        op: AmoOpcode,
+    ) -> Result<(), FiError> {
+        self.atomic_op(dest, 0, cq_flags::WRITE, true, |ses, dst, opts| {
             ses.atomic(dst, key, offset, op, dt, operands, opts)
         })
     }
@@ -737,7 +768,7 @@ impl Endpoint {
         op: AmoOpcode,
         context: u64,
     ) -> Result<(), FiError> {
-        self.atomic_op(dest, context, cq_flags::READ, |ses, dst, opts| {
+        self.atomic_op(dest, context, cq_flags::READ, false, |ses, dst, opts| {
             ses.fetch_atomic(dst, key, offset, op, dt, operand, opts)
         })
     }
@@ -755,7 +786,7 @@ impl Endpoint {
         op: AmoOpcode,
         context: u64,
     ) -> Result<(), FiError> {
-        self.atomic_op(dest, context, cq_flags::READ, |ses, dst, opts| {
+        self.atomic_op(dest, context, cq_flags::READ, false, |ses, dst, opts| {
             ses.compare_atomic(dst, key, offset, op, dt, compare, swap, opts)
         })
     }
@@ -766,11 +797,12 @@ impl Endpoint {
         dest: FiAddr,
         context: u64,
         flags: u64,
+        inject: bool,
         f: impl FnOnce(&mut ses::Endpoint<Ipv4Addr>, Addr<Ipv4Addr>, Opts) -> Result<u16, ses::Error>,
     ) -> Result<(), FiError> {
         let mut e = self.ep();
         e.check_caps(caps::ATOMIC, "atomic")?;
-        e.start(dest, context, cq_flags::ATOMIC | flags, false, f)
+        e.start(dest, context, cq_flags::ATOMIC | flags, inject, f)
     }
 
     /// The endpoint type.

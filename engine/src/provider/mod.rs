@@ -21,6 +21,7 @@ pub mod fabric;
 pub mod info;
 pub mod objects;
 
+pub use crate::roce::usermem::UserBuf;
 pub use config::{ConfigError, ProviderConfig, Service, parse_service_file};
 pub use control::{ControlPlane, FALLBACK_JOB_ID, SecurityBinding};
 pub use endpoint::{Domain, Endpoint, EpAttr, JobIdMethod, MemoryRegion, MrAccess, MrAuth, bind};

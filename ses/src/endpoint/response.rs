@@ -102,7 +102,7 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Out<'_, A> {
                     }
                     let n = cfg.max_payload.max(1).min(r.len - r.next);
                     let at = r.base + r.next;
-                    let bytes = self.regions.get(r.key).and_then(|g| g.data.get(at..at + n));
+                    let bytes = self.regions.get(r.key).and_then(|g| g.data.bytes().get(at..at + n));
                     // A region deregistered (or replaced by a smaller one) while it was read: the
                     // rest of the read is refused.
                     let (nh, pkt) = match bytes {

@@ -495,7 +495,7 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
                 return Err(Refusal::Rejected);
             }
             Reply::Rudi(..) => {
-                let bytes = &self.regions.get(r.memory_key).expect("checked").data[base..base + len];
+                let bytes = &self.regions.get(r.memory_key).expect("checked").data.bytes()[base..base + len];
                 let rsp = data_response(r.message_id(), c.job_id, len, 0, bytes);
                 self.reply(reply, NextHeader::RspData, rsp);
             }
@@ -580,7 +580,7 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
         let at = r.buffer_offset as usize;
         let region = self.regions.get_mut(r.memory_key).expect("checked");
         region.accesses += 1;
-        let target = &mut region.data[at..at + len];
+        let target = &mut region.data.bytes_mut()[at..at + len];
         match cas {
             Some(x) => amo::compare_swap(
                 a.amo_opcode,
@@ -631,7 +631,7 @@ fn place<A>(
             // Checked on the first packet; the region may have been deregistered (or replaced by a
             // smaller one) since: then the rest of the write is refused, never a panic.
             let at = *base as usize + offset;
-            match regions.get_mut(*key).and_then(|r| r.data.get_mut(at..at + payload.len())) {
+            match regions.get_mut(*key).and_then(|r| r.data.bytes_mut().get_mut(at..at + payload.len())) {
                 Some(dst) => wire::copy_payload(dst, payload),
                 None => {
                     *dest = Dest::Discard(ReturnCode::BadMkey);

@@ -272,7 +272,7 @@ fn m4_rudi_access_needs_an_idempotent_safe_region() {
     for p in drain(&mut b, T0) {
         a.handle_packet(T0, 1, &p).unwrap();
     }
-    assert_eq!(b.regions.get(5).unwrap().data, vec![0; 100], "a RUDI write changed the region");
+    assert_eq!(b.regions.get(5).unwrap().data.bytes(), &[0; 100][..], "a RUDI write changed the region");
     let done = completions(&mut a);
     assert_eq!(done.len(), 2);
     assert!(done.iter().all(|d| d.status == Status::Remote(ReturnCode::PermViolation)), "{done:?}");

@@ -234,14 +234,14 @@ impl<D: Datapath> Target<D> {
     pub(super) fn slot_value(&mut self, slot: usize) -> Option<u64> {
         let key = self.cfg.key();
         let r = self.node.ses().regions.get(key)?;
-        r.data.get(slot * 8..slot * 8 + 8).map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes")))
+        r.data.bytes().get(slot * 8..slot * 8 + 8).map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes")))
     }
 
     /// Whether region slot `slot` holds message `i`.
     pub(super) fn slot_holds(&mut self, slot: usize, i: u64) -> bool {
         let (size, key) = (self.cfg.size, self.cfg.key());
         let regions = &self.node.ses().regions;
-        let data = regions.get(key).and_then(|r| r.data.get(slot * size..(slot + 1) * size));
+        let data = regions.get(key).and_then(|r| r.data.bytes().get(slot * size..(slot + 1) * size));
         timed(&mut self.harness, || data.is_some_and(|d| is_message(d, size, i)))
     }
 

@@ -1,0 +1,344 @@
+/*
+ * A libfabric program checking softrdma's provider end to end (issue 32), written only against
+ * libfabric-dev's headers and run under `softrdma run`:
+ *
+ *   uet_fabric_check server|client   two processes; each prints "ADDR <hex>" (fi_getname) on
+ *                                    stdout and reads the peer's line from stdin.
+ *   uet_fabric_check getinfo         fi_getinfo only; prints its return, for a configuration the
+ *                                    provider must refuse (UET_PROVIDER_SERVICE_PATH unreadable).
+ *
+ * The HPC profile on FI_EP_RDM: tagged sends matched by wildcard receives, a 1 MiB send
+ * (rendezvous), RMA write and read, fetch-add and compare-swap on the server's own memory, and a
+ * write to a region bound to the server's JobID from another JobID, which must complete with
+ * FI_EACCES in fi_cq_readerr. Every byte is checked. The server's JobID is 20 and the client's 10
+ * (SOFTRDMA_JOB_ID, each also serving the other's). Exit 0 and "<role> ok" when all holds.
+ */
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <rdma/fabric.h>
+#include <rdma/fi_atomic.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_errno.h>
+#include <rdma/fi_rma.h>
+#include <rdma/fi_tagged.h>
+
+#define BIG (1 << 20)
+#define RMA_HALF (64 * 1024)
+#define KEY_RMA 0x100
+#define KEY_AMO 0x200
+#define KEY_OWN 0x300
+#define TAG_WILD 0xA000
+#define TAG_IGNORE 0x0FFF
+#define TAG_EXACT 0xB001
+#define SMALL 100
+/* SES return code BAD_JOB_ID (UET 1.0). */
+#define BAD_JOB_ID 0x1B
+
+static struct fid_fabric *fabric;
+static struct fid_domain *domain;
+static struct fid_ep *ep;
+static struct fid_cq *cq;
+static struct fid_av *av;
+static fi_addr_t peer;
+
+static void die(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	fprintf(stderr, "uet_fabric_check: ");
+	vfprintf(stderr, fmt, ap);
+	fprintf(stderr, "\n");
+	va_end(ap);
+	exit(1);
+}
+
+#define CHECK(call)                                                                    \
+	do {                                                                           \
+		long _r = (long)(call);                                                \
+		if (_r)                                                                \
+			die("%s: %ld (%s)", #call, _r, fi_strerror((int)-_r));         \
+	} while (0)
+
+static uint8_t pattern(size_t i, unsigned seed)
+{
+	return (uint8_t)(i * 31 + seed + (i >> 8));
+}
+
+static void fill(uint8_t *b, size_t n, unsigned seed)
+{
+	for (size_t i = 0; i < n; i++)
+		b[i] = pattern(i, seed);
+}
+
+static void expect_bytes(const uint8_t *b, size_t n, unsigned seed, const char *what)
+{
+	for (size_t i = 0; i < n; i++)
+		if (b[i] != pattern(i, seed))
+			die("%s: byte %zu is %u, expected %u", what, i, b[i], pattern(i, seed));
+}
+
+static double now(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return t.tv_sec + t.tv_nsec / 1e9;
+}
+
+/* The next completion; an error completion is returned in *err with 1. */
+static int next(struct fi_cq_tagged_entry *e, struct fi_cq_err_entry *err)
+{
+	double end = now() + 20;
+	for (;;) {
+		ssize_t r = fi_cq_read(cq, e, 1);
+		if (r == 1)
+			return 0;
+		if (r == -FI_EAVAIL) {
+			memset(err, 0, sizeof(*err));
+			if (fi_cq_readerr(cq, err, 0) != 1)
+				die("fi_cq_readerr after FI_EAVAIL returned nothing");
+			return 1;
+		}
+		if (r != -FI_EAGAIN)
+			die("fi_cq_read: %zd (%s)", r, fi_strerror((int)-r));
+		if (now() > end)
+			die("no completion within 20 s");
+	}
+}
+
+/* The next completion, which must succeed. */
+static void next_ok(struct fi_cq_tagged_entry *e, const char *what)
+{
+	struct fi_cq_err_entry err;
+	if (next(e, &err))
+		die("%s completed with error %d (%s), provider error %d (%s)", what, err.err,
+		    fi_strerror(err.err), err.prov_errno,
+		    fi_cq_strerror(cq, err.prov_errno, err.err_data, NULL, 0));
+}
+
+static struct fid_mr *reg(void *buf, size_t len, uint64_t key, int own_job)
+{
+	struct fid_mr *mr;
+	struct iovec iov = {.iov_base = buf, .iov_len = len};
+	struct fi_mr_attr attr = {
+	    .mr_iov = &iov,
+	    .iov_count = 1,
+	    .access = FI_REMOTE_READ | FI_REMOTE_WRITE,
+	    .requested_key = key,
+	    /* 3: the region is for the endpoint's own JobID only; 0: any JobID. */
+	    .auth_key_size = own_job ? 3 : 0,
+	};
+	CHECK(fi_mr_regattr(domain, &attr, 0, &mr));
+	CHECK(fi_mr_bind(mr, &ep->fid, 0));
+	CHECK(fi_mr_enable(mr));
+	if (fi_mr_key(mr) != key)
+		die("fi_mr_key gave %#" PRIx64 ", asked %#" PRIx64, fi_mr_key(mr), key);
+	return mr;
+}
+
+static struct fi_info *getinfo(int quiet)
+{
+	struct fi_info *hints = fi_allocinfo(), *info = NULL;
+	hints->caps = FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC;
+	hints->ep_attr->type = FI_EP_RDM;
+	hints->domain_attr->mr_mode = FI_MR_ENDPOINT;
+	hints->domain_attr->name = strdup("uet_hpc");
+	hints->fabric_attr->prov_name = strdup("softrdma");
+	int r = fi_getinfo(FI_VERSION(1, 17), NULL, NULL, 0, hints, &info);
+	fi_freeinfo(hints);
+	if (quiet) {
+		printf("getinfo: %d (%s)\n", r, fi_strerror(-r));
+		return NULL;
+	}
+	if (r)
+		die("fi_getinfo: %d (%s)", r, fi_strerror(-r));
+	if ((info->caps & (FI_RMA | FI_ATOMIC | FI_TAGGED)) != (FI_RMA | FI_ATOMIC | FI_TAGGED))
+		die("the offer lacks RMA, atomics or tagged messages: caps %#" PRIx64, info->caps);
+	return info;
+}
+
+static void open_all(struct fi_info *info)
+{
+	struct fi_cq_attr cq_attr = {.format = FI_CQ_FORMAT_TAGGED, .size = 64};
+	struct fi_av_attr av_attr = {.type = FI_AV_TABLE};
+	CHECK(fi_fabric(info->fabric_attr, &fabric, NULL));
+	CHECK(fi_domain(fabric, info, &domain, NULL));
+	CHECK(fi_cq_open(domain, &cq_attr, &cq, NULL));
+	CHECK(fi_av_open(domain, &av_attr, &av, NULL));
+	CHECK(fi_endpoint(domain, info, &ep, NULL));
+	CHECK(fi_ep_bind(ep, &cq->fid, FI_TRANSMIT | FI_RECV));
+	CHECK(fi_ep_bind(ep, &av->fid, 0));
+	CHECK(fi_enable(ep));
+}
+
+/* Prints this endpoint's address, reads the peer's, inserts it. */
+static void exchange(void)
+{
+	uint8_t addr[64], theirs[64];
+	size_t len = sizeof(addr);
+	CHECK(fi_getname(&ep->fid, addr, &len));
+	printf("ADDR ");
+	for (size_t i = 0; i < len; i++)
+		printf("%02x", addr[i]);
+	printf("\n");
+	fflush(stdout);
+	char line[256];
+	if (!fgets(line, sizeof(line), stdin) || strncmp(line, "ADDR ", 5))
+		die("expected the peer's ADDR line on stdin");
+	size_t n = 0;
+	for (char *p = line + 5; p[0] && p[1] && p[0] != '\n' && n < sizeof(theirs); p += 2) {
+		unsigned v;
+		if (sscanf(p, "%2x", &v) != 1)
+			die("bad hex in the peer's address");
+		theirs[n++] = (uint8_t)v;
+	}
+	if (n != len)
+		die("the peer's address has %zu bytes, ours %zu", n, len);
+	if (fi_av_insert(av, theirs, 1, &peer, 0, NULL) != 1)
+		die("fi_av_insert refused the peer's address");
+}
+
+static void server(void)
+{
+	static uint8_t rma[2 * RMA_HALF], big[BIG], wild[2][SMALL], exact[SMALL], done[8];
+	static uint64_t amo[2] = {100, 5}, own = 0;
+	fill(rma, RMA_HALF, 1);
+	memset(rma + RMA_HALF, 0, RMA_HALF);
+	struct fid_mr *m1 = reg(rma, sizeof(rma), KEY_RMA, 0);
+	struct fid_mr *m2 = reg(amo, sizeof(amo), KEY_AMO, 0);
+	struct fid_mr *m3 = reg(&own, sizeof(own), KEY_OWN, 1);
+
+	CHECK(fi_trecv(ep, wild[0], SMALL, NULL, FI_ADDR_UNSPEC, TAG_WILD, TAG_IGNORE, &wild[0]));
+	CHECK(fi_trecv(ep, wild[1], SMALL, NULL, FI_ADDR_UNSPEC, TAG_WILD, TAG_IGNORE, &wild[1]));
+	CHECK(fi_trecv(ep, exact, SMALL, NULL, FI_ADDR_UNSPEC, TAG_EXACT, 0, exact));
+	CHECK(fi_recv(ep, big, BIG, NULL, FI_ADDR_UNSPEC, big));
+	CHECK(fi_recv(ep, done, sizeof(done), NULL, FI_ADDR_UNSPEC, done));
+	CHECK(fi_send(ep, "R", 1, NULL, peer, NULL));
+
+	int got_wild = 0, got_exact = 0, got_big = 0, got_done = 0, sent = 0;
+	while (!(got_wild == 2 && got_exact && got_big && got_done && sent)) {
+		struct fi_cq_tagged_entry e;
+		next_ok(&e, "a server operation");
+		if (e.op_context == NULL && (e.flags & FI_SEND)) {
+			sent = 1;
+		} else if (e.op_context == wild[0] || e.op_context == wild[1]) {
+			if ((e.tag & ~(uint64_t)TAG_IGNORE) != TAG_WILD || e.len != SMALL)
+				die("wildcard receive got tag %#" PRIx64 ", %zu bytes", e.tag, e.len);
+			expect_bytes(e.op_context, SMALL, (unsigned)(e.tag & 0xff), "a wildcard receive");
+			got_wild++;
+		} else if (e.op_context == exact) {
+			if (e.tag != TAG_EXACT || e.len != SMALL)
+				die("exact receive got tag %#" PRIx64, e.tag);
+			expect_bytes(exact, SMALL, 3, "the exact receive");
+			got_exact = 1;
+		} else if (e.op_context == big) {
+			if (e.len != BIG)
+				die("the 1 MiB receive got %zu bytes", e.len);
+			expect_bytes(big, BIG, 9, "the 1 MiB receive");
+			got_big = 1;
+		} else if (e.op_context == done) {
+			got_done = 1;
+		} else {
+			die("a completion with an unknown context %p", e.op_context);
+		}
+	}
+	/* The client's RMA and atomics landed in this process's own memory. */
+	expect_bytes(rma + RMA_HALF, RMA_HALF, 5, "the region the client wrote");
+	expect_bytes(rma, RMA_HALF, 1, "the region the client read");
+	if (amo[0] != 105 || amo[1] != 9)
+		die("atomics left %" PRIu64 " and %" PRIu64 ", expected 105 and 9", amo[0], amo[1]);
+	if (own != 0)
+		die("a write from another JobID changed the region bound to this one");
+	CHECK(fi_close(&m1->fid));
+	CHECK(fi_close(&m2->fid));
+	CHECK(fi_close(&m3->fid));
+}
+
+static void client(void)
+{
+	static uint8_t ready[8], a1[SMALL], a2[SMALL], b[SMALL], big[BIG], wr[RMA_HALF], rd[RMA_HALF];
+	struct fi_cq_tagged_entry e;
+	struct fi_cq_err_entry err;
+	CHECK(fi_recv(ep, ready, sizeof(ready), NULL, FI_ADDR_UNSPEC, ready));
+	next_ok(&e, "the server's ready message");
+	if (e.op_context != ready || e.len != 1 || ready[0] != 'R')
+		die("expected the server's ready message");
+
+	fill(a1, SMALL, 0x01);
+	fill(a2, SMALL, 0x02);
+	fill(b, SMALL, 3);
+	fill(big, BIG, 9);
+	CHECK(fi_tsend(ep, a1, SMALL, NULL, peer, TAG_WILD | 0x01, a1));
+	CHECK(fi_tsend(ep, a2, SMALL, NULL, peer, TAG_WILD | 0x02, a2));
+	CHECK(fi_tsend(ep, b, SMALL, NULL, peer, TAG_EXACT, b));
+	CHECK(fi_send(ep, big, BIG, NULL, peer, big));
+	for (int i = 0; i < 4; i++)
+		next_ok(&e, "a send");
+
+	CHECK(fi_read(ep, rd, RMA_HALF, NULL, peer, 0, KEY_RMA, rd));
+	next_ok(&e, "fi_read");
+	if (e.op_context != rd || !(e.flags & FI_READ))
+		die("the read completed with flags %#" PRIx64, e.flags);
+	expect_bytes(rd, RMA_HALF, 1, "fi_read");
+
+	fill(wr, RMA_HALF, 5);
+	CHECK(fi_write(ep, wr, RMA_HALF, NULL, peer, RMA_HALF, KEY_RMA, wr));
+	next_ok(&e, "fi_write");
+
+	uint64_t add = 5, old = 0, cmp = 5, swap = 9, prev = 0;
+	CHECK(fi_fetch_atomic(ep, &add, 1, NULL, &old, NULL, peer, 0, KEY_AMO, FI_UINT64, FI_SUM, &old));
+	next_ok(&e, "fi_fetch_atomic");
+	if (old != 100)
+		die("fetch-add returned %" PRIu64 ", expected 100", old);
+	CHECK(fi_compare_atomic(ep, &swap, 1, NULL, &cmp, NULL, &prev, NULL, peer, 8, KEY_AMO, FI_UINT64,
+				FI_CSWAP, &prev));
+	next_ok(&e, "fi_compare_atomic");
+	if (prev != 5)
+		die("compare-swap returned %" PRIu64 ", expected 5", prev);
+
+	/* The region bound to the server's JobID (20) refuses this process's (10). */
+	uint64_t junk = 0x5a5a5a5a5a5a5a5a;
+	CHECK(fi_write(ep, &junk, sizeof(junk), NULL, peer, 0, KEY_OWN, &junk));
+	if (!next(&e, &err))
+		die("a write to a region of another JobID succeeded");
+	if (err.err != FI_EACCES || err.prov_errno != BAD_JOB_ID || err.op_context != &junk)
+		die("the refused write gave error %d, provider error %d", err.err, err.prov_errno);
+	printf("refused: %s / %s\n", fi_strerror(err.err),
+	       fi_cq_strerror(cq, err.prov_errno, err.err_data, NULL, 0));
+
+	CHECK(fi_send(ep, "D", 1, NULL, peer, NULL));
+	next_ok(&e, "the done message");
+}
+
+int main(int argc, char **argv)
+{
+	if (argc != 2)
+		die("usage: uet_fabric_check server|client|getinfo");
+	if (!strcmp(argv[1], "getinfo")) {
+		getinfo(1);
+		return 0;
+	}
+	struct fi_info *info = getinfo(0);
+	open_all(info);
+	exchange();
+	if (!strcmp(argv[1], "server"))
+		server();
+	else if (!strcmp(argv[1], "client"))
+		client();
+	else
+		die("unknown role %s", argv[1]);
+	CHECK(fi_close(&ep->fid));
+	CHECK(fi_close(&av->fid));
+	CHECK(fi_close(&cq->fid));
+	CHECK(fi_close(&domain->fid));
+	CHECK(fi_close(&fabric->fid));
+	fi_freeinfo(info);
+	printf("%s ok\n", argv[1]);
+	return 0;
+}

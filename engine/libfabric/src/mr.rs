@@ -1,0 +1,235 @@
+//! `fi_mr_reg` and its forms, `fi_mr_bind` and `fi_mr_enable`: memory registrations, local or
+//! exposed to peers on an endpoint.
+
+use core::ffi::{c_int, c_void};
+use std::cell::RefCell;
+
+use engine::provider;
+
+use crate::abi::{self, fi_ops, fid, fid_mr};
+use crate::domain::domain_of;
+use crate::util::{EINVAL, ENOSYS};
+
+/// A memory registration. Local access needs none (`mr_mode` has no FI_MR_LOCAL), so a local
+/// registration only names a buffer. Remote access (FI_REMOTE_READ / FI_REMOTE_WRITE) exposes
+/// the program's own memory to peers: UET binds a region to an endpoint (FI_MR_ENDPOINT), so the
+/// program binds it (`fi_mr_bind`) and enables it (`fi_mr_enable`), which registers it with the
+/// endpoint under the requested key (an RKEY in bits 0-46 plus the IDEMPOTENT_SAFE and OPTIMIZED
+/// flags, `ses::key`); peers then read and write it in place, with `addr` an offset into it.
+#[repr(C)]
+struct Mr {
+    fid: fid_mr,
+    buf: *mut u8,
+    len: usize,
+    access: provider::MrAccess,
+    /// `fi_mr_regattr`'s `auth_key_size`: 0 exposes the region to any JobID, otherwise to the
+    /// endpoint's own (the JobID comes from the control plane, never from the program).
+    auth: provider::MrAuth,
+    domain: provider::Domain,
+    /// The endpoint it is bound to, then the live registration once enabled.
+    ep: RefCell<Option<provider::Endpoint>>,
+    region: RefCell<Option<provider::MemoryRegion>>,
+}
+
+static MR_FI_OPS: fi_ops = fi_ops {
+    size: size_of::<fi_ops>(),
+    close: Some(close_mr),
+    bind: Some(bind_mr),
+    control: Some(control_mr),
+    ops_open: None,
+    tostr: None,
+    ops_set: None,
+};
+
+/// What `fi_mr_reg*` asks for.
+struct MrArgs {
+    buf: *mut u8,
+    len: usize,
+    access: u64,
+    key: u64,
+    auth_key_size: usize,
+    context: *mut c_void,
+}
+
+/// Registers `a` on the domain `domain`.
+///
+/// # Safety
+/// libfabric's contract: `domain` a domain of this provider, `mr` valid for a write, `a.buf`
+/// holding `a.len` bytes (for remote access, until the registration is closed).
+unsafe fn register(domain: *mut fid, a: MrArgs, flags: u64, mr: *mut *mut fid_mr) -> c_int {
+    // SAFETY: libfabric's contract.
+    let (Some(d), false) = (unsafe { domain_of(domain.cast()) }, mr.is_null()) else { return EINVAL };
+    if (a.buf.is_null() && a.len > 0) || flags != 0 {
+        return EINVAL;
+    }
+    let remote = u64::from(abi::FI_REMOTE_READ | abi::FI_REMOTE_WRITE);
+    if a.access & remote != 0 && d.caps & u64::from(abi::FI_RMA | abi::FI_ATOMIC) == 0 {
+        // The domain was opened for a program without FI_MR_ENDPOINT: it offered no RMA.
+        return -(abi::FI_EOPNOTSUPP as c_int);
+    }
+    if a.key & !(ses::key::RKEY_MASK | ses::key::IDEMPOTENT_SAFE | ses::key::OPTIMIZED) != 0
+        || a.key & ses::key::INTERNAL != 0
+    {
+        return -(abi::FI_EKEYREJECTED as c_int);
+    }
+    let access = provider::MrAccess {
+        remote_read: a.access & u64::from(abi::FI_REMOTE_READ) != 0,
+        remote_write: a.access & u64::from(abi::FI_REMOTE_WRITE) != 0,
+    };
+    let auth = if a.auth_key_size == 0 { provider::MrAuth::Any } else { provider::MrAuth::Endpoint };
+    let m = Box::new(Mr {
+        fid: fid_mr {
+            fid: fid {
+                fclass: abi::FI_CLASS_MR as usize,
+                context: a.context,
+                ops: (&raw const MR_FI_OPS).cast_mut(),
+            },
+            mem_desc: a.buf.cast(),
+            key: a.key,
+        },
+        buf: a.buf,
+        len: a.len,
+        access,
+        auth,
+        domain: d.domain.clone(),
+        ep: RefCell::new(None),
+        region: RefCell::new(None),
+    });
+    // SAFETY: valid for a write.
+    unsafe { *mr = &raw mut Box::leak(m).fid };
+    0
+}
+
+pub(crate) unsafe extern "C" fn mr_reg(
+    domain: *mut fid,
+    buf: *const c_void,
+    len: usize,
+    access: u64,
+    _offset: u64,
+    requested_key: u64,
+    flags: u64,
+    mr: *mut *mut fid_mr,
+    context: *mut c_void,
+) -> c_int {
+    let a = MrArgs { buf: buf.cast_mut().cast(), len, access, key: requested_key, auth_key_size: 0, context };
+    // SAFETY: libfabric's contract.
+    unsafe { register(domain, a, flags, mr) }
+}
+
+pub(crate) unsafe extern "C" fn mr_regv(
+    domain: *mut fid,
+    iov: *const abi::iovec,
+    count: usize,
+    access: u64,
+    _offset: u64,
+    requested_key: u64,
+    flags: u64,
+    mr: *mut *mut fid_mr,
+    context: *mut c_void,
+) -> c_int {
+    if count != 1 || iov.is_null() {
+        return EINVAL;
+    }
+    // SAFETY: one iovec, per the check.
+    let v = unsafe { &*iov };
+    let a = MrArgs {
+        buf: v.iov_base.cast(),
+        len: v.iov_len,
+        access,
+        key: requested_key,
+        auth_key_size: 0,
+        context,
+    };
+    // SAFETY: libfabric's contract.
+    unsafe { register(domain, a, flags, mr) }
+}
+
+pub(crate) unsafe extern "C" fn mr_regattr(
+    domain: *mut fid,
+    attr: *const abi::fi_mr_attr,
+    flags: u64,
+    mr: *mut *mut fid_mr,
+) -> c_int {
+    // SAFETY: libfabric's contract.
+    let Some(a) = (unsafe { attr.as_ref() }) else { return EINVAL };
+    if a.iov_count != 1 || a.mr_iov.is_null() || a.iface != abi::FI_HMEM_SYSTEM {
+        return EINVAL;
+    }
+    // SAFETY: one iovec, per the check.
+    let v = unsafe { &*a.mr_iov };
+    let args = MrArgs {
+        buf: v.iov_base.cast(),
+        len: v.iov_len,
+        access: a.access,
+        key: a.requested_key,
+        auth_key_size: a.auth_key_size,
+        context: a.context,
+    };
+    // SAFETY: libfabric's contract.
+    unsafe { register(domain, args, flags, mr) }
+}
+
+/// The [`Mr`] of a fid of class FI_CLASS_MR of this provider.
+///
+/// # Safety
+/// `f` is null or the fid of an [`Mr`].
+unsafe fn mr_of<'a>(f: *mut fid) -> Option<&'a Mr> {
+    // SAFETY: `fid` is the first member of `fid_mr`, the first of `Mr`.
+    unsafe { f.cast::<Mr>().as_ref() }
+}
+
+/// `fi_mr_bind` to an endpoint (before `fi_mr_enable`).
+unsafe extern "C" fn bind_mr(f: *mut fid, bfid: *mut fid, _flags: u64) -> c_int {
+    // SAFETY: libfabric's contract.
+    let (Some(m), Some(b)) = (unsafe { mr_of(f) }, unsafe { bfid.as_ref() }) else { return EINVAL };
+    if b.fclass as u32 != abi::FI_CLASS_EP || m.region.borrow().is_some() {
+        return EINVAL;
+    }
+    // SAFETY: an object of class EP of this provider.
+    let Some(e) = (unsafe { crate::endpoint::ep_of(bfid.cast()) }) else { return EINVAL };
+    *m.ep.borrow_mut() = Some(e.ep.clone());
+    0
+}
+
+/// `fi_mr_enable` (FI_ENABLE): a region with remote access goes live on its endpoint. A key
+/// already registered there answers -FI_ENOKEY, as libfabric documents.
+unsafe extern "C" fn control_mr(f: *mut fid, command: c_int, _arg: *mut c_void) -> c_int {
+    // SAFETY: libfabric's contract.
+    let Some(m) = (unsafe { mr_of(f) }) else { return EINVAL };
+    if command as u32 != abi::FI_ENABLE {
+        return ENOSYS;
+    }
+    if !m.access.remote_read && !m.access.remote_write {
+        // Local access only: nothing for peers to see.
+        return 0;
+    }
+    if m.region.borrow().is_some() {
+        return 0;
+    }
+    let Some(ep) = m.ep.borrow().clone() else { return EINVAL };
+    // SAFETY: fi_mr_reg's contract: the bytes stay valid until the registration is closed,
+    // which deregisters them first; the program does not touch bytes an operation in flight uses.
+    let Some(mem) = (unsafe { provider::UserBuf::new(m.buf, m.len) }) else { return EINVAL };
+    // SAFETY: `fid` is the first member of the `fid_mr` this `Mr` starts with.
+    let key = unsafe { (*f.cast::<fid_mr>()).key };
+    match m.domain.mr_reg(&ep, mem, m.access, key & ses::key::RKEY_MASK, key & !ses::key::RKEY_MASK, m.auth) {
+        Ok(r) => {
+            *m.region.borrow_mut() = Some(r);
+            0
+        }
+        Err(e) if e.errno == provider::FiErrno::EBUSY => -(abi::FI_ENOKEY as c_int),
+        Err(e) => crate::util::neg(e.errno),
+    }
+}
+
+unsafe extern "C" fn close_mr(f: *mut fid) -> c_int {
+    if f.is_null() {
+        return EINVAL;
+    }
+    // SAFETY: the fid of an Mr of `register`, closed once.
+    let m = unsafe { Box::from_raw(f.cast::<Mr>()) };
+    if let Some(r) = m.region.borrow_mut().take() {
+        r.close();
+    }
+    0
+}
