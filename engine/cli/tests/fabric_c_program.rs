@@ -48,8 +48,8 @@ fn command(prog: &Path, role: &str, local: &str, jobs: &str, extra: &[&str]) -> 
     c
 }
 
-fn spawn(prog: &Path, role: &str, local: &str, jobs: &str) -> Child {
-    command(prog, role, local, jobs, &[])
+fn spawn(prog: &Path, role: &str, local: &str, jobs: &str, extra: &[&str]) -> Child {
+    command(prog, role, local, jobs, extra)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -86,24 +86,66 @@ fn describe(who: &str, o: &Output) -> String {
     )
 }
 
-#[test]
-fn a_c_program_sends_tagged_and_large_messages_and_does_rma_and_atomics_on_its_own_memory() {
-    let name = "a_c_program_sends_tagged_and_large_messages_and_does_rma_and_atomics_on_its_own_memory";
-    let Some(prog) = compile(name) else { return };
+/// Runs the server at `127.0.<net>.2` and the client at `.1`, each with its `extra`
+/// environment; their outputs, once both have exited (or were stopped after 60 s).
+fn run_pair(prog: &Path, net: u8, server_env: &[&str], client_env: &[&str]) -> (Output, Output) {
     // The server's own JobID is 20, the client's 10; each also serves the other's.
-    let mut server = spawn(&prog, "server", "127.0.92.2", "20,10");
-    let mut client = spawn(&prog, "client", "127.0.92.1", "10,20");
+    let mut server = spawn(prog, "server", &format!("127.0.{net}.2"), "20,10", server_env);
+    let mut client = spawn(prog, "client", &format!("127.0.{net}.1"), "10,20", client_env);
     let (sa, ca) = (address(&mut server), address(&mut client));
     if sa.starts_with("ADDR ") && ca.starts_with("ADDR ") {
         server.stdin.as_mut().unwrap().write_all(ca.as_bytes()).unwrap();
         client.stdin.as_mut().unwrap().write_all(sa.as_bytes()).unwrap();
     }
-    let (s, c) = (finish(server), finish(client));
-    let report = format!("{}\n{}", describe("server", &s), describe("client", &c));
+    (finish(server), finish(client))
+}
+
+/// Both sides succeed, the refused write reported with its SES code.
+fn assert_passed(s: &Output, c: &Output) {
+    let report = format!("{}\n{}", describe("server", s), describe("client", c));
     assert!(s.status.success() && c.status.success(), "{report}");
     let (so, co) = (String::from_utf8_lossy(&s.stdout), String::from_utf8_lossy(&c.stdout));
     assert!(so.contains("server ok") && co.contains("client ok"), "{report}");
     assert!(co.contains("refused: Permission denied / SES return code 27 (BAD_JOB_ID)"), "{report}");
+}
+
+/// A key file (mode 600) holding `byte` 32 times, in the test's scratch directory.
+fn key_file(name: &str, byte: u8) -> String {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("tss-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(name);
+    std::fs::write(&path, format!("{byte:02x}").repeat(32)).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+    format!("SOFTRDMA_TSS_KEY_FILE={}", path.display())
+}
+
+#[test]
+fn a_c_program_sends_tagged_and_large_messages_and_does_rma_and_atomics_on_its_own_memory() {
+    let name = "a_c_program_sends_tagged_and_large_messages_and_does_rma_and_atomics_on_its_own_memory";
+    let Some(prog) = compile(name) else { return };
+    let (s, c) = run_pair(&prog, 92, &[], &[]);
+    assert_passed(&s, &c);
+}
+
+#[test]
+fn the_same_sealed_by_tss_and_nothing_passes_between_different_keys() {
+    let name = "the_same_sealed_by_tss_and_nothing_passes_between_different_keys";
+    let Some(prog) = compile(name) else { return };
+    let key = key_file("shared", 0x5c);
+    let (s, c) = run_pair(&prog, 93, &[&key], &[&key]);
+    assert_passed(&s, &c);
+    // Another key on the client: the server's packets fail authentication there and the
+    // client's here. The client never hears the server's first message; the server's send of it
+    // either gives up (FI_EIO, the peer unreachable) or is still waiting when the check stops.
+    let other = key_file("other", 0xa3);
+    let quick = "UET_CHECK_TIMEOUT=2";
+    let (s, c) = run_pair(&prog, 94, &[&key, quick], &[&other, quick]);
+    let report = format!("{}\n{}", describe("server", &s), describe("client", &c));
+    let (se, ce) = (String::from_utf8_lossy(&s.stderr), String::from_utf8_lossy(&c.stderr));
+    assert!(!s.status.success() && !c.status.success(), "{report}");
+    assert!(ce.contains("no completion within 2 s"), "{report}");
+    assert!(se.contains("no completion within 2 s") || se.contains("completed with error 5"), "{report}");
 }
 
 #[test]

@@ -2,8 +2,9 @@
 //! tools under `softrdma run` (which points `FI_PROVIDER_PATH` at `libsoftrdma-fi.so`), between
 //! two network namespaces joined by a veth (MTU 9000). `fi_info` lists the three UET profiles on
 //! FI_EP_RDM and FI_EP_DGRAM and narrows them by endpoint type; `fi_pingpong` runs its default
-//! size sweep with data checks (`-c`) on both endpoint types, over kernel UDP and over AF_XDP. Both sides run
-//! with JobID 7 (`SOFTRDMA_JOB_ID`, the control plane's assignment). Needs root, iproute2 and
+//! size sweep with data checks (`-c`) on both endpoint types, over kernel UDP and over AF_XDP,
+//! clear and sealed by TSS (a shared key file, `SOFTRDMA_TSS_KEY_FILE`). Both sides run with
+//! JobID 7 (`SOFTRDMA_JOB_ID`, the control plane's assignment). Needs root, iproute2 and
 //! `libfabric-bin` (`scripts/setup.sh`): without them the test says so and skips, except under
 //! CI (CI=true), where it fails.
 
@@ -21,19 +22,34 @@ fn can_run(name: &str) -> bool {
 }
 
 /// `ARGS` under `softrdma run --backend BACKEND --no-verbs` in namespace `ns`, with this
-/// process's JobID. Without `--no-verbs`, libfabric's verbs provider would open the preloaded verbs
-/// library's device at start-up, which over AF_XDP takes the queue the provider needs.
-fn spawn_on(n: &Netns, ns: char, backend: &str, args: &[&str]) -> Running {
+/// process's JobID and the `env` variables. Without `--no-verbs`, libfabric's verbs provider would
+/// open the preloaded verbs library's device at start-up, which over AF_XDP takes the queue the
+/// provider needs.
+fn spawn_on(n: &Netns, ns: char, backend: &str, env: &[&str], args: &[&str]) -> Running {
     let (name, dev) = if ns == 'a' { (&n.a, &n.va) } else { (&n.b, &n.vb) };
     let mut full =
         vec!["run", "--backend", backend, "--dev", dev, "--no-verbs", "--", "env", "SOFTRDMA_JOB_ID=7"];
+    full.extend(env);
     full.extend(args);
     Running::new(n.spawn(name, &full))
 }
 
 /// [`spawn_on`] over kernel UDP.
 fn spawn(n: &Netns, ns: char, args: &[&str]) -> Running {
-    spawn_on(n, ns, "udp", args)
+    spawn_on(n, ns, "udp", &[], args)
+}
+
+/// The secure domain's key for both sides (a file of mode 600, which the provider requires), as
+/// `SOFTRDMA_TSS_KEY_FILE=...`; each process takes the next epoch from the file beside it.
+fn tss_key() -> String {
+    use std::os::unix::fs::PermissionsExt;
+    let dir =
+        std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("fabric-tss-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("key");
+    std::fs::write(&path, "3c".repeat(32)).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+    format!("SOFTRDMA_TSS_KEY_FILE={}", path.display())
 }
 
 /// (domain, endpoint type) of every offer `fi_info` printed for provider softrdma.
@@ -100,28 +116,33 @@ fn fi_info_lists_the_three_profiles_and_narrows_them() {
 }
 
 #[test]
-fn fi_pingpong_runs_its_size_sweep_over_rdm_and_dgram_on_udp_and_afxdp() {
-    if !can_run("fi_pingpong_runs_its_size_sweep_over_rdm_and_dgram_on_udp_and_afxdp") {
+fn fi_pingpong_runs_its_size_sweep_over_rdm_and_dgram_on_udp_and_afxdp_clear_and_sealed() {
+    if !can_run("fi_pingpong_runs_its_size_sweep_over_rdm_and_dgram_on_udp_and_afxdp_clear_and_sealed") {
         return;
     }
+    let key = tss_key();
     let n = Netns::new('f', NET);
     let server_ip = format!("{NET}.1");
     // (endpoint type, the sizes of the default sweep it runs: a datagram is one packet)
     let sweeps =
         [("rdm", &["64", "256", "1k", "4k", "64k", "1m"][..]), ("dgram", &["64", "256", "1k", "4k"][..])];
-    for (backend, (ep, sizes)) in ["udp", "afxdp"].into_iter().flat_map(|b| sweeps.map(|s| (b, s))) {
-        let mut server = spawn_on(&n, 'a', backend, &["fi_pingpong", "-p", "softrdma", "-e", ep, "-c"]);
+    let runs = ["udp", "afxdp"].into_iter().flat_map(|b| sweeps.map(|s| (b, s)));
+    for (tss, (backend, (ep, sizes))) in
+        [&[][..], &[key.as_str()][..]].into_iter().flat_map(|t| runs.clone().map(move |r| (t, r)))
+    {
+        let sealed = if tss.is_empty() { "clear" } else { "sealed by TSS" };
+        let mut server = spawn_on(&n, 'a', backend, tss, &["fi_pingpong", "-p", "softrdma", "-e", ep, "-c"]);
         let until = Instant::now() + Duration::from_secs(20);
         while !listens(server.child.id(), 47592) && !server.exited() && Instant::now() < until {
             std::thread::sleep(Duration::from_millis(20));
         }
         let client =
-            spawn_on(&n, 'b', backend, &["fi_pingpong", "-p", "softrdma", "-e", ep, "-c", &server_ip]);
+            spawn_on(&n, 'b', backend, tss, &["fi_pingpong", "-p", "softrdma", "-e", ep, "-c", &server_ip]);
         let end = Instant::now() + Duration::from_secs(120);
         let (c, s) = (client.finish(end), server.finish(end));
         assert!(
             c.ok() && s.ok(),
-            "fi_pingpong -e {ep} over {backend}:\n{}\n{}",
+            "fi_pingpong -e {ep} over {backend}, {sealed}:\n{}\n{}",
             c.describe("client"),
             s.describe("server")
         );
@@ -131,7 +152,7 @@ fn fi_pingpong_runs_its_size_sweep_over_rdm_and_dgram_on_udp_and_afxdp() {
             .filter_map(|l| l.split_whitespace().next().map(str::to_string))
             .filter(|w| w.chars().next().is_some_and(|ch| ch.is_ascii_digit()))
             .collect();
-        assert_eq!(rows, sizes, "-e {ep} over {backend}: the sweep's rows:\n{}", c.stdout());
+        assert_eq!(rows, sizes, "-e {ep} over {backend}, {sealed}: the sweep's rows:\n{}", c.stdout());
         assert!(
             c.stdout().lines().skip(1).all(|l| l.contains("=10")),
             "every size acked 10:\n{}",

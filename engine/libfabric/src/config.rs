@@ -16,7 +16,8 @@
 //! taken from the program): `SOFTRDMA_JOB_ID` lists the JobIDs assigned to this process
 //! (comma-separated, 24 bits, not 16777215), the first being its endpoints' JobID under the
 //! default (indirect) method; `SOFTRDMA_JOB_FALLBACK=1` enables the fallback JobID 16777215 for a
-//! process without one (its endpoints then need `UET_PROVIDER_INITIATOR_ID`).
+//! process without one (its endpoints then need `UET_PROVIDER_INITIATOR_ID`). The security binding
+//! (TSS keys) comes from the environment too: [`crate::security`].
 
 use engine::provider::ControlPlane;
 use std::net::Ipv4Addr;
@@ -42,9 +43,13 @@ fn control_from(get: impl Fn(&str) -> Option<String>) -> Result<ControlPlane, St
     Ok(cp)
 }
 
-/// The control plane the environment describes.
+/// The control plane the environment describes, with its security binding
+/// ([`crate::security`]).
 pub fn control_plane() -> Result<ControlPlane, String> {
-    control_from(|k| std::env::var(k).ok())
+    let get = |k: &str| std::env::var(k).ok();
+    let mut cp = control_from(get)?;
+    cp.bind_security(crate::security::security_from(get)?);
+    Ok(cp)
 }
 
 /// Interfaces and their IPv4 addresses, in the kernel's order; whether each is up and the loopback.

@@ -54,6 +54,7 @@ mod fabric;
 pub mod info;
 mod mr;
 mod rma;
+pub mod security;
 mod unsupported;
 mod util;
 

@@ -16,6 +16,7 @@
 pub mod config;
 pub mod control;
 pub mod endpoint;
+pub mod epoch;
 pub mod errno;
 pub mod fabric;
 pub mod info;
@@ -25,6 +26,7 @@ pub use crate::roce::usermem::UserBuf;
 pub use config::{ConfigError, ProviderConfig, Service, parse_service_file};
 pub use control::{ControlPlane, FALLBACK_JOB_ID, SecurityBinding};
 pub use endpoint::{Domain, Endpoint, EpAttr, JobIdMethod, MemoryRegion, MrAccess, MrAuth, bind};
+pub use epoch::reserve_epoch;
 pub use errno::{FiErrno, FiError, errno_of};
 pub use fabric::{Fabric, udp_max_payload};
 pub use info::{Hints, Info, Limits, MAX_PAYLOAD, caps, getinfo};

@@ -12,6 +12,7 @@
  * write to a region bound to the server's JobID from another JobID, which must complete with
  * FI_EACCES in fi_cq_readerr. Every byte is checked. The server's JobID is 20 and the client's 10
  * (SOFTRDMA_JOB_ID, each also serving the other's). Exit 0 and "<role> ok" when all holds.
+ * UET_CHECK_TIMEOUT: seconds to wait for each completion (default 20).
  */
 #include <inttypes.h>
 #include <stdarg.h>
@@ -91,10 +92,17 @@ static double now(void)
 	return t.tv_sec + t.tv_nsec / 1e9;
 }
 
+/* How long to wait for a completion: UET_CHECK_TIMEOUT seconds, default 20. */
+static double timeout(void)
+{
+	const char *t = getenv("UET_CHECK_TIMEOUT");
+	return t ? atof(t) : 20;
+}
+
 /* The next completion; an error completion is returned in *err with 1. */
 static int next(struct fi_cq_tagged_entry *e, struct fi_cq_err_entry *err)
 {
-	double end = now() + 20;
+	double end = now() + timeout();
 	for (;;) {
 		ssize_t r = fi_cq_read(cq, e, 1);
 		if (r == 1)
@@ -108,7 +116,7 @@ static int next(struct fi_cq_tagged_entry *e, struct fi_cq_err_entry *err)
 		if (r != -FI_EAGAIN)
 			die("fi_cq_read: %zd (%s)", r, fi_strerror((int)-r));
 		if (now() > end)
-			die("no completion within 20 s");
+			die("no completion within %g s", timeout());
 	}
 }
 
