@@ -9,15 +9,17 @@ use std::fs::OpenOptions;
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::Path;
 
+use nix::fcntl::{Flock, FlockArg};
+
 /// Takes an epoch for a process: `asked` if given and above every epoch recorded in `state`,
 /// else the one after the last recorded (0 for a new file); records it before returning. Refused
 /// with the reason: an epoch already used, every epoch used (the key must be rotated), a state
 /// file that cannot be read, locked or written, or that holds something other than an epoch.
 pub fn reserve_epoch(state: &Path, asked: Option<u16>) -> Result<u16, String> {
     let at = |e: std::io::Error| format!("TSS epoch file {}: {e}", state.display());
-    let mut f =
-        OpenOptions::new().read(true).write(true).create(true).truncate(false).open(state).map_err(at)?;
-    f.lock().map_err(at)?;
+    let f = OpenOptions::new().read(true).write(true).create(true).truncate(false).open(state).map_err(at)?;
+    // Held until `f` is dropped, after the new epoch is on disk.
+    let mut f = Flock::lock(f, FlockArg::LockExclusive).map_err(|(_, e)| at(e.into()))?;
     let mut text = String::new();
     f.read_to_string(&mut text).map_err(at)?;
     let last = match text.trim() {
