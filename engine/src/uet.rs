@@ -236,6 +236,19 @@ impl<D: Datapath> UetNode<D> {
         moved
     }
 
+    /// Sends what the SES has now (after an operation was posted), without receiving or running
+    /// timers: the packet leaves at once and the caller gets back to its work; true if anything
+    /// went.
+    pub fn transmit(&mut self) -> bool {
+        let now = self.dp.now();
+        let mut moved = self.send_pending();
+        if self.pending.is_empty() {
+            moved |= self.transmit_all(now);
+        }
+        self.dp.flush();
+        moved
+    }
+
     /// The next deadline of the protocol cores, or now while frames wait for room in the datapath.
     pub fn poll_timeout(&self) -> Option<Duration> {
         if !self.pending.is_empty() {

@@ -1,6 +1,7 @@
 //! The endpoint object (`fid_ep` first) and what posting an operation on it takes: the queue of
-//! operations waiting for completions, one round of progress after a post, and the checks of the
-//! program's buffers. The endpoint's calls live in `ep` (binding, messages), `rma` and `atomic`.
+//! operations waiting for completions, sending a posted operation at once (a program may wait
+//! elsewhere, on its own socket or after an inject, before it reads a queue again), and the
+//! checks of the program's buffers. The endpoint's calls live in `ep` (binding, messages), `rma` and `atomic`.
 
 use core::ffi::c_void;
 use std::cell::RefCell;
@@ -19,10 +20,6 @@ pub(crate) struct Ep {
     pub(crate) ep: provider::Endpoint,
     /// The domain's offer (its atomic pairs and limits).
     pub(crate) info: provider::Info,
-    /// The engine's fabric: a posted operation goes out at once (one round of progress), since a
-    /// program may wait elsewhere (on its own socket, in `fi_inject`'s no-completion case)
-    /// before it reads a queue again.
-    pub(crate) fabric: provider::Fabric,
     /// The operations of the queues bound for transmit and receive completions.
     pub(crate) tx: RefCell<Option<Rc<RefCell<Ops>>>>,
     pub(crate) rx: RefCell<Option<Rc<RefCell<Ops>>>>,
@@ -83,7 +80,7 @@ impl Ep {
         };
         match f(&self.ep, id) {
             Ok(()) => {
-                self.fabric.progress();
+                self.ep.transmit();
                 0
             }
             Err(e) => {

@@ -125,7 +125,6 @@ pub(crate) unsafe extern "C" fn open(
         },
         ep: engine_ep,
         info: d.info.clone(),
-        fabric: d.fabric.clone(),
         tx: RefCell::new(None),
         rx: RefCell::new(None),
         av: RefCell::new(false),

@@ -805,6 +805,12 @@ impl Endpoint {
         e.start(dest, context, cq_flags::ATOMIC | flags, inject, f)
     }
 
+    /// Sends what was posted, at once (a program under manual progress may wait elsewhere before
+    /// it reads a queue again); receiving waits for the next round of progress.
+    pub fn transmit(&self) {
+        self.ep().node.transmit();
+    }
+
     /// The endpoint type.
     pub fn ep_type(&self) -> EpType {
         self.inner.borrow().info.ep_type
