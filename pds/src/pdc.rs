@@ -179,12 +179,19 @@ impl<A: Copy> Pdc<A> {
     }
 
     /// Queues upper-layer bytes; returns the PSN.
-    pub(crate) fn push(&mut self, next_hdr: NextHeader, body: Body, cookie: u64, cfg: &Config) -> u32 {
+    pub(crate) fn push(
+        &mut self,
+        next_hdr: NextHeader,
+        body: Body,
+        cookie: u64,
+        lazy: bool,
+        cfg: &Config,
+    ) -> u32 {
         let p = Payload::Data { next_hdr, body, cookie };
         if let Some(cost) = cfg.rccc.as_ref().and_then(|rc| credit_cost(rc, &p)) {
             self.credit_tx.queue(cost);
         }
-        self.tx.push(p)
+        self.tx.push_with(p, lazy)
     }
 
     /// Starts closing: the initiator sends CLOSE_CMD once drained, the target asks with CLOSE_REQ.
@@ -552,8 +559,10 @@ impl<A: Copy> Pdc<A> {
             return Ok(None);
         };
         let retx = self.tx.is_retransmission(idx);
-        let last = idx + 1 == self.tx.len() || ask_at == Some(idx);
         let (psn, pkt) = self.tx.get(idx);
+        // The last packet queued asks for an ACK, unless nobody waits for it (an inject: the
+        // receiver's coalescing delay is then no one's latency); a reduced window's edge always.
+        let last = (idx + 1 == self.tx.len() && !pkt.lazy) || ask_at == Some(idx);
         // RCCC: every data transmission needs credit (a retransmission adds its cost to the target
         // first), so not even go-back-N can send faster than the receiver grants; without credit,
         // perhaps ask for some. The PDC's first packet goes regardless: it carries SYN and the

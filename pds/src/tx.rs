@@ -38,6 +38,9 @@ pub(crate) struct TxPkt {
     seq: u64,
     /// When it last went out (for RTT samples).
     sent_at: Duration,
+    /// Nobody waits for its acknowledgement (an inject): it does not ask for an immediate ACK,
+    /// and the receiver's coalescing delay applies.
+    pub(crate) lazy: bool,
 }
 
 /// A packet newly known to be received, reported to the caller.
@@ -110,6 +113,11 @@ impl TxHalf {
 
     /// Queues a packet; returns its PSN.
     pub(crate) fn push(&mut self, payload: Payload) -> u32 {
+        self.push_with(payload, false)
+    }
+
+    /// Queues `payload`; `lazy`: see [`TxPkt::lazy`].
+    pub(crate) fn push_with(&mut self, payload: Payload, lazy: bool) -> u32 {
         let psn = self.next_psn();
         self.pkts.push_back(TxPkt {
             payload,
@@ -118,6 +126,7 @@ impl TxHalf {
             retries: 0,
             seq: 0,
             sent_at: Duration::ZERO,
+            lazy,
         });
         self.timers.push_back(NO_TIMER);
         psn

@@ -442,7 +442,15 @@ impl EpInner {
         self.next += 1;
         self.pending.insert(self.next, Pending { context, flags, inject });
         let addr = Addr { fep: a.ip, pid_on_fep: a.pid_on_fep, resource_index: a.resource_index };
-        Ok((addr, Opts { context: self.next, ordered: self.attr.ordered, header_data: None, job_id }))
+        // An inject's completion is nobody's: its packets leave the target's ACK to coalescing.
+        let opts = Opts {
+            context: self.next,
+            ordered: self.attr.ordered,
+            header_data: None,
+            job_id,
+            lazy_ack: inject,
+        };
+        Ok((addr, opts))
     }
 
     fn check_caps(&self, need: u64, what: &str) -> Result<(), FiError> {

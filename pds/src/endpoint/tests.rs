@@ -426,3 +426,18 @@ fn fatal_nack_fails_the_initiator() {
     assert_eq!(ep.pdc_count(), 0);
     assert_eq!(ep.send_on(pdc, NextHeader::ReqStd, Bytes::new(), 0), Err(SendError::UnknownPdc));
 }
+
+#[test]
+fn a_lazy_packet_asks_for_no_ack_and_a_following_one_does() {
+    let mut ep = Endpoint::<u8>::new(Config::default(), 3);
+    let (pdc, _) = ep.send(5, Mode::Rud, NextHeader::ReqStd, Bytes::from_static(b"a"), 1).unwrap();
+    let ar = |out: Vec<(u8, PdsRepr)>| match out[..] {
+        [(5, PdsRepr::Request(r))] => r.flags & FLAG_AR != 0,
+        _ => panic!("one request: {out:?}"),
+    };
+    assert!(ar(sent(&mut ep)), "a packet someone waits on asks for an ACK");
+    ep.send_on_with(pdc, NextHeader::ReqStd, Bytes::from_static(b"b"), 2, true).unwrap();
+    assert!(!ar(sent(&mut ep)), "an inject's packet leaves the ACK to the receiver's delay");
+    ep.send_on_with(pdc, NextHeader::ReqStd, Bytes::from_static(b"c"), 3, false).unwrap();
+    assert!(ar(sent(&mut ep)));
+}

@@ -39,6 +39,20 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
         body: impl Into<Body>,
         cookie: u64,
     ) -> Result<u32, SendError> {
+        self.send_on_with(pdc, next_hdr, body, cookie, false)
+    }
+
+    /// [`send_on`](Self::send_on) for a packet nobody waits on (`lazy`: an inject): it asks for
+    /// no immediate ACK, so the peer acknowledges it within its coalescing delay
+    /// (`Config::ack_delay`) instead of at once.
+    pub fn send_on_with(
+        &mut self,
+        pdc: PdcId,
+        next_hdr: NextHeader,
+        body: impl Into<Body>,
+        cookie: u64,
+        lazy: bool,
+    ) -> Result<u32, SendError> {
         let p = self.pdcs.get_mut(&pdc).ok_or(SendError::UnknownPdc)?;
         if p.closing {
             return Err(SendError::Closing);
@@ -46,7 +60,7 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
         if p.tx.len() >= self.cfg.max_queued {
             return Err(SendError::QueueFull);
         }
-        let psn = p.push(next_hdr, body.into(), cookie, &self.cfg);
+        let psn = p.push(next_hdr, body.into(), cookie, lazy, &self.cfg);
         self.sched.touch(pdc, p, &self.cfg);
         Ok(psn)
     }

@@ -78,7 +78,7 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
             ext: None,
             job_id,
         };
-        self.start_pdc_op(dst.fep, mode, CompletionKind::Send, req, data, context)
+        self.start_pdc_op(dst.fep, mode, CompletionKind::Send, req, data, context, opts.lazy_ack)
     }
 
     /// Writes `data` at `offset` of the peer's region `key`; the options' `header_data` makes a
@@ -134,7 +134,7 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
         if mode == DeliveryMode::Rudi {
             return self.start_rudi_op(dst.fep, CompletionKind::Write, req, data, data.len(), context);
         }
-        self.start_pdc_op(dst.fep, mode, CompletionKind::Write, req, data, context)
+        self.start_pdc_op(dst.fep, mode, CompletionKind::Write, req, data, context, opts.lazy_ack)
     }
 
     /// Reads `len` bytes at `offset` of the peer's region `key`.
@@ -166,7 +166,7 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
         if len > self.cfg.max_message {
             return Err(Error::TooLong);
         }
-        self.start_single(dst.fep, mode, CompletionKind::Read, req, &[], len, context)
+        self.start_single(dst.fep, mode, CompletionKind::Read, req, &[], len, context, false)
     }
 
     /// A non-fetching atomic (ATOMIC): `op` on consecutive `dt` elements at `offset` of the peer's
@@ -281,7 +281,7 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
             ext: Some(ext),
             job_id,
         };
-        self.start_single(dst.fep, mode, kind, req, payload, len, opts.context)
+        self.start_single(dst.fep, mode, kind, req, payload, len, opts.context, opts.lazy_ack)
     }
 
     /// A one-packet request over a PDC whose completion carries `len` bytes back (reads,
@@ -296,6 +296,7 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
         payload: &[u8],
         len: usize,
         context: u64,
+        lazy: bool,
     ) -> Result<u16, Error> {
         let msg_id = self.alloc_msg_id()?;
         let pdc_mode = if mode == DeliveryMode::Rod { Mode::Rod } else { Mode::Rud };
@@ -304,7 +305,9 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
         let body = Body::with_head(Bytes::copy_from_slice(payload), |head| {
             request_head(&r, &self.cfg, true, true, 0, payload.len(), head)
         });
-        self.pds.send_on(pdc, NextHeader::ReqStd, body, u64::from(msg_id)).map_err(|_| Error::Busy)?;
+        self.pds
+            .send_on_with(pdc, NextHeader::ReqStd, body, u64::from(msg_id), lazy)
+            .map_err(|_| Error::Busy)?;
         self.ops.insert(msg_id, out_op(context, kind, peer, Some(pdc), len, 1));
         Ok(msg_id)
     }
@@ -316,7 +319,9 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
         }
     }
 
-    /// A request segmented over a PDC: one packet per `max_payload` bytes.
+    /// A request segmented over a PDC: one packet per `max_payload` bytes (`lazy`: see
+    /// [`Opts::lazy_ack`]).
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn start_pdc_op(
         &mut self,
         peer: A,
@@ -325,6 +330,7 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
         req: impl Fn(u16) -> Req,
         data: Src<'_>,
         context: u64,
+        lazy: bool,
     ) -> Result<u16, Error> {
         if data.len() > self.cfg.max_message {
             return Err(Error::TooLong);
@@ -344,7 +350,9 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
             let off = i * step;
             let chunk = data.slice(off.min(data.len())..(off + step).min(data.len()));
             let body = request_body(&r, &self.cfg, i == 0, i + 1 == packets, off, chunk);
-            self.pds.send_on(pdc, NextHeader::ReqStd, body, u64::from(msg_id)).expect("room checked");
+            self.pds
+                .send_on_with(pdc, NextHeader::ReqStd, body, u64::from(msg_id), lazy)
+                .expect("room checked");
         }
         self.ops.insert(msg_id, out_op(context, kind, peer, Some(pdc), data.len(), 1));
         Ok(msg_id)

@@ -112,6 +112,7 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
             &data[..eager],
             data.len(),
             opts.context,
+            false,
         );
         match r {
             Ok(id) => {
@@ -165,7 +166,7 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
             ext: None,
             job_id: s.job_id,
         };
-        self.start_pdc_op(s.dst.fep, s.mode, CompletionKind::Send, req, Src::Shared(&s.data), context)
+        self.start_pdc_op(s.dst.fep, s.mode, CompletionKind::Send, req, Src::Shared(&s.data), context, false)
     }
 
     /// A NO_MATCH with list OVERFLOW for a deferrable send: it waits for the RTR (true).
@@ -224,7 +225,7 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
             ext: None,
             job_id,
         };
-        match self.start_single(src, DeliveryMode::Rud, CompletionKind::Send, req, &[], 0, 0) {
+        match self.start_single(src, DeliveryMode::Rud, CompletionKind::Send, req, &[], 0, 0, false) {
             Ok(id) => {
                 self.ops.get_mut(&id).expect("just inserted").internal = Some(Internal::Rtr(target_token));
                 self.reserved.insert(target_token, (src, p));

@@ -32,6 +32,10 @@ pub struct Opts {
     /// The JobID to put in the request (the destination's auth key with the AV JobID method);
     /// `None`: the endpoint's own (`Config::job_id`).
     pub job_id: Option<u32>,
+    /// Nobody waits for the completion (an inject): the packets ask the target for no immediate
+    /// ACK, which then comes within its coalescing delay, off the path of whatever the
+    /// application does next.
+    pub lazy_ack: bool,
 }
 
 /// What a completion completes.
