@@ -22,6 +22,13 @@ use super::objects::{
 use crate::datapath::Datapath;
 use crate::uet::UetNode;
 
+/// How long an endpoint holds the ACK of packets that ask for none (injects: nobody waits for
+/// their completion; the middle of a burst, which `pds::Config::ack_every` bounds). Sent in the
+/// call that delivers them, those ACKs would lie on the path of the program's answer; held for
+/// a few round trips, one ACK covers several exchanges of a ping-pong. Well below the
+/// retransmission timeout (`pds::Config::rto`, 5 ms).
+pub const ACK_DELAY: std::time::Duration = std::time::Duration::from_micros(200);
+
 /// How an endpoint gets its JobID (`auth_key_size` of the endpoint attributes).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum JobIdMethod {
@@ -160,6 +167,7 @@ impl Domain {
             max_eager: c.max_eager,
             msg_rendezvous_size: c.msg_rendezvous_size,
             tag_rendezvous_size: c.tag_rendezvous_size,
+            pds: pds::Config { ack_delay: ACK_DELAY, ..pds::Config::default() },
             ..ses::Config::default()
         };
         let seed = f.seed.wrapping_mul(31).wrapping_add(u64::from(ip.to_bits()));
