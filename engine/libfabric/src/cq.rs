@@ -163,8 +163,9 @@ fn fi_flags(f: u64) -> u64 {
 
 /// What one engine completion becomes.
 enum Taken {
-    /// An entry for the program.
-    Entry(fi_cq_tagged_entry),
+    /// An entry for the program, and the AV address of a receive's sender (FI_ADDR_NOTAVAIL
+    /// when it is not in the AV, or for other operations).
+    Entry(fi_cq_tagged_entry, abi::fi_addr_t),
     /// An error entry, now waiting for `fi_cq_readerr`.
     Error,
 }
@@ -214,14 +215,17 @@ impl Cq {
                     place(&e.buf);
                     e.len
                 };
-                Taken::Entry(fi_cq_tagged_entry {
-                    op_context: context,
-                    flags: fi_flags(e.flags),
-                    len: n,
-                    buf: if e.flags & cq_flags::RECV != 0 { buf.cast() } else { core::ptr::null_mut() },
-                    data: e.data.unwrap_or(0),
-                    tag: e.tag.unwrap_or(0),
-                })
+                Taken::Entry(
+                    fi_cq_tagged_entry {
+                        op_context: context,
+                        flags: fi_flags(e.flags),
+                        len: n,
+                        buf: if e.flags & cq_flags::RECV != 0 { buf.cast() } else { core::ptr::null_mut() },
+                        data: e.data.unwrap_or(0),
+                        tag: e.tag.unwrap_or(0),
+                    },
+                    e.src,
+                )
             }
             Err(e) => {
                 let n = place(&e.buf);
@@ -281,11 +285,12 @@ impl Cq {
         }
     }
 
-    /// `fi_cq_read`: up to `count` entries, -FI_EAGAIN for none, -FI_EAVAIL when an error waits.
+    /// `fi_cq_read`: up to `count` entries, -FI_EAGAIN for none, -FI_EAVAIL when an error waits;
+    /// `fi_cq_readfrom` with `src`, which gets each entry's source address.
     ///
     /// # Safety
-    /// `buf` holds `count` entries of the format.
-    unsafe fn read(&self, buf: *mut c_void, count: usize) -> isize {
+    /// `buf` holds `count` entries of the format; `src` is null or holds `count` addresses.
+    unsafe fn read(&self, buf: *mut c_void, count: usize, src: *mut abi::fi_addr_t) -> isize {
         let mut n = 0;
         while n < count {
             if self.err.borrow().is_some() {
@@ -294,7 +299,12 @@ impl Cq {
             let Some(c) = self.next() else { break };
             match self.take(c) {
                 // SAFETY: `n < count`.
-                Taken::Entry(e) => unsafe { self.write(buf, n, &e) },
+                Taken::Entry(e, from) => unsafe {
+                    self.write(buf, n, &e);
+                    if !src.is_null() {
+                        *src.add(n) = from;
+                    }
+                },
                 Taken::Error => continue,
             }
             n += 1;
@@ -308,13 +318,8 @@ impl Cq {
 }
 
 unsafe extern "C" fn read(cq: *mut fid_cq, buf: *mut c_void, count: usize) -> isize {
-    // SAFETY: libfabric's contract.
-    let Some(c) = (unsafe { cq_of(cq.cast()) }) else { return EINVAL as isize };
-    if buf.is_null() && count > 0 {
-        return EINVAL as isize;
-    }
-    // SAFETY: `buf` holds `count` entries, per the contract.
-    unsafe { c.read(buf, count) }
+    // SAFETY: forwarded under the same contract.
+    unsafe { readfrom(cq, buf, count, core::ptr::null_mut()) }
 }
 
 unsafe extern "C" fn readfrom(
@@ -323,15 +328,13 @@ unsafe extern "C" fn readfrom(
     count: usize,
     src: *mut abi::fi_addr_t,
 ) -> isize {
-    // SAFETY: forwarded under the same contract.
-    let n = unsafe { read(cq, buf, count) };
-    if n > 0 && !src.is_null() {
-        for i in 0..n as usize {
-            // SAFETY: `count` addresses at `src`. The source is not tracked per entry here.
-            unsafe { *src.add(i) = engine::provider::FI_ADDR_UNSPEC };
-        }
+    // SAFETY: libfabric's contract.
+    let Some(c) = (unsafe { cq_of(cq.cast()) }) else { return EINVAL as isize };
+    if buf.is_null() && count > 0 {
+        return EINVAL as isize;
     }
-    n
+    // SAFETY: `buf` holds `count` entries and `src` (if not null) `count` addresses.
+    unsafe { c.read(buf, count, src) }
 }
 
 unsafe extern "C" fn readerr(cq: *mut fid_cq, buf: *mut fi_cq_err_entry, _flags: u64) -> isize {
@@ -356,6 +359,18 @@ unsafe extern "C" fn sread(
     cq: *mut fid_cq,
     buf: *mut c_void,
     count: usize,
+    cond: *const c_void,
+    timeout: c_int,
+) -> isize {
+    // SAFETY: forwarded under the same contract.
+    unsafe { sreadfrom(cq, buf, count, core::ptr::null_mut(), cond, timeout) }
+}
+
+unsafe extern "C" fn sreadfrom(
+    cq: *mut fid_cq,
+    buf: *mut c_void,
+    count: usize,
+    src: *mut abi::fi_addr_t,
     _cond: *const c_void,
     timeout: c_int,
 ) -> isize {
@@ -364,32 +379,13 @@ unsafe extern "C" fn sread(
     let end = (timeout >= 0).then(|| Instant::now() + Duration::from_millis(timeout as u64));
     loop {
         // SAFETY: forwarded under the same contract.
-        let n = unsafe { read(cq, buf, count) };
+        let n = unsafe { readfrom(cq, buf, count, src) };
         if n != -(abi::FI_EAGAIN as isize) || end.is_some_and(|e| Instant::now() >= e) {
             return n;
         }
         // Progress, or sleep on the socket until a datagram or the next timer.
         c.fabric.step();
     }
-}
-
-unsafe extern "C" fn sreadfrom(
-    cq: *mut fid_cq,
-    buf: *mut c_void,
-    count: usize,
-    src: *mut abi::fi_addr_t,
-    cond: *const c_void,
-    timeout: c_int,
-) -> isize {
-    // SAFETY: forwarded under the same contract.
-    let n = unsafe { sread(cq, buf, count, cond, timeout) };
-    if n > 0 && !src.is_null() {
-        for i in 0..n as usize {
-            // SAFETY: `count` addresses at `src`.
-            unsafe { *src.add(i) = engine::provider::FI_ADDR_UNSPEC };
-        }
-    }
-    n
 }
 
 unsafe extern "C" fn signal(_: *mut fid_cq) -> c_int {

@@ -10,7 +10,8 @@
  * The HPC profile on FI_EP_RDM: tagged sends matched by wildcard receives, a 1 MiB send
  * (rendezvous), RMA write and read, fetch-add and compare-swap on the server's own memory, and a
  * write to a region bound to the server's JobID from another JobID, which must complete with
- * FI_EACCES in fi_cq_readerr. Every byte is checked. The server's JobID is 20 and the client's 10
+ * FI_EACCES in fi_cq_readerr. Every byte is checked, and every receive's source address
+ * (fi_cq_readfrom) is the peer's. The server's JobID is 20 and the client's 10
  * (SOFTRDMA_JOB_ID, each also serving the other's). Exit 0 and "<role> ok" when all holds.
  * UET_CHECK_TIMEOUT: seconds to wait for each completion (default 20).
  */
@@ -48,6 +49,8 @@ static struct fid_ep *ep;
 static struct fid_cq *cq;
 static struct fid_av *av;
 static fi_addr_t peer;
+/* The source address fi_cq_readfrom gave with the last completion. */
+static fi_addr_t last_src;
 
 static void die(const char *fmt, ...)
 {
@@ -104,7 +107,7 @@ static int next(struct fi_cq_tagged_entry *e, struct fi_cq_err_entry *err)
 {
 	double end = now() + timeout();
 	for (;;) {
-		ssize_t r = fi_cq_read(cq, e, 1);
+		ssize_t r = fi_cq_readfrom(cq, e, 1, &last_src);
 		if (r == 1)
 			return 0;
 		if (r == -FI_EAVAIL) {
@@ -235,6 +238,9 @@ static void server(void)
 		next_ok(&e, "a server operation");
 		if (e.op_context == NULL && (e.flags & FI_SEND)) {
 			sent = 1;
+		} else if ((e.flags & FI_RECV) && last_src != peer) {
+			die("a receive from AV address %" PRIu64 ", expected the client's %" PRIu64,
+			    (uint64_t)last_src, (uint64_t)peer);
 		} else if (e.op_context == wild[0] || e.op_context == wild[1]) {
 			if ((e.tag & ~(uint64_t)TAG_IGNORE) != TAG_WILD || e.len != SMALL)
 				die("wildcard receive got tag %#" PRIx64 ", %zu bytes", e.tag, e.len);
