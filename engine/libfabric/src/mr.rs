@@ -121,7 +121,7 @@ pub(crate) unsafe extern "C" fn mr_regv(
     iov: *const abi::iovec,
     count: usize,
     access: u64,
-    _offset: u64,
+    offset: u64,
     requested_key: u64,
     flags: u64,
     mr: *mut *mut fid_mr,
@@ -132,16 +132,8 @@ pub(crate) unsafe extern "C" fn mr_regv(
     }
     // SAFETY: one iovec, per the check.
     let v = unsafe { &*iov };
-    let a = MrArgs {
-        buf: v.iov_base.cast(),
-        len: v.iov_len,
-        access,
-        key: requested_key,
-        auth_key_size: 0,
-        context,
-    };
-    // SAFETY: libfabric's contract.
-    unsafe { register(domain, a, flags, mr) }
+    // SAFETY: forwarded under the same contract.
+    unsafe { mr_reg(domain, v.iov_base, v.iov_len, access, offset, requested_key, flags, mr, context) }
 }
 
 pub(crate) unsafe extern "C" fn mr_regattr(
