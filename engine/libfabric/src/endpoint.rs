@@ -1,7 +1,8 @@
 //! The endpoint object (`fid_ep` first) and what posting an operation on it takes: the queue of
 //! operations waiting for completions, sending a posted operation at once (a program may wait
 //! elsewhere, on its own socket or after an inject, before it reads a queue again), and the
-//! checks of the program's buffers. The endpoint's calls live in `ep` (binding, messages), `rma` and `atomic`.
+//! checks of the program's buffers. The endpoint's calls live in `ep` (binding, messages), `rma`
+//! and `atomic`.
 
 use core::ffi::c_void;
 use std::cell::RefCell;

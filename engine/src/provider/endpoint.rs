@@ -205,7 +205,8 @@ impl Domain {
 
     /// `fi_mr_regattr` + `fi_mr_bind` to `ep`: `buf` exposed under the user's `key` (RKEY bits
     /// 0-46) with `flags` (IDEMPOTENT_SAFE, OPTIMIZED) to the JobIDs `auth` names. `buf` is the
-    /// endpoint's own `Vec<u8>`, or the program's memory registered in place ([`UserBuf`](super::UserBuf)).
+    /// endpoint's own `Vec<u8>`, or the program's memory registered in place
+    /// ([`UserBuf`](super::UserBuf)).
     pub fn mr_reg(
         &self,
         ep: &Endpoint,

@@ -1,5 +1,6 @@
 //! Memory the application owns, registered in place (`ibv_reg_mr`, or `fi_mr_reg` of the UET
-//! provider, on the caller's buffer): the one module of the engine that touches memory it did not allocate.
+//! provider, on the caller's buffer): the one module of the engine that touches memory it did not
+//! allocate.
 //!
 //! The verbs contract, which [`UserBuf::new`]'s caller promises: the bytes stay mapped, readable and
 //! writable until the region is deregistered, and the application does not access bytes that an
