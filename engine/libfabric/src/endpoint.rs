@@ -14,6 +14,14 @@ use crate::abi::{self, fid_ep, iovec};
 use crate::cq::{Op, Ops, post_err};
 use crate::util::EINVAL;
 
+/// The flags of the `*msg` transmit calls (`fi_sendmsg`, `fi_tsendmsg`, `fi_writemsg`,
+/// `fi_readmsg`) this provider acts on; others are refused with -FI_EBADFLAGS.
+pub(crate) const TX_MSG_FLAGS: u64 = (abi::FI_INJECT
+    | abi::FI_COMPLETION
+    | abi::FI_REMOTE_CQ_DATA
+    | abi::FI_TRANSMIT_COMPLETE
+    | abi::FI_DELIVERY_COMPLETE) as u64;
+
 /// An endpoint: `fid_ep` first.
 #[repr(C)]
 pub(crate) struct Ep {

@@ -12,7 +12,7 @@ use crate::abi::{
     fid, fid_domain, fid_ep, fid_t, iovec,
 };
 use crate::cq::{Op, post_err};
-use crate::endpoint::{Ep, bytes, ep_of, one_iov, with};
+use crate::endpoint::{Ep, TX_MSG_FLAGS, bytes, ep_of, one_iov, with};
 use crate::util::{EINVAL, ENOSYS, give_bytes};
 
 static EP_FI_OPS: fi_ops = fi_ops {
@@ -310,13 +310,6 @@ impl Ep {
     }
 }
 
-/// The flags of `fi_sendmsg` this provider acts on; others are refused.
-const SENDMSG_FLAGS: u64 = (abi::FI_INJECT
-    | abi::FI_COMPLETION
-    | abi::FI_REMOTE_CQ_DATA
-    | abi::FI_TRANSMIT_COMPLETE
-    | abi::FI_DELIVERY_COMPLETE) as u64;
-
 unsafe extern "C" fn send(
     ep: *mut fid_ep,
     buf: *const c_void,
@@ -347,7 +340,7 @@ unsafe extern "C" fn sendv(
 unsafe extern "C" fn sendmsg(ep: *mut fid_ep, msg: *const fi_msg, flags: u64) -> isize {
     // SAFETY: libfabric's contract.
     let Some(m) = (unsafe { msg.as_ref() }) else { return EINVAL as isize };
-    if flags & !SENDMSG_FLAGS != 0 {
+    if flags & !TX_MSG_FLAGS != 0 {
         return -(abi::FI_EBADFLAGS as isize);
     }
     // SAFETY: `msg_iov` holds `iov_count` iovecs.
@@ -460,7 +453,7 @@ unsafe extern "C" fn tsendv(
 unsafe extern "C" fn tsendmsg(ep: *mut fid_ep, msg: *const fi_msg_tagged, flags: u64) -> isize {
     // SAFETY: libfabric's contract.
     let Some(m) = (unsafe { msg.as_ref() }) else { return EINVAL as isize };
-    if flags & !SENDMSG_FLAGS != 0 {
+    if flags & !TX_MSG_FLAGS != 0 {
         return -(abi::FI_EBADFLAGS as isize);
     }
     // SAFETY: `msg_iov` holds `iov_count` iovecs.

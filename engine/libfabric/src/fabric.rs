@@ -12,7 +12,7 @@ use crate::abi::{
     fid_fabric,
 };
 use crate::domain;
-use crate::info::{Asked, offers};
+use crate::info::{Asked, asked, offers};
 use crate::util::{EINVAL, ENOSYS, cstr, fail, neg};
 
 /// A fabric: `fid_fabric` first, as libfabric sees it.
@@ -113,17 +113,10 @@ unsafe extern "C" fn no_trywait(_: *mut fid_fabric, _: *mut *mut fid, _: c_int) 
 unsafe fn domain_setup(info: &fi_info) -> Result<(crate::info::Offer, Ipv4Addr, ControlPlane), c_int> {
     let config = ProviderConfig::from_env()
         .map_err(|e| fail(&FiError::new(FiErrno::EINVAL, format!("configuration refused: {e}")), true))?;
-    let mut asked = Asked { caps: info.caps, ..Asked::default() };
-    // SAFETY: null or valid, per the contract.
-    unsafe {
-        if let Some(ep) = info.ep_attr.as_ref() {
-            asked.ep_type = ep.type_;
-        }
-        if let Some(d) = info.domain_attr.as_ref() {
-            asked.domain = cstr(d.name).map(str::to_string);
-            asked.mr_mode = Some(d.mr_mode as u32);
-        }
-    }
+    // The offer this info describes, as its hints would ask for it; its fabric and address format
+    // were checked when `fi_getinfo` gave it out.
+    // SAFETY: `info` valid with its attribute pointers null or valid, per the contract.
+    let asked = Asked { fabric: None, addr_format: abi::FI_FORMAT_UNSPEC, ..unsafe { asked(info) } };
     let offer = offers(&asked, &config).map_err(|e| fail(&e, false))?.remove(0);
     let ip = if info.src_addr.is_null() {
         crate::config::local_ip().map_err(|why| fail(&FiError::new(FiErrno::EADDRNOTAVAIL, why), true))?

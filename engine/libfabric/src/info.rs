@@ -124,7 +124,7 @@ pub fn offers(asked: &Asked, config: &ProviderConfig) -> Result<Vec<Offer>, FiEr
 ///
 /// # Safety
 /// `hints` is null or a valid `fi_info` whose attribute pointers are null or valid.
-unsafe fn asked(hints: *const fi_info) -> Asked {
+pub(crate) unsafe fn asked(hints: *const fi_info) -> Asked {
     // SAFETY: the caller's promise.
     let Some(h) = (unsafe { hints.as_ref() }) else { return Asked::default() };
     let mut a = Asked { caps: h.caps, addr_format: h.addr_format, ..Asked::default() };

@@ -6,7 +6,7 @@
 use core::ffi::c_void;
 
 use crate::abi::{self, fi_addr_t, fi_msg_rma, fi_ops_rma, fid_ep, iovec};
-use crate::endpoint::{bytes, one_iov, with};
+use crate::endpoint::{TX_MSG_FLAGS, bytes, one_iov, with};
 use crate::util::EINVAL;
 
 /// The RMA table of an endpoint whose domain offers FI_RMA.
@@ -22,13 +22,6 @@ pub(crate) static RMA_OPS: fi_ops_rma = fi_ops_rma {
     writedata: Some(writedata),
     injectdata: Some(inject_writedata),
 };
-
-/// The flags of `fi_writemsg` / `fi_readmsg` acted on; others are refused.
-const MSG_FLAGS: u64 = (abi::FI_INJECT
-    | abi::FI_COMPLETION
-    | abi::FI_REMOTE_CQ_DATA
-    | abi::FI_TRANSMIT_COMPLETE
-    | abi::FI_DELIVERY_COMPLETE) as u64;
 
 /// A write of `buf` to `dest`'s region `key` at `offset`, `data` for the target's completion;
 /// `context` `None` for an inject.
@@ -128,7 +121,7 @@ unsafe extern "C" fn readv(
 unsafe extern "C" fn readmsg(ep: *mut fid_ep, msg: *const fi_msg_rma, flags: u64) -> isize {
     // SAFETY: libfabric's contract.
     let Some(m) = (unsafe { msg.as_ref() }) else { return EINVAL as isize };
-    if flags & !MSG_FLAGS != 0 || flags & u64::from(abi::FI_INJECT) != 0 {
+    if flags & !TX_MSG_FLAGS != 0 || flags & u64::from(abi::FI_INJECT) != 0 {
         return -(abi::FI_EBADFLAGS as isize);
     }
     // SAFETY: the message's arrays hold their counts.
@@ -170,7 +163,7 @@ unsafe extern "C" fn writev(
 unsafe extern "C" fn writemsg(ep: *mut fid_ep, msg: *const fi_msg_rma, flags: u64) -> isize {
     // SAFETY: libfabric's contract.
     let Some(m) = (unsafe { msg.as_ref() }) else { return EINVAL as isize };
-    if flags & !MSG_FLAGS != 0 {
+    if flags & !TX_MSG_FLAGS != 0 {
         return -(abi::FI_EBADFLAGS as isize);
     }
     // SAFETY: the message's arrays hold their counts.
