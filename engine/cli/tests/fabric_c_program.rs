@@ -10,18 +10,32 @@
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-/// Compiles the program into the test's scratch directory; `None` (skipped) without a compiler
-/// or libfabric's headers.
+/// The program, compiled once for every test of this file (tests run in parallel: each compiling
+/// to the same path would rewrite the file another is running); `None` (skipped) without a
+/// compiler or libfabric's headers.
 fn compile(name: &str) -> Option<PathBuf> {
+    static PROGRAM: OnceLock<Result<PathBuf, &'static str>> = OnceLock::new();
+    match PROGRAM.get_or_init(build) {
+        Ok(p) => Some(p.clone()),
+        Err(why) => {
+            assert!(std::env::var_os("CI").is_none(), "{name} cannot run under CI: {why}");
+            eprintln!("{name}: skipped: {why}");
+            None
+        }
+    }
+}
+
+/// Compiles the program into the test's scratch directory.
+fn build() -> Result<PathBuf, &'static str> {
     let header = Path::new("/usr/include/rdma/fabric.h");
     let cc = Command::new("cc").arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status();
     if !header.is_file() || !cc.is_ok_and(|s| s.success()) {
-        let why = "cc or libfabric's headers are missing (scripts/setup.sh installs gcc and libfabric-dev)";
-        assert!(std::env::var_os("CI").is_none(), "{name} cannot run under CI: {why}");
-        eprintln!("{name}: skipped: {why}");
-        return None;
+        return Err(
+            "cc or libfabric's headers are missing (scripts/setup.sh installs gcc and libfabric-dev)",
+        );
     }
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c/uet_fabric_check.c");
     let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("uet_fabric_check");
@@ -33,7 +47,7 @@ fn compile(name: &str) -> Option<PathBuf> {
         .output()
         .unwrap();
     assert!(r.status.success(), "cc failed:\n{}", String::from_utf8_lossy(&r.stderr));
-    Some(out)
+    Ok(out)
 }
 
 /// `softrdma run` (kernel UDP on `local`, no verbs library) of the program as `role`, with the
