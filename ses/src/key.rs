@@ -91,6 +91,18 @@ pub enum KeyError {
     Reserved,
 }
 
+/// Whether `key` is one a user may register: nothing outside the RKEY and the two flags, and not
+/// in the endpoint's internal range.
+pub fn check_user_key(key: u64) -> Result<(), KeyError> {
+    if key & !(RKEY_MASK | IDEMPOTENT_SAFE | OPTIMIZED) != 0 {
+        return Err(KeyError::Malformed);
+    }
+    if key & INTERNAL != 0 {
+        return Err(KeyError::Reserved);
+    }
+    Ok(())
+}
+
 /// The regions of an endpoint, by RKEY.
 #[derive(Debug, Default)]
 pub struct Regions {
@@ -113,12 +125,7 @@ impl Regions {
         access: Access,
         scope: JobScope,
     ) -> Result<(), KeyError> {
-        if key & !(RKEY_MASK | IDEMPOTENT_SAFE | OPTIMIZED) != 0 {
-            return Err(KeyError::Malformed);
-        }
-        if key & INTERNAL != 0 {
-            return Err(KeyError::Reserved);
-        }
+        check_user_key(key)?;
         if self.map.contains_key(&rkey(key)) {
             return Err(KeyError::InUse);
         }

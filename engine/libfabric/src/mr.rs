@@ -67,9 +67,8 @@ unsafe fn register(domain: *mut fid, a: MrArgs, flags: u64, mr: *mut *mut fid_mr
         // The domain was opened for a program without FI_MR_ENDPOINT: it offered no RMA.
         return -(abi::FI_EOPNOTSUPP as c_int);
     }
-    if a.key & !(ses::key::RKEY_MASK | ses::key::IDEMPOTENT_SAFE | ses::key::OPTIMIZED) != 0
-        || a.key & ses::key::INTERNAL != 0
-    {
+    // Checked here, though the key is registered only by `fi_mr_enable`.
+    if ses::key::check_user_key(a.key).is_err() {
         return -(abi::FI_EKEYREJECTED as c_int);
     }
     let access = provider::MrAccess {

@@ -224,6 +224,14 @@ static void server(void)
 	struct fid_mr *m1 = reg(rma, sizeof(rma), KEY_RMA, 0);
 	struct fid_mr *m2 = reg(amo, sizeof(amo), KEY_AMO, 0);
 	struct fid_mr *m3 = reg(&own, sizeof(own), KEY_OWN, 1);
+	/* Keys with bits outside the RKEY and its two flags, or in the internal range, are refused. */
+	struct fid_mr *bad;
+	uint64_t bad_keys[] = {1ULL << 50, 1ULL << 47};
+	for (int i = 0; i < 2; i++) {
+		int r = fi_mr_reg(domain, &own, sizeof(own), FI_REMOTE_WRITE, 0, bad_keys[i], 0, &bad, NULL);
+		if (r != -FI_EKEYREJECTED)
+			die("key %#" PRIx64 " gave %d, expected -FI_EKEYREJECTED", bad_keys[i], r);
+	}
 
 	CHECK(fi_trecv(ep, wild[0], SMALL, NULL, FI_ADDR_UNSPEC, TAG_WILD, TAG_IGNORE, &wild[0]));
 	CHECK(fi_trecv(ep, wild[1], SMALL, NULL, FI_ADDR_UNSPEC, TAG_WILD, TAG_IGNORE, &wild[1]));
