@@ -38,4 +38,5 @@ pub use config::{Config, RX_WINDOW};
 pub use endpoint::{Delivery, DeliveryKind, Endpoint, Establishment, SendError, Stats, Transmit};
 pub use event::{Event, PdcError};
 pub use pdc::{PdcId, Role};
+pub use tx::Urgency;
 pub use wire::uet::pds::{Mode, NackCode, NextHeader};

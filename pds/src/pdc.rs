@@ -29,7 +29,7 @@ use crate::credit::{CreditRx, CreditTx, RcccConfig};
 use crate::config::{Config, RX_WINDOW};
 use crate::psn::{diff, offset16};
 use crate::rx::{RxHalf, Verdict};
-use crate::tx::{Delivered, Payload, TxHalf};
+use crate::tx::{Delivered, Payload, TxHalf, Urgency};
 use crate::window::LossWindow;
 
 /// A local PDC identifier (the SPDCID of the packets this side sends). 0 is never used.
@@ -98,6 +98,9 @@ pub(crate) struct Pdc<A> {
     pub(crate) last_rx: Duration,
     /// Target: only SYN packets have arrived so far (`Config::half_open_timeout`).
     pub(crate) half_open: bool,
+    /// A transmit poll kept [`Urgency::Held`] packets back, and the endpoint lists this PDC to
+    /// release them with its next transmission.
+    pub(crate) holding: bool,
 }
 
 /// What [`Pdc::poll_transmit`] wrote.
@@ -175,6 +178,7 @@ impl<A: Copy> Pdc<A> {
             restarted: false,
             last_rx: Duration::ZERO,
             half_open: role == Role::Target,
+            holding: false,
         }
     }
 
@@ -184,14 +188,14 @@ impl<A: Copy> Pdc<A> {
         next_hdr: NextHeader,
         body: Body,
         cookie: u64,
-        lazy: bool,
+        urgency: Urgency,
         cfg: &Config,
     ) -> u32 {
         let p = Payload::Data { next_hdr, body, cookie };
         if let Some(cost) = cfg.rccc.as_ref().and_then(|rc| credit_cost(rc, &p)) {
             self.credit_tx.queue(cost);
         }
-        self.tx.push_with(p, lazy)
+        self.tx.push_with(p, urgency)
     }
 
     /// Starts closing: the initiator sends CLOSE_CMD once drained, the target asks with CLOSE_REQ.
@@ -415,7 +419,11 @@ impl<A: Copy> Pdc<A> {
             return;
         }
         if let Some(srtt) = self.srtt {
-            self.probe_at = Some(now + (srtt * 2).max(Duration::from_micros(10)).min(cfg.rto / 2));
+            // A receiver acknowledges a packet that asked for no immediate ACK within its
+            // coalescing delay (taken to be ours): no stall before then.
+            let coalesced = if self.tx.newest_sent_lazy() { cfg.ack_delay + srtt } else { Duration::ZERO };
+            let wait = (srtt * 2).max(coalesced).max(Duration::from_micros(10));
+            self.probe_at = Some(now + wait.min(cfg.rto / 2));
         }
     }
 
@@ -470,13 +478,16 @@ impl<A: Copy> Pdc<A> {
 
     /// Writes the next packet this PDC wants to send into `buf`: a NACK, an ACK, a CLOSE_REQ,
     /// then a (re)transmission. Returns its length and kind, `None` when it has nothing to send
-    /// now, or [`NoRoom`] when `buf` is too small for the packet (which stays due).
+    /// now, or [`NoRoom`] when `buf` is too small for the packet (which stays due). Packets that
+    /// wait for company ([`Urgency::Held`]) go only with `release` (the endpoint sends something
+    /// else now) or once this PDC's delayed ACK has gone; until then `holding` is set.
     pub(crate) fn poll_transmit(
         &mut self,
         now: Duration,
         cfg: &Config,
         buf: &mut [u8],
         tail: Option<&mut Bytes>,
+        release: bool,
     ) -> Result<Option<(usize, TxKind)>, NoRoom> {
         let peer_id = self.peer_id.unwrap_or(0);
         if let Some(n) = self.rx.nack {
@@ -559,10 +570,14 @@ impl<A: Copy> Pdc<A> {
             return Ok(None);
         };
         let retx = self.tx.is_retransmission(idx);
+        if !retx && !release && self.rx.ack_due.is_some() && self.tx.only_held_unsent() {
+            self.holding = true;
+            return Ok(None);
+        }
         let (psn, pkt) = self.tx.get(idx);
         // The last packet queued asks for an ACK, unless nobody waits for it (an inject: the
         // receiver's coalescing delay is then no one's latency); a reduced window's edge always.
-        let last = (idx + 1 == self.tx.len() && !pkt.lazy) || ask_at == Some(idx);
+        let last = (idx + 1 == self.tx.len() && pkt.urgency == Urgency::Prompt) || ask_at == Some(idx);
         // RCCC: every data transmission needs credit (a retransmission adds its cost to the target
         // first), so not even go-back-N can send faster than the receiver grants; without credit,
         // perhaps ask for some. The PDC's first packet goes regardless: it carries SYN and the

@@ -38,9 +38,25 @@ pub(crate) struct TxPkt {
     seq: u64,
     /// When it last went out (for RTT samples).
     sent_at: Duration,
-    /// Nobody waits for its acknowledgement (an inject): it does not ask for an immediate ACK,
-    /// and the receiver's coalescing delay applies.
-    pub(crate) lazy: bool,
+    /// How soon it goes out and asks to be acknowledged.
+    pub(crate) urgency: Urgency,
+}
+
+/// How soon a packet goes out and asks to be acknowledged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Urgency {
+    /// Sent at once; the last packet queued asks for an immediate ACK (AR).
+    #[default]
+    Prompt,
+    /// Sent at once, asking for no immediate ACK: nobody waits for it (an inject), so the
+    /// receiver's coalescing delay (`Config::ack_delay`) is no one's latency.
+    Lazy,
+    /// [`Lazy`](Self::Lazy), and it waits for company: it goes out with the endpoint's next
+    /// transmission, or with its PDC's next ACK (within `Config::ack_delay`), whichever comes
+    /// first. For the response to a request that asked for no immediate ACK: nobody waits for
+    /// it either, and a send of its own would stand between the receiving application and its
+    /// next request on a path where every send costs a system call.
+    Held,
 }
 
 /// A packet newly known to be received, reported to the caller.
@@ -113,11 +129,11 @@ impl TxHalf {
 
     /// Queues a packet; returns its PSN.
     pub(crate) fn push(&mut self, payload: Payload) -> u32 {
-        self.push_with(payload, false)
+        self.push_with(payload, Urgency::Prompt)
     }
 
-    /// Queues `payload`; `lazy`: see [`TxPkt::lazy`].
-    pub(crate) fn push_with(&mut self, payload: Payload, lazy: bool) -> u32 {
+    /// Queues `payload` to go out with `urgency`.
+    pub(crate) fn push_with(&mut self, payload: Payload, urgency: Urgency) -> u32 {
         let psn = self.next_psn();
         self.pkts.push_back(TxPkt {
             payload,
@@ -126,7 +142,7 @@ impl TxHalf {
             retries: 0,
             seq: 0,
             sent_at: Duration::ZERO,
-            lazy,
+            urgency,
         });
         self.timers.push_back(NO_TIMER);
         psn
@@ -167,6 +183,17 @@ impl TxHalf {
             return self.pkts.iter().take(self.sent.min(retx_window)).position(|p| p.retx);
         }
         (self.sent < self.pkts.len() && self.sent < window).then_some(self.sent)
+    }
+
+    /// Whether every packet not yet sent waits for company ([`Urgency::Held`]), and one does.
+    pub(crate) fn only_held_unsent(&self) -> bool {
+        self.sent < self.pkts.len() && self.pkts.range(self.sent..).all(|p| p.urgency == Urgency::Held)
+    }
+
+    /// Whether the newest packet sent asked for no immediate ACK (its receiver may hold the ACK
+    /// for its coalescing delay).
+    pub(crate) fn newest_sent_lazy(&self) -> bool {
+        self.sent.checked_sub(1).is_some_and(|i| self.pkts[i].urgency != Urgency::Prompt)
     }
 
     /// One past the highest PSN sent.

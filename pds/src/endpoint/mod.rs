@@ -75,6 +75,12 @@ pub struct Endpoint<A> {
     targets: HashMap<A, usize>,
     next_id: PdcId,
     rr: PdcId,
+    /// PDCs whose transmit poll kept [`Urgency::Held`] packets back: the next packet this
+    /// endpoint sends releases them (`release` stays set until the poll finds nothing to send).
+    ///
+    /// [`Urgency::Held`]: crate::Urgency::Held
+    holding: Vec<PdcId>,
+    release: bool,
     ctrl: VecDeque<(A, Ctrl)>,
     /// Target PDCs closed recently: (until, peer, peer's PDCID, Start_PSN). A delayed duplicate
     /// of their SYN packets must not open a new PDC.
@@ -113,6 +119,8 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
             targets: HashMap::new(),
             next_id: 1,
             rr: 0,
+            holding: Vec::new(),
+            release: false,
             ctrl: VecDeque::new(),
             closed: VecDeque::new(),
             rudi: Initiator::new(0),

@@ -65,7 +65,8 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
         self.touched(id);
         match dropped {
             None | Some(Verdict::New) => {
-                let kind = DeliveryKind::Pdc { pdc: id, psn: r.psn, mode: r.mode };
+                let ack_requested = r.flags & wire::uet::pds::request::FLAG_AR != 0;
+                let kind = DeliveryKind::Pdc { pdc: id, psn: r.psn, mode: r.mode, ack_requested };
                 Ok(Some(Delivery { peer: src, kind, next_hdr: r.next_hdr, body }))
             }
             Some(Verdict::Duplicate) => Err(Refused::Duplicate),

@@ -8,6 +8,7 @@ use wire::uet::pds::request::{FLAG_AR, FLAG_RETX, FLAG_SYN};
 use wire::uet::pds::{Mode, NackCode, NackRepr, NextHeader, PdsRepr, RequestRepr};
 
 use super::{CLOSED_LINGER, DeliveryKind, Endpoint, Establishment, SendError};
+use crate::Urgency;
 use crate::body::Body;
 use crate::config::{Config, RX_WINDOW};
 use crate::event::{Event, PdcError};
@@ -305,7 +306,7 @@ fn syn_opens_a_target_pdc_and_the_checks_that_follow() {
     let start = u32::MAX - 1;
     let first = syn(Mode::Rud, start, 0, 3);
     let d = ep.handle_packet(NOW, 5, &first).unwrap().unwrap();
-    let DeliveryKind::Pdc { pdc, psn, mode: Mode::Rud } = d.kind else { panic!("{d:?}") };
+    let DeliveryKind::Pdc { pdc, psn, mode: Mode::Rud, .. } = d.kind else { panic!("{d:?}") };
     assert_eq!((psn, d.body, d.next_hdr), (start, &b"payload"[..], NextHeader::ReqStd));
     assert_eq!(ep.poll_event(), Some(Event::Accepted { pdc, peer: 5, mode: Mode::Rud }));
     let info = ep.pdc_info(pdc).unwrap();
@@ -436,8 +437,53 @@ fn a_lazy_packet_asks_for_no_ack_and_a_following_one_does() {
         _ => panic!("one request: {out:?}"),
     };
     assert!(ar(sent(&mut ep)), "a packet someone waits on asks for an ACK");
-    ep.send_on_with(pdc, NextHeader::ReqStd, Bytes::from_static(b"b"), 2, true).unwrap();
+    ep.send_on_with(pdc, NextHeader::ReqStd, Bytes::from_static(b"b"), 2, Urgency::Lazy).unwrap();
     assert!(!ar(sent(&mut ep)), "an inject's packet leaves the ACK to the receiver's delay");
-    ep.send_on_with(pdc, NextHeader::ReqStd, Bytes::from_static(b"c"), 3, false).unwrap();
+    ep.send_on_with(pdc, NextHeader::ReqStd, Bytes::from_static(b"c"), 3, Urgency::Prompt).unwrap();
     assert!(ar(sent(&mut ep)));
+}
+
+#[test]
+fn a_held_response_goes_with_the_next_packet_or_the_delayed_ack() {
+    let cfg = Config::default();
+    let mut ep = Endpoint::<u8>::new(cfg.clone(), 1);
+    let at = |ep: &mut Endpoint<u8>, now: Duration| -> Vec<(u8, PdsRepr)> {
+        let mut buf = [0u8; 2048];
+        std::iter::from_fn(|| ep.poll_transmit(now, &mut buf).map(|t| (t.dst, PdsRepr::parse(&buf[..t.len]).unwrap())))
+            .collect()
+    };
+    let what = |out: &[(u8, PdsRepr)]| -> Vec<(u8, &'static str, bool)> {
+        out.iter()
+            .map(|(dst, p)| match p {
+                PdsRepr::Request(r) if r.next_hdr == NextHeader::Rsp => (*dst, "rsp", r.flags & FLAG_AR != 0),
+                PdsRepr::Request(r) => (*dst, "req", r.flags & FLAG_AR != 0),
+                PdsRepr::Ack(_) => (*dst, "ack", false),
+                other => panic!("{other:?}"),
+            })
+            .collect()
+    };
+    let rsp = |ep: &mut Endpoint<u8>, pdc| {
+        ep.send_on_with(pdc, NextHeader::Rsp, Bytes::from_static(b"rsp"), 0, Urgency::Held).unwrap();
+    };
+    // A request that asks for no ACK: its response waits, then follows the next packet out.
+    let pkt = syn(Mode::Rud, 100, 0, 3);
+    let d = ep.handle_packet(NOW, 5, &pkt).unwrap().unwrap();
+    let DeliveryKind::Pdc { pdc, ack_requested: false, .. } = d.kind else { panic!("{d:?}") };
+    rsp(&mut ep, pdc);
+    assert_eq!(what(&sent(&mut ep)), [], "nothing else goes out and the ACK is not due");
+    ep.send(6, Mode::Rud, NextHeader::ReqStd, Bytes::from_static(b"req"), 1).unwrap();
+    assert_eq!(what(&sent(&mut ep)), [(6, "req", true), (5, "rsp", false)]);
+    // Without company it goes with the delayed ACK.
+    let kind = |ep: &mut Endpoint<u8>, flags, psn| {
+        ep.handle_packet(NOW, 5, &request(Mode::Rud, flags, psn, 3, pdc)).unwrap().map(|d| d.kind)
+    };
+    assert!(matches!(kind(&mut ep, 0, 101), Some(DeliveryKind::Pdc { ack_requested: false, .. })));
+    rsp(&mut ep, pdc);
+    assert_eq!(what(&sent(&mut ep)), []);
+    assert_eq!(ep.poll_timeout(), Some(cfg.ack_delay), "the PDC wakes for its delayed ACK");
+    assert_eq!(what(&at(&mut ep, cfg.ack_delay)), [(5, "ack", false), (5, "rsp", false)]);
+    // A request that asks for an ACK has it at once, and the response with it.
+    assert!(matches!(kind(&mut ep, FLAG_AR, 102), Some(DeliveryKind::Pdc { ack_requested: true, .. })));
+    rsp(&mut ep, pdc);
+    assert_eq!(what(&sent(&mut ep)), [(5, "ack", false), (5, "rsp", false)]);
 }

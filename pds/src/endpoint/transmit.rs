@@ -14,6 +14,7 @@ use super::{Ctrl, Endpoint};
 use crate::body::Body;
 use crate::event::{Event, PdcError};
 use crate::pdc::{NoRoom, PdcId, TxKind, emit, emit_body};
+use crate::tx::Urgency;
 
 impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
     /// Sends `bytes` (an SES header of format `next_hdr` and payload) to `peer` over this side's
@@ -39,19 +40,20 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
         body: impl Into<Body>,
         cookie: u64,
     ) -> Result<u32, SendError> {
-        self.send_on_with(pdc, next_hdr, body, cookie, false)
+        self.send_on_with(pdc, next_hdr, body, cookie, Urgency::Prompt)
     }
 
-    /// [`send_on`](Self::send_on) for a packet nobody waits on (`lazy`: an inject): it asks for
-    /// no immediate ACK, so the peer acknowledges it within its coalescing delay
-    /// (`Config::ack_delay`) instead of at once.
+    /// [`send_on`](Self::send_on) with an [`Urgency`] other than [`Urgency::Prompt`]: a packet
+    /// nobody waits on (an inject, or the response to one) asks for no immediate ACK, so the
+    /// peer acknowledges it within its coalescing delay (`Config::ack_delay`) instead of at
+    /// once; a held one also waits for company.
     pub fn send_on_with(
         &mut self,
         pdc: PdcId,
         next_hdr: NextHeader,
         body: impl Into<Body>,
         cookie: u64,
-        lazy: bool,
+        urgency: Urgency,
     ) -> Result<u32, SendError> {
         let p = self.pdcs.get_mut(&pdc).ok_or(SendError::UnknownPdc)?;
         if p.closing {
@@ -60,7 +62,7 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
         if p.tx.len() >= self.cfg.max_queued {
             return Err(SendError::QueueFull);
         }
-        let psn = p.push(next_hdr, body.into(), cookie, lazy, &self.cfg);
+        let psn = p.push(next_hdr, body.into(), cookie, urgency, &self.cfg);
         self.sched.touch(pdc, p, &self.cfg);
         Ok(psn)
     }
@@ -113,7 +115,7 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
 
     /// Writes the next packet to send into `buf` (which must hold the largest body plus 16 bytes).
     pub fn poll_transmit(&mut self, now: Duration, buf: &mut [u8]) -> Option<Transmit<A>> {
-        let t = self.poll_inner(now, buf, None)?;
+        let t = self.poll_released(now, buf, None)?;
         self.stats.tx_packets += 1;
         Some(t)
     }
@@ -125,9 +127,26 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
     /// must still have room for it: a packet is only taken when the whole of it fits.
     pub fn poll_transmit_split(&mut self, now: Duration, buf: &mut [u8]) -> Option<(Transmit<A>, Bytes)> {
         let mut tail = Bytes::new();
-        let t = self.poll_inner(now, buf, Some(&mut tail))?;
+        let t = self.poll_released(now, buf, Some(&mut tail))?;
         self.stats.tx_packets += 1;
         Some((t, tail))
+    }
+
+    /// The next packet; one going out releases the packets held back for company (they follow
+    /// it in this poll), and a poll that finds nothing ends the release.
+    fn poll_released(&mut self, now: Duration, buf: &mut [u8], tail: Option<&mut Bytes>) -> Option<Transmit<A>> {
+        let Some(t) = self.poll_inner(now, buf, tail) else {
+            self.release = false;
+            return None;
+        };
+        self.release = true;
+        for id in self.holding.drain(..) {
+            if let Some(p) = self.pdcs.get_mut(&id) {
+                p.holding = false;
+                self.sched.touch(id, p, &self.cfg);
+            }
+        }
+        Some(t)
     }
 
     fn poll_inner(
@@ -171,9 +190,13 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
                 self.sched.idle(id);
                 continue;
             };
-            let (len, kind) = match p.poll_transmit(now, &self.cfg, buf, tail.as_deref_mut()) {
+            let listed = p.holding;
+            let (len, kind) = match p.poll_transmit(now, &self.cfg, buf, tail.as_deref_mut(), self.release) {
                 Ok(Some(sent)) => sent,
                 Ok(None) => {
+                    if p.holding && !listed {
+                        self.holding.push(id);
+                    }
                     self.sched.idle(id);
                     // It may have armed its tail probe.
                     self.sched.rearm(id, p, &self.cfg);

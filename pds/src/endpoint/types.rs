@@ -37,6 +37,11 @@ pub enum DeliveryKind {
         psn: u32,
         /// The PDC's mode.
         mode: Mode,
+        /// The packet asked for an immediate ACK (AR). A response to one that did not may wait
+        /// for company ([`Urgency::Held`]).
+        ///
+        /// [`Urgency::Held`]: crate::Urgency::Held
+        ack_requested: bool,
     },
     /// A RUDI request: answer it with [`Endpoint::rudi_respond`].
     ///

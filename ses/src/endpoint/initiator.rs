@@ -5,7 +5,7 @@
 use std::hash::Hash;
 
 use bytes::Bytes;
-use pds::{Body, DeliveryKind, HEAD_MAX, Mode, NextHeader, PdcId};
+use pds::{Body, DeliveryKind, HEAD_MAX, Mode, NextHeader, PdcId, Urgency};
 use wire::uet::ses::common::{FLAG_EOM, FLAG_HD, FLAG_SOM};
 use wire::uet::ses::{
     AmoDatatype, AmoOpcode, AtomicExt, CasExt, RequestCommon, ReturnCode, SesExt, SesHeader, SesOpcode,
@@ -306,7 +306,7 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
             request_head(&r, &self.cfg, true, true, 0, payload.len(), head)
         });
         self.pds
-            .send_on_with(pdc, NextHeader::ReqStd, body, u64::from(msg_id), lazy)
+            .send_on_with(pdc, NextHeader::ReqStd, body, u64::from(msg_id), urgency(lazy))
             .map_err(|_| Error::Busy)?;
         self.ops.insert(msg_id, out_op(context, kind, peer, Some(pdc), len, 1));
         Ok(msg_id)
@@ -351,7 +351,7 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
             let chunk = data.slice(off.min(data.len())..(off + step).min(data.len()));
             let body = request_body(&r, &self.cfg, i == 0, i + 1 == packets, off, chunk);
             self.pds
-                .send_on_with(pdc, NextHeader::ReqStd, body, u64::from(msg_id), lazy)
+                .send_on_with(pdc, NextHeader::ReqStd, body, u64::from(msg_id), urgency(lazy))
                 .expect("room checked");
         }
         self.ops.insert(msg_id, out_op(context, kind, peer, Some(pdc), data.len(), 1));
@@ -591,4 +591,9 @@ fn request_head(
     };
     let repr = SesRepr { header: SesHeader::Standard(std), ext: r.ext };
     repr.emit(head).expect("an SES header fits, and the extension is the one the opcode calls for")
+}
+
+/// How soon a request's packets go: [`Opts::lazy_ack`] ones ask for no immediate ACK.
+fn urgency(lazy: bool) -> Urgency {
+    if lazy { Urgency::Lazy } else { Urgency::Prompt }
 }

@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use ahash::{AHashMap as HashMap, AHashSet as HashSet};
 use bytes::Bytes;
-use pds::{DeliveryKind, NextHeader, PdcId};
+use pds::{DeliveryKind, NextHeader, PdcId, Urgency};
 use wire::FixedHeader;
 use wire::uet::ses::{SesHeader, SesRepr, StandardRequest};
 
@@ -195,7 +195,11 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
         let d = self.pds.handle_packet_ecn(now, src, buf, ce)?;
         if let Some(d) = d {
             let (reply, piece) = match d.kind {
-                DeliveryKind::Pdc { pdc, .. } => (Reply::Pdc(pdc), 0),
+                DeliveryKind::Pdc { pdc, ack_requested, .. } => {
+                    // Nobody waits for the response to a request that asked for no immediate ACK.
+                    let urgency = if ack_requested { Urgency::Prompt } else { Urgency::Held };
+                    (Reply::Pdc(pdc, urgency), 0)
+                }
                 DeliveryKind::RudiRequest { pkt_id } => (Reply::Rudi(src, pkt_id), 0),
                 DeliveryKind::RudiResponse { cookie, .. } => (Reply::None, (cookie & 0xFFFF_FFFF) as usize),
                 DeliveryKind::Uud => (Reply::None, 0),

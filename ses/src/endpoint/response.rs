@@ -8,7 +8,7 @@ use std::collections::VecDeque;
 use std::hash::Hash;
 
 use bytes::Bytes;
-use pds::{NextHeader, PdcId, SendError};
+use pds::{NextHeader, PdcId, SendError, Urgency};
 use wire::FixedHeader;
 use wire::uet::ses::{Response, ResponseData, ResponseHead, ResponseOpcode, ReturnCode};
 
@@ -40,6 +40,12 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
         modified: u32,
         list: u8,
     ) {
+        let reply = match reply {
+            // An error is news the initiator acts on (it may still be sending the message): it
+            // goes at once, whatever the request asked.
+            Reply::Pdc(pdc, _) if rc != ReturnCode::Ok => Reply::Pdc(pdc, Urgency::Prompt),
+            r => r,
+        };
         if rc != ReturnCode::Ok {
             self.stats.errors_sent += 1;
         }
@@ -48,7 +54,7 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
 
     pub(super) fn reply(&mut self, reply: Reply<A>, nh: NextHeader, bytes: Bytes) {
         match reply {
-            Reply::Pdc(pdc) => self.queue_on(pdc, Pending::Packet(nh, bytes)),
+            Reply::Pdc(pdc, urgency) => self.queue_on(pdc, Pending::Packet(nh, bytes, urgency)),
             Reply::Rudi(peer, pkt_id) => self.pds.rudi_respond(peer, pkt_id, nh, bytes),
             Reply::None => {}
         }
@@ -87,7 +93,7 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Out<'_, A> {
     fn flush(&mut self, pdc: PdcId, queue: &mut VecDeque<Pending<A>>, cfg: &Config) -> bool {
         while let Some(front) = queue.front_mut() {
             let done = match front {
-                Pending::Packet(nh, bytes) => match self.pds.send_on(pdc, *nh, bytes.clone(), 0) {
+                Pending::Packet(nh, bytes, urgency) => match self.pds.send_on_with(pdc, *nh, bytes.clone(), 0, *urgency) {
                     Err(SendError::QueueFull) => return true,
                     _ => true,
                 },

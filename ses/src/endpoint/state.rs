@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use pds::{NextHeader, PdcId};
+use pds::{NextHeader, PdcId, Urgency};
 use wire::uet::ses::{RendezvousExt, ReturnCode, SesExt, SesOpcode};
 
 use super::types::{Addr, CompletionKind};
@@ -17,7 +17,8 @@ use crate::mode::DeliveryMode;
 /// Where a response goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Reply<A> {
-    Pdc(PdcId),
+    /// Over the PDC the request came on, as soon as it asked for.
+    Pdc(PdcId, Urgency),
     Rudi(A, u32),
     None,
 }
@@ -177,7 +178,7 @@ pub(super) struct Restart<A> {
 /// What waits for room on a PDC, in order: a built response packet, or a READ being served.
 #[derive(Debug)]
 pub(super) enum Pending<A> {
-    Packet(NextHeader, Bytes),
+    Packet(NextHeader, Bytes, Urgency),
     Read(ServedRead<A>),
 }
 

@@ -8,7 +8,7 @@ use std::hash::Hash;
 use std::time::Duration;
 
 use ahash::AHashMap as HashMap;
-use pds::{NextHeader, PdcId};
+use pds::{NextHeader, PdcId, Urgency};
 use wire::uet::ses::common::{FLAG_EOM, FLAG_HD, FLAG_SOM};
 use wire::uet::ses::{RequestCommon, ReturnCode, SesExt, SesOpcode, SomField, StandardRequest};
 
@@ -163,7 +163,7 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
             _ => {}
         }
         let pdc = match reply {
-            Reply::Pdc(p) => p,
+            Reply::Pdc(p, _) => p,
             _ => 0,
         };
         let key = (src, pdc, r.message_id());
@@ -235,7 +235,7 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
                     && single
                     && len == total
             }
-            Reply::Pdc(_) => c.opcode != SesOpcode::DatagramSend,
+            Reply::Pdc(..) => c.opcode != SesOpcode::DatagramSend,
         };
         if fits { Ok(()) } else { Err(ReturnCode::UnsupportedOp) }
     }
@@ -293,7 +293,7 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
                     self.stats.reassembly_timeouts += 1;
                     let job_id = m.job_id;
                     self.drop_partial(m);
-                    self.respond(Reply::Pdc(key.1), key.2, job_id, ReturnCode::Dropped, 0);
+                    self.respond(Reply::Pdc(key.1, Urgency::Prompt), key.2, job_id, ReturnCode::Dropped, 0);
                 }
                 None => {}
             }
@@ -499,7 +499,7 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
                 let rsp = data_response(r.message_id(), c.job_id, len, 0, bytes);
                 self.reply(reply, NextHeader::RspData, rsp);
             }
-            Reply::Pdc(pdc) => {
+            Reply::Pdc(pdc, _) => {
                 let serving = self.served_reads.entry(src).or_default();
                 if *serving >= self.cfg.max_served_reads {
                     self.stats.reads_refused += 1;
