@@ -54,6 +54,11 @@ pub trait Memory: std::fmt::Debug + Send {
     fn bytes(&self) -> &[u8];
     /// The bytes, for one copy in or one atomic.
     fn bytes_mut(&mut self) -> &mut [u8];
+    /// What a receive's completion hands back as its data: the endpoint's own buffer; nothing
+    /// for the caller's memory (the bytes are where the caller put the receive).
+    fn into_vec(self: Box<Self>) -> Vec<u8> {
+        Vec::new()
+    }
 }
 
 impl Memory for Vec<u8> {
@@ -62,6 +67,9 @@ impl Memory for Vec<u8> {
     }
     fn bytes_mut(&mut self) -> &mut [u8] {
         self
+    }
+    fn into_vec(self: Box<Self>) -> Vec<u8> {
+        *self
     }
 }
 

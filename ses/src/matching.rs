@@ -8,7 +8,7 @@
 
 use std::collections::VecDeque;
 
-use crate::key::JobScope;
+use crate::key::{JobScope, Memory};
 
 /// Who sent a message: the fabric endpoint and the `initiator` field of its requests.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -47,7 +47,8 @@ impl<A> RecvSpec<A> {
 #[derive(Debug)]
 pub(crate) struct Posted<A> {
     pub(crate) spec: RecvSpec<A>,
-    pub(crate) buf: Vec<u8>,
+    /// Where the message goes: the endpoint's own buffer, or the caller's memory.
+    pub(crate) buf: Box<dyn Memory>,
     pub(crate) context: u64,
 }
 
@@ -123,7 +124,7 @@ mod tests {
     use super::*;
 
     fn posted(tag: Option<(u64, u64)>, src: Option<Source<u8>>, context: u64) -> Posted<u8> {
-        Posted { spec: RecvSpec { tag, src, job: JobScope::Any }, buf: Vec::new(), context }
+        Posted { spec: RecvSpec { tag, src, job: JobScope::Any }, buf: Box::new(Vec::new()), context }
     }
 
     #[test]
@@ -158,10 +159,10 @@ mod tests {
         let mut q = Queues::new();
         q.post(Posted {
             spec: RecvSpec { job: JobScope::Job(5), ..RecvSpec::any() },
-            buf: Vec::new(),
+            buf: Box::new(Vec::new()),
             context: 1,
         });
-        q.post(Posted { spec: RecvSpec::any(), buf: Vec::new(), context: 2 });
+        q.post(Posted { spec: RecvSpec::any(), buf: Box::new(Vec::new()), context: 2 });
         // Job 6's message passes over the job-5 buffer and takes the any-JobID one.
         assert_eq!(q.take(&MsgInfo { src: a, tag: None, job_id: 6 }).map(|p| p.context), Some(2));
         assert!(q.take(&MsgInfo { src: a, tag: None, job_id: 6 }).is_none());

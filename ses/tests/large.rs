@@ -243,3 +243,62 @@ fn rendezvous_under_an_auth_key_jobid() {
     assert_eq!(wait(&mut sim, 1, 100).data, m);
     assert_eq!(wait(&mut sim, 0, 1).status, Status::Ok);
 }
+
+/// The caller's memory for `post_recv_into`: what it holds is handed back when the endpoint lets
+/// go of it.
+#[derive(Debug)]
+struct Caller(Vec<u8>, std::sync::mpsc::Sender<Vec<u8>>);
+
+impl ses::Memory for Caller {
+    fn bytes(&self) -> &[u8] {
+        &self.0
+    }
+    fn bytes_mut(&mut self) -> &mut [u8] {
+        &mut self.0
+    }
+}
+
+impl Drop for Caller {
+    fn drop(&mut self) {
+        let _ = self.1.send(std::mem::take(&mut self.0));
+    }
+}
+
+#[test]
+fn receives_into_the_callers_memory_take_eager_rendezvous_and_truncated_messages_in_place() {
+    let mut sim = sim(Profile::Hpc, Profile::Hpc, LinkConfig::default(), 3);
+    let dst = addr(sim.ends.eps[1].config(), 1);
+    let (tx, rx) = std::sync::mpsc::channel();
+    let cases = [
+        ("eager", pattern(7, 3_000), 4_000, false),
+        ("rendezvous, posted first", pattern(8, 50_000), 50_000, false),
+        ("rendezvous, unexpected", pattern(9, 20_000), 30_000, true),
+        ("rendezvous, truncated", pattern(10, 9_000), 5_000, false),
+    ];
+    for (i, (what, msg, room, late)) in cases.into_iter().enumerate() {
+        let context = 200 + i as u64;
+        let post = |sim: &mut Sim| {
+            let mem = Box::new(Caller(vec![0; room], tx.clone()));
+            sim.ends.eps[1].post_recv_into(RecvSpec::any(), mem, context);
+        };
+        if !late {
+            post(&mut sim);
+        }
+        sim.ends.eps[0].send(dst, &msg, None, o(context)).unwrap();
+        if late {
+            sim.run_until(Duration::from_millis(50), |_| false);
+            post(&mut sim);
+        }
+        let r = wait(&mut sim, 1, context);
+        let n = msg.len().min(room);
+        let status = if n < msg.len() { Status::Truncated } else { Status::Ok };
+        assert_eq!(
+            (r.status, r.len, r.data.len()),
+            (status, n, 0),
+            "{what}: the bytes are not in the completion"
+        );
+        let got = rx.try_recv().unwrap_or_else(|_| panic!("{what}: the endpoint kept the caller's memory"));
+        assert!(got[..n] == msg[..n], "{what}: the caller's memory holds the message");
+        wait(&mut sim, 0, context);
+    }
+}

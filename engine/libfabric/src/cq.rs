@@ -26,6 +26,8 @@ pub(crate) struct Op {
     /// atomic's result buffer, and its length (null, 0 for a send or a write).
     pub(crate) buf: *mut u8,
     pub(crate) len: usize,
+    /// A receive the engine placed in `buf` as it arrived: nothing to copy at completion.
+    pub(crate) placed: bool,
 }
 
 /// The operations waiting for their completions on one queue.
@@ -178,10 +180,16 @@ impl Cq {
             Err(e) => e.op_context,
         };
         let op = self.ops.borrow_mut().map.remove(&id);
-        let (context, buf, len) =
-            op.map_or((core::ptr::null_mut(), core::ptr::null_mut(), 0), |o| (o.context, o.buf, o.len));
-        // Copies what arrived into the receive's buffer: how many bytes fit.
-        let place = |data: &[u8]| {
+        let (context, buf, len, placed) = op
+            .map_or((core::ptr::null_mut(), core::ptr::null_mut(), 0, false), |o| {
+                (o.context, o.buf, o.len, o.placed)
+            });
+        // Copies what arrived into the receive's buffer: how many bytes fit (a receive placed as
+        // it arrived has its `moved` bytes there already).
+        let place = |data: &[u8], moved: usize| {
+            if placed {
+                return moved.min(len);
+            }
             let n = data.len().min(len);
             if n > 0 {
                 // SAFETY: `buf` holds `len` bytes, per the program's fi_recv.
@@ -191,7 +199,7 @@ impl Cq {
         };
         match c {
             Ok(e) if e.flags & cq_flags::RECV != 0 && e.buf.len() > len => {
-                let n = place(&e.buf);
+                let n = place(&e.buf, e.len);
                 *self.err.borrow_mut() = Some(fi_cq_err_entry {
                     op_context: context,
                     flags: fi_flags(e.flags),
@@ -209,10 +217,10 @@ impl Cq {
             }
             Ok(e) => {
                 let n = if e.flags & cq_flags::RECV != 0 {
-                    place(&e.buf)
+                    place(&e.buf, e.len)
                 } else {
                     // A read or a fetching atomic: its bytes go to the program's result buffer.
-                    place(&e.buf);
+                    place(&e.buf, e.len);
                     e.len
                 };
                 Taken::Entry(
@@ -228,7 +236,7 @@ impl Cq {
                 )
             }
             Err(e) => {
-                let n = place(&e.buf);
+                let n = place(&e.buf, e.len);
                 *self.err.borrow_mut() = Some(fi_cq_err_entry {
                     op_context: context,
                     flags: fi_flags(e.flags),

@@ -85,7 +85,9 @@ impl Ep {
         let Some(ops) = tx.as_ref() else { return -(abi::FI_ENOCQ as isize) };
         let id = match context {
             None => 0,
-            Some(context) => ops.borrow_mut().add(Op { context, buf: result.0, len: result.1 }),
+            Some(context) => {
+                ops.borrow_mut().add(Op { context, buf: result.0, len: result.1, placed: false })
+            }
         };
         match f(&self.ep, id) {
             Ok(()) => {

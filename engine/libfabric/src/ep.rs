@@ -295,10 +295,15 @@ impl Ep {
         }
         let rx = self.rx.borrow();
         let Some(ops) = rx.as_ref() else { return -(abi::FI_ENOCQ as isize) };
-        let id = ops.borrow_mut().add(Op { context, buf: buf.cast(), len });
-        let r = match tag {
-            None => self.ep.recv(len, src, id),
-            Some((t, ignore)) => self.ep.trecv(len, src, t, ignore, id),
+        // SAFETY: libfabric's contract: the buffer is the provider's until the receive's
+        // completion is read (or it is cancelled, or the endpoint closed).
+        let mem = unsafe { engine::provider::UserBuf::new(buf.cast(), len) };
+        let placed = mem.is_some();
+        let id = ops.borrow_mut().add(Op { context, buf: buf.cast(), len, placed });
+        let r = match (mem, tag) {
+            (Some(mem), tag) => self.ep.recv_into(mem, src, tag, id),
+            (None, None) => self.ep.recv(len, src, id),
+            (None, Some((t, ignore))) => self.ep.trecv(len, src, t, ignore, id),
         };
         match r {
             Ok(()) => 0,

@@ -20,6 +20,7 @@ use super::objects::{
     FI_ADDR_UNSPEC, FiAddr, JobSink, UetAddr, cq_flags,
 };
 use crate::datapath::Datapath;
+use crate::roce::usermem::UserBuf;
 use crate::uet::UetNode;
 
 /// How long an endpoint holds the ACK of packets that ask for none (injects: nobody waits for
@@ -626,7 +627,7 @@ impl Endpoint {
 
     fn recv_common(
         &self,
-        len: usize,
+        buf: Box<dyn ses::Memory>,
         src: FiAddr,
         tag: Option<(u64, u64)>,
         av_job: bool,
@@ -649,23 +650,37 @@ impl Endpoint {
             Some(Source { fep: a.ip, initiator: a.initiator })
         };
         let job = if av_job { JobScope::Job(e.av_job(src)?) } else { JobScope::Any };
-        e.node.ses().post_recv(RecvSpec { tag, src: source, job }, len, context);
+        e.node.ses().post_recv_into(RecvSpec { tag, src: source, job }, buf, context);
         Ok(())
     }
 
     /// `fi_recv`: a buffer of `len` bytes for any JobID; `src` [`FI_ADDR_UNSPEC`] or one sender.
+    /// The completion carries the bytes.
     pub fn recv(&self, len: usize, src: FiAddr, context: u64) -> Result<(), FiError> {
-        self.recv_common(len, src, None, false, context)
+        self.recv_common(Box::new(vec![0u8; len]), src, None, false, context)
     }
 
     /// `fi_recvmsg` with FI_AV_AUTH_KEY: only for messages of `src`'s auth key JobID.
     pub fn recvmsg_auth_key(&self, len: usize, src: FiAddr, context: u64) -> Result<(), FiError> {
-        self.recv_common(len, src, None, true, context)
+        self.recv_common(Box::new(vec![0u8; len]), src, None, true, context)
     }
 
     /// `fi_trecv`: tag and ignore mask (AI Full refuses ignore bits: FI_EINVAL).
     pub fn trecv(&self, len: usize, src: FiAddr, tag: u64, ignore: u64, context: u64) -> Result<(), FiError> {
-        self.recv_common(len, src, Some((tag, ignore)), false, context)
+        self.recv_common(Box::new(vec![0u8; len]), src, Some((tag, ignore)), false, context)
+    }
+
+    /// `fi_recv` (`tag` `None`) or `fi_trecv` into the program's memory: the message lands
+    /// there as it arrives, with no copy after, and the completion carries its length only
+    /// (an empty [`CqEntry::buf`]).
+    pub fn recv_into(
+        &self,
+        buf: UserBuf,
+        src: FiAddr,
+        tag: Option<(u64, u64)>,
+        context: u64,
+    ) -> Result<(), FiError> {
+        self.recv_common(Box::new(buf), src, tag, false, context)
     }
 
     fn rma_check(&self, e: &EpInner, len: usize) -> Result<(), FiError> {

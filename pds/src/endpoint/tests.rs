@@ -449,8 +449,10 @@ fn a_held_response_goes_with_the_next_packet_or_the_delayed_ack() {
     let mut ep = Endpoint::<u8>::new(cfg.clone(), 1);
     let at = |ep: &mut Endpoint<u8>, now: Duration| -> Vec<(u8, PdsRepr)> {
         let mut buf = [0u8; 2048];
-        std::iter::from_fn(|| ep.poll_transmit(now, &mut buf).map(|t| (t.dst, PdsRepr::parse(&buf[..t.len]).unwrap())))
-            .collect()
+        std::iter::from_fn(|| {
+            ep.poll_transmit(now, &mut buf).map(|t| (t.dst, PdsRepr::parse(&buf[..t.len]).unwrap()))
+        })
+        .collect()
     };
     let what = |out: &[(u8, PdsRepr)]| -> Vec<(u8, &'static str, bool)> {
         out.iter()

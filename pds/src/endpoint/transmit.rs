@@ -134,7 +134,12 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
 
     /// The next packet; one going out releases the packets held back for company (they follow
     /// it in this poll), and a poll that finds nothing ends the release.
-    fn poll_released(&mut self, now: Duration, buf: &mut [u8], tail: Option<&mut Bytes>) -> Option<Transmit<A>> {
+    fn poll_released(
+        &mut self,
+        now: Duration,
+        buf: &mut [u8],
+        tail: Option<&mut Bytes>,
+    ) -> Option<Transmit<A>> {
         let Some(t) = self.poll_inner(now, buf, tail) else {
             self.release = false;
             return None;

@@ -13,7 +13,7 @@ use wire::uet::ses::{
 };
 
 use super::Endpoint;
-use super::state::{OutOp, Req, Src};
+use super::state::{Internal, OutOp, Req, Src};
 use super::types::{Addr, Completion, CompletionKind, Error, Opts, Refusal, Status, Taken};
 use crate::amo;
 use crate::config::{Config, EpType};
@@ -460,13 +460,29 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
             op.pieces_left = 0;
             op.got = op.total;
         } else if matches!(op.kind, CompletionKind::Read | CompletionKind::FetchAtomic) {
-            match at.checked_add(data.len()).filter(|&end| end <= op.total) {
-                Some(end) => {
-                    wire::copy_payload(&mut op.data[at..end], data);
-                    op.got += data.len();
+            let Some(end) = at.checked_add(data.len()).filter(|&end| end <= op.total) else {
+                return Err(Refusal::Dropped);
+            };
+            let dst = match op.internal {
+                // A rendezvous read's bytes go straight into the receive's buffer, after the
+                // eager part (the read is never longer than what fits there).
+                Some(Internal::RdvRead(w)) => match self.rdv_waits.get_mut(&w) {
+                    Some(wait) => {
+                        let base = wait.req.ext.eager_length as usize;
+                        wait.posted.buf.bytes_mut().get_mut(base + at..base + end)
+                    }
+                    None => None,
+                },
+                _ => {
+                    if op.data.len() < op.total {
+                        op.data.resize(op.total, 0);
+                    }
+                    op.data.get_mut(at..end)
                 }
-                None => return Err(Refusal::Dropped),
-            }
+            };
+            let Some(dst) = dst else { return Err(Refusal::Dropped) };
+            wire::copy_payload(dst, data);
+            op.got += data.len();
             // Over a PDC the read is answered by as many RSP_DATA as it takes; over RUDI each
             // piece by exactly one.
             if op.pdc.is_none() {
@@ -519,8 +535,9 @@ fn out_op<A>(
     total: usize,
     pieces: usize,
 ) -> OutOp<A> {
-    let fetches = matches!(kind, CompletionKind::Read | CompletionKind::FetchAtomic);
-    let data = if fetches { vec![0; total] } else { Vec::new() };
+    // A read's or fetch's buffer comes with its first response (a rendezvous read's bytes go
+    // elsewhere: `on_response`).
+    let data = Vec::new();
     OutOp {
         context,
         kind,

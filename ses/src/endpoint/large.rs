@@ -324,9 +324,9 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
         eager: &[u8],
         req: RdvReq<A>,
     ) {
-        let n = p.buf.len().min(eager.len());
-        wire::copy_payload(&mut p.buf[..n], &eager[..n]);
-        let want = req.total.min(p.buf.len());
+        let n = p.buf.bytes().len().min(eager.len());
+        wire::copy_payload(&mut p.buf.bytes_mut()[..n], &eager[..n]);
+        let want = req.total.min(p.buf.bytes().len());
         if want <= eager.len() {
             return self.finish_rendezvous(p, info, header_data, req);
         }
@@ -359,7 +359,7 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
         header_data: Option<u64>,
         req: RdvReq<A>,
     ) {
-        let rc = if req.total > p.buf.len() { ReturnCode::TooLong } else { ReturnCode::Ok };
+        let rc = if req.total > p.buf.bytes().len() { ReturnCode::TooLong } else { ReturnCode::Ok };
         self.finish_recv(p, info, req.total, header_data);
         self.respond(req.reply, req.msg_id, req.job_id, rc, req.total as u32);
     }
@@ -368,17 +368,13 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
     pub(super) fn finish_internal(&mut self, internal: Internal, result: Result<Vec<u8>, Status>) {
         match internal {
             Internal::RdvRead(wait) => {
-                let Some(RdvWait { mut posted, info, header_data, req }) = self.rdv_waits.remove(&wait)
-                else {
+                let Some(RdvWait { posted, info, header_data, req }) = self.rdv_waits.remove(&wait) else {
                     return;
                 };
                 match result {
-                    Ok(data) => {
-                        let at = req.ext.eager_length as usize;
-                        let end = (at + data.len()).min(posted.buf.len());
-                        wire::copy_payload(&mut posted.buf[at..end], &data[..end - at]);
-                        self.finish_rendezvous(posted, info, header_data, req);
-                    }
+                    // The read placed its bytes in the receive's buffer as they came
+                    // (`on_response`).
+                    Ok(_) => self.finish_rendezvous(posted, info, header_data, req),
                     Err(status) => {
                         let rc = match status {
                             Status::Remote(rc) => rc,

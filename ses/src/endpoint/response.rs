@@ -93,10 +93,12 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Out<'_, A> {
     fn flush(&mut self, pdc: PdcId, queue: &mut VecDeque<Pending<A>>, cfg: &Config) -> bool {
         while let Some(front) = queue.front_mut() {
             let done = match front {
-                Pending::Packet(nh, bytes, urgency) => match self.pds.send_on_with(pdc, *nh, bytes.clone(), 0, *urgency) {
-                    Err(SendError::QueueFull) => return true,
-                    _ => true,
-                },
+                Pending::Packet(nh, bytes, urgency) => {
+                    match self.pds.send_on_with(pdc, *nh, bytes.clone(), 0, *urgency) {
+                        Err(SendError::QueueFull) => return true,
+                        _ => true,
+                    }
+                }
                 Pending::Read(r) => {
                     let Some(info) = self.pds.pdc_info(pdc) else {
                         self.end_read(r.peer);

@@ -19,14 +19,20 @@ use super::state::{Dest, InMsg, Later, Pending, Reply, ServedRead, Unexpected};
 use super::types::{Completion, CompletionKind, Refusal, Status, Taken};
 use crate::amo;
 use crate::config::EpType;
-use crate::key::{Regions, Want};
+use crate::key::{Memory, Regions, Want};
 use crate::matching::{MsgInfo, Posted, RecvSpec, Source};
 
 impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
     /// Posts a receive buffer of `len` bytes for messages `spec` accepts. An unexpected message it
-    /// matches is taken at once.
+    /// matches is taken at once. Its completion carries the bytes.
     pub fn post_recv(&mut self, spec: RecvSpec<A>, len: usize, context: u64) {
-        let posted = Posted { spec, buf: vec![0; len], context };
+        self.post_recv_into(spec, Box::new(vec![0; len]), context);
+    }
+
+    /// [`post_recv`](Self::post_recv) into `buf`, the caller's memory: the message is placed
+    /// there as it arrives (no copy after), and the completion carries its length only.
+    pub fn post_recv_into(&mut self, spec: RecvSpec<A>, buf: Box<dyn Memory>, context: u64) {
+        let posted = Posted { spec, buf, context };
         let Some(id) = self.unexpected.iter().find(|(_, u)| spec.accepts(&u.info)).map(|(&id, _)| id) else {
             self.queues.post(posted);
             return;
@@ -44,8 +50,8 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
         }
         if u.complete {
             let mut posted = posted;
-            let n = posted.buf.len().min(u.data.len());
-            wire::copy_payload(&mut posted.buf[..n], &u.data[..n]);
+            let n = posted.buf.bytes().len().min(u.data.len());
+            wire::copy_payload(&mut posted.buf.bytes_mut()[..n], &u.data[..n]);
             self.finish_recv(posted, u.info, u.data.len(), u.header_data);
             return;
         }
@@ -56,8 +62,8 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
             return;
         };
         let mut posted = posted;
-        let n = posted.buf.len().min(u.data.len());
-        wire::copy_payload(&mut posted.buf[..n], &u.data[..n]);
+        let n = posted.buf.bytes().len().min(u.data.len());
+        wire::copy_payload(&mut posted.buf.bytes_mut()[..n], &u.data[..n]);
         msg.dest = Dest::Recv(posted);
     }
 
@@ -103,8 +109,8 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
         total: usize,
         header_data: Option<u64>,
     ) {
-        let mut buf = p.buf;
-        let len = total.min(buf.len());
+        let len = total.min(p.buf.bytes().len());
+        let mut buf = p.buf.into_vec();
         buf.truncate(len);
         let status = if total > len { Status::Truncated } else { Status::Ok };
         self.completions.push_back(Completion {
@@ -304,7 +310,7 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
     fn finish_msg(&mut self, reply: Reply<A>, r: &StandardRequest, m: InMsg<A>) {
         let rc = match m.dest {
             Dest::Recv(p) => {
-                let truncated = m.total > p.buf.len();
+                let truncated = m.total > p.buf.bytes().len();
                 self.finish_recv(p, m.info, m.total, m.header_data);
                 if truncated { ReturnCode::TooLong } else { ReturnCode::Ok }
             }
@@ -614,9 +620,10 @@ fn place<A>(
 ) -> Taken {
     match dest {
         Dest::Recv(p) => {
-            let end = (offset + payload.len()).min(p.buf.len());
+            let buf = p.buf.bytes_mut();
+            let end = (offset + payload.len()).min(buf.len());
             if offset < end {
-                wire::copy_payload(&mut p.buf[offset..end], &payload[..end - offset]);
+                wire::copy_payload(&mut buf[offset..end], &payload[..end - offset]);
             }
         }
         Dest::Unexpected(id) => {
