@@ -159,12 +159,18 @@ impl std::fmt::Debug for FabricInner {
     }
 }
 
-/// One round of every endpoint; true if anything moved.
+/// One round of every endpoint; true if anything moved. It runs on every `fi_cq_read`: the
+/// endpoints are taken one at a time, with no list built per call.
 fn progress(f: &RefCell<FabricInner>) -> bool {
-    let eps: Vec<_> = f.borrow().endpoints.iter().filter_map(Weak::upgrade).collect();
     let mut moved = false;
-    for ep in eps {
-        moved |= ep.borrow_mut().progress();
+    let mut i = 0;
+    loop {
+        // The fabric is not borrowed while an endpoint progresses (it may open or close one).
+        let Some(ep) = f.borrow().endpoints.get(i).map(Weak::upgrade) else { break };
+        if let Some(ep) = ep {
+            moved |= ep.borrow_mut().progress();
+        }
+        i += 1;
     }
     moved
 }
