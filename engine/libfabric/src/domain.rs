@@ -50,15 +50,6 @@ pub(crate) unsafe extern "C" fn no_ep(
     ENOSYS
 }
 
-pub(crate) unsafe extern "C" fn no_cntr(
-    _: *mut fid_domain,
-    _: *mut abi::fi_cntr_attr,
-    _: *mut *mut abi::fid_cntr,
-    _: *mut c_void,
-) -> c_int {
-    ENOSYS
-}
-
 pub(crate) unsafe extern "C" fn no_poll(
     _: *mut fid_domain,
     _: *mut abi::fi_poll_attr,

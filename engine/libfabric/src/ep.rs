@@ -5,7 +5,7 @@
 use core::ffi::{c_int, c_void};
 use std::cell::RefCell;
 
-use engine::provider::{self, EpAttr};
+use engine::provider::{self, EpAttr, cq_flags};
 
 use crate::abi::{
     self, fi_addr_t, fi_info, fi_msg, fi_msg_tagged, fi_ops, fi_ops_cm, fi_ops_ep, fi_ops_msg, fi_ops_tagged,
@@ -144,7 +144,8 @@ unsafe extern "C" fn close(f: *mut fid) -> c_int {
     0
 }
 
-/// `fi_ep_bind`: a completion queue (FI_TRANSMIT, FI_RECV) or the address vector.
+/// `fi_ep_bind`: a completion queue (FI_TRANSMIT, FI_RECV), a counter (FI_SEND, FI_RECV, FI_READ,
+/// FI_WRITE) or the address vector.
 unsafe extern "C" fn bind(f: *mut fid, bfid: *mut fid, flags: u64) -> c_int {
     // SAFETY: libfabric's contract.
     let (Some(e), Some(b)) = (unsafe { ep_of(f.cast()) }, unsafe { bfid.as_ref() }) else { return EINVAL };
@@ -175,7 +176,26 @@ unsafe extern "C" fn bind(f: *mut fid, bfid: *mut fid, flags: u64) -> c_int {
             *e.av.borrow_mut() = true;
             0
         }
-        // Counters and event queues are not offered.
+        abi::FI_CLASS_CNTR => {
+            // SAFETY: an object of class CNTR of this provider.
+            let Some(c) = (unsafe { crate::cntr::cntr_of(bfid) }) else { return EINVAL };
+            // What it counts: local completions only (FI_REMOTE_* would need FI_RMA_EVENT).
+            let counts = [
+                (abi::FI_SEND, cq_flags::SEND),
+                (abi::FI_RECV, cq_flags::RECV),
+                (abi::FI_READ, cq_flags::READ),
+                (abi::FI_WRITE, cq_flags::WRITE),
+            ];
+            let known = counts.iter().fold(0u64, |acc, &(fi, _)| acc | u64::from(fi));
+            if flags == 0 || flags & !known != 0 {
+                return if flags & !known != 0 { ENOSYS } else { EINVAL };
+            }
+            let on =
+                counts.iter().filter(|&&(fi, _)| flags & u64::from(fi) != 0).fold(0, |acc, &(_, e)| acc | e);
+            e.ep.bind_cntr(&c.cntr, on);
+            0
+        }
+        // Event queues are not offered.
         _ => ENOSYS,
     }
 }

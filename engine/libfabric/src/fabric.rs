@@ -146,7 +146,7 @@ static DOMAIN_OPS: fi_ops_domain = fi_ops_domain {
     cq_open: Some(crate::cq::open),
     endpoint: Some(crate::ep::open),
     scalable_ep: Some(domain::no_ep),
-    cntr_open: Some(domain::no_cntr),
+    cntr_open: Some(crate::cntr::open),
     poll_open: Some(domain::no_poll),
     stx_ctx: Some(domain::no_stx),
     srx_ctx: Some(domain::no_srx),

@@ -216,6 +216,7 @@ fn build(offer: &Offer, src: Option<&[u8]>, payload: usize) -> *mut fi_info {
         d.mr_key_size = 8;
         d.cq_data_size = 8;
         d.cq_cnt = 64;
+        d.cntr_cnt = 64;
         // One endpoint per host address: UET's UDP port.
         d.ep_cnt = 1;
         d.tx_ctx_cnt = 1;

@@ -44,6 +44,7 @@
 )]
 pub mod abi;
 mod atomic;
+mod cntr;
 pub mod config;
 mod cq;
 mod domain;

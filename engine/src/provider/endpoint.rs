@@ -355,7 +355,7 @@ impl EpInner {
             let now = self.node.ses().regions.get(key).map_or(0, |r| r.accesses);
             let (_, cntr, seen) = &mut self.mr_cntrs[i];
             for _ in *seen..now {
-                cntr.add(true, 0);
+                cntr.count(true, 0);
             }
             *seen = now.max(*seen);
         }
@@ -390,7 +390,7 @@ impl EpInner {
         let rx = flags & (cq_flags::RECV | cq_flags::REMOTE_WRITE) != 0;
         for (cntr, on) in &self.cntrs {
             if on & flags != 0 {
-                cntr.add(ok, c.len);
+                cntr.count(ok, c.len);
             }
         }
         if let Status::Failed(e) = c.status {

@@ -240,7 +240,7 @@ impl Counter {
         Counter { inner: Rc::default(), fabric }
     }
 
-    pub(super) fn add(&self, ok: bool, bytes: usize) {
+    pub(super) fn count(&self, ok: bool, bytes: usize) {
         let mut c = self.inner.borrow_mut();
         if ok {
             c.completions += 1;
@@ -272,6 +272,28 @@ impl Counter {
     pub fn readerr(&self) -> u64 {
         self.progress();
         self.inner.borrow().errors
+    }
+
+    /// `fi_cntr_add`.
+    pub fn add(&self, value: u64) {
+        let mut c = self.inner.borrow_mut();
+        c.completions = c.completions.wrapping_add(value);
+    }
+
+    /// `fi_cntr_set`.
+    pub fn set(&self, value: u64) {
+        self.inner.borrow_mut().completions = value;
+    }
+
+    /// `fi_cntr_adderr`.
+    pub fn adderr(&self, value: u64) {
+        let mut c = self.inner.borrow_mut();
+        c.errors = c.errors.wrapping_add(value);
+    }
+
+    /// `fi_cntr_seterr`.
+    pub fn seterr(&self, value: u64) {
+        self.inner.borrow_mut().errors = value;
     }
 }
 

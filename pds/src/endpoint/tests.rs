@@ -446,7 +446,7 @@ fn a_lazy_packet_asks_for_no_ack_and_a_following_one_does() {
 #[test]
 fn a_held_response_goes_with_the_next_packet_or_the_delayed_ack() {
     let cfg = Config::default();
-    let mut ep = Endpoint::<u8>::new(cfg.clone(), 1);
+    let mut ep = Endpoint::<u8>::new(cfg, 1);
     let at = |ep: &mut Endpoint<u8>, now: Duration| -> Vec<(u8, PdsRepr)> {
         let mut buf = [0u8; 2048];
         std::iter::from_fn(|| {

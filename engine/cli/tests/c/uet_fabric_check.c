@@ -47,6 +47,7 @@ static struct fid_fabric *fabric;
 static struct fid_domain *domain;
 static struct fid_ep *ep;
 static struct fid_cq *cq;
+static struct fid_cntr *cntr;
 static struct fid_av *av;
 static fi_addr_t peer;
 /* The source address fi_cq_readfrom gave with the last completion. */
@@ -180,10 +181,13 @@ static void open_all(struct fi_info *info)
 	struct fi_av_attr av_attr = {.type = FI_AV_TABLE};
 	CHECK(fi_fabric(info->fabric_attr, &fabric, NULL));
 	CHECK(fi_domain(fabric, info, &domain, NULL));
+	struct fi_cntr_attr cntr_attr = {.events = FI_CNTR_EVENTS_COMP};
 	CHECK(fi_cq_open(domain, &cq_attr, &cq, NULL));
+	CHECK(fi_cntr_open(domain, &cntr_attr, &cntr, NULL));
 	CHECK(fi_av_open(domain, &av_attr, &av, NULL));
 	CHECK(fi_endpoint(domain, info, &ep, NULL));
 	CHECK(fi_ep_bind(ep, &cq->fid, FI_TRANSMIT | FI_RECV));
+	CHECK(fi_ep_bind(ep, &cntr->fid, FI_SEND | FI_RECV | FI_READ | FI_WRITE));
 	CHECK(fi_ep_bind(ep, &av->fid, 0));
 	CHECK(fi_enable(ep));
 }
@@ -277,6 +281,11 @@ static void server(void)
 		die("atomics left %" PRIu64 " and %" PRIu64 ", expected 105 and 9", amo[0], amo[1]);
 	if (own != 0)
 		die("a write from another JobID changed the region bound to this one");
+	/* The counter saw the five receives and the one send. */
+	CHECK(fi_cntr_wait(cntr, 6, 5000));
+	if (fi_cntr_read(cntr) != 6 || fi_cntr_readerr(cntr) != 0)
+		die("the counter has %" PRIu64 " completions and %" PRIu64 " errors, expected 6 and 0",
+		    fi_cntr_read(cntr), fi_cntr_readerr(cntr));
 	CHECK(fi_close(&m1->fid));
 	CHECK(fi_close(&m2->fid));
 	CHECK(fi_close(&m3->fid));
@@ -302,6 +311,10 @@ static void client(void)
 	CHECK(fi_send(ep, big, BIG, NULL, peer, big));
 	for (int i = 0; i < 4; i++)
 		next_ok(&e, "a send");
+	/* The ready message and the four sends. */
+	CHECK(fi_cntr_wait(cntr, 5, 5000));
+	if (fi_cntr_read(cntr) != 5)
+		die("the counter has %" PRIu64 " completions after five, expected 5", fi_cntr_read(cntr));
 
 	CHECK(fi_read(ep, rd, RMA_HALF, NULL, peer, 0, KEY_RMA, rd));
 	next_ok(&e, "fi_read");
@@ -327,6 +340,19 @@ static void client(void)
 	/* The region bound to the server's JobID (20) refuses this process's (10). */
 	uint64_t junk = 0x5a5a5a5a5a5a5a5a;
 	CHECK(fi_write(ep, &junk, sizeof(junk), NULL, peer, 0, KEY_OWN, &junk));
+	/* A wait for more than will come ends when the error is counted. */
+	uint64_t before = fi_cntr_read(cntr);
+	int w = fi_cntr_wait(cntr, before + 100, 5000);
+	if (w != -FI_EAVAIL || fi_cntr_readerr(cntr) != 1)
+		die("fi_cntr_wait over a failed write gave %d with %" PRIu64 " errors", w, fi_cntr_readerr(cntr));
+	if (fi_cntr_wait(cntr, before + 100, 20) != -FI_ETIMEDOUT)
+		die("fi_cntr_wait for what never comes did not time out");
+	CHECK(fi_cntr_set(cntr, 100));
+	CHECK(fi_cntr_add(cntr, 2));
+	CHECK(fi_cntr_adderr(cntr, 2));
+	if (fi_cntr_read(cntr) != 102 || fi_cntr_readerr(cntr) != 3)
+		die("set/add left %" PRIu64 " and %" PRIu64, fi_cntr_read(cntr), fi_cntr_readerr(cntr));
+	CHECK(fi_cntr_seterr(cntr, 0));
 	if (!next(&e, &err))
 		die("a write to a region of another JobID succeeded");
 	if (err.err != FI_EACCES || err.prov_errno != BAD_JOB_ID || err.op_context != &junk)
@@ -358,6 +384,7 @@ int main(int argc, char **argv)
 	CHECK(fi_close(&ep->fid));
 	CHECK(fi_close(&av->fid));
 	CHECK(fi_close(&cq->fid));
+	CHECK(fi_close(&cntr->fid));
 	CHECK(fi_close(&domain->fid));
 	CHECK(fi_close(&fabric->fid));
 	fi_freeinfo(info);
