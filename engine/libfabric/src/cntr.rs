@@ -21,15 +21,7 @@ pub(crate) struct Cntr {
     fabric: provider::Fabric,
 }
 
-static CNTR_FI_OPS: fi_ops = fi_ops {
-    size: size_of::<fi_ops>(),
-    close: Some(close),
-    bind: None,
-    control: None,
-    ops_open: None,
-    tostr: None,
-    ops_set: None,
-};
+static CNTR_FI_OPS: fi_ops = crate::util::fid_ops(close, None, None);
 
 static CNTR_OPS: fi_ops_cntr = fi_ops_cntr {
     size: size_of::<fi_ops_cntr>(),

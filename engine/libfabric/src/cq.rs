@@ -64,15 +64,7 @@ pub(crate) struct Cq {
     err: RefCell<Option<fi_cq_err_entry>>,
 }
 
-static CQ_FI_OPS: fi_ops = fi_ops {
-    size: size_of::<fi_ops>(),
-    close: Some(close),
-    bind: None,
-    control: Some(control),
-    ops_open: None,
-    tostr: None,
-    ops_set: None,
-};
+static CQ_FI_OPS: fi_ops = crate::util::fid_ops(close, None, Some(control));
 
 static CQ_OPS: fi_ops_cq = fi_ops_cq {
     size: size_of::<fi_ops_cq>(),

@@ -83,15 +83,7 @@ pub(crate) struct Av {
     pub(crate) av: AddressVector,
 }
 
-static AV_FI_OPS: fi_ops = fi_ops {
-    size: size_of::<fi_ops>(),
-    close: Some(close_av),
-    bind: None,
-    control: None,
-    ops_open: None,
-    tostr: None,
-    ops_set: None,
-};
+static AV_FI_OPS: fi_ops = crate::util::fid_ops(close_av, None, None);
 
 static AV_OPS: fi_ops_av = fi_ops_av {
     size: size_of::<fi_ops_av>(),

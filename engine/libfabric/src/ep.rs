@@ -15,15 +15,7 @@ use crate::cq::{Op, post_err};
 use crate::endpoint::{Ep, TX_MSG_FLAGS, bytes, ep_of, one_iov, with};
 use crate::util::{EINVAL, ENOSYS, give_bytes};
 
-static EP_FI_OPS: fi_ops = fi_ops {
-    size: size_of::<fi_ops>(),
-    close: Some(close),
-    bind: Some(bind),
-    control: Some(control),
-    ops_open: None,
-    tostr: None,
-    ops_set: None,
-};
+static EP_FI_OPS: fi_ops = crate::util::fid_ops(close, Some(bind), Some(control));
 
 static EP_OPS: fi_ops_ep = fi_ops_ep {
     size: size_of::<fi_ops_ep>(),

@@ -18,15 +18,7 @@ struct Eq {
     events: RefCell<VecDeque<(u32, Vec<u8>)>>,
 }
 
-static EQ_FI_OPS: fi_ops = fi_ops {
-    size: size_of::<fi_ops>(),
-    close: Some(close),
-    bind: None,
-    control: Some(control),
-    ops_open: None,
-    tostr: None,
-    ops_set: None,
-};
+static EQ_FI_OPS: fi_ops = crate::util::fid_ops(close, None, Some(control));
 
 static EQ_OPS: fi_ops_eq = fi_ops_eq {
     size: size_of::<fi_ops_eq>(),

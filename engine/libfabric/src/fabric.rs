@@ -21,15 +21,7 @@ pub(crate) struct Fabric {
     fid: fid_fabric,
 }
 
-static FABRIC_FI_OPS: fi_ops = fi_ops {
-    size: size_of::<fi_ops>(),
-    close: Some(close),
-    bind: None,
-    control: None,
-    ops_open: None,
-    tostr: None,
-    ops_set: None,
-};
+static FABRIC_FI_OPS: fi_ops = crate::util::fid_ops(close, None, None);
 
 static FABRIC_OPS: fi_ops_fabric = fi_ops_fabric {
     size: size_of::<fi_ops_fabric>(),
@@ -130,15 +122,7 @@ unsafe fn domain_setup(info: &fi_info) -> Result<(crate::info::Offer, Ipv4Addr, 
     Ok((offer, ip, control))
 }
 
-static DOMAIN_FI_OPS: fi_ops = fi_ops {
-    size: size_of::<fi_ops>(),
-    close: Some(domain::close_domain),
-    bind: None,
-    control: None,
-    ops_open: None,
-    tostr: None,
-    ops_set: None,
-};
+static DOMAIN_FI_OPS: fi_ops = crate::util::fid_ops(domain::close_domain, None, None);
 
 static DOMAIN_OPS: fi_ops_domain = fi_ops_domain {
     size: size_of::<fi_ops_domain>(),

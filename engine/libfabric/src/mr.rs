@@ -31,15 +31,7 @@ struct Mr {
     region: RefCell<Option<provider::MemoryRegion>>,
 }
 
-static MR_FI_OPS: fi_ops = fi_ops {
-    size: size_of::<fi_ops>(),
-    close: Some(close_mr),
-    bind: Some(bind_mr),
-    control: Some(control_mr),
-    ops_open: None,
-    tostr: None,
-    ops_set: None,
-};
+static MR_FI_OPS: fi_ops = crate::util::fid_ops(close_mr, Some(bind_mr), Some(control_mr));
 
 /// What `fi_mr_reg*` asks for.
 struct MrArgs {

@@ -1,7 +1,7 @@
 //! What every object of the library needs: libfabric's negative error returns, memory libfabric
 //! frees with `free(3)` (the `fi_info` lists), and reporting a refusal where a user sees it.
 
-use core::ffi::{c_char, c_int};
+use core::ffi::{c_char, c_int, c_void};
 use engine::provider::{FiErrno, FiError};
 
 use crate::abi;
@@ -16,6 +16,24 @@ pub(crate) const ENOSYS: c_int = -(abi::FI_ENOSYS as c_int);
 
 /// `-FI_EINVAL`.
 pub(crate) const EINVAL: c_int = -(abi::FI_EINVAL as c_int);
+
+/// An object's `fi_ops`: `close`, and `bind` and `control` where it has them (`fi_open_ops`,
+/// `fi_tostr` and `fi_set_ops` are libfabric's optional entries, left out).
+pub(crate) const fn fid_ops(
+    close: unsafe extern "C" fn(*mut abi::fid) -> c_int,
+    bind: Option<unsafe extern "C" fn(*mut abi::fid, *mut abi::fid, u64) -> c_int>,
+    control: Option<unsafe extern "C" fn(*mut abi::fid, c_int, *mut c_void) -> c_int>,
+) -> abi::fi_ops {
+    abi::fi_ops {
+        size: size_of::<abi::fi_ops>(),
+        close: Some(close),
+        bind,
+        control,
+        ops_open: None,
+        tostr: None,
+        ops_set: None,
+    }
+}
 
 /// The negative return of `e`, after saying why on standard error when `SOFTRDMA_FI_DEBUG` is set
 /// or the error is one a user must act on (`loud`).
