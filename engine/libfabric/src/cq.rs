@@ -138,22 +138,27 @@ pub(crate) unsafe fn cq_of<'a>(f: *mut fid) -> Option<&'a Cq> {
 
 /// libfabric's completion flags of the engine's.
 fn fi_flags(f: u64) -> u64 {
-    [
-        (cq_flags::SEND, abi::FI_SEND),
-        (cq_flags::RECV, abi::FI_RECV),
-        (cq_flags::RMA, abi::FI_RMA),
-        (cq_flags::ATOMIC, abi::FI_ATOMIC),
-        (cq_flags::READ, abi::FI_READ),
-        (cq_flags::WRITE, abi::FI_WRITE),
-        (cq_flags::TAGGED, abi::FI_TAGGED),
-        (cq_flags::MSG, abi::FI_MSG),
-        (cq_flags::REMOTE_CQ_DATA, abi::FI_REMOTE_CQ_DATA),
-        (cq_flags::REMOTE_WRITE, abi::FI_REMOTE_WRITE),
-    ]
-    .into_iter()
-    .filter(|&(e, _)| f & e != 0)
-    .fold(0, |acc, (_, fi)| acc | u64::from(fi))
+    FLAGS.into_iter().filter(|&(e, _)| f & e != 0).fold(0, |acc, (_, fi)| acc | u64::from(fi))
 }
+
+/// The engine's flags of libfabric's (`fi_ep_bind` of a counter).
+pub(crate) fn engine_flags(fi: u64) -> u64 {
+    FLAGS.into_iter().filter(|&(_, f)| fi & u64::from(f) != 0).fold(0, |acc, (e, _)| acc | e)
+}
+
+/// Each engine completion flag and libfabric's.
+const FLAGS: [(u64, u32); 10] = [
+    (cq_flags::SEND, abi::FI_SEND),
+    (cq_flags::RECV, abi::FI_RECV),
+    (cq_flags::RMA, abi::FI_RMA),
+    (cq_flags::ATOMIC, abi::FI_ATOMIC),
+    (cq_flags::READ, abi::FI_READ),
+    (cq_flags::WRITE, abi::FI_WRITE),
+    (cq_flags::TAGGED, abi::FI_TAGGED),
+    (cq_flags::MSG, abi::FI_MSG),
+    (cq_flags::REMOTE_CQ_DATA, abi::FI_REMOTE_CQ_DATA),
+    (cq_flags::REMOTE_WRITE, abi::FI_REMOTE_WRITE),
+];
 
 /// What one engine completion becomes.
 enum Taken {

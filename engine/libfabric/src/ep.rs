@@ -5,7 +5,7 @@
 use core::ffi::{c_int, c_void};
 use std::cell::RefCell;
 
-use engine::provider::{self, EpAttr, cq_flags};
+use engine::provider::{self, EpAttr};
 
 use crate::abi::{
     self, fi_addr_t, fi_info, fi_msg, fi_msg_tagged, fi_ops, fi_ops_cm, fi_ops_ep, fi_ops_msg, fi_ops_tagged,
@@ -172,19 +172,14 @@ unsafe extern "C" fn bind(f: *mut fid, bfid: *mut fid, flags: u64) -> c_int {
             // SAFETY: an object of class CNTR of this provider.
             let Some(c) = (unsafe { crate::cntr::cntr_of(bfid) }) else { return EINVAL };
             // What it counts: local completions only (FI_REMOTE_* would need FI_RMA_EVENT).
-            let counts = [
-                (abi::FI_SEND, cq_flags::SEND),
-                (abi::FI_RECV, cq_flags::RECV),
-                (abi::FI_READ, cq_flags::READ),
-                (abi::FI_WRITE, cq_flags::WRITE),
-            ];
-            let known = counts.iter().fold(0u64, |acc, &(fi, _)| acc | u64::from(fi));
-            if flags == 0 || flags & !known != 0 {
-                return if flags & !known != 0 { ENOSYS } else { EINVAL };
+            let known = u64::from(abi::FI_SEND | abi::FI_RECV | abi::FI_READ | abi::FI_WRITE);
+            if flags & !known != 0 {
+                return ENOSYS;
             }
-            let on =
-                counts.iter().filter(|&&(fi, _)| flags & u64::from(fi) != 0).fold(0, |acc, &(_, e)| acc | e);
-            e.ep.bind_cntr(&c.cntr, on);
+            if flags == 0 {
+                return EINVAL;
+            }
+            e.ep.bind_cntr(&c.cntr, crate::cq::engine_flags(flags));
             0
         }
         // Event queues are not offered.
