@@ -471,9 +471,10 @@ impl Requester {
                 bth.opcode = op(o);
                 bth.solicited = last && w.wr.flags.contains(SendFlags::SOLICITED);
                 self.noack += 1;
-                // UC and UD never ask for an ACK (§1.6).
+                // UC and UD never ask for an ACK (§1.6). A message's last packet asks too, unless
+                // another packet goes right behind it (decided below).
                 bth.ack_req =
-                    transport == Transport::Rc && (last || self.noack >= self.ack_every() || self.probe_pkt);
+                    transport == Transport::Rc && (self.noack >= self.ack_every() || self.probe_pkt);
                 if n > 0 {
                     payload = TxPayload::Wqe { index, offset, len: n };
                 }
@@ -507,16 +508,9 @@ impl Requester {
             // Kind::of derives the kind from the opcode, so no other pair exists.
             _ => return None,
         }
-        if bth.ack_req {
-            self.noack = 0;
-        }
+        let first_transmission = psn::diff(psn, self.high_psn) >= 0;
         self.probe_pkt = false;
         self.counters.packets += 1;
-        pkt.bth = bth;
-        // Time a first transmission that asks for an ACK, one at a time.
-        if bth.ack_req && self.timed.is_none() && psn::diff(psn, self.high_psn) >= 0 {
-            self.timed = Some((psn, now));
-        }
         self.psn = psn::add(psn, consumed);
         if psn::diff(self.psn, self.high_psn) > 0 {
             self.high_psn = self.psn;
@@ -530,6 +524,21 @@ impl Requester {
             self.probe_pkt = true;
         }
         let reliable = transport == Transport::Rc;
+        // A message's last packet asks for an ACK when nothing can follow it now (the queue is
+        // empty, or the window, credits, a fence or the READ/atomic limit hold the next back): an
+        // ACK covers every earlier PSN, so a burst of messages draws one ACK at its end (and one
+        // every `ack_every` packets), where rxe asks at every message's end.
+        if reliable && message_done && !bth.ack_req && !self.ready() {
+            bth.ack_req = true;
+        }
+        if bth.ack_req {
+            self.noack = 0;
+        }
+        pkt.bth = bth;
+        // Time a first transmission that asks for an ACK, one at a time.
+        if bth.ack_req && self.timed.is_none() && first_transmission {
+            self.timed = Some((psn, now));
+        }
         if reliable && self.retrans_at.is_none() {
             self.retrans_at = self.rto().map(|t| now + t);
         }
@@ -653,13 +662,14 @@ mod tests {
         push(&mut r, 2, WrOpcode::RdmaRead { remote_addr: 0x1000, rkey: 9 }, key, addr, 600);
         push(&mut r, 3, WrOpcode::SendWithImm { imm: 7 }, key, addr, 0);
         let pkts = drain(&mut r, Duration::ZERO);
-        // WRITE FIRST/MIDDLE/LAST, READ (3 PSNs), SEND_ONLY_IMM.
+        // WRITE FIRST/MIDDLE/LAST, READ (3 PSNs), SEND_ONLY_IMM. The READ follows the WRITE at
+        // once, so the WRITE asks for no ACK: the READ's response acknowledges it.
         assert_eq!(
             pkts,
             vec![
                 (0x06, 0xFF_FFFF, false),
                 (0x07, 0, false),
-                (0x08, 1, true),
+                (0x08, 1, false),
                 (0x0C, 2, true),
                 (0x05, 5, true)
             ]

@@ -14,7 +14,9 @@ use crate::roce::types::SgList;
 use std::collections::VecDeque;
 use std::net::IpAddr;
 use wire::ib::aeth::{CREDITS_INVALID, credit_code_for};
-use wire::ib::{AethRepr, AtomicAckEthRepr, BthRepr, NakCode, Opcode, Operation, RoceRepr, Transport, psn};
+use wire::ib::{
+    AethKind, AethRepr, AtomicAckEthRepr, BthRepr, NakCode, Opcode, Operation, RoceRepr, Transport, psn,
+};
 
 /// Largest RDMA length a RETH may carry (roce-wire.md §1.7: "RETH length must be <= 2^31").
 const MAX_DMA_LEN: u32 = 1 << 31;
@@ -182,9 +184,21 @@ impl Responder {
 
     /// An ACK with the credits the queue allows (roce-wire.md §3): the receive WQEs still posted,
     /// or "no credit information" with an SRQ.
+    ///
+    /// ACKs are cumulative (one acknowledges every request up to its PSN; IBTA lets a responder
+    /// coalesce them), so an ACK still waiting behind the one queued now says nothing the new one
+    /// does not: the new one takes its place. A burst of requests that arrives before the
+    /// responder's next transmission draws one ACK, not one per AckReq, and no ACK waits longer
+    /// than it did.
     fn ack(&mut self, psn: u32, rq: &VecDeque<RecvWqe>) {
         let credits = if self.cfg.srq { CREDITS_INVALID } else { credit_code_for(rq.len() as u32) };
         let aeth = AethRepr::ack(credits, self.msn);
+        if let Some(Reply::Ack { psn: queued, aeth: before }) = self.replies.back_mut() {
+            if matches!(before.kind(), AethKind::Ack { .. }) && psn::diff(psn, *queued) >= 0 {
+                (*queued, *before) = (psn, aeth);
+                return;
+            }
+        }
         self.queue(Reply::Ack { psn, aeth });
     }
 

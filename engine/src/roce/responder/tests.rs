@@ -69,15 +69,37 @@ fn duplicate_send_is_acked_again_not_delivered_again() {
     rq.push_back(RecvWqe::new(&RecvWr { wr_id: 1, sg_list: vec![] }));
     rq.push_back(RecvWqe::new(&RecvWr { wr_id: 2, sg_list: vec![] }));
     r.handle_request(Operation::SendOnly, &pkt(Operation::SendOnly, 0), &mut mem, &mut rq).unwrap();
+    assert_eq!(replies(&mut r).len(), 1, "the first copy is acknowledged");
     r.handle_request(Operation::SendOnly, &pkt(Operation::SendOnly, 0), &mut mem, &mut rq).unwrap();
     assert_eq!(r.done.len(), 1, "delivered once");
     assert_eq!(rq.len(), 1, "the second receive is still posted");
-    // The duplicate is acknowledged with the PSN before the expected one, MSN 1.
-    let acks = replies(&mut r);
-    assert_eq!(acks.len(), 2);
-    // Credit code 1: one receive WQE left.
-    assert_eq!((acks[1].1, acks[1].2), (0, Some(0x01)));
+    // The duplicate is acknowledged with the PSN before the expected one, MSN 1; credit code 1:
+    // one receive WQE left.
+    assert_eq!(replies(&mut r), vec![(0x11, 0, Some(0x01), TxPayload::None)]);
     assert_eq!(r.msn, 1);
+}
+
+#[test]
+fn acks_of_one_burst_coalesce_into_the_last_and_never_absorb_a_nak() {
+    let (mut r, mut mem, ..) = setup();
+    let mut rq = VecDeque::new();
+    for id in 0..4 {
+        rq.push_back(RecvWqe::new(&RecvWr { wr_id: id, sg_list: vec![] }));
+    }
+    // Three AckReq'd SENDs before the responder transmits: one ACK, for the last, whose MSN and
+    // credits are the latest.
+    for psn in 0..3 {
+        r.handle_request(Operation::SendOnly, &pkt(Operation::SendOnly, psn), &mut mem, &mut rq).unwrap();
+    }
+    assert_eq!(replies(&mut r), vec![(0x11, 2, Some(0x01), TxPayload::None)]);
+    assert_eq!(r.msn, 3);
+    // A sequence NAK stays; the ACK after it is queued behind it, not merged into it.
+    r.handle_request(Operation::SendOnly, &pkt(Operation::SendOnly, 5), &mut mem, &mut rq).unwrap();
+    r.handle_request(Operation::SendOnly, &pkt(Operation::SendOnly, 3), &mut mem, &mut rq).unwrap();
+    assert_eq!(
+        replies(&mut r),
+        vec![(0x11, 3, Some(0x60), TxPayload::None), (0x11, 3, Some(0x00), TxPayload::None)]
+    );
 }
 
 #[test]
