@@ -14,7 +14,7 @@
 //!   (congestion avoidance), back to the cap.
 //!
 //! The window is counted in PSNs as rxe's limit is (a READ takes one per response packet). Only the
-//! sender changes; the responder sees rxe's packets, with AckReq at least twice per window (see
+//! sender changes; the responder sees AckReq at least twice per window (see
 //! `Requester::ack_every`), so a small window still gets its ACKs.
 //!
 //! [`SendWindow::Adaptive`]: super::types::SendWindow::Adaptive
