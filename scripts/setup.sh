@@ -28,9 +28,10 @@ fi
 # rdma-core's and perftest's stock tools and headers: the programs `softrdma run` runs unmodified
 # (engine/cli/tests/netns_verbs.rs), the C ABIs' headers (libibverbs-dev, librdmacm-dev,
 # libfabric-dev), the C compiler that builds the C test programs against them (gcc), and the
-# libraries Debian's perftest links (librdmacm, libmlx5 of ibverbs-providers).
+# libraries Debian's perftest links (librdmacm, libmlx5 of ibverbs-providers); and ethtool, with which
+# engine/cli/tests/netns_udp.rs turns a veth's offloads off to capture datagrams as a wire has them.
 verbs_pkgs=(ibverbs-utils perftest rdmacm-utils libibverbs-dev librdmacm-dev libfabric-bin libfabric-dev
-    ibverbs-providers gcc)
+    ibverbs-providers gcc ethtool)
 missing=()
 for p in "${verbs_pkgs[@]}"; do
     if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then

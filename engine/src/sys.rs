@@ -4,6 +4,24 @@
 use std::io;
 use std::os::fd::{AsFd, AsRawFd};
 
+/// Whether the kernel can segment UDP sends (`UDP_SEGMENT`, Linux 4.18+): the option reads back.
+pub(crate) fn udp_gso_supported(socket: &impl AsFd) -> bool {
+    let mut value: libc::c_int = 0;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: the descriptor is open for the duration of the call (borrowed from `socket`); the
+    // value and length point at live locals of the sizes passed, which getsockopt writes at most.
+    let rc = unsafe {
+        libc::getsockopt(
+            socket.as_fd().as_raw_fd(),
+            libc::SOL_UDP,
+            libc::UDP_SEGMENT,
+            (&mut value as *mut libc::c_int).cast(),
+            &mut len,
+        )
+    };
+    rc == 0
+}
+
 /// Sets `SO_NO_CHECK` on an IPv4 UDP socket: the kernel sends a UDP checksum of 0, as rdma_rxe does
 /// (roce-wire.md §1.4); the ICRC protects the datagram.
 pub(crate) fn set_udp_no_check(socket: &impl AsFd, on: bool) -> io::Result<()> {

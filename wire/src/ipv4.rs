@@ -101,6 +101,22 @@ impl<T: AsRef<[u8]>> Packet<T> {
     }
 }
 
+impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
+    /// Sets the identification (the header checksum is then stale: [`Packet::fill_checksum`]).
+    pub fn set_ident(&mut self, id: u16) {
+        write_u16(self.buffer.as_mut(), 4, id);
+    }
+
+    /// Computes the header checksum and writes it.
+    pub fn fill_checksum(&mut self) {
+        let hlen = self.header_len();
+        let b = self.buffer.as_mut();
+        write_u16(b, 10, 0);
+        let c = checksum::finish(checksum::sum(&b[..hlen]));
+        write_u16(b, 10, c);
+    }
+}
+
 impl<'a> Packet<&'a [u8]> {
     /// The option bytes between the fixed header and the payload.
     pub fn options(&self) -> &'a [u8] {
@@ -207,6 +223,16 @@ pub(crate) mod tests {
         0x45, 0x00, 0x00, 0x3c, 0x1c, 0x46, 0x40, 0x00, 0x40, 0x11, 0x00, 0x00, 0xc0, 0xa8, 0x00, 0x01, 0xc0,
         0xa8, 0x00, 0xc7,
     ];
+
+    #[test]
+    fn set_ident_then_fill_checksum_verifies() {
+        let mut h = with_checksum(HDR);
+        h[2..4].copy_from_slice(&20u16.to_be_bytes());
+        let mut p = Packet::new_checked(&mut h[..]).unwrap();
+        p.set_ident(0xBEEF);
+        p.fill_checksum();
+        assert_eq!((p.ident(), p.verify_checksum()), (0xBEEF, true));
+    }
 
     fn with_checksum(mut h: [u8; 20]) -> [u8; 20] {
         let c = checksum::finish(checksum::sum(&h));

@@ -6,9 +6,10 @@
 //!   every interface that is up and has an IPv4 address (the loopback only if nothing else).
 //! - `SOFTRDMA_LOCAL`: the IPv4 address (default: the interface's first).
 //! - `SOFTRDMA_UDP_PORT`: the UDP port RoCEv2 runs on (default 4791; both sides must agree).
-//! - `SOFTRDMA_RX_ICRC`: `trust` (default on UDP) or `verify`. The kernel hands a UDP socket the
-//!   payload only, so the ICRC can be checked only by assuming the sender's IP header fields
-//!   (softrdma peers send IP ID 0; rdma_rxe does not); the UDP checksum still covers every byte.
+//! - `SOFTRDMA_RX_ICRC`: `verify` (default) or `trust`. The kernel hands a UDP socket the payload
+//!   only; the UDP backend rebuilds the headers and finds the sender's IP ID from the ICRC, so it
+//!   checks everything else the ICRC covers. `trust` skips that (the UDP checksum, when the sender
+//!   sent one, still covers every byte).
 
 use engine::verbs::Mtu;
 use std::net::{IpAddr, Ipv4Addr};
@@ -101,8 +102,7 @@ pub(crate) fn devices() -> Result<Vec<DevInfo>, ConfigError> {
         Some(p) => p.parse().map_err(|_| ConfigError(format!("SOFTRDMA_UDP_PORT={p}: not a port")))?,
     };
     let verify_icrc = match var("SOFTRDMA_RX_ICRC").as_deref() {
-        None => backend == Backend::AfXdp,
-        Some("verify") => true,
+        None | Some("verify") => true,
         Some("trust") => false,
         Some(o) => return Err(ConfigError(format!("SOFTRDMA_RX_ICRC={o}: expected verify or trust"))),
     };

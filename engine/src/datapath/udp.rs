@@ -3,15 +3,24 @@
 //!
 //! **Sending.** The engine builds whole frames; this datapath hands the kernel the UDP payload (BTH
 //! through ICRC), each datagram to its own destination. `transmit` queues the frame in a batch of
-//! up to 32 (`mmsg::TX_BATCH`) datagrams, which goes to the kernel with one `sendmmsg` (`sendto`
-//! for a lone one) at the end of the progress round ([`Datapath::flush`]) or when it is full. The
-//! ICRC covers the IP header the kernel writes, so the socket is unconnected with don't-fragment
-//! set (`IP_PMTUDISC_DO`): Linux then sends IP ID 0, which is what the engine's headers say, and
-//! every frame leaves from the bound port 4791, which QPs use as their UDP source port
-//! ([`Datapath::udp_src_port`]). TOS, TTL and the UDP checksum are masked by the ICRC; the socket
-//! sends UDP checksum 0 (`SO_NO_CHECK`), as rxe does. The socket is non-blocking: what the kernel
-//! refuses for want of room (`EAGAIN`/`EWOULDBLOCK`, `ENOBUFS`) stays queued, in order, and goes
-//! with the next flush; the engine sleeps until the socket turns writable ([`Datapath::wait_fd`],
+//! up to 64 (`mmsg::TX_BATCH`) datagrams, which goes to the kernel with one `sendmmsg` (`sendto`
+//! for a lone one) at the end of the progress round ([`Datapath::flush`]) or when it is full.
+//! Where the kernel can segment UDP (`UDP_SEGMENT`, Linux 4.18+), a run of datagrams of one size
+//! to one destination (the last may be shorter) goes as one message of the batch, a GSO send: the
+//! kernel's stack handles the run once and cuts it into the datagrams at the device, or not at all
+//! where the device takes it whole (veth; a NIC with UDP segmentation offload), so a 64 KiB
+//! message costs a few sends, not one per packet. Linux refuses GSO without UDP checksums, so the
+//! datagrams then carry one (the ICRC masks it; rxe accepts it); without GSO the socket sends
+//! checksum 0 (`SO_NO_CHECK`), as rxe does.
+//!
+//! The ICRC covers the IP header the kernel writes, so the socket is unconnected with
+//! don't-fragment set (`IP_PMTUDISC_DO`): Linux then gives a datagram IP ID 0 and the segments of
+//! a GSO send IDs 0, 1, 2..., and each segment's ICRC is amended for its ID before the send
+//! ([`wire::ib::icrc::amend`], no pass over the packet). Every frame leaves from the bound port,
+//! which QPs use as their UDP source port ([`Datapath::udp_src_port`]). TOS, TTL and the UDP
+//! checksum are masked by the ICRC. The socket is non-blocking: what the kernel refuses for want
+//! of room (`EAGAIN`/`EWOULDBLOCK`, `ENOBUFS`) stays queued, in order, and goes with the next
+//! flush; the engine sleeps until the socket turns writable ([`Datapath::wait_fd`],
 //! [`Datapath::tx_waiting`]). A frame that finds the batch full and the kernel still without room
 //! goes back to the engine as [`TxError::Full`]. Only a datagram the kernel will never take (larger
 //! than the path MTU, no route) is dropped, counted in [`UdpCounters::tx_failed`] (the engine is
@@ -22,19 +31,21 @@
 //! up to 32 (`mmsg::RX_BATCH`) datagrams with one `recvmmsg` (`udp/mmsg.rs` says why both),
 //! straight into frames of the datapath's pool. A UDP socket shows neither the IP header nor the
 //! sender's IP ID. The datapath rebuilds the Ethernet, IPv4 and UDP headers from what the socket
-//! does give (addresses, ports, length) with IP ID 0 and DF, so the engine's ICRC check verifies
-//! everything the ICRC covers provided the sender used ID 0 (softrdma over UDP does; the kernel has
-//! already checked the UDP checksum when there was one). [`RxIcrc::Trust`] is for peers that send
-//! other IP IDs (rdma_rxe picks a random one): the rebuilt frame then gets a freshly computed ICRC,
-//! so nothing the ICRC covers is verified, and [`UdpCounters::icrc_trusted`] says how many frames
-//! that was.
+//! does give (addresses, ports, length) and, with [`RxIcrc::Verify`], finds the sender's IP ID from
+//! the ICRC ([`wire::ib::icrc::verify_any_ipv4_id`]: the CRC is linear, so the difference between
+//! the ICRC sent and the one computed with ID 0 names the ID) and writes it into the rebuilt
+//! header. The engine then checks the ICRC over exactly the header that was on the wire, so
+//! everything the ICRC covers is verified whatever ID the sender used (a GSO segment's, or
+//! rdma_rxe's own); the kernel has already checked the UDP checksum when there was one.
+//! [`RxIcrc::Trust`] skips that check (the rebuilt frame gets a freshly computed ICRC, counted in
+//! [`UdpCounters::icrc_trusted`]), and [`RxIcrc::Absent`] is for UET, which has no ICRC.
 
 mod mmsg;
 
 use super::{Datapath, TxError};
 use crate::roce::types::Mtu;
 use frame::{Frame, FramePool};
-use mmsg::{RxBatch, TxBatch};
+use mmsg::{RxBatch, Segmentation, TxBatch};
 use rustix::net::sockopt::{self, Ipv4PathMtuDiscovery};
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, SocketAddrV4, UdpSocket};
@@ -53,10 +64,13 @@ const PLACEHOLDER_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0];
 /// What the receive path verifies of the ICRC.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RxIcrc {
-    /// Verify it over the rebuilt headers, assuming the sender's IP ID was 0 (softrdma peers).
+    /// Verify it over the rebuilt headers, with whatever IP ID the sender used (the ID is found
+    /// from the ICRC and written into the rebuilt header).
     Verify,
-    /// Do not verify it (peers with other IP IDs, such as rdma_rxe); counted.
+    /// Do not verify it; counted.
     Trust,
+    /// The frames carry no ICRC (UET over UDP): nothing to verify or amend.
+    Absent,
 }
 
 /// Counters of the UDP datapath.
@@ -93,6 +107,9 @@ pub struct UdpCounters {
     pub rx_oversized: u64,
     /// Frames whose ICRC was recomputed instead of verified ([`RxIcrc::Trust`]).
     pub icrc_trusted: u64,
+    /// Frames whose ICRC matched with an IP ID other than 0 ([`RxIcrc::Verify`]), written back
+    /// into the rebuilt header: a GSO batch's segments (IDs 0, 1, 2...), or rdma_rxe's IDs.
+    pub ip_id_recovered: u64,
 }
 
 /// One device on the UDP datapath: a socket on `ip:4791`.
@@ -124,8 +141,14 @@ impl UdpPort {
         let port = socket.local_addr()?.port();
         socket.set_nonblocking(true)?;
         sockopt::set_ip_mtu_discover(&socket, Ipv4PathMtuDiscovery::DO)?;
-        // UDP checksum 0, as rxe sends (and no checksum offload artifacts in captures).
-        crate::sys::set_udp_no_check(&socket, true)?;
+        // GSO needs UDP checksums (Linux refuses it with SO_NO_CHECK); without it, checksum 0 as
+        // rxe sends.
+        let segmentation = if crate::sys::udp_gso_supported(&socket) {
+            Segmentation::Gso { icrc: rx_icrc != RxIcrc::Absent }
+        } else {
+            crate::sys::set_udp_no_check(&socket, true)?;
+            Segmentation::Off
+        };
         // Best effort: the kernel caps these at net.core.[rw]mem_max.
         let _ = sockopt::set_socket_recv_buffer_size(&socket, 8 << 20);
         let _ = sockopt::set_socket_send_buffer_size(&socket, 8 << 20);
@@ -138,10 +161,17 @@ impl UdpPort {
             rx_icrc,
             counters: UdpCounters::default(),
             mtu: Mtu::Mtu4096,
-            tx: TxBatch::new(),
+            tx: TxBatch::new(segmentation),
             failure: None,
             rx: RxBatch::new(),
         })
+    }
+
+    /// Sends one datagram per message header, without GSO (and with UDP checksum 0, as rxe).
+    pub fn without_gso(mut self) -> io::Result<UdpPort> {
+        crate::sys::set_udp_no_check(&self.socket, true)?;
+        self.tx = TxBatch::new(Segmentation::Off);
+        Ok(self)
     }
 
     /// Limits the path MTU QPs on this port may use (the largest IB MTU that fits the link: rxe
@@ -211,6 +241,14 @@ fn rebuild_headers(b: &mut [u8], src: SocketAddrV4, dst: SocketAddrV4, payload: 
     let at = at + ip.emit(&mut b[at..])?;
     udp.emit(&mut b[at..], payload)?;
     Ok(())
+}
+
+/// Sets the identification of the IPv4 header at the start of `ip` (and its header checksum).
+fn set_ipv4_id(ip: &mut [u8], id: u16) {
+    if let Ok(mut p) = ipv4::Packet::new_checked(&mut *ip) {
+        p.set_ident(id);
+        p.fill_checksum();
+    }
 }
 
 /// Where an IPv4 frame the engine built goes, and where in it its UDP payload (BTH through ICRC)
@@ -316,10 +354,25 @@ impl Datapath for UdpPort {
                 continue; // a payload too long for an IPv4 datagram
             }
             frame.set_len(HEADERS + n);
-            if self.rx_icrc == RxIcrc::Trust
-                && icrc::fill(&mut frame.as_mut_slice()[ethernet::HEADER_LEN..]).is_ok()
-            {
-                self.counters.icrc_trusted += 1;
+            let ip = &mut frame.as_mut_slice()[ethernet::HEADER_LEN..];
+            match self.rx_icrc {
+                RxIcrc::Absent => {}
+                RxIcrc::Trust => {
+                    if icrc::fill(ip).is_ok() {
+                        self.counters.icrc_trusted += 1;
+                    }
+                }
+                // The sender's IP ID goes back into the rebuilt header, so the engine (and a
+                // capture) sees the frame as it was on the wire. A frame no ID makes right is left
+                // as it is: the engine drops it.
+                RxIcrc::Verify => {
+                    if let Ok(id) = icrc::verify_any_ipv4_id(ip)
+                        && id != 0
+                    {
+                        set_ipv4_id(ip, id);
+                        self.counters.ip_id_recovered += 1;
+                    }
+                }
             }
             return Some(frame);
         }
@@ -367,6 +420,7 @@ impl Datapath for UdpPort {
             ("udp receive calls that found nothing", c.rx_empty),
             ("udp oversized dropped", c.rx_oversized),
             ("icrc not verified (--rx-icrc trust)", c.icrc_trusted),
+            ("udp ip ids recovered from the icrc", c.ip_id_recovered),
         ];
         // What never reached the socket: its receive buffer was full (a flood, or a receiver slower
         // than its sender).
@@ -399,6 +453,83 @@ mod tests {
         let u = udp::Packet::new_checked(&b[34..]).unwrap();
         assert_eq!((u.src_port(), u.dst_port(), u.len(), u.checksum()), (4791, 4791, 30, 0));
         assert_eq!(udp_destination(&b[..HEADERS + 22]), Some((dst, HEADERS..HEADERS + 22)));
+    }
+
+    /// A RoCEv2-shaped frame from `src` to `dst` with `payload` bytes after the UDP header (a
+    /// BTH-sized head, `fill` bytes, the ICRC), IP ID 0 and a good ICRC.
+    fn roce_frame(src: SocketAddrV4, dst: SocketAddrV4, payload: usize, fill: u8) -> Frame {
+        let mut f = Frame::new();
+        let b = f.buffer_mut();
+        rebuild_headers(b, src, dst, payload).unwrap();
+        b[HEADERS..HEADERS + payload].fill(fill);
+        icrc::fill(&mut b[ethernet::HEADER_LEN..HEADERS + payload]).unwrap();
+        f.set_len(HEADERS + payload);
+        f
+    }
+
+    /// Runs of same-size datagrams to one destination go as GSO sends; the kernel gives their
+    /// segments IP IDs 0, 1, 2..., the sender amends each ICRC for its ID, and the receiver finds
+    /// the ID from the ICRC: every frame verifies, with the ID it had on the wire. A port without
+    /// GSO (checksum 0, one datagram per header) talks to it both ways.
+    #[test]
+    fn gso_runs_arrive_as_datagrams_whose_icrc_names_their_ip_id() {
+        let ip = |d| Ipv4Addr::new(127, 0, 18, d);
+        let mut a = UdpPort::bind(ip(5), 0, RxIcrc::Verify).unwrap();
+        let mut b = UdpPort::bind(ip(6), 0, RxIcrc::Verify).unwrap();
+        let mut plain = UdpPort::bind(ip(7), 0, RxIcrc::Verify).unwrap().without_gso().unwrap();
+        let (at, bt, pt) = (a.local_addr().unwrap(), b.local_addr().unwrap(), plain.local_addr().unwrap());
+        let v4 = |s: SocketAddr| match s {
+            SocketAddr::V4(s) => s,
+            SocketAddr::V6(_) => unreachable!("bound to IPv4"),
+        };
+        let (at, bt, pt) = (v4(at), v4(bt), v4(pt));
+        if !crate::sys::udp_gso_supported(&a.socket) {
+            eprintln!("skipped: this kernel has no UDP GSO");
+            return;
+        }
+        // 40 of 1,040 bytes (a run of 39 and a shorter last one), to b; 3 to plain in between.
+        let mut sent = Vec::new();
+        for i in 0..43u8 {
+            let (to, len) = match i {
+                20..=22 => (pt, 1_040),
+                42 => (bt, 500),
+                _ => (bt, 1_040),
+            };
+            a.transmit(roce_frame(at, to, len, i)).unwrap();
+            sent.push((to, len, i));
+        }
+        a.flush();
+        plain.transmit(roce_frame(pt, bt, 1_040, 99)).unwrap();
+        plain.flush();
+        let mut got = Vec::new();
+        let end = Instant::now() + Duration::from_secs(5);
+        while got.len() < 44 && Instant::now() < end {
+            for (port, to) in [(&mut b, bt), (&mut plain, pt)] {
+                while let Some(f) = port.receive() {
+                    let ip = &f.as_slice()[ethernet::HEADER_LEN..];
+                    assert_eq!(icrc::verify(ip), Ok(()), "verifies with the ID written back");
+                    let id = u16::from_be_bytes([ip[4], ip[5]]);
+                    got.push((to, f.len() - HEADERS, f.as_slice()[HEADERS + 1], id));
+                    port.recycle(f);
+                }
+            }
+        }
+        got.sort_by_key(|&(_, _, fill, _)| fill);
+        let mut want: Vec<_> = sent.iter().map(|&(to, len, i)| (to, len, i, 0)).collect();
+        want.push((bt, 1_040, 99, 0));
+        // Frames to b: IDs 0..19 (the run ends at the frames to plain), then 0..19 again (the run
+        // after them, ending with the shorter one); plain's three: 0, 1, 2; plain's own: 0.
+        for (k, w) in want.iter_mut().enumerate() {
+            w.3 = match k {
+                0..=19 => k as u16,
+                20..=22 => k as u16 - 20,
+                23..=42 => k as u16 - 23,
+                _ => 0,
+            };
+        }
+        assert_eq!(got, want);
+        assert_eq!(a.counters().sendmmsg_calls, 1, "one call, three runs");
+        assert_eq!(b.counters().ip_id_recovered, 38);
     }
 
     /// Datagrams too large for a frame are counted and dropped, whether a poll (`recvfrom`) or a

@@ -139,7 +139,7 @@ impl FabricInner {
                 Ok(Port { ip: *ip, dp: Box::new(port), require_checksum: true, max_payload })
             }
             Net::Host { ip, afxdp: None, max_payload, .. } => {
-                let port = UdpPort::bind(*ip, wire::uet::UDP_PORT, RxIcrc::Verify).map_err(|e| {
+                let port = UdpPort::bind(*ip, wire::uet::UDP_PORT, RxIcrc::Absent).map_err(|e| {
                     let errno = if e.kind() == std::io::ErrorKind::AddrInUse {
                         FiErrno::EBUSY
                     } else {

@@ -87,6 +87,151 @@ pub fn fill(ip_packet: &mut [u8]) -> Result<()> {
     Ok(())
 }
 
+/// Amends the ICRC of `ip_packet` after the covered bytes at `at..at + new.len()` (offsets in the IP
+/// packet) change to `new`, writing them, without another pass over the packet: the CRC is linear,
+/// so the change moves it by the CRC of the changed bits followed by as many zeros as bytes follow
+/// them. The bytes must be ones the ICRC covers (not TOS, TTL, IPv4 header checksum, UDP checksum
+/// or BTH byte 4) and lie before the ICRC. A packet whose ICRC was wrong stays wrong.
+pub fn amend(ip_packet: &mut [u8], at: usize, new: &[u8]) -> Result<()> {
+    let field_end = at.checked_add(new.len()).ok_or(Error::BadLength("ICRC amend"))?;
+    need(ip_packet.len(), field_end + ICRC_LEN, "ICRC-covered packet")?;
+    let mut diff = 0u32;
+    for (old, &new) in ip_packet[at..field_end].iter_mut().zip(new) {
+        diff = feed_byte(diff, *old ^ new);
+        *old = new;
+    }
+    let after = ip_packet.len() - ICRC_LEN - field_end;
+    let delta = mul_mod_p(diff, x_pow_8n(after, &X8_POW2));
+    let stored = wire_value(ip_packet)? ^ delta;
+    let len = ip_packet.len();
+    ip_packet[len - ICRC_LEN..].copy_from_slice(&stored.to_le_bytes());
+    Ok(())
+}
+
+/// Checks the ICRC of a whole RoCEv2 IPv4 datagram whatever its IP identification was, and returns
+/// the identification that makes it right. For a receiver that cannot see the IP header (a UDP
+/// socket) and rebuilds it: everything else the ICRC covers is still checked, in one pass. The
+/// packet's own identification field is where the computation starts (any value).
+pub fn verify_any_ipv4_id(ip_packet: &[u8]) -> Result<u16> {
+    if ip_packet.first().map(|b| b >> 4) != Some(4) {
+        return Err(Error::BadVersion("IP"));
+    }
+    let computed = compute(ip_packet)?;
+    let found = wire_value(ip_packet)?;
+    let own = u16::from_be_bytes([ip_packet[4], ip_packet[5]]);
+    if computed == found {
+        return Ok(own);
+    }
+    // found = computed ^ lin(own ^ id) * x^(8 * after): undo the shift, then read the two bytes
+    // back out of the CRC register (the top bytes of the CRC table are all different).
+    let after = ip_packet.len() - ICRC_LEN - 6;
+    let reg = mul_mod_p(computed ^ found, x_pow_8n(after, &X_INV8_POW2));
+    let j = INV_TOP[(reg >> 24) as usize];
+    let r1_shifted = reg ^ TABLE[usize::from(j)];
+    let b0 = INV_TOP[(r1_shifted >> 16 & 0xFF) as usize];
+    let r1 = TABLE[usize::from(b0)];
+    let b1 = j ^ (r1 & 0xFF) as u8;
+    if r1 >> 8 != r1_shifted {
+        return Err(Error::BadIcrc { computed, found });
+    }
+    Ok(own ^ u16::from_be_bytes([b0, b1]))
+}
+
+/// CRC-32's polynomial, bit-reflected: bit 31 is x^0, bit 0 is x^31.
+const POLY: u32 = 0xEDB8_8320;
+
+/// The CRC register (no initial value, no final XOR) after `byte` is fed into `crc`.
+const fn feed_byte(mut crc: u32, byte: u8) -> u32 {
+    crc ^= byte as u32;
+    let mut i = 0;
+    while i < 8 {
+        crc = if crc & 1 != 0 { (crc >> 1) ^ POLY } else { crc >> 1 };
+        i += 1;
+    }
+    crc
+}
+
+/// `a * b mod P`, both reflected.
+const fn mul_mod_p(a: u32, mut b: u32) -> u32 {
+    let mut p = 0;
+    let mut m = 1u32 << 31;
+    while m != 0 {
+        if a & m != 0 {
+            p ^= b;
+        }
+        b = if b & 1 != 0 { (b >> 1) ^ POLY } else { b >> 1 };
+        m >>= 1;
+    }
+    p
+}
+
+/// `x^-1 * r mod P`: one step of the CRC register run backwards over a zero bit.
+const fn div_x(r: u32) -> u32 {
+    if r & (1 << 31) != 0 { ((r ^ POLY) << 1) | 1 } else { r << 1 }
+}
+
+/// `base^(2^k) mod P` for k in 0..32.
+const fn pow2_table(base: u32) -> [u32; 32] {
+    let mut t = [0u32; 32];
+    t[0] = base;
+    let mut k = 1;
+    while k < 32 {
+        t[k] = mul_mod_p(t[k - 1], t[k - 1]);
+        k += 1;
+    }
+    t
+}
+
+/// `x^8` (one zero byte), reflected.
+const X8: u32 = 1 << (31 - 8);
+/// `x^-8`.
+const X_INV8: u32 = {
+    let mut r = 1u32 << 31;
+    let mut i = 0;
+    while i < 8 {
+        r = div_x(r);
+        i += 1;
+    }
+    r
+};
+const X8_POW2: [u32; 32] = pow2_table(X8);
+const X_INV8_POW2: [u32; 32] = pow2_table(X_INV8);
+
+/// `x^(8n) mod P` (or `x^(-8n)`), from the table of `x^(±8 * 2^k)`.
+fn x_pow_8n(mut n: usize, pow2: &[u32; 32]) -> u32 {
+    let mut p = 1u32 << 31;
+    let mut k = 0;
+    while n != 0 && k < 32 {
+        if n & 1 != 0 {
+            p = mul_mod_p(pow2[k], p);
+        }
+        n >>= 1;
+        k += 1;
+    }
+    p
+}
+
+/// The CRC table: the register after byte `i` is fed into zero.
+const TABLE: [u32; 256] = {
+    let mut t = [0u32; 256];
+    let mut i = 0;
+    while i < 256 {
+        t[i] = feed_byte(0, i as u8);
+        i += 1;
+    }
+    t
+};
+/// `INV_TOP[TABLE[i] >> 24] == i` (CRC-32's table has 256 different top bytes).
+const INV_TOP: [u8; 256] = {
+    let mut t = [0u8; 256];
+    let mut i = 0;
+    while i < 256 {
+        t[(TABLE[i] >> 24) as usize] = i as u8;
+        i += 1;
+    }
+    t
+};
+
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
@@ -132,6 +277,68 @@ pub(crate) mod tests {
         assert_eq!(verify(&p), Ok(()));
         p[40 + 8 + 12] ^= 1; // payload: covered
         assert!(verify(&p).is_err());
+    }
+
+    #[test]
+    fn the_table_inverts() {
+        for i in 0..256 {
+            assert_eq!(usize::from(INV_TOP[(TABLE[i] >> 24) as usize]), i);
+        }
+        assert_eq!(mul_mod_p(X8, X_INV8), 1 << 31);
+        assert_eq!(mul_mod_p(x_pow_8n(1000, &X8_POW2), x_pow_8n(1000, &X_INV8_POW2)), 1 << 31);
+    }
+
+    #[test]
+    fn amend_matches_a_fresh_fill() {
+        let mut rr = hex(READ_REQ_FRAME);
+        let ip = &mut rr[14..];
+        for (at, new) in
+            [(4, &[0x12, 0x34][..]), (22, &[0x13, 0x88]), (28 + 5, &[7, 8, 9]), (60 - 5, &[0xAA])]
+        {
+            amend(ip, at, new).unwrap();
+            assert_eq!(&ip[at..at + new.len()], new);
+            assert_eq!(verify(ip), Ok(()), "{at}");
+        }
+        assert!(amend(ip, 60 - 4, &[1]).is_err(), "the ICRC itself");
+        assert!(amend(ip, usize::MAX, &[1]).is_err());
+    }
+
+    #[test]
+    fn any_ipv4_id_is_found_and_nothing_else_passes() {
+        let rr = hex(READ_REQ_FRAME);
+        let wire_id = u16::from_be_bytes([rr[18], rr[19]]);
+        assert_eq!(verify_any_ipv4_id(&rr[14..]), Ok(wire_id));
+        // A receiver that rebuilt the header with another ID (0) finds the sender's.
+        for rebuilt in [0u16, 1, 0xFFFF, wire_id ^ 0x8000] {
+            let mut p = rr[14..].to_vec();
+            p[4..6].copy_from_slice(&rebuilt.to_be_bytes());
+            assert_eq!(verify_any_ipv4_id(&p), Ok(wire_id), "{rebuilt}");
+            for at in [2, 13, 15, 22, 28, 40, p.len() - 1] {
+                let mut bad = p.clone();
+                bad[at] ^= 0x10;
+                assert!(matches!(verify_any_ipv4_id(&bad), Err(Error::BadIcrc { .. })), "{at}");
+            }
+        }
+        let mut v6 = [0u8; 68];
+        v6[0] = 0x60;
+        assert_eq!(verify_any_ipv4_id(&v6), Err(Error::BadVersion("IP")));
+        assert!(verify_any_ipv4_id(&rr[14..30]).is_err());
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn every_id_round_trips(id in proptest::prelude::any::<u16>(), pad in 0usize..5000, seed in proptest::prelude::any::<u8>()) {
+            let mut p = std::vec![seed; 20 + 8 + 12 + pad + 4];
+            p[..20].copy_from_slice(&[0x45, 0, 0, 0, 0, 0, 0x40, 0, 64, 17, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2]);
+            p[4..6].copy_from_slice(&id.to_be_bytes());
+            fill(&mut p).unwrap();
+            p[4..6].copy_from_slice(&[0, 0]);
+            proptest::prop_assert_eq!(verify_any_ipv4_id(&p), Ok(id));
+            p[4..6].copy_from_slice(&id.to_be_bytes());
+            let other = id.wrapping_mul(7).wrapping_add(u16::from(seed));
+            amend(&mut p, 4, &other.to_be_bytes()).unwrap();
+            proptest::prop_assert_eq!(verify(&p), Ok(()));
+        }
     }
 
     #[test]

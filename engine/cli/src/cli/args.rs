@@ -157,11 +157,10 @@ pub(crate) struct PerfArgs {
     /// other their ports in the exchange; perftest peers (--perftest) are sent to on 4791.
     #[arg(long, default_value_t = 4791)]
     pub(crate) udp_port: u16,
-    /// What the UDP backend checks of received ICRCs: verify (softrdma peers, IP ID 0) or trust
-    /// (peers such as rdma_rxe that send other IP IDs; counted) [default: verify; trust with
-    /// --perftest].
-    #[arg(long, value_enum)]
-    pub(crate) rx_icrc: Option<RxIcrcArg>,
+    /// What the UDP backend checks of received ICRCs: verify (whatever IP ID the sender used: it
+    /// is found from the ICRC) or trust (not checked; counted).
+    #[arg(long, value_enum, default_value = "verify")]
+    pub(crate) rx_icrc: RxIcrcArg,
     /// Real backends: drop this share of the frames this side sends (seeded by --seed).
     #[arg(long, default_value_t = 0.0, value_parser = parse_prob)]
     pub(crate) tx_loss: f64,
@@ -257,10 +256,8 @@ impl PerfArgs {
     pub(crate) fn rx_icrc(&self) -> engine::datapath::udp::RxIcrc {
         use engine::datapath::udp::RxIcrc;
         match self.rx_icrc {
-            Some(RxIcrcArg::Trust) => RxIcrc::Trust,
-            Some(RxIcrcArg::Verify) => RxIcrc::Verify,
-            None if self.perftest => RxIcrc::Trust,
-            None => RxIcrc::Verify,
+            RxIcrcArg::Trust => RxIcrc::Trust,
+            RxIcrcArg::Verify => RxIcrc::Verify,
         }
     }
 
@@ -375,11 +372,10 @@ pub(crate) struct PingpongArgs {
     /// Accepted for compatibility: the GID is the exchange connection's local address.
     #[arg(short = 'g', long = "gid-idx")]
     pub(crate) gid_idx: Option<u32>,
-    /// Verify received ICRCs against headers rebuilt with IP ID 0 (softrdma peers); by default
-    /// the UDP backend trusts them, because rxe sends IP IDs a UDP socket cannot see (AF_XDP always
-    /// verifies: it sees the whole frame).
-    #[arg(long)]
-    pub(crate) verify_icrc: bool,
+    /// What the UDP backend checks of received ICRCs: verify (whatever IP ID the sender used: it
+    /// is found from the ICRC) or trust (not checked; counted). AF_XDP always verifies.
+    #[arg(long, value_enum, default_value = "verify")]
+    pub(crate) rx_icrc: RxIcrcArg,
     /// Datapath: kernel UDP sockets, or AF_XDP on --dev (root).
     #[arg(long, value_enum, default_value = "udp")]
     pub(crate) backend: BackendArg,

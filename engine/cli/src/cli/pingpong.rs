@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use engine::verbs::{Mtu, QpType};
 use softrdma::perf;
 
-use super::args::{BackendArg, PingpongArgs, TransportArg};
+use super::args::{BackendArg, PingpongArgs, RxIcrcArg, TransportArg};
 
 pub(crate) fn run_pingpong(a: &PingpongArgs) -> ExitCode {
     use engine::datapath::udp::RxIcrc;
@@ -40,7 +40,10 @@ pub(crate) fn run_pingpong(a: &PingpongArgs) -> ExitCode {
     };
     let net = perf::remote::Net {
         backend,
-        rx_icrc: if a.verify_icrc { RxIcrc::Verify } else { RxIcrc::Trust },
+        rx_icrc: match a.rx_icrc {
+            RxIcrcArg::Verify => RxIcrc::Verify,
+            RxIcrcArg::Trust => RxIcrc::Trust,
+        },
         tx_faults: engine::datapath::wrap::TxFaults { loss: a.tx_loss, ..Default::default() },
         seed: a.seed,
         ..perf::remote::Net::udp()

@@ -27,8 +27,13 @@ use std::net::{Ipv4Addr, SocketAddrV4};
 use std::ops::Range;
 use std::os::fd::{AsRawFd, BorrowedFd};
 
-/// Most datagrams queued for one `sendmmsg`.
-pub(super) const TX_BATCH: usize = 32;
+/// Most datagrams queued for one `sendmmsg` (and so the most segments of one GSO send).
+pub(super) const TX_BATCH: usize = 64;
+/// Most segments of one GSO send (Linux's `UDP_MAX_SEGMENTS` up to 6.8; 128 since).
+const GSO_MAX_SEGMENTS: usize = 64;
+/// Most UDP payload bytes of one GSO send: what one IPv4 datagram holds after its IP and UDP
+/// headers.
+const GSO_MAX_BYTES: usize = 65_535 - 20 - 8;
 /// Most datagrams taken by one `recvmmsg`.
 pub(super) const RX_BATCH: usize = 32;
 /// Polls (`recvfrom`) in a row that must find a datagram before the socket is read with
@@ -84,16 +89,38 @@ pub(super) struct Sent {
     pub(super) last_error: Option<i32>,
 }
 
+/// A `UDP_SEGMENT` control message: one GSO send's segment size.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct GsoCmsg {
+    hdr: libc::cmsghdr,
+    size: u16,
+    _pad: [u8; 6],
+}
+
+/// How [`TxBatch`] sends runs of datagrams to one destination.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Segmentation {
+    /// One datagram per message header.
+    Off,
+    /// A run of datagrams of one size (the last may be shorter) to one destination goes as one
+    /// GSO send (`UDP_SEGMENT`): the kernel cuts it into the datagrams, with IP IDs 0, 1, 2... when
+    /// the socket is unconnected with don't-fragment set. Their ICRCs are amended for those IDs
+    /// (`icrc`: the payloads are RoCEv2 packets, whose ICRC covers the IP ID).
+    Gso { icrc: bool },
+}
+
 /// Datagrams transmitted and not sent yet, in order, at most [`TX_BATCH`].
 #[derive(Debug)]
 pub(super) struct TxBatch {
     queue: VecDeque<Queued>,
+    segmentation: Segmentation,
 }
 
 impl TxBatch {
     /// An empty batch.
-    pub(super) fn new() -> TxBatch {
-        TxBatch { queue: VecDeque::with_capacity(TX_BATCH) }
+    pub(super) fn new(segmentation: Segmentation) -> TxBatch {
+        TxBatch { queue: VecDeque::with_capacity(TX_BATCH), segmentation }
     }
 
     /// Whether no datagram waits.
@@ -162,37 +189,112 @@ impl TxBatch {
     }
 
     /// One `sendto` of the first queued datagram: 1 if the kernel took it.
-    fn send_lone(&self, fd: BorrowedFd<'_>) -> io::Result<usize> {
-        let Some(q) = self.queue.front() else { return Ok(0) };
+    fn send_lone(&mut self, fd: BorrowedFd<'_>) -> io::Result<usize> {
+        let icrc = self.segmentation == Segmentation::Gso { icrc: true };
+        let Some(q) = self.queue.front_mut() else { return Ok(0) };
+        if icrc {
+            set_ip_id(q, 0); // It may have been a later segment of a GSO send the kernel refused.
+        }
         let payload = q.frame.as_slice().get(q.payload.clone()).unwrap_or_default();
         rustix::net::sendto(fd, payload, SendFlags::DONTWAIT, &q.dst).map(|_| 1).map_err(io::Error::from)
     }
 
+    /// Splits the first [`TX_BATCH`] queued datagrams into the runs that go as one message header
+    /// each (one datagram each without GSO), writes their lengths into `runs` and returns how many
+    /// there are. With GSO, each datagram's IP ID (and ICRC) is set to its place in its run.
+    fn runs(&mut self, runs: &mut [usize; TX_BATCH]) -> usize {
+        let n = self.queue.len().min(TX_BATCH);
+        let mut count = 0;
+        let mut i = 0;
+        while i < n {
+            let (size, dst) = (self.queue[i].payload.len(), self.queue[i].dst);
+            let mut k = 1;
+            if let Segmentation::Gso { icrc } = self.segmentation {
+                let mut bytes = size;
+                while i + k < n && k < GSO_MAX_SEGMENTS {
+                    let q = &self.queue[i + k];
+                    let len = q.payload.len();
+                    if q.dst != dst || len > size || bytes + len > GSO_MAX_BYTES {
+                        break;
+                    }
+                    k += 1;
+                    bytes += len;
+                    if len < size {
+                        break; // Only the last segment may be shorter.
+                    }
+                }
+                if icrc {
+                    for (id, q) in self.queue.range_mut(i..i + k).enumerate() {
+                        set_ip_id(q, id as u16);
+                    }
+                }
+            }
+            runs[count] = k;
+            count += 1;
+            i += k;
+        }
+        count
+    }
+
     /// One `sendmmsg` of the first [`TX_BATCH`] queued datagrams: how many the kernel took.
     fn send_once(&mut self, fd: BorrowedFd<'_>) -> io::Result<usize> {
+        let mut runs = [0usize; TX_BATCH];
+        let count = self.runs(&mut runs);
         let mut names = [NO_ADDR; TX_BATCH];
         let mut iovs = [NO_IOV; TX_BATCH];
+        // SAFETY: `GsoCmsg` is a C struct of integers; all-zero bytes are a valid value of each.
+        let mut cmsgs: [GsoCmsg; TX_BATCH] = unsafe { std::mem::zeroed() };
         let mut hdrs = zeroed_headers::<TX_BATCH>();
-        let mut n = 0;
-        for (((q, name), iov), hdr) in self.queue.iter().zip(&mut names).zip(&mut iovs).zip(&mut hdrs) {
+        for (q, iov) in self.queue.iter().zip(&mut iovs) {
             // In the frame ([`TxBatch::push`] checked it, and the queue owns the frame).
             let payload = q.frame.as_slice().get(q.payload.clone()).unwrap_or_default();
-            *name = sockaddr_in(q.dst);
             // The kernel only reads through a send's iovec; the pointer is `*mut` by C's type.
             *iov = libc::iovec { iov_base: payload.as_ptr() as *mut libc::c_void, iov_len: payload.len() };
+        }
+        let iov_base = iovs.as_mut_ptr();
+        let mut first = 0;
+        for (((&k, name), cmsg), hdr) in runs[..count].iter().zip(&mut names).zip(&mut cmsgs).zip(&mut hdrs) {
+            let q = &self.queue[first];
+            *name = sockaddr_in(q.dst);
             hdr.msg_hdr.msg_name = (name as *mut libc::sockaddr_in).cast();
             hdr.msg_hdr.msg_namelen = size_of::<libc::sockaddr_in>() as libc::socklen_t;
-            hdr.msg_hdr.msg_iov = iov;
-            hdr.msg_hdr.msg_iovlen = 1;
-            n += 1;
+            hdr.msg_hdr.msg_iov = iov_base.wrapping_add(first);
+            hdr.msg_hdr.msg_iovlen = k as _;
+            if k > 1 {
+                cmsg.hdr.cmsg_len = (size_of::<libc::cmsghdr>() + size_of::<u16>()) as _;
+                cmsg.hdr.cmsg_level = libc::SOL_UDP;
+                cmsg.hdr.cmsg_type = libc::UDP_SEGMENT;
+                cmsg.size = q.payload.len() as u16;
+                hdr.msg_hdr.msg_control = (cmsg as *mut GsoCmsg).cast();
+                hdr.msg_hdr.msg_controllen = size_of::<GsoCmsg>() as _;
+            }
+            first += k;
         }
-        // SAFETY: `hdrs[..n]` are initialised message headers; each points to its own `names[i]`
-        // (a `sockaddr_in`, with its length) and its own `iovs[i]`, which points into a frame of
-        // `self.queue` with its length. The arrays live on this stack frame and the queue is
-        // borrowed (not changed) for the whole call; the kernel reads the headers, addresses and
-        // payloads and writes only `msg_len` of the headers.
-        let r = unsafe { libc::sendmmsg(fd.as_raw_fd(), hdrs.as_mut_ptr(), n as _, libc::MSG_DONTWAIT as _) };
-        if r < 0 { Err(io::Error::last_os_error()) } else { Ok((r as usize).min(n)) }
+        // SAFETY: `hdrs[..count]` are initialised message headers; each points to its own
+        // `names[i]` (a `sockaddr_in`, with its length), to its run's `msg_iovlen` consecutive
+        // entries of `iovs` (the runs' lengths add up to at most the `TX_BATCH` filled ones), each
+        // pointing into a frame of `self.queue` with its length, and, for a run of more than one,
+        // to its own `cmsgs[i]` (one well-formed `UDP_SEGMENT` control message, with its length).
+        // The arrays live on this stack frame and the queue is borrowed (not changed) for the
+        // whole call; the kernel reads the headers, addresses, control messages and payloads and
+        // writes only `msg_len` of the headers.
+        let r =
+            unsafe { libc::sendmmsg(fd.as_raw_fd(), hdrs.as_mut_ptr(), count as _, libc::MSG_DONTWAIT as _) };
+        if r < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(runs[..(r as usize).min(count)].iter().sum())
+    }
+}
+
+/// Sets the IP ID of a queued RoCEv2 datagram's frame, amending its ICRC to match (the kernel
+/// writes the IP header, and the ICRC covers its ID).
+fn set_ip_id(q: &mut Queued, id: u16) {
+    let ip = wire::ethernet::HEADER_LEN..q.payload.end;
+    if let Some(ip) = q.frame.as_mut_slice().get_mut(ip)
+        && ip.get(4..6) != Some(&id.to_be_bytes()[..])
+    {
+        let _ = wire::ib::icrc::amend(ip, 4, &id.to_be_bytes());
     }
 }
 
