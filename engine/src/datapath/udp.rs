@@ -366,9 +366,7 @@ impl Datapath for UdpPort {
                 // capture) sees the frame as it was on the wire. A frame no ID makes right is left
                 // as it is: the engine drops it.
                 RxIcrc::Verify => {
-                    if let Ok(id) = icrc::verify_any_ipv4_id(ip)
-                        && id != 0
-                    {
+                    if let Ok(id @ 1..) = icrc::verify_any_ipv4_id(ip) {
                         set_ipv4_id(ip, id);
                         self.counters.ip_id_recovered += 1;
                     }

@@ -56,7 +56,8 @@ impl Requester {
                     // The ACK covers a READ or atomic whose response never came.
                     self.retry_once(now, Cause::MissingResponse)?;
                 }
-                Ok(())
+                let sent_before = self.selective.map_or(self.high_psn, |(_, high)| high);
+                self.selective_answered(now, p, sent_before)
             }
             AethKind::RnrNak { timer } => {
                 self.counters.rnr_naks += 1;
@@ -90,8 +91,17 @@ impl Requester {
             }
             AethKind::Nak(NakCode::PsnSequenceError) => {
                 self.counters.seq_naks += 1;
-                // Implicitly acknowledges every PSN before it (§1.6), then go back N.
+                // Implicitly acknowledges every PSN before it (§1.6), then go back N, or resend
+                // only the lost packet to a responder that keeps what followed it.
                 self.ack_upto(now, psn::add(p, psn::MASK));
+                if self.selective.is_some_and(|(end, _)| psn::diff(p, end) > 0) {
+                    // The resend went in and `p` is missing: as an ACK of the PSN before it, and
+                    // `p` was sent.
+                    return self.selective_answered(now, psn::add(p, psn::MASK), self.high_psn);
+                }
+                if self.may_resend_alone() {
+                    return self.retry_selective(now);
+                }
                 self.retry_once(now, Cause::SequenceNak)
             }
             AethKind::Nak(code) => {
@@ -225,6 +235,107 @@ impl Requester {
         self.arm_probe(now);
     }
 
+    /// Whether the loss at `comp_psn` may be repaired by resending it alone (its whole WRITE, if
+    /// it is the WRITE's first packet, whose RETH the responder needs for the rest): it is in a
+    /// WRITE and something was sent after what would be resent, nothing but SENDs and WRITEs is in
+    /// flight, no resend is going on, and the responder is not known to drop what follows a gap.
+    fn may_resend_alone(&self) -> bool {
+        self.peer_places_ahead != Some(false)
+            && self.selective.is_none()
+            && self.resume.is_none()
+            && self.rnr_until.is_none()
+            && self.psn == self.high_psn
+            && self.retried_at != Some(self.comp_psn)
+            && self.resend_end().is_some_and(|end| psn::diff(self.high_psn, psn::add(end, 1)) > 0)
+            && self.sq.iter().filter(|w| w.sent).all(|w| matches!(w.kind, Kind::Send | Kind::Write))
+    }
+
+    /// The last PSN a resend for a loss at `comp_psn` covers: that packet, or its whole WRITE if
+    /// it is the first packet; `None` outside a WRITE.
+    fn resend_end(&self) -> Option<u32> {
+        let w = self.sq.front().filter(|w| w.sent && w.kind == Kind::Write)?;
+        Some(if self.comp_psn == w.first_psn { w.last_psn } else { self.comp_psn })
+    }
+
+    /// Whether PSN `p` belongs to a WRITE that was sent (what a responder can place after a gap).
+    fn in_a_write(&self, p: u32) -> bool {
+        self.sq
+            .iter()
+            .take_while(|w| w.sent)
+            .any(|w| w.kind == Kind::Write && psn::diff(p, w.first_psn) >= 0 && psn::diff(w.last_psn, p) >= 0)
+    }
+
+    /// Resends the loss at `comp_psn` alone ([`Requester::resend_end`]), then goes on where
+    /// sending was (counted as a retry). Against a responder known to keep what follows a gap,
+    /// the window treats it as a repaired loss.
+    fn retry_selective(&mut self, now: Duration) -> Result<(), Fatal> {
+        let Some(end) = self.resend_end() else { return self.retry_once(now, Cause::SequenceNak) };
+        let high = self.high_psn;
+        let cut = match (&mut self.win, self.peer_places_ahead) {
+            (Some(w), Some(true)) => w.on_repaired_loss(high),
+            (Some(w), _) => w.on_loss(high),
+            (None, _) => false,
+        };
+        if cut {
+            self.counters.window_cuts += 1;
+        }
+        self.counters.retries += 1;
+        if self.retry_left == 0 {
+            return Err((0, WcStatus::RetryExcErr));
+        }
+        if self.retry_left != u32::MAX {
+            self.retry_left -= 1;
+        }
+        tracing::debug!(
+            qpn = self.cfg.qpn,
+            psn = self.comp_psn,
+            up_to = end,
+            cause = %Cause::SequenceNak,
+            "retransmitting from the oldest unacknowledged PSN, alone (the responder keeps what follows)"
+        );
+        self.retried_at = Some(self.comp_psn);
+        self.selective = Some((end, high));
+        self.resend_oldest(end);
+        self.retrans_at = self.rto().map(|t| now + t);
+        self.probe_at = None;
+        self.probed = false;
+        Ok(())
+    }
+
+    /// `a` is acknowledged after a resend that ended at `end`: when `a` reaches `end`, the
+    /// responder got the resend, and what it acknowledges beyond `end` it had kept. The PSN after
+    /// `a` is then missing if it was sent before `sent_before` (everything sent before the resend
+    /// arrived before it; a NAK names a missing PSN whenever it was sent): a responder that keeps
+    /// what follows a gap is missing that packet (another loss), which goes alone too; one that
+    /// does not (rxe) dropped everything after `end`, which goes again (go back N from there).
+    fn selective_answered(&mut self, now: Duration, a: u32, sent_before: u32) -> Result<(), Fatal> {
+        let Some((end, _)) = self.selective else { return Ok(()) };
+        if psn::diff(a, end) < 0 {
+            return Ok(());
+        }
+        self.selective = None;
+        let next = psn::add(end, 1);
+        if psn::diff(a, end) > 0 {
+            self.peer_places_ahead = Some(true);
+        } else if self.peer_places_ahead.is_none() && self.in_a_write(next) {
+            // Nothing after the resend was kept though it could have been: the responder drops
+            // such packets (rxe), or they were lost too. Twice: the QP goes back N from then on.
+            self.kept_nothing += 1;
+            if self.kept_nothing >= 2 {
+                self.peer_places_ahead = Some(false);
+            }
+        }
+        if psn::diff(sent_before, psn::add(a, 1)) <= 0 || !self.outstanding() {
+            return Ok(());
+        }
+        if self.peer_places_ahead == Some(true) && self.may_resend_alone() {
+            return self.retry_selective(now);
+        }
+        self.retried_at = Some(self.comp_psn);
+        self.rewind();
+        Ok(())
+    }
+
     /// Starts a go-back-N retry for a loss (a PSN sequence NAK, a missing READ/atomic response)
     /// unless one already started at this `comp_psn`; the adaptive window halves once per round.
     fn retry_once(&mut self, now: Duration, cause: Cause) -> Result<(), Fatal> {
@@ -240,6 +351,7 @@ impl Requester {
     /// A counted go-back-N retry: fails the oldest request once `retry_cnt` retries are spent.
     pub(crate) fn retry(&mut self, now: Duration, cause: Cause) -> Result<(), Fatal> {
         self.counters.retries += 1;
+        self.selective = None;
         if self.retry_left == 0 {
             tracing::warn!(qpn = self.cfg.qpn, psn = self.comp_psn, %cause, "retry count exceeded: RETRY_EXC_ERR");
             return Err((0, WcStatus::RetryExcErr));

@@ -168,7 +168,19 @@ pub(crate) struct Requester {
     probe_pkt: bool,
     /// A probe in go-back-N recovery resends the oldest unacknowledged packet and then the last
     /// one sent: the send position (`next`, `offset`, `psn`) of the second.
-    resume: Option<(usize, u32, u32)>,
+    pub(crate) resume: Option<(usize, u32, u32)>,
+    /// The PSN after whose transmission `resume` applies (`None`: after the next packet).
+    resume_after: Option<u32>,
+    /// A loss inside a WRITE went out as a one-packet resend (`Requester::resend_oldest`): the
+    /// PSN resent and one past the highest PSN sent before it. The ACK that covers it says whether
+    /// the responder kept what followed.
+    pub(crate) selective: Option<(u32, u32)>,
+    /// Whether the responder places the WRITE packets that follow a gap (softrdma) or drops them
+    /// and waits for a go-back-N (rxe); `None` until losses showed it: once it kept something,
+    /// or twice it kept nothing (what followed a gap can be lost too).
+    pub(crate) peer_places_ahead: Option<bool>,
+    /// One-packet resends whose ACK showed nothing kept, while `peer_places_ahead` is `None`.
+    pub(crate) kept_nothing: u8,
 }
 
 impl Requester {
@@ -203,6 +215,10 @@ impl Requester {
             timed: None,
             probe_pkt: false,
             resume: None,
+            resume_after: None,
+            selective: None,
+            peer_places_ahead: None,
+            kept_nothing: 0,
         }
     }
 
@@ -244,6 +260,18 @@ impl Requester {
         self.sq.front().is_some_and(|w| w.sent)
     }
 
+    /// Resends the oldest unacknowledged packets up to PSN `end`, then goes on from where sending
+    /// was.
+    pub(crate) fn resend_oldest(&mut self, end: u32) {
+        let at = (self.next, self.offset, self.psn);
+        self.rewind();
+        if psn::diff(at.2, psn::add(end, 1)) > 0 {
+            self.resume = Some(at);
+            self.resume_after = Some(end);
+        }
+        self.probe_pkt = true;
+    }
+
     /// Go-back-N: the next packet is the oldest unacknowledged one.
     pub(crate) fn rewind(&mut self) {
         self.next = 0;
@@ -252,6 +280,7 @@ impl Requester {
         // (Karn).
         self.timed = None;
         self.resume = None;
+        self.resume_after = None;
         self.probe_pkt = false;
         self.psn = self.comp_psn;
         self.offset = match self.sq.front() {
@@ -519,9 +548,12 @@ impl Requester {
             self.next += 1;
             self.offset = 0;
         }
-        if let Some((next, offset, psn)) = self.resume.take() {
-            (self.next, self.offset, self.psn) = (next, offset, psn);
-            self.probe_pkt = true;
+        if self.resume_after.is_none_or(|end| end == psn) {
+            if let Some((next, offset, psn)) = self.resume.take() {
+                (self.next, self.offset, self.psn) = (next, offset, psn);
+                self.resume_after = None;
+                self.probe_pkt = true;
+            }
         }
         let reliable = transport == Transport::Rc;
         // A message's last packet asks for an ACK when nothing can follow it now (the queue is
@@ -589,6 +621,7 @@ impl Requester {
         self.next = 0;
         self.offset = 0;
         self.resume = None;
+        self.resume_after = None;
         self.retrans_at = None;
         self.probe_at = None;
         self.rnr_until = None;

@@ -11,6 +11,7 @@ use super::mem::{MemTable, sge_len};
 use super::types::MAX_MSG_SIZE;
 use super::types::{Access, RecvWr, WcOpcode, WcStatus, WorkCompletion};
 use crate::roce::types::SgList;
+use ahead::{Ahead, Current, MAX_DMA_LEN, Mark};
 use std::collections::VecDeque;
 use std::net::IpAddr;
 use wire::ib::aeth::{CREDITS_INVALID, credit_code_for};
@@ -18,8 +19,6 @@ use wire::ib::{
     AethKind, AethRepr, AtomicAckEthRepr, BthRepr, NakCode, Opcode, Operation, RoceRepr, Transport, psn,
 };
 
-/// Largest RDMA length a RETH may carry (roce-wire.md §1.7: "RETH length must be <= 2^31").
-const MAX_DMA_LEN: u32 = 1 << 31;
 /// Replies waiting to be sent; duplicates beyond this are dropped (the requester retries).
 const MAX_REPLIES: usize = 1024;
 /// Bytes of GRH area in front of UD receive data.
@@ -111,6 +110,8 @@ pub struct RespDrops {
     pub rnr_naks_sent: u64,
     /// Duplicate requests seen (RC).
     pub duplicates: u64,
+    /// WRITE packets placed after a gap, before it was filled (RC, [`Responder::place_ahead`]).
+    pub placed_ahead: u64,
     /// RC or UC packets (CNPs included) from an address other than the connected peer's.
     pub foreign_source: u64,
 }
@@ -124,6 +125,9 @@ pub(crate) struct Responder {
     /// Messages completed (24 bits).
     pub(crate) msn: u32,
     nak_sent: bool,
+    /// RC WRITE packets that came after a gap and were placed where they belong, counted as
+    /// received once the gap is filled (`ahead.rs`); `None` while there are none.
+    ahead: Option<Box<Ahead>>,
     /// UC: the rest of the current message is being dropped.
     uc_drop: bool,
     cur: InProgress,
@@ -167,6 +171,7 @@ impl Responder {
             epsn: rq_psn,
             msn: 0,
             nak_sent: false,
+            ahead: None,
             uc_drop: false,
             cur: InProgress::None,
             resources: VecDeque::new(),
@@ -211,6 +216,7 @@ impl Responder {
         }
         self.replies.clear();
         self.replies.push_back(Reply::Ack { psn, aeth: AethRepr::nak(code, self.msn) });
+        self.ahead = None;
         Err(RespFatal)
     }
 
@@ -249,6 +255,7 @@ impl Responder {
     /// Flushes the receive queue passed in (the QP's own; an SRQ keeps its WQEs) and the message in
     /// progress (QP to error), and forgets queued responses except a final NAK.
     pub(crate) fn flush(&mut self, rq: Option<&mut VecDeque<RecvWqe>>) {
+        self.ahead = None;
         let in_progress = match std::mem::replace(&mut self.cur, InProgress::None) {
             InProgress::Send { wqe, .. } => Some(wqe),
             _ => None,
@@ -290,6 +297,7 @@ impl Responder {
             }
             self.epsn = p;
         } else if d > 0 {
+            self.place_ahead(op, d, pkt, mem);
             // One NAK per gap, carrying the expected PSN; then silence until it arrives.
             if !self.nak_sent {
                 self.nak_sent = true;
@@ -329,12 +337,18 @@ impl Responder {
         if !length_ok {
             return self.reject(p, NakCode::InvalidRequest, rq);
         }
-        match kind {
+        let done = match kind {
             Kind::Send => self.send(op, first, last, pkt, mem, rq),
             Kind::Write => self.write(op, first, last, pkt, mem, rq),
             Kind::Read => self.read(pkt, mem, rq),
             Kind::Atomic => self.atomic(op, pkt, mem, rq),
+        };
+        // The request moved the expected PSN: past the packets placed ahead it made contiguous,
+        // and one ACK for them.
+        if done.is_ok() && self.ahead.is_some() && self.epsn != p && self.take_ahead(p) {
+            self.ack(psn::add(self.epsn, psn::MASK), rq);
         }
+        done
     }
 
     /// Finishes a SEND or WRITE packet that was accepted: the next PSN, and an ACK if asked for.
@@ -344,6 +358,72 @@ impl Responder {
         if ack_req && self.cfg.transport == Transport::Rc {
             self.ack(p, rq);
         }
+    }
+
+    /// RC: places a WRITE packet that came `d` PSNs after the expected one, if its place is known
+    /// (`ahead.rs`). The NAK for the gap goes out as before.
+    fn place_ahead(&mut self, op: Operation, d: i32, pkt: &RoceRepr<'_>, mem: &mut MemTable) {
+        if !self.cfg.access.contains(Access::REMOTE_WRITE) {
+            return;
+        }
+        let Ok(d) = u32::try_from(d) else { return };
+        let cur = match self.cur {
+            InProgress::Write { va, rkey, remaining, .. } => Some(Current { va, rkey, remaining }),
+            _ => None,
+        };
+        let ahead = self.ahead.get_or_insert_default();
+        if ahead.place((self.cfg.pd, self.cfg.mtu), self.epsn, d, cur, op, pkt, mem) {
+            self.drops.placed_ahead += 1;
+        } else if ahead.is_empty() {
+            self.ahead = None;
+        }
+    }
+
+    /// After a request at `from` moved the expected PSN: moves it over the packets placed ahead
+    /// that are now contiguous, as if they came in order. Whether any were.
+    fn take_ahead(&mut self, from: u32) -> bool {
+        let Some(ahead) = self.ahead.as_mut() else { return false };
+        ahead.skip(psn::diff(self.epsn, from).max(0) as u32);
+        let (mut any, mut broken) = (false, false);
+        while let Some(mark) = ahead.placed_at(self.epsn) {
+            let mtu = self.cfg.mtu;
+            self.cur = match (mark, std::mem::replace(&mut self.cur, InProgress::None)) {
+                (Mark::First { va, rkey, len }, InProgress::None) => InProgress::Write {
+                    va: va.wrapping_add(u64::from(mtu)),
+                    rkey,
+                    remaining: len.saturating_sub(mtu),
+                    total: len,
+                },
+                (Mark::Middle, InProgress::Write { va, rkey, remaining, total }) => InProgress::Write {
+                    va: va.wrapping_add(u64::from(mtu)),
+                    rkey,
+                    remaining: remaining.saturating_sub(mtu),
+                    total,
+                },
+                (Mark::Only, InProgress::None) | (Mark::Last, InProgress::Write { .. }) => {
+                    self.msn = psn::add(self.msn, 1);
+                    InProgress::None
+                }
+                // Placement follows the messages' order (a peer that broke it would be sending
+                // requests out of order): the rest waits for its resend, and its in-order copy
+                // meets the checks.
+                (_, cur) => {
+                    broken = true;
+                    cur
+                }
+            };
+            if broken {
+                break;
+            }
+            self.epsn = psn::add(self.epsn, 1);
+            self.nak_sent = false;
+            ahead.skip(1);
+            any = true;
+        }
+        if broken || ahead.is_empty() {
+            self.ahead = None;
+        }
+        any
     }
 
     /// No receive WQE for a message: RNR NAK on RC; UC drops the message.
@@ -726,5 +806,6 @@ impl Responder {
     }
 }
 
+mod ahead;
 #[cfg(test)]
 mod tests;

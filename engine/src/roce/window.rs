@@ -9,6 +9,10 @@
 //!   the floor); a retransmission timeout sets it to the floor and remembers half of it as the
 //!   slow-start threshold. One loss round costs one halving: the PSNs in flight when it was seen
 //!   (up to the highest sent, the recovery point) may report more losses, which are the same round.
+//!   A loss the responder repaired with a one-packet resend (softrdma's responder places the WRITE
+//!   packets that follow a gap) halves it only once the round lost more than 1/16 of the window:
+//!   random loss on a clean path then costs one packet each, not the window
+//!   ([`LossWindow::on_repaired_loss`]).
 //! - **Increase**: every acknowledged PSN adds one PSN below the threshold (slow start: the window
 //!   doubles per round trip), and one PSN per window's worth of acknowledged PSNs above it
 //!   (congestion avoidance), back to the cap.
@@ -36,12 +40,24 @@ pub(crate) struct LossWindow {
     /// While set, losses reported for PSNs before it belong to the round already reacted to (one
     /// past the highest PSN sent when it was seen).
     recover: Option<u32>,
+    /// Losses of the round repaired one packet at a time ([`LossWindow::on_repaired_loss`]).
+    repaired: u32,
+    /// Whether the round cut the window already.
+    cut: bool,
 }
 
 impl LossWindow {
     /// A window at the cap with floor `min` (at least 1, at most the cap).
     pub(crate) fn new(min: u8) -> LossWindow {
-        LossWindow { min: u32::from(min).clamp(1, CAP), cwnd: CAP, ssthresh: CAP, acked: 0, recover: None }
+        LossWindow {
+            min: u32::from(min).clamp(1, CAP),
+            cwnd: CAP,
+            ssthresh: CAP,
+            acked: 0,
+            recover: None,
+            repaired: 0,
+            cut: false,
+        }
     }
 
     /// Unacknowledged PSNs allowed now.
@@ -52,7 +68,7 @@ impl LossWindow {
     /// `n` more PSNs acknowledged, the oldest unacknowledged now `comp_psn`.
     pub(crate) fn on_ack(&mut self, comp_psn: u32, n: u32) {
         if self.recover.is_some_and(|r| psn::diff(comp_psn, r) >= 0) {
-            self.recover = None;
+            (self.recover, self.repaired, self.cut) = (None, 0, false);
         }
         let mut n = n;
         if self.cwnd < self.ssthresh {
@@ -76,31 +92,73 @@ impl LossWindow {
     /// A loss seen by a NAK or a missing response, `high_psn` one past the highest PSN sent:
     /// halves the window unless this round already did. Returns whether it did.
     pub(crate) fn on_loss(&mut self, high_psn: u32) -> bool {
-        if self.recover.is_some() {
+        if self.cut {
             return false;
         }
         self.ssthresh = (self.cwnd / 2).max(self.min);
         self.cwnd = self.ssthresh;
         self.acked = 0;
-        self.recover = Some(high_psn);
+        self.recover.get_or_insert(high_psn);
+        self.cut = true;
         true
+    }
+
+    /// A loss the responder repaired with a one-packet resend (it kept what followed the gap:
+    /// `Responder::place_ahead`), `high_psn` one past the highest PSN sent. Random loss on a clean
+    /// path costs such a resend and no window: the round halves the window only once more than
+    /// 1/16 of it was lost (as BBRv2 tolerates 2 % loss per round, with room for the clusters
+    /// random loss makes in a small window). A queue that overflows loses more than that, and a
+    /// go-back-N loss ([`LossWindow::on_loss`]) or a timeout cuts as before. Returns whether it cut.
+    pub(crate) fn on_repaired_loss(&mut self, high_psn: u32) -> bool {
+        self.recover.get_or_insert(high_psn);
+        self.repaired += 1;
+        if self.repaired * 16 <= self.cwnd {
+            return false;
+        }
+        self.on_loss(high_psn)
     }
 
     /// A retransmission timeout: the window falls to the floor and slow-starts back to half of
     /// what it was (or to the threshold an earlier halving of this round already set).
     pub(crate) fn on_timeout(&mut self, high_psn: u32) {
-        if self.recover.is_none() {
+        if !self.cut {
             self.ssthresh = (self.cwnd / 2).max(self.min);
         }
         self.cwnd = self.min;
         self.acked = 0;
         self.recover = Some(high_psn);
+        self.cut = true;
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    #[test]
+    fn repaired_losses_cut_only_past_a_sixteenth_of_the_window_per_round() {
+        let mut w = LossWindow::new(4);
+        // 128: eight repaired losses in a round keep it; the ninth halves it, once.
+        for _ in 0..8 {
+            assert!(!w.on_repaired_loss(200));
+        }
+        assert_eq!(w.limit(), 128);
+        assert!(w.on_repaired_loss(200));
+        assert_eq!(w.limit(), 64);
+        assert!(!w.on_repaired_loss(200) && !w.on_loss(200), "one cut per round");
+        // A new round counts from zero; a go-back-N loss in it cuts at once.
+        w.on_ack(200, 64);
+        assert!(!w.on_repaired_loss(300));
+        assert!(w.on_loss(300));
+        assert_eq!(w.limit(), 32);
+        // A timeout in a round with only repaired losses remembers half of the window.
+        w.on_ack(300, 32);
+        assert!(!w.on_repaired_loss(400));
+        w.on_timeout(400);
+        assert_eq!(w.limit(), 4);
+        w.on_ack(400, 12);
+        assert_eq!(w.limit(), 16, "slow start back to half of 32");
+    }
+
     #[test]
     fn halves_once_per_round_falls_to_the_floor_on_timeout_and_grows_back_to_the_cap() {
         let mut w = LossWindow::new(4);

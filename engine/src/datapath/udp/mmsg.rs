@@ -291,9 +291,8 @@ impl TxBatch {
 /// writes the IP header, and the ICRC covers its ID).
 fn set_ip_id(q: &mut Queued, id: u16) {
     let ip = wire::ethernet::HEADER_LEN..q.payload.end;
-    if let Some(ip) = q.frame.as_mut_slice().get_mut(ip)
-        && ip.get(4..6) != Some(&id.to_be_bytes()[..])
-    {
+    let Some(ip) = q.frame.as_mut_slice().get_mut(ip) else { return };
+    if ip.get(4..6) != Some(&id.to_be_bytes()[..]) {
         let _ = wire::ib::icrc::amend(ip, 4, &id.to_be_bytes());
     }
 }

@@ -27,11 +27,12 @@ fn us(n: u64) -> Duration {
     Duration::from_micros(n)
 }
 
-/// One packet lost out of a full window of 128: the responder's one NAK starts one go-back-N
-/// from the lost PSN at once, with half the window; duplicate NAKs start nothing; no timer
-/// runs out.
+/// One packet lost out of a full window of 128, inside a WRITE: the responder's one NAK draws a
+/// resend of that packet alone, asking for an ACK, with half the window (nothing is known of the
+/// responder yet); duplicate NAKs start nothing. rxe's answer, the ACK of that packet alone, says
+/// it dropped what followed: go back N from the next one. No timer runs out.
 #[test]
-fn one_lost_packet_in_a_full_window_costs_one_go_back_n_and_no_timeout() {
+fn one_lost_packet_in_a_full_window_costs_one_resend_and_against_rxe_one_go_back_n() {
     let (mut r, mut mem, key, addr) = setup(0);
     writes(&mut r, key, addr, 6, 32);
     let first = drain(&mut r, Duration::ZERO);
@@ -43,7 +44,7 @@ fn one_lost_packet_in_a_full_window_costs_one_go_back_n_and_no_timeout() {
     // PSN 10 is lost: the responder NAKs at PSN 11, expecting 10.
     nak(&mut r, &mut mem, us(5), 10);
     assert_eq!(r.window(), 64);
-    assert_eq!(psns(&drain(&mut r, us(5))), (10..74).collect::<Vec<_>>());
+    assert_eq!(drain(&mut r, us(5)), [(0x07, 10, true)]);
     // The same NAK again (duplicated on the wire): nothing more.
     for _ in 0..3 {
         nak(&mut r, &mut mem, us(6), 10);
@@ -51,9 +52,12 @@ fn one_lost_packet_in_a_full_window_costs_one_go_back_n_and_no_timeout() {
     }
     let c = r.counters;
     assert_eq!((c.seq_naks, c.retries, c.timeouts, c.window_cuts), (4, 1, 0, 1));
-    // The retransmissions arrive in order: the rest follows within the window.
+    // rxe acknowledges 10 alone: it dropped 11..127. They go again, within the window.
+    ack(&mut r, &mut mem, us(8), 10, AethRepr::ack(0x1F, 0)).unwrap();
+    assert_eq!(psns(&drain(&mut r, us(8))), (11..75).collect::<Vec<_>>());
+    assert_eq!((r.peer_places_ahead, r.kept_nothing), (None, 1), "once may be a second loss");
     ack(&mut r, &mut mem, us(10), 63, AethRepr::ack(0x1F, 2)).unwrap();
-    assert_eq!(psns(&drain(&mut r, us(10))), (74..128).collect::<Vec<_>>());
+    assert_eq!(psns(&drain(&mut r, us(10))), (75..128).collect::<Vec<_>>());
     ack(&mut r, &mut mem, us(15), 127, AethRepr::ack(0x1F, 4)).unwrap();
     assert_eq!(psns(&drain(&mut r, us(15))), (128..192).collect::<Vec<_>>());
     ack(&mut r, &mut mem, us(20), 191, AethRepr::ack(0x1F, 6)).unwrap();
@@ -62,6 +66,41 @@ fn one_lost_packet_in_a_full_window_costs_one_go_back_n_and_no_timeout() {
     let c = r.counters;
     assert_eq!((c.retries, c.timeouts, c.tail_probes), (1, 0, 0));
     assert_eq!(r.poll_timeout(), None);
+}
+
+/// Against a responder that keeps the WRITE packets after a gap (softrdma's), a lost packet costs
+/// one resend: its ACK covers what followed, and from then on such losses leave the window alone
+/// (up to 1/16 of it per round).
+#[test]
+fn losses_inside_writes_cost_one_packet_each_against_a_responder_that_keeps_the_rest() {
+    let (mut r, mut mem, key, addr) = setup(0);
+    writes(&mut r, key, addr, 8, 32);
+    assert_eq!(drain(&mut r, Duration::ZERO).len(), 128);
+    nak(&mut r, &mut mem, us(5), 10);
+    assert_eq!(drain(&mut r, us(5)), [(0x07, 10, true)]);
+    // The resent 10 filled the gap: the responder had 11..127.
+    ack(&mut r, &mut mem, us(10), 127, AethRepr::ack(0x1F, 4)).unwrap();
+    assert_eq!(r.peer_places_ahead, Some(true));
+    assert_eq!(r.window(), 65, "halved once, before the responder was known; grown by one");
+    assert_eq!(psns(&drain(&mut r, us(10))), (128..193).collect::<Vec<_>>());
+    // 150 lost (inside the fifth WRITE): one packet again, the window stays, and sending goes on
+    // where it was (the first new packet asks for an ACK).
+    nak(&mut r, &mut mem, us(15), 150);
+    let sent = drain(&mut r, us(15));
+    assert_eq!((sent[0], sent[1]), ((0x07, 150, true), (0x07, 193, true)));
+    assert_eq!(psns(&sent[1..]), (193..216).collect::<Vec<_>>());
+    assert_eq!(r.window(), 66, "not cut; the ACK of 192 grew it by one");
+    ack(&mut r, &mut mem, us(20), 215, AethRepr::ack(0x1F, 6)).unwrap();
+    assert_eq!(psns(&drain(&mut r, us(20))), (216..256).collect::<Vec<_>>());
+    // 224 lost: the first packet of the last WRITE, with nothing sent after it. Go back N (a
+    // resend of that whole WRITE alone would be the same).
+    nak(&mut r, &mut mem, us(25), 224);
+    assert_eq!(psns(&drain(&mut r, us(25))), (224..256).collect::<Vec<_>>());
+    ack(&mut r, &mut mem, us(30), 255, AethRepr::ack(0x1F, 8)).unwrap();
+    assert_eq!(r.done.len(), 8);
+    assert!(r.done.iter().all(|wc| wc.status == WcStatus::Success));
+    let c = r.counters;
+    assert_eq!((c.retries, c.timeouts, c.window_cuts), (3, 0, 2));
 }
 
 /// The window limits what is sent: half after a NAK, the floor after a timeout, then doubling
@@ -136,18 +175,63 @@ fn a_lost_tail_of_a_full_window_is_probed_not_timed_out() {
     assert_eq!(drain(&mut r, us(300)), [(0x07, 64, true), (0x08, 191, true)]);
     // One probe per stall.
     assert_eq!(r.poll_timeout(), r.retrans_at);
-    // The probe's 64 arrives, 191 shows the gap after it: go back N from 65, half the window.
+    // The probe's 64 arrives, 191 shows the gap after it: 65 alone goes again, asking for an ACK
+    // (it lies inside a WRITE), with half the window. Its ACK shows nothing after it was kept
+    // (it was all lost): go back N from 66.
     nak(&mut r, &mut mem, us(400), 65);
-    assert_eq!(psns(&drain(&mut r, us(400))), (65..129).collect::<Vec<_>>());
+    assert_eq!(drain(&mut r, us(400)), [(0x07, 65, true)]);
+    ack(&mut r, &mut mem, us(450), 65, AethRepr::ack(0x1F, 1)).unwrap();
+    assert_eq!(psns(&drain(&mut r, us(450))), (66..130).collect::<Vec<_>>());
     // A window of ACKs adds one PSN (congestion avoidance); a repeated ACK adds nothing.
     ack(&mut r, &mut mem, us(500), 128, AethRepr::ack(0x1F, 2)).unwrap();
     ack(&mut r, &mut mem, us(500), 128, AethRepr::ack(0x1F, 2)).unwrap();
     assert_eq!(r.window(), 65);
-    assert_eq!(psns(&drain(&mut r, us(500))), (129..194).collect::<Vec<_>>());
+    assert_eq!(psns(&drain(&mut r, us(500))), (130..194).collect::<Vec<_>>());
     ack(&mut r, &mut mem, us(600), 193, AethRepr::ack(0x1F, 4)).unwrap();
     assert_eq!(psns(&drain(&mut r, us(600))), (194..240).collect::<Vec<_>>());
     ack(&mut r, &mut mem, us(700), 239, AethRepr::ack(0x1F, 5)).unwrap();
     assert_eq!(r.done.len(), 5);
     let c = r.counters;
     assert_eq!((c.tail_probes, c.retries, c.timeouts, c.window_cuts), (1, 1, 0, 1));
+}
+
+/// Two losses in one window against a responder that keeps what follows a gap: the ACK of the
+/// first resend stops at the second hole, which goes alone too; nothing else is sent again.
+#[test]
+fn a_second_hole_in_the_window_gets_its_own_one_packet_resend() {
+    let (mut r, mut mem, key, addr) = setup(0);
+    writes(&mut r, key, addr, 4, 32);
+    assert_eq!(drain(&mut r, Duration::ZERO).len(), 128);
+    // Known to keep what follows a gap (an earlier loss showed it).
+    r.peer_places_ahead = Some(true);
+    nak(&mut r, &mut mem, us(5), 10);
+    assert_eq!(drain(&mut r, us(5)), [(0x07, 10, true)]);
+    assert_eq!(r.window(), 128, "a repaired loss");
+    // 41 is missing too: the responder's ACK stops before it.
+    ack(&mut r, &mut mem, us(10), 40, AethRepr::ack(0x1F, 1)).unwrap();
+    assert_eq!(drain(&mut r, us(10)), [(0x07, 41, true)]);
+    // Its NAK, from a packet sent after the first resend, changes nothing.
+    nak(&mut r, &mut mem, us(11), 41);
+    assert!(drain(&mut r, us(11)).is_empty());
+    ack(&mut r, &mut mem, us(15), 127, AethRepr::ack(0x1F, 4)).unwrap();
+    assert_eq!(r.done.len(), 4);
+    let c = r.counters;
+    assert_eq!((c.retries, c.timeouts, c.window_cuts, c.packets), (2, 0, 0, 130));
+}
+
+/// A lost first packet of a WRITE: the responder could place nothing of that WRITE without its
+/// RETH, but what followed it (the next WRITEs): the whole WRITE goes again, alone.
+#[test]
+fn a_lost_first_packet_resends_its_whole_write_and_nothing_after_it() {
+    let (mut r, mut mem, key, addr) = setup(0);
+    writes(&mut r, key, addr, 4, 32);
+    assert_eq!(drain(&mut r, Duration::ZERO).len(), 128);
+    r.peer_places_ahead = Some(true);
+    nak(&mut r, &mut mem, us(5), 32);
+    let sent = drain(&mut r, us(5));
+    assert_eq!((sent[0], psns(&sent)), ((0x06, 32, true), (32..64).collect::<Vec<_>>()));
+    ack(&mut r, &mut mem, us(10), 127, AethRepr::ack(0x1F, 4)).unwrap();
+    assert_eq!(r.done.len(), 4);
+    let c = r.counters;
+    assert_eq!((c.retries, c.window_cuts, c.packets), (1, 0, 160));
 }

@@ -170,3 +170,110 @@ fn write_outside_the_region_is_nakd_before_any_byte_moves() {
     assert_eq!(replies(&mut r), vec![(0x11, 0, Some(0x62), TxPayload::None)]);
     assert_eq!(mem.bytes(key).unwrap(), &before[..]);
 }
+
+/// One WRITE packet of `len` bytes, each byte `k`, asking for no ACK.
+fn write_pkt(op: Operation, psn: u32, data: &'static [u8]) -> RoceRepr<'static> {
+    let mut p = pkt(op, psn);
+    p.bth.ack_req = false;
+    p.payload = data;
+    p
+}
+
+/// A WRITE of 5 packets (PSNs 0..=4) whose PSN 1 is lost: 2, 3 and the LAST 4 are placed where
+/// they belong as they come (one NAK for the gap, nothing acknowledged), and the resent 1 fills
+/// the gap: the expected PSN moves past 4, the WRITE is complete (MSN 1), one ACK covers it, and
+/// every byte is where it belongs. The copies a go-back-N requester sends again are duplicates.
+/// A SEND after a gap is not placed (its length is not known): it waits for its resend.
+#[test]
+fn write_packets_after_a_gap_are_placed_and_count_once_it_is_filled() {
+    static D: [[u8; MTU as usize]; 5] = [[0xA0; 256], [0xA1; 256], [0xA2; 256], [0xA3; 256], [0xA4; 256]];
+    let (mut r, mut mem, key, addr) = setup();
+    let mut rq = VecDeque::new();
+    let len = 4 * MTU + 100;
+    let mut first = write_pkt(Operation::WriteFirst, 0, &D[0]);
+    first.reth = Some(RethRepr { va: addr + 512, rkey: key, dma_len: len });
+    r.handle_request(Operation::WriteFirst, &first, &mut mem, &mut rq).unwrap();
+    for (op, psn, data) in [
+        (Operation::WriteMiddle, 2, &D[2][..]),
+        (Operation::WriteMiddle, 3, &D[3][..]),
+        (Operation::WriteLast, 4, &D[4][..100]),
+    ] {
+        r.handle_request(op, &write_pkt(op, psn, data), &mut mem, &mut rq).unwrap();
+    }
+    assert_eq!(replies(&mut r), vec![(0x11, 1, Some(0x60), TxPayload::None)], "one NAK, expecting 1");
+    assert_eq!((r.epsn, r.msn, r.drops.placed_ahead), (1, 0, 3));
+    // A copy of a placed packet, and a packet past the WRITE's end, are not placed again.
+    r.handle_request(Operation::WriteMiddle, &write_pkt(Operation::WriteMiddle, 3, &D[1]), &mut mem, &mut rq)
+        .unwrap();
+    r.handle_request(Operation::WriteMiddle, &write_pkt(Operation::WriteMiddle, 5, &D[1]), &mut mem, &mut rq)
+        .unwrap();
+    assert_eq!(r.drops.placed_ahead, 3);
+    assert!(replies(&mut r).is_empty());
+    r.handle_request(Operation::WriteMiddle, &write_pkt(Operation::WriteMiddle, 1, &D[1]), &mut mem, &mut rq)
+        .unwrap();
+    assert_eq!((r.epsn, r.msn), (5, 1));
+    assert_eq!(replies(&mut r), vec![(0x11, 4, Some(0x00), TxPayload::None)], "one ACK for all of it");
+    let m = mem.bytes(key).unwrap();
+    for k in 0..4 {
+        let at = 512 + k * MTU as usize;
+        assert!(m[at..at + MTU as usize].iter().all(|&b| b == 0xA0 + k as u8), "packet {k}");
+    }
+    assert!(m[512 + 4 * 256..512 + 4 * 256 + 100].iter().all(|&b| b == 0xA4));
+    assert_eq!(m[512 + 4 * 256 + 100], (512 + 4 * 256 + 100) as u8, "nothing past the WRITE");
+    // rxe's go-back-N copies: duplicates, acknowledged again.
+    r.handle_request(Operation::WriteMiddle, &write_pkt(Operation::WriteMiddle, 2, &D[2]), &mut mem, &mut rq)
+        .unwrap();
+    assert_eq!((r.drops.duplicates, r.epsn), (1, 5));
+    // A SEND after a gap waits for its resend.
+    rq.push_back(RecvWqe::new(&RecvWr { wr_id: 1, sg_list: vec![] }));
+    r.handle_request(Operation::SendMiddle, &write_pkt(Operation::SendMiddle, 7, &D[0]), &mut mem, &mut rq)
+        .unwrap();
+    assert_eq!((r.drops.placed_ahead, r.epsn), (3, 5));
+}
+
+/// Packets of later WRITEs after a gap are placed too, from their own RETH: a WRITE of 3 packets
+/// (0..=2) loses its MIDDLE 1; a WRITE FIRST/LAST (3, 4) and a WRITE ONLY (5) follow, then a
+/// WRITE ONLY with immediate (6, needs a receive WQE: not placed) and a FIRST whose range is
+/// outside the region (7: not placed, nor its LAST 8). The resent 1 moves the expected PSN to 6,
+/// with three messages complete.
+#[test]
+fn later_writes_after_a_gap_are_placed_from_their_own_reth() {
+    static D: [u8; 256] = [0xB1; 256];
+    static E: [u8; 256] = [0xB2; 256];
+    let (mut r, mut mem, key, addr) = setup();
+    let mut rq = VecDeque::new();
+    let reth = |va: u64, len: u32| Some(RethRepr { va, rkey: key, dma_len: len });
+    let mut first = write_pkt(Operation::WriteFirst, 0, &D);
+    first.reth = reth(addr, 3 * MTU);
+    r.handle_request(Operation::WriteFirst, &first, &mut mem, &mut rq).unwrap();
+    let mut later = vec![write_pkt(Operation::WriteLast, 2, &D)];
+    let mut f = write_pkt(Operation::WriteFirst, 3, &E);
+    f.reth = reth(addr + 1024, 300);
+    later.push(f);
+    later.push(write_pkt(Operation::WriteLast, 4, &E[..44]));
+    let mut only = write_pkt(Operation::WriteOnly, 5, &E[..10]);
+    only.reth = reth(addr + 2048, 10);
+    later.push(only);
+    let mut imm = write_pkt(Operation::WriteOnlyImm, 6, &E[..10]);
+    imm.reth = reth(addr + 3000, 10);
+    later.push(imm);
+    let mut outside = write_pkt(Operation::WriteFirst, 7, &E);
+    outside.reth = reth(addr + 3900, 600);
+    later.push(outside);
+    later.push(write_pkt(Operation::WriteLast, 8, &E[..88]));
+    for p in &later {
+        let op = p.bth.opcode.info().unwrap().operation;
+        r.handle_request(op, p, &mut mem, &mut rq).unwrap();
+    }
+    assert_eq!(r.drops.placed_ahead, 4);
+    assert_eq!(replies(&mut r), vec![(0x11, 1, Some(0x60), TxPayload::None)]);
+    r.handle_request(Operation::WriteMiddle, &write_pkt(Operation::WriteMiddle, 1, &D), &mut mem, &mut rq)
+        .unwrap();
+    assert_eq!((r.epsn, r.msn), (6, 3));
+    assert_eq!(replies(&mut r), vec![(0x11, 5, Some(0x00), TxPayload::None)]);
+    let m = mem.bytes(key).unwrap();
+    assert!(m[..768].iter().all(|&b| b == 0xB1));
+    assert!(m[1024..1324].iter().all(|&b| b == 0xB2) && m[1324] == (1324 % 256) as u8);
+    assert!(m[2048..2058].iter().all(|&b| b == 0xB2) && m[2058] == (2058 % 256) as u8);
+    assert_eq!(m[3000], (3000 % 256) as u8, "the WRITE with immediate waits for its resend");
+}

@@ -15,6 +15,7 @@ impl Context {
             st.drops.seq_naks_sent += d.seq_naks_sent;
             st.drops.rnr_naks_sent += d.rnr_naks_sent;
             st.drops.duplicates += d.duplicates;
+            st.drops.placed_ahead += d.placed_ahead;
             st.drops.foreign_source += d.foreign_source;
             let r = e.qp.req_counters();
             st.requests.packets += r.packets;
