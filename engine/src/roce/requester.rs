@@ -167,13 +167,15 @@ pub(crate) struct Requester {
     /// The next packet is a tail probe: it asks for an ACK whatever its position.
     probe_pkt: bool,
     /// A probe in go-back-N recovery resends the oldest unacknowledged packet and then the last
-    /// one sent: the send position (`next`, `offset`, `psn`) of the second.
+    /// one sent, and a resend of lost packets alone goes on where sending was: the send position
+    /// (`next`, `offset`, `psn`) to jump to.
     pub(crate) resume: Option<(usize, u32, u32)>,
     /// The PSN after whose transmission `resume` applies (`None`: after the next packet).
     resume_after: Option<u32>,
-    /// A loss inside a WRITE went out as a one-packet resend (`Requester::resend_oldest`): the
-    /// PSN resent and one past the highest PSN sent before it. The ACK that covers it says whether
-    /// the responder kept what followed.
+    /// A loss inside a WRITE went out as a resend of the lost packet alone (or of its WRITE, for a
+    /// lost first packet; `Requester::resend_oldest`): the last PSN resent, and one past the
+    /// highest PSN sent before. The ACK that covers it says whether the responder kept what
+    /// followed.
     pub(crate) selective: Option<(u32, u32)>,
     /// Whether the responder places the WRITE packets that follow a gap (softrdma) or drops them
     /// and waits for a go-back-N (rxe); `None` until losses showed it: once it kept something,

@@ -11,7 +11,7 @@ use super::mem::{MemTable, sge_len};
 use super::types::MAX_MSG_SIZE;
 use super::types::{Access, RecvWr, WcOpcode, WcStatus, WorkCompletion};
 use crate::roce::types::SgList;
-use ahead::{Ahead, Current, MAX_DMA_LEN, Mark};
+use ahead::{Ahead, Current, MAX_DMA_LEN, Mark, Placed};
 use std::collections::VecDeque;
 use std::net::IpAddr;
 use wire::ib::aeth::{CREDITS_INVALID, credit_code_for};
@@ -345,7 +345,7 @@ impl Responder {
         };
         // The request moved the expected PSN: past the packets placed ahead it made contiguous,
         // and one ACK for them.
-        if done.is_ok() && self.ahead.is_some() && self.epsn != p && self.take_ahead(p) {
+        if done.is_ok() && self.ahead.is_some() && self.epsn != p && self.take_ahead(p, mem) {
             self.ack(psn::add(self.epsn, psn::MASK), rq);
         }
         done
@@ -380,12 +380,19 @@ impl Responder {
     }
 
     /// After a request at `from` moved the expected PSN: moves it over the packets placed ahead
-    /// that are now contiguous, as if they came in order. Whether any were.
-    fn take_ahead(&mut self, from: u32) -> bool {
+    /// that are now contiguous, as if they came in order (writing what they held). Whether any
+    /// were.
+    fn take_ahead(&mut self, from: u32, mem: &mut MemTable) -> bool {
         let Some(ahead) = self.ahead.as_mut() else { return false };
         ahead.skip(psn::diff(self.epsn, from).max(0) as u32);
         let (mut any, mut broken) = (false, false);
-        while let Some(mark) = ahead.placed_at(self.epsn) {
+        while let Some(Placed { mark, held }) = ahead.placed_at(self.epsn) {
+            // A held payload is written now, in order; if its region went away meanwhile, the
+            // packet's resend meets the in-order checks (and their NAK).
+            if held.is_some_and(|(va, rkey, bytes)| !ahead::write(mem, self.cfg.pd, rkey, va, &bytes)) {
+                broken = true;
+                break;
+            }
             let mtu = self.cfg.mtu;
             self.cur = match (mark, std::mem::replace(&mut self.cur, InProgress::None)) {
                 (Mark::First { va, rkey, len }, InProgress::None) => InProgress::Write {

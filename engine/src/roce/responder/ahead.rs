@@ -8,9 +8,13 @@
 //! ONLY carries it (RETH), and a MIDDLE or LAST lies a whole number of MTUs after the FIRST of its
 //! WRITE (every packet before a LAST is a full MTU) - the WRITE in progress at the expected PSN, or
 //! the latest one whose FIRST was placed. Placement checks what the in-order path checks (the R_Key,
-//! range and access for the whole WRITE, each packet's length and position) and writes the payload.
-//! Nothing counts until the gap is filled: then the expected PSN moves over the placed packets as
-//! if they had come in order ([`Mark`]). Not placed, and so left for their resend: SEND packets
+//! range and access for the whole WRITE, each packet's length and position). A packet of the WRITE
+//! in progress is written at once: the gap lies inside that WRITE, so nothing the gap hides can
+//! read or change those bytes first. A packet of a later message is held (copied; at most 127
+//! packets per QP) and written when the gap is filled: the gap may hide a READ or an atomic, which
+//! must see memory as it was before the WRITEs that follow it. Nothing counts until the gap is
+//! filled: then the expected PSN moves over the placed packets as if they had come in order
+//! ([`Mark`]). Not placed, and so left for their resend: SEND packets
 //! (a SEND's length is not known before its last packet), a WRITE with immediate (it needs a
 //! receive WQE and completes one), READ and atomic requests, and anything more than 127 PSNs ahead.
 
@@ -47,11 +51,19 @@ pub(super) struct Current {
     pub(super) remaining: u32,
 }
 
+/// A placed packet: what it does, and its payload if it is held until the gap is filled (the
+/// address, R_Key and bytes to write then).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Placed {
+    pub(super) mark: Mark,
+    pub(super) held: Option<(u64, u32, Vec<u8>)>,
+}
+
 /// Packets placed ahead of the expected PSN.
 #[derive(Debug, Default)]
 pub(super) struct Ahead {
     /// Entry `i`: PSN `epsn + i` (entry 0, the expected PSN itself, is never placed).
-    slots: VecDeque<Option<Mark>>,
+    slots: VecDeque<Option<Placed>>,
     /// The WRITE started by the latest FIRST placed, until its LAST is: (PSN of the FIRST, VA,
     /// R_Key, length).
     open: Option<(u32, u64, u32, u32)>,
@@ -87,7 +99,7 @@ impl Ahead {
         let open_at = self.open.map(|(first, ..)| psn::diff(p, first));
         let in_open =
             self.open.zip(open_at).is_some_and(|((_, _, _, len), k)| k > 0 && (k as u64) < packets(len, mtu));
-        let mark = match op {
+        let placed = match op {
             Operation::WriteFirst | Operation::WriteOnly => {
                 // A message cannot start inside another one.
                 let Some(reth) = pkt.reth.filter(|_| !in_cur && !in_open) else { return false };
@@ -98,15 +110,16 @@ impl Ahead {
                     || reth.dma_len > MAX_DMA_LEN
                     || (len > 0
                         && mem.check_remote(pd, reth.rkey, reth.va, len, Access::REMOTE_WRITE).is_err())
-                    || !write(mem, pd, reth.rkey, reth.va, pkt.payload)
                 {
                     return false;
                 }
+                // A later message: held until the gap is filled.
+                let held = Some((reth.va, reth.rkey, pkt.payload.to_vec()));
                 if only {
-                    Mark::Only
+                    Placed { mark: Mark::Only, held }
                 } else {
                     self.open = Some((p, reth.va, reth.rkey, reth.dma_len));
-                    Mark::First { va: reth.va, rkey: reth.rkey, len: reth.dma_len }
+                    Placed { mark: Mark::First { va: reth.va, rkey: reth.rkey, len: reth.dma_len }, held }
                 }
             }
             Operation::WriteMiddle | Operation::WriteLast => {
@@ -125,13 +138,26 @@ impl Ahead {
                 } else {
                     n == mtu64 && at + n < remaining
                 };
-                if !fits || !write(mem, pd, rkey, va.wrapping_add(at), pkt.payload) {
+                if !fits {
                     return false;
                 }
+                let va = va.wrapping_add(at);
+                // The WRITE in progress is written now; a later one's bytes wait for the gap.
+                let held = if in_cur {
+                    if !write(mem, pd, rkey, va, pkt.payload) {
+                        return false;
+                    }
+                    None
+                } else {
+                    if mem.check_remote(pd, rkey, va, n, Access::REMOTE_WRITE).is_err() {
+                        return false;
+                    }
+                    Some((va, rkey, pkt.payload.to_vec()))
+                };
                 if last && !in_cur {
                     self.open = None;
                 }
-                if last { Mark::Last } else { Mark::Middle }
+                Placed { mark: if last { Mark::Last } else { Mark::Middle }, held }
             }
             _ => return false,
         };
@@ -139,7 +165,7 @@ impl Ahead {
         if self.slots.len() <= i {
             self.slots.resize(i + 1, None);
         }
-        self.slots[i] = Some(mark);
+        self.slots[i] = Some(placed);
         true
     }
 
@@ -149,15 +175,15 @@ impl Ahead {
         self.slots.drain(..n);
     }
 
-    /// The mark of the expected PSN `epsn`, if that packet was placed (the caller applies it and
-    /// skips it).
-    pub(super) fn placed_at(&mut self, epsn: u32) -> Option<Mark> {
-        let mark = self.slots.front().copied().flatten()?;
-        if matches!(mark, Mark::First { .. }) && self.open.is_some_and(|(first, ..)| first == epsn) {
+    /// The expected PSN `epsn`'s packet, if it was placed (taken; the caller applies it, writes
+    /// what it holds, and skips it).
+    pub(super) fn placed_at(&mut self, epsn: u32) -> Option<Placed> {
+        let placed = self.slots.front_mut()?.take()?;
+        if matches!(placed.mark, Mark::First { .. }) && self.open.is_some_and(|(first, ..)| first == epsn) {
             // Its WRITE is the one in progress now.
             self.open = None;
         }
-        Some(mark)
+        Some(placed)
     }
 
     /// Whether nothing is placed any more.
@@ -167,7 +193,7 @@ impl Ahead {
 }
 
 /// Writes `data` at `va` of region `rkey`, if it may be written.
-fn write(mem: &mut MemTable, pd: u32, rkey: u32, va: u64, data: &[u8]) -> bool {
+pub(super) fn write(mem: &mut MemTable, pd: u32, rkey: u32, va: u64, data: &[u8]) -> bool {
     if data.is_empty() {
         return true;
     }

@@ -277,3 +277,27 @@ fn later_writes_after_a_gap_are_placed_from_their_own_reth() {
     assert!(m[2048..2058].iter().all(|&b| b == 0xB2) && m[2058] == (2058 % 256) as u8);
     assert_eq!(m[3000], (3000 % 256) as u8, "the WRITE with immediate waits for its resend");
 }
+
+/// A WRITE of a later message placed after a gap is held until the gap is filled: the atomic the
+/// gap hid (lost, then resent) still sees memory as it was, and the WRITE lands after it, as in
+/// order.
+#[test]
+fn a_later_write_waits_for_the_atomic_the_gap_hid() {
+    static W: [u8; 8] = [0xCC; 8];
+    let (mut r, mut mem, key, addr) = setup();
+    let mut rq = VecDeque::new();
+    let word = |mem: &MemTable| u64::from_ne_bytes(mem.bytes(key).unwrap()[8..16].try_into().unwrap());
+    let before = word(&mem);
+    let mut only = write_pkt(Operation::WriteOnly, 1, &W);
+    only.reth = Some(RethRepr { va: addr + 8, rkey: key, dma_len: 8 });
+    r.handle_request(Operation::WriteOnly, &only, &mut mem, &mut rq).unwrap();
+    assert_eq!((r.drops.placed_ahead, word(&mem)), (1, before), "held, not written");
+    let mut fadd = pkt(Operation::FetchAdd, 0);
+    fadd.atomic_eth = Some(AtomicEthRepr { va: addr + 8, rkey: key, swap_add: 100, compare: 0 });
+    r.handle_request(Operation::FetchAdd, &fadd, &mut mem, &mut rq).unwrap();
+    assert_eq!((r.epsn, r.msn), (2, 2));
+    assert_eq!(word(&mem), u64::from_ne_bytes(W), "the WRITE came after the atomic");
+    let out = std::iter::from_fn(|| r.poll()).collect::<Vec<_>>();
+    assert_eq!(out[1].packet.atomic_ack_eth.map(|a| a.orig), Some(before));
+    assert_eq!(out.last().map(|a| a.packet.bth.psn), Some(1), "one ACK covers the WRITE");
+}
