@@ -235,10 +235,9 @@ impl Requester {
         self.arm_probe(now);
     }
 
-    /// Whether the loss at `comp_psn` may be repaired by resending it alone (its whole WRITE, if
-    /// it is the WRITE's first packet, whose RETH the responder needs for the rest): it is in a
-    /// WRITE and something was sent after what would be resent, nothing but SENDs and WRITEs is in
-    /// flight, no resend is going on, and the responder is not known to drop what follows a gap.
+    /// Whether the loss at `comp_psn` may be repaired by resending it alone: it is in a SEND or a
+    /// WRITE and something was sent after it, nothing but SENDs and WRITEs is in flight, no resend
+    /// is going on, and the responder is not known to drop what follows a gap.
     fn may_resend_alone(&self) -> bool {
         self.peer_places_ahead != Some(false)
             && self.selective.is_none()
@@ -250,19 +249,21 @@ impl Requester {
             && self.sq.iter().filter(|w| w.sent).all(|w| matches!(w.kind, Kind::Send | Kind::Write))
     }
 
-    /// The last PSN a resend for a loss at `comp_psn` covers: that packet, or its whole WRITE if
-    /// it is the first packet; `None` outside a WRITE.
+    /// The last PSN a resend for a loss at `comp_psn` covers (that packet: softrdma's responder
+    /// keeps whatever follows a gap); `None` outside a SEND or a WRITE.
     fn resend_end(&self) -> Option<u32> {
-        let w = self.sq.front().filter(|w| w.sent && w.kind == Kind::Write)?;
-        Some(if self.comp_psn == w.first_psn { w.last_psn } else { self.comp_psn })
+        self.sq.front().filter(|w| w.sent && matches!(w.kind, Kind::Send | Kind::Write))?;
+        Some(self.comp_psn)
     }
 
-    /// Whether PSN `p` belongs to a WRITE that was sent (what a responder can place after a gap).
-    fn in_a_write(&self, p: u32) -> bool {
-        self.sq
-            .iter()
-            .take_while(|w| w.sent)
-            .any(|w| w.kind == Kind::Write && psn::diff(p, w.first_psn) >= 0 && psn::diff(w.last_psn, p) >= 0)
+    /// Whether PSN `p` belongs to a SEND or a WRITE that was sent (what a responder can keep after
+    /// a gap).
+    fn in_a_message(&self, p: u32) -> bool {
+        self.sq.iter().take_while(|w| w.sent).any(|w| {
+            matches!(w.kind, Kind::Send | Kind::Write)
+                && psn::diff(p, w.first_psn) >= 0
+                && psn::diff(w.last_psn, p) >= 0
+        })
     }
 
     /// Resends the loss at `comp_psn` alone ([`Requester::resend_end`]), then goes on where
@@ -317,7 +318,7 @@ impl Requester {
         let next = psn::add(end, 1);
         if psn::diff(a, end) > 0 {
             self.peer_places_ahead = Some(true);
-        } else if self.peer_places_ahead.is_none() && self.in_a_write(next) {
+        } else if self.peer_places_ahead.is_none() && self.in_a_message(next) {
             // Nothing after the resend was kept though it could have been: the responder drops
             // such packets (rxe), or they were lost too. Twice: the QP goes back N from then on.
             self.kept_nothing += 1;

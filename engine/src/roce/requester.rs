@@ -172,12 +172,12 @@ pub(crate) struct Requester {
     pub(crate) resume: Option<(usize, u32, u32)>,
     /// The PSN after whose transmission `resume` applies (`None`: after the next packet).
     resume_after: Option<u32>,
-    /// A loss inside a WRITE went out as a resend of the lost packet alone (or of its WRITE, for a
-    /// lost first packet; `Requester::resend_oldest`): the last PSN resent, and one past the
-    /// highest PSN sent before. The ACK that covers it says whether the responder kept what
+    /// A loss inside a SEND or a WRITE went out as a resend of the lost packet alone
+    /// (`Requester::resend_oldest`): the last PSN resent, and one past the highest PSN sent
+    /// before. The ACK that covers it says whether the responder kept what
     /// followed.
     pub(crate) selective: Option<(u32, u32)>,
-    /// Whether the responder places the WRITE packets that follow a gap (softrdma) or drops them
+    /// Whether the responder keeps the packets that follow a gap (softrdma) or drops them
     /// and waits for a go-back-N (rxe); `None` until losses showed it: once it kept something,
     /// or twice it kept nothing (what followed a gap can be lost too).
     pub(crate) peer_places_ahead: Option<bool>,
@@ -728,6 +728,8 @@ mod tests {
     #[test]
     fn nak_sequence_error_goes_back_n_and_acks_what_came_before() {
         let (mut r, mut mem, key, addr) = setup(0);
+        // rxe's responder: it drops what follows a gap.
+        r.peer_places_ahead = Some(false);
         for i in 0..5 {
             push(&mut r, i, WrOpcode::Send, key, addr, 8);
         }

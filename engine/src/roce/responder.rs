@@ -11,7 +11,7 @@ use super::mem::{MemTable, sge_len};
 use super::types::MAX_MSG_SIZE;
 use super::types::{Access, RecvWr, WcOpcode, WcStatus, WorkCompletion};
 use crate::roce::types::SgList;
-use ahead::{Ahead, Current, MAX_DMA_LEN, Mark, Placed};
+use ahead::{Ahead, Current, MAX_DMA_LEN, Slot};
 use std::collections::VecDeque;
 use std::net::IpAddr;
 use wire::ib::aeth::{CREDITS_INVALID, credit_code_for};
@@ -110,7 +110,7 @@ pub struct RespDrops {
     pub rnr_naks_sent: u64,
     /// Duplicate requests seen (RC).
     pub duplicates: u64,
-    /// WRITE packets placed after a gap, before it was filled (RC, [`Responder::place_ahead`]).
+    /// Request packets kept after a gap, before it was filled (RC, [`Responder::keep_ahead`]).
     pub placed_ahead: u64,
     /// RC or UC packets (CNPs included) from an address other than the connected peer's.
     pub foreign_source: u64,
@@ -125,8 +125,8 @@ pub(crate) struct Responder {
     /// Messages completed (24 bits).
     pub(crate) msn: u32,
     nak_sent: bool,
-    /// RC WRITE packets that came after a gap and were placed where they belong, counted as
-    /// received once the gap is filled (`ahead.rs`); `None` while there are none.
+    /// RC request packets that came after a gap, kept and counted as received once the gap is
+    /// filled (`ahead.rs`); `None` while there are none.
     ahead: Option<Box<Ahead>>,
     /// UC: the rest of the current message is being dropped.
     uc_drop: bool,
@@ -297,7 +297,7 @@ impl Responder {
             }
             self.epsn = p;
         } else if d > 0 {
-            self.place_ahead(op, d, pkt, mem);
+            self.keep_ahead(op, d, pkt, mem);
             // One NAK per gap, carrying the expected PSN; then silence until it arrives.
             if !self.nak_sent {
                 self.nak_sent = true;
@@ -310,6 +310,24 @@ impl Responder {
             self.duplicate(kind, p, pkt, rq);
             return Ok(());
         }
+        let done = self.in_order((kind, first, last), op, pkt, mem, rq);
+        // The request moved the expected PSN: on over the packets kept ahead it made contiguous.
+        if done.is_ok() && self.ahead.is_some() && self.epsn != p {
+            return self.take_ahead(p, mem, rq);
+        }
+        done
+    }
+
+    /// Handles a request packet at the expected PSN, of family `(kind, first, last)`.
+    fn in_order(
+        &mut self,
+        (kind, first, last): (Kind, bool, bool),
+        op: Operation,
+        pkt: &RoceRepr<'_>,
+        mem: &mut MemTable,
+        rq: &mut VecDeque<RecvWqe>,
+    ) -> Result<(), RespFatal> {
+        let p = pkt.bth.psn;
         let in_sequence = match self.cur {
             InProgress::None => first,
             InProgress::Send { .. } => !first && kind == Kind::Send,
@@ -337,18 +355,12 @@ impl Responder {
         if !length_ok {
             return self.reject(p, NakCode::InvalidRequest, rq);
         }
-        let done = match kind {
+        match kind {
             Kind::Send => self.send(op, first, last, pkt, mem, rq),
             Kind::Write => self.write(op, first, last, pkt, mem, rq),
             Kind::Read => self.read(pkt, mem, rq),
             Kind::Atomic => self.atomic(op, pkt, mem, rq),
-        };
-        // The request moved the expected PSN: past the packets placed ahead it made contiguous,
-        // and one ACK for them.
-        if done.is_ok() && self.ahead.is_some() && self.epsn != p && self.take_ahead(p, mem) {
-            self.ack(psn::add(self.epsn, psn::MASK), rq);
         }
-        done
     }
 
     /// Finishes a SEND or WRITE packet that was accepted: the next PSN, and an ACK if asked for.
@@ -360,77 +372,81 @@ impl Responder {
         }
     }
 
-    /// RC: places a WRITE packet that came `d` PSNs after the expected one, if its place is known
-    /// (`ahead.rs`). The NAK for the gap goes out as before.
-    fn place_ahead(&mut self, op: Operation, d: i32, pkt: &RoceRepr<'_>, mem: &mut MemTable) {
-        if !self.cfg.access.contains(Access::REMOTE_WRITE) {
-            return;
-        }
+    /// RC: keeps a request packet that came `d` PSNs after the expected one (`ahead.rs`). The NAK
+    /// for the gap goes out as before.
+    fn keep_ahead(&mut self, op: Operation, d: i32, pkt: &RoceRepr<'_>, mem: &mut MemTable) {
         let Ok(d) = u32::try_from(d) else { return };
         let cur = match self.cur {
             InProgress::Write { va, rkey, remaining, .. } => Some(Current { va, rkey, remaining }),
             _ => None,
         };
         let ahead = self.ahead.get_or_insert_default();
-        if ahead.place((self.cfg.pd, self.cfg.mtu), self.epsn, d, cur, op, pkt, mem) {
+        if ahead.keep((self.cfg.pd, self.cfg.mtu), d, cur, op, pkt, mem) {
             self.drops.placed_ahead += 1;
         } else if ahead.is_empty() {
             self.ahead = None;
         }
     }
 
-    /// After a request at `from` moved the expected PSN: moves it over the packets placed ahead
-    /// that are now contiguous, as if they came in order (writing what they held). Whether any
-    /// were.
-    fn take_ahead(&mut self, from: u32, mem: &mut MemTable) -> bool {
-        let Some(ahead) = self.ahead.as_mut() else { return false };
+    /// After a request at `from` moved the expected PSN: moves it over the packets kept ahead that
+    /// are now contiguous, as if they came in order (a held one is handled in order now), and
+    /// acknowledges them.
+    fn take_ahead(
+        &mut self,
+        from: u32,
+        mem: &mut MemTable,
+        rq: &mut VecDeque<RecvWqe>,
+    ) -> Result<(), RespFatal> {
+        let Some(mut ahead) = self.ahead.take() else { return Ok(()) };
         ahead.skip(psn::diff(self.epsn, from).max(0) as u32);
-        let (mut any, mut broken) = (false, false);
-        while let Some(Placed { mark, held }) = ahead.placed_at(self.epsn) {
-            // A held payload is written now, in order; if its region went away meanwhile, the
-            // packet's resend meets the in-order checks (and their NAK).
-            if held.is_some_and(|(va, rkey, bytes)| !ahead::write(mem, self.cfg.pd, rkey, va, &bytes)) {
-                broken = true;
-                break;
-            }
-            let mtu = self.cfg.mtu;
-            self.cur = match (mark, std::mem::replace(&mut self.cur, InProgress::None)) {
-                (Mark::First { va, rkey, len }, InProgress::None) => InProgress::Write {
-                    va: va.wrapping_add(u64::from(mtu)),
-                    rkey,
-                    remaining: len.saturating_sub(mtu),
-                    total: len,
-                },
-                (Mark::Middle, InProgress::Write { va, rkey, remaining, total }) => InProgress::Write {
-                    va: va.wrapping_add(u64::from(mtu)),
-                    rkey,
-                    remaining: remaining.saturating_sub(mtu),
-                    total,
-                },
-                (Mark::Only, InProgress::None) | (Mark::Last, InProgress::Write { .. }) => {
-                    self.msn = psn::add(self.msn, 1);
-                    InProgress::None
+        let mut ack = false;
+        while let Some(slot) = ahead.take_next() {
+            let at = self.epsn;
+            match slot {
+                Slot::Written { last } => {
+                    let mtu = self.cfg.mtu;
+                    let InProgress::Write { va, rkey, remaining, total } = self.cur else {
+                        // Written packets belong to the WRITE in progress, which only they end.
+                        return Ok(());
+                    };
+                    self.cur = if last {
+                        self.msn = psn::add(self.msn, 1);
+                        InProgress::None
+                    } else {
+                        InProgress::Write {
+                            va: va.wrapping_add(u64::from(mtu)),
+                            rkey,
+                            remaining: remaining.saturating_sub(mtu),
+                            total,
+                        }
+                    };
+                    self.epsn = psn::add(at, 1);
+                    self.nak_sent = false;
+                    ack = true;
                 }
-                // Placement follows the messages' order (a peer that broke it would be sending
-                // requests out of order): the rest waits for its resend, and its in-order copy
-                // meets the checks.
-                (_, cur) => {
-                    broken = true;
-                    cur
+                Slot::Held(held) => {
+                    let pkt = held.packet();
+                    let Some(family) = family(held.op) else { return Ok(()) };
+                    self.in_order(family, held.op, &pkt, mem, rq)?;
+                    if self.epsn == at {
+                        // Not taken (no receive WQE: an RNR NAK): the requester goes back to it
+                        // and sends what follows again.
+                        return Ok(());
+                    }
+                    // A READ response or atomic ACK acknowledges it; a SEND or WRITE is acknowledged
+                    // with the rest.
+                    ack = matches!(family.0, Kind::Send | Kind::Write);
                 }
-            };
-            if broken {
-                break;
             }
-            self.epsn = psn::add(self.epsn, 1);
-            self.nak_sent = false;
-            ahead.skip(1);
-            any = true;
+            ahead.skip(psn::diff(self.epsn, at).max(0) as u32);
         }
-        if broken || ahead.is_empty() {
-            self.ahead = None;
+        if ack {
+            self.ack(psn::add(self.epsn, psn::MASK), rq);
         }
-        any
+        if !ahead.is_empty() {
+            self.ahead = Some(ahead);
+        }
+        Ok(())
     }
 
     /// No receive WQE for a message: RNR NAK on RC; UC drops the message.

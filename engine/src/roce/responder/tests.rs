@@ -179,11 +179,10 @@ fn write_pkt(op: Operation, psn: u32, data: &'static [u8]) -> RoceRepr<'static> 
     p
 }
 
-/// A WRITE of 5 packets (PSNs 0..=4) whose PSN 1 is lost: 2, 3 and the LAST 4 are placed where
+/// A WRITE of 5 packets (PSNs 0..=4) whose PSN 1 is lost: 2, 3 and the LAST 4 are written where
 /// they belong as they come (one NAK for the gap, nothing acknowledged), and the resent 1 fills
 /// the gap: the expected PSN moves past 4, the WRITE is complete (MSN 1), one ACK covers it, and
 /// every byte is where it belongs. The copies a go-back-N requester sends again are duplicates.
-/// A SEND after a gap is not placed (its length is not known): it waits for its resend.
 #[test]
 fn write_packets_after_a_gap_are_placed_and_count_once_it_is_filled() {
     static D: [[u8; MTU as usize]; 5] = [[0xA0; 256], [0xA1; 256], [0xA2; 256], [0xA3; 256], [0xA4; 256]];
@@ -202,11 +201,17 @@ fn write_packets_after_a_gap_are_placed_and_count_once_it_is_filled() {
     }
     assert_eq!(replies(&mut r), vec![(0x11, 1, Some(0x60), TxPayload::None)], "one NAK, expecting 1");
     assert_eq!((r.epsn, r.msn, r.drops.placed_ahead), (1, 0, 3));
-    // A copy of a placed packet, and a packet past the WRITE's end, are not placed again.
+    assert!(mem.bytes(key).unwrap()[512 + 2 * 256..512 + 3 * 256].iter().all(|&b| b == 0xA2), "written");
+    // A copy of a kept packet is not kept again, nor one past the window.
     r.handle_request(Operation::WriteMiddle, &write_pkt(Operation::WriteMiddle, 3, &D[1]), &mut mem, &mut rq)
         .unwrap();
-    r.handle_request(Operation::WriteMiddle, &write_pkt(Operation::WriteMiddle, 5, &D[1]), &mut mem, &mut rq)
-        .unwrap();
+    r.handle_request(
+        Operation::WriteMiddle,
+        &write_pkt(Operation::WriteMiddle, 129, &D[1]),
+        &mut mem,
+        &mut rq,
+    )
+    .unwrap();
     assert_eq!(r.drops.placed_ahead, 3);
     assert!(replies(&mut r).is_empty());
     r.handle_request(Operation::WriteMiddle, &write_pkt(Operation::WriteMiddle, 1, &D[1]), &mut mem, &mut rq)
@@ -224,20 +229,15 @@ fn write_packets_after_a_gap_are_placed_and_count_once_it_is_filled() {
     r.handle_request(Operation::WriteMiddle, &write_pkt(Operation::WriteMiddle, 2, &D[2]), &mut mem, &mut rq)
         .unwrap();
     assert_eq!((r.drops.duplicates, r.epsn), (1, 5));
-    // A SEND after a gap waits for its resend.
-    rq.push_back(RecvWqe::new(&RecvWr { wr_id: 1, sg_list: vec![] }));
-    r.handle_request(Operation::SendMiddle, &write_pkt(Operation::SendMiddle, 7, &D[0]), &mut mem, &mut rq)
-        .unwrap();
-    assert_eq!((r.drops.placed_ahead, r.epsn), (3, 5));
 }
 
-/// Packets of later WRITEs after a gap are placed too, from their own RETH: a WRITE of 3 packets
-/// (0..=2) loses its MIDDLE 1; a WRITE FIRST/LAST (3, 4) and a WRITE ONLY (5) follow, then a
-/// WRITE ONLY with immediate (6, needs a receive WQE: not placed) and a FIRST whose range is
-/// outside the region (7: not placed, nor its LAST 8). The resent 1 moves the expected PSN to 6,
-/// with three messages complete.
+/// Packets of later messages after a gap are held and handled in order once it is filled: a
+/// WRITE of 3 packets (0..=2) loses its MIDDLE 1; a WRITE FIRST/LAST (3, 4), a WRITE ONLY (5)
+/// and a WRITE ONLY with immediate (6, whose receive WQE is missing) follow, then more (7, 8).
+/// Nothing of them is written before the resent 1 comes; then 3..=5 complete, 6 draws the RNR NAK
+/// it would have drawn in order, and what follows it waits for the requester to go back.
 #[test]
-fn later_writes_after_a_gap_are_placed_from_their_own_reth() {
+fn later_messages_after_a_gap_are_held_and_handled_in_order() {
     static D: [u8; 256] = [0xB1; 256];
     static E: [u8; 256] = [0xB2; 256];
     let (mut r, mut mem, key, addr) = setup();
@@ -257,25 +257,85 @@ fn later_writes_after_a_gap_are_placed_from_their_own_reth() {
     let mut imm = write_pkt(Operation::WriteOnlyImm, 6, &E[..10]);
     imm.reth = reth(addr + 3000, 10);
     later.push(imm);
-    let mut outside = write_pkt(Operation::WriteFirst, 7, &E);
-    outside.reth = reth(addr + 3900, 600);
-    later.push(outside);
-    later.push(write_pkt(Operation::WriteLast, 8, &E[..88]));
+    let mut next = write_pkt(Operation::WriteOnly, 7, &E[..10]);
+    next.reth = reth(addr + 3500, 10);
+    later.push(next);
     for p in &later {
         let op = p.bth.opcode.info().unwrap().operation;
         r.handle_request(op, p, &mut mem, &mut rq).unwrap();
     }
-    assert_eq!(r.drops.placed_ahead, 4);
+    assert_eq!(r.drops.placed_ahead, 6);
     assert_eq!(replies(&mut r), vec![(0x11, 1, Some(0x60), TxPayload::None)]);
+    assert_eq!(mem.bytes(key).unwrap()[1024], 0, "a later WRITE waits for the gap");
     r.handle_request(Operation::WriteMiddle, &write_pkt(Operation::WriteMiddle, 1, &D), &mut mem, &mut rq)
         .unwrap();
     assert_eq!((r.epsn, r.msn), (6, 3));
-    assert_eq!(replies(&mut r), vec![(0x11, 5, Some(0x00), TxPayload::None)]);
+    assert_eq!(replies(&mut r), vec![(0x11, 6, Some(0x20 | 5), TxPayload::None)], "the RNR NAK");
     let m = mem.bytes(key).unwrap();
     assert!(m[..768].iter().all(|&b| b == 0xB1));
     assert!(m[1024..1324].iter().all(|&b| b == 0xB2) && m[1324] == (1324 % 256) as u8);
     assert!(m[2048..2058].iter().all(|&b| b == 0xB2) && m[2058] == (2058 % 256) as u8);
-    assert_eq!(m[3000], (3000 % 256) as u8, "the WRITE with immediate waits for its resend");
+    assert_eq!(m[3500], (3500 % 256) as u8, "what follows the RNR NAK is sent again");
+    // The requester goes back to 6 once a WQE is posted; 7 comes again and is taken in order.
+    rq.push_back(RecvWqe::new(&RecvWr { wr_id: 9, sg_list: vec![] }));
+    for p in &later[4..] {
+        let op = p.bth.opcode.info().unwrap().operation;
+        r.handle_request(op, p, &mut mem, &mut rq).unwrap();
+    }
+    assert_eq!((r.epsn, r.msn, r.done.len()), (8, 5, 1));
+}
+
+/// A packet held after a gap that is not valid where it stands gets, once the gap is filled, the
+/// NAK it would have got in order (here a WRITE MIDDLE after the WRITE's LAST), and the QP fails
+/// as it would have.
+#[test]
+fn a_held_packet_meets_the_in_order_checks() {
+    static D: [u8; 256] = [0xB1; 256];
+    let (mut r, mut mem, key, addr) = setup();
+    let mut rq = VecDeque::new();
+    let mut only = write_pkt(Operation::WriteOnly, 0, &D[..8]);
+    only.reth = Some(RethRepr { va: addr, rkey: key, dma_len: 8 });
+    let stray = write_pkt(Operation::WriteMiddle, 1, &D);
+    r.handle_request(Operation::WriteMiddle, &stray, &mut mem, &mut rq).unwrap();
+    assert_eq!(r.drops.placed_ahead, 1);
+    assert_eq!(r.handle_request(Operation::WriteOnly, &only, &mut mem, &mut rq), Err(RespFatal));
+    assert_eq!(replies(&mut r), vec![(0x11, 1, Some(0x61), TxPayload::None)], "invalid request");
+    assert_eq!(r.msn, 1, "the WRITE before it completed");
+}
+
+/// A SEND of 4 packets (0..=3) loses its FIRST; the rest, and a SEND ONLY after it (4), are held,
+/// and once the resent FIRST comes each takes its receive WQE in order, every byte in place.
+#[test]
+fn sends_after_a_gap_are_held_and_take_their_receive_wqes_in_order() {
+    static D: [[u8; MTU as usize]; 4] = [[0xD0; 256], [0xD1; 256], [0xD2; 256], [0xD3; 256]];
+    let (mut r, mut mem, key, addr) = setup();
+    let mut rq = VecDeque::new();
+    for (wr_id, off) in [(1u64, 0u64), (2, 2048)] {
+        let sg_list = vec![crate::roce::types::Sge { addr: addr + off, length: 1024, lkey: key }];
+        rq.push_back(RecvWqe::new(&RecvWr { wr_id, sg_list }));
+    }
+    let ops = [Operation::SendFirst, Operation::SendMiddle, Operation::SendMiddle, Operation::SendLast];
+    for psn in [1u32, 2, 3] {
+        let len = if psn == 3 { 20 } else { 256 };
+        let p = write_pkt(ops[psn as usize], psn, &D[psn as usize][..len]);
+        r.handle_request(ops[psn as usize], &p, &mut mem, &mut rq).unwrap();
+    }
+    let mut only = write_pkt(Operation::SendOnly, 4, &D[0][..5]);
+    only.bth.ack_req = true;
+    r.handle_request(Operation::SendOnly, &only, &mut mem, &mut rq).unwrap();
+    assert_eq!((r.drops.placed_ahead, rq.len(), r.done.len()), (4, 2, 0));
+    r.handle_request(Operation::SendFirst, &write_pkt(Operation::SendFirst, 0, &D[0]), &mut mem, &mut rq)
+        .unwrap();
+    assert_eq!((r.epsn, r.msn), (5, 2));
+    let done: Vec<_> = r.done.iter().map(|wc| (wc.wr_id, wc.status, wc.byte_len)).collect();
+    assert_eq!(done, vec![(1, WcStatus::Success, 3 * 256 + 20), (2, WcStatus::Success, 5)]);
+    assert_eq!(replies(&mut r).last().map(|x| (x.1, x.2)), Some((4, Some(0x00))), "one ACK for all");
+    let m = mem.bytes(key).unwrap();
+    for k in 0..3 {
+        assert!(m[k * 256..(k + 1) * 256].iter().all(|&b| b == 0xD0 + k as u8), "packet {k}");
+    }
+    assert!(m[768..788].iter().all(|&b| b == 0xD3));
+    assert!(m[2048..2053].iter().all(|&b| b == 0xD0));
 }
 
 /// A WRITE of a later message placed after a gap is held until the gap is filled: the atomic the
