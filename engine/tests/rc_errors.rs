@@ -195,10 +195,10 @@ fn retry_exceeded_when_the_peer_is_gone() {
     let sent = tap(&mut p).iter().filter(|x| x.0).count();
     assert_eq!(
         sent,
-        4 * 5,
-        "2 + 1 packets and a tail probe (the oldest and the last again) per round, 4 rounds"
+        4 * 9,
+        "2 + 1 packets and three tail probes (the oldest and the last again) per round, 4 rounds"
     );
-    assert_eq!(p.a.stats().requests.tail_probes, 4);
+    assert_eq!(p.a.stats().requests.tail_probes, 4 * 3);
 }
 
 #[test]

@@ -153,7 +153,7 @@ fn assert_refused_once(refused: u64, arrived: u64, kernel: u64, server: &str) {
 #[test]
 fn roce_server_flooded_during_a_verified_write() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let args = ["perf", "write", "--size", "65536", "--mtu", "4096", "--iters", "60000"];
+    let args = ["perf", "write", "--size", "65536", "--mtu", "4096", "--iters", "120000"];
     let quiet = run("18760", &args, &[]);
     let flooded = run("18761", &args, &["roce-garbage"]);
     // Nothing is lost on loopback before the server's socket: what the client sent, the server

@@ -29,12 +29,18 @@
 //!
 //! **Receiving.** `receive` polls the socket with `recvfrom` and, once polls find a backlog, takes
 //! up to 32 (`mmsg::RX_BATCH`) datagrams with one `recvmmsg` (`udp/mmsg.rs` says why both),
-//! straight into frames of the datapath's pool. A UDP socket shows neither the IP header nor the
+//! straight into frames of the datapath's pool. Where the kernel can coalesce received datagrams
+//! (`UDP_GRO`, Linux 5.0+), it hands the socket a run of same-size datagrams from one sender as
+//! one buffer (a GSO send that a veth passed whole, or packets a NIC's or virtio-net's GRO joined),
+//! so its stack handles the run once; every call then reads into 64 KiB buffers and the run is cut
+//! into its datagrams, one frame each (a copy, cheaper than the kernel's work per datagram it
+//! saves). A UDP socket shows neither the IP header nor the
 //! sender's IP ID. The datapath rebuilds the Ethernet, IPv4 and UDP headers from what the socket
 //! does give (addresses, ports, length) and, with [`RxIcrc::Verify`], finds the sender's IP ID from
 //! the ICRC ([`wire::ib::icrc::verify_any_ipv4_id`]: the CRC is linear, so the difference between
-//! the ICRC sent and the one computed with ID 0 names the ID) and writes it into the rebuilt
-//! header. The engine then checks the ICRC over exactly the header that was on the wire, so
+//! the ICRC sent and the one computed with the ID tried names the ID; the ID after the last one
+//! found is tried, so the next segment of a GSO send matches at once) and writes it into the
+//! rebuilt header. The engine then checks the ICRC over exactly the header that was on the wire, so
 //! everything the ICRC covers is verified whatever ID the sender used (a GSO segment's, or
 //! rdma_rxe's own); the kernel has already checked the UDP checksum when there was one.
 //! [`RxIcrc::Trust`] skips that check (the rebuilt frame gets a freshly computed ICRC, counted in
@@ -105,6 +111,9 @@ pub struct UdpCounters {
     pub rx_empty: u64,
     /// Datagrams too large for a frame buffer (dropped).
     pub rx_oversized: u64,
+    /// Datagrams that came in a run the kernel coalesced (`UDP_GRO`: one receive buffer for a
+    /// run of same-size datagrams from one sender, cut apart here).
+    pub rx_coalesced: u64,
     /// Frames whose ICRC was recomputed instead of verified ([`RxIcrc::Trust`]).
     pub icrc_trusted: u64,
     /// Frames whose ICRC matched with an IP ID other than 0 ([`RxIcrc::Verify`]), written back
@@ -131,6 +140,8 @@ pub struct UdpPort {
     failure: Option<&'static str>,
     /// Datagrams received and not handed out yet.
     rx: RxBatch,
+    /// The IP ID a received datagram most likely has: one after the last one found.
+    next_ip_id: u16,
 }
 
 impl UdpPort {
@@ -149,6 +160,7 @@ impl UdpPort {
             crate::sys::set_udp_no_check(&socket, true)?;
             Segmentation::Off
         };
+        let rx = if crate::sys::set_udp_gro(&socket) { RxBatch::new().with_gro() } else { RxBatch::new() };
         // Best effort: the kernel caps these at net.core.[rw]mem_max.
         let _ = sockopt::set_socket_recv_buffer_size(&socket, 8 << 20);
         let _ = sockopt::set_socket_send_buffer_size(&socket, 8 << 20);
@@ -163,7 +175,8 @@ impl UdpPort {
             mtu: Mtu::Mtu4096,
             tx: TxBatch::new(segmentation),
             failure: None,
-            rx: RxBatch::new(),
+            rx,
+            next_ip_id: 0,
         })
     }
 
@@ -183,7 +196,7 @@ impl UdpPort {
 
     /// The port's counters.
     pub fn counters(&self) -> UdpCounters {
-        self.counters
+        UdpCounters { rx_coalesced: self.rx.coalesced, ..self.counters }
     }
 
     /// The socket's local address.
@@ -365,10 +378,17 @@ impl Datapath for UdpPort {
                 // The sender's IP ID goes back into the rebuilt header, so the engine (and a
                 // capture) sees the frame as it was on the wire. A frame no ID makes right is left
                 // as it is: the engine drops it.
+                // The search starts from the ID after the last one found: the next segment of a
+                // GSO send, whose ICRC then matches at once (no search).
                 RxIcrc::Verify => {
-                    if let Ok(id @ 1..) = icrc::verify_any_ipv4_id(ip) {
-                        set_ipv4_id(ip, id);
-                        self.counters.ip_id_recovered += 1;
+                    ip[4..6].copy_from_slice(&self.next_ip_id.to_be_bytes());
+                    let id = icrc::verify_any_ipv4_id(ip);
+                    set_ipv4_id(ip, *id.as_ref().unwrap_or(&0));
+                    if let Ok(id) = id {
+                        self.next_ip_id = id.wrapping_add(1);
+                        if id != 0 {
+                            self.counters.ip_id_recovered += 1;
+                        }
                     }
                 }
             }
@@ -403,7 +423,7 @@ impl Datapath for UdpPort {
     }
 
     fn counters(&self) -> Vec<(&'static str, u64)> {
-        let c = self.counters;
+        let c = UdpPort::counters(self);
         let mut v = vec![
             ("udp datagrams sent", c.tx),
             ("udp sendmmsg calls", c.sendmmsg_calls),
@@ -415,6 +435,7 @@ impl Datapath for UdpPort {
             ("udp recvmmsg calls", c.recvmmsg_calls),
             ("udp datagrams by recvmmsg", c.recvmmsg_datagrams),
             ("udp recvfrom polls", c.recvfrom_calls),
+            ("udp datagrams in runs the kernel coalesced (gro)", c.rx_coalesced),
             ("udp receive calls that found nothing", c.rx_empty),
             ("udp oversized dropped", c.rx_oversized),
             ("icrc not verified (--rx-icrc trust)", c.icrc_trusted),
@@ -467,8 +488,9 @@ mod tests {
 
     /// Runs of same-size datagrams to one destination go as GSO sends; the kernel gives their
     /// segments IP IDs 0, 1, 2..., the sender amends each ICRC for its ID, and the receiver finds
-    /// the ID from the ICRC: every frame verifies, with the ID it had on the wire. A port without
-    /// GSO (checksum 0, one datagram per header) talks to it both ways.
+    /// the ID from the ICRC: every frame verifies, with the ID it had on the wire. The receiver
+    /// takes each run as one buffer (UDP_GRO) and cuts it into its datagrams. A port without GSO
+    /// (checksum 0, one datagram per header) talks to it both ways.
     #[test]
     fn gso_runs_arrive_as_datagrams_whose_icrc_names_their_ip_id() {
         let ip = |d| Ipv4Addr::new(127, 0, 18, d);
@@ -528,6 +550,11 @@ mod tests {
         assert_eq!(got, want);
         assert_eq!(a.counters().sendmmsg_calls, 1, "one call, three runs");
         assert_eq!(b.counters().ip_id_recovered, 38);
+        // With UDP_GRO the kernel hands the socket each GSO run whole, cut apart here.
+        // (Linux 5.0+; GSO came in 4.18.)
+        if crate::sys::set_udp_gro(&b.socket) {
+            assert!(b.counters().rx_coalesced >= 40, "{:?}", b.counters());
+        }
     }
 
     /// Datagrams too large for a frame are counted and dropped, whether a poll (`recvfrom`) or a

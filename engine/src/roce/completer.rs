@@ -231,7 +231,7 @@ impl Requester {
             self.rewind();
         }
         self.retrans_at = if self.outstanding() { self.rto().map(|t| now + t) } else { None };
-        self.probed = false;
+        self.probes = 0;
         self.arm_probe(now);
     }
 
@@ -299,7 +299,7 @@ impl Requester {
         self.resend_oldest(end);
         self.retrans_at = self.rto().map(|t| now + t);
         self.probe_at = None;
-        self.probed = false;
+        self.probes = 0;
         Ok(())
     }
 
@@ -373,7 +373,7 @@ impl Requester {
         self.retrans_at = self.rto().map(|t| now + t);
         // Everything is resent; the probe re-arms when the tail is on the wire again.
         self.probe_at = None;
-        self.probed = false;
+        self.probes = 0;
         Ok(())
     }
 

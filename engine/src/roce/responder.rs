@@ -126,8 +126,8 @@ pub(crate) struct Responder {
     pub(crate) msn: u32,
     nak_sent: bool,
     /// RC request packets that came after a gap, kept and counted as received once the gap is
-    /// filled (`ahead.rs`); `None` while there are none.
-    ahead: Option<Box<Ahead>>,
+    /// filled (`ahead.rs`).
+    ahead: Ahead,
     /// UC: the rest of the current message is being dropped.
     uc_drop: bool,
     cur: InProgress,
@@ -171,7 +171,7 @@ impl Responder {
             epsn: rq_psn,
             msn: 0,
             nak_sent: false,
-            ahead: None,
+            ahead: Ahead::default(),
             uc_drop: false,
             cur: InProgress::None,
             resources: VecDeque::new(),
@@ -216,7 +216,7 @@ impl Responder {
         }
         self.replies.clear();
         self.replies.push_back(Reply::Ack { psn, aeth: AethRepr::nak(code, self.msn) });
-        self.ahead = None;
+        self.ahead.clear();
         Err(RespFatal)
     }
 
@@ -255,7 +255,7 @@ impl Responder {
     /// Flushes the receive queue passed in (the QP's own; an SRQ keeps its WQEs) and the message in
     /// progress (QP to error), and forgets queued responses except a final NAK.
     pub(crate) fn flush(&mut self, rq: Option<&mut VecDeque<RecvWqe>>) {
-        self.ahead = None;
+        self.ahead.clear();
         let in_progress = match std::mem::replace(&mut self.cur, InProgress::None) {
             InProgress::Send { wqe, .. } => Some(wqe),
             _ => None,
@@ -312,7 +312,7 @@ impl Responder {
         }
         let done = self.in_order((kind, first, last), op, pkt, mem, rq);
         // The request moved the expected PSN: on over the packets kept ahead it made contiguous.
-        if done.is_ok() && self.ahead.is_some() && self.epsn != p {
+        if done.is_ok() && !self.ahead.is_empty() && self.epsn != p {
             return self.take_ahead(p, mem, rq);
         }
         done
@@ -380,11 +380,8 @@ impl Responder {
             InProgress::Write { va, rkey, remaining, .. } => Some(Current { va, rkey, remaining }),
             _ => None,
         };
-        let ahead = self.ahead.get_or_insert_default();
-        if ahead.keep((self.cfg.pd, self.cfg.mtu), d, cur, op, pkt, mem) {
+        if self.ahead.keep((self.cfg.pd, self.cfg.mtu), d, cur, op, pkt, mem) {
             self.drops.placed_ahead += 1;
-        } else if ahead.is_empty() {
-            self.ahead = None;
         }
     }
 
@@ -397,7 +394,25 @@ impl Responder {
         mem: &mut MemTable,
         rq: &mut VecDeque<RecvWqe>,
     ) -> Result<(), RespFatal> {
-        let Some(mut ahead) = self.ahead.take() else { return Ok(()) };
+        // Taken out while packets are handled in order (which may clear it: an error), put back
+        // after.
+        let mut ahead = std::mem::take(&mut self.ahead);
+        let done = self.take_kept(&mut ahead, from, mem, rq);
+        if done.is_err() {
+            ahead.clear();
+        }
+        self.ahead = ahead;
+        done
+    }
+
+    /// [`Responder::take_ahead`] with the kept packets taken out of `self`.
+    fn take_kept(
+        &mut self,
+        ahead: &mut Ahead,
+        from: u32,
+        mem: &mut MemTable,
+        rq: &mut VecDeque<RecvWqe>,
+    ) -> Result<(), RespFatal> {
         ahead.skip(psn::diff(self.epsn, from).max(0) as u32);
         let mut ack = false;
         while let Some(slot) = ahead.take_next() {
@@ -407,6 +422,7 @@ impl Responder {
                     let mtu = self.cfg.mtu;
                     let InProgress::Write { va, rkey, remaining, total } = self.cur else {
                         // Written packets belong to the WRITE in progress, which only they end.
+                        ahead.clear();
                         return Ok(());
                     };
                     self.cur = if last {
@@ -425,12 +441,14 @@ impl Responder {
                     ack = true;
                 }
                 Slot::Held(held) => {
-                    let pkt = held.packet();
-                    let Some(family) = family(held.op) else { return Ok(()) };
-                    self.in_order(family, held.op, &pkt, mem, rq)?;
+                    // Only request packets are kept.
+                    let family = family(held.op).unwrap_or((Kind::Send, false, false));
+                    self.in_order(family, held.op, &held.packet(), mem, rq)?;
+                    ahead.recycle(held);
                     if self.epsn == at {
                         // Not taken (no receive WQE: an RNR NAK): the requester goes back to it
                         // and sends what follows again.
+                        ahead.clear();
                         return Ok(());
                     }
                     // A READ response or atomic ACK acknowledges it; a SEND or WRITE is acknowledged
@@ -442,9 +460,6 @@ impl Responder {
         }
         if ack {
             self.ack(psn::add(self.epsn, psn::MASK), rq);
-        }
-        if !ahead.is_empty() {
-            self.ahead = Some(ahead);
         }
         Ok(())
     }

@@ -39,6 +39,14 @@ pub(super) const RX_BATCH: usize = 32;
 /// Polls (`recvfrom`) in a row that must find a datagram before the socket is read with
 /// `recvmmsg`.
 pub(super) const STREAK: u32 = 2;
+/// Bytes of a buffer for what `UDP_GRO` hands over at once: the most one IPv4 datagram holds
+/// (GRO builds at most that much).
+const GRO_BUF: usize = 65_536;
+/// Most coalesced datagrams taken by one `recvmmsg` with `UDP_GRO`.
+const GRO_BATCH: usize = RX_BATCH;
+/// Room for one control message of one `c_int` (`CMSG_SPACE(4)` is 24 on 64-bit Linux), 8-byte
+/// aligned as `cmsghdr` must be.
+type Control = [u64; 4];
 
 /// Whether a failed send means "no room now, try again" (the socket is non-blocking): a full
 /// socket buffer, or a device queue the kernel reports full.
@@ -342,6 +350,11 @@ pub(super) struct RxBatch {
     /// The last call took one datagram of a poll, or less than a full batch: the socket was
     /// (likely) empty then.
     drained: bool,
+    /// With `UDP_GRO` on: the buffers a call receives into (a run of datagrams arrives as one
+    /// buffer, cut into frames afterwards).
+    gro: Vec<Box<[u8]>>,
+    /// Datagrams that arrived as part of a coalesced run.
+    pub(super) coalesced: u64,
 }
 
 impl RxBatch {
@@ -353,7 +366,17 @@ impl RxBatch {
             batching: false,
             streak: 0,
             drained: false,
+            gro: Vec::new(),
+            coalesced: 0,
         }
+    }
+
+    /// Receives for a socket with `UDP_GRO` on: every call reads into buffers large enough for a
+    /// coalesced run (a frame would truncate it), which is then cut into its datagrams, each
+    /// copied into a frame of its own.
+    pub(super) fn with_gro(mut self) -> RxBatch {
+        self.gro = (0..GRO_BATCH).map(|_| vec![0u8; GRO_BUF].into_boxed_slice()).collect();
+        self
     }
 
     /// The next datagram received and not handed out.
@@ -372,6 +395,12 @@ impl RxBatch {
     /// Reads the socket once, non-blocking (a `recvfrom`, or a `recvmmsg` when a backlog was
     /// seen), into frames from `pool`, each datagram put at byte `at` of its frame.
     pub(super) fn take(&mut self, fd: BorrowedFd<'_>, pool: &mut FramePool, at: usize) -> Took {
+        if !self.gro.is_empty() {
+            let batch = self.batching;
+            let (messages, datagrams) = self.fill_gro(fd, pool, at, if batch { GRO_BATCH } else { 1 });
+            self.account(batch, messages, if batch { GRO_BATCH } else { 1 });
+            return Took { datagrams, batch };
+        }
         if self.batching {
             Took { datagrams: self.fill(fd, pool, at), batch: true }
         } else {
@@ -392,17 +421,34 @@ impl RxBatch {
             Ok((_, len, addr)) => {
                 let from = addr.and_then(|a| SocketAddrV4::try_from(a).ok());
                 self.ready.push_back(Received { frame, from, len: len.min(cap), truncated: len > cap });
-                self.streak += 1;
-                self.batching = self.streak >= STREAK;
-                // Unless it looks like a backlog, the next receive ends the loop without a call.
-                self.drained = !self.batching;
+                self.account(false, 1, 1);
                 1
             }
             Err(_) => {
                 self.spare.push(frame);
-                self.streak = 0;
+                self.account(false, 0, 1);
                 0
             }
+        }
+    }
+
+    /// After a call that asked for `asked` messages (a batch, or a poll) and got `got`: whether
+    /// the socket has a backlog, and whether it was (likely) left empty.
+    fn account(&mut self, batch: bool, got: usize, asked: usize) {
+        if !batch {
+            if got == 0 {
+                self.streak = 0;
+                return;
+            }
+            self.streak += 1;
+            self.batching = self.streak >= STREAK;
+            // Unless it looks like a backlog, the next receive ends the loop without a call.
+            self.drained = !self.batching;
+            return;
+        }
+        self.drained = got > 0 && got < asked;
+        if got < asked {
+            (self.batching, self.streak) = (false, 0);
         }
     }
 
@@ -442,22 +488,108 @@ impl RxBatch {
             )
         };
         let got = usize::try_from(r).unwrap_or(0).min(n);
-        self.drained = got > 0 && got < n;
-        if got < n {
-            (self.batching, self.streak) = (false, 0);
-        }
+        self.account(true, got, n);
         for ((frame, hdr), name) in self.spare.drain(..got).zip(&hdrs).zip(&names) {
-            let v4 = hdr.msg_hdr.msg_namelen as usize >= size_of::<libc::sockaddr_in>()
-                && name.sin_family == libc::AF_INET as libc::sa_family_t;
-            let from = v4.then(|| {
-                SocketAddrV4::new(
-                    Ipv4Addr::from(u32::from_be(name.sin_addr.s_addr)),
-                    u16::from_be(name.sin_port),
-                )
-            });
+            let from = sender(hdr, name);
             let truncated = hdr.msg_hdr.msg_flags & libc::MSG_TRUNC != 0;
             self.ready.push_back(Received { frame, from, len: hdr.msg_len as usize, truncated });
         }
         got
     }
+
+    /// One non-blocking `recvmmsg` of up to `n` (at most [`GRO_BATCH`]) messages into the GRO
+    /// buffers; each message is one datagram, or a run of datagrams of the size its `UDP_GRO`
+    /// control message gives (the last may be shorter), and each datagram is copied to byte `at` of
+    /// a frame from `pool`. Returns the messages and the datagrams received.
+    fn fill_gro(&mut self, fd: BorrowedFd<'_>, pool: &mut FramePool, at: usize, n: usize) -> (usize, usize) {
+        let n = n.min(self.gro.len());
+        let mut names = [NO_ADDR; GRO_BATCH];
+        let mut iovs = [NO_IOV; GRO_BATCH];
+        let mut controls = [[0u64; 4]; GRO_BATCH];
+        let mut hdrs = zeroed_headers::<GRO_BATCH>();
+        for ((((buf, name), iov), control), hdr) in
+            self.gro.iter_mut().zip(&mut names).zip(&mut iovs).zip(&mut controls).zip(&mut hdrs).take(n)
+        {
+            *iov = libc::iovec { iov_base: buf.as_mut_ptr().cast(), iov_len: buf.len() };
+            hdr.msg_hdr.msg_name = (name as *mut libc::sockaddr_in).cast();
+            hdr.msg_hdr.msg_namelen = size_of::<libc::sockaddr_in>() as libc::socklen_t;
+            hdr.msg_hdr.msg_iov = iov;
+            hdr.msg_hdr.msg_iovlen = 1;
+            hdr.msg_hdr.msg_control = control.as_mut_ptr().cast();
+            hdr.msg_hdr.msg_controllen = size_of::<Control>() as _;
+        }
+        // SAFETY: `hdrs[..n]` are initialised message headers; each points to its own `names[i]`
+        // (room for a `sockaddr_in`, its length in `msg_namelen`), its own `controls[i]` (32
+        // writable bytes, its length in `msg_controllen`, aligned for `cmsghdr`) and its own
+        // `iovs[i]`, which points to the whole of the GRO buffer `self.gro[i]` (a heap buffer no one
+        // else refers to; nothing touches `self.gro` until the call returns). The kernel writes at
+        // most those lengths there, and the headers' lengths and flags. No timeout: `MSG_DONTWAIT`
+        // returns at once.
+        let r = unsafe {
+            libc::recvmmsg(
+                fd.as_raw_fd(),
+                hdrs.as_mut_ptr(),
+                n as _,
+                libc::MSG_DONTWAIT as _,
+                std::ptr::null_mut(),
+            )
+        };
+        let got = usize::try_from(r).unwrap_or(0).min(n);
+        let mut datagrams = 0;
+        for ((buf, hdr), name) in self.gro.iter().zip(&hdrs).zip(&names).take(got) {
+            let from = sender(hdr, name);
+            let len = (hdr.msg_len as usize).min(buf.len());
+            let size = gro_size(&hdr.msg_hdr).filter(|&s| s > 0 && s < len).unwrap_or(len.max(1));
+            let run = buf[..len].chunks(size);
+            if run.len() > 1 {
+                self.coalesced += run.len() as u64;
+            }
+            for datagram in run {
+                let mut frame = pool.get();
+                let Some(room) = frame.buffer_mut().get_mut(at..) else {
+                    pool.put(frame);
+                    continue;
+                };
+                let fits = datagram.len().min(room.len());
+                room[..fits].copy_from_slice(&datagram[..fits]);
+                self.ready.push_back(Received { frame, from, len: fits, truncated: fits < datagram.len() });
+                datagrams += 1;
+            }
+        }
+        (got, datagrams)
+    }
+}
+
+/// The sender of a received message (`None`: not an IPv4 address).
+fn sender(hdr: &libc::mmsghdr, name: &libc::sockaddr_in) -> Option<SocketAddrV4> {
+    let v4 = hdr.msg_hdr.msg_namelen as usize >= size_of::<libc::sockaddr_in>()
+        && name.sin_family == libc::AF_INET as libc::sa_family_t;
+    v4.then(|| {
+        SocketAddrV4::new(Ipv4Addr::from(u32::from_be(name.sin_addr.s_addr)), u16::from_be(name.sin_port))
+    })
+}
+
+/// The datagram size of a coalesced run: the `UDP_GRO` control message of a received message, if
+/// it has one.
+fn gro_size(msg: &libc::msghdr) -> Option<usize> {
+    // SAFETY: `msg` is a message header `recvmmsg` filled in: `msg_control` points to a live,
+    // aligned buffer and `msg_controllen` says how much of it the kernel wrote, so CMSG_FIRSTHDR and
+    // CMSG_NXTHDR return null or a header inside those bytes.
+    let mut c = unsafe { libc::CMSG_FIRSTHDR(msg) };
+    while !c.is_null() {
+        // SAFETY: `c` is a non-null control message header inside the written control bytes.
+        let h = unsafe { &*c };
+        if h.cmsg_level == libc::SOL_UDP
+            && h.cmsg_type == libc::UDP_GRO
+            && h.cmsg_len as usize >= size_of::<libc::cmsghdr>() + size_of::<libc::c_int>()
+        {
+            // SAFETY: the message holds a `c_int` after its header (checked from `cmsg_len`);
+            // CMSG_DATA points to it, not necessarily aligned, so it is read unaligned.
+            let v = unsafe { std::ptr::read_unaligned(libc::CMSG_DATA(c).cast::<libc::c_int>()) };
+            return usize::try_from(v).ok();
+        }
+        // SAFETY: as for CMSG_FIRSTHDR; `c` is a header of `msg`.
+        c = unsafe { libc::CMSG_NXTHDR(msg, c) };
+    }
+    None
 }

@@ -43,11 +43,14 @@ pub(super) struct Current {
 
 /// A kept packet.
 #[derive(Debug, Clone, PartialEq, Eq)]
+// Slots live in one ring per QP, reused from gap to gap: a box per held packet would cost an
+// allocation each.
+#[allow(clippy::large_enum_variant)]
 pub(super) enum Slot {
     /// A packet of the WRITE in progress, written: a MIDDLE, or the LAST (`last`).
     Written { last: bool },
     /// A packet to handle in order once the gap is filled.
-    Held(Box<Held>),
+    Held(Held),
 }
 
 /// A copy of a request packet.
@@ -59,7 +62,8 @@ pub(super) struct Held {
 }
 
 impl Held {
-    fn new(op: Operation, pkt: &RoceRepr<'_>) -> Held {
+    /// A copy of `pkt`, its payload in `payload` (a spare buffer, emptied first).
+    fn new(op: Operation, pkt: &RoceRepr<'_>, mut payload: Vec<u8>) -> Held {
         let headers = RoceRepr {
             bth: pkt.bth,
             rdeth: pkt.rdeth,
@@ -73,7 +77,9 @@ impl Held {
             ieth: pkt.ieth,
             payload: &[],
         };
-        Held { op, headers, payload: pkt.payload.to_vec() }
+        payload.clear();
+        payload.extend_from_slice(pkt.payload);
+        Held { op, headers, payload }
     }
 
     /// The packet as it came.
@@ -87,6 +93,11 @@ impl Held {
 pub(super) struct Ahead {
     /// Entry `i`: PSN `epsn + i` (entry 0, the expected PSN itself, is never kept).
     slots: VecDeque<Option<Slot>>,
+    /// Entries that are `Some`.
+    kept: usize,
+    /// Payload buffers of held packets that were handled, for the next ones (at most one per
+    /// place in the window, so a QP keeps at most 127 MTUs whatever happens).
+    spare: Vec<Vec<u8>>,
 }
 
 /// Packets a WRITE of `len` bytes takes (at least one).
@@ -119,29 +130,49 @@ impl Ahead {
         let slot = if written {
             Slot::Written { last: op == Operation::WriteLast }
         } else {
-            Slot::Held(Box::new(Held::new(op, pkt)))
+            Slot::Held(Held::new(op, pkt, self.spare.pop().unwrap_or_default()))
         };
         if self.slots.len() <= i {
             self.slots.resize(i + 1, None);
         }
         self.slots[i] = Some(slot);
+        self.kept += 1;
         true
     }
 
-    /// The expected PSN moved `n` PSNs on.
+    /// The expected PSN moved `n` PSNs on; what was kept there is forgotten.
     pub(super) fn skip(&mut self, n: u32) {
         let n = (n as usize).min(self.slots.len());
-        self.slots.drain(..n);
+        for slot in self.slots.drain(..n).flatten() {
+            self.kept -= 1;
+            if let Slot::Held(h) = slot {
+                self.spare.push(h.payload);
+            }
+        }
     }
 
-    /// The packet kept at the expected PSN, if any (taken; the caller applies it and skips it).
+    /// The packet kept at the expected PSN, if any (taken; the caller applies it, gives a held
+    /// one back with [`Ahead::recycle`], and skips it).
     pub(super) fn take_next(&mut self) -> Option<Slot> {
-        self.slots.front_mut()?.take()
+        let slot = self.slots.front_mut()?.take()?;
+        self.kept -= 1;
+        Some(slot)
     }
 
-    /// Whether nothing is kept any more.
+    /// A held packet that was handled: its buffer serves the next one.
+    pub(super) fn recycle(&mut self, held: Held) {
+        self.spare.push(held.payload);
+    }
+
+    /// Forgets everything kept (an error, or the QP left RTR/RTS).
+    pub(super) fn clear(&mut self) {
+        self.skip(SPAN);
+        self.slots.clear();
+    }
+
+    /// Whether nothing is kept.
     pub(super) fn is_empty(&self) -> bool {
-        self.slots.iter().all(Option::is_none)
+        self.kept == 0
     }
 }
 
