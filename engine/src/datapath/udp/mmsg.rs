@@ -476,18 +476,8 @@ impl RxBatch {
         // (room for a `sockaddr_in`, its length in `msg_namelen`) and its own `iovs[i]`, which
         // points to the writable bytes from `at` to the end of the frame `self.spare[i]` (a heap
         // buffer no one else refers to: nothing touches `self.spare` until the call returns). The
-        // kernel writes at most `iov_len` bytes there, at most `msg_namelen` bytes of address, and
-        // the headers' lengths and flags. No timeout: `MSG_DONTWAIT` returns at once.
-        let r = unsafe {
-            libc::recvmmsg(
-                fd.as_raw_fd(),
-                hdrs.as_mut_ptr(),
-                n as _,
-                libc::MSG_DONTWAIT as _,
-                std::ptr::null_mut(),
-            )
-        };
-        let got = usize::try_from(r).unwrap_or(0).min(n);
+        // kernel writes at most `iov_len` bytes there, and at most `msg_namelen` bytes of address.
+        let got = unsafe { recv_batch(fd, &mut hdrs[..n]) };
         self.account(true, got, n);
         for ((frame, hdr), name) in self.spare.drain(..got).zip(&hdrs).zip(&names) {
             let from = sender(hdr, name);
@@ -523,18 +513,8 @@ impl RxBatch {
         // writable bytes, its length in `msg_controllen`, aligned for `cmsghdr`) and its own
         // `iovs[i]`, which points to the whole of the GRO buffer `self.gro[i]` (a heap buffer no one
         // else refers to; nothing touches `self.gro` until the call returns). The kernel writes at
-        // most those lengths there, and the headers' lengths and flags. No timeout: `MSG_DONTWAIT`
-        // returns at once.
-        let r = unsafe {
-            libc::recvmmsg(
-                fd.as_raw_fd(),
-                hdrs.as_mut_ptr(),
-                n as _,
-                libc::MSG_DONTWAIT as _,
-                std::ptr::null_mut(),
-            )
-        };
-        let got = usize::try_from(r).unwrap_or(0).min(n);
+        // most those lengths there.
+        let got = unsafe { recv_batch(fd, &mut hdrs[..n]) };
         let mut datagrams = 0;
         for ((buf, hdr), name) in self.gro.iter().zip(&hdrs).zip(&names).take(got) {
             let from = sender(hdr, name);
@@ -558,6 +538,29 @@ impl RxBatch {
         }
         (got, datagrams)
     }
+}
+
+/// One non-blocking `recvmmsg` into `hdrs`: the messages received (0: none waiting, or an
+/// error).
+///
+/// # Safety
+///
+/// Every pointer in `hdrs` (name, iovec, buffer, control) must point to memory that is writable
+/// for the length beside it, that nothing else refers to until the call returns.
+unsafe fn recv_batch(fd: BorrowedFd<'_>, hdrs: &mut [libc::mmsghdr]) -> usize {
+    // SAFETY: the caller vouches for every pointer in `hdrs`; `hdrs` itself is `hdrs.len()`
+    // initialised headers the kernel may write (their lengths and flags). No timeout:
+    // `MSG_DONTWAIT` returns at once.
+    let r = unsafe {
+        libc::recvmmsg(
+            fd.as_raw_fd(),
+            hdrs.as_mut_ptr(),
+            hdrs.len() as _,
+            libc::MSG_DONTWAIT as _,
+            std::ptr::null_mut(),
+        )
+    };
+    usize::try_from(r).unwrap_or(0).min(hdrs.len())
 }
 
 /// The sender of a received message (`None`: not an IPv4 address).
