@@ -9,7 +9,7 @@
 //!   the floor); a retransmission timeout sets it to the floor and remembers half of it as the
 //!   slow-start threshold. One loss round costs one halving: the PSNs in flight when it was seen
 //!   (up to the highest sent, the recovery point) may report more losses, which are the same round.
-//!   A loss the responder repaired with a one-packet resend (softrdma's responder places the WRITE
+//!   A loss the responder repaired with a one-packet resend (softrdma's responder keeps the
 //!   packets that follow a gap) halves it only once the round lost more than 1/16 of the window:
 //!   random loss on a clean path then costs one packet each, not the window
 //!   ([`LossWindow::on_repaired_loss`]).
@@ -104,7 +104,7 @@ impl LossWindow {
     }
 
     /// A loss the responder repaired with a one-packet resend (it kept what followed the gap:
-    /// `Responder::place_ahead`), `high_psn` one past the highest PSN sent. Random loss on a clean
+    /// `Responder::keep_ahead`), `high_psn` one past the highest PSN sent. Random loss on a clean
     /// path costs such a resend and no window: the round halves the window only once more than
     /// 1/16 of it was lost (as BBRv2 tolerates 2 % loss per round, with room for the clusters
     /// random loss makes in a small window). A queue that overflows loses more than that, and a
