@@ -245,15 +245,9 @@ impl Requester {
             && self.rnr_until.is_none()
             && self.psn == self.high_psn
             && self.retried_at != Some(self.comp_psn)
-            && self.resend_end().is_some_and(|end| psn::diff(self.high_psn, psn::add(end, 1)) > 0)
+            && self.sq.front().is_some_and(|w| w.sent && matches!(w.kind, Kind::Send | Kind::Write))
+            && psn::diff(self.high_psn, psn::add(self.comp_psn, 1)) > 0
             && self.sq.iter().filter(|w| w.sent).all(|w| matches!(w.kind, Kind::Send | Kind::Write))
-    }
-
-    /// The last PSN a resend for a loss at `comp_psn` covers (that packet: softrdma's responder
-    /// keeps whatever follows a gap); `None` outside a SEND or a WRITE.
-    fn resend_end(&self) -> Option<u32> {
-        self.sq.front().filter(|w| w.sent && matches!(w.kind, Kind::Send | Kind::Write))?;
-        Some(self.comp_psn)
     }
 
     /// Whether PSN `p` belongs to a SEND or a WRITE that was sent (what a responder can keep after
@@ -266,12 +260,11 @@ impl Requester {
         })
     }
 
-    /// Resends the loss at `comp_psn` alone ([`Requester::resend_end`]), then goes on where
-    /// sending was (counted as a retry). Against a responder known to keep what follows a gap,
-    /// the window treats it as a repaired loss.
+    /// Resends the loss at `comp_psn` alone (when [`Requester::may_resend_alone`]), then goes on
+    /// where sending was (counted as a retry). Against a responder known to keep what follows a
+    /// gap, the window treats it as a repaired loss.
     fn retry_selective(&mut self, now: Duration) -> Result<(), Fatal> {
-        let Some(end) = self.resend_end() else { return self.retry_once(now, Cause::SequenceNak) };
-        let high = self.high_psn;
+        let (end, high) = (self.comp_psn, self.high_psn);
         let cut = match (&mut self.win, self.peer_places_ahead) {
             (Some(w), Some(true)) => w.on_repaired_loss(high),
             (Some(w), _) => w.on_loss(high),
@@ -280,13 +273,7 @@ impl Requester {
         if cut {
             self.counters.window_cuts += 1;
         }
-        self.counters.retries += 1;
-        if self.retry_left == 0 {
-            return Err((0, WcStatus::RetryExcErr));
-        }
-        if self.retry_left != u32::MAX {
-            self.retry_left -= 1;
-        }
+        self.spend_retry(Cause::SequenceNak)?;
         tracing::debug!(
             qpn = self.cfg.qpn,
             psn = self.comp_psn,
@@ -294,12 +281,9 @@ impl Requester {
             cause = %Cause::SequenceNak,
             "retransmitting from the oldest unacknowledged PSN, alone (the responder keeps what follows)"
         );
-        self.retried_at = Some(self.comp_psn);
         self.selective = Some((end, high));
         self.resend_oldest(end);
-        self.retrans_at = self.rto().map(|t| now + t);
-        self.probe_at = None;
-        self.probes = 0;
+        self.resent(now);
         Ok(())
     }
 
@@ -351,12 +335,8 @@ impl Requester {
 
     /// A counted go-back-N retry: fails the oldest request once `retry_cnt` retries are spent.
     pub(crate) fn retry(&mut self, now: Duration, cause: Cause) -> Result<(), Fatal> {
-        self.counters.retries += 1;
         self.selective = None;
-        if self.retry_left == 0 {
-            tracing::warn!(qpn = self.cfg.qpn, psn = self.comp_psn, %cause, "retry count exceeded: RETRY_EXC_ERR");
-            return Err((0, WcStatus::RetryExcErr));
-        }
+        self.spend_retry(cause)?;
         tracing::debug!(
             qpn = self.cfg.qpn,
             psn = self.comp_psn,
@@ -365,16 +345,31 @@ impl Requester {
             window = self.win.as_ref().map(|w| w.limit()),
             "retransmitting from the oldest unacknowledged PSN (go-back-N)"
         );
+        self.rewind();
+        self.resent(now);
+        Ok(())
+    }
+
+    /// Counts a retry and takes it from the `retry_cnt` budget: RETRY_EXC_ERR once it is spent.
+    fn spend_retry(&mut self, cause: Cause) -> Result<(), Fatal> {
+        self.counters.retries += 1;
+        if self.retry_left == 0 {
+            tracing::warn!(qpn = self.cfg.qpn, psn = self.comp_psn, %cause, "retry count exceeded: RETRY_EXC_ERR");
+            return Err((0, WcStatus::RetryExcErr));
+        }
         if self.retry_left != u32::MAX {
             self.retry_left -= 1;
         }
+        Ok(())
+    }
+
+    /// A retry from `comp_psn` went out: it is the one for this `comp_psn`, the timer restarts,
+    /// and the probe re-arms when the tail is on the wire again.
+    fn resent(&mut self, now: Duration) {
         self.retried_at = Some(self.comp_psn);
-        self.rewind();
         self.retrans_at = self.rto().map(|t| now + t);
-        // Everything is resent; the probe re-arms when the tail is on the wire again.
         self.probe_at = None;
         self.probes = 0;
-        Ok(())
     }
 
     /// Timer expiry: the end of an RNR wait, or a retransmission timeout.
