@@ -25,40 +25,36 @@ pub(crate) fn udp_gso_supported(socket: &impl AsFd) -> bool {
 /// Sets `SO_NO_CHECK` on an IPv4 UDP socket: the kernel sends a UDP checksum of 0, as rdma_rxe does
 /// (roce-wire.md §1.4); the ICRC protects the datagram.
 pub(crate) fn set_udp_no_check(socket: &impl AsFd, on: bool) -> io::Result<()> {
-    let value: libc::c_int = i32::from(on);
-    // SAFETY: the descriptor is open for the duration of the call (borrowed from `socket`), and the
-    // option value points at a live c_int whose size is passed alongside; setsockopt reads exactly
-    // that many bytes and keeps no pointer.
-    let rc = unsafe {
-        libc::setsockopt(
-            socket.as_fd().as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_NO_CHECK,
-            (&value as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    if rc == 0 { Ok(()) } else { Err(io::Error::last_os_error()) }
+    set_int_option(socket, libc::SOL_SOCKET, libc::SO_NO_CHECK, i32::from(on))
 }
 
 /// Turns on `UDP_GRO` (Linux 5.0+): the kernel may then hand the socket a run of same-size
 /// datagrams from one sender as one buffer, their size in a `UDP_GRO` control message. Whether it
 /// is on.
 pub(crate) fn set_udp_gro(socket: &impl AsFd) -> bool {
-    let value: libc::c_int = 1;
+    set_int_option(socket, libc::SOL_UDP, libc::UDP_GRO, 1).is_ok()
+}
+
+/// `setsockopt` of an `int` option.
+fn set_int_option(
+    socket: &impl AsFd,
+    level: libc::c_int,
+    name: libc::c_int,
+    value: libc::c_int,
+) -> io::Result<()> {
     // SAFETY: the descriptor is open for the duration of the call (borrowed from `socket`), and the
     // option value points at a live c_int whose size is passed alongside; setsockopt reads exactly
     // that many bytes and keeps no pointer.
     let rc = unsafe {
         libc::setsockopt(
             socket.as_fd().as_raw_fd(),
-            libc::SOL_UDP,
-            libc::UDP_GRO,
+            level,
+            name,
             (&value as *const libc::c_int).cast(),
             std::mem::size_of::<libc::c_int>() as libc::socklen_t,
         )
     };
-    rc == 0
+    if rc == 0 { Ok(()) } else { Err(io::Error::last_os_error()) }
 }
 
 /// Datagrams the kernel dropped on their way into `socket` (its receive buffer was full, or a

@@ -441,8 +441,11 @@ impl Responder {
                     ack = true;
                 }
                 Slot::Held(held) => {
-                    // Only request packets are kept.
-                    let family = family(held.op).unwrap_or((Kind::Send, false, false));
+                    // Only request packets are kept (`handle_request` returns before the rest).
+                    let Some(family) = family(held.op) else {
+                        ahead.clear();
+                        return Ok(());
+                    };
                     self.in_order(family, held.op, &held.packet(), mem, rq)?;
                     ahead.recycle(held);
                     if self.epsn == at {
