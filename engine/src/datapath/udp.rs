@@ -442,9 +442,13 @@ impl Datapath for UdpPort {
             ("udp ip ids recovered from the icrc", c.ip_id_recovered),
         ];
         // What never reached the socket: its receive buffer was full (a flood, or a receiver slower
-        // than its sender).
+        // than its sender). The kernel counts what it would have queued: a datagram, or a run of
+        // them a GSO sender sent in one piece (up to 64, kept whole for this UDP_GRO socket).
         if let Ok(d) = crate::sys::socket_drops(&self.socket) {
-            v.push(("udp datagrams dropped by the kernel (receive buffer full)", d.into()));
+            v.push((
+                "udp datagrams (a coalesced run once) dropped by the kernel (receive buffer full)",
+                d.into(),
+            ));
         }
         if c.tx_failed > 0 {
             v.push(("udp last send error (errno)", c.tx_last_errno.unsigned_abs().into()));
