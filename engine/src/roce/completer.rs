@@ -302,6 +302,9 @@ impl Requester {
         let next = psn::add(end, 1);
         if psn::diff(a, end) > 0 {
             self.peer_places_ahead = Some(true);
+            if let Some(w) = &mut self.win {
+                w.widen();
+            }
         } else if self.peer_places_ahead.is_none() && self.in_a_message(next) {
             // Nothing after the resend was kept though it could have been: the responder drops
             // such packets (rxe), or they were lost too. Twice: the QP goes back N from then on.

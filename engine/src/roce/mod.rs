@@ -32,5 +32,5 @@ pub use qp::{CqSide, QpConfig, QueuePair, ud_sport};
 pub use responder::{GRH_LEN, RecvWqe, RespDrops, RxMeta};
 pub use types::{DeviceLimits, LIMITS, MAX_MSG_SIZE};
 
-pub use requester::{MAX_PKT_PER_ACK, MAX_UNACKED_PSNS, ReqCounters, ack_timeout};
+pub use requester::{MAX_PKT_PER_ACK, MAX_UNACKED_PSNS, MAX_WIDE_PSNS, ReqCounters, ack_timeout};
 pub use types::SendWindow;

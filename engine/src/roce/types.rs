@@ -479,7 +479,8 @@ pub enum SendWindow {
     /// response, falls to `min` on a retransmission timeout, and grows back (doubling per round
     /// trip up to half the window at the loss, then one PSN per window acknowledged) to 128. It
     /// never goes below `min` (at least 1) nor above 128, so on a path that loses nothing it stays
-    /// at 128 and the requester behaves as [`SendWindow::Fixed`].
+    /// at 128 and the requester behaves as [`SendWindow::Fixed`]; once the responder is seen to keep
+    /// the packets that follow a lost one (softrdma's does, rxe's does not), the cap is 256.
     Adaptive {
         /// The smallest window, in PSNs.
         min: u8,

@@ -16,6 +16,13 @@
 //! - **Increase**: every acknowledged PSN adds one PSN below the threshold (slow start: the window
 //!   doubles per round trip), and one PSN per window's worth of acknowledged PSNs above it
 //!   (congestion avoidance), back to the cap.
+//! - **Wider against a responder that keeps**: once the responder is seen to keep what follows a
+//!   gap (softrdma's, `Responder::keep_ahead`; never rxe's), the cap doubles to [`WIDE_CAP`] and
+//!   the window slow-starts up to it ([`LossWindow::widen`]). A one-packet repair takes a round
+//!   trip (the resend queues behind everything in flight), and the PSNs in flight behind the gap
+//!   still count until it is filled: with the window at the cap in flight, a loss would hold the
+//!   sender for that round trip. Twice the cap keeps it sending through the repair, and the
+//!   responder keeps that many (its span is the wide cap).
 //!
 //! The window is counted in PSNs as rxe's limit is (a READ takes one per response packet). Only the
 //! sender changes; the responder sees AckReq at least twice per window (see
@@ -29,10 +36,15 @@ use wire::ib::psn;
 /// The cap: rxe's limit (`requester::MAX_UNACKED_PSNS`).
 pub(crate) const CAP: u32 = 128;
 
+/// The cap against a responder that keeps what follows a gap ([`LossWindow::widen`]).
+pub(crate) const WIDE_CAP: u32 = 2 * CAP;
+
 /// One RC requester's adaptive window.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct LossWindow {
     min: u32,
+    /// [`CAP`], or [`WIDE_CAP`] once widened.
+    cap: u32,
     cwnd: u32,
     ssthresh: u32,
     /// PSNs acknowledged towards the next one-PSN increase (congestion avoidance).
@@ -51,6 +63,7 @@ impl LossWindow {
     pub(crate) fn new(min: u8) -> LossWindow {
         LossWindow {
             min: u32::from(min).clamp(1, CAP),
+            cap: CAP,
             cwnd: CAP,
             ssthresh: CAP,
             acked: 0,
@@ -78,15 +91,28 @@ impl LossWindow {
         }
         if self.cwnd >= self.ssthresh {
             self.acked += n;
-            while self.acked >= self.cwnd && self.cwnd < CAP {
+            while self.acked >= self.cwnd && self.cwnd < self.cap {
                 self.acked -= self.cwnd;
                 self.cwnd += 1;
             }
         }
-        if self.cwnd >= CAP {
-            self.cwnd = CAP;
+        if self.cwnd >= self.cap {
+            self.cwnd = self.cap;
             self.acked = 0;
         }
+    }
+
+    /// The responder keeps what follows a gap: the cap becomes [`WIDE_CAP`], and a window that
+    /// has not been cut since it was at the cap slow-starts up to it (a cut one grows back as
+    /// before, to the new cap).
+    pub(crate) fn widen(&mut self) {
+        if self.cap == WIDE_CAP {
+            return;
+        }
+        if self.ssthresh == self.cap {
+            self.ssthresh = WIDE_CAP;
+        }
+        self.cap = WIDE_CAP;
     }
 
     /// A loss seen by a NAK or a missing response, `high_psn` one past the highest PSN sent:

@@ -88,7 +88,10 @@ struct Side {
     pd: Pd,
     cq: Cq,
     lanes: Vec<Lane>,
+    /// Messages a lane keeps in flight (the client's ring, [`ring_slots`]); both sides agree.
     slots: usize,
+    /// Receives a lane keeps posted: twice `slots` on the server (see [`open_side`]).
+    recv_slots: usize,
     /// The peer's QP number for each lane.
     peer_qpns: Vec<u32>,
 }
@@ -136,10 +139,16 @@ fn open_side(link: &Link, t: &Test, server: bool) -> Result<Side, RemoteError> {
     let pd = ctx.alloc_pd();
     let depth = if t.mode == Mode::Lat { 1 } else { t.depth };
     let slots = ring_slots(depth, t.size, t.mtu.bytes() as usize, t.qps);
-    let cq = ctx.create_cq(4 * slots * t.qps + 64).map_err(err)?;
+    // The server keeps twice the client's in-flight messages posted as receives (perftest's
+    // rx_depth is 4x its tx_depth): an ACK's credits count the receives still posted when it
+    // leaves, before the server reposts those that just completed, and a repair after a loss
+    // completes a burst of messages at once. With only `slots` posted, the credits would hold the
+    // client back before its window does.
+    let recv_slots = if server { 2 * slots } else { slots };
+    let cq = ctx.create_cq(2 * (slots + recv_slots) * t.qps + 64).map_err(err)?;
     let cap = QpCap {
         max_send_wr: slots as u32,
-        max_recv_wr: slots as u32,
+        max_recv_wr: recv_slots as u32,
         max_send_sge: 1,
         max_recv_sge: 1,
         max_inline_data: 0,
@@ -150,7 +159,7 @@ fn open_side(link: &Link, t: &Test, server: bool) -> Result<Side, RemoteError> {
     for q in 0..t.qps {
         let qp =
             ctx.create_qp(pd, &QpInitAttr { qp_type: t.qp_type, cap, ..QpInitAttr::rc(cq) }).map_err(err)?;
-        let len = if server { slots * recv_len(t).max(8) } else { ring };
+        let len = if server { recv_slots * recv_len(t).max(8) } else { ring };
         let mr = ctx.reg_mr(pd, len, all).map_err(err)?;
         let mut pattern = vec![0u8; ring];
         fill_pattern(&mut pattern, t.seed ^ q as u64);
@@ -162,7 +171,17 @@ fn open_side(link: &Link, t: &Test, server: bool) -> Result<Side, RemoteError> {
         }
         lanes.push(Lane { qp, mr, pattern, posted: 0, completed: 0, received: 0 });
     }
-    Ok(Side { ctx, capture, udp_port: link.udp_port, pd, cq, lanes, slots, peer_qpns: Vec::new() })
+    Ok(Side {
+        ctx,
+        capture,
+        udp_port: link.udp_port,
+        pd,
+        cq,
+        lanes,
+        slots,
+        recv_slots,
+        peer_qpns: Vec::new(),
+    })
 }
 
 /// The first PSN of each of `lanes` lanes.
@@ -306,7 +325,7 @@ pub fn serve(link: &Link, a: Accepted) -> Result<(Test, Outcome), RemoteError> {
         for q in 0..lanes {
             let id = cm::request(&mut side.ctx, &mut l, side.lanes[q].qp)?;
             // Receives are posted before the REP, so none of the client's sends is early.
-            for s in (0..side.slots).filter(|_| server_checks(&t)) {
+            for s in (0..side.recv_slots).filter(|_| server_checks(&t)) {
                 post_recv(&mut side, q, s, &t)?;
             }
             cm::accept(&mut side.ctx, id)?;
@@ -318,7 +337,7 @@ pub fn serve(link: &Link, a: Accepted) -> Result<(Test, Outcome), RemoteError> {
         // Receives are posted (QPs in RTS) before the client hears back, so none of its sends is
         // early.
         for q in (0..lanes).filter(|_| server_checks(&t)) {
-            for s in 0..side.slots {
+            for s in 0..side.recv_slots {
                 post_recv(&mut side, q, s, &t)?;
             }
         }

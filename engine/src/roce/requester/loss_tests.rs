@@ -235,3 +235,46 @@ fn a_lost_first_packet_goes_alone() {
     let c = r.counters;
     assert_eq!((c.retries, c.window_cuts, c.packets), (1, 0, 129));
 }
+
+/// Once the responder is seen to keep what follows a gap, the window's cap doubles to 256 and it
+/// slow-starts there, so that the PSNs in flight behind the next hole do not hold the sender for
+/// the round trip its repair takes. A responder that drops them (rxe) never widens it (the first
+/// test), nor does a fixed window.
+#[test]
+fn a_responder_that_keeps_what_follows_a_gap_widens_the_window_to_256() {
+    for window in [SendWindow::Adaptive { min: 4 }, SendWindow::Fixed] {
+        let (mut r, mut mem, key, addr) = setup(0);
+        r.set_window(window);
+        r.peer_places_ahead = Some(true);
+        writes(&mut r, key, addr, 24, 32);
+        assert_eq!(drain(&mut r, Duration::ZERO).len(), 128);
+        // 10 lost: it goes alone, and the NAK acknowledged 0..9, room for 128..137.
+        nak(&mut r, &mut mem, us(5), 10);
+        let sent = drain(&mut r, us(5));
+        assert_eq!(sent[0], (0x07, 10, true));
+        assert_eq!(psns(&sent[1..]), (128..138).collect::<Vec<_>>());
+        // The resend filled the gap: the responder had 11..137.
+        ack(&mut r, &mut mem, us(10), 127, AethRepr::ack(0x1F, 4)).unwrap();
+        assert_eq!(r.window(), 128);
+        assert_eq!(psns(&drain(&mut r, us(10))), (138..256).collect::<Vec<_>>());
+        let wide = window != SendWindow::Fixed;
+        // Slow start: each PSN acknowledged adds one, up to 256 and no further.
+        ack(&mut r, &mut mem, us(20), 191, AethRepr::ack(0x1F, 6)).unwrap();
+        assert_eq!(r.window(), if wide { 192 } else { 128 });
+        let end = if wide { 192 + 192 } else { 192 + 128 };
+        assert_eq!(psns(&drain(&mut r, us(20))), (256..end).collect::<Vec<_>>());
+        ack(&mut r, &mut mem, us(30), 319, AethRepr::ack(0x1F, 10)).unwrap();
+        assert_eq!(r.window(), if wide { 256 } else { 128 });
+        let end = if wide { 320 + 256 } else { 320 + 128 };
+        assert_eq!(
+            psns(&drain(&mut r, us(30))),
+            (end - if wide { 192 } else { 128 }..end).collect::<Vec<_>>()
+        );
+        ack(&mut r, &mut mem, us(40), 383, AethRepr::ack(0x1F, 12)).unwrap();
+        assert_eq!(r.window(), if wide { 256 } else { 128 }, "never above 256");
+        let end = if wide { 384 + 256 } else { 384 + 128 };
+        let sent = psns(&drain(&mut r, us(40)));
+        assert_eq!(sent.last(), Some(&(end - 1)));
+        assert_eq!(r.counters.window_cuts, 0);
+    }
+}

@@ -16,21 +16,24 @@
 //!   would have been had the packet come then. The gap may hide a READ or an atomic, which must see
 //!   memory as it was before the WRITEs that follow it, and a SEND takes its receive WQE in order.
 //!
-//! At most 127 PSNs after the expected one are kept (rxe's window is 128: a requester never has
-//! more unacknowledged), each with at most one MTU of payload (the in-order path rejects more), so
-//! a QP holds at most 127 MTUs, whatever a peer sends. Nothing counts until the gap is filled: the
+//! At most 255 PSNs after the expected one are kept (softrdma's requester widens its window to
+//! 256 against a responder that keeps, `LossWindow::widen`; rxe's never has more than 128
+//! unacknowledged), each with at most one MTU of payload (the in-order path rejects more), so a QP
+//! holds at most 255 MTUs, whatever a peer sends. Nothing counts until the gap is filled: the
 //! expected PSN then moves over the kept packets as if they had come in order.
 
 use crate::roce::mem::MemTable;
 use crate::roce::types::Access;
+use crate::roce::window::WIDE_CAP;
 use std::collections::VecDeque;
 use wire::ib::{Operation, RoceRepr};
 
 /// Largest RDMA length a RETH may carry (roce-wire.md §1.7: "RETH length must be <= 2^31").
 pub(super) const MAX_DMA_LEN: u32 = 1 << 31;
 
-/// The most PSNs after the expected one a packet is kept at (rxe's window is 128).
-const SPAN: u32 = 128;
+/// The most PSNs after the expected one a packet is kept at: the widest window of softrdma's
+/// requester.
+const SPAN: u32 = WIDE_CAP;
 
 /// The WRITE in progress at the expected PSN: the address of its next byte, its R_Key and the
 /// bytes left.
@@ -96,7 +99,7 @@ pub(super) struct Ahead {
     /// Entries that are `Some`.
     kept: usize,
     /// Payload buffers of held packets that were handled, for the next ones (at most one per
-    /// place in the window, so a QP keeps at most 127 MTUs whatever happens).
+    /// place in the window, so a QP keeps at most 255 MTUs whatever happens).
     spare: Vec<Vec<u8>>,
 }
 

@@ -202,12 +202,12 @@ fn write_packets_after_a_gap_are_placed_and_count_once_it_is_filled() {
     assert_eq!(replies(&mut r), vec![(0x11, 1, Some(0x60), TxPayload::None)], "one NAK, expecting 1");
     assert_eq!((r.epsn, r.msn, r.drops.placed_ahead), (1, 0, 3));
     assert!(mem.bytes(key).unwrap()[512 + 2 * 256..512 + 3 * 256].iter().all(|&b| b == 0xA2), "written");
-    // A copy of a kept packet is not kept again, nor one past the window.
+    // A copy of a kept packet is not kept again, nor one past the widest window (256 PSNs).
     r.handle_request(Operation::WriteMiddle, &write_pkt(Operation::WriteMiddle, 3, &D[1]), &mut mem, &mut rq)
         .unwrap();
     r.handle_request(
         Operation::WriteMiddle,
-        &write_pkt(Operation::WriteMiddle, 129, &D[1]),
+        &write_pkt(Operation::WriteMiddle, 257, &D[1]),
         &mut mem,
         &mut rq,
     )
