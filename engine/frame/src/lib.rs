@@ -72,12 +72,18 @@ type FramePages = [Page; FRAME_CAPACITY / PAGE];
 ///
 /// Two words (a pointer to a fixed-size buffer and a length), so that a frame moves through the
 /// datapath calls in registers: a frame of a `Vec` and a length took five words, copied through the
-/// stack at each call and read back while its stores drained.
+/// stack at each call and read back while its stores drained. The length word's top bit says that
+/// the datapath checked the frame's ICRC ([`Frame::mark_icrc_checked`]).
 #[derive(Clone)]
 pub struct Frame {
     buf: Box<FramePages>,
+    /// The length, and [`ICRC_CHECKED`] once the ICRC of the bytes as they are was checked.
     len: usize,
 }
+
+/// The top bit of [`Frame`]'s length word: its ICRC was checked. Every way to change the bytes or
+/// the length clears it.
+const ICRC_CHECKED: usize = 1 << (usize::BITS - 1);
 
 impl Frame {
     /// An empty frame.
@@ -96,33 +102,48 @@ impl Frame {
 
     /// The frame's bytes.
     pub fn as_slice(&self) -> &[u8] {
-        &bytemuck::cast_slice(&self.buf[..])[..self.len]
+        &bytemuck::cast_slice(&self.buf[..])[..self.len()]
     }
 
-    /// The frame's bytes, writable.
+    /// The frame's bytes, writable (the ICRC is no longer known to be checked).
     pub fn as_mut_slice(&mut self) -> &mut [u8] {
-        let len = self.len;
+        let len = self.len();
         &mut self.buffer_mut()[..len]
     }
 
-    /// The whole buffer, to build a frame in; then call [`Frame::set_len`].
+    /// The whole buffer, to build a frame in; then call [`Frame::set_len`]. The ICRC is no longer
+    /// known to be checked.
     pub fn buffer_mut(&mut self) -> &mut [u8] {
+        self.len &= !ICRC_CHECKED;
         bytemuck::cast_slice_mut(&mut self.buf[..])
     }
 
-    /// Sets the frame length (clamped to the capacity).
+    /// Sets the frame length (clamped to the capacity); the ICRC is no longer known to be checked.
     pub fn set_len(&mut self, len: usize) {
         self.len = len.min(FRAME_CAPACITY);
     }
 
     /// Frame length.
     pub fn len(&self) -> usize {
-        self.len
+        self.len & !ICRC_CHECKED
     }
 
     /// True for an empty frame.
     pub fn is_empty(&self) -> bool {
-        self.len == 0
+        self.len() == 0
+    }
+
+    /// Records that the frame's ICRC was checked and is right for its bytes as they are now (a
+    /// datapath that verified it on receipt, or filled it for a link it was told to trust), so
+    /// the engine need not compute it again. Any later change to the bytes or the length forgets
+    /// it.
+    pub fn mark_icrc_checked(&mut self) {
+        self.len |= ICRC_CHECKED;
+    }
+
+    /// Whether [`Frame::mark_icrc_checked`] was called since the bytes last changed.
+    pub fn icrc_checked(&self) -> bool {
+        self.len & ICRC_CHECKED != 0
     }
 }
 
@@ -134,7 +155,7 @@ impl Default for Frame {
 
 impl std::fmt::Debug for Frame {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Frame({} bytes)", self.len)
+        write!(f, "Frame({} bytes)", self.len())
     }
 }
 
@@ -181,6 +202,28 @@ impl FramePool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_icrc_mark_lasts_until_the_bytes_or_the_length_change() {
+        let mut f = Frame::from_bytes(&[1, 2, 3]);
+        assert!(!f.icrc_checked());
+        f.mark_icrc_checked();
+        assert!(f.icrc_checked());
+        assert_eq!((f.len(), f.as_slice(), f.is_empty()), (3, &[1, 2, 3][..], false));
+        assert!(f.clone().icrc_checked(), "a copy is the same bytes");
+        let changes: [fn(&mut Frame); 3] =
+            [|f| f.as_mut_slice()[0] = 9, |f| f.buffer_mut()[100] = 9, |f| f.set_len(3)];
+        for change in changes {
+            let mut g = f.clone();
+            change(&mut g);
+            assert!(!g.icrc_checked());
+            assert_eq!(g.len(), 3);
+        }
+        let mut pool = FramePool::default();
+        pool.put(f);
+        let g = pool.get();
+        assert!(!g.icrc_checked() && g.is_empty());
+    }
 
     #[test]
     fn aligned_and_sized() {

@@ -368,12 +368,12 @@ impl Datapath for UdpPort {
             }
             frame.set_len(HEADERS + n);
             let ip = &mut frame.as_mut_slice()[ethernet::HEADER_LEN..];
-            match self.rx_icrc {
-                RxIcrc::Absent => {}
+            let checked = match self.rx_icrc {
+                RxIcrc::Absent => false,
                 RxIcrc::Trust => {
-                    if icrc::fill(ip).is_ok() {
-                        self.counters.icrc_trusted += 1;
-                    }
+                    let filled = icrc::fill(ip).is_ok();
+                    self.counters.icrc_trusted += u64::from(filled);
+                    filled
                 }
                 // The sender's IP ID goes back into the rebuilt header, so the engine (and a
                 // capture) sees the frame as it was on the wire. A frame no ID makes right is left
@@ -390,7 +390,13 @@ impl Datapath for UdpPort {
                             self.counters.ip_id_recovered += 1;
                         }
                     }
+                    id.is_ok()
                 }
+            };
+            if checked {
+                // The engine need not compute the CRC again (a wrapper that changes the frame
+                // clears this).
+                frame.mark_icrc_checked();
             }
             return Some(frame);
         }
@@ -490,6 +496,34 @@ mod tests {
         f
     }
 
+    /// A datagram whose ICRC verifies is marked checked (the engine skips its own pass); one whose
+    /// ICRC no IP ID makes right is not (the engine computes it and drops the frame).
+    #[test]
+    fn only_a_datagram_whose_icrc_verifies_is_marked_checked() {
+        let mut port = UdpPort::bind(Ipv4Addr::new(127, 0, 18, 8), 0, RxIcrc::Verify).unwrap();
+        let peer = UdpSocket::bind("127.0.18.9:0").unwrap();
+        let (SocketAddr::V4(to), SocketAddr::V4(from)) =
+            (port.local_addr().unwrap(), peer.local_addr().unwrap())
+        else {
+            unreachable!("bound to IPv4")
+        };
+        let good = roce_frame(from, to, 100, 7);
+        let mut bad = good.as_slice()[HEADERS..].to_vec();
+        bad[20] ^= 1;
+        peer.send_to(&good.as_slice()[HEADERS..], to).unwrap();
+        peer.send_to(&bad, to).unwrap();
+        let mut got = Vec::new();
+        let end = Instant::now() + Duration::from_secs(5);
+        while got.len() < 2 && Instant::now() < end {
+            if let Some(f) = port.receive() {
+                let ip = &f.as_slice()[ethernet::HEADER_LEN..];
+                got.push((f.icrc_checked(), icrc::verify(ip).is_ok()));
+                port.recycle(f);
+            }
+        }
+        assert_eq!(got, [(true, true), (false, false)]);
+    }
+
     /// Runs of same-size datagrams to one destination go as GSO sends; the kernel gives their
     /// segments IP IDs 0, 1, 2..., the sender amends each ICRC for its ID, and the receiver finds
     /// the ID from the ICRC: every frame verifies, with the ID it had on the wire. The receiver
@@ -532,6 +566,7 @@ mod tests {
                 while let Some(f) = port.receive() {
                     let ip = &f.as_slice()[ethernet::HEADER_LEN..];
                     assert_eq!(icrc::verify(ip), Ok(()), "verifies with the ID written back");
+                    assert!(f.icrc_checked(), "marked: the engine does not compute it again");
                     let id = u16::from_be_bytes([ip[4], ip[5]]);
                     got.push((to, f.len() - HEADERS, f.as_slice()[HEADERS + 1], id));
                     port.recycle(f);

@@ -625,6 +625,12 @@ impl QueuePair {
         }
     }
 
+    /// True once after the responder queued a reply its peer's requester is stalled on (a gap's
+    /// NAK, the ACK once the gap is filled): a caller handling a batch of frames sends it first.
+    pub fn take_urgent_reply(&mut self) -> bool {
+        self.resp.take_urgent()
+    }
+
     /// True if [`poll_transmit`](Self::poll_transmit) may have a frame.
     pub fn wants_transmit(&self) -> bool {
         self.cnp_pending

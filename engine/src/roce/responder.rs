@@ -133,6 +133,9 @@ pub(crate) struct Responder {
     cur: InProgress,
     resources: VecDeque<Resource>,
     replies: VecDeque<Reply>,
+    /// A reply the requester is stalled on was queued: a gap's NAK, or the ACK once it is filled
+    /// (see [`Responder::take_urgent`]).
+    urgent: bool,
     /// Completions for the receive CQ.
     pub(crate) done: VecDeque<WorkCompletion>,
     pub(crate) drops: RespDrops,
@@ -171,6 +174,7 @@ impl Responder {
             epsn: rq_psn,
             msn: 0,
             nak_sent: false,
+            urgent: false,
             ahead: Ahead::default(),
             uc_drop: false,
             cur: InProgress::None,
@@ -304,6 +308,7 @@ impl Responder {
                 self.drops.seq_naks_sent += 1;
                 let aeth = AethRepr::nak(NakCode::PsnSequenceError, self.msn);
                 self.queue(Reply::Ack { psn: self.epsn, aeth });
+                self.urgent = true;
             }
             return Ok(());
         } else if d < 0 {
@@ -398,6 +403,7 @@ impl Responder {
         // after.
         let mut ahead = std::mem::take(&mut self.ahead);
         let done = self.take_kept(&mut ahead, from, mem, rq);
+        self.urgent = true;
         if done.is_err() {
             ahead.clear();
         }
@@ -742,6 +748,14 @@ impl Responder {
     /// True if a response is waiting.
     pub(crate) fn has_reply(&self) -> bool {
         !self.replies.is_empty()
+    }
+
+    /// Whether a reply the requester is stalled on was queued since the last call: the NAK of a
+    /// gap (the requester sends on until its window is full of PSNs behind it) or the ACK that
+    /// follows once the gap is filled (the window opens only then). Worth sending before the rest
+    /// of a batch of received frames is handled.
+    pub(crate) fn take_urgent(&mut self) -> bool {
+        std::mem::take(&mut self.urgent) && self.has_reply()
     }
 
     /// The next response packet.
