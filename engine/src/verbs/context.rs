@@ -142,7 +142,8 @@ struct AhState {
 
 /// First QP number handed out (QP0 and QP1 are special in verbs; rxe also starts at 17).
 const FIRST_QPN: u32 = 0x11;
-/// Frames received per progress call before timers and transmission get a turn.
+/// Frames received per progress call before timers and transmission get a turn (sooner after a
+/// gap's NAK, or the ACK ending its repair: the peer's window is full; the rest waits).
 const RX_BUDGET: usize = 256;
 /// Frames one QP sends per progress call.
 const TX_BUDGET: usize = 64;
@@ -715,10 +716,6 @@ impl Context {
             let urgent = self.receive(now, frame.as_slice(), frame.icrc_checked());
             self.dp.recycle(frame);
             if urgent {
-                // A gap's NAK, or the ACK once it is filled, goes out now, not after the rest of
-                // the batch: behind a few hundred frames (those after a gap are copied) it would
-                // hold the peer, whose window is full, for that long. The rest of the batch waits
-                // in the datapath for the next round.
                 break;
             }
         }
@@ -815,9 +812,7 @@ impl Context {
         }
     }
 
-    /// Handles one received frame (whose ICRC the datapath checked already if `icrc_checked`);
-    /// true if it left a QP with a reply its peer is stalled on
-    /// ([`QueuePair::take_urgent_reply`]).
+    /// Handles a frame (ICRC checked already if `icrc_checked`); true if a reply is urgent.
     fn receive(&mut self, now: Duration, frame: &[u8], icrc_checked: bool) -> bool {
         self.stats.rx_frames += 1;
         self.stats.rx_bytes += frame.len() as u64;
@@ -864,13 +859,11 @@ impl Context {
                     .and_then(Option::as_mut)
                     .map(|s| &mut s.wqes);
                 e.qp.handle_packet(now, &meta, pkt, &mut self.mem, srq);
-                e.qp.take_urgent_reply()
+                return e.qp.take_urgent_reply();
             }
-            _ => {
-                self.stats.rx_unknown += 1;
-                false
-            }
+            _ => self.stats.rx_unknown += 1,
         }
+        false
     }
 
     /// Moves QP `i`'s completions to their CQs.
