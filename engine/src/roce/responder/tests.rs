@@ -199,6 +199,7 @@ fn write_packets_after_a_gap_are_placed_and_count_once_it_is_filled() {
     ] {
         r.handle_request(op, &write_pkt(op, psn, data), &mut mem, &mut rq).unwrap();
     }
+    assert!(r.take_urgent() && !r.take_urgent(), "the NAK is urgent (the requester's window fills), once");
     assert_eq!(replies(&mut r), vec![(0x11, 1, Some(0x60), TxPayload::None)], "one NAK, expecting 1");
     assert_eq!((r.epsn, r.msn, r.drops.placed_ahead), (1, 0, 3));
     assert!(mem.bytes(key).unwrap()[512 + 2 * 256..512 + 3 * 256].iter().all(|&b| b == 0xA2), "written");
@@ -217,6 +218,7 @@ fn write_packets_after_a_gap_are_placed_and_count_once_it_is_filled() {
     r.handle_request(Operation::WriteMiddle, &write_pkt(Operation::WriteMiddle, 1, &D[1]), &mut mem, &mut rq)
         .unwrap();
     assert_eq!((r.epsn, r.msn), (5, 1));
+    assert!(r.take_urgent(), "the ACK that ends the repair is urgent");
     assert_eq!(replies(&mut r), vec![(0x11, 4, Some(0x00), TxPayload::None)], "one ACK for all of it");
     let m = mem.bytes(key).unwrap();
     for k in 0..4 {
@@ -229,6 +231,7 @@ fn write_packets_after_a_gap_are_placed_and_count_once_it_is_filled() {
     r.handle_request(Operation::WriteMiddle, &write_pkt(Operation::WriteMiddle, 2, &D[2]), &mut mem, &mut rq)
         .unwrap();
     assert_eq!((r.drops.duplicates, r.epsn), (1, 5));
+    assert!(r.has_reply() && !r.take_urgent(), "an ACK of a duplicate is not urgent");
 }
 
 /// Packets of later messages after a gap are held and handled in order once it is filled: a
