@@ -240,8 +240,9 @@ impl From<VerbsError> for PerfError {
 }
 
 /// Message slots per QP ring: `depth`, but no more than the messages the widest window (256 PSNs,
-/// against a responder that keeps what follows a gap) lets be in flight plus two, shared by the `qps` QPs of one link, so rings of large messages stay
-/// cache-sized however many QPs (perftest also reuses one small buffer per QP). Each QP keeps at
+/// against a responder that keeps what follows a gap) lets be in flight plus two, shared by the
+/// `qps` QPs of one link, so rings of large messages stay cache-sized however many QPs (perftest
+/// also reuses one small buffer per QP). Each QP keeps at
 /// least 2 messages, and up to 8 while they fit one packet, so that one ACK (a burst asks for one
 /// at its end) still covers several small messages on a QP's share. In-flight messages never
 /// exceed the slots, so no slot is reused before its message was checked.
