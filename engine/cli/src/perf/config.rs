@@ -242,10 +242,10 @@ impl From<VerbsError> for PerfError {
 /// Message slots per QP ring: `depth`, but no more than the messages the widest window (256 PSNs,
 /// against a responder that keeps what follows a gap) lets be in flight plus two, shared by the
 /// `qps` QPs of one link, so rings of large messages stay cache-sized however many QPs (perftest
-/// also reuses one small buffer per QP). Each QP keeps at
-/// least 2 messages, and up to 8 while they fit one packet, so that one ACK (a burst asks for one
-/// at its end) still covers several small messages on a QP's share. In-flight messages never
-/// exceed the slots, so no slot is reused before its message was checked.
+/// also reuses one small buffer per QP). Each QP keeps at least 2 messages, and up to 8 while they
+/// fit one packet, so that one ACK (a burst asks for one at its end) still covers several small
+/// messages on a QP's share. In-flight messages never exceed the slots, so no slot is reused before
+/// its message was checked.
 pub fn ring_slots(depth: usize, size: usize, mtu: usize, qps: usize) -> usize {
     let one = window_slots(engine::roce::MAX_WIDE_PSNS as usize, depth, size, mtu);
     let floor = (mtu / size.max(1)).clamp(2, 8).min(depth);
