@@ -26,6 +26,7 @@ use std::io;
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::ops::Range;
 use std::os::fd::{AsRawFd, BorrowedFd};
+use wire::ib::icrc::Ipv4IdAmend;
 
 /// Most datagrams queued for one `sendmmsg` (and so the most segments of one GSO send).
 pub(super) const TX_BATCH: usize = 64;
@@ -123,12 +124,15 @@ pub(super) enum Segmentation {
 pub(super) struct TxBatch {
     queue: VecDeque<Queued>,
     segmentation: Segmentation,
+    /// The ICRC amendment for the IP ID of the last run's datagram length (runs are mostly of one
+    /// length: the path MTU's).
+    id_amend: Option<Ipv4IdAmend>,
 }
 
 impl TxBatch {
     /// An empty batch.
     pub(super) fn new(segmentation: Segmentation) -> TxBatch {
-        TxBatch { queue: VecDeque::with_capacity(TX_BATCH), segmentation }
+        TxBatch { queue: VecDeque::with_capacity(TX_BATCH), segmentation, id_amend: None }
     }
 
     /// Whether no datagram waits.
@@ -201,7 +205,8 @@ impl TxBatch {
         let icrc = self.segmentation == Segmentation::Gso { icrc: true };
         let Some(q) = self.queue.front_mut() else { return Ok(0) };
         if icrc {
-            set_ip_id(q, 0); // It may have been a later segment of a GSO send the kernel refused.
+            // It may have been a later segment of a GSO send the kernel refused.
+            set_ip_id(q, 0, &mut self.id_amend);
         }
         let payload = q.frame.as_slice().get(q.payload.clone()).unwrap_or_default();
         rustix::net::sendto(fd, payload, SendFlags::DONTWAIT, &q.dst).map(|_| 1).map_err(io::Error::from)
@@ -233,7 +238,7 @@ impl TxBatch {
                 }
                 if icrc {
                     for (id, q) in self.queue.range_mut(i..i + k).enumerate() {
-                        set_ip_id(q, id as u16);
+                        set_ip_id(q, id as u16, &mut self.id_amend);
                     }
                 }
             }
@@ -296,12 +301,19 @@ impl TxBatch {
 }
 
 /// Sets the IP ID of a queued RoCEv2 datagram's frame, amending its ICRC to match (the kernel
-/// writes the IP header, and the ICRC covers its ID).
-fn set_ip_id(q: &mut Queued, id: u16) {
+/// writes the IP header, and the ICRC covers its ID), with `amend` made for the datagram's length
+/// unless it is already.
+fn set_ip_id(q: &mut Queued, id: u16, amend: &mut Option<Ipv4IdAmend>) {
     let ip = wire::ethernet::HEADER_LEN..q.payload.end;
     let Some(ip) = q.frame.as_mut_slice().get_mut(ip) else { return };
-    if ip.get(4..6) != Some(&id.to_be_bytes()[..]) {
-        let _ = wire::ib::icrc::amend(ip, 4, &id.to_be_bytes());
+    if ip.get(4..6) == Some(&id.to_be_bytes()[..]) {
+        return;
+    }
+    if amend.is_none_or(|a| a.packet_len() != ip.len()) {
+        *amend = Ipv4IdAmend::new(ip.len()).ok();
+    }
+    if let Some(a) = amend {
+        let _ = a.set_id(ip, id);
     }
 }
 
