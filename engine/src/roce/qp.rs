@@ -631,11 +631,12 @@ impl QueuePair {
         self.resp.take_urgent()
     }
 
-    /// True if [`poll_transmit`](Self::poll_transmit) may have a frame.
+    /// True if [`poll_transmit`](Self::poll_transmit) may have a frame: a CNP or a reply, or a
+    /// request the window, the credits, the READ/atomic limit, a fence and an RNR wait let go (a
+    /// requester held back by them has nothing to send until a frame, a timer or a post changes
+    /// that, and each of those has the QP visited again; DCQCN's pacing is not looked at here).
     pub fn wants_transmit(&self) -> bool {
-        self.cnp_pending
-            || self.resp.has_reply()
-            || (self.state == QpState::Rts && self.req.next < self.req.sq.len())
+        self.cnp_pending || self.resp.has_reply() || (self.state == QpState::Rts && self.req.ready())
     }
 
     /// Writes the next frame into `buf` (responses first, then requests); returns its length.
