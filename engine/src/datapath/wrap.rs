@@ -268,7 +268,12 @@ impl<D: Datapath> Datapath for RocePort<D> {
     }
     fn receive(&mut self) -> Option<Frame> {
         let mut f = self.inner.receive()?;
+        let checked = f.icrc_checked();
         self.readdress(f.as_mut_slice());
+        if checked {
+            // Amended, a right ICRC stays right: the engine need not compute it again.
+            f.mark_icrc_checked();
+        }
         Some(f)
     }
     delegate_datapath_tail!(inner);
@@ -364,5 +369,42 @@ mod tests {
         let plain = rx.receive().unwrap();
         assert_eq!(plain.as_slice(), &roce_frame(4791)[..], "frames to 4791 pass untouched");
         assert_eq!(rx.readdressed, 2);
+    }
+
+    /// Marks every frame it receives as ICRC-checked, as the UDP datapath does.
+    struct Checked<D> {
+        inner: D,
+    }
+
+    impl<D: Datapath> Datapath for Checked<D> {
+        delegate_datapath!(inner);
+        fn transmit(&mut self, frame: Frame) -> Result<(), TxError> {
+            self.inner.transmit(frame)
+        }
+        fn receive(&mut self) -> Option<Frame> {
+            let mut f = self.inner.receive()?;
+            f.mark_icrc_checked();
+            Some(f)
+        }
+        delegate_datapath_tail!(inner);
+    }
+
+    #[test]
+    fn roce_port_keeps_the_icrc_checked_mark_of_a_frame_it_readdresses() {
+        for marked in [false, true] {
+            let (net, mut a, b) = SimNet::pair(1, LinkConfig::default(), LinkConfig::default());
+            let mut rx: RocePort<Box<dyn Datapath>> =
+                RocePort::new(if marked { Box::new(Checked { inner: b }) } else { Box::new(b) }, 5000);
+            let bytes = roce_frame(5000);
+            let mut f = a.alloc();
+            f.buffer_mut()[..bytes.len()].copy_from_slice(&bytes);
+            f.set_len(bytes.len());
+            a.transmit(f).unwrap();
+            net.advance_to(Duration::from_millis(1));
+            let got = rx.receive().unwrap();
+            assert_eq!(got.as_slice()[36..38], 4791u16.to_be_bytes());
+            assert_eq!(got.icrc_checked(), marked);
+            wire::FrameRepr::parse_verified(got.as_slice(), &wire::uet::UetConfig::default()).unwrap();
+        }
     }
 }
