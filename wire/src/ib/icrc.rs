@@ -138,10 +138,13 @@ impl Ipv4IdAmend {
     }
 
     /// Sets the identification of `ip_packet` (IPv4, of [`Self::packet_len`] bytes) to `id` and
-    /// amends its ICRC to match, as [`amend`] would.
+    /// amends its ICRC to match, as [`amend`] would; anything else is left alone (an error).
     pub fn set_id(&self, ip_packet: &mut [u8], id: u16) -> Result<()> {
         if ip_packet.len() != self.len {
             return Err(Error::BadLength("ICRC amend: packet length"));
+        }
+        if ip_packet[0] >> 4 != 4 {
+            return Err(Error::BadVersion("IP"));
         }
         let old = u16::from_be_bytes([ip_packet[IPV4_ID.start], ip_packet[IPV4_ID.start + 1]]);
         let mut flips = old ^ id;
@@ -371,6 +374,9 @@ pub(crate) mod tests {
                 assert_eq!(p, q, "pad {pad} id {id:#x}");
                 assert_eq!(verify(&p), Ok(()));
             }
+            let mut v6 = p.clone();
+            v6[0] = 0x60;
+            assert_eq!(a.set_id(&mut v6, 3), Err(Error::BadVersion("IP")));
             let mut longer = p.clone();
             longer.push(0);
             assert_eq!(a.set_id(&mut longer, 3), Err(Error::BadLength("ICRC amend: packet length")));
