@@ -468,8 +468,9 @@ impl<D: Datapath> Sleep for UetNode<D> {
 
     fn next_work_in(&self) -> Option<Duration> {
         // A round sends everything the SES has (or stops at a full datapath, whose descriptor
-        // turning writable ends the sleep): what is left is its timers.
-        self.ses.poll_timeout().map(|t| t.saturating_sub(self.dp.now()))
+        // turning writable ends the sleep): what is left is its timers, and a datapath's retry.
+        let ses = self.ses.poll_timeout().map(|t| t.saturating_sub(self.dp.now()));
+        ses.into_iter().chain(self.dp.flush_retry_in()).min()
     }
 }
 

@@ -93,6 +93,13 @@ pub trait Datapath {
     fn tx_waiting(&self) -> bool {
         false
     }
+    /// How soon the datapath wants another [`flush`](Datapath::flush) when nothing else wakes the
+    /// loop: frames it took that the kernel left unsent with no event to say when it will take
+    /// them (an AF_XDP socket in copy mode whose driver queue was full: it transmits only in the
+    /// system call, and nothing signals the queue's room to the socket). `None`: nothing waits.
+    fn flush_retry_in(&self) -> Option<Duration> {
+        None
+    }
     /// A descriptor to sleep on instead of polling: readable when a frame may have arrived,
     /// writable when a refused frame may now fit (poll(2) it for both). `None` (the simulator, on
     /// virtual time): there is nothing to sleep on, so idle loops spin.
@@ -148,6 +155,9 @@ impl<D: Datapath + ?Sized> Datapath for Box<D> {
     }
     fn tx_waiting(&self) -> bool {
         (**self).tx_waiting()
+    }
+    fn flush_retry_in(&self) -> Option<Duration> {
+        (**self).flush_retry_in()
     }
     fn wait_fd(&self) -> Option<BorrowedFd<'_>> {
         (**self).wait_fd()

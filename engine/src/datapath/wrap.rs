@@ -58,6 +58,9 @@ macro_rules! delegate_datapath_tail {
         fn tx_waiting(&self) -> bool {
             self.$inner.tx_waiting()
         }
+        fn flush_retry_in(&self) -> Option<std::time::Duration> {
+            self.$inner.flush_retry_in()
+        }
         fn wait_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
             self.$inner.wait_fd()
         }

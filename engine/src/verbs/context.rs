@@ -890,11 +890,11 @@ impl Sleep for Context {
     }
 
     fn next_work_in(&self) -> Option<Duration> {
-        // A QP with frames to send has work now, unless the datapath is full (then the
-        // descriptor turning writable ends the sleep).
+        // Frames to send: work now, unless the datapath is full (its descriptor turns writable).
         if self.pending.is_none() && self.wants_transmit() {
             return Some(Duration::ZERO);
         }
-        self.qp_deadline().map(|t| t.saturating_sub(self.dp.now()))
+        let qp = self.qp_deadline().map(|t| t.saturating_sub(self.dp.now())).into_iter();
+        qp.chain(self.dp.flush_retry_in()).min()
     }
 }
