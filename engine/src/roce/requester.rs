@@ -213,10 +213,7 @@ impl Requester {
             // No credits are known before the first ACK: one message may go as a probe.
             credit_limit: Some(0),
             counters: ReqCounters::default(),
-            win: match cfg.window {
-                SendWindow::Adaptive { min } if cfg.transport == Transport::Rc => Some(LossWindow::new(min)),
-                _ => None,
-            },
+            win: (cfg.transport == Transport::Rc).then(|| LossWindow::of(cfg.window)).flatten(),
             win_mark: sq_psn,
             rtt: RttEstimator::default(),
             timed: None,
@@ -232,10 +229,7 @@ impl Requester {
     /// Switches the send window (`modify_qp` at RTS); an adaptive one starts at the cap again.
     pub(crate) fn set_window(&mut self, window: SendWindow) {
         self.cfg.window = window;
-        self.win = match window {
-            SendWindow::Adaptive { min } if self.cfg.transport == Transport::Rc => Some(LossWindow::new(min)),
-            _ => None,
-        };
+        self.win = (self.cfg.transport == Transport::Rc).then(|| LossWindow::of(window)).flatten();
         self.win_mark = self.comp_psn;
     }
 

@@ -485,6 +485,14 @@ pub enum SendWindow {
         /// The smallest window, in PSNs.
         min: u8,
     },
+    /// [`SendWindow::Adaptive`] with the cap at 256 from the start, for a responder known to keep
+    /// the packets that follow a lost one (a softrdma peer, as `softrdma perf`'s exchange knows):
+    /// the window slow-starts from 128 to 256 without waiting for a loss to show it. Against a
+    /// responder that does not keep them (rxe), a loss then resends up to 256 packets.
+    AdaptiveWide {
+        /// The smallest window, in PSNs.
+        min: u8,
+    },
 }
 
 impl SendWindow {

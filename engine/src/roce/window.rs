@@ -17,8 +17,9 @@
 //!   doubles per round trip), and one PSN per window's worth of acknowledged PSNs above it
 //!   (congestion avoidance), back to the cap.
 //! - **Wider against a responder that keeps**: once the responder is seen to keep what follows a
-//!   gap (softrdma's, `Responder::keep_ahead`; never rxe's), the cap doubles to [`WIDE_CAP`] and
-//!   the window slow-starts up to it ([`LossWindow::widen`]). A one-packet repair takes a round
+//!   gap (softrdma's, `Responder::keep_ahead`; never rxe's), or from the start when the caller
+//!   knows it does ([`SendWindow::AdaptiveWide`]: `softrdma perf` between two softrdma processes),
+//!   the cap doubles to [`WIDE_CAP`] and the window slow-starts up to it ([`LossWindow::widen`]). A one-packet repair takes a round
 //!   trip (the resend queues behind everything in flight), and the PSNs in flight behind the gap
 //!   still count until it is filled: with the window at the cap in flight, a loss would hold the
 //!   sender for that round trip. Twice the cap keeps it sending through the repair, and the
@@ -30,7 +31,9 @@
 //!
 //! [`SendWindow::Adaptive`]: super::types::SendWindow::Adaptive
 //! [`SendWindow::Fixed`]: super::types::SendWindow::Fixed
+//! [`SendWindow::AdaptiveWide`]: super::types::SendWindow::AdaptiveWide
 
+use super::types::SendWindow;
 use wire::ib::psn;
 
 /// The cap: rxe's limit (`requester::MAX_UNACKED_PSNS`).
@@ -70,6 +73,19 @@ impl LossWindow {
             recover: None,
             repaired: 0,
             cut: false,
+        }
+    }
+
+    /// The window a [`SendWindow`] asks for: `None` for rxe's fixed one.
+    pub(crate) fn of(window: SendWindow) -> Option<LossWindow> {
+        match window {
+            SendWindow::Fixed => None,
+            SendWindow::Adaptive { min } => Some(LossWindow::new(min)),
+            SendWindow::AdaptiveWide { min } => {
+                let mut w = LossWindow::new(min);
+                w.widen();
+                Some(w)
+            }
         }
     }
 
@@ -160,6 +176,22 @@ impl LossWindow {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_wide_window_grows_to_256_without_a_loss_and_a_plain_one_stays_at_128() {
+        assert_eq!(LossWindow::of(SendWindow::Fixed), None);
+        let mut plain = LossWindow::of(SendWindow::Adaptive { min: 4 }).unwrap();
+        let mut wide = LossWindow::of(SendWindow::AdaptiveWide { min: 4 }).unwrap();
+        assert_eq!((plain.limit(), wide.limit()), (CAP, CAP));
+        for round in 1..=4u32 {
+            plain.on_ack(round * 100, 100);
+            wide.on_ack(round * 100, 100);
+        }
+        assert_eq!((plain.limit(), wide.limit()), (CAP, WIDE_CAP));
+        // A loss halves the wide one as any other.
+        assert!(wide.on_loss(1000));
+        assert_eq!(wide.limit(), WIDE_CAP / 2);
+    }
     #[test]
     fn repaired_losses_cut_only_past_a_sixteenth_of_the_window_per_round() {
         let mut w = LossWindow::new(4);
