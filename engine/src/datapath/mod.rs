@@ -14,6 +14,7 @@
 
 pub mod afxdp;
 pub mod capture;
+mod icrc_pick;
 pub mod sim;
 pub mod udp;
 pub mod wrap;

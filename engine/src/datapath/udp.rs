@@ -148,6 +148,7 @@ impl UdpPort {
     /// Binds `ip:port` (4791 to talk to RoCEv2 peers), non-blocking, don't-fragment, with large
     /// socket buffers.
     pub fn bind(ip: Ipv4Addr, port: u16, rx_icrc: RxIcrc) -> io::Result<UdpPort> {
+        super::icrc_pick::pick();
         let socket = UdpSocket::bind(SocketAddrV4::new(ip, port))?;
         let port = socket.local_addr()?.port();
         socket.set_nonblocking(true)?;

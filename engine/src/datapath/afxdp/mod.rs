@@ -410,6 +410,7 @@ impl AfXdpPort {
         udp_port: u16,
         multi_buffer: bool,
     ) -> io::Result<AfXdpPort> {
+        super::icrc_pick::pick();
         let ifindex =
             nix::net::if_::if_nametoindex(dev).map_err(|e| io::Error::other(format!("{dev}: {e}")))?;
         let mac = mac_of(dev)?;
