@@ -2,8 +2,8 @@
 //! detected one (carry-less multiplication, PCLMULQDQ, on x86-64) or its table-driven one
 //! ([`wire::ib::icrc::use_table_crc`]). Natively the detected one is about 4x faster; in a VM in
 //! software emulation (the one-vCPU VMs of `scripts/vm-bench.sh`), where carry-less multiplication
-//! is itself emulated, the table is (2.0 against 3.4 us per 1,060-byte packet), and the ICRC was a
-//! fifth of a receiving server's time there. The result is the same CRC either way.
+//! is itself emulated, the table is (2.8-3.3 against 4.1-4.6 us per 1,060-byte packet), and the ICRC
+//! was a fifth of a receiving server's time there. The result is the same CRC either way.
 
 use std::hint::black_box;
 use std::sync::Once;

@@ -19,11 +19,11 @@
 //! - **Wider against a responder that keeps**: once the responder is seen to keep what follows a
 //!   gap (softrdma's, `Responder::keep_ahead`; never rxe's), or from the start when the caller
 //!   knows it does ([`SendWindow::AdaptiveWide`]: `softrdma perf` between two softrdma processes),
-//!   the cap doubles to [`WIDE_CAP`] and the window slow-starts up to it ([`LossWindow::widen`]). A one-packet repair takes a round
-//!   trip (the resend queues behind everything in flight), and the PSNs in flight behind the gap
-//!   still count until it is filled: with the window at the cap in flight, a loss would hold the
-//!   sender for that round trip. Twice the cap keeps it sending through the repair, and the
-//!   responder keeps that many (its span is the wide cap).
+//!   the cap doubles to [`WIDE_CAP`] and the window slow-starts up to it ([`LossWindow::widen`]).
+//!   A one-packet repair takes a round trip (the resend queues behind everything in flight), and
+//!   the PSNs in flight behind the gap still count until it is filled: with the window at the cap
+//!   in flight, a loss would hold the sender for that round trip. Twice the cap keeps it sending
+//!   through the repair, and the responder keeps that many (its span is the wide cap).
 //!
 //! The window is counted in PSNs as rxe's limit is (a READ takes one per response packet). Only the
 //! sender changes; the responder sees AckReq at least twice per window (see
@@ -192,6 +192,7 @@ mod tests {
         assert!(wide.on_loss(1000));
         assert_eq!(wide.limit(), WIDE_CAP / 2);
     }
+
     #[test]
     fn repaired_losses_cut_only_past_a_sixteenth_of_the_window_per_round() {
         let mut w = LossWindow::new(4);
