@@ -14,9 +14,42 @@ use engine::datapath::sim::{SimNet, SimPort};
 use engine::datapath::{Datapath, TxError};
 use engine::simpair::{PairConfig, connect};
 use engine::uet::UetNode;
-use engine::verbs::{Access, Context, Mtu, QpInitAttr, SendWr, Sge, VerbsError, WcStatus, WrOpcode};
+use engine::verbs::{
+    Access, Context, Cq, Mtu, Pd, Qp, QpInitAttr, SendWr, Sge, VerbsError, WcStatus, WrOpcode,
+};
 use frame::Frame;
 use nicsim::LinkConfig;
+
+/// The methods the test datapaths pass to their simulated port as they are (no descriptor: the
+/// simulator runs on virtual time).
+macro_rules! delegate_to_inner {
+    () => {
+        fn now(&self) -> Duration {
+            self.inner.now()
+        }
+        fn mac(&self) -> [u8; 6] {
+            self.inner.mac()
+        }
+        fn gid(&self) -> std::net::IpAddr {
+            self.inner.gid()
+        }
+        fn resolve(&self, ip: std::net::IpAddr) -> Option<[u8; 6]> {
+            self.inner.resolve(ip)
+        }
+        fn alloc(&mut self) -> Frame {
+            self.inner.alloc()
+        }
+        fn receive(&mut self) -> Option<Frame> {
+            self.inner.receive()
+        }
+        fn recycle(&mut self, frame: Frame) {
+            self.inner.recycle(frame);
+        }
+        fn wait_fd(&self) -> Option<BorrowedFd<'_>> {
+            None
+        }
+    };
+}
 
 /// Refuses transmit calls `k` with `k % EVERY < IN_A_ROW` (so a refused frame is refused again when
 /// offered next), passes the rest to the simulated port.
@@ -37,21 +70,7 @@ impl Refusing {
 }
 
 impl Datapath for Refusing {
-    fn now(&self) -> Duration {
-        self.inner.now()
-    }
-    fn mac(&self) -> [u8; 6] {
-        self.inner.mac()
-    }
-    fn gid(&self) -> std::net::IpAddr {
-        self.inner.gid()
-    }
-    fn resolve(&self, ip: std::net::IpAddr) -> Option<[u8; 6]> {
-        self.inner.resolve(ip)
-    }
-    fn alloc(&mut self) -> Frame {
-        self.inner.alloc()
-    }
+    delegate_to_inner!();
     fn transmit(&mut self, frame: Frame) -> Result<(), TxError> {
         self.calls += 1;
         if self.calls % EVERY < IN_A_ROW {
@@ -60,15 +79,6 @@ impl Datapath for Refusing {
         }
         self.taken += 1;
         self.inner.transmit(frame)
-    }
-    fn receive(&mut self) -> Option<Frame> {
-        self.inner.receive()
-    }
-    fn recycle(&mut self, frame: Frame) {
-        self.inner.recycle(frame);
-    }
-    fn wait_fd(&self) -> Option<BorrowedFd<'_>> {
-        None
     }
     fn counters(&self) -> Vec<(&'static str, u64)> {
         vec![("refused", self.refused), ("taken", self.taken)]
@@ -79,10 +89,15 @@ fn counter(c: &[(&'static str, u64)], name: &str) -> u64 {
     c.iter().find(|(k, _)| *k == name).map_or(0, |(_, v)| *v)
 }
 
+/// Two contexts on a simulated link. With `waking`, the loops wake as
+/// [`engine::progress::Waiter`] makes a real one wake: at the next frame, or when
+/// [`Sleep::next_work_in`](engine::progress::Sleep::next_work_in) says (a QP's timer, a
+/// datapath's retry); without, at the next frame or QP deadline.
 struct RcPair {
     net: SimNet,
     a: Context,
     b: Context,
+    waking: bool,
 }
 
 impl nicsim::System for RcPair {
@@ -91,6 +106,12 @@ impl nicsim::System for RcPair {
         Ok(self.a.progress()? + self.b.progress()? > 0)
     }
     fn next_event(&self) -> Option<Duration> {
+        use engine::progress::Sleep;
+        if self.waking {
+            let now = self.net.now();
+            let wake = |c: &Context| c.next_work_in().map(|d| now + d);
+            return [self.net.next_event(), wake(&self.a), wake(&self.b)].into_iter().flatten().min();
+        }
         [self.net.next_event(), self.a.next_deadline(), self.b.next_deadline()].into_iter().flatten().min()
     }
     fn now(&self) -> Duration {
@@ -101,6 +122,18 @@ impl nicsim::System for RcPair {
     }
 }
 
+/// An RC QP pair between `a` and `b` at path MTU `mtu`: the PDs, a's CQ and a's QP.
+fn rc_between(a: &mut Context, b: &mut Context, mtu: Mtu) -> (Pd, Pd, Cq, Qp) {
+    let (pd_a, pd_b) = (a.alloc_pd(), b.alloc_pd());
+    let (cq_a, cq_b) = (a.create_cq(1024).unwrap(), b.create_cq(1024).unwrap());
+    let qa = a.create_qp(pd_a, &QpInitAttr::rc(cq_a)).unwrap();
+    let qb = b.create_qp(pd_b, &QpInitAttr::rc(cq_b)).unwrap();
+    let cfg = PairConfig { mtu, ..PairConfig::default() };
+    connect(a, qa, qb.qpn(), b.gid(), 100, 200, &cfg).unwrap();
+    connect(b, qb, qa.qpn(), a.gid(), 200, 100, &cfg).unwrap();
+    (pd_a, pd_b, cq_a, qa)
+}
+
 #[test]
 fn rc_write_through_a_refusing_datapath_loses_nothing_and_never_retransmits() {
     const SIZE: usize = 65536;
@@ -108,17 +141,11 @@ fn rc_write_through_a_refusing_datapath_loses_nothing_and_never_retransmits() {
     const DEPTH: u64 = 16;
     let (net, pa, pb) = SimNet::pair(3, LinkConfig::default(), LinkConfig::default());
     let (mut a, mut b) = (Context::open(Refusing::new(pa)), Context::open(Refusing::new(pb)));
-    let (pd_a, pd_b) = (a.alloc_pd(), b.alloc_pd());
-    let (cq_a, cq_b) = (a.create_cq(1024).unwrap(), b.create_cq(1024).unwrap());
-    let qa = a.create_qp(pd_a, &QpInitAttr::rc(cq_a)).unwrap();
-    let qb = b.create_qp(pd_b, &QpInitAttr::rc(cq_b)).unwrap();
-    let cfg = PairConfig { mtu: Mtu::Mtu4096, ..PairConfig::default() };
-    connect(&mut a, qa, qb.qpn(), b.gid(), 100, 200, &cfg).unwrap();
-    connect(&mut b, qb, qa.qpn(), a.gid(), 200, 100, &cfg).unwrap();
+    let (pd_a, pd_b, cq_a, qa) = rc_between(&mut a, &mut b, Mtu::Mtu4096);
     let slots = DEPTH as usize;
     let src = a.reg_mr(pd_a, SIZE * slots, Access::LOCAL_WRITE).unwrap();
     let dst = b.reg_mr(pd_b, SIZE * slots, Access::LOCAL_WRITE | Access::REMOTE_WRITE).unwrap();
-    let mut pair = RcPair { net, a, b };
+    let mut pair = RcPair { net, a, b, waking: false };
     let (mut posted, mut done) = (0u64, 0u64);
     let mut wcs = Vec::new();
     let finished = nicsim::run_until(&mut pair, Duration::from_secs(10), |p| {
@@ -296,21 +323,7 @@ const DRAIN: Duration = Duration::from_micros(25);
 const RETRY: Duration = Duration::from_micros(100);
 
 impl Datapath for Holding {
-    fn now(&self) -> Duration {
-        self.inner.now()
-    }
-    fn mac(&self) -> [u8; 6] {
-        self.inner.mac()
-    }
-    fn gid(&self) -> std::net::IpAddr {
-        self.inner.gid()
-    }
-    fn resolve(&self, ip: std::net::IpAddr) -> Option<[u8; 6]> {
-        self.inner.resolve(ip)
-    }
-    fn alloc(&mut self) -> Frame {
-        self.inner.alloc()
-    }
+    delegate_to_inner!();
     fn transmit(&mut self, frame: Frame) -> Result<(), TxError> {
         self.held.push_back(frame);
         Ok(())
@@ -328,42 +341,6 @@ impl Datapath for Holding {
     fn flush_retry_in(&self) -> Option<Duration> {
         (self.retry && !self.held.is_empty()).then_some(RETRY)
     }
-    fn receive(&mut self) -> Option<Frame> {
-        self.inner.receive()
-    }
-    fn recycle(&mut self, frame: Frame) {
-        self.inner.recycle(frame);
-    }
-    fn wait_fd(&self) -> Option<BorrowedFd<'_>> {
-        None
-    }
-}
-
-/// An RC pair whose loops wake as [`engine::progress::Waiter`] makes a real one wake: at the next
-/// frame, or when [`Sleep::next_work_in`] says (a QP's timer, a datapath's retry).
-struct WakingPair {
-    net: SimNet,
-    a: Context,
-    b: Context,
-}
-
-impl nicsim::System for WakingPair {
-    type Error = VerbsError;
-    fn pass(&mut self) -> Result<bool, VerbsError> {
-        Ok(self.a.progress()? + self.b.progress()? > 0)
-    }
-    fn next_event(&self) -> Option<Duration> {
-        use engine::progress::Sleep;
-        let now = self.net.now();
-        let wake = |c: &Context| c.next_work_in().map(|d| now + d);
-        [self.net.next_event(), wake(&self.a), wake(&self.b)].into_iter().flatten().min()
-    }
-    fn now(&self) -> Duration {
-        self.net.now()
-    }
-    fn advance_to(&mut self, t: Duration) {
-        self.net.advance_to(t);
-    }
 }
 
 /// 20 RC WRITEs of 64 KiB at path MTU 1024 through [`Holding`] datapaths; returns the virtual time
@@ -374,13 +351,7 @@ fn writes_through_holding_datapaths(retry: bool) -> (Duration, u64) {
     let (net, pa, pb) = SimNet::pair(7, LinkConfig::default(), LinkConfig::default());
     let hold = |inner| Holding { inner, held: Default::default(), next: Duration::ZERO, retry };
     let (mut a, mut b) = (Context::open(hold(pa)), Context::open(hold(pb)));
-    let (pd_a, pd_b) = (a.alloc_pd(), b.alloc_pd());
-    let (cq_a, cq_b) = (a.create_cq(64).unwrap(), b.create_cq(64).unwrap());
-    let qa = a.create_qp(pd_a, &QpInitAttr::rc(cq_a)).unwrap();
-    let qb = b.create_qp(pd_b, &QpInitAttr::rc(cq_b)).unwrap();
-    let cfg = PairConfig { mtu: Mtu::Mtu1024, ..PairConfig::default() };
-    connect(&mut a, qa, qb.qpn(), b.gid(), 100, 200, &cfg).unwrap();
-    connect(&mut b, qb, qa.qpn(), a.gid(), 200, 100, &cfg).unwrap();
+    let (pd_a, pd_b, cq_a, qa) = rc_between(&mut a, &mut b, Mtu::Mtu1024);
     let src = a.reg_mr(pd_a, SIZE, Access::LOCAL_WRITE).unwrap();
     let dst = b.reg_mr(pd_b, SIZE, Access::LOCAL_WRITE | Access::REMOTE_WRITE).unwrap();
     for i in 0..MSGS {
@@ -389,7 +360,7 @@ fn writes_through_holding_datapaths(retry: bool) -> (Duration, u64) {
         a.post_send(qa, &[SendWr::new(i, op, vec![sge])]).unwrap();
     }
     let start = net.now();
-    let mut pair = WakingPair { net, a, b };
+    let mut pair = RcPair { net, a, b, waking: true };
     let (mut done, mut wcs) = (0u64, Vec::new());
     let finished = nicsim::run_until(&mut pair, Duration::from_secs(30), |p| {
         wcs.clear();
