@@ -40,9 +40,10 @@ pub const MAX_WAIT: Duration = Duration::from_millis(10);
 /// The server gives up on a client that sent no frame and no byte for this long during the run
 /// (the UET runs' 60 s).
 const SERVER_IDLE: Duration = Duration::from_secs(60);
-/// How often a server busy with frames reads the client's connection (an idle round always reads):
-/// a read that finds nothing is a system call, which an emulated CPU pays dearly for (read every
-/// round, it was 8 % of the server's time over AF_XDP in the one-vCPU VMs of `vm-bench.sh`).
+/// How often a server reads the client's connection when it did not sleep on it (after a sleep it
+/// always reads): a read that finds nothing is a system call, which an emulated CPU pays dearly
+/// for (read every round, it was 8 % of the server's time over AF_XDP in the one-vCPU VMs of
+/// `vm-bench.sh`, and 10 % of a spinning one's).
 const READ_EVERY: Duration = Duration::from_millis(1);
 
 /// What a remote run found.
@@ -367,14 +368,17 @@ pub fn serve(link: &Link, a: Accepted) -> Result<(Test, Outcome), RemoteError> {
     let mut waiter = Waiter::new(link.wait);
     let mut heard = Instant::now();
     let mut last_read = Instant::now();
+    let reports = t.qp_type != QpType::Rc;
     let (mut stats, dev) =
         (Publisher::new(&format!("perf {:?} server", t.op).to_lowercase()), device_name(link));
     let done = loop {
         stats.maybe(|| vec![crate::stat::device(&dev, &side.ctx)]);
         // Flow control for UC and UD (which have none): the client learns how many messages each
-        // lane has received and keeps within the receive ring.
+        // lane has received and keeps within the receive ring. RC's receive credits do that (its
+        // client never reads the reports, and each was a TCP send: in a one-vCPU VM's 2-byte
+        // SEND latency run, 13 % of the server's time).
         let total: u64 = side.lanes.iter().map(|l| l.received).sum();
-        if total != reported && last_report.elapsed() >= Duration::from_micros(200) {
+        if reports && total != reported && last_report.elapsed() >= Duration::from_micros(200) {
             let rx: Vec<u64> = side.lanes.iter().map(|l| l.received).collect();
             let mut msg = json!({ "rx": rx }).to_string();
             msg.push('\n');
@@ -409,11 +413,11 @@ pub fn serve(link: &Link, a: Accepted) -> Result<(Test, Outcome), RemoteError> {
             post_recv(&mut side, q, slot, &t)?;
         }
         // Idle: sleep until a frame or the client's line comes; a report owed goes within 200 us.
-        let owed = side.lanes.iter().map(|l| l.received).sum::<u64>() != reported;
+        let owed = reports && side.lanes.iter().map(|l| l.received).sum::<u64>() != reported;
         let max = if owed { Duration::from_micros(200) } else { MAX_WAIT };
         let worked = moved || !wcs.is_empty();
-        waiter.after_round(&side.ctx, worked, Some(stream.as_fd()), max).map_err(err)?;
-        if worked && last_read.elapsed() < READ_EVERY {
+        let slept = waiter.after_round(&side.ctx, worked, Some(stream.as_fd()), max).map_err(err)?;
+        if !slept && last_read.elapsed() < READ_EVERY {
             continue;
         }
         last_read = Instant::now();
