@@ -139,7 +139,9 @@ unsafe extern "C" fn seterr(c: *mut fid_cntr, value: u64) -> c_int {
 unsafe extern "C" fn wait(c: *mut fid_cntr, threshold: u64, timeout: c_int) -> c_int {
     with(c, EINVAL, |c| {
         let end = (timeout >= 0).then(|| Instant::now() + Duration::from_millis(timeout as u64));
-        let errors = c.cntr.readerr();
+        // Before any progress: an error counted by the wait's own progress ends it (readerr
+        // makes progress, and would have counted a refusal already in the socket as old).
+        let errors = c.cntr.errors_counted();
         loop {
             if c.cntr.read() >= threshold {
                 return 0;

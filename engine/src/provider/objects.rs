@@ -271,6 +271,12 @@ impl Counter {
     /// `fi_cntr_readerr`: failed completions.
     pub fn readerr(&self) -> u64 {
         self.progress();
+        self.errors_counted()
+    }
+
+    /// Failed completions counted so far, without making progress first: what `fi_cntr_wait`
+    /// compares against, so that an error that arrives once it waits ends the wait.
+    pub fn errors_counted(&self) -> u64 {
         self.inner.borrow().errors
     }
 

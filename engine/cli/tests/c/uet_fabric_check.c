@@ -15,6 +15,7 @@
  * (SOFTRDMA_JOB_ID, each also serving the other's). Exit 0 and "<role> ok" when all holds.
  * UET_CHECK_TIMEOUT: seconds to wait for each completion (default 20).
  */
+#define _POSIX_C_SOURCE 200809L /* nanosleep */
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -337,11 +338,16 @@ static void client(void)
 	if (prev != 5)
 		die("compare-swap returned %" PRIu64 ", expected 5", prev);
 
-	/* The region bound to the server's JobID (20) refuses this process's (10). */
+	/* The region bound to the server's JobID (20) refuses this process's (10). A wait for more
+	   than will come ends when the error is counted during it. The pause lets the refusal reach
+	   the socket before the wait starts, as a preempted client sees it: the wait must still count
+	   it as new (it once took it in a progress step of its own before looking, and ran out; seen
+	   under CI load). Nothing between the write and the wait makes progress (fi_cntr_read does). */
 	uint64_t junk = 0x5a5a5a5a5a5a5a5a;
-	CHECK(fi_write(ep, &junk, sizeof(junk), NULL, peer, 0, KEY_OWN, &junk));
-	/* A wait for more than will come ends when the error is counted. */
 	uint64_t before = fi_cntr_read(cntr);
+	CHECK(fi_write(ep, &junk, sizeof(junk), NULL, peer, 0, KEY_OWN, &junk));
+	struct timespec pause = { 0, 50 * 1000 * 1000 };
+	nanosleep(&pause, NULL);
 	int w = fi_cntr_wait(cntr, before + 100, 5000);
 	if (w != -FI_EAVAIL || fi_cntr_readerr(cntr) != 1)
 		die("fi_cntr_wait over a failed write gave %d with %" PRIu64 " errors", w, fi_cntr_readerr(cntr));
