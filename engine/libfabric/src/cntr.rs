@@ -143,10 +143,11 @@ unsafe extern "C" fn wait(c: *mut fid_cntr, threshold: u64, timeout: c_int) -> c
         // makes progress, and would have counted a refusal already in the socket as old).
         let errors = c.cntr.errors_counted();
         loop {
+            // `read` makes progress; the error count it may have moved is read without more.
             if c.cntr.read() >= threshold {
                 return 0;
             }
-            if c.cntr.readerr() != errors {
+            if c.cntr.errors_counted() != errors {
                 return -(abi::FI_EAVAIL as c_int);
             }
             if end.is_some_and(|e| Instant::now() >= e) {
