@@ -128,6 +128,12 @@ fn server_checks(t: &Test) -> bool {
     t.op == PerfOp::Send || (t.op == PerfOp::Write && t.qp_type == QpType::Uc)
 }
 
+/// Whether the server reports what each lane received over TCP: the flow control of UC and UD,
+/// which have none of their own. RC's receive credits do that, and its client reads no reports.
+fn reports_receives(t: &Test) -> bool {
+    t.qp_type != QpType::Rc
+}
+
 fn send_line(s: &mut TcpStream, v: &Value) -> Result<(), RemoteError> {
     let mut line = v.to_string();
     line.push('\n');
@@ -368,15 +374,14 @@ pub fn serve(link: &Link, a: Accepted) -> Result<(Test, Outcome), RemoteError> {
     let mut waiter = Waiter::new(link.wait);
     let mut heard = Instant::now();
     let mut last_read = Instant::now();
-    let reports = t.qp_type != QpType::Rc;
+    let reports = reports_receives(&t);
     let (mut stats, dev) =
         (Publisher::new(&format!("perf {:?} server", t.op).to_lowercase()), device_name(link));
     let done = loop {
         stats.maybe(|| vec![crate::stat::device(&dev, &side.ctx)]);
-        // Flow control for UC and UD (which have none): the client learns how many messages each
-        // lane has received and keeps within the receive ring. RC's receive credits do that (its
-        // client never reads the reports, and each was a TCP send: in a one-vCPU VM's 2-byte
-        // SEND latency run, 13 % of the server's time).
+        // The client learns how many messages each lane has received and keeps within the
+        // receive ring. None for RC: each report was a TCP send, 13 % of the server's time in a
+        // one-vCPU VM's 2-byte SEND latency run.
         let total: u64 = side.lanes.iter().map(|l| l.received).sum();
         if reports && total != reported && last_report.elapsed() >= Duration::from_micros(200) {
             let rx: Vec<u64> = side.lanes.iter().map(|l| l.received).collect();
@@ -561,7 +566,7 @@ pub fn run_client(host: &str, link: &Link, t: &Test) -> Result<Outcome, RemoteEr
     let mut wcs = Vec::new();
     let start = Instant::now();
     let deadline = start + Duration::from_secs(600);
-    let unreliable = t.qp_type != QpType::Rc;
+    let unreliable = reports_receives(t);
     let mut posted_at = vec![start; side.lanes.len()];
     // UC/UD pacing: what the server reported received per lane, and what the client gave up on.
     let mut rx_seen = vec![0u64; side.lanes.len()];
