@@ -5,6 +5,9 @@
 #   udp       softrdma perf write 64 KiB and perf send --mode lat 2 B over kernel UDP (port 5000:
 #             rdma_rxe holds 4791 in the VMs)
 #   afxdp     the same over AF_XDP on eth0 (native XDP in virtio-net's driver, --xdp-driver)
+#   ceiling   kernel UDP alone between the VMs (scripts/udp-ceiling.c: RoCE-packet-sized datagrams
+#             sent 62 per GSO send, a receiver that only counts bytes): what the VMs carry with
+#             no ICRC, no copy and no ACK at either end, the room softrdma's UDP backend works in
 # with path MTU 1024 everywhere (the largest a 1500-byte link carries), and prints bandwidth and
 # round-trip latency with softrdma's ratios to rxe. perftest's ib_send_lat reports half the round
 # trip; softrdma's post-to-completion latency of a SEND is the whole round trip (request and ACK),
@@ -32,6 +35,8 @@ work=$(mktemp -d /tmp/vm-bench.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 mkdir "$work/x"
 strip -o "$work/x/softrdma" "target/$target/release/softrdma"
+ceiling=1
+gcc -O2 -static -o "$work/x/udp-ceiling" scripts/udp-ceiling.c 2>/dev/null || ceiling=0
 
 perf_common="--iters $iters --size 65536 --mtu 1024 --counters"
 # Both sides of the latency runs busy-poll (--wait spin), as perftest's do (ib_send_lat's client and
@@ -56,6 +61,7 @@ cases=(
     "afxdp-write|softrdma perf write $afxdp --server --local 10.77.0.2|softrdma perf write $afxdp $perf_common --connect"
     "afxdp-lat|softrdma perf send $afxdp --wait spin --server --local 10.77.0.2|softrdma perf send $afxdp $lat_common --connect"
 )
+[ $ceiling = 1 ] && cases+=("udp-ceiling|/extra/udp-ceiling recv 6000|/extra/udp-ceiling send 6000 10")
 # Each VM's commands go in a script under /extra (a long command would not fit the kernel's command
 # line, which carries it).
 echo 'sleep 2' >"$work/x/client.sh"
@@ -106,6 +112,14 @@ for b in udp afxdp; do
     printf '%-28s %12s %8s %22s %8s  %s\n' "softrdma <-> softrdma, $b" "${sbw:--}" "$rb" "${slat:--}" "$rl" "$(counters $b-write)"
     awk -v b="$rb" -v l="$rl" 'BEGIN { exit !(b >= 3 && l > 0 && l <= 1) }' || status=1
 done
+# The receiver's figure (what arrived), from VM 1's log.
+if [ $ceiling = 1 ]; then
+    cbw=$(tr -d '\r' <"$work/vm1.log" | sed -n 's/^udp-ceiling: received \([0-9.]*\) MB\/s.*/\1/p' | head -1)
+    rc=$(awk -v s="${cbw:-0}" -v r="${rxe_bw:-0}" 'BEGIN { printf "%.2f", (r > 0 ? s / r : 0) }')
+    printf '%-28s %12s %8s\n' "kernel UDP alone (ceiling)" "${cbw:--}" "$rc"
+else
+    echo "kernel UDP alone (ceiling): not measured (no gcc to build scripts/udp-ceiling.c: scripts/setup.sh installs it)"
+fi
 [ $status = 0 ] && echo "vm-bench: pass (bandwidth >= 3x rxe, round trip <= rxe on both backends)" \
     || echo "vm-bench: FAIL (needs bandwidth >= 3x rxe and round trip <= rxe on both backends)"
 [ -n "${KEEP:-}" ] && cp "$work/vm1.log" "$work/vm2.log" "$KEEP"/ 2>/dev/null
