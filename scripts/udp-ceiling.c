@@ -67,6 +67,10 @@ int main(int argc, char **argv) {
             bytes += n;
             last = now();
         }
+        if (last <= first) {
+            fprintf(stderr, "udp-ceiling: one datagram run only: no rate\n");
+            return 1;
+        }
         printf("udp-ceiling: received %.2f MB/s (%lld bytes in %.2f s)\n", bytes / (last - first) / 1e6,
                bytes, last - first);
         return 0;
