@@ -39,6 +39,17 @@ static int fail(const char *what) {
     return 1;
 }
 
+/* A whole decimal number in [lo, hi] from `arg`, or -1 with the reason printed. */
+static long number(const char *what, const char *arg, long lo, long hi) {
+    char *end;
+    long v = strtol(arg, &end, 10);
+    if (end == arg || *end != '\0' || v < lo || v > hi) {
+        fprintf(stderr, "udp-ceiling: %s must be a number from %ld to %ld, not \"%s\"\n", what, lo, hi, arg);
+        return -1;
+    }
+    return v;
+}
+
 int main(int argc, char **argv) {
     static char buf[65536];
     int one = 1, bufsize = 4 << 20;
@@ -46,7 +57,9 @@ int main(int argc, char **argv) {
     if (argc == 3 && !strcmp(argv[1], "recv")) {
         int s = socket(AF_INET, SOCK_DGRAM, 0);
         struct timeval wait = {60, 0}, idle = {1, 0};
-        a.sin_port = htons(atoi(argv[2]));
+        long port = number("PORT", argv[2], 1, 65535);
+        if (port < 0) return 2;
+        a.sin_port = htons((unsigned short)port);
         if (s < 0 || bind(s, (struct sockaddr *)&a, sizeof a) < 0) return fail("udp-ceiling: bind");
         setsockopt(s, SOL_SOCKET, SO_RCVBUF, &bufsize, sizeof bufsize);
         if (setsockopt(s, IPPROTO_UDP, UDP_GRO, &one, sizeof one) < 0) return fail("udp-ceiling: UDP_GRO");
@@ -77,10 +90,16 @@ int main(int argc, char **argv) {
     }
     if (argc == 5 && !strcmp(argv[1], "send")) {
         int s = socket(AF_INET, SOCK_DGRAM, 0), seg = DATAGRAM;
-        double seconds = atof(argv[3]), start;
+        long port = number("PORT", argv[2], 1, 65535), seconds = number("SECONDS", argv[3], 1, 3600);
+        double start;
         long long bytes = 0;
-        a.sin_port = htons(atoi(argv[2]));
-        if (s < 0 || inet_pton(AF_INET, argv[4], &a.sin_addr) != 1) return fail("udp-ceiling: address");
+        if (port < 0 || seconds < 0) return 2;
+        a.sin_port = htons((unsigned short)port);
+        if (inet_pton(AF_INET, argv[4], &a.sin_addr) != 1) {
+            fprintf(stderr, "udp-ceiling: ADDR must be an IPv4 address, not \"%s\"\n", argv[4]);
+            return 2;
+        }
+        if (s < 0) return fail("udp-ceiling: socket");
         setsockopt(s, SOL_SOCKET, SO_SNDBUF, &bufsize, sizeof bufsize);
         if (setsockopt(s, IPPROTO_UDP, UDP_SEGMENT, &seg, sizeof seg) < 0) return fail("udp-ceiling: UDP_SEGMENT");
         memset(buf, 0x5a, sizeof buf);
