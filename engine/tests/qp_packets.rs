@@ -2,13 +2,13 @@
 //! and the responder's limits on what a peer may send.
 
 use engine::roce::dcqcn::DcqcnConfig;
-use engine::roce::{MAX_MSG_SIZE, QpConfig, QueuePair, RxMeta};
+use engine::roce::{HoldPool, HoldStats, MAX_MSG_SIZE, QpConfig, QueuePair, RxMeta};
 use engine::verbs::{
     Access, AddressVector, MemTable, Mtu, QpAttr, QpCap, QpState, QpType, RecvWr, Sge, WcStatus,
 };
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::Duration;
-use wire::ib::{BthRepr, Opcode, Operation, RoceRepr, Transport};
+use wire::ib::{BthRepr, Opcode, Operation, RethRepr, RoceRepr, Transport};
 
 const ME: IpAddr = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1));
 const PEER: IpAddr = IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2));
@@ -19,6 +19,11 @@ const IP: [u8; 20] = [0x45, 0, 0, 0, 0, 0, 0, 0, 64, 17, 0, 0, 10, 0, 0, 2, 10, 
 
 /// An RC QP 0x11 connected to PEER's QP 0x12, in RTS, with DCQCN if asked and a 4096-byte MTU.
 fn rc_qp(dcqcn: Option<DcqcnConfig>) -> QueuePair {
+    rc_qp_holding_in(dcqcn, None)
+}
+
+/// [`rc_qp`], holding packets after a gap in `pool` if given (a pool of its own otherwise).
+fn rc_qp_holding_in(dcqcn: Option<DcqcnConfig>, pool: Option<&HoldPool>) -> QueuePair {
     let cfg = QpConfig {
         qp_type: QpType::Rc,
         srq: false,
@@ -32,7 +37,10 @@ fn rc_qp(dcqcn: Option<DcqcnConfig>) -> QueuePair {
         gid: ME,
         dcqcn,
     };
-    let mut qp = QueuePair::new(cfg);
+    let mut qp = match pool {
+        Some(pool) => QueuePair::with_hold_pool(cfg, pool.clone()),
+        None => QueuePair::new(cfg),
+    };
     let init = QpAttr { qp_access_flags: Some(Access::REMOTE_WRITE), ..QpAttr::default() };
     qp.modify(QpState::Init, &init).unwrap();
     let mut av = AddressVector::new(PEER);
@@ -117,4 +125,46 @@ fn l1_a_send_longer_than_max_msg_size_is_refused_on_receive() {
     assert_eq!(qp.state(), QpState::Error, "{} bytes of one SEND were accepted", packets * 4096);
     let wc = std::iter::from_fn(|| qp.poll_completion()).find(|(_, wc)| wc.wr_id == 7).unwrap().1;
     assert_eq!(wc.status, WcStatus::LocLenErr);
+}
+
+/// A peer that leaves a gap on every QP it talks to (PSN 0 never comes, 254 WRITEs after it do)
+/// makes a device hold at most what its pool allows, not 254 packets per QP: the QPs share the
+/// bound, what finds it spent is dropped and counted, and every copy goes back to the pool when
+/// its gap is filled or its QP is reset or destroyed, to serve the next gap without allocating.
+#[test]
+fn l2_packets_held_after_gaps_share_one_bound_per_device() {
+    const AFTER_GAP: u32 = 254;
+    let pool = HoldPool::new(300);
+    let mut mem = MemTable::default();
+    let (rkey, va) = mem.register(0, 16 * 256, Access::LOCAL_WRITE | Access::REMOTE_WRITE).unwrap();
+    let mut qps: Vec<QueuePair> = (0..4).map(|_| rc_qp_holding_in(None, Some(&pool))).collect();
+    let meta = RxMeta { src: PEER, ip_header: &IP };
+    let write_at = |qp: &mut QueuePair, mem: &mut MemTable, psn: u32| {
+        let bth = BthRepr::new(Opcode::new(Transport::Rc, Operation::WriteOnly).unwrap(), 0x11, psn);
+        let payload = [psn as u8; 16];
+        let mut pkt = RoceRepr::new(bth, &payload);
+        pkt.reth = Some(RethRepr { va: va + 16 * u64::from(psn), rkey, dma_len: 16 });
+        qp.handle_packet(Duration::from_micros(10), &meta, &pkt, mem, None);
+    };
+    for qp in &mut qps {
+        (1..=AFTER_GAP).for_each(|psn| write_at(qp, &mut mem, psn));
+    }
+    let kept: Vec<(u64, u64)> = qps.iter().map(|q| (q.drops().placed_ahead, q.drops().not_held)).collect();
+    assert_eq!(kept, [(254, 0), (46, 208), (0, 254), (0, 254)], "held, then dropped, QP by QP");
+    assert_eq!(pool.stats(), HoldStats { held: 300, spare: 0, capacity: 300 });
+
+    // The first QP's gap is filled: its 254 held WRITEs land, in order, and their copies go back.
+    write_at(&mut qps[0], &mut mem, 0);
+    let written = mem.bytes(rkey).unwrap();
+    assert!((0..=AFTER_GAP as usize).all(|p| written[16 * p..16 * (p + 1)] == [p as u8; 16]));
+    assert_eq!(pool.stats(), HoldStats { held: 46, spare: 254, capacity: 300 });
+    // The second is reset: its copies go back too.
+    qps[1].modify(QpState::Reset, &QpAttr::default()).unwrap();
+    assert_eq!(pool.stats(), HoldStats { held: 0, spare: 300, capacity: 300 });
+    // A gap on a fresh QP takes its copies from the spares.
+    qps[2] = rc_qp_holding_in(None, Some(&pool));
+    (1..=AFTER_GAP).for_each(|psn| write_at(&mut qps[2], &mut mem, psn));
+    assert_eq!(pool.stats(), HoldStats { held: 254, spare: 46, capacity: 300 });
+    drop(qps);
+    assert_eq!(pool.stats(), HoldStats { held: 0, spare: 300, capacity: 300 });
 }

@@ -55,7 +55,8 @@ pub fn render(procs: &[Value]) -> String {
         s += &format!("pid {} ({})\n", n(p, "pid"), p["what"].as_str().unwrap_or("?"));
         for d in p["devices"].as_array().into_iter().flatten() {
             s += &format!(
-                "  dev {} (GID {}): frames tx {} ({} B) rx {} ({} B), rx bad {} unknown {}, tx stalls {} failed {}\n",
+                "  dev {} (GID {}): frames tx {} ({} B) rx {} ({} B), rx bad {} unknown {}, tx stalls {} failed {}, \
+                 held after gaps {} of {}\n",
                 d["name"].as_str().unwrap_or("?"),
                 d["gid"].as_str().unwrap_or("?"),
                 n(d, "frames_tx"),
@@ -65,7 +66,9 @@ pub fn render(procs: &[Value]) -> String {
                 n(d, "rx_bad"),
                 n(d, "rx_unknown"),
                 n(d, "tx_stalls"),
-                n(d, "tx_failed")
+                n(d, "tx_failed"),
+                n(d, "held_packets"),
+                n(d, "held_capacity")
             );
             if let Some(dp) = d["datapath"].as_object().filter(|m| !m.is_empty()) {
                 let parts: Vec<String> = dp.iter().map(|(k, v)| format!("{k} {v}")).collect();
@@ -74,7 +77,7 @@ pub fn render(procs: &[Value]) -> String {
             for q in d["qps"].as_array().into_iter().flatten() {
                 s += &format!(
                     "    qp {} {}: requests {} retries {} timeouts {} tail probes {} window cuts {}; NAKs in seq {} rnr {} error {}; \
-                     NAKs out seq {} rnr {}; duplicates {}; dropped qkey {} no-wqe {} uc {} stranger {}\n",
+                     NAKs out seq {} rnr {}; duplicates {}; placed ahead {} not held {}; dropped qkey {} no-wqe {} uc {} stranger {}\n",
                     n(q, "qpn"),
                     q["state"].as_str().unwrap_or("?"),
                     n(q, "requests"),
@@ -88,6 +91,8 @@ pub fn render(procs: &[Value]) -> String {
                     n(q, "naks_out_seq"),
                     n(q, "naks_out_rnr"),
                     n(q, "duplicates"),
+                    n(q, "placed_ahead"),
+                    n(q, "not_held"),
                     n(q, "dropped_qkey"),
                     n(q, "dropped_no_wqe"),
                     n(q, "dropped_uc"),

@@ -29,7 +29,7 @@ pub use error::VerbsError;
 pub use mem::{MemError, MemTable};
 pub use path::Path;
 pub use qp::{CqSide, QpConfig, QueuePair, ud_sport};
-pub use responder::{GRH_LEN, RecvWqe, RespDrops, RxMeta};
+pub use responder::{DEVICE_HOLD_PACKETS, GRH_LEN, HoldPool, HoldStats, RecvWqe, RespDrops, RxMeta};
 pub use types::{DeviceLimits, LIMITS, MAX_MSG_SIZE};
 
 pub use requester::{MAX_PKT_PER_ACK, MAX_UNACKED_PSNS, MAX_WIDE_PSNS, ReqCounters, ack_timeout};

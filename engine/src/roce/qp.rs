@@ -7,7 +7,7 @@ use super::error::VerbsError;
 use super::mem::{MemTable, sge_len};
 use super::path::{HeaderTemplate, Path, canonical, udp_sport};
 use super::requester::{ReqConfig, ReqCounters, Requester, SendWqe, UdSend, ack_timeout};
-use super::responder::{RecvWqe, RespConfig, RespDrops, Responder, RxMeta};
+use super::responder::{HoldPool, RecvWqe, RespConfig, RespDrops, Responder, RxMeta};
 use super::types::{
     Access, MAX_MSG_SIZE, Mtu, QpAttr, QpCap, QpState, QpType, RecvWr, SendFlags, SendWindow, SendWr,
     WcOpcode, WcStatus, WorkCompletion, WrOpcode,
@@ -123,8 +123,14 @@ pub fn ud_sport(qpn: u32) -> u16 {
 }
 
 impl QueuePair {
-    /// A new QP in the RESET state.
+    /// A new QP in the RESET state, holding packets after a gap in a pool of its own, as large as
+    /// its widest window; a device's QPs share one ([`QueuePair::with_hold_pool`]).
     pub fn new(cfg: QpConfig) -> QueuePair {
+        QueuePair::with_hold_pool(cfg, HoldPool::new(super::window::WIDE_CAP as usize - 1))
+    }
+
+    /// A new QP in the RESET state whose responder holds packets after a gap in `pool`.
+    pub fn with_hold_pool(cfg: QpConfig, pool: HoldPool) -> QueuePair {
         // rxe: path_mtu 256 until modify_qp; UD uses the port MTU.
         let mtu = if cfg.qp_type == QpType::Ud { cfg.port_mtu.bytes() } else { Mtu::Mtu256.bytes() };
         let t = transport(cfg.qp_type);
@@ -161,7 +167,7 @@ impl QueuePair {
             path: None,
             template: None,
             req: Requester::new(req_cfg, 0),
-            resp: Responder::new(resp_cfg, 0),
+            resp: Responder::new(resp_cfg, 0, pool),
             dcqcn: cfg.dcqcn.filter(|_| cfg.qp_type == QpType::Rc).map(|c| Box::new(Dcqcn::new(c))),
             cnp_pending: false,
             cnp_last: None,
@@ -246,7 +252,7 @@ impl QueuePair {
         let ty = self.cfg.qp_type;
         match (self.state, target) {
             (_, Reset) => {
-                *self = QueuePair::new(self.cfg);
+                *self = QueuePair::with_hold_pool(self.cfg, self.resp.hold_pool().clone());
             }
             (_, Error) => self.enter_error(None),
             (Reset, Init) | (Init, Init) => {
@@ -312,7 +318,7 @@ impl QueuePair {
                     min_rnr_timer: min_rnr,
                     ..self.resp.cfg
                 };
-                self.resp = Responder::new(cfg, rq_psn);
+                self.resp = Responder::new(cfg, rq_psn, self.resp.hold_pool().clone());
                 *self.attr = QpAttr {
                     ah_attr: Some(av),
                     path_mtu: Some(mtu),

@@ -11,7 +11,8 @@ use super::mem::{MemTable, sge_len};
 use super::types::MAX_MSG_SIZE;
 use super::types::{Access, RecvWr, WcOpcode, WcStatus, WorkCompletion};
 use crate::roce::types::SgList;
-use ahead::{Ahead, Current, MAX_DMA_LEN, Slot};
+use ahead::{Ahead, Current, Keep, MAX_DMA_LEN, Slot};
+pub use hold::{DEVICE_HOLD_PACKETS, HoldPool, HoldStats};
 use std::collections::VecDeque;
 use std::net::IpAddr;
 use wire::ib::aeth::{CREDITS_INVALID, credit_code_for};
@@ -112,6 +113,9 @@ pub struct RespDrops {
     pub duplicates: u64,
     /// Request packets kept after a gap, before it was filled (RC, [`Responder::keep_ahead`]).
     pub placed_ahead: u64,
+    /// Request packets after a gap dropped because the device's [`HoldPool`] was spent (RC); the
+    /// requester sends them again.
+    pub not_held: u64,
     /// RC or UC packets (CNPs included) from an address other than the connected peer's.
     pub foreign_source: u64,
 }
@@ -168,14 +172,14 @@ enum Kind {
 }
 
 impl Responder {
-    pub(crate) fn new(cfg: RespConfig, rq_psn: u32) -> Responder {
+    pub(crate) fn new(cfg: RespConfig, rq_psn: u32, pool: HoldPool) -> Responder {
         Responder {
             cfg,
             epsn: rq_psn,
             msn: 0,
             nak_sent: false,
             urgent: false,
-            ahead: Ahead::default(),
+            ahead: Ahead::new(pool),
             uc_drop: false,
             cur: InProgress::None,
             resources: VecDeque::new(),
@@ -183,6 +187,11 @@ impl Responder {
             done: VecDeque::new(),
             drops: RespDrops::default(),
         }
+    }
+
+    /// The pool packets held after a gap come from.
+    pub(crate) fn hold_pool(&self) -> &HoldPool {
+        self.ahead.pool()
     }
 
     fn queue(&mut self, r: Reply) {
@@ -385,8 +394,10 @@ impl Responder {
             InProgress::Write { va, rkey, remaining, .. } => Some(Current { va, rkey, remaining }),
             _ => None,
         };
-        if self.ahead.keep((self.cfg.pd, self.cfg.mtu), d, cur, op, pkt, mem) {
-            self.drops.placed_ahead += 1;
+        match self.ahead.keep((self.cfg.pd, self.cfg.mtu), d, cur, op, pkt, mem) {
+            Keep::Kept => self.drops.placed_ahead += 1,
+            Keep::PoolSpent => self.drops.not_held += 1,
+            Keep::No => {}
         }
     }
 
@@ -401,7 +412,8 @@ impl Responder {
     ) -> Result<(), RespFatal> {
         // Taken out while packets are handled in order (which may clear it: an error), put back
         // after.
-        let mut ahead = std::mem::take(&mut self.ahead);
+        let empty = Ahead::new(self.ahead.pool().clone());
+        let mut ahead = std::mem::replace(&mut self.ahead, empty);
         let done = self.take_kept(&mut ahead, from, mem, rq);
         self.urgent = true;
         if done.is_err() {
@@ -421,10 +433,10 @@ impl Responder {
     ) -> Result<(), RespFatal> {
         ahead.skip(psn::diff(self.epsn, from).max(0) as u32);
         let mut ack = false;
-        while let Some(slot) = ahead.take_next() {
+        while let Some(slot) = ahead.next() {
             let at = self.epsn;
             match slot {
-                Slot::Written { last } => {
+                &Slot::Written { last } => {
                     let mtu = self.cfg.mtu;
                     let InProgress::Write { va, rkey, remaining, total } = self.cur else {
                         // Written packets belong to the WRITE in progress, which only they end.
@@ -452,8 +464,8 @@ impl Responder {
                         ahead.clear();
                         return Ok(());
                     };
+                    // An error leaves it kept: the caller clears what is.
                     self.in_order(family, held.op, &held.packet(), mem, rq)?;
-                    ahead.recycle(held);
                     if self.epsn == at {
                         // Not taken (no receive WQE: an RNR NAK): the requester goes back to it
                         // and sends what follows again.
@@ -862,5 +874,6 @@ impl Responder {
 }
 
 mod ahead;
+mod hold;
 #[cfg(test)]
 mod tests;

@@ -10,8 +10,7 @@ use crate::roce::types::{
     Access, AddressVector, Ah, Mtu, QpAttr, QpCap, QpState, QpType, RecvWr, SendWr, WorkCompletion,
 };
 use crate::roce::usermem::UserBuf;
-use crate::roce::{CqSide, LIMITS, QpConfig, QueuePair, RecvWqe, RxMeta};
-use crate::roce::{MemTable, VerbsError};
+use crate::roce::{CqSide, HoldPool, LIMITS, MemTable, QpConfig, QueuePair, RecvWqe, RxMeta, VerbsError};
 use frame::Frame;
 use rustix::fd::BorrowedFd;
 use std::collections::VecDeque;
@@ -168,6 +167,8 @@ const _: fn() = || {
 pub struct Context {
     dp: Box<dyn Datapath + Send>,
     mem: MemTable,
+    /// Where the RC QPs hold request packets that came after a gap: one bound for the device.
+    hold: HoldPool,
     pds: Vec<bool>,
     cqs: Vec<Option<CqState>>,
     channels: Vec<Option<Channel>>,
@@ -208,6 +209,7 @@ impl Context {
             sched: Default::default(),
             dp: Box::new(dp),
             mem: MemTable::default(),
+            hold: HoldPool::new(crate::roce::DEVICE_HOLD_PACKETS),
             pds: Vec::new(),
             cqs: Vec::new(),
             channels: Vec::new(),
@@ -561,7 +563,7 @@ impl Context {
             dcqcn: self.dcqcn,
         };
         self.qps.push(Some(QpEntry {
-            qp: QueuePair::new(cfg),
+            qp: QueuePair::with_hold_pool(cfg, self.hold.clone()),
             send_cq: init.send_cq.0,
             recv_cq: init.recv_cq.0,
             srq: init.srq.map(|s| s.0),
@@ -606,19 +608,6 @@ impl Context {
     /// answer CE-marked requests with CNPs and pace themselves by the CNPs they get.
     pub fn set_dcqcn(&mut self, cfg: Option<crate::roce::dcqcn::DcqcnConfig>) {
         self.dcqcn = cfg;
-    }
-
-    /// The current DCQCN rate of a QP (bits per second) and the CNPs it received.
-    pub fn dcqcn_state(&self, qp: Qp) -> Option<(u64, u64)> {
-        let e = self.qps.get((qp.0.checked_sub(FIRST_QPN)?) as usize)?.as_ref()?;
-        e.qp.dcqcn().map(|d| (d.rate_bps(), d.cnps()))
-    }
-
-    /// RC or UC packets a QP took from its connected peer's address
-    /// ([`QueuePair::peer_packets`](crate::roce::QueuePair::peer_packets)); `None` for no such QP.
-    pub fn qp_peer_packets(&self, qp: Qp) -> Option<u64> {
-        let e = self.qps.get((qp.0.checked_sub(FIRST_QPN)?) as usize)?.as_ref()?;
-        Some(e.qp.peer_packets())
     }
 
     /// The QP's state and attributes (`ibv_query_qp`).

@@ -22,7 +22,7 @@ pub fn dir() -> PathBuf {
 /// One device's counters: its name, GID, the context's totals, the datapath's own counters and
 /// each QP's.
 pub fn device(name: &str, ctx: &Context) -> Value {
-    let st = ctx.stats();
+    let (st, hold) = (ctx.stats(), ctx.hold_stats());
     let qps: Vec<Value> = ctx
         .qp_stats()
         .iter()
@@ -36,7 +36,7 @@ pub fn device(name: &str, ctx: &Context) -> Value {
                 "naks_in_seq": r.seq_naks, "naks_in_rnr": r.rnr_naks, "naks_in_error": r.error_naks,
                 "naks_out_seq": d.seq_naks_sent, "naks_out_rnr": d.rnr_naks_sent, "duplicates": d.duplicates,
                 "dropped_qkey": d.qkey, "dropped_no_wqe": d.no_wqe, "dropped_uc": d.uc_aborted,
-                "dropped_stranger": d.foreign_source,
+                "dropped_stranger": d.foreign_source, "placed_ahead": d.placed_ahead, "not_held": d.not_held,
             })
         })
         .collect();
@@ -47,6 +47,7 @@ pub fn device(name: &str, ctx: &Context) -> Value {
         "gid": ctx.gid().to_string(),
         "frames_tx": st.tx_frames, "bytes_tx": st.tx_bytes, "frames_rx": st.rx_frames, "bytes_rx": st.rx_bytes,
         "rx_bad": st.rx_bad, "rx_unknown": st.rx_unknown, "tx_stalls": st.tx_stalls, "tx_failed": st.tx_failed,
+        "held_packets": hold.held, "held_capacity": hold.capacity,
         "datapath": datapath,
         "qps": qps,
     })

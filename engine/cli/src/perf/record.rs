@@ -105,7 +105,8 @@ pub fn stats(st: &Stats) -> Value {
         "window_cuts": r.window_cuts,
         "naks_in_seq": r.seq_naks, "naks_in_rnr": r.rnr_naks, "naks_in_error": r.error_naks,
         "naks_out_seq": d.seq_naks_sent, "naks_out_rnr": d.rnr_naks_sent, "duplicates": d.duplicates,
-        "placed_ahead": d.placed_ahead, "dropped_qkey": d.qkey, "dropped_no_wqe": d.no_wqe, "dropped_uc": d.uc_aborted,
+        "placed_ahead": d.placed_ahead, "not_held": d.not_held,
+        "dropped_qkey": d.qkey, "dropped_no_wqe": d.no_wqe, "dropped_uc": d.uc_aborted,
         "tx_stalls": st.tx_stalls, "tx_failed": st.tx_failed,
     })
 }

@@ -200,7 +200,7 @@ pub fn counters_line(side: &str, st: &engine::verbs::Stats) -> String {
     let (r, d) = (&st.requests, &st.drops);
     format!(
         " {side}: frames tx {} ({} B) rx {} ({} B) (bad {}, unknown {}, stranger {}); requests {} retries {} timeouts {} tail probes {} window cuts {}; \
-         NAKs in: seq {} rnr {} error {}; NAKs out: seq {} rnr {}; duplicates {}; placed ahead {}; dropped: qkey {} no-wqe {} uc {}; \
+         NAKs in: seq {} rnr {} error {}; NAKs out: seq {} rnr {}; duplicates {}; placed ahead {} not held {}; dropped: qkey {} no-wqe {} uc {}; \
          tx stalls {} failed {}",
         st.tx_frames,
         st.tx_bytes,
@@ -221,6 +221,7 @@ pub fn counters_line(side: &str, st: &engine::verbs::Stats) -> String {
         d.rnr_naks_sent,
         d.duplicates,
         d.placed_ahead,
+        d.not_held,
         d.qkey,
         d.no_wqe,
         d.uc_aborted,

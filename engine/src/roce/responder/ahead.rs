@@ -18,10 +18,12 @@
 //!
 //! At most 255 PSNs after the expected one are kept (softrdma's requester widens its window to
 //! 256 against a responder that keeps, `LossWindow::widen`; rxe's never has more than 128
-//! unacknowledged), each with at most one MTU of payload (the in-order path rejects more), so a QP
-//! holds at most 255 MTUs, whatever a peer sends. Nothing counts until the gap is filled: the
-//! expected PSN then moves over the kept packets as if they had come in order.
+//! unacknowledged), each with at most one MTU of payload (the in-order path rejects more). Held
+//! copies come from a pool the device's QPs share (`hold.rs`), which bounds them device-wide: a
+//! packet that finds it spent is dropped, as rxe drops it. Nothing counts until the gap is filled:
+//! the expected PSN then moves over the kept packets as if they had come in order.
 
+use super::hold::{Held, HoldPool};
 use crate::roce::mem::MemTable;
 use crate::roce::types::Access;
 use crate::roce::window::WIDE_CAP;
@@ -45,62 +47,33 @@ pub(super) struct Current {
 }
 
 /// A kept packet.
-#[derive(Debug, Clone, PartialEq, Eq)]
-// Slots live in one ring per QP, reused from gap to gap: a box per held packet would cost an
-// allocation each.
-#[allow(clippy::large_enum_variant)]
+#[derive(Debug)]
 pub(super) enum Slot {
     /// A packet of the WRITE in progress, written: a MIDDLE, or the LAST (`last`).
     Written { last: bool },
-    /// A packet to handle in order once the gap is filled.
-    Held(Held),
-}
-
-/// A copy of a request packet.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) struct Held {
-    pub(super) op: Operation,
-    headers: RoceRepr<'static>,
-    payload: Vec<u8>,
-}
-
-impl Held {
-    /// A copy of `pkt`, its payload in `payload` (a spare buffer, emptied first).
-    fn new(op: Operation, pkt: &RoceRepr<'_>, mut payload: Vec<u8>) -> Held {
-        let headers = RoceRepr {
-            bth: pkt.bth,
-            rdeth: pkt.rdeth,
-            deth: pkt.deth,
-            feth: pkt.feth,
-            reth: pkt.reth,
-            atomic_eth: pkt.atomic_eth,
-            aeth: pkt.aeth,
-            atomic_ack_eth: pkt.atomic_ack_eth,
-            immdt: pkt.immdt,
-            ieth: pkt.ieth,
-            payload: &[],
-        };
-        payload.clear();
-        payload.extend_from_slice(pkt.payload);
-        Held { op, headers, payload }
-    }
-
-    /// The packet as it came.
-    pub(super) fn packet(&self) -> RoceRepr<'_> {
-        RoceRepr { payload: &self.payload, ..self.headers }
-    }
+    /// A packet to handle in order once the gap is filled (a copy from the device's pool).
+    Held(Box<Held>),
 }
 
 /// Packets kept after the expected PSN.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(super) struct Ahead {
     /// Entry `i`: PSN `epsn + i` (entry 0, the expected PSN itself, is never kept).
     slots: VecDeque<Option<Slot>>,
     /// Entries that are `Some`.
     kept: usize,
-    /// Payload buffers of held packets that were handled, for the next ones (at most one per
-    /// place in the window, so a QP keeps at most 255 MTUs whatever happens).
-    spare: Vec<Vec<u8>>,
+    /// Where held copies come from and go back to: the device's, shared by its QPs.
+    pool: HoldPool,
+}
+
+/// Whether a packet was kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Keep {
+    Kept,
+    /// Out of reach, a place already taken or too long a payload.
+    No,
+    /// It would have been held, but the device's pool is spent.
+    PoolSpent,
 }
 
 /// Packets a WRITE of `len` bytes takes (at least one).
@@ -109,9 +82,19 @@ fn packets(len: u32, mtu: u32) -> u64 {
 }
 
 impl Ahead {
+    /// Nothing kept; held copies come from `pool`.
+    pub(super) fn new(pool: HoldPool) -> Ahead {
+        Ahead { slots: VecDeque::new(), kept: 0, pool }
+    }
+
+    /// The pool held copies come from.
+    pub(super) fn pool(&self) -> &HoldPool {
+        &self.pool
+    }
+
     /// Keeps `pkt` (opcode `op`), `d` PSNs after the expected PSN, unless that place is out of
     /// reach or taken: writes it to the memory of `pd` if it belongs to `cur`, the WRITE in
-    /// progress, and holds a copy otherwise. Returns whether it was kept.
+    /// progress, and holds a copy otherwise.
     pub(super) fn keep(
         &mut self,
         (pd, mtu): (u32, u32),
@@ -120,51 +103,47 @@ impl Ahead {
         op: Operation,
         pkt: &RoceRepr<'_>,
         mem: &mut MemTable,
-    ) -> bool {
+    ) -> Keep {
         if d == 0 || d >= SPAN || pkt.payload.len() > mtu as usize {
-            return false;
+            return Keep::No;
         }
         let i = d as usize;
         if self.slots.get(i).is_some_and(Option::is_some) {
-            return false;
+            return Keep::No;
         }
         let written = matches!(op, Operation::WriteMiddle | Operation::WriteLast)
             && cur.is_some_and(|c| write_in_progress(c, (pd, mtu), d, op == Operation::WriteLast, pkt, mem));
         let slot = if written {
             Slot::Written { last: op == Operation::WriteLast }
         } else {
-            Slot::Held(Held::new(op, pkt, self.spare.pop().unwrap_or_default()))
+            match self.pool.hold(op, pkt) {
+                Some(held) => Slot::Held(held),
+                None => return Keep::PoolSpent,
+            }
         };
         if self.slots.len() <= i {
-            self.slots.resize(i + 1, None);
+            self.slots.resize_with(i + 1, || None);
         }
         self.slots[i] = Some(slot);
         self.kept += 1;
-        true
+        Keep::Kept
     }
 
-    /// The expected PSN moved `n` PSNs on; what was kept there is forgotten.
+    /// The expected PSN moved `n` PSNs on; what was kept there is forgotten (held copies go
+    /// back to the pool).
     pub(super) fn skip(&mut self, n: u32) {
         let n = (n as usize).min(self.slots.len());
         for slot in self.slots.drain(..n).flatten() {
             self.kept -= 1;
             if let Slot::Held(h) = slot {
-                self.spare.push(h.payload);
+                self.pool.give_back(h);
             }
         }
     }
 
-    /// The packet kept at the expected PSN, if any (taken; the caller applies it, gives a held
-    /// one back with [`Ahead::recycle`], and skips it).
-    pub(super) fn take_next(&mut self) -> Option<Slot> {
-        let slot = self.slots.front_mut()?.take()?;
-        self.kept -= 1;
-        Some(slot)
-    }
-
-    /// A held packet that was handled: its buffer serves the next one.
-    pub(super) fn recycle(&mut self, held: Held) {
-        self.spare.push(held.payload);
+    /// The packet kept at the expected PSN, if any (the caller applies it, then skips it).
+    pub(super) fn next(&self) -> Option<&Slot> {
+        self.slots.front()?.as_ref()
     }
 
     /// Forgets everything kept (an error, or the QP left RTR/RTS).
@@ -176,6 +155,13 @@ impl Ahead {
     /// Whether nothing is kept.
     pub(super) fn is_empty(&self) -> bool {
         self.kept == 0
+    }
+}
+
+impl Drop for Ahead {
+    /// A QP reset or destroyed gives its held copies back.
+    fn drop(&mut self) {
+        self.clear();
     }
 }
 

@@ -21,7 +21,7 @@ fn setup() -> (Responder, MemTable, u32, u64) {
         max_dest_rd_atomic: 4,
         min_rnr_timer: 5,
     };
-    (Responder::new(cfg, 0), mem, key, addr)
+    (Responder::new(cfg, 0, HoldPool::new(255)), mem, key, addr)
 }
 
 fn pkt(op: Operation, psn: u32) -> RoceRepr<'static> {

@@ -1,6 +1,7 @@
 //! The context's counters: the device's own plus every QP's, in total and per QP.
 
-use super::Context;
+use super::{Context, FIRST_QPN, Qp};
+use crate::roce::HoldStats;
 use crate::verbs::{QpStats, Stats};
 
 impl Context {
@@ -16,6 +17,7 @@ impl Context {
             st.drops.rnr_naks_sent += d.rnr_naks_sent;
             st.drops.duplicates += d.duplicates;
             st.drops.placed_ahead += d.placed_ahead;
+            st.drops.not_held += d.not_held;
             st.drops.foreign_source += d.foreign_source;
             let r = e.qp.req_counters();
             st.requests.packets += r.packets;
@@ -40,5 +42,23 @@ impl Context {
                 drops: e.qp.drops(),
             })
             .collect()
+    }
+
+    /// The current DCQCN rate of a QP (bits per second) and the CNPs it received.
+    pub fn dcqcn_state(&self, qp: Qp) -> Option<(u64, u64)> {
+        let e = self.qps.get((qp.0.checked_sub(FIRST_QPN)?) as usize)?.as_ref()?;
+        e.qp.dcqcn().map(|d| (d.rate_bps(), d.cnps()))
+    }
+
+    /// RC or UC packets a QP took from its connected peer's address
+    /// ([`QueuePair::peer_packets`](crate::roce::QueuePair::peer_packets)); `None` for no such QP.
+    pub fn qp_peer_packets(&self, qp: Qp) -> Option<u64> {
+        let e = self.qps.get((qp.0.checked_sub(FIRST_QPN)?) as usize)?.as_ref()?;
+        Some(e.qp.peer_packets())
+    }
+
+    /// The request packets the device's RC QPs hold after gaps, and the bound on them.
+    pub fn hold_stats(&self) -> HoldStats {
+        self.hold.stats()
     }
 }
