@@ -37,6 +37,8 @@ pub const DEFAULT_TCP_PORT: u16 = 18515;
 const GRH: usize = engine::roce::GRH_LEN;
 /// The longest an idle side sleeps ([`Link::wait`]) before it looks at its loop again.
 pub const MAX_WAIT: Duration = Duration::from_millis(10);
+/// How often an RC client looks at the exchange connection during the run.
+const WATCH_SERVER_EVERY: Duration = Duration::from_millis(100);
 /// The server gives up on a client that sent no frame and no byte for this long during the run
 /// (the UET runs' 60 s).
 const SERVER_IDLE: Duration = Duration::from_secs(60);
@@ -571,7 +573,7 @@ pub fn run_client(host: &str, link: &Link, t: &Test) -> Result<Outcome, RemoteEr
     // UC/UD pacing: what the server reported received per lane, and what the client gave up on.
     let mut rx_seen = vec![0u64; side.lanes.len()];
     let mut settled = vec![0u64; side.lanes.len()];
-    let mut progress_at = Instant::now();
+    let (mut progress_at, mut watched_at) = (Instant::now(), Instant::now());
     let mut inbox = Vec::new();
     let mut waiter = Waiter::new(link.wait);
     stream.set_nonblocking(true).map_err(err)?;
@@ -602,7 +604,11 @@ pub fn run_client(host: &str, link: &Link, t: &Test) -> Result<Outcome, RemoteEr
             }
         }
         let moved = side.ctx.progress().map_err(err)? > 0;
-        if unreliable {
+        // UC/UD: the server's receive reports, every round. RC: the server says nothing until the
+        // end, but a look now and then notices one that went away (its side of the connection
+        // closed) at once, not after the QPs have retried into the void a thousand times.
+        if unreliable || watched_at.elapsed() >= WATCH_SERVER_EVERY {
+            watched_at = Instant::now();
             for msg in poll_lines(&mut stream, &mut inbox, lanes)? {
                 if let RunMsg::Rx(rx) = msg {
                     for (q, &r) in rx.iter().enumerate().take(rx_seen.len()) {
@@ -613,6 +619,8 @@ pub fn run_client(host: &str, link: &Link, t: &Test) -> Result<Outcome, RemoteEr
                     }
                 }
             }
+        }
+        if unreliable {
             // Nothing received for a while: what is outstanding was lost.
             if progress_at.elapsed() > Duration::from_millis(20) {
                 for (q, l) in side.lanes.iter().enumerate() {
