@@ -101,21 +101,22 @@ done
 bw() { section "$1" | awk '$1 == 65536 && NF >= 5 { print $4; exit }'; }
 lat() { section "$1" | awk '$1 == 2 && NF >= 5 { print $5; exit }'; }
 counters() { section "$1" | sed -n 's/.*requests \([0-9]*\) retries \([0-9]*\) timeouts \([0-9]*\).*/retries \2, timeouts \3/p' | head -1; }
+# S / R to two decimals (0 where either is missing).
+ratio() { awk -v s="${1:-0}" -v r="${2:-0}" 'BEGIN { printf "%.2f", (r > 0 ? s / r : 0) }'; }
 rxe_bw=$(bw rxe-write); rxe_lat=$(lat rxe-lat)
 rxe_rtt=$(awk -v l="${rxe_lat:-0}" 'BEGIN { printf "%.2f", 2 * l }')
 printf '%-28s %12s %8s %22s %8s  %s\n' "peer pair" "BW [MB/s]" "x rxe" "RTT typical [us]" "x rxe" "client counters"
 printf '%-28s %12s %8s %22s %8s\n' "rxe <-> rxe" "${rxe_bw:--}" - "$rxe_rtt (2 x $rxe_lat)" -
 for b in udp afxdp; do
     sbw=$(bw $b-write); slat=$(lat $b-lat)
-    rb=$(awk -v s="${sbw:-0}" -v r="${rxe_bw:-0}" 'BEGIN { printf "%.2f", (r > 0 ? s / r : 0) }')
-    rl=$(awk -v s="${slat:-0}" -v r="$rxe_rtt" 'BEGIN { printf "%.2f", (r > 0 ? s / r : 0) }')
+    rb=$(ratio "$sbw" "$rxe_bw"); rl=$(ratio "$slat" "$rxe_rtt")
     printf '%-28s %12s %8s %22s %8s  %s\n' "softrdma <-> softrdma, $b" "${sbw:--}" "$rb" "${slat:--}" "$rl" "$(counters $b-write)"
     awk -v b="$rb" -v l="$rl" 'BEGIN { exit !(b >= 3 && l > 0 && l <= 1) }' || status=1
 done
 # The receiver's figure (what arrived), from VM 1's log.
 if [ $ceiling = 1 ]; then
     cbw=$(tr -d '\r' <"$work/vm1.log" | sed -n 's/^udp-ceiling: received \([0-9.]*\) MB\/s.*/\1/p' | head -1)
-    rc=$(awk -v s="${cbw:-0}" -v r="${rxe_bw:-0}" 'BEGIN { printf "%.2f", (r > 0 ? s / r : 0) }')
+    rc=$(ratio "$cbw" "$rxe_bw")
     printf '%-28s %12s %8s\n' "kernel UDP alone (ceiling)" "${cbw:--}" "$rc"
 else
     echo "kernel UDP alone (ceiling): not measured (no gcc to build scripts/udp-ceiling.c: scripts/setup.sh installs it)"
