@@ -3,9 +3,11 @@
 //! SENDs over a lossy link: every message arrives, the receiving device's one pool served all
 //! four QPs' held packets, and it holds none once the gaps are filled.
 
+mod common;
+
 use engine::roce::DEVICE_HOLD_PACKETS;
 use engine::simpair::{PairConfig, SimPair};
-use engine::verbs::{Access, QpCap, RecvWr, SendFlags, SendWr, Sge, WcStatus, WorkCompletion, WrOpcode};
+use engine::verbs::{Access, QpCap, RecvWr, SendFlags, SendWr, Sge, WcStatus, WrOpcode};
 use nicsim::LinkConfig;
 use std::time::Duration;
 
@@ -33,18 +35,13 @@ fn a_devices_qps_hold_packets_after_gaps_in_its_one_pool_and_give_them_all_back(
         p.b.post_recv(qb, &wrs).map_err(|(_, e)| e).unwrap();
     }
     let (mut posted, mut sent, mut received) = ([0u64; QPS], [0u64; QPS], 0u64);
-    let mut wcs: Vec<WorkCompletion> = Vec::new();
     let finished = p
         .run_until(Duration::from_secs(60), |p| {
-            wcs.clear();
-            p.a.poll_cq(p.cq_a, &mut wcs, 64).unwrap();
-            for wc in &wcs {
+            for wc in common::drain(p, true) {
                 assert_eq!(wc.status, WcStatus::Success, "{wc:?}");
                 sent[p.qps.iter().position(|&(qa, _)| qa.qpn() == wc.qp_num).unwrap()] += 1;
             }
-            wcs.clear();
-            p.b.poll_cq(p.cq_b, &mut wcs, 64).unwrap();
-            for wc in &wcs {
+            for wc in common::drain(p, false) {
                 assert_eq!(wc.status, WcStatus::Success, "{wc:?}");
                 received += 1;
             }
