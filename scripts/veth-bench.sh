@@ -9,15 +9,17 @@
 #   one-core  both processes under `taskset -c 0`: bandwidth as a share of the two-core run (in
 #             which the server runs on core 1, the client on core 0)
 # Every measurement runs REPEAT times, alternating with the run it is compared with (this machine's
-# speed drifts); the table shows medians. Exits non-zero when a run fails its data check, a clean
+# speed drifts: for a second or two now and then, any run, clean or lossy, old build or new, spin or
+# adaptive wait, makes half its usual MB/s); the table shows medians, of 5 so that one such phase
+# cannot decide a row. Exits non-zero when a run fails its data check, a clean
 # run retransmits, the lossy goodput is under 80 % or the one-core run under 50 % of its baseline.
 #
-#   sudo bash scripts/veth-bench.sh        # ITERS=20000 REPEAT=3 BACKENDS="udp afxdp" OPS="write send"
+#   sudo bash scripts/veth-bench.sh        # ITERS=20000 REPEAT=5 BACKENDS="udp afxdp" OPS="write send"
 set -uo pipefail
 cd "$(dirname "$0")/.."
 [ "$(id -u)" = 0 ] || { echo "veth-bench: needs root (network namespaces, veth, AF_XDP)"; exit 2; }
 iters=${ITERS:-20000}
-repeat=${REPEAT:-3}
+repeat=${REPEAT:-5}
 backends=${BACKENDS:-udp afxdp}
 ops=${OPS:-write send}
 cargo build --release -q -p softrdma || exit 2
