@@ -23,7 +23,7 @@ pub struct HoldPool(Arc<Mutex<Pool>>);
 #[derive(Debug)]
 struct Pool {
     /// Copies given back, for the next packets. Boxed: a copy moves between the pool and a QP's
-    /// slots whole, and a slot stays a pointer wide (a `RoceRepr` is 184 bytes).
+    /// slots whole, and a slot stays a tag and a pointer (a `RoceRepr` is 184 bytes).
     #[allow(clippy::vec_box)]
     spare: Vec<Box<Held>>,
     /// Copies that exist (held by a QP, or spare).
