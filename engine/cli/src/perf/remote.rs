@@ -37,8 +37,9 @@ pub const DEFAULT_TCP_PORT: u16 = 18515;
 const GRH: usize = engine::roce::GRH_LEN;
 /// The longest an idle side sleeps ([`Link::wait`]) before it looks at its loop again.
 pub const MAX_WAIT: Duration = Duration::from_millis(10);
-/// How often an RC client looks at the exchange connection during the run.
-const WATCH_SERVER_EVERY: Duration = Duration::from_millis(100);
+/// How often a client looks at the exchange connection during a run in which the server says
+/// nothing (RC, UET), to notice a server that went away.
+pub const WATCH_SERVER_EVERY: Duration = Duration::from_millis(100);
 /// The server gives up on a client that sent no frame and no byte for this long during the run
 /// (the UET runs' 60 s).
 const SERVER_IDLE: Duration = Duration::from_secs(60);

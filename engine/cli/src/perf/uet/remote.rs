@@ -15,7 +15,7 @@ use super::config::{UetOp, UetPerfConfig};
 use super::report::counters_line;
 use super::sides::{Initiator, Target};
 use super::tss::NONCE_LEN;
-use crate::perf::remote::{Backend, Link, MAX_WAIT, RemoteError};
+use crate::perf::remote::{Backend, Link, MAX_WAIT, RemoteError, WATCH_SERVER_EVERY};
 use crate::perf::{BwRow, LatRow};
 use engine::datapath::Datapath;
 use engine::datapath::afxdp::{AfXdpPort, XdpMode};
@@ -90,6 +90,11 @@ fn poll_json(stream: &mut TcpStream, buf: &mut Vec<u8>) -> Result<Vec<Value>, Re
         return Err(RemoteError("the peer closed the connection".into()));
     }
     Ok(out)
+}
+
+/// The value of the first `result` line among `lines`, if any.
+fn result_of(lines: Vec<Value>) -> Option<Value> {
+    lines.into_iter().find_map(|mut v| v.get_mut("result").map(Value::take))
 }
 
 /// Each side's half of the run's TSS nonce: random, sent on the control channel (the client's in
@@ -332,7 +337,17 @@ fn client_on<D: Datapath>(
     let mut last_progress = Instant::now();
     let mut posted_at = Instant::now();
     let mut waiter = Waiter::new(wait);
+    // The server says nothing until the run is over, but a look now and then notices one that went
+    // away (its side of the connection closed) at once, not after 60 s without a completion. Only a
+    // result line is kept from what it may send meanwhile.
+    stream.set_nonblocking(true).map_err(err)?;
+    let (mut watched_at, mut buf, mut result) = (Instant::now(), Vec::new(), None);
     while completed < iters {
+        if watched_at.elapsed() >= WATCH_SERVER_EVERY {
+            watched_at = Instant::now();
+            let lines = poll_json(stream, &mut buf)?;
+            result = result.or_else(|| result_of(lines));
+        }
         while posted < iters && posted - completed < depth {
             a.post(posted).map_err(err)?;
             posted += 1;
@@ -359,14 +374,15 @@ fn client_on<D: Datapath>(
     } else {
         a.last_write.iter().enumerate().filter_map(|(s, i)| i.map(|i| json!([s, i]))).collect()
     };
+    stream.set_nonblocking(false).map_err(err)?;
     send_json(stream, &json!({"done": {"last": last}}))?;
     stream.set_nonblocking(true).map_err(err)?;
-    let mut buf = Vec::new();
     let result = loop {
-        a.node.progress();
-        if let Some(v) = poll_json(stream, &mut buf)?.into_iter().find(|v| v.get("result").is_some()) {
-            break v["result"].clone();
+        if let Some(r) = result.take() {
+            break r;
         }
+        a.node.progress();
+        result = result_of(poll_json(stream, &mut buf)?);
         if start.elapsed() > wall + Duration::from_secs(60) {
             return Err(RemoteError("the server did not report".into()));
         }
