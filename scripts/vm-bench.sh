@@ -8,6 +8,9 @@
 #   ceiling   kernel UDP alone between the VMs (scripts/udp-ceiling.c: RoCE-packet-sized datagrams
 #             sent 62 per GSO send, a receiver that only counts bytes): what the VMs carry with
 #             no ICRC, no copy and no ACK at either end, the room softrdma's UDP backend works in
+#   floor     the same with the work no verifying user-space RoCE stack can skip: a CRC-32 over every
+#             datagram at both ends and each payload copied into memory at the receiver (still no
+#             headers, ACKs or completions): what such a stack could reach on these VMs at best
 # with path MTU 1024 everywhere (the largest a 1500-byte link carries), and prints bandwidth and
 # round-trip latency with softrdma's ratios to rxe. perftest's ib_send_lat reports half the round
 # trip; softrdma's post-to-completion latency of a SEND is the whole round trip (request and ACK),
@@ -61,7 +64,8 @@ cases=(
     "afxdp-write|softrdma perf write $afxdp --server --local 10.77.0.2|softrdma perf write $afxdp $perf_common --connect"
     "afxdp-lat|softrdma perf send $afxdp --wait spin --server --local 10.77.0.2|softrdma perf send $afxdp $lat_common --connect"
 )
-[ $ceiling = 1 ] && cases+=("udp-ceiling|/extra/udp-ceiling recv 6000|/extra/udp-ceiling send 6000 10")
+[ $ceiling = 1 ] && cases+=("udp-ceiling|/extra/udp-ceiling recv 6000|/extra/udp-ceiling send 6000 10"
+    "udp-floor|/extra/udp-ceiling recv icrc 6000|/extra/udp-ceiling send icrc 6000 10")
 # Each VM's commands go in a script under /extra (a long command would not fit the kernel's command
 # line, which carries it).
 echo 'sleep 2' >"$work/x/client.sh"
@@ -115,9 +119,13 @@ for b in udp afxdp; do
 done
 # The receiver's figure (what arrived), from VM 1's log.
 if [ $ceiling = 1 ]; then
-    cbw=$(tr -d '\r' <"$work/vm1.log" | sed -n 's/^udp-ceiling: received \([0-9.]*\) MB\/s.*/\1/p' | head -1)
-    rc=$(ratio "$cbw" "$rxe_bw")
-    printf '%-28s %12s %8s\n' "kernel UDP alone (ceiling)" "${cbw:--}" "$rc"
+    received() {
+        tr -d '\r' <"$work/vm1.log" | awk -v n="=== BENCH $1 server" '$0 == n { on = 1; next } /^=== BENCH / { on = 0 } on' |
+            sed -n 's/^udp-ceiling: received \([0-9.]*\) MB\/s.*/\1/p' | head -1
+    }
+    cbw=$(received udp-ceiling); fbw=$(received udp-floor)
+    printf '%-28s %12s %8s\n' "kernel UDP alone (ceiling)" "${cbw:--}" "$(ratio "$cbw" "$rxe_bw")"
+    printf '%-28s %12s %8s\n' "+ ICRCs and a copy (floor)" "${fbw:--}" "$(ratio "$fbw" "$rxe_bw")"
 else
     echo "kernel UDP alone (ceiling): not measured (no gcc to build scripts/udp-ceiling.c: scripts/setup.sh installs it)"
 fi
