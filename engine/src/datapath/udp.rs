@@ -162,9 +162,7 @@ impl UdpPort {
             Segmentation::Off
         };
         let rx = if crate::sys::set_udp_gro(&socket) { RxBatch::new().with_gro() } else { RxBatch::new() };
-        // Best effort: the kernel caps these at net.core.[rw]mem_max.
-        let _ = sockopt::set_socket_recv_buffer_size(&socket, 8 << 20);
-        let _ = sockopt::set_socket_send_buffer_size(&socket, 8 << 20);
+        socket_buffers(&socket);
         Ok(UdpPort {
             socket,
             ip,
@@ -464,9 +462,43 @@ impl Datapath for UdpPort {
     }
 }
 
+/// Bytes asked for each of a socket's buffers: a send window of RC requests (512 PSNs, up to
+/// 2 MiB at path MTU 4096) and the coalesced runs behind it fit several times over, so a receiver
+/// that falls behind for a few milliseconds (a VM's vCPU the host runs something else on) loses
+/// nothing.
+const SOCKET_BUFFER: usize = 8 << 20;
+
+/// Sizes the socket's buffers to [`SOCKET_BUFFER`]: past `net.core.[rw]mem_max` when the process
+/// may (`SO_RCVBUFFORCE` and `SO_SNDBUFFORCE`, `CAP_NET_ADMIN`), else as far as those caps allow
+/// (a Debian VM's default is 208 KiB: 200 packets of path MTU 1024, less than one window).
+fn socket_buffers(socket: &UdpSocket) {
+    if sockopt::set_socket_recv_buffer_size_force(socket, SOCKET_BUFFER).is_err() {
+        let _ = sockopt::set_socket_recv_buffer_size(socket, SOCKET_BUFFER);
+    }
+    if sockopt::set_socket_send_buffer_size_force(socket, SOCKET_BUFFER).is_err() {
+        let _ = sockopt::set_socket_send_buffer_size(socket, SOCKET_BUFFER);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// With `CAP_NET_ADMIN` the buffers reach [`SOCKET_BUFFER`] whatever `net.core.rmem_max`
+    /// says (Linux reports twice what was set); without it, as much as the caps allow.
+    #[test]
+    fn socket_buffers_pass_the_system_caps_when_allowed() {
+        let port = UdpPort::bind(Ipv4Addr::LOCALHOST, 0, RxIcrc::Verify).unwrap();
+        let (rx, tx) = (
+            sockopt::socket_recv_buffer_size(&port.socket).unwrap(),
+            sockopt::socket_send_buffer_size(&port.socket).unwrap(),
+        );
+        if rustix::process::geteuid().is_root() {
+            assert!(rx >= 2 * SOCKET_BUFFER && tx >= 2 * SOCKET_BUFFER, "receive {rx} B, send {tx} B");
+        } else {
+            eprintln!("not root: SO_RCVBUFFORCE is not allowed; buffers {rx} B and {tx} B");
+        }
+    }
 
     #[test]
     fn rebuilt_headers_parse() {
