@@ -5,6 +5,7 @@ use super::Requester;
 use super::tests::{MTU, ack, drain, push, setup};
 use crate::roce::mem::MemTable;
 use crate::roce::types::{SendWindow, WcStatus, WrOpcode};
+use crate::roce::window::WIDE_CAP;
 use std::time::Duration;
 use wire::ib::{AethRepr, NakCode};
 
@@ -241,12 +242,12 @@ fn a_lost_first_packet_goes_alone() {
 /// the round trip its repair takes. A responder that drops them (rxe) never widens it (the first
 /// test), nor does a fixed window.
 #[test]
-fn a_responder_that_keeps_what_follows_a_gap_widens_the_window_to_256() {
+fn a_responder_that_keeps_what_follows_a_gap_widens_the_window_to_the_wide_cap() {
     for window in [SendWindow::Adaptive { min: 4 }, SendWindow::Fixed] {
         let (mut r, mut mem, key, addr) = setup(0);
         r.set_window(window);
         r.peer_places_ahead = Some(true);
-        writes(&mut r, key, addr, 24, 32);
+        writes(&mut r, key, addr, 48, 32);
         assert_eq!(drain(&mut r, Duration::ZERO).len(), 128);
         // 10 lost: it goes alone, and the NAK acknowledged 0..9, room for 128..137.
         nak(&mut r, &mut mem, us(5), 10);
@@ -257,24 +258,19 @@ fn a_responder_that_keeps_what_follows_a_gap_widens_the_window_to_256() {
         ack(&mut r, &mut mem, us(10), 127, AethRepr::ack(0x1F, 4)).unwrap();
         assert_eq!(r.window(), 128);
         assert_eq!(psns(&drain(&mut r, us(10))), (138..256).collect::<Vec<_>>());
-        let wide = window != SendWindow::Fixed;
-        // Slow start: each PSN acknowledged adds one, up to 256 and no further.
-        ack(&mut r, &mut mem, us(20), 191, AethRepr::ack(0x1F, 6)).unwrap();
-        assert_eq!(r.window(), if wide { 192 } else { 128 });
-        let end = if wide { 192 + 192 } else { 192 + 128 };
-        assert_eq!(psns(&drain(&mut r, us(20))), (256..end).collect::<Vec<_>>());
-        ack(&mut r, &mut mem, us(30), 319, AethRepr::ack(0x1F, 10)).unwrap();
-        assert_eq!(r.window(), if wide { 256 } else { 128 });
-        let end = if wide { 320 + 256 } else { 320 + 128 };
-        assert_eq!(
-            psns(&drain(&mut r, us(30))),
-            (end - if wide { 192 } else { 128 }..end).collect::<Vec<_>>()
-        );
-        ack(&mut r, &mut mem, us(40), 383, AethRepr::ack(0x1F, 12)).unwrap();
-        assert_eq!(r.window(), if wide { 256 } else { 128 }, "never above 256");
-        let end = if wide { 384 + 256 } else { 384 + 128 };
-        let sent = psns(&drain(&mut r, us(40)));
-        assert_eq!(sent.last(), Some(&(end - 1)));
+        let cap = if window == SendWindow::Fixed { 128 } else { WIDE_CAP };
+        // Slow start: each PSN acknowledged adds one, up to the cap and no further, and each ACK
+        // lets the window's worth go.
+        let (mut acked, mut next) = (127u32, 256u32);
+        for (at, upto) in [(20, 191u32), (30, 319), (40, 383), (50, 511), (60, 639), (70, 767)] {
+            let before = r.window();
+            ack(&mut r, &mut mem, us(at), upto, AethRepr::ack(0x1F, (upto + 1) / 32)).unwrap();
+            assert_eq!(r.window(), (before + upto - acked).min(cap), "acknowledged up to {upto}");
+            let end = upto + 1 + r.window();
+            assert_eq!(psns(&drain(&mut r, us(at))), (next..end).collect::<Vec<_>>());
+            (acked, next) = (upto, end);
+        }
+        assert_eq!(r.window(), cap, "never above the cap");
         assert_eq!(r.counters.window_cuts, 0);
     }
 }

@@ -1,6 +1,7 @@
 //! The responder's unit tests.
 
 use super::*;
+use crate::roce::window::WIDE_CAP;
 use wire::ib::{AtomicEthRepr, RethRepr};
 
 const MTU: u32 = 256;
@@ -21,7 +22,7 @@ fn setup() -> (Responder, MemTable, u32, u64) {
         max_dest_rd_atomic: 4,
         min_rnr_timer: 5,
     };
-    (Responder::new(cfg, 0, HoldPool::new(255)), mem, key, addr)
+    (Responder::new(cfg, 0, HoldPool::new(WIDE_CAP as usize - 1)), mem, key, addr)
 }
 
 fn pkt(op: Operation, psn: u32) -> RoceRepr<'static> {
@@ -203,12 +204,12 @@ fn write_packets_after_a_gap_are_placed_and_count_once_it_is_filled() {
     assert_eq!(replies(&mut r), vec![(0x11, 1, Some(0x60), TxPayload::None)], "one NAK, expecting 1");
     assert_eq!((r.epsn, r.msn, r.drops.placed_ahead), (1, 0, 3));
     assert!(mem.bytes(key).unwrap()[512 + 2 * 256..512 + 3 * 256].iter().all(|&b| b == 0xA2), "written");
-    // A copy of a kept packet is not kept again, nor one past the widest window (256 PSNs).
+    // A copy of a kept packet is not kept again, nor one past the widest window.
     r.handle_request(Operation::WriteMiddle, &write_pkt(Operation::WriteMiddle, 3, &D[1]), &mut mem, &mut rq)
         .unwrap();
     r.handle_request(
         Operation::WriteMiddle,
-        &write_pkt(Operation::WriteMiddle, 257, &D[1]),
+        &write_pkt(Operation::WriteMiddle, WIDE_CAP + 1, &D[1]),
         &mut mem,
         &mut rq,
     )
