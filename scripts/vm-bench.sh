@@ -15,9 +15,11 @@
 # round-trip latency with softrdma's ratios to rxe. perftest's ib_send_lat reports half the round
 # trip; softrdma's post-to-completion latency of a SEND is the whole round trip (request and ACK),
 # so the table compares softrdma's t_typical with twice rxe's. Both VMs boot once; VM 1 runs the
-# servers one after another, VM 2 the clients (each retried until its server listens).
+# servers one after another, VM 2 the clients (each retried until its server listens). The VMs'
+# speed drifts by 2x and more within minutes, rxe's as much as softrdma's: every case runs ROUNDS
+# times, the rounds alternating, and the table shows medians (each run's figure beside them).
 #
-#   sudo bash scripts/vm-bench.sh        # ITERS=500 (64 KiB writes), LAT_ITERS=1000
+#   sudo bash scripts/vm-bench.sh        # ITERS=500 (64 KiB writes), LAT_ITERS=1000, ROUNDS=3
 # Exits non-zero when a run fails, or bandwidth < 3x rxe's or latency > rxe's on either backend.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -31,6 +33,7 @@ if pgrep -f 'ifname=tap-rxe[12]' >/dev/null; then
 fi
 iters=${ITERS:-500}
 lat_iters=${LAT_ITERS:-1000}
+rounds=${ROUNDS:-3}
 # A static binary (glibc, crt-static) runs in the VM's minimal root.
 target=x86_64-unknown-linux-gnu
 RUSTFLAGS="-C target-feature=+crt-static" cargo build --release -q -p softrdma --target $target || exit 2
@@ -64,14 +67,15 @@ cases=(
     "afxdp-write|softrdma perf write $afxdp --server --local 10.77.0.2|softrdma perf write $afxdp $perf_common --connect"
     "afxdp-lat|softrdma perf send $afxdp --wait spin --server --local 10.77.0.2|softrdma perf send $afxdp $lat_common --connect"
 )
-[ $ceiling = 1 ] && cases+=("udp-ceiling|/extra/udp-ceiling recv 6000|/extra/udp-ceiling send 6000 10"
-    "udp-floor|/extra/udp-ceiling recv icrc 6000|/extra/udp-ceiling send icrc 6000 10")
+[ $ceiling = 1 ] && cases+=("udp-ceiling|/extra/udp-ceiling recv 6000|/extra/udp-ceiling send 6000 6"
+    "udp-floor|/extra/udp-ceiling recv icrc 6000|/extra/udp-ceiling send icrc 6000 6")
 # Each VM's commands go in a script under /extra (a long command would not fit the kernel's command
 # line, which carries it).
 echo 'sleep 2' >"$work/x/client.sh"
 : >"$work/x/server.sh"
-for c in "${cases[@]}"; do
+for r in $(seq "$rounds"); do for c in "${cases[@]}"; do
     IFS='|' read -r name server client <<<"$c"
+    name=$name.$r
     cat >>"$work/x/server.sh" <<EOF
 echo '=== BENCH $name server'; $server; echo "=== BENCH $name server exit \$?"
 EOF
@@ -84,8 +88,8 @@ for i in \$(seq 30); do
 done
 cat /tmp/out; echo "=== BENCH $name exit \$ok"; sleep 2
 EOF
-done
-timeout=$((600 + iters / 2 + lat_iters / 10))
+done; done
+timeout=$((300 + rounds * (300 + iters / 2 + lat_iters / 10)))
 bash "$vm/run-vm.sh" -n 1 -t "$timeout" -x "$work/x" -- 'sh /extra/server.sh' >"$work/vm1.log" 2>&1 &
 vm1=$!
 bash "$vm/run-vm.sh" -n 2 -t "$timeout" -x "$work/x" -- 'sh /extra/client.sh' >"$work/vm2.log" 2>&1
@@ -94,38 +98,55 @@ wait $vm1
 # The lines of one case's client output.
 section() { tr -d '\r' <"$work/vm2.log" | awk -v n="$1" '$0 == "=== BENCH " n { on = 1; next } /^=== BENCH / { on = 0 } on'; }
 status=0
-for c in "${cases[@]}"; do
-    name=${c%%|*}
+for r in $(seq "$rounds"); do for c in "${cases[@]}"; do
+    name=${c%%|*}.$r
     if ! grep -q "=== BENCH $name exit 0" "$work/vm2.log"; then
         echo "vm-bench: $name failed:"; section "$name" | tail -15; status=1
     fi
-done
+done; done
 # perftest prints "#bytes #iterations BW peak BW average ..." (MB/s) and "#bytes #iterations t_min
-# t_max t_typical ..." (us); softrdma prints the same columns.
-bw() { section "$1" | awk '$1 == 65536 && NF >= 5 { print $4; exit }'; }
-lat() { section "$1" | awk '$1 == 2 && NF >= 5 { print $5; exit }'; }
-counters() { section "$1" | sed -n 's/.*requests \([0-9]*\) retries \([0-9]*\) timeouts \([0-9]*\).*/retries \2, timeouts \3/p' | head -1; }
+# t_max t_typical ..." (us); softrdma prints the same columns. Each takes a case and prints every
+# round's figure, one per line.
+each() { for r in $(seq "$rounds"); do section "$1.$r" | awk "$2"; done; }
+bws() { each "$1" '$1 == 65536 && NF >= 5 { print $4; exit }'; }
+lats() { each "$1" '$1 == 2 && NF >= 5 { print $5; exit }'; }
+# The median of the numbers on stdin (nothing for none); them all, comma-separated.
+median() { sort -g | awk '{ v[NR] = $1 } END { if (NR) printf "%.2f", NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+runs() { paste -sd, - | sed 's/,/, /g'; }
+# Retries and timeouts of a case's clients, summed over the rounds.
+counters() {
+    for r in $(seq "$rounds"); do section "$1.$r"; done |
+        sed -n 's/.*requests [0-9]* retries \([0-9]*\) timeouts \([0-9]*\).*/\1 \2/p' |
+        awk '{ r += $1; t += $2 } END { if (NR) printf "retries %d, timeouts %d", r, t }'
+}
 # S / R to two decimals (0 where either is missing).
 ratio() { awk -v s="${1:-0}" -v r="${2:-0}" 'BEGIN { printf "%.2f", (r > 0 ? s / r : 0) }'; }
-rxe_bw=$(bw rxe-write); rxe_lat=$(lat rxe-lat)
+rxe_bw=$(bws rxe-write | median); rxe_lat=$(lats rxe-lat | median)
 rxe_rtt=$(awk -v l="${rxe_lat:-0}" 'BEGIN { printf "%.2f", 2 * l }')
-printf '%-28s %12s %8s %22s %8s  %s\n' "peer pair" "BW [MB/s]" "x rxe" "RTT typical [us]" "x rxe" "client counters"
-printf '%-28s %12s %8s %22s %8s\n' "rxe <-> rxe" "${rxe_bw:--}" - "$rxe_rtt (2 x $rxe_lat)" -
+echo "medians of $rounds alternating rounds (each round's figure in the last column)"
+printf '%-28s %12s %8s %22s %8s  %s\n' "peer pair" "BW [MB/s]" "x rxe" "RTT typical [us]" "x rxe" "client counters; runs: BW / RTT"
+printf '%-28s %12s %8s %22s %8s  %s\n' "rxe <-> rxe" "${rxe_bw:--}" - "$rxe_rtt (2 x $rxe_lat)" - \
+    "$(bws rxe-write | runs) / $(lats rxe-lat | awk '{ print 2 * $1 }' | runs)"
 for b in udp afxdp; do
-    sbw=$(bw $b-write); slat=$(lat $b-lat)
+    sbw=$(bws $b-write | median); slat=$(lats $b-lat | median)
     rb=$(ratio "$sbw" "$rxe_bw"); rl=$(ratio "$slat" "$rxe_rtt")
-    printf '%-28s %12s %8s %22s %8s  %s\n' "softrdma <-> softrdma, $b" "${sbw:--}" "$rb" "${slat:--}" "$rl" "$(counters $b-write)"
+    printf '%-28s %12s %8s %22s %8s  %s\n' "softrdma <-> softrdma, $b" "${sbw:--}" "$rb" "${slat:--}" "$rl" \
+        "$(counters $b-write); $(bws $b-write | runs) / $(lats $b-lat | runs)"
     awk -v b="$rb" -v l="$rl" 'BEGIN { exit !(b >= 3 && l > 0 && l <= 1) }' || status=1
 done
 # The receiver's figure (what arrived), from VM 1's log.
 if [ $ceiling = 1 ]; then
     received() {
-        tr -d '\r' <"$work/vm1.log" | awk -v n="=== BENCH $1 server" '$0 == n { on = 1; next } /^=== BENCH / { on = 0 } on' |
-            sed -n 's/^udp-ceiling: received \([0-9.]*\) MB\/s.*/\1/p' | head -1
+        for r in $(seq "$rounds"); do
+            tr -d '\r' <"$work/vm1.log" | awk -v n="=== BENCH $1.$r server" '$0 == n { on = 1; next } /^=== BENCH / { on = 0 } on' |
+                sed -n 's/^udp-ceiling: received \([0-9.]*\) MB\/s.*/\1/p' | head -1
+        done
     }
-    cbw=$(received udp-ceiling); fbw=$(received udp-floor)
-    printf '%-28s %12s %8s\n' "kernel UDP alone (ceiling)" "${cbw:--}" "$(ratio "$cbw" "$rxe_bw")"
-    printf '%-28s %12s %8s\n' "+ ICRCs and a copy (floor)" "${fbw:--}" "$(ratio "$fbw" "$rxe_bw")"
+    cbw=$(received udp-ceiling | median); fbw=$(received udp-floor | median)
+    printf '%-28s %12s %8s %22s %8s  %s\n' "kernel UDP alone (ceiling)" "${cbw:--}" "$(ratio "$cbw" "$rxe_bw")" "" "" \
+        "$(received udp-ceiling | runs)"
+    printf '%-28s %12s %8s %22s %8s  %s\n' "+ ICRCs and a copy (floor)" "${fbw:--}" "$(ratio "$fbw" "$rxe_bw")" "" "" \
+        "$(received udp-floor | runs)"
 else
     echo "kernel UDP alone (ceiling): not measured (no gcc to build scripts/udp-ceiling.c: scripts/setup.sh installs it)"
 fi
