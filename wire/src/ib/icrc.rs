@@ -185,6 +185,62 @@ impl Ipv4IdAmend {
     }
 }
 
+/// [`amend`] for one change of one field (the same bytes before and after, at the same offset) in
+/// packets of one length, with the polynomial products done once: a receiver that readdresses every
+/// frame of a stream (`RocePort`, a UDP port other than 4791) pays a compare and a few XORs per
+/// packet. Linear as the CRC is, the ICRC moves by the same amount for every such packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FieldAmend {
+    len: usize,
+    at: usize,
+    width: usize,
+    old: [u8; 4],
+    new: [u8; 4],
+    delta: u32,
+}
+
+impl FieldAmend {
+    /// For packets of `ip_packet_len` bytes (IP header through the ICRC) whose covered bytes at
+    /// `at..at + old.len()` change from `old` to `new` (1 to 4 bytes, the same number; the same
+    /// rules on which bytes as [`amend`]).
+    pub fn new(ip_packet_len: usize, at: usize, old: &[u8], new: &[u8]) -> Result<FieldAmend> {
+        let width = old.len();
+        if width == 0 || width > 4 || new.len() != width {
+            return Err(Error::BadLength("ICRC amend: field width"));
+        }
+        let field_end = at.checked_add(width).ok_or(Error::BadLength("ICRC amend"))?;
+        need(ip_packet_len, field_end + ICRC_LEN, "ICRC-covered packet")?;
+        let diff = old.iter().zip(new).fold(0u32, |crc, (o, n)| feed_byte(crc, o ^ n));
+        let delta = mul_mod_p(diff, x_pow_8n(ip_packet_len - ICRC_LEN - field_end, &X8_POW2));
+        let (mut o, mut n) = ([0u8; 4], [0u8; 4]);
+        o[..width].copy_from_slice(old);
+        n[..width].copy_from_slice(new);
+        Ok(FieldAmend { len: ip_packet_len, at, width, old: o, new: n, delta })
+    }
+
+    /// Whether this amends a packet of `ip_packet_len` bytes with the field at `at`.
+    pub fn fits(&self, ip_packet_len: usize, at: usize) -> bool {
+        self.len == ip_packet_len && self.at == at
+    }
+
+    /// Changes the field of `ip_packet` and amends its ICRC, as [`amend`] would; a packet of
+    /// another length, or whose field does not hold the old bytes, is left alone (an error).
+    pub fn apply(&self, ip_packet: &mut [u8]) -> Result<()> {
+        if ip_packet.len() != self.len {
+            return Err(Error::BadLength("ICRC amend: packet length"));
+        }
+        let field = &mut ip_packet[self.at..self.at + self.width];
+        if *field != self.old[..self.width] {
+            return Err(Error::Inconsistent("ICRC amend: the field does not hold the old bytes"));
+        }
+        field.copy_from_slice(&self.new[..self.width]);
+        let stored = wire_value(ip_packet)? ^ self.delta;
+        let len = ip_packet.len();
+        ip_packet[len - ICRC_LEN..].copy_from_slice(&stored.to_le_bytes());
+        Ok(())
+    }
+}
+
 /// Where an IPv4 header holds the identification.
 const IPV4_ID: core::ops::Range<usize> = 4..6;
 
@@ -422,6 +478,43 @@ pub(crate) mod tests {
             assert_eq!(a.set_id(&mut longer, 3), Err(Error::BadLength("ICRC amend: packet length")));
         }
         assert!(Ipv4IdAmend::new(IPV4_ID.end + ICRC_LEN - 1).is_err());
+    }
+
+    #[test]
+    fn field_amend_matches_amend_and_refuses_other_packets() {
+        for pad in [0usize, 1, 17, 1024, 4096] {
+            let mut p = std::vec![0x5A; 20 + 8 + 12 + pad + 4];
+            p[..20].copy_from_slice(&[0x45, 0, 0, 0, 0, 0, 0x40, 0, 64, 17, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2]);
+            p[22..24].copy_from_slice(&5000u16.to_be_bytes());
+            fill(&mut p).unwrap();
+            // The UDP destination port, the BTH opcode, destination QP and AckReq + PSN.
+            for (at, new) in [
+                (22usize, &4791u16.to_be_bytes()[..]),
+                (28, &[0x64][..]),
+                (33, &[0x12, 0x34, 0x56][..]),
+                (36, &[0x80, 0x12, 0x34, 0x56][..]),
+            ] {
+                let old = p[at..at + new.len()].to_vec();
+                let a = FieldAmend::new(p.len(), at, &old, new).unwrap();
+                assert!(a.fits(p.len(), at) && !a.fits(p.len() + 1, at) && !a.fits(p.len(), at + 1));
+                let (mut q, mut r) = (p.clone(), p.clone());
+                amend(&mut q, at, new).unwrap();
+                a.apply(&mut r).unwrap();
+                assert_eq!(r, q, "pad {pad} at {at}");
+                assert_eq!(verify(&r), Ok(()));
+                // Applied again, the field no longer holds the old bytes.
+                assert!(a.apply(&mut r).is_err());
+                assert_eq!(r, q);
+                let mut longer = p.clone();
+                longer.push(0);
+                assert_eq!(a.apply(&mut longer), Err(Error::BadLength("ICRC amend: packet length")));
+            }
+        }
+        assert!(FieldAmend::new(100, 22, &[1, 2], &[3]).is_err());
+        assert!(FieldAmend::new(100, 22, &[], &[]).is_err());
+        assert!(FieldAmend::new(100, 22, &[0; 5], &[1; 5]).is_err());
+        assert!(FieldAmend::new(25, 22, &[1, 2], &[3, 4]).is_err());
+        assert!(FieldAmend::new(100, usize::MAX, &[1], &[2]).is_err());
     }
 
     #[test]
