@@ -1,7 +1,7 @@
 //! Copies of the RC request packets responders hold after a gap (`ahead.rs`), from a pool the QPs
 //! of a device share. The pool bounds how many exist at once, whatever the peers send: a peer (or
 //! many) that leaves a gap on each of a thousand QPs makes the device hold at most
-//! [`HoldPool::capacity`] packets, not 511 per QP. A packet that finds the pool spent is not held:
+//! [`HoldStats::capacity`] packets, not 511 per QP. A packet that finds the pool spent is not held:
 //! the responder drops it, as rdma_rxe drops everything after a gap, and the requester sends it
 //! again once the gap is repaired (counted in [`RespDrops::not_held`](super::RespDrops)).
 //!
@@ -46,11 +46,6 @@ impl HoldPool {
     /// A pool of at most `capacity` held packets.
     pub fn new(capacity: usize) -> HoldPool {
         HoldPool(Arc::new(Mutex::new(Pool { spare: Vec::new(), made: 0, capacity })))
-    }
-
-    /// The most packets held at once.
-    pub fn capacity(&self) -> usize {
-        self.lock().capacity
     }
 
     /// What the pool has now.
