@@ -23,12 +23,12 @@
 //!   ([`LossWindow::widen`]). A one-packet repair takes a round trip (the resend queues behind
 //!   everything in flight), and the PSNs in flight behind the gap still count until it is filled:
 //!   with the window at the cap in flight, a loss would hold the sender for that round trip. Twice
-//!   the cap keeps it sending through the repair, and the responder keeps that many (its span is
-//!   the wide cap). Four times: between two one-vCPU VMs on a two-core host, where either vCPU is
-//!   off its core for milliseconds at a time, 256 PSNs (256 KiB at path MTU 1024) drained before
-//!   the ACK came back and both sides idled; 512 made 64 KiB WRITEs about 20 % faster there
-//!   (`scripts/vm-bench.sh`), 1,024 little more, and a burst that long could overflow the host's
-//!   1,000-packet tap queue. No responder keeps more than that.
+//!   the cap already keeps it sending through the repair; the responder keeps as many as the wide
+//!   cap (its span). Four times, because between two one-vCPU VMs on a two-core host, where either
+//!   vCPU is off its core for milliseconds at a time, 256 PSNs (256 KiB at path MTU 1024) drained
+//!   before the ACK came back and both sides idled: 512 made 64 KiB WRITEs about 20 % faster there
+//!   (`scripts/vm-bench.sh`); 1,024 was no faster than 512 and one run in six lost a packet to a
+//!   timeout (the host's tap queue holds 1,000 packets).
 //!
 //! The window is counted in PSNs as rxe's limit is (a READ takes one per response packet). Only the
 //! sender changes; the responder sees AckReq at least twice per window (see
