@@ -369,6 +369,14 @@ mod tests {
         buf
     }
 
+    /// Transmits `bytes` as one frame.
+    fn send(a: &mut impl Datapath, bytes: &[u8]) {
+        let mut f = a.alloc();
+        f.buffer_mut()[..bytes.len()].copy_from_slice(bytes);
+        f.set_len(bytes.len());
+        a.transmit(f).unwrap();
+    }
+
     #[test]
     fn roce_port_readdresses_frames_to_4791_and_bad_icrcs_stay_bad() {
         let (net, mut a, b) = SimNet::pair(1, LinkConfig::default(), LinkConfig::default());
@@ -376,10 +384,7 @@ mod tests {
         let mut corrupt = roce_frame(5000);
         corrupt[60] ^= 1;
         for bytes in [roce_frame(5000), corrupt, roce_frame(4791)] {
-            let mut f = a.alloc();
-            f.buffer_mut()[..bytes.len()].copy_from_slice(&bytes);
-            f.set_len(bytes.len());
-            a.transmit(f).unwrap();
+            send(&mut a, &bytes);
         }
         net.advance_to(Duration::from_millis(1));
         let cfg = wire::uet::UetConfig::default();
@@ -407,10 +412,7 @@ mod tests {
         let mut corrupt = roce_frame_of(5000, 100);
         corrupt[70] ^= 0x10;
         for bytes in lens.iter().map(|&n| roce_frame_of(5000, n)).chain([corrupt]) {
-            let mut f = a.alloc();
-            f.buffer_mut()[..bytes.len()].copy_from_slice(&bytes);
-            f.set_len(bytes.len());
-            a.transmit(f).unwrap();
+            send(&mut a, &bytes);
         }
         net.advance_to(Duration::from_millis(1));
         let cfg = wire::uet::UetConfig::default();
@@ -450,11 +452,7 @@ mod tests {
             let (net, mut a, b) = SimNet::pair(1, LinkConfig::default(), LinkConfig::default());
             let mut rx: RocePort<Box<dyn Datapath>> =
                 RocePort::new(if marked { Box::new(Checked { inner: b }) } else { Box::new(b) }, 5000);
-            let bytes = roce_frame(5000);
-            let mut f = a.alloc();
-            f.buffer_mut()[..bytes.len()].copy_from_slice(&bytes);
-            f.set_len(bytes.len());
-            a.transmit(f).unwrap();
+            send(&mut a, &roce_frame(5000));
             net.advance_to(Duration::from_millis(1));
             let got = rx.receive().unwrap();
             assert_eq!(got.as_slice()[36..38], 4791u16.to_be_bytes());
