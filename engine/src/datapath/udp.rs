@@ -462,8 +462,8 @@ impl Datapath for UdpPort {
     }
 }
 
-/// Bytes asked for each of a socket's buffers: a send window of RC requests (512 PSNs, up to
-/// 2 MiB at path MTU 4096) and the coalesced runs behind it fit several times over, so a receiver
+/// Bytes asked for each of a socket's buffers: a send window of RC requests (256 PSNs, up to
+/// 1 MiB at path MTU 4096) and the coalesced runs behind it fit several times over, so a receiver
 /// that falls behind for a few milliseconds (a VM's vCPU the host runs something else on) loses
 /// nothing.
 const SOCKET_BUFFER: usize = 8 << 20;

@@ -19,7 +19,7 @@ use wire::ib::{
 /// `RXE_MAX_UNACKED_PSNS`: the requester stops when it is this far ahead of the oldest unacked PSN.
 pub const MAX_UNACKED_PSNS: i32 = super::window::CAP as i32;
 /// The widest an adaptive window gets: against a responder that keeps what follows a gap
-/// (`LossWindow::widen`), four times [`MAX_UNACKED_PSNS`].
+/// (`LossWindow::widen`), twice [`MAX_UNACKED_PSNS`].
 pub const MAX_WIDE_PSNS: i32 = super::window::WIDE_CAP as i32;
 /// Tail probes per stall (see `Requester::probe_tail`).
 pub(crate) const MAX_PROBES: u8 = 3;

@@ -239,7 +239,7 @@ impl From<VerbsError> for PerfError {
     }
 }
 
-/// Message slots per QP ring: `depth`, but no more than the messages the widest window (512 PSNs,
+/// Message slots per QP ring: `depth`, but no more than the messages the widest window (256 PSNs,
 /// against a responder that keeps what follows a gap) lets be in flight plus two, shared by the
 /// `qps` QPs of one link, so rings of large messages stay cache-sized however many QPs (perftest
 /// also reuses one small buffer per QP). Each QP keeps at least 2 messages, and up to 8 while they

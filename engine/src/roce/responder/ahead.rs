@@ -16,8 +16,8 @@
 //!   would have been had the packet come then. The gap may hide a READ or an atomic, which must see
 //!   memory as it was before the WRITEs that follow it, and a SEND takes its receive WQE in order.
 //!
-//! At most 511 PSNs after the expected one are kept (softrdma's requester widens its window to
-//! 512 against a responder that keeps, `LossWindow::widen`; rxe's never has more than 128
+//! At most 255 PSNs after the expected one are kept (softrdma's requester widens its window to
+//! 256 against a responder that keeps, `LossWindow::widen`; rxe's never has more than 128
 //! unacknowledged), each with at most one MTU of payload (the in-order path rejects more). Held
 //! copies come from a pool the device's QPs share (`hold.rs`), which bounds them device-wide: a
 //! packet that finds it spent is dropped, as rxe drops it. Nothing counts until the gap is filled:

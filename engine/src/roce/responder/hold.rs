@@ -1,7 +1,7 @@
 //! Copies of the RC request packets responders hold after a gap (`ahead.rs`), from a pool the QPs
 //! of a device share. The pool bounds how many exist at once, whatever the peers send: a peer (or
 //! many) that leaves a gap on each of a thousand QPs makes the device hold at most
-//! [`HoldStats::capacity`] packets, not 511 per QP. A packet that finds the pool spent is not held:
+//! [`HoldStats::capacity`] packets, not 255 per QP. A packet that finds the pool spent is not held:
 //! the responder drops it, as rdma_rxe drops everything after a gap, and the requester sends it
 //! again once the gap is repaired (counted in [`RespDrops::not_held`](super::RespDrops)).
 //!
@@ -12,7 +12,7 @@
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use wire::ib::{Operation, RoceRepr};
 
-/// The packets a device holds at most: 8 QPs with a full window (511 PSNs) held each; with the
+/// The packets a device holds at most: 16 QPs with a full window (255 PSNs) held each; with the
 /// payload of path MTU 4096, about 17 MiB.
 pub const DEVICE_HOLD_PACKETS: usize = 4096;
 
