@@ -634,7 +634,7 @@ mod tests {
     }
 
     #[test]
-    fn h6_progress_takes_at_most_rx_budget_frames_per_call() {
+    fn progress_takes_at_most_rx_budget_frames_per_call() {
         let (net, a, mut b) = SimNet::pair(5, LinkConfig::default(), LinkConfig::default());
         let mut na = UetNode::new(a, ses::Endpoint::new(Config::default(), 1), true).unwrap();
         // A flood of requests for no PDC (each answered INV_DPDCID), more than a call's budget.

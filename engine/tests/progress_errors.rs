@@ -49,7 +49,7 @@ impl Datapath for FailingTx {
 }
 
 #[test]
-fn l4_progress_still_flushes_after_a_datapath_error() {
+fn progress_still_flushes_after_a_datapath_error() {
     let (_net, pa, pb) = SimNet::pair(1, Default::default(), Default::default());
     let peer = Context::open(pb);
     let flushes = Arc::new(AtomicU32::new(0));

@@ -75,7 +75,7 @@ fn cnp_from(qp: &mut QueuePair, mem: &mut MemTable, now: Duration, src: IpAddr) 
 }
 
 #[test]
-fn m9_a_cnp_from_a_foreign_source_does_not_change_the_rate() {
+fn a_cnp_from_a_foreign_source_does_not_change_the_rate() {
     let mut qp = rc_qp(Some(DcqcnConfig::new(LINE)));
     let mut mem = MemTable::default();
     for i in 0..100 {
@@ -88,7 +88,7 @@ fn m9_a_cnp_from_a_foreign_source_does_not_change_the_rate() {
 }
 
 #[test]
-fn m9_at_most_one_rate_cut_per_cnp_interval() {
+fn at_most_one_rate_cut_per_cnp_interval() {
     let cfg = DcqcnConfig::new(LINE);
     let mut qp = rc_qp(Some(cfg));
     let mut mem = MemTable::default();
@@ -107,7 +107,7 @@ fn m9_at_most_one_rate_cut_per_cnp_interval() {
 }
 
 #[test]
-fn l1_a_send_longer_than_max_msg_size_is_refused_on_receive() {
+fn a_send_longer_than_max_msg_size_is_refused_on_receive() {
     let mut qp = rc_qp(None);
     let mut mem = MemTable::default();
     // One 1 MiB region named 16 times: a 16 MiB receive WQE, twice the largest message.
@@ -132,7 +132,7 @@ fn l1_a_send_longer_than_max_msg_size_is_refused_on_receive() {
 /// bound, what finds it spent is dropped and counted, and every copy goes back to the pool when
 /// its gap is filled or its QP is reset or destroyed, to serve the next gap without allocating.
 #[test]
-fn l2_packets_held_after_gaps_share_one_bound_per_device() {
+fn packets_held_after_gaps_share_one_bound_per_device() {
     const AFTER_GAP: u32 = 254;
     let pool = HoldPool::new(300);
     let mut mem = MemTable::default();

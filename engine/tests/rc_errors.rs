@@ -447,7 +447,7 @@ fn read_and_atomic_limit_is_max_rd_atomic() {
 }
 
 #[test]
-fn m5_send_with_invalidate_needs_an_invalidatable_region() {
+fn send_with_invalidate_needs_an_invalidatable_region() {
     // The target allows remote writes but not remote invalidation: a peer's SEND_WITH_INV naming it
     // is an invalid request, and another connection's writes through the R_Key keep working.
     let rw = Access::LOCAL_WRITE | Access::REMOTE_WRITE;

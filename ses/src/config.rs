@@ -136,9 +136,9 @@ impl Config {
 mod tests {
     use super::*;
 
-    /// L3: a max_payload that request headers cannot describe is refused up front.
+    /// A max_payload that request headers cannot describe is refused up front.
     #[test]
-    fn l3_max_payload_beyond_the_header_field_is_refused() {
+    fn max_payload_beyond_the_header_field_is_refused() {
         assert_eq!(Config::default().validate(), Ok(()));
         assert_eq!(Config { max_payload: MAX_PAYLOAD, ..Config::default() }.validate(), Ok(()));
         for n in [0, MAX_PAYLOAD + 1, 65536] {

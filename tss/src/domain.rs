@@ -647,7 +647,7 @@ mod tests {
     /// A restarted sender of the same key starts in the epoch it is given: its TSCs (and so its
     /// IVs) differ from the earlier instance's, and a receiver still running accepts it.
     #[test]
-    fn m3_a_restarted_domain_starts_in_its_given_epoch_and_is_accepted() {
+    fn a_restarted_domain_starts_in_its_given_epoch_and_is_accepted() {
         let cfg = Config { mode: KeyMode::Cluster, ..Config::default() };
         let mut rx = SecureDomain::new(cfg, [1; 32], 3);
         let mut before = SecureDomain::new(cfg, [1; 32], 3);
@@ -670,7 +670,7 @@ mod tests {
     /// The latch engages at the limit and is reported; management can lift it, and the count
     /// toward the next latch starts again from zero.
     #[test]
-    fn m2_the_latch_is_reported_and_can_be_lifted() {
+    fn the_latch_is_reported_and_can_be_lifted() {
         let (mut tx, mut rx) = pair(KeyMode::Cluster);
         let mut wrong = SecureDomain::new(Config { mode: KeyMode::Cluster, ..Config::default() }, [2; 32], 0);
         for i in 1..=3 {

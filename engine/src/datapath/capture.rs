@@ -270,7 +270,7 @@ mod tests {
     }
 
     #[test]
-    fn h1_memory_stays_bounded_and_the_file_is_complete_after_drop() {
+    fn memory_stays_bounded_and_the_file_is_complete_after_drop() {
         let (_net, a, _b) = SimNet::pair(1, LinkConfig::default(), LinkConfig::default());
         let out = Shared::default();
         let mut tx = Capture::new(a, out.clone(), SNAPLEN).unwrap();

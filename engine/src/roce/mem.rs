@@ -376,7 +376,7 @@ mod tests {
     /// Two devices (or two runs) do not hand out the same first R_Key and address: an off-path
     /// host cannot guess them.
     #[test]
-    fn l2_keys_and_addresses_are_not_predictable() {
+    fn keys_and_addresses_are_not_predictable() {
         let first = || MemTable::default().register(1, 100, Access::ALL).unwrap();
         let (a, b) = (first(), first());
         assert!(a.0 != b.0 && a.1 != b.1, "two tables gave their first region {a:x?} and {b:x?}");

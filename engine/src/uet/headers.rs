@@ -96,7 +96,7 @@ mod tests {
     }
 
     #[test]
-    fn h6_the_header_cache_is_bounded_and_keeps_the_destinations_used_last() {
+    fn the_header_cache_is_bounded_and_keeps_the_destinations_used_last() {
         let mut c = HeaderCache::default();
         let keep = Ipv4Addr::new(10, 0, 0, 2);
         let mut built = 0;

@@ -90,7 +90,7 @@ fn events(ep: &mut Endpoint<u8>) -> Vec<Event<u8>> {
 }
 
 #[test]
-fn h5_a_syn_flood_from_one_source_does_not_lock_out_another() {
+fn a_syn_flood_from_one_source_does_not_lock_out_another() {
     let mut ep = Endpoint::<u8>::new(Config::default(), 1);
     for spdcid in 1..=4096 {
         ep.handle_packet(NOW, 5, &syn(1000, spdcid)).unwrap();
@@ -113,7 +113,7 @@ fn h5_a_syn_flood_from_one_source_does_not_lock_out_another() {
 }
 
 #[test]
-fn h5_half_open_target_pdcs_are_reaped() {
+fn half_open_target_pdcs_are_reaped() {
     let cfg = Config::default();
     let mut ep = Endpoint::<u8>::new(cfg, 1);
     for spdcid in 1..=10 {
@@ -138,7 +138,7 @@ fn h5_half_open_target_pdcs_are_reaped() {
 }
 
 #[test]
-fn h5_idle_target_pdcs_close_gracefully_or_are_reaped() {
+fn idle_target_pdcs_close_gracefully_or_are_reaped() {
     let cfg = Config { ack_every: 1, ..Config::default() };
     let (mut a, mut b) = (Endpoint::<u8>::new(cfg, 1), Endpoint::<u8>::new(cfg, 2));
     a.send(2, Mode::Rud, NextHeader::ReqStd, Bytes::from_static(b"x"), 1).unwrap();
@@ -177,7 +177,7 @@ fn h5_idle_target_pdcs_close_gracefully_or_are_reaped() {
 }
 
 #[test]
-fn h5_spoofed_fatal_nacks_with_a_wrong_pdcid_pair_or_psn_are_ignored() {
+fn spoofed_fatal_nacks_with_a_wrong_pdcid_pair_or_psn_are_ignored() {
     let cfg = Config { ack_every: 1, ..Config::default() };
     let (mut a, mut b) = (Endpoint::<u8>::new(cfg, 1), Endpoint::<u8>::new(cfg, 2));
     let (pdc, _) = a.send(2, Mode::Rud, NextHeader::ReqStd, Bytes::from_static(b"x"), 1).unwrap();
@@ -216,7 +216,7 @@ fn h5_spoofed_fatal_nacks_with_a_wrong_pdcid_pair_or_psn_are_ignored() {
 }
 
 #[test]
-fn h5_one_rtt_minted_start_psns_are_bounded() {
+fn one_rtt_minted_start_psns_are_bounded() {
     let cfg = Config { max_pdcs: 16, ..Config::default() };
     let mut ep = Endpoint::<u8>::new(cfg, 1);
     ep.set_secure(Establishment::OneRtt);
@@ -228,7 +228,7 @@ fn h5_one_rtt_minted_start_psns_are_bounded() {
 }
 
 #[test]
-fn h6_the_control_queue_is_bounded() {
+fn the_control_queue_is_bounded() {
     let cfg = Config::default();
     let mut ep = Endpoint::<u8>::new(cfg, 1);
     // A flood of requests for no PDC: each would be answered INV_DPDCID.
@@ -251,7 +251,7 @@ fn h6_the_control_queue_is_bounded() {
 /// (a flood of such SYNs would otherwise have the target send `max_retries` packets for each),
 /// and then the PDC fails. Once its initiator has answered anything, the usual limit applies.
 #[test]
-fn h5_a_half_open_pdc_gives_up_its_packets_early() {
+fn a_half_open_pdc_gives_up_its_packets_early() {
     let cfg = Config { max_retries: 100, ..Config::default() };
     let mut ep = Endpoint::<u8>::new(cfg, 1);
     ep.handle_packet(NOW, 5, &syn(1000, 7)).unwrap();

@@ -100,12 +100,12 @@ fn completions(ep: &mut Endpoint<u8>) -> Vec<Completion<u8>> {
     std::iter::from_fn(|| ep.poll_completion()).collect()
 }
 
-/// H2: a partial UUD message (SOM without EOM) takes no posted receive and leaves no state; a
+/// A partial UUD message (SOM without EOM) takes no posted receive and leaves no state; a
 /// multi-packet message refused at its first packet (bad JobID) is answered at once and leaves no
 /// state; partial messages are capped per PDC and per source and reaped after the reassembly
 /// timeout, giving back what they had taken.
 #[test]
-fn h2_partial_messages_are_bounded_refused_at_once_and_reaped() {
+fn partial_messages_are_bounded_refused_at_once_and_reaped() {
     let c = Config { max_inbound_per_pdc: 4, max_inbound_per_source: 6, ..cfg() };
     let mut rx = Endpoint::<u8>::new(c, 2);
     rx.post_recv(RecvSpec::any(), 100, 1);
@@ -165,11 +165,11 @@ fn h2_partial_messages_are_bounded_refused_at_once_and_reaped() {
     assert_eq!(rx.stats().reassembly_timeouts, 6);
 }
 
-/// H4: a response for a pending read arriving from the peer's address but over another PDC (one
+/// A response for a pending read arriving from the peer's address but over another PDC (one
 /// an off-path attacker opened with a SYN) is dropped; the read completes with the real data from
 /// its own PDC. Message ids are not sequential.
 #[test]
-fn h4_responses_count_only_on_the_pdc_of_their_operation() {
+fn responses_count_only_on_the_pdc_of_their_operation() {
     let (ca, cb) = (cfg(), cfg());
     let mut a = Endpoint::<u8>::new(ca, 1);
     let mut b = Endpoint::<u8>::new(cb, 2);
@@ -205,11 +205,11 @@ fn h4_responses_count_only_on_the_pdc_of_their_operation() {
     assert!(done.iter().all(|d| d.status == Status::Ok && d.data == real));
 }
 
-/// H3: the unexpected list is capped in entries, whatever their size: zero-length sends,
+/// The unexpected list is capped in entries, whatever their size: zero-length sends,
 /// rendezvous requests without eager bytes and deferred sends beyond `max_unexpected_msgs` are
 /// answered NO_MATCH and counted.
 #[test]
-fn h3_unexpected_messages_are_capped_in_number() {
+fn unexpected_messages_are_capped_in_number() {
     use crate::config::Profile;
     let small = Config { msg_rendezvous_size: 10, max_eager: 0, ..cfg() };
     let kinds = [
@@ -240,10 +240,10 @@ fn h3_unexpected_messages_are_capped_in_number() {
     }
 }
 
-/// M7: with an operation outstanding under every message id, one more is refused with Busy (it
+/// With an operation outstanding under every message id, one more is refused with Busy (it
 /// used to loop for ever looking for a free id).
 #[test]
-fn m7_message_ids_run_out_with_busy_not_a_hang() {
+fn message_ids_run_out_with_busy_not_a_hang() {
     let c = cfg();
     let mut a = Endpoint::<u8>::new(c, 1);
     let key = 5 | crate::key::IDEMPOTENT_SAFE;
@@ -255,10 +255,10 @@ fn m7_message_ids_run_out_with_busy_not_a_hang() {
     assert_eq!(a.send(addr_of(&c, 1), &[1], None, Opts::default()), Err(Error::Busy));
 }
 
-/// M4: RUDI (idempotent, no duplicate suppression) writes and reads of a region not registered
+/// RUDI (idempotent, no duplicate suppression) writes and reads of a region not registered
 /// IDEMPOTENT_SAFE are refused with PERM_VIOLATION and leave it untouched.
 #[test]
-fn m4_rudi_access_needs_an_idempotent_safe_region() {
+fn rudi_access_needs_an_idempotent_safe_region() {
     let c = cfg();
     let mut a = Endpoint::<u8>::new(c, 1);
     let mut b = Endpoint::<u8>::new(c, 2);
@@ -283,11 +283,11 @@ fn queued(ep: &mut Endpoint<u8>) -> usize {
     (0..16).filter_map(|id| ep.pds().pdc_info(id)).map(|i| i.unacked).sum()
 }
 
-/// H7: one READ request for a large region is answered as the PDC takes the packets, never with
+/// One READ request for a large region is answered as the PDC takes the packets, never with
 /// the whole range copied and queued at once; it still completes. A RUDI READ longer than one
 /// packet is refused (TOO_LONG); reads served at once to one peer are capped.
 #[test]
-fn h7_read_responses_are_produced_as_the_pdc_takes_them() {
+fn read_responses_are_produced_as_the_pdc_takes_them() {
     let c = Config { read_window: 32, max_served_reads: 2, ..cfg() };
     let mut a = Endpoint::<u8>::new(c, 1);
     let mut b = Endpoint::<u8>::new(c, 2);
@@ -377,10 +377,10 @@ fn read_status(
     done[0].status
 }
 
-/// M8: a rendezvous buffer is readable only by the receiver it was sent to, under a random key;
+/// A rendezvous buffer is readable only by the receiver it was sent to, under a random key;
 /// the JobID exemption of rendezvous reads does not skip the PIDonFEP check.
 #[test]
-fn m8_rendezvous_buffers_are_bound_to_their_receiver() {
+fn rendezvous_buffers_are_bound_to_their_receiver() {
     let c = Config { msg_rendezvous_size: 100, ..cfg() };
     let mut a = Endpoint::<u8>::new(c, 1);
     let to_b = addr_of(&c, 1);
@@ -407,10 +407,10 @@ fn m8_rendezvous_buffers_are_bound_to_their_receiver() {
     assert_eq!(read_status(&mut b, 1, &mut a, a_addr, key, 77), Status::Ok);
 }
 
-/// H2: UUD datagrams are for DGRAM endpoints: an RDM endpoint drops them (a spoofed one took a
+/// UUD datagrams are for DGRAM endpoints: an RDM endpoint drops them (a spoofed one took a
 /// posted receive), a DGRAM endpoint delivers them.
 #[test]
-fn h2_rdm_endpoints_drop_uud_datagrams() {
+fn rdm_endpoints_drop_uud_datagrams() {
     use crate::config::EpType;
     for (ep_type, delivered) in [(EpType::Rdm, false), (EpType::Dgram, true)] {
         let c = Config { ep_type, ..cfg() };
@@ -423,9 +423,9 @@ fn h2_rdm_endpoints_drop_uud_datagrams() {
     }
 }
 
-/// L3: an endpoint is not made from a configuration whose max_payload the header cannot carry.
+/// An endpoint is not made from a configuration whose max_payload the header cannot carry.
 #[test]
-fn l3_try_new_refuses_a_max_payload_beyond_the_header_field() {
+fn try_new_refuses_a_max_payload_beyond_the_header_field() {
     use crate::config::{ConfigError, MAX_PAYLOAD};
     for n in [0, MAX_PAYLOAD + 1, 65536] {
         let cfg = Config { max_payload: n, ..Config::default() };

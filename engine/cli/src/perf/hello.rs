@@ -350,7 +350,7 @@ mod tests {
     }
 
     #[test]
-    fn m1_every_lie_names_its_field() {
+    fn a_lie_in_any_hello_field_is_refused_naming_the_field() {
         for (k, v) in [
             ("size", json!(u64::MAX)),
             ("size", json!(0)),

@@ -700,7 +700,7 @@ mod tests {
     }
 
     #[test]
-    fn l4_write_latency_of_zero_bytes_is_refused() {
+    fn write_latency_of_zero_bytes_is_refused() {
         let o = Options {
             op: PerfOp::Write,
             atomic: AtomicOp::FetchAdd,
@@ -723,7 +723,7 @@ mod tests {
     /// Frames of another QP (here: of another connection of the same host) are no sign that the
     /// exchange's peer is alive; its own QP's are.
     #[test]
-    fn l4_only_the_peers_frames_are_a_sign_of_its_life() {
+    fn only_the_peers_frames_are_a_sign_of_its_life() {
         use engine::simpair::{PairConfig, SimPair};
         let mut p = SimPair::new(&PairConfig { qps: 2, ..PairConfig::default() }).unwrap();
         let ((qa, qb), (other_a, _)) = (p.qps[0], p.qps[1]);
@@ -741,7 +741,7 @@ mod tests {
     }
 
     #[test]
-    fn l4_timestamps_reserve_a_bounded_amount() {
+    fn timestamps_reserve_a_bounded_amount() {
         assert!(samples::<Instant>(10_000_000_000_000).capacity() <= MAX_RESERVED_SAMPLES);
         assert_eq!(samples::<u64>(100).capacity(), 100);
     }

@@ -76,7 +76,7 @@ mod tests {
     use std::cell::Cell;
 
     #[test]
-    fn h6_an_unresolvable_neighbour_is_asked_for_once_and_never_waited_for() {
+    fn an_unresolvable_neighbour_is_asked_for_once_and_never_waited_for() {
         let mut p = Pending::default();
         let ip = Ipv4Addr::new(192, 0, 2, 7);
         let (lookups, asks) = (Cell::new(0), Cell::new(0));

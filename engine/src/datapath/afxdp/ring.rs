@@ -180,7 +180,7 @@ mod tests {
     use super::FillWakeup;
 
     #[test]
-    fn m6_the_fill_ring_is_woken_after_a_refill_when_it_asks() {
+    fn the_fill_ring_is_woken_after_a_refill_when_it_asks() {
         let mut w = FillWakeup::default();
         // The driver does not ask: never.
         assert!(!w.after_refill(false));

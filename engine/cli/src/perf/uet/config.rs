@@ -265,10 +265,10 @@ const KEY: u64 = 0x1000;
 mod tests {
     use super::*;
 
-    /// L3: a payload per packet that does not fit a datapath frame with its headers is refused
+    /// A payload per packet that does not fit a datapath frame with its headers is refused
     /// (such a packet would never be taken, and the run would stall).
     #[test]
-    fn l3_max_payload_must_fit_a_frame() {
+    fn max_payload_must_fit_a_frame() {
         let cfg = |max_payload| UetPerfConfig {
             op: UetOp::Send,
             transport: DeliveryMode::Rud,

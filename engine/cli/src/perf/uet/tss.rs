@@ -142,7 +142,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn m3_runs_with_the_same_seed_and_fresh_nonces_use_different_keys() {
+    fn runs_with_the_same_seed_and_fresh_nonces_use_different_keys() {
         let seal = |d: &mut tss::SecureDomain| {
             let mut b = b"the same message".to_vec();
             let h = d.seal(0x0A00_0001, &[0; 12], &mut b).unwrap();

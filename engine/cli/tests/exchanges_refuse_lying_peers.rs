@@ -111,7 +111,7 @@ fn lie_to_perf_server(port: u16, bytes: &[u8], needle: &str, what: &str) {
 }
 
 #[test]
-fn m1_perf_server_refuses_a_lying_client() {
+fn perf_server_refuses_a_lying_client() {
     let huge = json!(18446744073709551615u64);
     let cases: Vec<(&str, Vec<u8>, &str)> = vec![
         ("size 2^64-1", with("size", huge.clone()), "size"),
@@ -191,7 +191,7 @@ fn lie_to_perf_client(port: u16, bytes: &[u8], needle: &str, what: &str) {
 }
 
 #[test]
-fn m1_perf_client_refuses_a_lying_server() {
+fn perf_client_refuses_a_lying_server() {
     let cases: Vec<(&str, Vec<u8>, &str)> = vec![
         ("qpns longer than the client's", with("qpns", json!([17, 18])), "qpns"),
         ("qpn above 24 bits", with("qpns", json!([1u64 << 40])), "qpns"),
@@ -215,7 +215,7 @@ const PP_CLIENT: &str = "127.0.52.1";
 const PT_SERVER: &str = "127.0.53.2";
 
 #[test]
-fn m1_pingpong_refuses_a_lying_or_silent_peer() {
+fn pingpong_refuses_a_lying_or_silent_peer() {
     // As the client of a pingpong server.
     let server_cases: Vec<(&str, Vec<u8>, &str)> = vec![
         ("garbage", vec![b'z'; 52], "malformed"),
@@ -253,7 +253,7 @@ fn m1_pingpong_refuses_a_lying_or_silent_peer() {
 }
 
 #[test]
-fn m1_perftest_peer_refuses_a_lying_or_silent_peer() {
+fn perftest_peer_refuses_a_lying_or_silent_peer() {
     let cases: Vec<(&str, Vec<u8>, &str)> = vec![
         ("nothing at all", Vec::new(), "nothing"),
         ("a short version, then silence", b"6.0".to_vec(), "nothing"),
@@ -289,7 +289,7 @@ fn uet_with(key: &str, v: Value) -> Vec<u8> {
 }
 
 #[test]
-fn m1_uet_perf_server_refuses_a_lying_client() {
+fn uet_perf_server_refuses_a_lying_client() {
     let cases: Vec<(&str, Vec<u8>, &str)> = vec![
         // Any seed is a seed (it made the server panic, seed * 2 overflowing): the server takes
         // the test and says so, and the client hangs up.
