@@ -126,7 +126,7 @@ impl<D: Datapath> UetNode<D> {
         ses: ses::Endpoint<Ipv4Addr>,
         require_checksum: bool,
     ) -> Result<UetNode<D>, &'static str> {
-        let ip = match crate::roce::path::canonical(dp.gid()) {
+        let ip = match dp.gid().to_canonical() {
             IpAddr::V4(ip) => ip,
             IpAddr::V6(_) => return Err("UET nodes use IPv4 addresses"),
         };

@@ -6,7 +6,6 @@ use std::time::Duration;
 use wire::ib::cm::{CmMessage, CmPath, Drep, Rep, Req, Rtu, SidrRep, SidrReq, private_len};
 
 use super::types::{AcceptParams, CmConfig, CmError, ConnectParams, Mad, State, encode};
-use crate::roce::path::canonical;
 
 /// One connection record.
 #[derive(Debug)]
@@ -40,7 +39,7 @@ impl Conn {
         Conn {
             id,
             remote_id: 0,
-            peer: canonical(peer),
+            peer: peer.to_canonical(),
             tid,
             state,
             last: None,

@@ -9,7 +9,6 @@ use wire::ib::cm::{CmMessage, Drep, Dreq, Mra, Rej, Rep, Req, SidrRep, SidrReq, 
 use super::conn::{Conn, drep};
 use super::endpoint::Cm;
 use super::types::{CmEvent, ConnId, RepInfo, ReqInfo, SidrRepInfo, State, encode};
-use crate::roce::path::canonical;
 
 impl Cm {
     /// What a received MAD does.
@@ -25,7 +24,7 @@ impl Cm {
 
 /// What a received MAD does.
 fn dispatch(cm: &mut Cm, now: Duration, peer: IpAddr, tid: u64, msg: &CmMessage<'_>) {
-    let peer = canonical(peer);
+    let peer = peer.to_canonical();
     match msg {
         CmMessage::Req(r) => on_req(cm, now, peer, tid, r),
         CmMessage::SidrReq(r) => on_sidr_req(cm, now, peer, tid, r),

@@ -3,7 +3,6 @@
 //! can move to a progress thread); the lock is never contended.
 
 use super::{Datapath, TxError};
-use crate::roce::path::canonical;
 use frame::Frame;
 use nicsim::{LinkConfig, Network, PortId};
 use std::collections::HashMap;
@@ -96,7 +95,7 @@ impl SimNet {
         let n = s.ports.len() as u16 + 1;
         let mac = [2, 0, 0, 0, (n >> 8) as u8, n as u8];
         let port = s.net.add_port(mac);
-        let ip = canonical(ip);
+        let ip = ip.to_canonical();
         s.neighbours.insert(ip, mac);
         s.ports.push(SimDevice { name: name.to_string(), port, ip, mac, open: false });
         Ok(port)
@@ -172,7 +171,7 @@ impl Datapath for SimPort {
     }
 
     fn resolve(&self, ip: IpAddr) -> Option<[u8; 6]> {
-        lock(&self.shared).neighbours.get(&canonical(ip)).copied()
+        lock(&self.shared).neighbours.get(&ip.to_canonical()).copied()
     }
 
     fn alloc(&mut self) -> Frame {

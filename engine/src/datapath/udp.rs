@@ -290,7 +290,7 @@ impl Datapath for UdpPort {
     }
 
     fn resolve(&self, ip: IpAddr) -> Option<[u8; 6]> {
-        crate::roce::path::canonical(ip).is_ipv4().then_some(PLACEHOLDER_MAC)
+        ip.to_canonical().is_ipv4().then_some(PLACEHOLDER_MAC)
     }
 
     fn alloc(&mut self) -> Frame {

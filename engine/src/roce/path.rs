@@ -34,14 +34,6 @@ pub struct Path {
     pub flow_label: u32,
 }
 
-/// An IPv4-mapped IPv6 address as IPv4.
-pub fn canonical(ip: IpAddr) -> IpAddr {
-    match ip {
-        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
-        v4 => v4,
-    }
-}
-
 /// rxe's UDP source port for a connection (`rdma_get_udp_sport`, roce-wire.md §1.4): from the flow
 /// label, or when it is 0 from the two QP numbers, so both ends pick the same port.
 pub fn udp_sport(flow_label: u32, lqpn: u32, rqpn: u32) -> u16 {
@@ -69,7 +61,7 @@ pub enum BuildError {
 impl Path {
     /// Whether frames on this path use IPv4.
     pub fn is_v4(&self) -> bool {
-        matches!((canonical(self.src_ip), canonical(self.dst_ip)), (IpAddr::V4(_), IpAddr::V4(_)))
+        matches!((self.src_ip.to_canonical(), self.dst_ip.to_canonical()), (IpAddr::V4(_), IpAddr::V4(_)))
     }
 
     /// Bytes of Ethernet, IP and UDP header.
@@ -106,7 +98,7 @@ pub struct HeaderTemplate {
 impl HeaderTemplate {
     fn new(path: &Path) -> HeaderTemplate {
         let v4 = path.is_v4();
-        let ip = match (canonical(path.src_ip), canonical(path.dst_ip)) {
+        let ip = match (path.src_ip.to_canonical(), path.dst_ip.to_canonical()) {
             (IpAddr::V4(src_addr), IpAddr::V4(dst_addr)) => IpRepr::V4(Ipv4Repr {
                 dscp_ecn: path.traffic_class,
                 ident: 0,
@@ -257,7 +249,7 @@ mod tests {
             let r = f.roce().unwrap();
             assert_eq!(r.payload, b"payload");
             assert_eq!((r.bth.psn, r.bth.dest_qp, r.bth.pad_count), (77, 0x11, 1));
-            assert_eq!(f.ip.dst_addr(), canonical(p.dst_ip));
+            assert_eq!(f.ip.dst_addr(), p.dst_ip.to_canonical());
         }
         let mut small = [0u8; 40];
         let pkt = RoceRepr::new(BthRepr::new(Opcode(0x04), 1, 1), &[]);

@@ -5,7 +5,7 @@ use super::dcqcn::{Dcqcn, DcqcnConfig};
 use super::desc::{Kind, TxPayload};
 use super::error::VerbsError;
 use super::mem::{MemTable, sge_len};
-use super::path::{HeaderTemplate, Path, canonical, udp_sport};
+use super::path::{HeaderTemplate, Path, udp_sport};
 use super::requester::{ReqConfig, ReqCounters, Requester, SendWqe, UdSend, ack_timeout};
 use super::responder::{HoldPool, RecvWqe, RespConfig, RespDrops, Responder, RxMeta};
 use super::types::{
@@ -292,8 +292,8 @@ impl QueuePair {
                 let path = Path {
                     src_mac: self.cfg.mac,
                     dst_mac: dmac,
-                    src_ip: canonical(self.cfg.gid),
-                    dst_ip: canonical(av.dgid),
+                    src_ip: self.cfg.gid.to_canonical(),
+                    dst_ip: av.dgid.to_canonical(),
                     src_port: self
                         .cfg
                         .fixed_src_port
@@ -454,7 +454,7 @@ impl QueuePair {
                 }
                 let path = Path {
                     src_mac: self.cfg.mac,
-                    src_ip: canonical(self.cfg.gid),
+                    src_ip: self.cfg.gid.to_canonical(),
                     src_port: self.cfg.fixed_src_port.unwrap_or_else(|| ud_sport(self.cfg.qpn)),
                     ..*path
                 };
@@ -554,7 +554,7 @@ impl QueuePair {
         if !matches!(self.state, QpState::Rtr | QpState::Rts) || pkt.bth.pkey & 0x7FFF != 0x7FFF {
             return;
         }
-        let from_peer = self.path.as_ref().is_some_and(|path| canonical(meta.src) == path.dst_ip);
+        let from_peer = self.path.as_ref().is_some_and(|path| meta.src.to_canonical() == path.dst_ip);
         if pkt.bth.opcode == Opcode::CNP {
             // Only the connected peer's CNPs slow the QP down: anyone can send one.
             if !from_peer {

@@ -13,7 +13,6 @@ use wire::ib::cma::port_space;
 use super::cq::Channel;
 use super::gsi::Gsi;
 use crate::cm::{Cm, CmConfig, ConnId, RepInfo, ReqInfo};
-use crate::roce::path::canonical;
 use crate::roce::types::{AddressVector, Mtu, QpType};
 
 /// The Q_Key of rdma_cm's UDP port space (`RDMA_UDP_QKEY`).
@@ -283,7 +282,7 @@ pub(super) fn mtu_of(code: u8) -> Option<Mtu> {
 }
 
 pub(super) fn gid_bytes(ip: IpAddr) -> [u8; 16] {
-    match canonical(ip) {
+    match ip.to_canonical() {
         IpAddr::V4(v4) => v4.to_ipv6_mapped().octets(),
         IpAddr::V6(v6) => v6.octets(),
     }

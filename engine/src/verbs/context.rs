@@ -5,7 +5,7 @@ use super::stats::Stats;
 use super::tx::offer;
 use crate::datapath::Datapath;
 use crate::progress::Sleep;
-use crate::roce::path::{Path, canonical};
+use crate::roce::path::Path;
 use crate::roce::types::{
     Access, AddressVector, Ah, Mtu, QpAttr, QpCap, QpState, QpType, RecvWr, SendWr, WorkCompletion,
 };
@@ -483,8 +483,8 @@ impl Context {
         let path = Path {
             src_mac: self.mac(),
             dst_mac: dmac,
-            src_ip: canonical(self.gid()),
-            dst_ip: canonical(av.dgid),
+            src_ip: self.gid().to_canonical(),
+            dst_ip: av.dgid.to_canonical(),
             src_port: 0,
             dst_port: av.dst_port(),
             traffic_class: av.traffic_class,
@@ -828,8 +828,8 @@ impl Context {
             return false;
         };
         let pkt = &packet;
-        let to_us =
-            u.ethernet.dst_addr.0 == self.dp.mac() && canonical(u.ip.dst_addr()) == canonical(self.dp.gid());
+        let to_us = u.ethernet.dst_addr.0 == self.dp.mac()
+            && u.ip.dst_addr().to_canonical() == self.dp.gid().to_canonical();
         if pkt.bth.dest_qp == super::gsi::GSI_QPN {
             match to_us {
                 true => self.cm_receive(now, u.ip.src_addr(), u.ethernet.src_addr.0, pkt),

@@ -9,7 +9,7 @@ use wire::ib::deth::GSI_QKEY;
 use wire::ib::mad::MAD_LEN;
 use wire::ib::{BthRepr, DethRepr, Opcode, Operation, RoceRepr, Transport};
 
-use crate::roce::path::{BuildError, Path, canonical};
+use crate::roce::path::{BuildError, Path};
 
 /// The UDP source port of rxe's QP1.
 pub(super) const GSI_UDP_PORT: u16 = 55410;
@@ -36,7 +36,7 @@ pub(super) fn mad_of<'a>(pkt: &RoceRepr<'a>) -> Option<&'a [u8]> {
 impl Gsi {
     /// `peer` sent from `mac`.
     pub(super) fn learn(&mut self, peer: IpAddr, mac: [u8; 6]) {
-        let peer = canonical(peer);
+        let peer = peer.to_canonical();
         if self.neigh.len() >= NEIGHBOURS && !self.neigh.contains_key(&peer) {
             self.neigh.clear();
         }
@@ -45,7 +45,7 @@ impl Gsi {
 
     /// The MAC `peer` last sent from, if any.
     pub(super) fn mac(&self, peer: IpAddr) -> Option<[u8; 6]> {
-        self.neigh.get(&canonical(peer)).copied()
+        self.neigh.get(&peer.to_canonical()).copied()
     }
 
     /// Builds the frame carrying `mad` from our QP1 to `peer`'s, at the start of `buf`.

@@ -552,7 +552,7 @@ impl Datapath for AfXdpPort {
     }
 
     fn resolve(&self, ip: IpAddr) -> Option<[u8; 6]> {
-        let IpAddr::V4(v4) = crate::roce::path::canonical(ip) else { return None };
+        let IpAddr::V4(v4) = ip.to_canonical() else { return None };
         if let Some(mac) = arp_lookup(v4, &self.dev) {
             return Some(mac);
         }
@@ -568,7 +568,7 @@ impl Datapath for AfXdpPort {
     }
 
     fn resolve_now(&self, ip: IpAddr) -> Option<[u8; 6]> {
-        let IpAddr::V4(v4) = crate::roce::path::canonical(ip) else { return None };
+        let IpAddr::V4(v4) = ip.to_canonical() else { return None };
         let mut pending = self.pending.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         pending.resolve_now(v4, self.now(), || arp_lookup(v4, &self.dev), || ask_arp(self.ip, v4))
     }

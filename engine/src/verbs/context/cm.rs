@@ -22,7 +22,6 @@ use wire::ib::cma::{CMA_HDR_LEN, CmaHdr, service_id};
 use super::{Context, Qp};
 use crate::cm::{AcceptParams, CmEvent, ConnId, ConnectParams, ReqInfo};
 use crate::roce::VerbsError;
-use crate::roce::path::canonical;
 use crate::roce::types::{Access, AddressVector, QpAttr, QpState, QpType};
 use crate::verbs::cm::{
     ACK_TIMEOUT, CHANNEL_EVENTS, CmChannel, CmEventKind, CmId, CmIdEvent, ConnParam, EPHEMERAL, Id, IdState,
@@ -174,7 +173,7 @@ impl Context {
     }
 
     fn cm_local_ok(&self, ip: IpAddr) -> bool {
-        ip.is_unspecified() || canonical(ip) == canonical(self.dp.gid())
+        ip.is_unspecified() || ip.to_canonical() == self.dp.gid().to_canonical()
     }
 
     fn cm_port_in_use(&self, ps: PortSpace, port: u16) -> bool {
@@ -271,13 +270,13 @@ impl Context {
             return Err(VerbsError::CmState("rdma_resolve_addr: the ID is in use"));
         }
         if s.state == IdState::Idle {
-            let src = src.unwrap_or_else(|| SocketAddr::new(canonical(self.dp.gid()), 0));
+            let src = src.unwrap_or_else(|| SocketAddr::new(self.dp.gid().to_canonical(), 0));
             self.cm_bind(id, src)?;
         }
-        let gid = canonical(self.dp.gid());
+        let gid = self.dp.gid().to_canonical();
         let now = self.dp.now();
         let s = self.cm_id(id)?;
-        s.remote = Some(SocketAddr::new(canonical(dst.ip()), dst.port()));
+        s.remote = Some(SocketAddr::new(dst.ip().to_canonical(), dst.port()));
         if s.local.is_some_and(|l| l.ip().is_unspecified()) {
             s.local = s.local.map(|l| SocketAddr::new(gid, l.port()));
         }
@@ -294,7 +293,7 @@ impl Context {
     fn cm_query_addr(&mut self, id: u32, now: Duration) -> bool {
         let Some(Some(s)) = self.cm.ids.get(id as usize) else { return false };
         let (IdState::AddrQuery { deadline, .. }, Some(dst)) = (s.state, s.remote) else { return false };
-        let dmac = if dst.ip() == canonical(self.dp.gid()) {
+        let dmac = if dst.ip() == self.dp.gid().to_canonical() {
             Some(self.dp.mac())
         } else {
             self.dp.resolve_now(dst.ip())
@@ -444,8 +443,8 @@ impl Context {
         let hdr = CmaHdr {
             version: 0,
             src_port: local.port(),
-            src: canonical(local.ip()),
-            dst: canonical(remote.ip()),
+            src: local.ip().to_canonical(),
+            dst: remote.ip().to_canonical(),
         };
         let cap = if ud { private_len::SIDR_REQ } else { private_len::REQ } - CMA_HDR_LEN;
         if param.private_data.len() > cap {
@@ -844,7 +843,7 @@ impl Context {
             return;
         };
         let port = wire::ib::cma::split_service_id(svc).map_or(0, |(_, p)| p);
-        let remote = SocketAddr::new(canonical(peer), hdr.src_port);
+        let remote = SocketAddr::new(peer.to_canonical(), hdr.src_port);
         let Some((id, lid)) = self.cm_child(conn, svc, SocketAddr::new(hdr.dst, port), remote) else {
             let _ = self.cm.cm.sidr_reply(now, conn, 1, 0, 0, &[]);
             return;
