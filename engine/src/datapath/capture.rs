@@ -13,13 +13,13 @@
 
 use super::wrap::{delegate_datapath, delegate_datapath_tail};
 use super::{Datapath, TxError};
-use crate::roce::types::Mtu;
 use frame::Frame;
 use std::io::{self, Write};
 use std::net::IpAddr;
 use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
+use wire::ib::Mtu;
 
 /// Bytes of records a capture holds before it writes them to its file.
 pub const CAPTURE_BUFFER: usize = 1 << 20;

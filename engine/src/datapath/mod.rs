@@ -72,8 +72,8 @@ pub trait Datapath {
     fn recycle(&mut self, frame: Frame);
     /// The largest RoCE payload per packet the link carries (rxe: the largest IB MTU below the
     /// netdev MTU minus 80, roce-wire.md §1.8).
-    fn port_mtu(&self) -> crate::roce::types::Mtu {
-        crate::roce::types::Mtu::Mtu4096
+    fn port_mtu(&self) -> wire::ib::Mtu {
+        wire::ib::Mtu::Mtu4096
     }
     /// Whether the link is up.
     fn link_up(&self) -> bool {
@@ -142,7 +142,7 @@ impl<D: Datapath + ?Sized> Datapath for Box<D> {
     fn recycle(&mut self, frame: Frame) {
         (**self).recycle(frame)
     }
-    fn port_mtu(&self) -> crate::roce::types::Mtu {
+    fn port_mtu(&self) -> wire::ib::Mtu {
         (**self).port_mtu()
     }
     fn link_up(&self) -> bool {

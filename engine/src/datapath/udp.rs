@@ -49,7 +49,6 @@
 mod mmsg;
 
 use super::{Datapath, TxError};
-use crate::roce::types::Mtu;
 use frame::{Frame, FramePool};
 use mmsg::{RxBatch, Segmentation, TxBatch};
 use rustix::net::sockopt::{self, Ipv4PathMtuDiscovery};
@@ -60,6 +59,7 @@ use std::os::fd::{AsFd, BorrowedFd};
 use std::time::{Duration, Instant};
 use wire::ethernet::{self, EthernetAddress, ethertype};
 use wire::frame::ETH_IPV4_UDP_LEN as HEADERS;
+use wire::ib::Mtu;
 use wire::ib::icrc;
 use wire::ipv4::{self, DONT_FRAGMENT, PROTO_UDP};
 use wire::{EthernetRepr, Ipv4Repr, UdpChecksum, UdpRepr, udp};

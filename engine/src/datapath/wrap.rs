@@ -3,13 +3,13 @@
 //! [`super::capture`]: `Context::open(RocePort::new(Faulty::new(UdpPort::bind(..)?, faults, seed), port))`.
 
 use super::{Datapath, TxError};
-use crate::roce::types::Mtu;
 use frame::Frame;
 use rand_xoshiro::Xoshiro256PlusPlus;
 use rand_xoshiro::rand_core::{Rng, SeedableRng};
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
+use wire::ib::Mtu;
 use wire::ib::icrc::FieldAmend;
 
 /// The `Datapath` methods a decorator passes straight to the datapath it wraps.

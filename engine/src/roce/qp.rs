@@ -9,12 +9,13 @@ use super::path::{HeaderTemplate, Path, udp_sport};
 use super::requester::{ReqConfig, ReqCounters, Requester, SendWqe, UdSend, ack_timeout};
 use super::responder::{HoldPool, RecvWqe, RespConfig, RespDrops, Responder, RxMeta};
 use super::types::{
-    Access, MAX_MSG_SIZE, Mtu, QpAttr, QpCap, QpState, QpType, RecvWr, SendFlags, SendWindow, SendWr,
-    WcOpcode, WcStatus, WorkCompletion, WrOpcode,
+    Access, MAX_MSG_SIZE, QpAttr, QpCap, QpState, QpType, RecvWr, SendFlags, SendWindow, SendWr, WcOpcode,
+    WcStatus, WorkCompletion, WrOpcode,
 };
 use std::collections::VecDeque;
 use std::net::IpAddr;
 use std::time::Duration;
+use wire::ib::Mtu;
 use wire::ib::{BthRepr, Opcode, RoceRepr, Transport, psn};
 
 /// Largest `max_rd_atomic` / `max_dest_rd_atomic` (rxe's device maximum).

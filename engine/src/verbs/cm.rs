@@ -13,7 +13,8 @@ use wire::ib::cma::port_space;
 use super::cq::Channel;
 use super::gsi::Gsi;
 use crate::cm::{Cm, CmConfig, ConnId, RepInfo, ReqInfo};
-use crate::roce::types::{AddressVector, Mtu, QpType};
+use crate::roce::types::{AddressVector, QpType};
+use wire::ib::Mtu;
 
 /// The Q_Key of rdma_cm's UDP port space (`RDMA_UDP_QKEY`).
 pub const RDMA_UDP_QKEY: u32 = 0x0123_4567;

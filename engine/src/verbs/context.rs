@@ -7,7 +7,7 @@ use crate::datapath::Datapath;
 use crate::progress::Sleep;
 use crate::roce::path::Path;
 use crate::roce::types::{
-    Access, AddressVector, Ah, Mtu, QpAttr, QpCap, QpState, QpType, RecvWr, SendWr, WorkCompletion,
+    Access, AddressVector, Ah, QpAttr, QpCap, QpState, QpType, RecvWr, SendWr, WorkCompletion,
 };
 use crate::roce::usermem::UserBuf;
 use crate::roce::{CqSide, HoldPool, LIMITS, MemTable, QpConfig, QueuePair, RecvWqe, RxMeta, VerbsError};
@@ -16,6 +16,7 @@ use rustix::fd::BorrowedFd;
 use std::collections::VecDeque;
 use std::net::IpAddr;
 use std::time::Duration;
+use wire::ib::Mtu;
 use wire::uet::UetConfig;
 
 mod cm;

@@ -16,8 +16,8 @@ mod tx;
 
 pub use crate::roce::mem;
 pub use crate::roce::types::{
-    Access, AddressVector, Ah, Mtu, QpAttr, QpCap, QpState, QpType, RecvWr, SendFlags, SendWindow, SendWr,
-    Sge, UdDest, WcOpcode, WcStatus, WorkCompletion, WrOpcode,
+    Access, AddressVector, Ah, QpAttr, QpCap, QpState, QpType, RecvWr, SendFlags, SendWindow, SendWr, Sge,
+    UdDest, WcOpcode, WcStatus, WorkCompletion, WrOpcode,
 };
 pub use crate::roce::usermem::UserBuf;
 pub use crate::roce::{MemError, MemTable, VerbsError};
@@ -25,3 +25,4 @@ pub use cm::{CmChannel, CmEventKind, CmId, CmIdEvent, ConnParam, PortSpace, RDMA
 pub use context::{AsyncEvent, CompChannel, Context, Cq, Mr, Pd, Qp, QpInitAttr, Srq, SrqAttr};
 pub use device::{Device, HANDOVER};
 pub use stats::{QpStats, Stats};
+pub use wire::ib::Mtu;

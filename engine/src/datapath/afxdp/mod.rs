@@ -39,7 +39,6 @@ mod neigh;
 mod ring;
 
 use super::{Datapath, TxError};
-use crate::roce::types::Mtu;
 use chain::{RxChain, RxStep};
 use frame::{Frame, FramePool};
 use ring::Ring;
@@ -48,6 +47,7 @@ use std::net::{IpAddr, Ipv4Addr};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::ptr::NonNull;
 use std::time::{Duration, Instant};
+use wire::ib::Mtu;
 
 /// Bytes per UMEM chunk: a whole frame, or one buffer of a multi-buffer frame.
 const CHUNK: usize = 4096;
