@@ -13,6 +13,10 @@
 
 use bytemuck::{Pod, Zeroable};
 
+pub mod usermem;
+
+pub use usermem::UserBuf;
+
 /// Size of one page of frame or region memory.
 pub const PAGE: usize = 4096;
 

@@ -193,6 +193,7 @@ unsafe extern "C" fn control_mr(f: *mut fid, command: c_int, _arg: *mut c_void) 
     // SAFETY: fi_mr_reg's contract: the bytes stay valid until the registration is closed,
     // which deregisters them first; the program does not touch bytes an operation in flight uses.
     let Some(mem) = (unsafe { provider::UserBuf::new(m.buf, m.len) }) else { return EINVAL };
+    let mem = provider::UserMem(mem);
     // SAFETY: `fid` is the first member of the `fid_mr` this `Mr` starts with.
     let key = unsafe { (*f.cast::<fid_mr>()).key };
     match m.domain.mr_reg(&ep, mem, m.access, key & ses::key::RKEY_MASK, key & !ses::key::RKEY_MASK, m.auth) {

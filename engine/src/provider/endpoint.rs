@@ -11,6 +11,7 @@ use std::net::Ipv4Addr;
 use std::rc::{Rc, Weak};
 use wire::uet::ses::{AmoDatatype, AmoOpcode};
 
+use super::UserMem;
 use super::control::FALLBACK_JOB_ID;
 use super::errno::{FiErrno, FiError, errno_of_status};
 use super::fabric::{Fabric, FabricInner, Member};
@@ -20,8 +21,8 @@ use super::objects::{
     FI_ADDR_UNSPEC, FiAddr, JobSink, UetAddr, cq_flags,
 };
 use crate::datapath::Datapath;
-use crate::roce::usermem::UserBuf;
 use crate::uet::UetNode;
+use frame::UserBuf;
 
 /// How long an endpoint holds the ACK of packets that ask for none (injects: nobody waits for
 /// their completion; the middle of a burst, which `pds::Config::ack_every` bounds). Sent in the
@@ -207,7 +208,7 @@ impl Domain {
     /// `fi_mr_regattr` + `fi_mr_bind` to `ep`: `buf` exposed under the user's `key` (RKEY bits
     /// 0-46) with `flags` (IDEMPOTENT_SAFE, OPTIMIZED) to the JobIDs `auth` names. `buf` is the
     /// endpoint's own `Vec<u8>`, or the program's memory registered in place
-    /// ([`UserBuf`](super::UserBuf)).
+    /// ([`UserMem`](super::UserMem)).
     pub fn mr_reg(
         &self,
         ep: &Endpoint,
@@ -680,7 +681,7 @@ impl Endpoint {
         tag: Option<(u64, u64)>,
         context: u64,
     ) -> Result<(), FiError> {
-        self.recv_common(Box::new(buf), src, tag, false, context)
+        self.recv_common(Box::new(UserMem(buf)), src, tag, false, context)
     }
 
     fn rma_check(&self, e: &EpInner, len: usize) -> Result<(), FiError> {

@@ -21,16 +21,18 @@ pub mod errno;
 pub mod fabric;
 pub mod info;
 pub mod objects;
+mod usermem;
 
-pub use crate::roce::usermem::UserBuf;
 pub use config::{ConfigError, ProviderConfig, Service, parse_service_file};
 pub use control::{ControlPlane, FALLBACK_JOB_ID, SecurityBinding};
 pub use endpoint::{Domain, Endpoint, EpAttr, JobIdMethod, MemoryRegion, MrAccess, MrAuth, bind};
 pub use epoch::reserve_epoch;
 pub use errno::{FiErrno, FiError, errno_of};
 pub use fabric::{Fabric, udp_max_payload};
+pub use frame::UserBuf;
 pub use info::{Hints, Info, Limits, MAX_PAYLOAD, caps, getinfo};
 pub use objects::{
     AddressVector, AuthKey, CompletionQueue, Counter, CqEntry, CqErrEntry, EqEvent, EventQueue,
     FI_ADDR_UNSPEC, FiAddr, UetAddr, cq_flags,
 };
+pub use usermem::UserMem;

@@ -9,8 +9,7 @@
 //! still try: the key is 32 bits).
 
 use super::types::{Access, Sge};
-use super::usermem::UserBuf;
-use frame::{AlignedBuf, PAGE};
+use frame::{AlignedBuf, PAGE, UserBuf};
 
 /// Why a memory access was refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -22,7 +22,6 @@ mod requester;
 mod responder;
 mod rtt;
 pub mod types;
-pub mod usermem;
 mod window;
 
 pub use error::VerbsError;

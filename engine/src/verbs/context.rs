@@ -9,9 +9,9 @@ use crate::roce::path::Path;
 use crate::roce::types::{
     Access, AddressVector, Ah, QpAttr, QpCap, QpState, QpType, RecvWr, SendWr, WorkCompletion,
 };
-use crate::roce::usermem::UserBuf;
 use crate::roce::{CqSide, HoldPool, LIMITS, MemTable, QpConfig, QueuePair, RecvWqe, RxMeta, VerbsError};
 use frame::Frame;
+use frame::UserBuf;
 use rustix::fd::BorrowedFd;
 use std::collections::VecDeque;
 use std::net::IpAddr;

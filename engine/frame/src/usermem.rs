@@ -1,6 +1,7 @@
 //! Memory the application owns, registered in place (`ibv_reg_mr`, or `fi_mr_reg` of the UET
-//! provider, on the caller's buffer): the one module of the engine that touches memory it did not
-//! allocate.
+//! provider, on the caller's buffer): the one module of softrdma's engine that touches memory it
+//! did not allocate. The RoCE core keeps these in its memory table; the UET provider wraps them
+//! (`engine::provider::UserMem`) as `ses` memory.
 //!
 //! The verbs contract, which [`UserBuf::new`]'s caller promises: the bytes stay mapped, readable and
 //! writable until the region is deregistered, and the application does not access bytes that an
@@ -63,16 +64,6 @@ impl UserBuf {
         // accessed by the application during an operation that writes it; `&mut self` keeps the
         // engine from making a second slice at the same time.
         unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
-    }
-}
-
-/// A region of the UET provider (`fi_mr_reg` on the program's buffer) over the same contract.
-impl ses::Memory for UserBuf {
-    fn bytes(&self) -> &[u8] {
-        self.as_slice()
-    }
-    fn bytes_mut(&mut self) -> &mut [u8] {
-        self.as_mut_slice()
     }
 }
 
