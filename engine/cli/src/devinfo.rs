@@ -1,7 +1,7 @@
 //! `softrdma devinfo`: the backends, the devices each offers, their ports, MTUs, GIDs and limits
 //! (as `ibv_devinfo` lists RDMA devices).
 
-use engine::roce::LIMITS;
+use engine::verbs::LIMITS;
 use engine::verbs::Mtu;
 use std::fmt::Write;
 use std::net::{IpAddr, Ipv4Addr};

@@ -57,8 +57,8 @@ impl std::fmt::Display for RemoteError {
 
 impl std::error::Error for RemoteError {}
 
-/// The largest message a test may ask for ([`engine::roce::MAX_MSG_SIZE`], the CLI's `--size`).
-pub const MAX_SIZE: u64 = engine::roce::MAX_MSG_SIZE;
+/// The largest message a test may ask for ([`engine::verbs::MAX_MSG_SIZE`], the CLI's `--size`).
+pub const MAX_SIZE: u64 = engine::verbs::MAX_MSG_SIZE;
 /// The most QP pairs a test may ask for (the CLI's `--qps`).
 pub const MAX_QPS: u64 = 256;
 /// The most messages in flight per QP (the CLI's `--tx-depth`).

@@ -10,7 +10,7 @@ use crate::abi::*;
 use crate::cm_abi::*;
 use crate::errno;
 use crate::handles::{Ctx, SoftPd, SoftQp};
-use engine::roce::LIMITS;
+use engine::verbs::LIMITS;
 use engine::verbs::{ConnParam, QpState};
 use std::ffi::{c_int, c_void};
 use std::sync::OnceLock;
