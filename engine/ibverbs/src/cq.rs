@@ -26,6 +26,8 @@ impl SoftChannel {
         }
         // SAFETY: every channel handed out is the first field of a live `SoftChannel`.
         let c = unsafe { &*p.cast::<SoftChannel>() };
+        // SAFETY: `ibv_create_comp_channel` set `context` to the live context the channel was made
+        // on.
         Some((c, unsafe { Ctx::from(c.ibv.context) }?))
     }
 }
@@ -33,6 +35,8 @@ impl SoftChannel {
 /// `ibv_create_comp_channel`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ibv_create_comp_channel(context: *mut ibv_context) -> *mut ibv_comp_channel {
+    // SAFETY: `context` is null or a context this library opened and has not closed (the verbs'
+    // contract); `Ctx::from` answers `None` for null.
     let Some(ctx) = (unsafe { Ctx::from(context) }) else { return errno::null(libc::EINVAL) };
     let mut c = ctx.dev.lock();
     let ch = match c.create_comp_channel() {
@@ -53,11 +57,14 @@ pub unsafe extern "C" fn ibv_create_comp_channel(context: *mut ibv_context) -> *
 /// `ibv_destroy_comp_channel`: `EBUSY` while a CQ uses it.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ibv_destroy_comp_channel(channel: *mut ibv_comp_channel) -> c_int {
+    // SAFETY: `channel` is null or a channel of this library not yet destroyed (the verbs'
+    // contract).
     let Some((c, ctx)) = (unsafe { SoftChannel::from(channel) }) else { return libc::EINVAL };
     if let Err(e) = ctx.dev.lock().destroy_comp_channel(c.ch) {
         return errno::of(&e);
     }
-    // SAFETY: allocated as a Box by `ibv_create_comp_channel`.
+    // SAFETY: `channel` is a `SoftChannel` boxed by `ibv_create_comp_channel`, and the engine let
+    // it go (no CQ uses it); the caller does not use the pointer again (ibv_destroy_comp_channel(3)).
     drop(unsafe { Box::from_raw(channel.cast::<SoftChannel>()) });
     0
 }
@@ -71,6 +78,7 @@ pub unsafe extern "C" fn ibv_create_cq(
     channel: *mut ibv_comp_channel,
     comp_vector: c_int,
 ) -> *mut ibv_cq {
+    // SAFETY: `context` is null or a live context of this library (the verbs' contract).
     let Some(ctx) = (unsafe { Ctx::from(context) }) else { return errno::null(libc::EINVAL) };
     if !(1..(1 << 20)).contains(&cqe) || comp_vector != 0 {
         return errno::null(libc::EINVAL);
@@ -78,6 +86,8 @@ pub unsafe extern "C" fn ibv_create_cq(
     let ch = if channel.is_null() {
         None
     } else {
+        // SAFETY: `channel` is not null (checked), so by the verbs' contract a live channel of this
+        // library.
         match unsafe { SoftChannel::from(channel) } {
             Some((c, _)) => Some(c.ch),
             None => return errno::null(libc::EINVAL),
@@ -102,12 +112,14 @@ pub unsafe extern "C" fn ibv_create_cq(
 /// `ibv_destroy_cq`: `EBUSY` while a QP uses it or events are unacknowledged.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ibv_destroy_cq(cq: *mut ibv_cq) -> c_int {
+    // SAFETY: `cq` is null or a CQ of this library not yet destroyed (the verbs' contract).
     let Some((c, ctx)) = (unsafe { SoftCq::from(cq) }) else { return libc::EINVAL };
     if let Err(e) = ctx.dev.lock().destroy_cq(c.cq) {
         return errno::of(&e);
     }
     ctx.objects().cqs.remove(&c.cq);
-    // SAFETY: allocated as a Box by `ibv_create_cq`.
+    // SAFETY: `cq` is a `SoftCq` boxed by `ibv_create_cq`; the engine destroyed the CQ (no QP uses
+    // it, no event is unacknowledged) and it left the context's table, so no reference remains.
     drop(unsafe { Box::from_raw(cq.cast::<SoftCq>()) });
     0
 }
@@ -115,6 +127,8 @@ pub unsafe extern "C" fn ibv_destroy_cq(cq: *mut ibv_cq) -> c_int {
 /// `ibv_context_ops.poll_cq` (behind the inline `ibv_poll_cq`): a progress round, then up to
 /// `num_entries` completions; -1 on an overrun CQ.
 pub(crate) unsafe extern "C" fn poll_cq(cq: *mut ibv_cq, num_entries: c_int, wc: *mut ibv_wc) -> c_int {
+    // SAFETY: `cq` is null or a live CQ of this library: the inline `ibv_poll_cq` reaches this op
+    // only through `cq->context->ops`, which this library filled.
     let Some((c, ctx)) = (unsafe { SoftCq::from(cq) }) else { return -1 };
     if num_entries <= 0 {
         return 0;
@@ -139,7 +153,9 @@ pub(crate) unsafe extern "C" fn poll_cq(cq: *mut ibv_cq, num_entries: c_int, wc:
             }
         }
         for (i, w) in out.iter().enumerate() {
-            // SAFETY: the caller's array has `num_entries` entries; `out` holds at most that many.
+            // SAFETY: `wc` (not null, checked) has `num_entries` writable entries (ibv_poll_cq(3)),
+            // and the engine returned at most `num_entries` completions, so `i < num_entries`;
+            // `write` does not read the entry, which may be uninitialised.
             unsafe { wc.add(i).write(wr::wc(w)) };
         }
         out.len() as c_int
@@ -148,6 +164,7 @@ pub(crate) unsafe extern "C" fn poll_cq(cq: *mut ibv_cq, num_entries: c_int, wc:
 
 /// `ibv_context_ops.req_notify_cq`.
 pub(crate) unsafe extern "C" fn req_notify_cq(cq: *mut ibv_cq, solicited_only: c_int) -> c_int {
+    // SAFETY: `cq` is null or a live CQ of this library (reached through its context's ops).
     let Some((c, ctx)) = (unsafe { SoftCq::from(cq) }) else { return libc::EINVAL };
     match ctx.dev.lock().req_notify_cq(c.cq, solicited_only != 0) {
         Ok(()) => 0,
@@ -164,6 +181,8 @@ pub unsafe extern "C" fn ibv_get_cq_event(
     cq: *mut *mut ibv_cq,
     cq_context: *mut *mut c_void,
 ) -> c_int {
+    // SAFETY: `channel` is null or a channel of this library not yet destroyed (the verbs'
+    // contract).
     let Some((ch, ctx)) = (unsafe { SoftChannel::from(channel) }) else {
         errno::set(libc::EINVAL);
         return -1;
@@ -173,7 +192,9 @@ pub unsafe extern "C" fn ibv_get_cq_event(
         match got {
             Ok(Some(q)) => {
                 let p = ctx.objects().cqs.get(&q).copied().unwrap_or(0) as *mut ibv_cq;
-                // SAFETY: the caller passes writable out pointers (or null); `p` is a live CQ.
+                // SAFETY: `cq` and `cq_context` are null or writable (ibv_get_cq_event(3)). `p` is
+                // null or the `SoftCq` the table names, and it is live: the event just taken is
+                // unacknowledged, and `ibv_destroy_cq` answers EBUSY until it is acknowledged.
                 unsafe {
                     if !cq.is_null() {
                         *cq = p;
@@ -190,7 +211,8 @@ pub unsafe extern "C" fn ibv_get_cq_event(
                 return -1;
             }
         }
-        // SAFETY: F_GETFL on the descriptor this channel owns.
+        // SAFETY: F_GETFL takes no third argument and reads no memory; the descriptor is the
+        // channel's own `OwnedFd`, open while `ch` is borrowed.
         let flags = unsafe { libc::fcntl(ch.fd.as_raw_fd(), libc::F_GETFL) };
         if flags >= 0 && flags & libc::O_NONBLOCK != 0 {
             // The program made the descriptor non-blocking: libibverbs' read would fail now.
@@ -208,6 +230,7 @@ pub unsafe extern "C" fn ibv_get_cq_event(
 /// `ibv_ack_cq_events`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ibv_ack_cq_events(cq: *mut ibv_cq, nevents: std::ffi::c_uint) {
+    // SAFETY: `cq` is null or a CQ of this library not yet destroyed (the verbs' contract).
     if let Some((c, ctx)) = unsafe { SoftCq::from(cq) } {
         let _ = ctx.dev.lock().ack_cq_events(c.cq, nevents);
     }

@@ -77,17 +77,20 @@ fn copy_str(dst: &mut [c_char], s: &str) {
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ibv_get_device_list(num_devices: *mut c_int) -> *mut *mut ibv_device {
     let list = devices();
-    // SAFETY: calloc of (n + 1) pointers; checked for null below.
+    // SAFETY: `calloc` has no precondition; it checks `n + 1` times the size for overflow, and
+    // the result is checked for null below.
     let arr = unsafe { libc::calloc(list.len() + 1, size_of::<*mut ibv_device>()) }.cast::<*mut ibv_device>();
     if arr.is_null() {
         return errno::null(libc::ENOMEM);
     }
     for (i, d) in list.iter().enumerate() {
-        // SAFETY: `i < n` entries of the array just allocated.
+        // SAFETY: the array just allocated has `n + 1` pointer slots, suitably aligned by
+        // `calloc`, and `i < n`.
         unsafe { *arr.add(i) = std::ptr::addr_of!(d.ibv).cast_mut() };
     }
     if !num_devices.is_null() {
-        // SAFETY: the caller passes a valid int pointer or null.
+        // SAFETY: `num_devices` is not null (checked), and ibv_get_device_list(3) takes it as a
+        // writable `int`.
         unsafe { *num_devices = list.len() as c_int };
     }
     arr
@@ -96,7 +99,8 @@ pub unsafe extern "C" fn ibv_get_device_list(num_devices: *mut c_int) -> *mut *m
 /// `ibv_free_device_list`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ibv_free_device_list(list: *mut *mut ibv_device) {
-    // SAFETY: `list` came from `ibv_get_device_list` (calloc), or is null.
+    // SAFETY: `list` is null or the `calloc`ed array of `ibv_get_device_list`, freed once
+    // (ibv_free_device_list(3)); `free(NULL)` does nothing.
     unsafe { libc::free(list.cast()) };
 }
 
@@ -112,6 +116,8 @@ unsafe fn soft(d: *mut ibv_device) -> Option<&'static SoftDevice> {
 /// `ibv_get_device_name`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ibv_get_device_name(device: *mut ibv_device) -> *const c_char {
+    // SAFETY: `device` is null or an entry of this library's `ibv_get_device_list` (the verbs'
+    // contract).
     match unsafe { soft(device) } {
         Some(d) => d.ibv.name.as_ptr(),
         None => errno::null(libc::EINVAL),
@@ -121,12 +127,14 @@ pub unsafe extern "C" fn ibv_get_device_name(device: *mut ibv_device) -> *const 
 /// `ibv_get_device_guid` (network byte order).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ibv_get_device_guid(device: *mut ibv_device) -> __be64 {
+    // SAFETY: `device` is null or an entry of this library's `ibv_get_device_list`.
     unsafe { soft(device) }.map_or(0, |d| d.info.guid().to_be())
 }
 
 /// `ibv_get_device_index`: the position in the list.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ibv_get_device_index(device: *mut ibv_device) -> c_int {
+    // SAFETY: `device` is null or an entry of this library's `ibv_get_device_list`.
     let Some(d) = (unsafe { soft(device) }) else { return -1 };
     devices().iter().position(|x| std::ptr::eq(x, d)).map_or(-1, |i| i as c_int)
 }
@@ -170,6 +178,8 @@ fn open_list() -> std::sync::MutexGuard<'static, Vec<(usize, usize, usize)>> {
 /// socket per port), which stays until every open is closed.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ibv_open_device(device: *mut ibv_device) -> *mut ibv_context {
+    // SAFETY: `device` is null or an entry of this library's `ibv_get_device_list`; the static list
+    // outlives every caller.
     let Some(d) = (unsafe { soft(device) }) else { return errno::null(libc::EINVAL) };
     match open_shared(d) {
         Ok(ctx) => ctx.ibv(),
@@ -230,12 +240,14 @@ pub(crate) fn open_first() -> Result<&'static Ctx, c_int> {
     }
     let _one = OPENING.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     if let Some(&p) = CM.get() {
-        // SAFETY: as above.
+        // SAFETY: `CM` holds the address of a context `open_shared` leaked, whose reference this
+        // function keeps and never drops, so it is never freed.
         return Ok(unsafe { &*(p as *const Ctx) });
     }
     let ctx = devices().first().ok_or(libc::ENODEV).and_then(open_shared)?;
     let _ = CM.set(std::ptr::from_ref(ctx) as usize);
-    // SAFETY: registering a plain `extern "C" fn()` with the C library's exit handlers.
+    // SAFETY: `atexit` takes any `extern "C" fn()`; `cm_exit` catches panics, so none unwinds into
+    // the C library's exit.
     unsafe { libc::atexit(cm_exit) };
     Ok(ctx)
 }
@@ -269,6 +281,8 @@ fn close_connections() {
 /// releases the datapath; objects still open on the context are released with it.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ibv_close_device(context: *mut ibv_context) -> c_int {
+    // SAFETY: `context` is null or a context this library opened and has not closed (the verbs'
+    // contract).
     let Some(ctx) = (unsafe { Ctx::from(context) }) else { return libc::EINVAL };
     let at = std::ptr::from_ref(ctx) as usize;
     let mut list = open_list();
@@ -280,7 +294,9 @@ pub unsafe extern "C" fn ibv_close_device(context: *mut ibv_context) -> c_int {
     list.remove(i);
     drop(list);
     crate::stat::closing(ctx);
-    // SAFETY: the context was leaked from a Box in `open_shared` and its last reference is gone.
+    // SAFETY: the context was leaked from a Box in `open_shared`; its last open is closed and it
+    // left `OPEN` (under its lock), so no new reference is handed out, and the verbs' contract
+    // forbids using a closed context or its objects.
     drop(unsafe { Box::from_raw(std::ptr::from_ref(ctx).cast_mut()) });
     0
 }
@@ -323,11 +339,13 @@ pub unsafe extern "C" fn ibv_query_device(
     context: *mut ibv_context,
     device_attr_out: *mut ibv_device_attr,
 ) -> c_int {
+    // SAFETY: `context` is null or a live context of this library (the verbs' contract).
     let Some(ctx) = (unsafe { Ctx::from(context) }) else { return libc::EINVAL };
     if device_attr_out.is_null() {
         return libc::EINVAL;
     }
-    // SAFETY: the caller passes a writable `ibv_device_attr`.
+    // SAFETY: `device_attr_out`, not null (checked), is a writable `ibv_device_attr`
+    // (ibv_query_device(3)).
     unsafe { device_attr_out.write(device_attr(ctx.info)) };
     0
 }
@@ -339,15 +357,21 @@ pub(crate) unsafe extern "C" fn query_device_ex(
     attr: *mut ibv_device_attr_ex,
     attr_size: usize,
 ) -> c_int {
+    // SAFETY: `context` is null or a live context of this library: the inline `ibv_query_device_ex`
+    // reaches this op only through the context's `verbs_context`, which this library filled.
     let Some(ctx) = (unsafe { Ctx::from(context) }) else { return libc::EINVAL };
-    // SAFETY: `input` is null or a valid input structure.
+    // SAFETY: `input` is null or points at the caller's `ibv_query_device_ex_input` (the inline
+    // wrapper passes its own), whose `comp_mask` is its first field.
     if !input.is_null() && unsafe { (*input).comp_mask } != 0 {
         return libc::EINVAL;
     }
     if attr.is_null() || attr_size < size_of::<ibv_device_attr>() {
         return libc::EINVAL;
     }
-    // SAFETY: the caller's structure has `attr_size` writable bytes; `orig_attr` is its first field.
+    // SAFETY: the inline `ibv_query_device_ex` passes the caller's structure and its size, so
+    // `attr` has `attr_size` writable bytes; at most that many (and no more than our structure) are
+    // zeroed, and `orig_attr`, its first field, fits (`attr_size >= size_of::<ibv_device_attr>()`,
+    // checked).
     unsafe {
         std::ptr::write_bytes(attr.cast::<u8>(), 0, attr_size.min(size_of::<ibv_device_attr_ex>()));
         std::ptr::addr_of_mut!((*attr).orig_attr).write(device_attr(ctx.info));
@@ -363,6 +387,7 @@ pub unsafe extern "C" fn ibv_query_port(
     port_num: u8,
     port_attr: *mut c_void,
 ) -> c_int {
+    // SAFETY: `context` is null or a live context of this library (the verbs' contract).
     let Some(ctx) = (unsafe { Ctx::from(context) }) else { return libc::EINVAL };
     if port_num != 1 || port_attr.is_null() {
         return libc::EINVAL;
@@ -390,7 +415,10 @@ pub unsafe extern "C" fn ibv_query_port(
     a.active_speed = 1;
     a.phys_state = if up { 5 } else { 3 };
     a.link_layer = IBV_LINK_LAYER_ETHERNET as u8;
-    // SAFETY: the caller's structure holds at least the compatible prefix (up to `flags`).
+    // SAFETY: the exported `ibv_query_port` takes rdma-core's `struct _compat_ibv_port_attr`, the
+    // fields of `ibv_port_attr` before `port_cap_flags2` (the inline wrapper passes a whole
+    // `ibv_port_attr`): `port_attr`, not null (checked), has that many writable bytes; `a` is a
+    // local, so the two do not overlap.
     unsafe {
         std::ptr::copy_nonoverlapping(
             std::ptr::addr_of!(a).cast::<u8>(),
@@ -409,12 +437,13 @@ pub unsafe extern "C" fn ibv_query_gid(
     index: c_int,
     gid: *mut ibv_gid,
 ) -> c_int {
+    // SAFETY: `context` is null or a live context of this library (the verbs' contract).
     let Some(ctx) = (unsafe { Ctx::from(context) }) else { return -1 };
     let Some(g) = usize::try_from(index).ok().and_then(|i| ctx.info.gid(i)) else { return -1 };
     if port_num != 1 || gid.is_null() {
         return -1;
     }
-    // SAFETY: the caller passes a writable GID.
+    // SAFETY: `gid`, not null (checked), is a writable `union ibv_gid` (ibv_query_gid(3)).
     unsafe { (*gid).raw = g };
     0
 }
@@ -429,6 +458,7 @@ pub unsafe extern "C" fn _ibv_query_gid_ex(
     flags: u32,
     entry_size: usize,
 ) -> c_int {
+    // SAFETY: `context` is null or a live context of this library (the verbs' contract).
     let Some(ctx) = (unsafe { Ctx::from(context) }) else { return libc::EINVAL };
     if port_num != 1 || flags != 0 || entry.is_null() || entry_size < size_of::<ibv_gid_entry>() {
         return libc::EINVAL;
@@ -441,7 +471,8 @@ pub unsafe extern "C" fn _ibv_query_gid_ex(
         gid_type: IBV_GID_TYPE_ROCE_V2,
         ndev_ifindex: ctx.info.ifindex,
     };
-    // SAFETY: the caller's entry has `entry_size >= size_of` writable bytes.
+    // SAFETY: `entry`, not null, has `entry_size >= size_of::<ibv_gid_entry>()` writable bytes
+    // (both checked against the inline wrapper's size); its alignment is the caller's structure's.
     unsafe { entry.write(e) };
     0
 }
@@ -463,8 +494,12 @@ pub unsafe extern "C" fn _ibv_query_gid_table(
         return -(libc::EINVAL as isize);
     }
     for i in 0..GID_TABLE_LEN {
-        // SAFETY: `max_entries >= GID_TABLE_LEN` entries of `entry_size` bytes.
+        // SAFETY: the caller's array holds `max_entries >= GID_TABLE_LEN` (checked) entries of
+        // `entry_size` bytes (ibv_query_gid_table(3)), so entry `i < GID_TABLE_LEN` is inside it.
         let e = unsafe { entries.cast::<u8>().add(i * entry_size).cast::<ibv_gid_entry>() };
+        // SAFETY: the call's contract is this function's: `context` as the caller passed it, `e`
+        // writable for `entry_size >= size_of::<ibv_gid_entry>()` bytes (checked above, and inside
+        // the caller's array by the line before).
         let r = unsafe { _ibv_query_gid_ex(context, 1, i as u32, e, 0, entry_size) };
         if r != 0 {
             return -(r as isize);
@@ -481,11 +516,13 @@ pub unsafe extern "C" fn ibv_query_gid_type(
     index: u32,
     gid_type: *mut u32,
 ) -> c_int {
+    // SAFETY: `context` is null or a live context of this library (the verbs' contract).
     let Some(ctx) = (unsafe { Ctx::from(context) }) else { return libc::EINVAL };
     if port_num != 1 || ctx.info.gid(index as usize).is_none() || gid_type.is_null() {
         return libc::EINVAL;
     }
-    // SAFETY: the caller passes a writable enum ibv_gid_type_sysfs; 1 is IBV_GID_TYPE_SYSFS_ROCE_V2.
+    // SAFETY: `gid_type`, not null (checked), is rdma-core's writable `uint32_t` out parameter;
+    // 1 is IBV_GID_TYPE_SYSFS_ROCE_V2.
     unsafe { *gid_type = 1 };
     0
 }
@@ -498,10 +535,11 @@ pub unsafe extern "C" fn ibv_query_pkey(
     index: c_int,
     pkey: *mut __be16,
 ) -> c_int {
+    // SAFETY: `context` is null or a live context of this library (the verbs' contract).
     if unsafe { Ctx::from(context) }.is_none() || port_num != 1 || index != 0 || pkey.is_null() {
         return -1;
     }
-    // SAFETY: the caller passes a writable P_Key.
+    // SAFETY: `pkey`, not null (checked), is a writable `__be16` (ibv_query_pkey(3)).
     unsafe { *pkey = 0xffffu16.to_be() };
     0
 }
@@ -509,6 +547,7 @@ pub unsafe extern "C" fn ibv_query_pkey(
 /// `ibv_get_pkey_index`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ibv_get_pkey_index(context: *mut ibv_context, port_num: u8, pkey: __be16) -> c_int {
+    // SAFETY: `context` is null or a live context of this library (the verbs' contract).
     if unsafe { Ctx::from(context) }.is_none() || port_num != 1 {
         return -libc::EINVAL;
     }
@@ -522,6 +561,7 @@ pub unsafe extern "C" fn ibv_get_async_event(
     context: *mut ibv_context,
     event: *mut ibv_async_event,
 ) -> c_int {
+    // SAFETY: `context` is null or a live context of this library (the verbs' contract).
     let Some(ctx) = (unsafe { Ctx::from(context) }) else { return -1 };
     if event.is_null() {
         errno::set(libc::EINVAL);
@@ -530,7 +570,8 @@ pub unsafe extern "C" fn ibv_get_async_event(
     loop {
         let ev = ctx.dev.lock().poll_async_event();
         if let Some(ev) = ev {
-            // SAFETY: all-zero is a valid event; the caller's structure is writable.
+            // SAFETY: `ibv_async_event` is a union of pointers and an int, and an enum that is a
+            // `c_uint` alias here: all-zero is a valid value.
             let mut e: ibv_async_event = unsafe { std::mem::zeroed() };
             let objects = ctx.objects();
             match ev {
@@ -552,7 +593,8 @@ pub unsafe extern "C" fn ibv_get_async_event(
                     e.element.port_num = 1;
                 }
             }
-            // SAFETY: see above.
+            // SAFETY: `event`, not null (checked), is a writable `ibv_async_event`
+            // (ibv_get_async_event(3)); `write` does not read the old contents.
             unsafe { event.write(e) };
             return 0;
         }

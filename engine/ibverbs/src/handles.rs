@@ -72,6 +72,8 @@ impl SoftPd {
         }
         // SAFETY: every PD handed out is the first field of a live `SoftPd`.
         let pd = unsafe { &*p.cast::<SoftPd>() };
+        // SAFETY: `ibv_alloc_pd` set `context` to a context this library opened, and a context
+        // outlives its PDs (closing it with objects open breaks the verbs contract).
         Some((pd, unsafe { Ctx::from(pd.ibv.context) }?))
     }
 }
@@ -92,6 +94,7 @@ impl SoftCq {
         }
         // SAFETY: every CQ handed out is the first field of a live `SoftCq`.
         let c = unsafe { &*p.cast::<SoftCq>() };
+        // SAFETY: `ibv_create_cq` set `context` to the live context it was created on.
         Some((c, unsafe { Ctx::from(c.ibv.context) }?))
     }
 }
@@ -124,6 +127,7 @@ impl SoftQp {
         }
         // SAFETY: every QP handed out is the first field (through `ex.qp_base`) of a live `SoftQp`.
         let q = unsafe { &*p.cast::<SoftQp>() };
+        // SAFETY: `create` set `context` to the live context of the QP's PD.
         Some((q, unsafe { Ctx::from(q.ex.qp_base.context) }?))
     }
 
@@ -157,8 +161,17 @@ impl SoftQp {
                     let mut at = 0;
                     for s in &w.sg_list {
                         let n = s.length as usize;
-                        // SAFETY: inline data is read from the caller's addresses at post time,
-                        // as libibverbs promises (no MR needed).
+                        if n == 0 {
+                            continue;
+                        }
+                        if s.addr == 0 {
+                            return Err(libc::EINVAL);
+                        }
+                        // SAFETY: an inline request's data is read from its SGE addresses during
+                        // the post, with no MR (ibv_post_send(3)): the caller promises `n`
+                        // readable bytes at `addr` until this call returns; `addr` is not null
+                        // and `n > 0` (checked above). `buf` holds `max_inline_data >= total`
+                        // bytes (the QP's inline MR), so `at + n` stays inside it.
                         let src = unsafe { std::slice::from_raw_parts(s.addr as usize as *const u8, n) };
                         buf[at..at + n].copy_from_slice(src);
                         at += n;
@@ -189,6 +202,7 @@ impl SoftSrq {
         }
         // SAFETY: every SRQ handed out is the first field of a live `SoftSrq`.
         let s = unsafe { &*p.cast::<SoftSrq>() };
+        // SAFETY: `ibv_create_srq` set `context` to the live context of the SRQ's PD.
         Some((s, unsafe { Ctx::from(s.ibv.context) }?))
     }
 }

@@ -16,6 +16,7 @@ struct SoftMr {
 /// `ibv_alloc_pd`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ibv_alloc_pd(context: *mut ibv_context) -> *mut ibv_pd {
+    // SAFETY: `context` is null or a live context of this library (the verbs' contract).
     let Some(ctx) = (unsafe { Ctx::from(context) }) else { return errno::null(libc::EINVAL) };
     let pd = ctx.dev.lock().alloc_pd();
     let ibv = ibv_pd { context, handle: 0 };
@@ -25,11 +26,13 @@ pub unsafe extern "C" fn ibv_alloc_pd(context: *mut ibv_context) -> *mut ibv_pd 
 /// `ibv_dealloc_pd`: `EBUSY` while objects use it.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ibv_dealloc_pd(pd: *mut ibv_pd) -> c_int {
+    // SAFETY: `pd` is null or a PD of this library not yet deallocated (the verbs' contract).
     let Some((p, ctx)) = (unsafe { SoftPd::from(pd) }) else { return libc::EINVAL };
     if let Err(e) = ctx.dev.lock().dealloc_pd(p.pd) {
         return errno::of(&e);
     }
-    // SAFETY: allocated by `ibv_alloc_pd` as a Box; the engine no longer knows it.
+    // SAFETY: `pd` is a `SoftPd` boxed by `ibv_alloc_pd`; the engine freed the PD (no object uses
+    // it), and the caller does not use it again (ibv_dealloc_pd(3)).
     drop(unsafe { Box::from_raw(pd.cast::<SoftPd>()) });
     0
 }
@@ -42,6 +45,7 @@ pub unsafe extern "C" fn ibv_reg_mr(
     length: usize,
     access: c_int,
 ) -> *mut ibv_mr {
+    // SAFETY: the same contract, forwarded: the region's address is its IOVA (ibv_reg_mr(3)).
     unsafe { ibv_reg_mr_iova2(pd, addr, length, addr as u64, access as c_uint) }
 }
 
@@ -54,6 +58,7 @@ pub unsafe extern "C" fn ibv_reg_mr_iova(
     iova: u64,
     access: c_int,
 ) -> *mut ibv_mr {
+    // SAFETY: the same contract, forwarded.
     unsafe { ibv_reg_mr_iova2(pd, addr, length, iova, access as c_uint) }
 }
 
@@ -72,6 +77,7 @@ pub unsafe extern "C" fn ibv_reg_mr_iova2(
     iova: u64,
     access: c_uint,
 ) -> *mut ibv_mr {
+    // SAFETY: `pd` is null or a live PD of this library (the verbs' contract).
     let Some((p, ctx)) = (unsafe { SoftPd::from(pd) }) else { return errno::null(libc::EINVAL) };
     if access & UNSUPPORTED_ACCESS != 0 {
         return errno::null(libc::EOPNOTSUPP);
@@ -82,14 +88,16 @@ pub unsafe extern "C" fn ibv_reg_mr_iova2(
         // The kernel's answer when it cannot pin the pages (ib_umem_get).
         return errno::null(libc::EFAULT);
     }
-    // SAFETY: the range is mapped (writable if write access is asked), and the verbs contract
-    // keeps it so until deregistration.
+    // SAFETY: ibv_reg_mr(3): the caller's `length` bytes at `addr` stay its memory, mapped and
+    // not freed, until `ibv_dereg_mr`, which drops the `UserBuf`; they are mapped now (checked
+    // above: readable, and writable when write access is asked). `UserBuf::new` refuses null,
+    // empty and wrapping ranges.
     let Some(buf) = (unsafe { UserBuf::new(addr.cast(), length) }) else { return errno::null(libc::EINVAL) };
     let mr = match ctx.dev.lock().reg_user_mr(p.pd, buf, iova, Access(access & 0xf)) {
         Ok(mr) => mr,
         Err(e) => return errno::null(errno::of(&e)),
     };
-    let ibv = ibv_mr { context: p_ctx(pd), pd, addr, length, handle: 0, lkey: mr.lkey, rkey: mr.rkey };
+    let ibv = ibv_mr { context: p.ibv.context, pd, addr, length, handle: 0, lkey: mr.lkey, rkey: mr.rkey };
     Box::into_raw(Box::new(SoftMr { ibv, mr })).cast()
 }
 
@@ -121,24 +129,22 @@ fn mapped(addr: usize, len: usize, write: bool) -> bool {
     false
 }
 
-fn p_ctx(pd: *mut ibv_pd) -> *mut ibv_context {
-    // SAFETY: checked to be a live PD by the caller.
-    unsafe { (*pd).context }
-}
-
 /// `ibv_dereg_mr`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ibv_dereg_mr(mr: *mut ibv_mr) -> c_int {
     if mr.is_null() {
         return libc::EINVAL;
     }
-    // SAFETY: every MR handed out is the first field of a live `SoftMr`.
+    // SAFETY: `mr` is not null (checked), so by the verbs' contract an MR of this library not yet
+    // deregistered: the first field of a live `repr(C)` `SoftMr`.
     let m = unsafe { &*mr.cast::<SoftMr>() };
+    // SAFETY: `ibv_reg_mr_iova2` set `context` to the live context of the MR's PD.
     let Some(ctx) = (unsafe { Ctx::from(m.ibv.context) }) else { return libc::EINVAL };
     if let Err(e) = ctx.dev.lock().dereg_mr(&m.mr) {
         return errno::of(&e);
     }
-    // SAFETY: allocated as a Box by `ibv_reg_mr_iova2`; the engine no longer knows it.
+    // SAFETY: `mr` is a `SoftMr` boxed by `ibv_reg_mr_iova2`, and the engine dropped the region;
+    // the caller does not use it again (ibv_dereg_mr(3)).
     drop(unsafe { Box::from_raw(mr.cast::<SoftMr>()) });
     0
 }

@@ -43,13 +43,19 @@ unsafe fn create(
     attr: &mut ibv_qp_init_attr,
     qp_context: *mut std::ffi::c_void,
 ) -> Result<*mut ibv_qp, i32> {
+    // SAFETY: `pd` is null or a live PD of this library (the verbs' contract).
     let (p, _) = unsafe { SoftPd::from(pd) }.ok_or(libc::EINVAL)?;
     let ty = qp_type(attr.qp_type).ok_or(libc::EOPNOTSUPP)?;
+    // SAFETY: `send_cq` is null or a live CQ of this library (ibv_create_qp(3) takes it from the
+    // caller's attributes).
     let (scq, _) = unsafe { SoftCq::from(attr.send_cq) }.ok_or(libc::EINVAL)?;
+    // SAFETY: `recv_cq` is null or a live CQ of this library, as `send_cq`.
     let (rcq, _) = unsafe { SoftCq::from(attr.recv_cq) }.ok_or(libc::EINVAL)?;
     let srq = if attr.srq.is_null() {
         None
     } else {
+        // SAFETY: `srq` is not null (checked), so a live SRQ of this library by the verbs'
+        // contract.
         Some(unsafe { SoftSrq::from(attr.srq) }.ok_or(libc::EINVAL)?.0.srq)
     };
     let c = attr.cap;
@@ -85,7 +91,8 @@ unsafe fn create(
         max_recv_sge: cap.max_recv_sge,
         max_inline_data: cap.max_inline_data,
     };
-    // SAFETY: all-zero is a valid `ibv_qp_ex` (null function pointers, zeroed pthread objects).
+    // SAFETY: all-zero is a valid `ibv_qp_ex`: null `Option` function pointers, null pointers,
+    // integers, and a pthread mutex and condition whose zero is their glibc static initialiser.
     let mut ex: ibv_qp_ex = unsafe { std::mem::zeroed() };
     let b = &mut ex.qp_base;
     b.context = ctx.ibv();
@@ -116,12 +123,16 @@ unsafe fn create(
 /// `ibv_create_qp`: RC, UC and UD.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ibv_create_qp(pd: *mut ibv_pd, qp_init_attr: *mut ibv_qp_init_attr) -> *mut ibv_qp {
+    // SAFETY: `pd` is null or a live PD of this library (the verbs' contract).
     let Some((_, ctx)) = (unsafe { SoftPd::from(pd) }) else { return errno::null(libc::EINVAL) };
     if qp_init_attr.is_null() {
         return errno::null(libc::EINVAL);
     }
-    // SAFETY: the caller passes a valid attribute structure.
+    // SAFETY: `qp_init_attr`, not null (checked), is the caller's attribute structure, read and
+    // written back (`cap`) by ibv_create_qp(3); no other reference to it exists during the call.
     let attr = unsafe { &mut *qp_init_attr };
+    // SAFETY: `pd` is the live PD just checked, and `attr` the caller's structure, exclusively
+    // borrowed for this call.
     match unsafe { create(ctx, pd, attr, attr.qp_context) } {
         Ok(p) => p,
         Err(e) => errno::null(e),
@@ -155,11 +166,14 @@ pub(crate) unsafe extern "C" fn create_qp_ex(
     context: *mut ibv_context,
     attr: *mut ibv_qp_init_attr_ex,
 ) -> *mut ibv_qp {
+    // SAFETY: `context` is null or a live context of this library: the inline `ibv_create_qp_ex`
+    // reaches this op only through the context's `verbs_context`.
     let Some(ctx) = (unsafe { Ctx::from(context) }) else { return errno::null(libc::EINVAL) };
     if attr.is_null() {
         return errno::null(libc::EINVAL);
     }
-    // SAFETY: the caller passes a valid attribute structure.
+    // SAFETY: `attr`, not null (checked), is the caller's `ibv_qp_init_attr_ex`, read and written
+    // back (`cap`) by ibv_create_qp_ex(3); no other reference to it exists during the call.
     let a = unsafe { &mut *attr };
     if a.comp_mask & IBV_QP_INIT_ATTR_PD == 0 {
         return errno::null(libc::EINVAL);
@@ -168,6 +182,8 @@ pub(crate) unsafe extern "C" fn create_qp_ex(
         Ok(b) => b,
         Err(e) => return errno::null(e),
     };
+    // SAFETY: `a.pd` is null or a live PD of this library (ibv_create_qp_ex(3)), and `basic` a
+    // local structure.
     match unsafe { create(ctx, a.pd, &mut basic, a.qp_context) } {
         Ok(p) => {
             a.cap = basic.cap;
@@ -232,7 +248,8 @@ pub(crate) fn address(ah: &ibv_ah_attr) -> Result<AddressVector, i32> {
     if ah.is_global == 0 || ah.port_num > 1 {
         return Err(libc::EINVAL);
     }
-    // SAFETY: a GID is 16 bytes, valid as any union member.
+    // SAFETY: every member of `union ibv_gid` is plain bytes or integers over the same 16 bytes,
+    // so any bytes the caller wrote are a valid `raw`.
     let dgid = gid_to_ip(unsafe { &ah.grh.dgid.raw }).ok_or(libc::EINVAL)?;
     let mut av = AddressVector::new(dgid);
     av.traffic_class = ah.grh.traffic_class;
@@ -243,7 +260,7 @@ pub(crate) fn address(ah: &ibv_ah_attr) -> Result<AddressVector, i32> {
 
 /// An address vector as `ibv_ah_attr`.
 pub(crate) fn ah_attr(av: &AddressVector) -> ibv_ah_attr {
-    // SAFETY: all-zero is a valid `ibv_ah_attr`.
+    // SAFETY: `ibv_ah_attr` is integers and a GRH of integers and a GID: all-zero is valid.
     let mut a: ibv_ah_attr = unsafe { std::mem::zeroed() };
     let v6 = match av.dgid {
         std::net::IpAddr::V4(v4) => v4.to_ipv6_mapped(),
@@ -317,11 +334,13 @@ fn qp_attr(a: &ibv_qp_attr, mask: c_int) -> Result<QpAttr, i32> {
 /// with the attributes `attr_mask` names.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ibv_modify_qp(qp: *mut ibv_qp, attr: *mut ibv_qp_attr, attr_mask: c_int) -> c_int {
+    // SAFETY: `qp` is null or a QP of this library not yet destroyed (the verbs' contract).
     let Some((q, ctx)) = (unsafe { SoftQp::from(qp) }) else { return libc::EINVAL };
     if attr.is_null() {
         return libc::EINVAL;
     }
-    // SAFETY: the caller passes a valid attribute structure.
+    // SAFETY: `attr`, not null (checked), is the caller's `ibv_qp_attr` (ibv_modify_qp(3)); its
+    // fields are integers and plain structures, valid whatever the mask leaves unset.
     let a = unsafe { &*attr };
     let mut e = ctx.dev.lock();
     let target = if attr_mask as u32 & IBV_QP_STATE != 0 {
@@ -342,7 +361,8 @@ pub unsafe extern "C" fn ibv_modify_qp(qp: *mut ibv_qp, attr: *mut ibv_qp_attr, 
     if let Err(err) = e.modify_qp(q.qp, target, &qa) {
         return errno::of(&err);
     }
-    // SAFETY: `qp` is live; programs read `qp->state`.
+    // SAFETY: `qp` is the live QP `SoftQp::from` checked, whose `ibv_qp` is this library's to
+    // write; programs read `qp->state`. `q` is not used after this write.
     unsafe { (*qp).state = ibv_state(target) };
     0
 }
@@ -355,6 +375,7 @@ pub unsafe extern "C" fn ibv_query_qp(
     _attr_mask: c_int,
     init_attr: *mut ibv_qp_init_attr,
 ) -> c_int {
+    // SAFETY: `qp` is null or a QP of this library not yet destroyed (the verbs' contract).
     let Some((q, ctx)) = (unsafe { SoftQp::from(qp) }) else { return libc::EINVAL };
     if attr.is_null() || init_attr.is_null() {
         return libc::EINVAL;
@@ -363,7 +384,8 @@ pub unsafe extern "C" fn ibv_query_qp(
         Ok(x) => x,
         Err(e) => return errno::of(&e),
     };
-    // SAFETY: all-zero is a valid `ibv_qp_attr`.
+    // SAFETY: `ibv_qp_attr` is integers (its enums are bindgen's `c_uint` aliases) and address
+    // vectors of integers: all-zero is valid.
     let mut a: ibv_qp_attr = unsafe { std::mem::zeroed() };
     a.qp_state = ibv_state(s);
     a.cur_qp_state = a.qp_state;
@@ -400,7 +422,8 @@ pub unsafe extern "C" fn ibv_query_qp(
         qp_type: ibv_qp_type_of(q.ty),
         sq_sig_all: c_int::from(q.sq_sig_all),
     };
-    // SAFETY: the caller passes writable structures.
+    // SAFETY: `attr` and `init_attr`, not null (checked), are the caller's writable structures
+    // (ibv_query_qp(3)); `write` does not read their old contents.
     unsafe {
         attr.write(a);
         init_attr.write(i);
@@ -411,6 +434,7 @@ pub unsafe extern "C" fn ibv_query_qp(
 /// `ibv_destroy_qp`: outstanding requests are dropped with the QP, as libibverbs does.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ibv_destroy_qp(qp: *mut ibv_qp) -> c_int {
+    // SAFETY: `qp` is null or a QP of this library not yet destroyed (the verbs' contract).
     let Some((q, ctx)) = (unsafe { SoftQp::from(qp) }) else { return libc::EINVAL };
     {
         let mut e = ctx.dev.lock();
@@ -420,7 +444,8 @@ pub unsafe extern "C" fn ibv_destroy_qp(qp: *mut ibv_qp) -> c_int {
         let _ = e.dereg_mr(&q.inline);
     }
     ctx.objects().qps.remove(&q.qp);
-    // SAFETY: allocated as a Box by `create`; the engine no longer knows it.
+    // SAFETY: `qp` is a `SoftQp` boxed by `create`; the engine destroyed the QP and it left the
+    // context's table, and the caller does not use it again (ibv_destroy_qp(3)).
     drop(unsafe { Box::from_raw(qp.cast::<SoftQp>()) });
     0
 }
@@ -432,12 +457,18 @@ pub(crate) unsafe extern "C" fn post_send(
     wr: *mut ibv_send_wr,
     bad_wr: *mut *mut ibv_send_wr,
 ) -> c_int {
+    // SAFETY: `qp` is null or a live QP of this library: the inline `ibv_post_send` reaches this op
+    // only through `qp->context->ops`.
     let Some((q, ctx)) = (unsafe { SoftQp::from(qp) }) else {
+        // SAFETY: `wr` and `bad_wr` are the caller's, which ibv_post_send(3) makes a valid list (or
+        // null) and a writable out pointer (or null); every request is refused.
         return unsafe { wr::post_list(wr, bad_wr, |w| w.next, |_| Err(libc::EINVAL)) };
     };
     let mut e = ctx.dev.lock();
     // The frames go out on the caller's next poll, or within `HANDOVER` from the progress thread
     // if it polls no more: posting stays cheap, and a busy poller sends in batches.
+    // SAFETY: `wr` is null or a valid list of requests, each with `num_sge` SGEs (inline ones
+    // naming readable bytes), and `bad_wr` null or writable (ibv_post_send(3)).
     unsafe {
         wr::post_list(
             wr,
@@ -454,10 +485,16 @@ pub(crate) unsafe extern "C" fn post_recv(
     wr: *mut ibv_recv_wr,
     bad_wr: *mut *mut ibv_recv_wr,
 ) -> c_int {
+    // SAFETY: `qp` is null or a live QP of this library: the inline `ibv_post_recv` reaches this op
+    // only through `qp->context->ops`.
     let Some((q, ctx)) = (unsafe { SoftQp::from(qp) }) else {
+        // SAFETY: `wr` and `bad_wr` are the caller's, which ibv_post_recv(3) makes a valid list (or
+        // null) and a writable out pointer (or null); every request is refused.
         return unsafe { wr::post_list(wr, bad_wr, |w| w.next, |_| Err(libc::EINVAL)) };
     };
     let mut e = ctx.dev.lock();
+    // SAFETY: `wr` is null or a valid list of requests, each with `num_sge` SGEs, and `bad_wr` null
+    // or writable (ibv_post_recv(3)).
     unsafe {
         wr::post_list(
             wr,

@@ -30,7 +30,8 @@ pub(crate) fn fill_ops(ex: &mut ibv_qp_ex) {
 /// # Safety
 /// `qp` is a QP of this library.
 unsafe fn soft<'a>(qp: *mut ibv_qp_ex) -> Option<&'a SoftQp> {
-    // SAFETY: `ibv_qp_ex` is the first field of `SoftQp`, and its first field the `ibv_qp`.
+    // SAFETY: this function's contract; `ibv_qp_ex` is the first field of the `repr(C)` `SoftQp`,
+    // and its first field the `ibv_qp`, so the cast names the same object.
     unsafe { SoftQp::from(qp.cast()) }.map(|(q, _)| q)
 }
 
@@ -40,6 +41,8 @@ fn fail(q: &SoftQp, e: i32) {
 
 /// Starts a request with the QP's current `wr_id` and `wr_flags`.
 unsafe fn begin(qp: *mut ibv_qp_ex, op: WrOpcode) {
+    // SAFETY: `qp` is null or a live QP of this library: programs reach the `ibv_wr_*` ops only
+    // through the function pointers of a QP this library filled.
     let Some(q) = (unsafe { soft(qp) }) else { return };
     let w = SendWr {
         wr_id: q.ex.wr_id,
@@ -53,6 +56,7 @@ unsafe fn begin(qp: *mut ibv_qp_ex, op: WrOpcode) {
 
 /// Runs `f` on the request being built (a setter before any builder is a caller error).
 unsafe fn last(qp: *mut ibv_qp_ex, f: impl FnOnce(&mut (SendWr, Option<Vec<u8>>)) -> Result<(), i32>) {
+    // SAFETY: `qp` is null or a live QP of this library, as in `begin`.
     let Some(q) = (unsafe { soft(qp) }) else { return };
     let r = q.batch().last_mut().ok_or(libc::EINVAL).and_then(f);
     if let Err(e) = r {
@@ -61,6 +65,7 @@ unsafe fn last(qp: *mut ibv_qp_ex, f: impl FnOnce(&mut (SendWr, Option<Vec<u8>>)
 }
 
 unsafe extern "C" fn wr_start(qp: *mut ibv_qp_ex) {
+    // SAFETY: `qp` is null or a live QP of this library (its `wr_start` op).
     if let Some(q) = unsafe { soft(qp) } {
         q.batch().clear();
         *q.batch_error.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = None;
@@ -68,6 +73,7 @@ unsafe extern "C" fn wr_start(qp: *mut ibv_qp_ex) {
 }
 
 unsafe extern "C" fn wr_complete(qp: *mut ibv_qp_ex) -> c_int {
+    // SAFETY: `qp` is null or a live QP of this library (its `wr_complete` op).
     let Some((q, ctx)) = (unsafe { SoftQp::from(qp.cast()) }) else { return libc::EINVAL };
     let batch = std::mem::take(&mut *q.batch());
     if let Some(e) = q.batch_error.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take() {
@@ -75,7 +81,10 @@ unsafe extern "C" fn wr_complete(qp: *mut ibv_qp_ex) -> c_int {
     }
     let mut e = ctx.dev.lock();
     for (w, inline) in batch {
-        // SAFETY: inline data was copied at `wr_set_inline_data`; other SGEs name registered memory.
+        // SAFETY: `post_one` reads SGE addresses only for an inline request without its own data:
+        // one flagged IBV_SEND_INLINE in `wr_flags` but given SGEs (`wr_set_sge*`). Those SGEs
+        // name the caller's buffers, which ibv_wr_post(3) keeps valid until the request
+        // completes, so they are readable now; data given with `wr_set_inline_data*` was copied.
         if let Err(err) = unsafe { q.post_one(&mut e, w, inline.as_deref()) } {
             return err;
         }
@@ -84,30 +93,37 @@ unsafe extern "C" fn wr_complete(qp: *mut ibv_qp_ex) -> c_int {
 }
 
 unsafe extern "C" fn wr_abort(qp: *mut ibv_qp_ex) {
+    // SAFETY: `qp` is this op's own argument, a live QP of this library or null.
     unsafe { wr_start(qp) };
 }
 
 unsafe extern "C" fn wr_send(qp: *mut ibv_qp_ex) {
+    // SAFETY: `qp` is null or a live QP of this library (its op).
     unsafe { begin(qp, WrOpcode::Send) }
 }
 
 unsafe extern "C" fn wr_send_imm(qp: *mut ibv_qp_ex, imm_data: __be32) {
+    // SAFETY: `qp` is null or a live QP of this library (its op).
     unsafe { begin(qp, WrOpcode::SendWithImm { imm: u32::from_be(imm_data) }) }
 }
 
 unsafe extern "C" fn wr_send_inv(qp: *mut ibv_qp_ex, invalidate_rkey: u32) {
+    // SAFETY: `qp` is null or a live QP of this library (its op).
     unsafe { begin(qp, WrOpcode::SendWithInv { invalidate_rkey }) }
 }
 
 unsafe extern "C" fn wr_rdma_write(qp: *mut ibv_qp_ex, rkey: u32, remote_addr: u64) {
+    // SAFETY: `qp` is null or a live QP of this library (its op).
     unsafe { begin(qp, WrOpcode::RdmaWrite { remote_addr, rkey }) }
 }
 
 unsafe extern "C" fn wr_rdma_write_imm(qp: *mut ibv_qp_ex, rkey: u32, remote_addr: u64, imm_data: __be32) {
+    // SAFETY: `qp` is null or a live QP of this library (its op).
     unsafe { begin(qp, WrOpcode::RdmaWriteWithImm { remote_addr, rkey, imm: u32::from_be(imm_data) }) }
 }
 
 unsafe extern "C" fn wr_rdma_read(qp: *mut ibv_qp_ex, rkey: u32, remote_addr: u64) {
+    // SAFETY: `qp` is null or a live QP of this library (its op).
     unsafe { begin(qp, WrOpcode::RdmaRead { remote_addr, rkey }) }
 }
 
@@ -118,14 +134,17 @@ unsafe extern "C" fn wr_atomic_cmp_swp(
     compare: u64,
     swap: u64,
 ) {
+    // SAFETY: `qp` is null or a live QP of this library (its op).
     unsafe { begin(qp, WrOpcode::AtomicCmpAndSwp { remote_addr, rkey, compare, swap }) }
 }
 
 unsafe extern "C" fn wr_atomic_fetch_add(qp: *mut ibv_qp_ex, rkey: u32, remote_addr: u64, add: u64) {
+    // SAFETY: `qp` is null or a live QP of this library (its op).
     unsafe { begin(qp, WrOpcode::AtomicFetchAndAdd { remote_addr, rkey, add }) }
 }
 
 unsafe extern "C" fn wr_set_sge(qp: *mut ibv_qp_ex, lkey: u32, addr: u64, length: u32) {
+    // SAFETY: `qp` is null or a live QP of this library (its op); the closure touches no pointer.
     unsafe {
         last(qp, |(w, _)| {
             w.sg_list = vec![Sge { addr, length, lkey }];
@@ -135,9 +154,12 @@ unsafe extern "C" fn wr_set_sge(qp: *mut ibv_qp_ex, lkey: u32, addr: u64, length
 }
 
 unsafe extern "C" fn wr_set_sge_list(qp: *mut ibv_qp_ex, num_sge: usize, sg_list: *const ibv_sge) {
+    // SAFETY: `qp` is null or a live QP of this library (its op); `sg_list` is read inside, as said
+    // there.
     unsafe {
         last(qp, |(w, _)| {
-            // SAFETY: the caller passes `num_sge` SGEs.
+            // SAFETY: ibv_wr_set_sge_list(3): `sg_list` holds `num_sge` SGEs (`sges` checks null
+            // and a count that does not fit an `i32` is refused first).
             w.sg_list = wr::sges(sg_list, i32::try_from(num_sge).map_err(|_| libc::EINVAL)?)?;
             Ok(())
         })
@@ -146,6 +168,8 @@ unsafe extern "C" fn wr_set_sge_list(qp: *mut ibv_qp_ex, num_sge: usize, sg_list
 
 unsafe extern "C" fn wr_set_inline_data(qp: *mut ibv_qp_ex, addr: *mut c_void, length: usize) {
     let buf = ibv_data_buf { addr, length };
+    // SAFETY: `qp` is null or a live QP of this library, and `buf` a local list of one buffer: the
+    // caller's `length` bytes at `addr`.
     unsafe { wr_set_inline_data_list(qp, 1, &buf) }
 }
 
@@ -154,6 +178,8 @@ unsafe extern "C" fn wr_set_inline_data_list(
     num_buf: usize,
     buf_list: *const ibv_data_buf,
 ) {
+    // SAFETY: `qp` is null or a live QP of this library (its op); the buffers are read inside, as
+    // said there.
     unsafe {
         last(qp, |(w, inline)| {
             if num_buf > 0 && buf_list.is_null() {
@@ -161,10 +187,16 @@ unsafe extern "C" fn wr_set_inline_data_list(
             }
             let mut data = Vec::new();
             for i in 0..num_buf {
-                // SAFETY: the caller passes `num_buf` buffers of readable bytes, copied now as
-                // inline data is.
+                // SAFETY: `buf_list` (not null when `num_buf > 0`, checked) holds `num_buf` buffers
+                // (ibv_wr_set_inline_data_list(3)), and `i < num_buf`.
                 let b = &*buf_list.add(i);
                 if b.length > 0 {
+                    if b.addr.is_null() {
+                        return Err(libc::EINVAL);
+                    }
+                    // SAFETY: the buffer's `length > 0` bytes at `addr` (not null, checked) are
+                    // readable during this call, which copies them: inline data is the caller's
+                    // again when the setter returns.
                     data.extend_from_slice(std::slice::from_raw_parts(b.addr.cast::<u8>(), b.length));
                 }
             }
@@ -176,6 +208,8 @@ unsafe extern "C" fn wr_set_inline_data_list(
 }
 
 unsafe extern "C" fn wr_set_ud_addr(qp: *mut ibv_qp_ex, ah: *mut ibv_ah, remote_qpn: u32, remote_qkey: u32) {
+    // SAFETY: `qp` is null or a live QP of this library (its op); `ah` is null or an AH of this
+    // library (ibv_wr_set_ud_addr(3)), which `ud_dest` checks for null.
     unsafe {
         last(qp, |(w, _)| {
             w.ud = Some(wr::ud_dest(ah, remote_qpn, remote_qkey)?);

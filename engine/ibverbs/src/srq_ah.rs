@@ -14,11 +14,13 @@ pub unsafe extern "C" fn ibv_create_srq(
     pd: *mut ibv_pd,
     srq_init_attr: *mut ibv_srq_init_attr,
 ) -> *mut ibv_srq {
+    // SAFETY: `pd` is null or a live PD of this library (the verbs' contract).
     let Some((p, ctx)) = (unsafe { SoftPd::from(pd) }) else { return errno::null(libc::EINVAL) };
     if srq_init_attr.is_null() {
         return errno::null(libc::EINVAL);
     }
-    // SAFETY: the caller passes a valid attribute structure.
+    // SAFETY: `srq_init_attr`, not null (checked), is the caller's structure, read and written
+    // back (`max_sge`) by ibv_create_srq(3); no other reference to it exists during the call.
     let init = unsafe { &mut *srq_init_attr };
     let attr = SrqAttr {
         max_wr: init.attr.max_wr,
@@ -30,7 +32,8 @@ pub unsafe extern "C" fn ibv_create_srq(
         Err(e) => return errno::null(errno::of(&e)),
     };
     init.attr.max_sge = attr.max_sge;
-    // SAFETY: all-zero is a valid `ibv_srq`.
+    // SAFETY: `ibv_srq` is pointers, integers, and a pthread mutex and condition whose zero is
+    // their glibc static initialiser: all-zero is valid.
     let mut ibv: ibv_srq = unsafe { std::mem::zeroed() };
     ibv.context = ctx.ibv();
     ibv.srq_context = init.srq_context;
@@ -47,6 +50,7 @@ pub unsafe extern "C" fn ibv_modify_srq(
     srq_attr: *mut ibv_srq_attr,
     srq_attr_mask: c_int,
 ) -> c_int {
+    // SAFETY: `srq` is null or an SRQ of this library not yet destroyed (the verbs' contract).
     let Some((s, ctx)) = (unsafe { SoftSrq::from(srq) }) else { return libc::EINVAL };
     if srq_attr.is_null() {
         return libc::EINVAL;
@@ -56,7 +60,7 @@ pub unsafe extern "C" fn ibv_modify_srq(
         return libc::EOPNOTSUPP;
     }
     if mask & IBV_SRQ_LIMIT != 0 {
-        // SAFETY: the caller passes a valid attribute structure.
+        // SAFETY: `srq_attr`, not null (checked), is the caller's `ibv_srq_attr` (ibv_modify_srq(3)).
         let limit = unsafe { (*srq_attr).srq_limit };
         if let Err(e) = ctx.dev.lock().modify_srq_limit(s.srq, limit) {
             return errno::of(&e);
@@ -69,12 +73,14 @@ pub unsafe extern "C" fn ibv_modify_srq(
 /// `ibv_query_srq`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ibv_query_srq(srq: *mut ibv_srq, srq_attr: *mut ibv_srq_attr) -> c_int {
+    // SAFETY: `srq` is null or an SRQ of this library not yet destroyed (the verbs' contract).
     let Some((s, _)) = (unsafe { SoftSrq::from(srq) }) else { return libc::EINVAL };
     if srq_attr.is_null() {
         return libc::EINVAL;
     }
     let a = *s.attr.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-    // SAFETY: the caller passes a writable structure.
+    // SAFETY: `srq_attr`, not null (checked), is the caller's writable `ibv_srq_attr`
+    // (ibv_query_srq(3)).
     unsafe { srq_attr.write(ibv_srq_attr { max_wr: a.max_wr, max_sge: a.max_sge, srq_limit: a.srq_limit }) };
     0
 }
@@ -82,12 +88,14 @@ pub unsafe extern "C" fn ibv_query_srq(srq: *mut ibv_srq, srq_attr: *mut ibv_srq
 /// `ibv_destroy_srq`: `EBUSY` while a QP uses it.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ibv_destroy_srq(srq: *mut ibv_srq) -> c_int {
+    // SAFETY: `srq` is null or an SRQ of this library not yet destroyed (the verbs' contract).
     let Some((s, ctx)) = (unsafe { SoftSrq::from(srq) }) else { return libc::EINVAL };
     if let Err(e) = ctx.dev.lock().destroy_srq(s.srq) {
         return errno::of(&e);
     }
     ctx.objects().srqs.remove(&s.srq);
-    // SAFETY: allocated as a Box by `ibv_create_srq`.
+    // SAFETY: `srq` is a `SoftSrq` boxed by `ibv_create_srq`; the engine destroyed the SRQ (no QP
+    // uses it) and it left the context's table, and the caller does not use it again.
     drop(unsafe { Box::from_raw(srq.cast::<SoftSrq>()) });
     0
 }
@@ -98,10 +106,16 @@ pub(crate) unsafe extern "C" fn post_srq_recv(
     wr: *mut ibv_recv_wr,
     bad_wr: *mut *mut ibv_recv_wr,
 ) -> c_int {
+    // SAFETY: `srq` is null or a live SRQ of this library: the inline `ibv_post_srq_recv` reaches
+    // this op only through `srq->context->ops`.
     let Some((s, ctx)) = (unsafe { SoftSrq::from(srq) }) else {
+        // SAFETY: `wr` and `bad_wr` are the caller's, which ibv_post_srq_recv(3) makes a valid list
+        // (or null) and a writable out pointer (or null); every request is refused.
         return unsafe { wr::post_list(wr, bad_wr, |w| w.next, |_| Err(libc::EINVAL)) };
     };
     let mut e = ctx.dev.lock();
+    // SAFETY: `wr` is null or a valid list of requests, each with `num_sge` SGEs, and `bad_wr` null
+    // or writable (ibv_post_srq_recv(3)).
     unsafe {
         wr::post_list(
             wr,
@@ -118,11 +132,12 @@ pub(crate) unsafe extern "C" fn post_srq_recv(
 /// `ibv_create_ah`: a GRH with an IPv4-mapped destination GID (RoCEv2 over IPv4).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ibv_create_ah(pd: *mut ibv_pd, attr: *mut ibv_ah_attr) -> *mut ibv_ah {
+    // SAFETY: `pd` is null or a live PD of this library (the verbs' contract).
     let Some((p, ctx)) = (unsafe { SoftPd::from(pd) }) else { return errno::null(libc::EINVAL) };
     if attr.is_null() {
         return errno::null(libc::EINVAL);
     }
-    // SAFETY: the caller passes a valid attribute structure.
+    // SAFETY: `attr`, not null (checked), is the caller's `ibv_ah_attr` (ibv_create_ah(3)).
     let av = match address(unsafe { &*attr }) {
         Ok(av) => av,
         Err(e) => return errno::null(e),
@@ -138,12 +153,15 @@ pub unsafe extern "C" fn ibv_create_ah(pd: *mut ibv_pd, attr: *mut ibv_ah_attr) 
 /// `ibv_destroy_ah`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ibv_destroy_ah(ah: *mut ibv_ah) -> c_int {
+    // SAFETY: `ah` is null or an AH of this library not yet destroyed (the verbs' contract).
     let Some(a) = (unsafe { SoftAh::from(ah) }) else { return libc::EINVAL };
+    // SAFETY: `ibv_create_ah` set `context` to the live context of the AH's PD.
     let Some(ctx) = (unsafe { Ctx::from(a.ibv.context) }) else { return libc::EINVAL };
     if let Err(e) = ctx.dev.lock().destroy_ah(a.ah) {
         return errno::of(&e);
     }
-    // SAFETY: allocated as a Box by `ibv_create_ah`.
+    // SAFETY: `ah` is a `SoftAh` boxed by `ibv_create_ah`, and the engine destroyed the AH; the
+    // caller does not use it again (ibv_destroy_ah(3)).
     drop(unsafe { Box::from_raw(ah.cast::<SoftAh>()) });
     0
 }
@@ -158,10 +176,13 @@ pub unsafe extern "C" fn ibv_init_ah_from_wc(
     grh: *mut c_void,
     ah_attr_out: *mut ibv_ah_attr,
 ) -> c_int {
+    // SAFETY: `context` is null or a live context of this library (the verbs' contract).
     if unsafe { Ctx::from(context) }.is_none() || port_num != 1 || wc.is_null() || ah_attr_out.is_null() {
         return libc::EINVAL;
     }
-    // SAFETY: the caller passes the completion and the 40-byte GRH area of its buffer.
+    // SAFETY: `wc` (not null, checked) is the caller's completion, and `grh` null or the 40-byte
+    // GRH area at the start of its UD receive buffer (ibv_init_ah_from_wc(3)); `[u8; 40]` has
+    // alignment 1.
     let (w, g) = unsafe { (&*wc, grh.cast::<[u8; 40]>().as_ref()) };
     let Some(g) = g.filter(|_| w.wc_flags & IBV_WC_GRH != 0) else { return libc::EINVAL };
     let (sgid, tclass, flow) = if g[20] >> 4 == 4 {
@@ -180,7 +201,7 @@ pub unsafe extern "C" fn ibv_init_ah_from_wc(
     av.hop_limit = 0xff;
     let mut a = ah_attr(&av);
     a.sl = 0;
-    // SAFETY: the caller passes a writable structure.
+    // SAFETY: `ah_attr_out`, not null (checked), is the caller's writable `ibv_ah_attr`.
     unsafe { ah_attr_out.write(a) };
     0
 }
@@ -193,12 +214,17 @@ pub unsafe extern "C" fn ibv_create_ah_from_wc(
     grh: *mut ibv_grh,
     port_num: u8,
 ) -> *mut ibv_ah {
+    // SAFETY: `pd` is null or a live PD of this library (the verbs' contract).
     let Some((_, ctx)) = (unsafe { SoftPd::from(pd) }) else { return errno::null(libc::EINVAL) };
-    // SAFETY: all-zero is a valid `ibv_ah_attr`.
+    // SAFETY: `ibv_ah_attr` is integers and a GRH of integers and a GID: all-zero is valid.
     let mut a: ibv_ah_attr = unsafe { std::mem::zeroed() };
+    // SAFETY: the context is the PD's live one, `a` a local, and `wc` and `grh` the caller's, which
+    // ibv_create_ah_from_wc(3) makes a completion and its receive buffer's 40-byte GRH area (or
+    // null, refused there).
     let r = unsafe { ibv_init_ah_from_wc(ctx.ibv(), port_num, wc, grh.cast(), &mut a) };
     if r != 0 {
         return errno::null(r);
     }
+    // SAFETY: `pd` is the live PD checked above and `a` a local attribute structure.
     unsafe { ibv_create_ah(pd, &mut a) }
 }

@@ -7,32 +7,47 @@ use std::ffi::c_uint;
 
 /// The engine's opcode for a send work request's.
 pub(crate) fn opcode(wr: &ibv_send_wr) -> Result<WrOpcode, i32> {
-    // SAFETY (union reads below): the opcode says which member the caller filled; every member
-    // is plain integers, valid for any bytes.
-    let (rdma, atomic) = unsafe { (wr.wr.rdma, wr.wr.atomic) };
+    // Each union is read only in the arm of an opcode that names its member: the caller fills
+    // that member (ibv_post_send(3)), and the others may be bytes it never wrote.
+    // SAFETY: the SEND_WITH_IMM and WRITE_WITH_IMM arms, where the caller set `imm_data`, a
+    // plain `u32`.
     let imm = || u32::from_be(unsafe { wr.__bindgen_anon_1.imm_data });
+    // SAFETY: the RDMA arms, where the caller set `wr.rdma` (plain integers).
+    let rdma = || unsafe { wr.wr.rdma };
+    // SAFETY: the atomic arms, where the caller set `wr.atomic` (plain integers).
+    let atomic = || unsafe { wr.wr.atomic };
     Ok(match wr.opcode {
         IBV_WR_SEND => WrOpcode::Send,
         IBV_WR_SEND_WITH_IMM => WrOpcode::SendWithImm { imm: imm() },
-        IBV_WR_SEND_WITH_INV => {
-            WrOpcode::SendWithInv { invalidate_rkey: unsafe { wr.__bindgen_anon_1.invalidate_rkey } }
+        IBV_WR_SEND_WITH_INV => WrOpcode::SendWithInv {
+            // SAFETY: a SEND_WITH_INV request sets `invalidate_rkey`, a plain `u32`.
+            invalidate_rkey: unsafe { wr.__bindgen_anon_1.invalidate_rkey },
+        },
+        IBV_WR_RDMA_WRITE => {
+            let r = rdma();
+            WrOpcode::RdmaWrite { remote_addr: r.remote_addr, rkey: r.rkey }
         }
-        IBV_WR_RDMA_WRITE => WrOpcode::RdmaWrite { remote_addr: rdma.remote_addr, rkey: rdma.rkey },
         IBV_WR_RDMA_WRITE_WITH_IMM => {
-            WrOpcode::RdmaWriteWithImm { remote_addr: rdma.remote_addr, rkey: rdma.rkey, imm: imm() }
+            let r = rdma();
+            WrOpcode::RdmaWriteWithImm { remote_addr: r.remote_addr, rkey: r.rkey, imm: imm() }
         }
-        IBV_WR_RDMA_READ => WrOpcode::RdmaRead { remote_addr: rdma.remote_addr, rkey: rdma.rkey },
-        IBV_WR_ATOMIC_CMP_AND_SWP => WrOpcode::AtomicCmpAndSwp {
-            remote_addr: atomic.remote_addr,
-            rkey: atomic.rkey,
-            compare: atomic.compare_add,
-            swap: atomic.swap,
-        },
-        IBV_WR_ATOMIC_FETCH_AND_ADD => WrOpcode::AtomicFetchAndAdd {
-            remote_addr: atomic.remote_addr,
-            rkey: atomic.rkey,
-            add: atomic.compare_add,
-        },
+        IBV_WR_RDMA_READ => {
+            let r = rdma();
+            WrOpcode::RdmaRead { remote_addr: r.remote_addr, rkey: r.rkey }
+        }
+        IBV_WR_ATOMIC_CMP_AND_SWP => {
+            let a = atomic();
+            WrOpcode::AtomicCmpAndSwp {
+                remote_addr: a.remote_addr,
+                rkey: a.rkey,
+                compare: a.compare_add,
+                swap: a.swap,
+            }
+        }
+        IBV_WR_ATOMIC_FETCH_AND_ADD => {
+            let a = atomic();
+            WrOpcode::AtomicFetchAndAdd { remote_addr: a.remote_addr, rkey: a.rkey, add: a.compare_add }
+        }
         _ => return Err(libc::EOPNOTSUPP),
     })
 }
@@ -48,7 +63,9 @@ pub(crate) unsafe fn sges(list: *const ibv_sge, n: i32) -> Result<Vec<Sge>, i32>
     if list.is_null() {
         return Err(libc::EINVAL);
     }
-    // SAFETY: the caller's promise.
+    // SAFETY: this function's contract: `list` (not null, checked) points at `n > 0` SGEs, as
+    // `num_sge` promises in ibv_post_send(3); `ibv_sge` is plain integers, and the slice lives
+    // only for this copy.
     let s = unsafe { std::slice::from_raw_parts(list, n as usize) };
     Ok(s.iter().map(|g| Sge { addr: g.addr, length: g.length, lkey: g.lkey }).collect())
 }
@@ -63,6 +80,7 @@ pub(crate) fn send_flags(f: c_uint) -> SendFlags {
 /// # Safety
 /// `ah` is null or an AH of this library.
 pub(crate) unsafe fn ud_dest(ah: *mut ibv_ah, remote_qpn: u32, remote_qkey: u32) -> Result<UdDest, i32> {
+    // SAFETY: this function's contract; `SoftAh::from` answers `None` (EINVAL) for null.
     let ah = unsafe { SoftAh::from(ah) }.ok_or(libc::EINVAL)?;
     Ok(UdDest { ah: ah.ah, remote_qpn, remote_qkey })
 }
@@ -73,8 +91,10 @@ pub(crate) unsafe fn ud_dest(ah: *mut ibv_ah, remote_qpn: u32, remote_qkey: u32)
 /// `wr` is a valid request whose SGE list is valid.
 pub(crate) unsafe fn send_wr(wr: &ibv_send_wr, ud: bool) -> Result<SendWr, i32> {
     let ud = if ud {
-        // SAFETY: a UD request fills the `ud` member.
+        // SAFETY: a request on a UD QP fills the `ud` member (ibv_post_send(3)): a pointer and
+        // two integers, read by value.
         let u = unsafe { wr.wr.ud };
+        // SAFETY: `u.ah` is null or an AH of this library, by the same contract.
         Some(unsafe { ud_dest(u.ah, u.remote_qpn, u.remote_qkey) }?)
     } else {
         None
@@ -82,6 +102,7 @@ pub(crate) unsafe fn send_wr(wr: &ibv_send_wr, ud: bool) -> Result<SendWr, i32> 
     Ok(SendWr {
         wr_id: wr.wr_id,
         opcode: opcode(wr)?,
+        // SAFETY: this function's contract: `sg_list` holds `num_sge` SGEs.
         sg_list: unsafe { sges(wr.sg_list, wr.num_sge) }?,
         flags: send_flags(wr.send_flags),
         ud,
@@ -93,6 +114,7 @@ pub(crate) unsafe fn send_wr(wr: &ibv_send_wr, ud: bool) -> Result<SendWr, i32> 
 /// # Safety
 /// `wr`'s SGE list is valid.
 pub(crate) unsafe fn recv_wr(wr: &ibv_recv_wr) -> Result<RecvWr, i32> {
+    // SAFETY: this function's contract: `sg_list` holds `num_sge` SGEs.
     Ok(RecvWr { wr_id: wr.wr_id, sg_list: unsafe { sges(wr.sg_list, wr.num_sge) }? })
 }
 
@@ -113,7 +135,8 @@ fn status(s: WcStatus) -> ibv_wc_status {
 
 /// A completion as libibverbs lays it out.
 pub(crate) fn wc(w: &WorkCompletion) -> ibv_wc {
-    // SAFETY: all-zero is a valid `ibv_wc`.
+    // SAFETY: `ibv_wc` is integers (its enums are bindgen's `c_uint` aliases) and a union of
+    // integers: all-zero is a valid value.
     let mut c: ibv_wc = unsafe { std::mem::zeroed() };
     c.wr_id = w.wr_id;
     c.status = status(w.status);
@@ -158,11 +181,12 @@ pub(crate) unsafe fn post_list<W>(
 ) -> i32 {
     let mut cur = first;
     while !cur.is_null() {
-        // SAFETY: the caller's list of valid requests.
+        // SAFETY: this function's contract: every non-null link of the list is a valid request,
+        // not written by the caller while it posts.
         let w = unsafe { &*cur };
         if let Err(e) = post(w) {
             if !bad_wr.is_null() {
-                // SAFETY: the caller passes a writable out pointer.
+                // SAFETY: this function's contract: `bad_wr`, not null, is writable.
                 unsafe { *bad_wr = cur };
             }
             return e;

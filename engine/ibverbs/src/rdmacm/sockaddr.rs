@@ -64,9 +64,13 @@ mod tests {
             let a: SocketAddr = a.parse().unwrap();
             // SAFETY: a zeroed storage on the stack.
             let mut st: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+            // SAFETY: `st` is a local `sockaddr_storage`, writable for its whole size.
             unsafe { write(&mut st, a) };
+            // SAFETY: `st` was just written as an AF_INET or AF_INET6 address, which its family
+            // names, and lives across the call.
             assert_eq!(unsafe { read(std::ptr::from_ref(&st).cast()) }, Some(a));
         }
+        // SAFETY: null is the one input `read` takes without a family.
         assert_eq!(unsafe { read(std::ptr::null()) }, None);
     }
 }
