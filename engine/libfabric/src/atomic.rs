@@ -120,7 +120,9 @@ fn valid(
 /// `buf` is null or holds `count * size` bytes.
 unsafe fn elements<'a>(buf: *const c_void, count: usize, size: usize) -> Option<&'a [u8]> {
     let n = count.checked_mul(size)?;
-    // SAFETY: the caller's promise.
+    // SAFETY: this function's contract: `buf`, not null in this branch, holds `count * size`
+    // readable bytes (the product checked for overflow; callers bound `count` by the offer's limit
+    // first), borrowed only during the post.
     (!buf.is_null()).then(|| unsafe { core::slice::from_raw_parts(buf.cast::<u8>(), n) })
 }
 
@@ -145,7 +147,9 @@ unsafe fn post_write(
     t: Target,
     context: Option<*mut c_void>,
 ) -> isize {
-    // SAFETY: the caller's promise.
+    // SAFETY: this function's contract: `ep` is null or a live endpoint of this provider, as `with`
+    // requires, and `buf` holds `count` elements, as `elements` requires (`count` checked against
+    // the offer's limit first).
     unsafe {
         with(ep, |e| {
             let (dt, op, size, max) = match valid(&e.info, t.dt, t.op, Kind::Write) {
@@ -179,7 +183,10 @@ unsafe fn post_fetch(
     context: *mut c_void,
 ) -> isize {
     let kind = if compare.is_some() { Kind::Compare } else { Kind::Fetch };
-    // SAFETY: the caller's promise.
+    // SAFETY: this function's contract: `ep` is null or a live endpoint of this provider, as `with`
+    // requires; `buf` and `compare` (null or) hold one element, as `elements` requires, and
+    // `result` (not null, checked) one writable element until the completion is read, when the CQ
+    // writes `size` bytes there.
     unsafe {
         with(ep, |e| {
             let (dt, op, size, _) = match valid(&e.info, t.dt, t.op, kind) {
@@ -223,7 +230,7 @@ unsafe fn one_ioc(ioc: *const fi_ioc, count: usize) -> Option<(*mut c_void, usiz
 /// # Safety
 /// `m`'s arrays hold their counts.
 unsafe fn msg_target(m: &fi_msg_atomic) -> Option<((*mut c_void, usize), Target)> {
-    // SAFETY: the caller's promise.
+    // SAFETY: this function's contract: `msg_iov` holds `iov_count` entries, as `one_ioc` requires.
     let local = unsafe { one_ioc(m.msg_iov, m.iov_count) }?;
     if m.rma_iov_count != 1 || m.rma_iov.is_null() {
         return None;
@@ -251,7 +258,8 @@ unsafe extern "C" fn write(
     context: *mut c_void,
 ) -> isize {
     let t = Target { dest, offset: addr, key, dt, op };
-    // SAFETY: libfabric's contract.
+    // SAFETY: fi_atomic(3): `ep` is this op's (null or a live endpoint of this provider), and `buf`
+    // holds `count` elements of `dt`.
     unsafe { post_write(ep, buf, count, t, Some(context)) }
 }
 
@@ -270,12 +278,14 @@ unsafe extern "C" fn writev(
     // SAFETY: `iov` holds `count` entries.
     let Some((b, n)) = (unsafe { one_ioc(iov, count) }) else { return EINVAL as isize };
     let t = Target { dest, offset: addr, key, dt, op };
-    // SAFETY: forwarded.
+    // SAFETY: fi_atomicv(3)'s arguments, passed on: `ep` is this op's, and the one `fi_ioc`
+    // (`one_ioc` read it) names `n` elements at `b`.
     unsafe { post_write(ep, b, n, t, Some(context)) }
 }
 
 unsafe extern "C" fn writemsg(ep: *mut fid_ep, msg: *const fi_msg_atomic, flags: u64) -> isize {
-    // SAFETY: libfabric's contract.
+    // SAFETY: `msg` is null or the caller's `fi_msg_atomic` (fi_atomicmsg(3)); `as_ref` answers
+    // `None` for null.
     let Some(m) = (unsafe { msg.as_ref() }) else { return EINVAL as isize };
     if flags & !MSG_FLAGS != 0 {
         return -(abi::FI_EBADFLAGS as isize);
@@ -283,7 +293,8 @@ unsafe extern "C" fn writemsg(ep: *mut fid_ep, msg: *const fi_msg_atomic, flags:
     // SAFETY: the message's arrays hold their counts.
     let Some(((b, n), t)) = (unsafe { msg_target(m) }) else { return EINVAL as isize };
     let context = (flags & u64::from(abi::FI_INJECT) == 0).then_some(m.context);
-    // SAFETY: forwarded.
+    // SAFETY: fi_atomicmsg(3): `ep` is this op's, and the message's one `fi_ioc` names `n` elements
+    // at `b`.
     unsafe { post_write(ep, b, n, t, context) }
 }
 
@@ -298,7 +309,8 @@ unsafe extern "C" fn inject(
     op: fi_op,
 ) -> isize {
     let t = Target { dest, offset: addr, key, dt, op };
-    // SAFETY: libfabric's contract.
+    // SAFETY: fi_inject_atomic(3): `ep` is this op's, and `buf` holds `count` elements of `dt`
+    // during the call.
     unsafe { post_write(ep, buf, count, t, None) }
 }
 
@@ -317,7 +329,8 @@ unsafe extern "C" fn readwrite(
     context: *mut c_void,
 ) -> isize {
     let t = Target { dest, offset: addr, key, dt, op };
-    // SAFETY: libfabric's contract.
+    // SAFETY: fi_fetch_atomic(3): `ep` is this op's, `buf` holds `count` elements (null for
+    // FI_ATOMIC_READ), and `result` as many writable ones until the completion is read.
     unsafe { post_fetch(ep, (buf, count), None, result, t, context) }
 }
 
@@ -342,7 +355,9 @@ unsafe extern "C" fn readwritev(
         return EINVAL as isize;
     };
     let t = Target { dest, offset: addr, key, dt, op };
-    // SAFETY: forwarded.
+    // SAFETY: fi_fetch_atomicv(3)'s arguments, passed on: the one operand and one result `fi_ioc`
+    // (`one_ioc` read them) name their elements, the result's writable until the completion is
+    // read.
     unsafe { post_fetch(ep, (b.0.cast_const(), b.1), None, r, t, context) }
 }
 
@@ -354,7 +369,8 @@ unsafe extern "C" fn readwritemsg(
     result_count: usize,
     flags: u64,
 ) -> isize {
-    // SAFETY: libfabric's contract.
+    // SAFETY: `msg` is null or the caller's `fi_msg_atomic` (fi_fetch_atomicmsg(3)); `as_ref`
+    // answers `None` for null.
     let Some(m) = (unsafe { msg.as_ref() }) else { return EINVAL as isize };
     if flags & !MSG_FLAGS != 0 || flags & u64::from(abi::FI_INJECT) != 0 {
         return -(abi::FI_EBADFLAGS as isize);
@@ -364,7 +380,8 @@ unsafe extern "C" fn readwritemsg(
     else {
         return EINVAL as isize;
     };
-    // SAFETY: forwarded.
+    // SAFETY: fi_fetch_atomicmsg(3): the message's one operand and the one result `fi_ioc` name
+    // their elements, the result's writable until the completion is read.
     unsafe { post_fetch(ep, (b.0.cast_const(), b.1), None, r, t, m.context) }
 }
 
@@ -385,7 +402,8 @@ unsafe extern "C" fn compwrite(
     context: *mut c_void,
 ) -> isize {
     let t = Target { dest, offset: addr, key, dt, op };
-    // SAFETY: libfabric's contract.
+    // SAFETY: fi_compare_atomic(3): `ep` is this op's, `buf` and `compare` hold `count` elements,
+    // and `result` as many writable ones until the completion is read.
     unsafe { post_fetch(ep, (buf, count), Some(compare), result, t, context) }
 }
 
@@ -412,7 +430,8 @@ unsafe extern "C" fn compwritev(
         unsafe { (one_ioc(iov, count), one_ioc(comparev, compare_count), one_ioc(resultv, result_count)) };
     let (Some(b), Some((c, 1)), Some((r, 1))) = parts else { return EINVAL as isize };
     let t = Target { dest, offset: addr, key, dt, op };
-    // SAFETY: forwarded.
+    // SAFETY: fi_compare_atomicv(3)'s arguments, passed on: the one operand, compare and result
+    // `fi_ioc` name their elements, the result's writable until the completion is read.
     unsafe { post_fetch(ep, (b.0.cast_const(), b.1), Some(c.cast_const()), r, t, context) }
 }
 
@@ -427,7 +446,8 @@ unsafe extern "C" fn compwritemsg(
     result_count: usize,
     flags: u64,
 ) -> isize {
-    // SAFETY: libfabric's contract.
+    // SAFETY: `msg` is null or the caller's `fi_msg_atomic` (fi_compare_atomicmsg(3)); `as_ref`
+    // answers `None` for null.
     let Some(m) = (unsafe { msg.as_ref() }) else { return EINVAL as isize };
     if flags & !MSG_FLAGS != 0 || flags & u64::from(abi::FI_INJECT) != 0 {
         return -(abi::FI_EBADFLAGS as isize);
@@ -435,7 +455,8 @@ unsafe extern "C" fn compwritemsg(
     // SAFETY: the arrays hold their counts.
     let parts = unsafe { (msg_target(m), one_ioc(comparev, compare_count), one_ioc(resultv, result_count)) };
     let (Some((b, t)), Some((c, 1)), Some((r, 1))) = parts else { return EINVAL as isize };
-    // SAFETY: forwarded.
+    // SAFETY: fi_compare_atomicmsg(3): the message's operand, compare and result `fi_ioc` name
+    // their elements, the result's writable until the completion is read.
     unsafe { post_fetch(ep, (b.0.cast_const(), b.1), Some(c.cast_const()), r, t, m.context) }
 }
 
@@ -444,11 +465,13 @@ unsafe extern "C" fn compwritemsg(
 /// # Safety
 /// `ep` null or an endpoint of this provider; `count` null or valid for a write.
 unsafe fn count_valid(ep: *mut fid_ep, dt: fi_datatype, op: fi_op, count: *mut usize, kind: Kind) -> c_int {
-    // SAFETY: the caller's promise.
+    // SAFETY: this function's contract: `ep` is null or a live endpoint of this provider; `ep_of`
+    // answers `None` for null.
     let (Some(e), false) = (unsafe { ep_of(ep.cast()) }, count.is_null()) else { return EINVAL };
     match valid(&e.info, dt, op, kind) {
         Ok((.., n)) => {
-            // SAFETY: valid for a write.
+            // SAFETY: `count`, not null (checked), is the caller's writable `size_t`
+            // (fi_atomicvalid(3)).
             unsafe { *count = n };
             0
         }
@@ -457,17 +480,18 @@ unsafe fn count_valid(ep: *mut fid_ep, dt: fi_datatype, op: fi_op, count: *mut u
 }
 
 unsafe extern "C" fn writevalid(ep: *mut fid_ep, dt: fi_datatype, op: fi_op, count: *mut usize) -> c_int {
-    // SAFETY: libfabric's contract.
+    // SAFETY: fi_atomicvalid(3): `ep` is this op's, and `count` null or a writable `size_t`.
     unsafe { count_valid(ep, dt, op, count, Kind::Write) }
 }
 
 unsafe extern "C" fn readwritevalid(ep: *mut fid_ep, dt: fi_datatype, op: fi_op, count: *mut usize) -> c_int {
-    // SAFETY: libfabric's contract.
+    // SAFETY: fi_fetch_atomicvalid(3): `ep` is this op's, and `count` null or a writable `size_t`.
     unsafe { count_valid(ep, dt, op, count, Kind::Fetch) }
 }
 
 unsafe extern "C" fn compwritevalid(ep: *mut fid_ep, dt: fi_datatype, op: fi_op, count: *mut usize) -> c_int {
-    // SAFETY: libfabric's contract.
+    // SAFETY: fi_compare_atomicvalid(3): `ep` is this op's, and `count` null or a writable
+    // `size_t`.
     unsafe { count_valid(ep, dt, op, count, Kind::Compare) }
 }
 
@@ -480,7 +504,8 @@ pub(crate) unsafe extern "C" fn query_atomic(
     attr: *mut abi::fi_atomic_attr,
     flags: u64,
 ) -> c_int {
-    // SAFETY: libfabric's contract.
+    // SAFETY: `domain` is null or a live domain of this provider: libfabric reaches this op only
+    // through the ops table `fi_domain` filled.
     let (Some(d), false) = (unsafe { crate::domain::domain_of(domain) }, attr.is_null()) else {
         return EINVAL;
     };
@@ -495,7 +520,8 @@ pub(crate) unsafe extern "C" fn query_atomic(
     };
     match valid(&d.info, dt, op, kind) {
         Ok((_, _, size, count)) => {
-            // SAFETY: valid for a write.
+            // SAFETY: `attr`, not null (checked), is the caller's writable `fi_atomic_attr`
+            // (fi_query_atomic(3)).
             unsafe { *attr = abi::fi_atomic_attr { count, size } };
             0
         }

@@ -41,7 +41,8 @@ pub(crate) unsafe extern "C" fn open(
     cntr: *mut *mut fid_cntr,
     context: *mut c_void,
 ) -> c_int {
-    // SAFETY: libfabric's contract.
+    // SAFETY: `domain` is null or a live domain of this provider: libfabric reaches this op only
+    // through the ops table `fi_domain` filled.
     let (Some(d), false) = (unsafe { crate::domain::domain_of(domain) }, cntr.is_null()) else {
         return EINVAL;
     };
@@ -66,7 +67,8 @@ pub(crate) unsafe extern "C" fn open(
         cntr: d.domain.cntr_open(),
         fabric: d.fabric.clone(),
     });
-    // SAFETY: valid for a write.
+    // SAFETY: `cntr`, not null (checked), is the caller's writable `struct fid_cntr **` out
+    // parameter (fi_cntr_open(3)).
     unsafe { *cntr = &raw mut Box::leak(c).fid };
     0
 }
@@ -93,7 +95,8 @@ pub(crate) unsafe fn cntr_of<'a>(f: *mut fid) -> Option<&'a Cntr> {
 
 /// Runs `g` on the counter, or gives `bad` for a handle that is not one.
 fn with<T>(c: *mut fid_cntr, bad: T, g: impl FnOnce(&Cntr) -> T) -> T {
-    // SAFETY: libfabric's contract: a counter of this provider.
+    // SAFETY: `c` is null or a counter of this provider: the counter ops reach `with` only through
+    // the ops table of a counter `open` made; `cntr_of` also checks the class.
     unsafe { cntr_of(c.cast()) }.map_or(bad, g)
 }
 

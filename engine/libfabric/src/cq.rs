@@ -85,7 +85,9 @@ pub(crate) unsafe extern "C" fn open(
     cq: *mut *mut fid_cq,
     context: *mut c_void,
 ) -> c_int {
-    // SAFETY: libfabric's contract.
+    // SAFETY: `domain` is null or a domain of this provider (libfabric reaches this op through the
+    // ops table `fi_domain` filled), and `attr` null or the caller's `fi_cq_attr` (fi_cq_open(3));
+    // `as_ref` answers `None` for null.
     let (Some(d), Some(attr), false) =
         (unsafe { crate::domain::domain_of(domain) }, unsafe { attr.as_ref() }, cq.is_null())
     else {
@@ -108,7 +110,8 @@ pub(crate) unsafe extern "C" fn open(
         ops: Rc::default(),
         err: RefCell::new(None),
     });
-    // SAFETY: valid for a write.
+    // SAFETY: `cq`, not null (checked), is the caller's writable `struct fid_cq **` out parameter
+    // (fi_cq_open(3)).
     unsafe { *cq = &raw mut Box::leak(c).fid };
     0
 }
@@ -266,7 +269,10 @@ impl Cq {
     /// # Safety
     /// `buf` holds at least `i + 1` entries of the format.
     unsafe fn write(&self, buf: *mut c_void, i: usize, e: &fi_cq_tagged_entry) {
-        // SAFETY: the caller's promise; every format is a prefix of the tagged entry.
+        // SAFETY: this function's contract: `buf` holds at least `i + 1` entries of the queue's
+        // format, and the caller's array is aligned for it. Each arm writes the entry type of its
+        // format (every format is a prefix of the tagged entry), all plain `Copy` structures, so
+        // the assignment drops nothing.
         unsafe {
             match self.format {
                 abi::FI_CQ_FORMAT_CONTEXT => {
@@ -323,7 +329,8 @@ impl Cq {
 }
 
 unsafe extern "C" fn read(cq: *mut fid_cq, buf: *mut c_void, count: usize) -> isize {
-    // SAFETY: forwarded under the same contract.
+    // SAFETY: fi_cq_read(3) is fi_cq_readfrom(3) without source addresses: `cq` and `buf` (`count`
+    // entries) passed on, `src` null.
     unsafe { readfrom(cq, buf, count, core::ptr::null_mut()) }
 }
 
@@ -333,7 +340,8 @@ unsafe extern "C" fn readfrom(
     count: usize,
     src: *mut abi::fi_addr_t,
 ) -> isize {
-    // SAFETY: libfabric's contract.
+    // SAFETY: `cq` is null or a live CQ this provider opened: libfabric reaches this op only
+    // through its ops table.
     let Some(c) = (unsafe { cq_of(cq.cast()) }) else { return EINVAL as isize };
     if buf.is_null() && count > 0 {
         return EINVAL as isize;
@@ -343,7 +351,8 @@ unsafe extern "C" fn readfrom(
 }
 
 unsafe extern "C" fn readerr(cq: *mut fid_cq, buf: *mut fi_cq_err_entry, _flags: u64) -> isize {
-    // SAFETY: libfabric's contract.
+    // SAFETY: `cq` is null or a live CQ this provider opened: libfabric reaches this op only
+    // through its ops table.
     let (Some(c), false) = (unsafe { cq_of(cq.cast()) }, buf.is_null()) else { return EINVAL as isize };
     if c.err.borrow().is_none() {
         if let Some(e) = c.cq.readerr() {
@@ -367,7 +376,8 @@ unsafe extern "C" fn sread(
     cond: *const c_void,
     timeout: c_int,
 ) -> isize {
-    // SAFETY: forwarded under the same contract.
+    // SAFETY: fi_cq_sread(3) is fi_cq_sreadfrom(3) without source addresses: the arguments passed
+    // on, `src` null.
     unsafe { sreadfrom(cq, buf, count, core::ptr::null_mut(), cond, timeout) }
 }
 
@@ -379,11 +389,13 @@ unsafe extern "C" fn sreadfrom(
     _cond: *const c_void,
     timeout: c_int,
 ) -> isize {
-    // SAFETY: libfabric's contract.
+    // SAFETY: `cq` is null or a live CQ this provider opened: libfabric reaches this op only
+    // through its ops table.
     let Some(c) = (unsafe { cq_of(cq.cast()) }) else { return EINVAL as isize };
     let end = (timeout >= 0).then(|| Instant::now() + Duration::from_millis(timeout as u64));
     loop {
-        // SAFETY: forwarded under the same contract.
+        // SAFETY: fi_cq_sreadfrom(3) takes fi_cq_readfrom(3)'s arguments and a wait: `cq`, `buf`
+        // (`count` entries) and `src` (null or `count` addresses) passed on.
         let n = unsafe { readfrom(cq, buf, count, src) };
         if n != -(abi::FI_EAGAIN as isize) || end.is_some_and(|e| Instant::now() >= e) {
             return n;

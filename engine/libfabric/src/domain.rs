@@ -102,9 +102,11 @@ pub(crate) unsafe extern "C" fn av_open(
     av: *mut *mut fid_av,
     context: *mut c_void,
 ) -> c_int {
-    // SAFETY: libfabric's contract.
+    // SAFETY: `domain` is null or a live domain of this provider: libfabric reaches this op only
+    // through the ops table `fi_domain` filled.
     let (Some(d), false) = (unsafe { domain_of(domain) }, av.is_null()) else { return EINVAL };
-    // SAFETY: null or valid.
+    // SAFETY: `attr` is null or the caller's `fi_av_attr` (fi_av_open(3)); `as_ref` answers `None`
+    // for null.
     if let Some(a) = unsafe { attr.as_ref() } {
         // TABLE, or UNSPEC / the deprecated MAP, which behave as TABLE (uet-libfabric.md).
         if !matches!(a.type_, abi::FI_AV_UNSPEC | abi::FI_AV_TABLE | abi::FI_AV_MAP) {
@@ -127,7 +129,8 @@ pub(crate) unsafe extern "C" fn av_open(
             return crate::util::neg(e.errno);
         }
     }
-    // SAFETY: valid for a write.
+    // SAFETY: `av`, not null (checked), is the caller's writable `struct fid_av **` out parameter
+    // (fi_av_open(3)).
     unsafe { *av = &raw mut Box::leak(b).fid };
     0
 }
@@ -160,7 +163,8 @@ unsafe extern "C" fn av_insert(
     _flags: u64,
     _context: *mut c_void,
 ) -> c_int {
-    // SAFETY: libfabric's contract.
+    // SAFETY: `av` is null or a live AV this provider opened: libfabric reaches this op only
+    // through its ops table.
     let Some(a) = (unsafe { av_of(av.cast()) }) else { return EINVAL };
     if addr.is_null() && count > 0 {
         return EINVAL;
@@ -220,7 +224,8 @@ unsafe extern "C" fn av_lookup(
     addr: *mut c_void,
     addrlen: *mut usize,
 ) -> c_int {
-    // SAFETY: libfabric's contract.
+    // SAFETY: `av` is null or a live AV this provider opened: libfabric reaches this op only
+    // through its ops table.
     let (Some(a), false) = (unsafe { av_of(av.cast()) }, addrlen.is_null()) else { return EINVAL };
     let Some(u) = a.av.lookup(fi_addr) else { return -(abi::FI_ENOENT as c_int) };
     // SAFETY: `addrlen` valid; `addr` holds `*addrlen` bytes.

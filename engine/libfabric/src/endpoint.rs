@@ -52,7 +52,9 @@ pub(crate) unsafe fn bytes<'a>(buf: *const c_void, len: usize) -> Option<&'a [u8
     match (buf.is_null(), len) {
         (true, 0) => Some(&[]),
         (true, _) => None,
-        // SAFETY: the caller's promise.
+        // SAFETY: this function's contract: `buf`, not null in this arm, holds `len` readable
+        // bytes, which the slice borrows only for the call that posts them (the engine copies a
+        // send's bytes before it returns).
         (false, _) => Some(unsafe { core::slice::from_raw_parts(buf.cast::<u8>(), len) }),
     }
 }
@@ -107,7 +109,8 @@ impl Ep {
 /// # Safety
 /// `ep` is null or an endpoint of this provider.
 pub(crate) unsafe fn with(ep: *mut fid_ep, f: impl FnOnce(&Ep) -> isize) -> isize {
-    // SAFETY: the caller's promise.
+    // SAFETY: this function's contract: `ep` is null or a live endpoint of this provider; `ep_of`
+    // answers `None` for null.
     match unsafe { ep_of(ep.cast()) } {
         Some(e) => f(e),
         None => EINVAL as isize,

@@ -75,11 +75,15 @@ pub(crate) unsafe extern "C" fn open(
     ep: *mut *mut fid_ep,
     context: *mut c_void,
 ) -> c_int {
-    // SAFETY: libfabric's contract.
+    // SAFETY: `domain` is null or a domain of this provider: libfabric reaches this op only through
+    // the ops table `fi_domain` filled, and the program does not close the domain while it opens an
+    // endpoint on it (FI_THREAD_DOMAIN serializes its calls).
     let (Some(d), false) = (unsafe { crate::domain::domain_of(domain) }, ep.is_null()) else { return EINVAL };
-    // SAFETY: null or valid.
+    // SAFETY: `info` is null or the `fi_info` `fi_getinfo` gave the program (fi_endpoint(3));
+    // `as_ref` answers `None` for null.
     if let Some(i) = unsafe { info.as_ref() } {
-        // SAFETY: null or valid.
+        // SAFETY: `ep_attr` of a live `fi_info` is null or its endpoint attributes (libfabric's
+        // layout).
         let asked = unsafe { i.ep_attr.as_ref() }.map_or(abi::FI_EP_UNSPEC, |a| a.type_);
         let ours = if d.info.ep_type == ses::EpType::Rdm { abi::FI_EP_RDM } else { abi::FI_EP_DGRAM };
         if asked != abi::FI_EP_UNSPEC && asked != ours {
@@ -121,7 +125,8 @@ pub(crate) unsafe extern "C" fn open(
         rx: RefCell::new(None),
         av: RefCell::new(false),
     });
-    // SAFETY: valid for a write.
+    // SAFETY: `ep`, not null (checked), is the caller's writable `struct fid_ep **` out parameter
+    // (fi_endpoint(3)).
     unsafe { *ep = &raw mut Box::leak(e).fid };
     0
 }
@@ -139,7 +144,9 @@ unsafe extern "C" fn close(f: *mut fid) -> c_int {
 /// `fi_ep_bind`: a completion queue (FI_TRANSMIT, FI_RECV), a counter (FI_SEND, FI_RECV, FI_READ,
 /// FI_WRITE) or the address vector.
 unsafe extern "C" fn bind(f: *mut fid, bfid: *mut fid, flags: u64) -> c_int {
-    // SAFETY: libfabric's contract.
+    // SAFETY: `f` is the fid of an endpoint `open` made (libfabric reaches this op only through its
+    // ops table), live during the call; `bfid` is null or an object the program opened
+    // (fi_ep_bind(3)), whose `fid` header `as_ref` reads.
     let (Some(e), Some(b)) = (unsafe { ep_of(f.cast()) }, unsafe { bfid.as_ref() }) else { return EINVAL };
     match b.fclass as u32 {
         abi::FI_CLASS_CQ => {
@@ -189,7 +196,8 @@ unsafe extern "C" fn bind(f: *mut fid, bfid: *mut fid, flags: u64) -> c_int {
 
 /// `fi_enable` (FI_ENABLE): needs both completion queues and, for an RDM endpoint, the AV.
 unsafe extern "C" fn control(f: *mut fid, command: c_int, _arg: *mut c_void) -> c_int {
-    // SAFETY: libfabric's contract.
+    // SAFETY: `f` is the fid of a live endpoint `open` made: libfabric reaches this op only through
+    // its ops table.
     let Some(e) = (unsafe { ep_of(f.cast()) }) else { return EINVAL };
     if command as u32 != abi::FI_ENABLE {
         return ENOSYS;
@@ -229,7 +237,8 @@ unsafe extern "C" fn size_left(_: *mut fid_ep) -> isize {
 
 /// `fi_getname`: the endpoint's UET address as bytes (`engine::provider::UetAddr::to_bytes`).
 unsafe extern "C" fn getname(f: fid_t, addr: *mut c_void, addrlen: *mut usize) -> c_int {
-    // SAFETY: libfabric's contract.
+    // SAFETY: `f` is the fid of a live endpoint `open` made: libfabric reaches this op only through
+    // its ops table.
     let (Some(e), false) = (unsafe { ep_of(f.cast()) }, addrlen.is_null()) else { return EINVAL };
     // SAFETY: `addrlen` valid, `addr` holding `*addrlen` bytes.
     unsafe { give_bytes(&e.ep.getname().to_bytes(), addr, addrlen) }
@@ -345,12 +354,14 @@ unsafe extern "C" fn sendv(
 ) -> isize {
     // SAFETY: `iov` holds `count` iovecs.
     let Some((b, l)) = (unsafe { one_iov(iov, count) }) else { return EINVAL as isize };
-    // SAFETY: forwarded under the same contract.
+    // SAFETY: fi_sendv(3)'s arguments, passed on: `ep` is this op's, and `b` holds `l` bytes, as
+    // the one iovec (`one_iov` read it) says.
     unsafe { send(ep, b, l, core::ptr::null_mut(), dest, context) }
 }
 
 unsafe extern "C" fn sendmsg(ep: *mut fid_ep, msg: *const fi_msg, flags: u64) -> isize {
-    // SAFETY: libfabric's contract.
+    // SAFETY: `msg` is null or the caller's `fi_msg` (fi_sendmsg(3)); `as_ref` answers `None` for
+    // null.
     let Some(m) = (unsafe { msg.as_ref() }) else { return EINVAL as isize };
     if flags & !TX_MSG_FLAGS != 0 {
         return -(abi::FI_EBADFLAGS as isize);
@@ -403,7 +414,9 @@ unsafe extern "C" fn recv(
     src: fi_addr_t,
     context: *mut c_void,
 ) -> isize {
-    // SAFETY: libfabric's contract.
+    // SAFETY: fi_recv(3): `ep` is null or a live endpoint of this provider (this op's), and `buf`
+    // holds `len` writable bytes that are the provider's until the receive completes; `Ep::recv`
+    // checks a null buffer with bytes.
     unsafe { with(ep, |e| e.recv(buf, len, src, None, context)) }
 }
 
@@ -417,19 +430,22 @@ unsafe extern "C" fn recvv(
 ) -> isize {
     // SAFETY: `iov` holds `count` iovecs.
     let Some((b, l)) = (unsafe { one_iov(iov, count) }) else { return EINVAL as isize };
-    // SAFETY: forwarded.
+    // SAFETY: fi_recvv(3)'s arguments, passed on: `ep` is this op's, and `b` holds `l` writable
+    // bytes, as the one iovec (`one_iov` read it) says.
     unsafe { recv(ep, b, l, core::ptr::null_mut(), src, context) }
 }
 
 unsafe extern "C" fn recvmsg(ep: *mut fid_ep, msg: *const fi_msg, flags: u64) -> isize {
-    // SAFETY: libfabric's contract.
+    // SAFETY: `msg` is null or the caller's `fi_msg` (fi_recvmsg(3)); `as_ref` answers `None` for
+    // null.
     let Some(m) = (unsafe { msg.as_ref() }) else { return EINVAL as isize };
     if flags & !u64::from(abi::FI_COMPLETION) != 0 {
         return -(abi::FI_EBADFLAGS as isize);
     }
     // SAFETY: `msg_iov` holds `iov_count` iovecs.
     let Some((b, l)) = (unsafe { one_iov(m.msg_iov, m.iov_count) }) else { return EINVAL as isize };
-    // SAFETY: forwarded.
+    // SAFETY: fi_recvmsg(3)'s arguments, passed on: `ep` is this op's, and `b` holds `l` writable
+    // bytes, as the message's one iovec says.
     unsafe { recv(ep, b, l, core::ptr::null_mut(), m.addr, m.context) }
 }
 
@@ -458,12 +474,14 @@ unsafe extern "C" fn tsendv(
 ) -> isize {
     // SAFETY: `iov` holds `count` iovecs.
     let Some((b, l)) = (unsafe { one_iov(iov, count) }) else { return EINVAL as isize };
-    // SAFETY: forwarded.
+    // SAFETY: fi_tsendv(3)'s arguments, passed on: `ep` is this op's, and `b` holds `l` bytes, as
+    // the one iovec says.
     unsafe { tsend(ep, b, l, core::ptr::null_mut(), dest, tag, context) }
 }
 
 unsafe extern "C" fn tsendmsg(ep: *mut fid_ep, msg: *const fi_msg_tagged, flags: u64) -> isize {
-    // SAFETY: libfabric's contract.
+    // SAFETY: `msg` is null or the caller's `fi_msg_tagged` (fi_tsendmsg(3)); `as_ref` answers
+    // `None` for null.
     let Some(m) = (unsafe { msg.as_ref() }) else { return EINVAL as isize };
     if flags & !TX_MSG_FLAGS != 0 {
         return -(abi::FI_EBADFLAGS as isize);
@@ -527,7 +545,9 @@ unsafe extern "C" fn trecv(
     ignore: u64,
     context: *mut c_void,
 ) -> isize {
-    // SAFETY: libfabric's contract.
+    // SAFETY: fi_trecv(3): `ep` is null or a live endpoint of this provider (this op's), and `buf`
+    // holds `len` writable bytes that are the provider's until the receive completes; `Ep::recv`
+    // checks a null buffer with bytes.
     unsafe { with(ep, |e| e.recv(buf, len, src, Some((tag, ignore)), context)) }
 }
 
@@ -543,18 +563,21 @@ unsafe extern "C" fn trecvv(
 ) -> isize {
     // SAFETY: `iov` holds `count` iovecs.
     let Some((b, l)) = (unsafe { one_iov(iov, count) }) else { return EINVAL as isize };
-    // SAFETY: forwarded.
+    // SAFETY: fi_trecvv(3)'s arguments, passed on: `ep` is this op's, and `b` holds `l` writable
+    // bytes, as the one iovec says.
     unsafe { trecv(ep, b, l, core::ptr::null_mut(), src, tag, ignore, context) }
 }
 
 unsafe extern "C" fn trecvmsg(ep: *mut fid_ep, msg: *const fi_msg_tagged, flags: u64) -> isize {
-    // SAFETY: libfabric's contract.
+    // SAFETY: `msg` is null or the caller's `fi_msg_tagged` (fi_trecvmsg(3)); `as_ref` answers
+    // `None` for null.
     let Some(m) = (unsafe { msg.as_ref() }) else { return EINVAL as isize };
     if flags & !u64::from(abi::FI_COMPLETION) != 0 {
         return -(abi::FI_EBADFLAGS as isize);
     }
     // SAFETY: `msg_iov` holds `iov_count` iovecs.
     let Some((b, l)) = (unsafe { one_iov(m.msg_iov, m.iov_count) }) else { return EINVAL as isize };
-    // SAFETY: forwarded.
+    // SAFETY: fi_trecvmsg(3)'s arguments, passed on: `ep` is this op's, and `b` holds `l` writable
+    // bytes, as the message's one iovec says.
     unsafe { trecv(ep, b, l, core::ptr::null_mut(), m.addr, m.tag, m.ignore, m.context) }
 }

@@ -42,7 +42,8 @@ pub(crate) unsafe extern "C" fn open(
     fabric: *mut *mut fid_fabric,
     context: *mut c_void,
 ) -> c_int {
-    // SAFETY: libfabric's contract.
+    // SAFETY: `attr` is null or the `fi_fabric_attr` of an `fi_info` this provider gave out
+    // (fi_fabric(3)); `as_ref` answers `None` for null.
     let Some(attr) = (unsafe { attr.as_ref() }) else { return EINVAL };
     if fabric.is_null() {
         return EINVAL;
@@ -157,7 +158,8 @@ unsafe extern "C" fn open_domain(
     domain: *mut *mut fid_domain,
     context: *mut c_void,
 ) -> c_int {
-    // SAFETY: libfabric's contract.
+    // SAFETY: `info` is null or an `fi_info` this provider gave out (fi_domain(3)); `as_ref`
+    // answers `None` for null.
     let Some(info) = (unsafe { info.as_ref() }) else { return EINVAL };
     if fabric.is_null() || domain.is_null() {
         return EINVAL;
@@ -188,7 +190,8 @@ unsafe extern "C" fn open_domain(
         info: offer.info,
         caps: offer.caps,
     });
-    // SAFETY: valid for a write.
+    // SAFETY: `domain`, not null (checked), is the caller's writable `struct fid_domain **` out
+    // parameter.
     unsafe { *domain = &raw mut Box::leak(d).fid };
     0
 }

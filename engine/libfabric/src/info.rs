@@ -125,7 +125,8 @@ pub fn offers(asked: &Asked, config: &ProviderConfig) -> Result<Vec<Offer>, FiEr
 /// # Safety
 /// `hints` is null or a valid `fi_info` whose attribute pointers are null or valid.
 pub(crate) unsafe fn asked(hints: *const fi_info) -> Asked {
-    // SAFETY: the caller's promise.
+    // SAFETY: this function's contract: `hints` is null or a valid `fi_info`; `as_ref` answers
+    // `None` for null.
     let Some(h) = (unsafe { hints.as_ref() }) else { return Asked::default() };
     let mut a = Asked { caps: h.caps, addr_format: h.addr_format, ..Asked::default() };
     // SAFETY: null or valid, as promised.
@@ -296,14 +297,15 @@ pub(crate) unsafe extern "C" fn getinfo(
         Ok(c) => c,
         Err(e) => return fail(&FiError::new(FiErrno::ENODATA, format!("configuration refused: {e}")), true),
     };
-    // SAFETY: libfabric's contract.
+    // SAFETY: `hints` is null or the program's `fi_info` hints (fi_getinfo(3)), whose attribute
+    // pointers are null or valid, as `asked` requires.
     let asked = unsafe { asked(hints) };
     let offers = match offers(&asked, &config) {
         Ok(o) => o,
         Err(e) => return fail(&e, false),
     };
     // A node with FI_SOURCE is this side's address.
-    // SAFETY: libfabric's contract.
+    // SAFETY: `node` is null or a NUL-terminated string (fi_getinfo(3)), as `cstr` requires.
     let src = match (unsafe { cstr(node) }, flags & abi::FI_SOURCE != 0) {
         (Some(n), true) => match n.parse::<Ipv4Addr>() {
             Ok(ip) => Some(source_addr(ip)),

@@ -49,7 +49,8 @@ struct MrArgs {
 /// libfabric's contract: `domain` a domain of this provider, `mr` valid for a write, `a.buf`
 /// holding `a.len` bytes (for remote access, until the registration is closed).
 unsafe fn register(domain: *mut fid, a: MrArgs, flags: u64, mr: *mut *mut fid_mr) -> c_int {
-    // SAFETY: libfabric's contract.
+    // SAFETY: `domain` is null or a live domain of this provider: the registration calls reach
+    // `register` only through the ops table `fi_domain` filled.
     let (Some(d), false) = (unsafe { domain_of(domain.cast()) }, mr.is_null()) else { return EINVAL };
     if (a.buf.is_null() && a.len > 0) || flags != 0 {
         return EINVAL;
@@ -86,7 +87,8 @@ unsafe fn register(domain: *mut fid, a: MrArgs, flags: u64, mr: *mut *mut fid_mr
         ep: RefCell::new(None),
         region: RefCell::new(None),
     });
-    // SAFETY: valid for a write.
+    // SAFETY: `mr`, not null (checked), is the caller's writable `struct fid_mr **` out parameter
+    // (fi_mr_reg(3)).
     unsafe { *mr = &raw mut Box::leak(m).fid };
     0
 }
@@ -103,7 +105,8 @@ pub(crate) unsafe extern "C" fn mr_reg(
     context: *mut c_void,
 ) -> c_int {
     let a = MrArgs { buf: buf.cast_mut().cast(), len, access, key: requested_key, auth_key_size: 0, context };
-    // SAFETY: libfabric's contract.
+    // SAFETY: fi_mr_reg(3): `domain` is this op's, `mr` null or writable, and `a` names the
+    // caller's `len` bytes at `buf`, which stay registered until `fi_close`.
     unsafe { register(domain, a, flags, mr) }
 }
 
@@ -123,7 +126,8 @@ pub(crate) unsafe extern "C" fn mr_regv(
     }
     // SAFETY: one iovec, per the check.
     let v = unsafe { &*iov };
-    // SAFETY: forwarded under the same contract.
+    // SAFETY: fi_mr_regv(3)'s arguments, passed on: the one iovec (checked: `count == 1`, not null)
+    // names the caller's bytes.
     unsafe { mr_reg(domain, v.iov_base, v.iov_len, access, offset, requested_key, flags, mr, context) }
 }
 
@@ -133,7 +137,8 @@ pub(crate) unsafe extern "C" fn mr_regattr(
     flags: u64,
     mr: *mut *mut fid_mr,
 ) -> c_int {
-    // SAFETY: libfabric's contract.
+    // SAFETY: `attr` is null or the caller's `fi_mr_attr` (fi_mr_regattr(3)); `as_ref` answers
+    // `None` for null.
     let Some(a) = (unsafe { attr.as_ref() }) else { return EINVAL };
     if a.iov_count != 1 || a.mr_iov.is_null() || a.iface != abi::FI_HMEM_SYSTEM {
         return EINVAL;
@@ -148,7 +153,8 @@ pub(crate) unsafe extern "C" fn mr_regattr(
         auth_key_size: a.auth_key_size,
         context: a.context,
     };
-    // SAFETY: libfabric's contract.
+    // SAFETY: fi_mr_regattr(3): `domain` is this op's, `mr` null or writable, and `args` names the
+    // bytes of the attributes' one iovec (checked).
     unsafe { register(domain, args, flags, mr) }
 }
 
@@ -163,7 +169,9 @@ unsafe fn mr_of<'a>(f: *mut fid) -> Option<&'a Mr> {
 
 /// `fi_mr_bind` to an endpoint (before `fi_mr_enable`).
 unsafe extern "C" fn bind_mr(f: *mut fid, bfid: *mut fid, _flags: u64) -> c_int {
-    // SAFETY: libfabric's contract.
+    // SAFETY: `f` is the fid of a live MR `register` made (libfabric reaches this op only through
+    // its ops table); `bfid` is null or an object the program opened (fi_mr_bind(3)), whose `fid`
+    // header `as_ref` reads.
     let (Some(m), Some(b)) = (unsafe { mr_of(f) }, unsafe { bfid.as_ref() }) else { return EINVAL };
     if b.fclass as u32 != abi::FI_CLASS_EP || m.region.borrow().is_some() {
         return EINVAL;
@@ -177,7 +185,8 @@ unsafe extern "C" fn bind_mr(f: *mut fid, bfid: *mut fid, _flags: u64) -> c_int 
 /// `fi_mr_enable` (FI_ENABLE): a region with remote access goes live on its endpoint. A key
 /// already registered there answers -FI_ENOKEY, as libfabric documents.
 unsafe extern "C" fn control_mr(f: *mut fid, command: c_int, _arg: *mut c_void) -> c_int {
-    // SAFETY: libfabric's contract.
+    // SAFETY: `f` is the fid of a live MR `register` made: libfabric reaches this op only through
+    // its ops table.
     let Some(m) = (unsafe { mr_of(f) }) else { return EINVAL };
     if command as u32 != abi::FI_ENABLE {
         return ENOSYS;

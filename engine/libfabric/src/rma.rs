@@ -35,9 +35,12 @@ unsafe fn post_write(
     (dest, offset, key): Remote,
     context: Option<*mut c_void>,
 ) -> isize {
-    // SAFETY: the caller's promise.
+    // SAFETY: this function's contract: `buf` holds `len` readable bytes (fi_write(3)), as `bytes`
+    // requires; it answers `None` for null with bytes.
     let Some(b) = (unsafe { bytes(buf, len) }) else { return EINVAL as isize };
-    // SAFETY: the caller's promise.
+    // SAFETY: this function's contract: `ep` is null or a live endpoint of this provider, as `with`
+    // requires; the closure touches no raw pointer (`b` is the slice above, copied by the engine
+    // before `post` returns).
     unsafe {
         with(ep, |e| {
             e.post(context, (core::ptr::null_mut(), 0), |ep, id| match (context, data) {
@@ -62,7 +65,9 @@ unsafe fn post_read(
     if buf.is_null() && len > 0 {
         return EINVAL as isize;
     }
-    // SAFETY: the caller's promise.
+    // SAFETY: this function's contract: `ep` is null or a live endpoint of this provider, as `with`
+    // requires, and `buf` (not null with bytes, checked) holds `len` writable bytes until the read
+    // completes, when the CQ writes them (fi_read(3)).
     unsafe {
         with(ep, |e| e.post(Some(context), (buf.cast(), len), |ep, id| ep.read(len, dest, key, offset, id)))
     }
@@ -78,7 +83,7 @@ type Remote = (fi_addr_t, u64, u64);
 /// # Safety
 /// `m`'s arrays hold their counts.
 unsafe fn msg_parts(m: &fi_msg_rma) -> Option<(Local, Remote)> {
-    // SAFETY: the caller's promise.
+    // SAFETY: this function's contract: `msg_iov` holds `iov_count` iovecs, as `one_iov` requires.
     let local = unsafe { one_iov(m.msg_iov, m.iov_count) }?;
     if m.rma_iov_count != 1 || m.rma_iov.is_null() {
         return None;
@@ -98,7 +103,8 @@ unsafe extern "C" fn read(
     key: u64,
     context: *mut c_void,
 ) -> isize {
-    // SAFETY: libfabric's contract.
+    // SAFETY: fi_read(3): `ep` is this op's (null or a live endpoint of this provider), and `buf`
+    // holds `len` writable bytes until the read completes.
     unsafe { post_read(ep, (buf, len), (src, addr, key), context) }
 }
 
@@ -114,19 +120,22 @@ unsafe extern "C" fn readv(
 ) -> isize {
     // SAFETY: `iov` holds `count` iovecs.
     let Some(local) = (unsafe { one_iov(iov, count) }) else { return EINVAL as isize };
-    // SAFETY: forwarded.
+    // SAFETY: fi_readv(3)'s arguments, passed on: `ep` is this op's, and the one iovec (`one_iov`
+    // read it) names `len` writable bytes until the read completes.
     unsafe { post_read(ep, local, (src, addr, key), context) }
 }
 
 unsafe extern "C" fn readmsg(ep: *mut fid_ep, msg: *const fi_msg_rma, flags: u64) -> isize {
-    // SAFETY: libfabric's contract.
+    // SAFETY: `msg` is null or the caller's `fi_msg_rma` (fi_readmsg(3)); `as_ref` answers `None`
+    // for null.
     let Some(m) = (unsafe { msg.as_ref() }) else { return EINVAL as isize };
     if flags & !TX_MSG_FLAGS != 0 || flags & u64::from(abi::FI_INJECT) != 0 {
         return -(abi::FI_EBADFLAGS as isize);
     }
     // SAFETY: the message's arrays hold their counts.
     let Some((local, target)) = (unsafe { msg_parts(m) }) else { return EINVAL as isize };
-    // SAFETY: forwarded.
+    // SAFETY: fi_readmsg(3): `ep` is this op's, and the message's one iovec names writable bytes
+    // until the read completes.
     unsafe { post_read(ep, local, target, m.context) }
 }
 
@@ -140,7 +149,8 @@ unsafe extern "C" fn write(
     key: u64,
     context: *mut c_void,
 ) -> isize {
-    // SAFETY: libfabric's contract.
+    // SAFETY: fi_write(3): `ep` is this op's (null or a live endpoint of this provider), and `buf`
+    // holds `len` readable bytes during the call.
     unsafe { post_write(ep, (buf, len), None, (dest, addr, key), Some(context)) }
 }
 
@@ -156,12 +166,14 @@ unsafe extern "C" fn writev(
 ) -> isize {
     // SAFETY: `iov` holds `count` iovecs.
     let Some((b, l)) = (unsafe { one_iov(iov, count) }) else { return EINVAL as isize };
-    // SAFETY: forwarded.
+    // SAFETY: fi_writev(3)'s arguments, passed on: `ep` is this op's, and `b` holds `l` bytes, as
+    // the one iovec says.
     unsafe { post_write(ep, (b, l), None, (dest, addr, key), Some(context)) }
 }
 
 unsafe extern "C" fn writemsg(ep: *mut fid_ep, msg: *const fi_msg_rma, flags: u64) -> isize {
-    // SAFETY: libfabric's contract.
+    // SAFETY: `msg` is null or the caller's `fi_msg_rma` (fi_writemsg(3)); `as_ref` answers `None`
+    // for null.
     let Some(m) = (unsafe { msg.as_ref() }) else { return EINVAL as isize };
     if flags & !TX_MSG_FLAGS != 0 {
         return -(abi::FI_EBADFLAGS as isize);
@@ -170,7 +182,8 @@ unsafe extern "C" fn writemsg(ep: *mut fid_ep, msg: *const fi_msg_rma, flags: u6
     let Some(((b, l), target)) = (unsafe { msg_parts(m) }) else { return EINVAL as isize };
     let data = (flags & u64::from(abi::FI_REMOTE_CQ_DATA) != 0).then_some(m.data);
     let context = (flags & u64::from(abi::FI_INJECT) == 0).then_some(m.context);
-    // SAFETY: forwarded.
+    // SAFETY: fi_writemsg(3): `ep` is this op's, and `b` holds `l` bytes, as the message's one
+    // iovec says.
     unsafe { post_write(ep, (b, l), data, target, context) }
 }
 
@@ -182,7 +195,8 @@ unsafe extern "C" fn inject_write(
     addr: u64,
     key: u64,
 ) -> isize {
-    // SAFETY: libfabric's contract.
+    // SAFETY: fi_inject_write(3): `ep` is this op's, and `buf` holds `len` readable bytes during
+    // the call (the engine copies them before it returns).
     unsafe { post_write(ep, (buf, len), None, (dest, addr, key), None) }
 }
 
@@ -197,7 +211,8 @@ unsafe extern "C" fn writedata(
     key: u64,
     context: *mut c_void,
 ) -> isize {
-    // SAFETY: libfabric's contract.
+    // SAFETY: fi_writedata(3): `ep` is this op's, and `buf` holds `len` readable bytes during the
+    // call.
     unsafe { post_write(ep, (buf, len), Some(data), (dest, addr, key), Some(context)) }
 }
 
@@ -210,6 +225,7 @@ unsafe extern "C" fn inject_writedata(
     addr: u64,
     key: u64,
 ) -> isize {
-    // SAFETY: libfabric's contract.
+    // SAFETY: fi_inject_writedata(3): `ep` is this op's, and `buf` holds `len` readable bytes
+    // during the call.
     unsafe { post_write(ep, (buf, len), Some(data), (dest, addr, key), None) }
 }

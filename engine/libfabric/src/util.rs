@@ -81,7 +81,8 @@ pub(crate) unsafe fn cstr<'a>(p: *const c_char) -> Option<&'a str> {
     if p.is_null() {
         return None;
     }
-    // SAFETY: the caller's promise.
+    // SAFETY: this function's contract: `p` (not null, checked) points at a NUL-terminated string
+    // that outlives the borrow.
     unsafe { core::ffi::CStr::from_ptr(p) }.to_str().ok()
 }
 
@@ -91,7 +92,9 @@ pub(crate) unsafe fn cstr<'a>(p: *const c_char) -> Option<&'a str> {
 /// # Safety
 /// `addrlen` valid; `addr` null or holding `*addrlen` bytes.
 pub(crate) unsafe fn give_bytes(bytes: &[u8], addr: *mut core::ffi::c_void, addrlen: *mut usize) -> c_int {
-    // SAFETY: the caller's promise.
+    // SAFETY: this function's contract: `addrlen` is a valid `size_t` to read and write, and `addr`
+    // (when not null) holds `*addrlen` writable bytes, of which at most `bytes.len() <= room`
+    // (checked) are written; `bytes` is this library's, not the caller's buffer.
     unsafe {
         let room = *addrlen;
         *addrlen = bytes.len();

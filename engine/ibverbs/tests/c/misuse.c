@@ -315,6 +315,44 @@ static void too_many_sges(struct env *e)
 	pair_destroy(&p);
 }
 
+/*
+ * Not misuse, but the edge beside it: an inline SEND whose one SGE is empty at address 0 sends an
+ * empty message (the library once made a slice from the null address, which Rust's debug checks
+ * abort on).
+ */
+static void null_inline(struct env *e)
+{
+	struct pair p;
+	struct ibv_sge sge = { .addr = 0, .length = 0, .lkey = 0 };
+	struct ibv_send_wr wr, *bad = NULL;
+	struct ibv_wc wc;
+	int rc, r;
+
+	if (pair_open(e->d, &p, &fresh_opts))
+		return;
+	if (post_recv_one(p.b, e->local, 64, e->local_mr->lkey, 6)) {
+		fail("d: null inline: setup: ibv_post_recv");
+		pair_destroy(&p);
+		return;
+	}
+	memset(&wr, 0, sizeof(wr));
+	wr.wr_id = 5;
+	wr.sg_list = &sge;
+	wr.num_sge = 1;
+	wr.opcode = IBV_WR_SEND;
+	wr.send_flags = IBV_SEND_SIGNALED | IBV_SEND_INLINE;
+	rc = ibv_post_send(p.a, &wr, &bad);
+	if (check(rc == 0, "d: an inline SEND of one empty SGE at address 0 is accepted (%s)", strerror(rc))) {
+		r = poll_wc(p.cq_a, &wc, 10000);
+		check(r == 1 && wc.status == IBV_WC_SUCCESS && wc.wr_id == 5,
+		      "d: the empty inline SEND completes successfully (%s)", res(r, &wc));
+		r = poll_wc(p.cq_b, &wc, 10000);
+		check(r == 1 && wc.status == IBV_WC_SUCCESS && wc.wr_id == 6 && wc.byte_len == 0,
+		      "d: its receive completes with 0 bytes (%s, byte_len %u)", res(r, &wc), r == 1 ? wc.byte_len : 0);
+	}
+	pair_destroy(&p);
+}
+
 static void bad_transitions(struct env *e)
 {
 	struct pair p;
@@ -543,6 +581,7 @@ void part_misuse(struct dev *d)
 	wrong_state_posts(&e);
 	full_send_queue(&e);
 	too_many_sges(&e);
+	null_inline(&e);
 	bad_transitions(&e);
 	bad_registrations(&e);
 	busy_cq(&e);
