@@ -33,6 +33,10 @@ impl SoftChannel {
 }
 
 /// `ibv_create_comp_channel`.
+///
+/// # Safety
+/// As `ibv_create_comp_channel`'s callers promise:
+/// - `context` is null or a context this library opened and has not closed.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ibv_create_comp_channel(context: *mut ibv_context) -> *mut ibv_comp_channel {
     // SAFETY: `context` is null or a context this library opened and has not closed (the verbs'
@@ -55,6 +59,10 @@ pub unsafe extern "C" fn ibv_create_comp_channel(context: *mut ibv_context) -> *
 }
 
 /// `ibv_destroy_comp_channel`: `EBUSY` while a CQ uses it.
+///
+/// # Safety
+/// As `ibv_destroy_comp_channel`'s callers promise:
+/// - `channel` is null or a completion channel of this library not yet destroyed.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ibv_destroy_comp_channel(channel: *mut ibv_comp_channel) -> c_int {
     // SAFETY: `channel` is null or a channel of this library not yet destroyed (the verbs'
@@ -70,6 +78,12 @@ pub unsafe extern "C" fn ibv_destroy_comp_channel(channel: *mut ibv_comp_channel
 }
 
 /// `ibv_create_cq`.
+///
+/// # Safety
+/// As `ibv_create_cq`'s callers promise:
+/// - `context` is null or a context this library opened and has not closed.
+/// - `cq_context` is any value: it is stored and handed back, never read.
+/// - `channel` is null or a completion channel of this library not yet destroyed.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ibv_create_cq(
     context: *mut ibv_context,
@@ -110,6 +124,10 @@ pub unsafe extern "C" fn ibv_create_cq(
 }
 
 /// `ibv_destroy_cq`: `EBUSY` while a QP uses it or events are unacknowledged.
+///
+/// # Safety
+/// As `ibv_destroy_cq`'s callers promise:
+/// - `cq` is null or a CQ of this library not yet destroyed.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ibv_destroy_cq(cq: *mut ibv_cq) -> c_int {
     // SAFETY: `cq` is null or a CQ of this library not yet destroyed (the verbs' contract).
@@ -175,6 +193,12 @@ pub(crate) unsafe extern "C" fn req_notify_cq(cq: *mut ibv_cq, solicited_only: c
 /// `ibv_get_cq_event`: blocks until a CQ of the channel has an event, while the progress thread
 /// drives the engine; if the program made the channel's descriptor non-blocking, fails at once
 /// with `EAGAIN` when no event waits, as libibverbs' read of it does.
+///
+/// # Safety
+/// As `ibv_get_cq_event`'s callers promise:
+/// - `channel` is null or a completion channel of this library not yet destroyed.
+/// - `cq` is null or a writable `struct ibv_cq *` out parameter.
+/// - `cq_context` is null or a writable `void *` out parameter.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ibv_get_cq_event(
     channel: *mut ibv_comp_channel,
@@ -228,6 +252,10 @@ pub unsafe extern "C" fn ibv_get_cq_event(
 }
 
 /// `ibv_ack_cq_events`.
+///
+/// # Safety
+/// As `ibv_ack_cq_events`'s callers promise:
+/// - `cq` is null or a CQ of this library not yet destroyed.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ibv_ack_cq_events(cq: *mut ibv_cq, nevents: std::ffi::c_uint) {
     // SAFETY: `cq` is null or a CQ of this library not yet destroyed (the verbs' contract).

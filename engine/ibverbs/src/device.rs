@@ -74,6 +74,10 @@ fn copy_str(dst: &mut [c_char], s: &str) {
 }
 
 /// `ibv_get_device_list`.
+///
+/// # Safety
+/// As `ibv_get_device_list`'s callers promise:
+/// - `num_devices` is null or a valid `c_int` (writable where it is an out parameter).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ibv_get_device_list(num_devices: *mut c_int) -> *mut *mut ibv_device {
     let list = devices();
@@ -97,6 +101,11 @@ pub unsafe extern "C" fn ibv_get_device_list(num_devices: *mut c_int) -> *mut *m
 }
 
 /// `ibv_free_device_list`.
+///
+/// # Safety
+/// As `ibv_free_device_list`'s callers promise:
+/// - `list` is null or a list `ibv_get_device_list` returned, not freed before and not used
+///   after.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ibv_free_device_list(list: *mut *mut ibv_device) {
     // SAFETY: `list` is null or the `calloc`ed array of `ibv_get_device_list`, freed once
@@ -114,6 +123,10 @@ unsafe fn soft(d: *mut ibv_device) -> Option<&'static SoftDevice> {
 }
 
 /// `ibv_get_device_name`.
+///
+/// # Safety
+/// As `ibv_get_device_name`'s callers promise:
+/// - `device` is null or an entry of this library's `ibv_get_device_list`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ibv_get_device_name(device: *mut ibv_device) -> *const c_char {
     // SAFETY: `device` is null or an entry of this library's `ibv_get_device_list` (the verbs'
@@ -125,6 +138,10 @@ pub unsafe extern "C" fn ibv_get_device_name(device: *mut ibv_device) -> *const 
 }
 
 /// `ibv_get_device_guid` (network byte order).
+///
+/// # Safety
+/// As `ibv_get_device_guid`'s callers promise:
+/// - `device` is null or an entry of this library's `ibv_get_device_list`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ibv_get_device_guid(device: *mut ibv_device) -> __be64 {
     // SAFETY: `device` is null or an entry of this library's `ibv_get_device_list`.
@@ -132,6 +149,10 @@ pub unsafe extern "C" fn ibv_get_device_guid(device: *mut ibv_device) -> __be64 
 }
 
 /// `ibv_get_device_index`: the position in the list.
+///
+/// # Safety
+/// As `ibv_get_device_index`'s callers promise:
+/// - `device` is null or an entry of this library's `ibv_get_device_list`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ibv_get_device_index(device: *mut ibv_device) -> c_int {
     // SAFETY: `device` is null or an entry of this library's `ibv_get_device_list`.
@@ -176,6 +197,10 @@ fn open_list() -> std::sync::MutexGuard<'static, Vec<(usize, usize, usize)>> {
 /// `ibv_open_device`: binds the device's datapath (a UDP socket, an AF_XDP socket) and starts its
 /// progress thread. Opening a device the process has open already returns the same context (one
 /// socket per port), which stays until every open is closed.
+///
+/// # Safety
+/// As `ibv_open_device`'s callers promise:
+/// - `device` is null or an entry of this library's `ibv_get_device_list`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ibv_open_device(device: *mut ibv_device) -> *mut ibv_context {
     // SAFETY: `device` is null or an entry of this library's `ibv_get_device_list`; the static list
@@ -279,6 +304,10 @@ fn close_connections() {
 
 /// `ibv_close_device`: when the last open of the device closes, stops the progress thread and
 /// releases the datapath; objects still open on the context are released with it.
+///
+/// # Safety
+/// As `ibv_close_device`'s callers promise:
+/// - `context` is null or a context this library opened and has not closed.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ibv_close_device(context: *mut ibv_context) -> c_int {
     // SAFETY: `context` is null or a context this library opened and has not closed (the verbs'
@@ -334,6 +363,12 @@ fn device_attr(info: &DevInfo) -> ibv_device_attr {
 }
 
 /// `ibv_query_device`.
+///
+/// # Safety
+/// As `ibv_query_device`'s callers promise:
+/// - `context` is null or a context this library opened and has not closed.
+/// - `device_attr_out` is null or a valid `ibv_device_attr` (writable where it is an out
+///   parameter).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ibv_query_device(
     context: *mut ibv_context,
@@ -381,6 +416,12 @@ pub(crate) unsafe extern "C" fn query_device_ex(
 
 /// `ibv_query_port` (the exported, compatible one: the inline wrapper zeroes a full
 /// `ibv_port_attr` and passes it; the fields up to `flags` are the compatible structure's).
+///
+/// # Safety
+/// As `ibv_query_port`'s callers promise:
+/// - `context` is null or a context this library opened and has not closed.
+/// - `port_attr` is null or a writable `struct ibv_port_attr` (the inline wrapper's) or the older
+///   `struct _compat_ibv_port_attr`, whose fields end before `port_cap_flags2`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ibv_query_port(
     context: *mut ibv_context,
@@ -430,6 +471,11 @@ pub unsafe extern "C" fn ibv_query_port(
 }
 
 /// `ibv_query_gid`: 0 on success, -1 for an index outside the table.
+///
+/// # Safety
+/// As `ibv_query_gid`'s callers promise:
+/// - `context` is null or a context this library opened and has not closed.
+/// - `gid` is null or a valid `ibv_gid` (writable where it is an out parameter).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ibv_query_gid(
     context: *mut ibv_context,
@@ -449,6 +495,11 @@ pub unsafe extern "C" fn ibv_query_gid(
 }
 
 /// `_ibv_query_gid_ex` (behind the inline `ibv_query_gid_ex`).
+///
+/// # Safety
+/// As `_ibv_query_gid_ex`'s callers promise:
+/// - `context` is null or a context this library opened and has not closed.
+/// - `entry` is null or a valid `ibv_gid_entry` (writable where it is an out parameter).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn _ibv_query_gid_ex(
     context: *mut ibv_context,
@@ -478,6 +529,11 @@ pub unsafe extern "C" fn _ibv_query_gid_ex(
 }
 
 /// `_ibv_query_gid_table` (behind the inline `ibv_query_gid_table`): the entries written.
+///
+/// # Safety
+/// As `_ibv_query_gid_table`'s callers promise:
+/// - `context` is null or a context this library opened and has not closed.
+/// - `entries` is null or a valid `ibv_gid_entry` (writable where it is an out parameter).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn _ibv_query_gid_table(
     context: *mut ibv_context,
@@ -509,6 +565,11 @@ pub unsafe extern "C" fn _ibv_query_gid_table(
 }
 
 /// `ibv_query_gid_type` (rdma-core's private export, used by `ibv_devinfo`): every GID is RoCEv2.
+///
+/// # Safety
+/// As `ibv_query_gid_type`'s callers promise:
+/// - `context` is null or a context this library opened and has not closed.
+/// - `gid_type` is null or a valid `u32` (writable where it is an out parameter).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ibv_query_gid_type(
     context: *mut ibv_context,
@@ -528,6 +589,11 @@ pub unsafe extern "C" fn ibv_query_gid_type(
 }
 
 /// `ibv_query_pkey`: one entry, the default P_Key 0xffff.
+///
+/// # Safety
+/// As `ibv_query_pkey`'s callers promise:
+/// - `context` is null or a context this library opened and has not closed.
+/// - `pkey` is null or a valid `__be16` (writable where it is an out parameter).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ibv_query_pkey(
     context: *mut ibv_context,
@@ -545,6 +611,10 @@ pub unsafe extern "C" fn ibv_query_pkey(
 }
 
 /// `ibv_get_pkey_index`.
+///
+/// # Safety
+/// As `ibv_get_pkey_index`'s callers promise:
+/// - `context` is null or a context this library opened and has not closed.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ibv_get_pkey_index(context: *mut ibv_context, port_num: u8, pkey: __be16) -> c_int {
     // SAFETY: `context` is null or a live context of this library (the verbs' contract).
@@ -556,6 +626,11 @@ pub unsafe extern "C" fn ibv_get_pkey_index(context: *mut ibv_context, port_num:
 
 /// `ibv_get_async_event`: blocks until the device has an event (the first is the port's state
 /// at open, `IBV_EVENT_PORT_ACTIVE`).
+///
+/// # Safety
+/// As `ibv_get_async_event`'s callers promise:
+/// - `context` is null or a context this library opened and has not closed.
+/// - `event` is null or a valid `ibv_async_event` (writable where it is an out parameter).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ibv_get_async_event(
     context: *mut ibv_context,
@@ -605,5 +680,8 @@ pub unsafe extern "C" fn ibv_get_async_event(
 }
 
 /// `ibv_ack_async_event`: nothing to release.
+///
+/// # Safety
+/// None beyond the C ABI: no pointer argument is read.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ibv_ack_async_event(_event: *mut ibv_async_event) {}

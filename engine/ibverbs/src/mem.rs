@@ -14,6 +14,10 @@ struct SoftMr {
 }
 
 /// `ibv_alloc_pd`.
+///
+/// # Safety
+/// As `ibv_alloc_pd`'s callers promise:
+/// - `context` is null or a context this library opened and has not closed.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ibv_alloc_pd(context: *mut ibv_context) -> *mut ibv_pd {
     // SAFETY: `context` is null or a live context of this library (the verbs' contract).
@@ -24,6 +28,10 @@ pub unsafe extern "C" fn ibv_alloc_pd(context: *mut ibv_context) -> *mut ibv_pd 
 }
 
 /// `ibv_dealloc_pd`: `EBUSY` while objects use it.
+///
+/// # Safety
+/// As `ibv_dealloc_pd`'s callers promise:
+/// - `pd` is null or a PD of this library not yet deallocated.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ibv_dealloc_pd(pd: *mut ibv_pd) -> c_int {
     // SAFETY: `pd` is null or a PD of this library not yet deallocated (the verbs' contract).
@@ -38,6 +46,13 @@ pub unsafe extern "C" fn ibv_dealloc_pd(pd: *mut ibv_pd) -> c_int {
 }
 
 /// `ibv_reg_mr`: the caller's `length` bytes at `addr`, named by the same addresses.
+///
+/// # Safety
+/// As `ibv_reg_mr`'s callers promise:
+/// - `pd` is null or a PD of this library not yet deallocated.
+/// - `addr..addr + length` is the caller's memory, which stays mapped until `ibv_dereg_mr` and
+///   which the program does not touch while an operation uses it (ibv_reg_mr(3)); it is checked
+///   against the process's mappings here.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ibv_reg_mr(
     pd: *mut ibv_pd,
@@ -50,6 +65,13 @@ pub unsafe extern "C" fn ibv_reg_mr(
 }
 
 /// `ibv_reg_mr_iova`.
+///
+/// # Safety
+/// As `ibv_reg_mr_iova`'s callers promise:
+/// - `pd` is null or a PD of this library not yet deallocated.
+/// - `addr..addr + length` is the caller's memory, which stays mapped until `ibv_dereg_mr` and
+///   which the program does not touch while an operation uses it (ibv_reg_mr(3)); it is checked
+///   against the process's mappings here.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ibv_reg_mr_iova(
     pd: *mut ibv_pd,
@@ -69,6 +91,13 @@ const UNSUPPORTED_ACCESS: c_uint = IBV_ACCESS_MW_BIND | IBV_ACCESS_ZERO_BASED | 
 
 /// `ibv_reg_mr_iova2`: the caller's bytes `addr..addr + length`, which SGEs and peers name by
 /// `iova..iova + length`. The memory stays the caller's, valid until `ibv_dereg_mr`.
+///
+/// # Safety
+/// As `ibv_reg_mr_iova2`'s callers promise:
+/// - `pd` is null or a PD of this library not yet deallocated.
+/// - `addr..addr + length` is the caller's memory, which stays mapped until `ibv_dereg_mr` and
+///   which the program does not touch while an operation uses it (ibv_reg_mr(3)); it is checked
+///   against the process's mappings here.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ibv_reg_mr_iova2(
     pd: *mut ibv_pd,
@@ -130,6 +159,10 @@ fn mapped(addr: usize, len: usize, write: bool) -> bool {
 }
 
 /// `ibv_dereg_mr`.
+///
+/// # Safety
+/// As `ibv_dereg_mr`'s callers promise:
+/// - `mr` is null or an MR of this library not yet deregistered.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ibv_dereg_mr(mr: *mut ibv_mr) -> c_int {
     if mr.is_null() {

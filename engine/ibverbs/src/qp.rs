@@ -37,6 +37,10 @@ const SEND_OPS: u64 = (IBV_QP_EX_WITH_RDMA_WRITE
     | IBV_QP_EX_WITH_SEND_WITH_INV) as u64;
 
 /// Creates a QP from the fields both create calls share; writes the capacities granted back.
+///
+/// # Safety
+/// `pd` is null or a live PD of this library, and `attr`'s CQ and SRQ pointers are null or live
+/// objects of this library (what `ibv_create_qp`'s callers promise).
 unsafe fn create(
     ctx: &Ctx,
     pd: *mut ibv_pd,
@@ -121,6 +125,11 @@ unsafe fn create(
 }
 
 /// `ibv_create_qp`: RC, UC and UD.
+///
+/// # Safety
+/// As `ibv_create_qp`'s callers promise:
+/// - `pd` is null or a PD of this library not yet deallocated.
+/// - `qp_init_attr` is null or a valid `ibv_qp_init_attr` (writable where it is an out parameter).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ibv_create_qp(pd: *mut ibv_pd, qp_init_attr: *mut ibv_qp_init_attr) -> *mut ibv_qp {
     // SAFETY: `pd` is null or a live PD of this library (the verbs' contract).
@@ -194,6 +203,9 @@ pub(crate) unsafe extern "C" fn create_qp_ex(
 }
 
 /// `ibv_qp_to_qp_ex`: every QP here has the `ibv_wr_*` API.
+///
+/// # Safety
+/// None beyond the C ABI: no pointer argument is read.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ibv_qp_to_qp_ex(qp: *mut ibv_qp) -> *mut ibv_qp_ex {
     qp.cast()
@@ -332,6 +344,11 @@ fn qp_attr(a: &ibv_qp_attr, mask: c_int) -> Result<QpAttr, i32> {
 
 /// `ibv_modify_qp`: the state transitions RESET → INIT → RTR → RTS, to ERR and back to RESET,
 /// with the attributes `attr_mask` names.
+///
+/// # Safety
+/// As `ibv_modify_qp`'s callers promise:
+/// - `qp` is null or a QP of this library not yet destroyed.
+/// - `attr` is null or a valid `ibv_qp_attr` (writable where it is an out parameter).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ibv_modify_qp(qp: *mut ibv_qp, attr: *mut ibv_qp_attr, attr_mask: c_int) -> c_int {
     // SAFETY: `qp` is null or a QP of this library not yet destroyed (the verbs' contract).
@@ -368,6 +385,12 @@ pub unsafe extern "C" fn ibv_modify_qp(qp: *mut ibv_qp, attr: *mut ibv_qp_attr, 
 }
 
 /// `ibv_query_qp`: every attribute the QP has, whatever the mask asks.
+///
+/// # Safety
+/// As `ibv_query_qp`'s callers promise:
+/// - `qp` is null or a QP of this library not yet destroyed.
+/// - `attr` is null or a valid `ibv_qp_attr` (writable where it is an out parameter).
+/// - `init_attr` is null or a valid `ibv_qp_init_attr` (writable where it is an out parameter).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ibv_query_qp(
     qp: *mut ibv_qp,
@@ -432,6 +455,10 @@ pub unsafe extern "C" fn ibv_query_qp(
 }
 
 /// `ibv_destroy_qp`: outstanding requests are dropped with the QP, as libibverbs does.
+///
+/// # Safety
+/// As `ibv_destroy_qp`'s callers promise:
+/// - `qp` is null or a QP of this library not yet destroyed.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ibv_destroy_qp(qp: *mut ibv_qp) -> c_int {
     // SAFETY: `qp` is null or a QP of this library not yet destroyed (the verbs' contract).

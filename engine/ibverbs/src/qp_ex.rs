@@ -40,9 +40,12 @@ fn fail(q: &SoftQp, e: i32) {
 }
 
 /// Starts a request with the QP's current `wr_id` and `wr_flags`.
+///
+/// # Safety
+/// `qp` is null or a live QP of this library: the `ibv_wr_*` op calling this was reached through
+/// the function pointers of a QP this library filled.
 unsafe fn begin(qp: *mut ibv_qp_ex, op: WrOpcode) {
-    // SAFETY: `qp` is null or a live QP of this library: programs reach the `ibv_wr_*` ops only
-    // through the function pointers of a QP this library filled.
+    // SAFETY: this function's contract.
     let Some(q) = (unsafe { soft(qp) }) else { return };
     let w = SendWr {
         wr_id: q.ex.wr_id,
@@ -55,6 +58,9 @@ unsafe fn begin(qp: *mut ibv_qp_ex, op: WrOpcode) {
 }
 
 /// Runs `f` on the request being built (a setter before any builder is a caller error).
+///
+/// # Safety
+/// `qp` is null or a live QP of this library, as for [`begin`].
 unsafe fn last(qp: *mut ibv_qp_ex, f: impl FnOnce(&mut (SendWr, Option<Vec<u8>>)) -> Result<(), i32>) {
     // SAFETY: `qp` is null or a live QP of this library, as in `begin`.
     let Some(q) = (unsafe { soft(qp) }) else { return };

@@ -9,6 +9,12 @@ use engine::verbs::SrqAttr;
 use std::ffi::{c_int, c_void};
 
 /// `ibv_create_srq`.
+///
+/// # Safety
+/// As `ibv_create_srq`'s callers promise:
+/// - `pd` is null or a PD of this library not yet deallocated.
+/// - `srq_init_attr` is null or a valid `ibv_srq_init_attr` (writable where it is an out
+///   parameter).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ibv_create_srq(
     pd: *mut ibv_pd,
@@ -44,6 +50,11 @@ pub unsafe extern "C" fn ibv_create_srq(
 }
 
 /// `ibv_modify_srq`: arms the limit (`IBV_SRQ_LIMIT`); resizing is not supported.
+///
+/// # Safety
+/// As `ibv_modify_srq`'s callers promise:
+/// - `srq` is null or an SRQ of this library not yet destroyed.
+/// - `srq_attr` is null or a valid `ibv_srq_attr` (writable where it is an out parameter).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ibv_modify_srq(
     srq: *mut ibv_srq,
@@ -71,6 +82,11 @@ pub unsafe extern "C" fn ibv_modify_srq(
 }
 
 /// `ibv_query_srq`.
+///
+/// # Safety
+/// As `ibv_query_srq`'s callers promise:
+/// - `srq` is null or an SRQ of this library not yet destroyed.
+/// - `srq_attr` is null or a valid `ibv_srq_attr` (writable where it is an out parameter).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ibv_query_srq(srq: *mut ibv_srq, srq_attr: *mut ibv_srq_attr) -> c_int {
     // SAFETY: `srq` is null or an SRQ of this library not yet destroyed (the verbs' contract).
@@ -86,6 +102,10 @@ pub unsafe extern "C" fn ibv_query_srq(srq: *mut ibv_srq, srq_attr: *mut ibv_srq
 }
 
 /// `ibv_destroy_srq`: `EBUSY` while a QP uses it.
+///
+/// # Safety
+/// As `ibv_destroy_srq`'s callers promise:
+/// - `srq` is null or an SRQ of this library not yet destroyed.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ibv_destroy_srq(srq: *mut ibv_srq) -> c_int {
     // SAFETY: `srq` is null or an SRQ of this library not yet destroyed (the verbs' contract).
@@ -130,6 +150,11 @@ pub(crate) unsafe extern "C" fn post_srq_recv(
 }
 
 /// `ibv_create_ah`: a GRH with an IPv4-mapped destination GID (RoCEv2 over IPv4).
+///
+/// # Safety
+/// As `ibv_create_ah`'s callers promise:
+/// - `pd` is null or a PD of this library not yet deallocated.
+/// - `attr` is null or a valid `ibv_ah_attr` (writable where it is an out parameter).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ibv_create_ah(pd: *mut ibv_pd, attr: *mut ibv_ah_attr) -> *mut ibv_ah {
     // SAFETY: `pd` is null or a live PD of this library (the verbs' contract).
@@ -151,6 +176,10 @@ pub unsafe extern "C" fn ibv_create_ah(pd: *mut ibv_pd, attr: *mut ibv_ah_attr) 
 }
 
 /// `ibv_destroy_ah`.
+///
+/// # Safety
+/// As `ibv_destroy_ah`'s callers promise:
+/// - `ah` is null or an AH of this library not yet destroyed.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ibv_destroy_ah(ah: *mut ibv_ah) -> c_int {
     // SAFETY: `ah` is null or an AH of this library not yet destroyed (the verbs' contract).
@@ -168,6 +197,13 @@ pub unsafe extern "C" fn ibv_destroy_ah(ah: *mut ibv_ah) -> c_int {
 
 /// `ibv_init_ah_from_wc`: the address of a UD receive's sender, from the GRH area of its buffer
 /// (for IPv4, 20 zero bytes and the IPv4 header, as rxe writes it; else the IPv6 header).
+///
+/// # Safety
+/// As `ibv_init_ah_from_wc`'s callers promise:
+/// - `context` is null or a context this library opened and has not closed.
+/// - `wc` is null or a valid `ibv_wc` (writable where it is an out parameter).
+/// - `grh` is null or the 40-byte GRH area at the start of the completion's receive buffer.
+/// - `ah_attr_out` is null or a valid `ibv_ah_attr` (writable where it is an out parameter).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ibv_init_ah_from_wc(
     context: *mut ibv_context,
@@ -207,6 +243,12 @@ pub unsafe extern "C" fn ibv_init_ah_from_wc(
 }
 
 /// `ibv_create_ah_from_wc`.
+///
+/// # Safety
+/// As `ibv_create_ah_from_wc`'s callers promise:
+/// - `pd` is null or a PD of this library not yet deallocated.
+/// - `wc` is null or a valid `ibv_wc` (writable where it is an out parameter).
+/// - `grh` is null or a valid `ibv_grh` (writable where it is an out parameter).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ibv_create_ah_from_wc(
     pd: *mut ibv_pd,

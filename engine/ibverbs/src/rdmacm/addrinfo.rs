@@ -141,7 +141,9 @@ unsafe fn from_ai(rai: &mut rdma_addrinfo, h: &rdma_addrinfo, given: bool, ai: &
             copy_addr(&mut rai.ai_src_addr, &mut rai.ai_src_len, ai.ai_addr, ai.ai_addrlen)
         }
     } else {
-        // SAFETY: as above.
+        // SAFETY: `ai` is an entry of a successful `getaddrinfo` answer: `ai_canonname` is null or
+        // a NUL-terminated name, and `ai_addr` holds `ai_addrlen` bytes of address, as `dup_name`
+        // and `copy_addr` require.
         unsafe {
             rai.ai_dst_canonname = dup_name(ai.ai_canonname);
             copy_addr(&mut rai.ai_dst_addr, &mut rai.ai_dst_len, ai.ai_addr, ai.ai_addrlen)
@@ -346,7 +348,7 @@ mod tests {
         let h = hints(0, RDMA_PS_TCP, 0);
         let (ret, res) = getai(Some("192.0.2.7"), Some("7174"), Some(&h));
         assert_eq!(ret, 0);
-        // SAFETY: a successful answer.
+        // SAFETY: `rdma_getaddrinfo` answered 0, so `res` is the list it allocated, not yet freed.
         let r = unsafe { &*res };
         assert_eq!(r.ai_flags, 0);
         assert_eq!(r.ai_family, libc::AF_INET);
@@ -357,7 +359,7 @@ mod tests {
         assert_eq!(r.ai_src_len, 0);
         assert!(r.ai_next.is_null());
         assert!(r.ai_route.is_null() && r.ai_connect.is_null());
-        // SAFETY: the answer, freed once.
+        // SAFETY: `res` is the list `rdma_getaddrinfo` allocated; nothing uses it after this.
         unsafe { rdma_freeaddrinfo(res) };
     }
 
@@ -366,14 +368,14 @@ mod tests {
         let h = hints(RAI_PASSIVE, RDMA_PS_TCP, 0);
         let (ret, res) = getai(Some("10.1.2.3"), Some("18515"), Some(&h));
         assert_eq!(ret, 0);
-        // SAFETY: a successful answer.
+        // SAFETY: `rdma_getaddrinfo` answered 0, so `res` is the list it allocated, not yet freed.
         let r = unsafe { &*res };
         assert_eq!(r.ai_flags, RAI_PASSIVE as c_int);
         assert_eq!(r.ai_qp_type, IBV_QPT_RC as c_int);
         assert_eq!(sockaddr_at(r.ai_src_addr, r.ai_src_len), "10.1.2.3:18515".parse().unwrap());
         assert!(r.ai_dst_addr.is_null());
         assert_eq!(r.ai_dst_len, 0);
-        // SAFETY: the answer, freed once.
+        // SAFETY: `res` is the list `rdma_getaddrinfo` allocated; nothing uses it after this.
         unsafe { rdma_freeaddrinfo(res) };
     }
 
@@ -382,13 +384,13 @@ mod tests {
         let h = hints(RAI_NUMERICHOST, 0, IBV_QPT_RC);
         let (ret, res) = getai(Some("2001:db8::5"), Some("7471"), Some(&h));
         assert_eq!(ret, 0);
-        // SAFETY: a successful answer.
+        // SAFETY: `rdma_getaddrinfo` answered 0, so `res` is the list it allocated, not yet freed.
         let r = unsafe { &*res };
         assert_eq!(r.ai_family, libc::AF_INET6);
         assert_eq!(r.ai_qp_type, IBV_QPT_RC as c_int);
         assert_eq!(r.ai_port_space, RDMA_PS_TCP as c_int);
         assert_eq!(sockaddr_at(r.ai_dst_addr, r.ai_dst_len), "[2001:db8::5]:7471".parse().unwrap());
-        // SAFETY: the answer, freed once.
+        // SAFETY: `res` is the list `rdma_getaddrinfo` allocated; nothing uses it after this.
         unsafe { rdma_freeaddrinfo(res) };
     }
 
@@ -397,7 +399,7 @@ mod tests {
         // /etc/hosts names localhost on every system the tests run on.
         let (ret, res) = getai(Some("localhost"), Some("7174"), None);
         assert_eq!(ret, 0);
-        // SAFETY: a successful answer.
+        // SAFETY: `rdma_getaddrinfo` answered 0, so `res` is the list it allocated, not yet freed.
         let r = unsafe { &*res };
         let a = sockaddr_at(r.ai_dst_addr, r.ai_dst_len);
         assert!(a.ip().is_loopback(), "{a}");
@@ -405,7 +407,7 @@ mod tests {
         // No hints: libc's first answer, a stream socket over TCP.
         assert_eq!(r.ai_qp_type, IBV_QPT_RC as c_int);
         assert_eq!(r.ai_port_space, RDMA_PS_TCP as c_int);
-        // SAFETY: the answer, freed once.
+        // SAFETY: `res` is the list `rdma_getaddrinfo` allocated; nothing uses it after this.
         unsafe { rdma_freeaddrinfo(res) };
     }
 
@@ -414,23 +416,23 @@ mod tests {
         let h = hints(RAI_PASSIVE, RDMA_PS_TCP, 0);
         let (ret, res) = getai(None, Some("7471"), Some(&h));
         assert_eq!(ret, 0);
-        // SAFETY: a successful answer.
+        // SAFETY: `rdma_getaddrinfo` answered 0, so `res` is the list it allocated, not yet freed.
         let r = unsafe { &*res };
         let a = sockaddr_at(r.ai_src_addr, r.ai_src_len);
         assert!(a.ip().is_unspecified(), "{a}");
         assert_eq!(a.port(), 7471);
         assert!(r.ai_dst_addr.is_null());
-        // SAFETY: the answer, freed once.
+        // SAFETY: `res` is the list `rdma_getaddrinfo` allocated; nothing uses it after this.
         unsafe { rdma_freeaddrinfo(res) };
 
         let mut h = hints(RAI_PASSIVE, RDMA_PS_TCP, 0);
         h.ai_family = libc::AF_INET;
         let (ret, res) = getai(None, Some("7471"), Some(&h));
         assert_eq!(ret, 0);
-        // SAFETY: a successful answer.
+        // SAFETY: `rdma_getaddrinfo` answered 0, so `res` is the list it allocated, not yet freed.
         let r = unsafe { &*res };
         assert_eq!(sockaddr_at(r.ai_src_addr, r.ai_src_len), "0.0.0.0:7471".parse().unwrap());
-        // SAFETY: the answer, freed once.
+        // SAFETY: `res` is the list `rdma_getaddrinfo` allocated; nothing uses it after this.
         unsafe { rdma_freeaddrinfo(res) };
     }
 
@@ -439,22 +441,22 @@ mod tests {
         let h = hints(0, RDMA_PS_UDP, 0);
         let (ret, res) = getai(Some("127.0.0.1"), Some("7174"), Some(&h));
         assert_eq!(ret, 0);
-        // SAFETY: a successful answer.
+        // SAFETY: `rdma_getaddrinfo` answered 0, so `res` is the list it allocated, not yet freed.
         let r = unsafe { &*res };
         assert_eq!(r.ai_qp_type, IBV_QPT_UD as c_int);
         assert_eq!(r.ai_port_space, RDMA_PS_UDP as c_int);
-        // SAFETY: the answer, freed once.
+        // SAFETY: `res` is the list `rdma_getaddrinfo` allocated; nothing uses it after this.
         unsafe { rdma_freeaddrinfo(res) };
 
         // A QP type alone picks the port space too.
         let h = hints(0, 0, IBV_QPT_UD);
         let (ret, res) = getai(Some("127.0.0.1"), Some("7174"), Some(&h));
         assert_eq!(ret, 0);
-        // SAFETY: a successful answer.
+        // SAFETY: `rdma_getaddrinfo` answered 0, so `res` is the list it allocated, not yet freed.
         let r = unsafe { &*res };
         assert_eq!(r.ai_qp_type, IBV_QPT_UD as c_int);
         assert_eq!(r.ai_port_space, RDMA_PS_UDP as c_int);
-        // SAFETY: the answer, freed once.
+        // SAFETY: `res` is the list `rdma_getaddrinfo` allocated; nothing uses it after this.
         unsafe { rdma_freeaddrinfo(res) };
     }
 
@@ -470,12 +472,12 @@ mod tests {
         h.ai_src_len = size_of::<libc::sockaddr_in>() as socklen_t;
         let (ret, res) = getai(Some("10.0.0.2"), Some("7174"), Some(&h));
         assert_eq!(ret, 0);
-        // SAFETY: a successful answer.
+        // SAFETY: `rdma_getaddrinfo` answered 0, so `res` is the list it allocated, not yet freed.
         let r = unsafe { &*res };
         assert_ne!(r.ai_src_addr, h.ai_src_addr, "a copy, not the caller's memory");
         assert_eq!(sockaddr_at(r.ai_src_addr, r.ai_src_len), src);
         assert_eq!(sockaddr_at(r.ai_dst_addr, r.ai_dst_len), "10.0.0.2:7174".parse().unwrap());
-        // SAFETY: the answer, freed once.
+        // SAFETY: `res` is the list `rdma_getaddrinfo` allocated; nothing uses it after this.
         unsafe { rdma_freeaddrinfo(res) };
 
         // Without node and service the answer is the hints' own.
@@ -485,7 +487,7 @@ mod tests {
         h.ai_dst_len = size_of::<libc::sockaddr_in>() as socklen_t;
         let (ret, res) = getai(None, None, Some(&h));
         assert_eq!(ret, 0);
-        // SAFETY: a successful answer.
+        // SAFETY: `rdma_getaddrinfo` answered 0, so `res` is the list it allocated, not yet freed.
         let r = unsafe { &*res };
         assert_eq!(
             (r.ai_family, r.ai_qp_type, r.ai_port_space),
@@ -494,7 +496,7 @@ mod tests {
         assert_ne!(r.ai_dst_addr, h.ai_dst_addr);
         assert_eq!(sockaddr_at(r.ai_dst_addr, r.ai_dst_len), src);
         assert!(r.ai_src_addr.is_null());
-        // SAFETY: the answer, freed once.
+        // SAFETY: `res` is the list `rdma_getaddrinfo` allocated; nothing uses it after this.
         unsafe { rdma_freeaddrinfo(res) };
     }
 
@@ -524,7 +526,8 @@ mod tests {
         assert!(res.is_null());
 
         let node = CString::new("127.0.0.1").unwrap();
-        // SAFETY: as above.
+        // SAFETY: `node` is a NUL-terminated string; the null `res` is what is checked (refused
+        // before any write).
         let ret = unsafe { rdma_getaddrinfo(node.as_ptr(), ptr::null(), ptr::null(), ptr::null_mut()) };
         assert_eq!((ret, errno_now()), (-1, libc::EINVAL));
 

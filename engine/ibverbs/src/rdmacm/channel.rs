@@ -33,6 +33,9 @@ pub(crate) fn destroy(p: *mut rdma_event_channel) -> c_int {
 }
 
 /// `rdma_create_event_channel`.
+///
+/// # Safety
+/// None beyond the C ABI: no pointer argument is read.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rdma_create_event_channel() -> *mut rdma_event_channel {
     match create() {
@@ -43,6 +46,9 @@ pub unsafe extern "C" fn rdma_create_event_channel() -> *mut rdma_event_channel 
 
 /// `rdma_destroy_event_channel` (IDs must be gone; librdmacm does not check, this does not
 /// either beyond refusing while an ID still reports to it).
+///
+/// # Safety
+/// None beyond the C ABI: no pointer argument is read.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rdma_destroy_event_channel(channel: *mut rdma_event_channel) {
     let _ = destroy(channel);
@@ -117,7 +123,9 @@ fn convert(ctx: &'static Ctx, e: CmIdEvent) -> *mut rdma_cm_event {
             p.qkey = ud.qkey;
         }
         None => {
-            // SAFETY: as above.
+            // SAFETY: `out.ev` was zeroed, and every member of the `param` union is plain integers
+            // and pointers, so any bytes are a valid `conn`; this arm fills the one a connected
+            // ID's event carries.
             let p = unsafe { &mut out.ev.param.conn };
             p.private_data = if len == 0 { std::ptr::null() } else { pd };
             p.private_data_len = len;
@@ -179,6 +187,11 @@ fn next(ch: &SoftCmChannel) -> Result<*mut rdma_cm_event, c_int> {
 
 /// `rdma_get_cm_event`: the next event, waiting for it (the device's progress thread keeps the
 /// CM running meanwhile).
+///
+/// # Safety
+/// As `rdma_get_cm_event`'s callers promise:
+/// - `channel` is null or any pointer: channels are looked up among the live ones.
+/// - `event` is null or a writable `struct rdma_cm_event *` out parameter.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rdma_get_cm_event(
     channel: *mut rdma_event_channel,
@@ -199,6 +212,9 @@ pub unsafe extern "C" fn rdma_get_cm_event(
 }
 
 /// `rdma_ack_cm_event`: frees the event (its private data goes with it).
+///
+/// # Safety
+/// None beyond the C ABI: no pointer argument is read.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rdma_ack_cm_event(event: *mut rdma_cm_event) -> c_int {
     if ack(event) { 0 } else { err(libc::EINVAL) }
@@ -250,6 +266,9 @@ pub(crate) fn finish(s: &mut SoftId, r: Result<(), engine::verbs::VerbsError>) -
 }
 
 /// `rdma_event_str`.
+///
+/// # Safety
+/// None beyond the C ABI: no pointer argument is read.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rdma_event_str(event: rdma_cm_event_type) -> *const c_char {
     let s: &'static [u8] = match event {

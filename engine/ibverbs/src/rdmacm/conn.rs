@@ -117,6 +117,12 @@ unsafe fn create_qp(s: &mut SoftId, pd: *mut ibv_pd, attr: &mut ibv_qp_init_attr
 }
 
 /// `rdma_create_qp`.
+///
+/// # Safety
+/// As `rdma_create_qp`'s callers promise:
+/// - `id` is null or any pointer: IDs are looked up among the live ones.
+/// - `pd` is null or a PD of this library not yet deallocated.
+/// - `qp_init_attr` is null or a valid `ibv_qp_init_attr` (writable where it is an out parameter).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rdma_create_qp(
     id: *mut rdma_cm_id,
@@ -132,6 +138,12 @@ pub unsafe extern "C" fn rdma_create_qp(
 }
 
 /// `rdma_create_qp_ex`: the PD from the attributes (or the ID's); no creation flags.
+///
+/// # Safety
+/// As `rdma_create_qp_ex`'s callers promise:
+/// - `id` is null or any pointer: IDs are looked up among the live ones.
+/// - `qp_init_attr` is null or a valid `ibv_qp_init_attr_ex` (writable where it is an out
+///   parameter).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rdma_create_qp_ex(
     id: *mut rdma_cm_id,
@@ -155,6 +167,10 @@ pub unsafe extern "C" fn rdma_create_qp_ex(
 }
 
 /// `rdma_destroy_qp`: destroys the QP, and the CQs librdmacm made for it.
+///
+/// # Safety
+/// As `rdma_destroy_qp`'s callers promise:
+/// - `id` is null or any pointer: IDs are looked up among the live ones.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rdma_destroy_qp(id: *mut rdma_cm_id) {
     let Some(s) = SoftId::from(id) else { return };
@@ -169,6 +185,10 @@ pub unsafe extern "C" fn rdma_destroy_qp(id: *mut rdma_cm_id) {
 
 /// Connection parameters from a program's (`NULL`: librdmacm's defaults: the device's READ
 /// limits, 7 retries, 7 RNR retries). `0xFF` for the READ limits means the device's.
+///
+/// # Safety
+/// `p` is null or a valid `rdma_conn_param` whose `private_data` is null or holds
+/// `private_data_len` readable bytes (rdma_connect(3), rdma_accept(3)).
 unsafe fn param(p: *const rdma_conn_param, s: &SoftId) -> ConnParam {
     let max = LIMITS.max_rd_atomic;
     // SAFETY: the ID's QP is live while attached.
@@ -204,6 +224,11 @@ unsafe fn param(p: *const rdma_conn_param, s: &SoftId) -> ConnParam {
 }
 
 /// `rdma_connect`: a REQ (UD: SIDR_REQ); a synchronous ID waits for ESTABLISHED.
+///
+/// # Safety
+/// As `rdma_connect`'s callers promise:
+/// - `id` is null or any pointer: IDs are looked up among the live ones.
+/// - `conn_param` is null or a valid `rdma_conn_param` (writable where it is an out parameter).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rdma_connect(id: *mut rdma_cm_id, conn_param: *mut rdma_conn_param) -> c_int {
     let Some(s) = SoftId::from(id) else { return err(libc::EINVAL) };
@@ -218,6 +243,11 @@ pub unsafe extern "C" fn rdma_connect(id: *mut rdma_cm_id, conn_param: *mut rdma
 
 /// `rdma_accept`: the QP goes to RTR and RTS, then the REP (UD: SIDR_REP) is sent; a synchronous
 /// ID waits for ESTABLISHED (not UD: its requester gets no answer to wait for).
+///
+/// # Safety
+/// As `rdma_accept`'s callers promise:
+/// - `id` is null or any pointer: IDs are looked up among the live ones.
+/// - `conn_param` is null or a valid `rdma_conn_param` (writable where it is an out parameter).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rdma_accept(id: *mut rdma_cm_id, conn_param: *mut rdma_conn_param) -> c_int {
     let Some(s) = SoftId::from(id) else { return err(libc::EINVAL) };
@@ -238,6 +268,11 @@ pub unsafe extern "C" fn rdma_accept(id: *mut rdma_cm_id, conn_param: *mut rdma_
 }
 
 /// `rdma_reject`, with private data.
+///
+/// # Safety
+/// As `rdma_reject`'s callers promise:
+/// - `id` is null or any pointer: IDs are looked up among the live ones.
+/// - `private_data` is null or holds `private_data_len` readable bytes.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rdma_reject(
     id: *mut rdma_cm_id,
@@ -259,6 +294,10 @@ pub unsafe extern "C" fn rdma_reject(
 
 /// `rdma_disconnect`: the QP goes to the error state (its work flushes), then DREQ (or the DREP
 /// of a DREQ received); a synchronous ID waits for DISCONNECTED unless it already saw it.
+///
+/// # Safety
+/// As `rdma_disconnect`'s callers promise:
+/// - `id` is null or any pointer: IDs are looked up among the live ones.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rdma_disconnect(id: *mut rdma_cm_id) -> c_int {
     let Some(s) = SoftId::from(id) else { return err(libc::EINVAL) };
@@ -278,6 +317,9 @@ pub unsafe extern "C" fn rdma_disconnect(id: *mut rdma_cm_id) -> c_int {
 
 /// `rdma_establish`: the RTU after CONNECT_RESPONSE, for an ID whose QP the program set up
 /// itself (with a QP on the ID, librdmacm refuses: `EINVAL`).
+///
+/// # Safety
+/// None beyond the C ABI: no pointer argument is read.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rdma_establish(id: *mut rdma_cm_id) -> c_int {
     let Some(s) = SoftId::from(id) else { return err(libc::EINVAL) };
@@ -289,6 +331,9 @@ pub unsafe extern "C" fn rdma_establish(id: *mut rdma_cm_id) -> c_int {
 }
 
 /// `rdma_notify`: a QP event the CM needs to hear of; over RoCEv2 nothing waits for one.
+///
+/// # Safety
+/// None beyond the C ABI: no pointer argument is read.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rdma_notify(id: *mut rdma_cm_id, _event: ibv_event_type) -> c_int {
     if SoftId::from(id).is_none() { err(libc::EINVAL) } else { 0 }
@@ -296,6 +341,12 @@ pub unsafe extern "C" fn rdma_notify(id: *mut rdma_cm_id, _event: ibv_event_type
 
 /// `rdma_init_qp_attr`: the attributes that move a QP to `qp_attr->qp_state` (INIT, RTR, RTS)
 /// for this connection, and their mask.
+///
+/// # Safety
+/// As `rdma_init_qp_attr`'s callers promise:
+/// - `id` is null or any pointer: IDs are looked up among the live ones.
+/// - `qp_attr` is null or a valid `ibv_qp_attr` (writable where it is an out parameter).
+/// - `qp_attr_mask` is null or a valid `c_int` (writable where it is an out parameter).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rdma_init_qp_attr(
     id: *mut rdma_cm_id,
@@ -388,6 +439,13 @@ pub unsafe extern "C" fn rdma_init_qp_attr(
 /// `rdma_create_ep`: a synchronous ID for `res`; passive: bound, with `qp_init_attr` kept for
 /// the QPs of `rdma_get_request`; active: address and route resolved, and the QP made when
 /// `qp_init_attr` is given.
+///
+/// # Safety
+/// As `rdma_create_ep`'s callers promise:
+/// - `id` is null or a writable `struct rdma_cm_id *` out parameter.
+/// - `res` is null or a valid `rdma_addrinfo` (writable where it is an out parameter).
+/// - `pd` is null or a PD of this library not yet deallocated.
+/// - `qp_init_attr` is null or a valid `ibv_qp_init_attr` (writable where it is an out parameter).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rdma_create_ep(
     id: *mut *mut rdma_cm_id,
@@ -447,6 +505,10 @@ pub unsafe extern "C" fn rdma_create_ep(
 }
 
 /// `rdma_destroy_ep`: the QP (and the CQs made for it), then the ID.
+///
+/// # Safety
+/// As `rdma_destroy_ep`'s callers promise:
+/// - `id` is null or any pointer: IDs are looked up among the live ones.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rdma_destroy_ep(id: *mut rdma_cm_id) {
     // SAFETY: this library's own functions; each checks `id`.
@@ -459,6 +521,11 @@ pub unsafe extern "C" fn rdma_destroy_ep(id: *mut rdma_cm_id) {
 /// `rdma_get_request`: waits for a connect request on a synchronous listener; the new ID is
 /// synchronous (its own channel), keeps the request in `id->event`, and has a QP when the
 /// listener came from `rdma_create_ep` with QP attributes.
+///
+/// # Safety
+/// As `rdma_get_request`'s callers promise:
+/// - `listen` is null or any pointer: IDs are looked up among the live ones.
+/// - `id` is null or a writable `struct rdma_cm_id *` out parameter.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rdma_get_request(listen: *mut rdma_cm_id, id: *mut *mut rdma_cm_id) -> c_int {
     let Some(l) = SoftId::from(listen) else { return err(libc::EINVAL) };
@@ -494,7 +561,8 @@ pub unsafe extern "C" fn rdma_get_request(listen: *mut rdma_cm_id, id: *mut *mut
             let e = errno::get();
             // SAFETY: the request's ID, live; rejected, then destroyed once.
             let _ = unsafe { rdma_reject(child, std::ptr::null(), 0) };
-            // SAFETY: as above.
+            // SAFETY: `child` is the request's live ID, just rejected and destroyed here once;
+            // nothing uses it after.
             unsafe { rdma_destroy_id(child) };
             return err(e);
         }
@@ -505,6 +573,9 @@ pub unsafe extern "C" fn rdma_get_request(listen: *mut rdma_cm_id, id: *mut *mut
 }
 
 /// `rdma_join_multicast`: multicast is not supported by this device (`ENOSYS`).
+///
+/// # Safety
+/// None beyond the C ABI: no pointer argument is read.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rdma_join_multicast(
     _id: *mut rdma_cm_id,
@@ -515,6 +586,9 @@ pub unsafe extern "C" fn rdma_join_multicast(
 }
 
 /// `rdma_join_multicast_ex`: as `rdma_join_multicast`.
+///
+/// # Safety
+/// None beyond the C ABI: no pointer argument is read.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rdma_join_multicast_ex(
     _id: *mut rdma_cm_id,
@@ -525,6 +599,9 @@ pub unsafe extern "C" fn rdma_join_multicast_ex(
 }
 
 /// `rdma_leave_multicast`: nothing was joined (`ENOSYS`).
+///
+/// # Safety
+/// None beyond the C ABI: no pointer argument is read.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rdma_leave_multicast(_id: *mut rdma_cm_id, _addr: *mut libc::sockaddr) -> c_int {
     err(libc::ENOSYS)

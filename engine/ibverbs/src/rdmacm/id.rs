@@ -21,6 +21,12 @@ fn channel_or_private(channel: *mut rdma_event_channel) -> Result<(&'static Soft
 
 /// `rdma_create_id`: an ID reporting to `channel`, or, with no channel, a synchronous ID whose
 /// calls wait for their own events (librdmacm's rule).
+///
+/// # Safety
+/// As `rdma_create_id`'s callers promise:
+/// - `channel` is null or any pointer: channels are looked up among the live ones.
+/// - `id` is null or a writable `struct rdma_cm_id *` out parameter.
+/// - `context` is any value: it is stored in the ID and handed back, never read.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rdma_create_id(
     channel: *mut rdma_event_channel,
@@ -54,6 +60,10 @@ pub unsafe extern "C" fn rdma_create_id(
 
 /// `rdma_destroy_id`: closes the connection (DREQ) or rejects a request not answered; the
 /// ID's events not yet taken are dropped, the one a synchronous call kept is acknowledged.
+///
+/// # Safety
+/// As `rdma_destroy_id`'s callers promise:
+/// - `id` is null or any pointer: IDs are looked up among the live ones.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rdma_destroy_id(id: *mut rdma_cm_id) -> c_int {
     let Some(s) = SoftId::from(id) else { return err(libc::EINVAL) };
@@ -76,6 +86,11 @@ pub unsafe extern "C" fn rdma_destroy_id(id: *mut rdma_cm_id) -> c_int {
 }
 
 /// `rdma_bind_addr`.
+///
+/// # Safety
+/// As `rdma_bind_addr`'s callers promise:
+/// - `id` is null or any pointer: IDs are looked up among the live ones.
+/// - `addr` is null or a socket address as long as its family says.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rdma_bind_addr(id: *mut rdma_cm_id, addr: *mut libc::sockaddr) -> c_int {
     let Some(s) = SoftId::from(id) else { return err(libc::EINVAL) };
@@ -90,6 +105,12 @@ pub unsafe extern "C" fn rdma_bind_addr(id: *mut rdma_cm_id, addr: *mut libc::so
 
 /// `rdma_resolve_addr`: the device is this process's; the peer's MAC comes from the kernel's
 /// neighbour table. `RDMA_CM_EVENT_ADDR_RESOLVED` (or `ADDR_ERROR`) follows.
+///
+/// # Safety
+/// As `rdma_resolve_addr`'s callers promise:
+/// - `id` is null or any pointer: IDs are looked up among the live ones.
+/// - `src_addr` is null or a socket address as long as its family says.
+/// - `dst_addr` is null or a socket address as long as its family says.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rdma_resolve_addr(
     id: *mut rdma_cm_id,
@@ -101,7 +122,8 @@ pub unsafe extern "C" fn rdma_resolve_addr(
     let timeout = std::time::Duration::from_millis(u64::try_from(timeout_ms).unwrap_or(0).max(100));
     // SAFETY: the caller passes socket addresses (the source may be null), as librdmacm's do.
     let Some(dst) = (unsafe { sockaddr::read(dst_addr) }) else { return err(libc::EAFNOSUPPORT) };
-    // SAFETY: as above.
+    // SAFETY: `src_addr` is null or the caller's socket address, as long as its family says
+    // (rdma_resolve_addr(3)), as `sockaddr::read` requires.
     let src = unsafe { sockaddr::read(src_addr) };
     if let Err(e) = s.ctx.dev.lock().cm_resolve_addr_within(s.cm, src, dst, timeout) {
         return fail(&e);
@@ -112,6 +134,9 @@ pub unsafe extern "C" fn rdma_resolve_addr(
 
 /// `rdma_resolve_route`: over RoCEv2 the route is the resolved address;
 /// `RDMA_CM_EVENT_ROUTE_RESOLVED` follows at once.
+///
+/// # Safety
+/// None beyond the C ABI: no pointer argument is read.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rdma_resolve_route(id: *mut rdma_cm_id, _timeout_ms: c_int) -> c_int {
     let Some(s) = SoftId::from(id) else { return err(libc::EINVAL) };
@@ -123,6 +148,9 @@ pub unsafe extern "C" fn rdma_resolve_route(id: *mut rdma_cm_id, _timeout_ms: c_
 }
 
 /// `rdma_listen` (an unbound ID is bound to the wildcard and a free port first).
+///
+/// # Safety
+/// None beyond the C ABI: no pointer argument is read.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rdma_listen(id: *mut rdma_cm_id, backlog: c_int) -> c_int {
     let Some(s) = SoftId::from(id) else { return err(libc::EINVAL) };
@@ -135,6 +163,9 @@ pub unsafe extern "C" fn rdma_listen(id: *mut rdma_cm_id, backlog: c_int) -> c_i
 
 /// `rdma_migrate_id`: the ID's events go to `channel` from now on (a null channel: a private one,
 /// the ID becomes synchronous).
+///
+/// # Safety
+/// None beyond the C ABI: no pointer argument is read.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rdma_migrate_id(id: *mut rdma_cm_id, channel: *mut rdma_event_channel) -> c_int {
     let Some(s) = SoftId::from(id) else { return err(libc::EINVAL) };
@@ -154,6 +185,9 @@ pub unsafe extern "C" fn rdma_migrate_id(id: *mut rdma_cm_id, channel: *mut rdma
 }
 
 /// `rdma_get_local_addr`.
+///
+/// # Safety
+/// None beyond the C ABI: no pointer argument is read.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rdma_get_local_addr(id: *mut rdma_cm_id) -> *mut libc::sockaddr {
     match SoftId::from(id) {
@@ -163,6 +197,9 @@ pub unsafe extern "C" fn rdma_get_local_addr(id: *mut rdma_cm_id) -> *mut libc::
 }
 
 /// `rdma_get_peer_addr`.
+///
+/// # Safety
+/// None beyond the C ABI: no pointer argument is read.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rdma_get_peer_addr(id: *mut rdma_cm_id) -> *mut libc::sockaddr {
     match SoftId::from(id) {
@@ -177,6 +214,10 @@ fn port_of(p: *mut libc::sockaddr) -> u16 {
 }
 
 /// `rdma_get_src_port` (network byte order).
+///
+/// # Safety
+/// As `rdma_get_src_port`'s callers promise:
+/// - `id` is null or any pointer: IDs are looked up among the live ones.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rdma_get_src_port(id: *mut rdma_cm_id) -> u16 {
     // SAFETY: this library's own function, which checks `id`.
@@ -184,6 +225,10 @@ pub unsafe extern "C" fn rdma_get_src_port(id: *mut rdma_cm_id) -> u16 {
 }
 
 /// `rdma_get_dst_port` (network byte order).
+///
+/// # Safety
+/// As `rdma_get_dst_port`'s callers promise:
+/// - `id` is null or any pointer: IDs are looked up among the live ones.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rdma_get_dst_port(id: *mut rdma_cm_id) -> u16 {
     // SAFETY: this library's own function, which checks `id`.
@@ -193,6 +238,9 @@ pub unsafe extern "C" fn rdma_get_dst_port(id: *mut rdma_cm_id) -> u16 {
 /// `rdma_set_option`: the ID options librdmacm knows are taken (type of service, address reuse,
 /// IPv6-only, ACK timeout) and change nothing here; anything else is `EINVAL`, an IB path
 /// record `ENOSYS`.
+///
+/// # Safety
+/// None beyond the C ABI: no pointer argument is read.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rdma_set_option(
     id: *mut rdma_cm_id,
@@ -213,6 +261,10 @@ pub unsafe extern "C" fn rdma_set_option(
 }
 
 /// `rdma_get_devices`: the device IDs use, as a NULL-terminated list.
+///
+/// # Safety
+/// As `rdma_get_devices`'s callers promise:
+/// - `num_devices` is null or a valid `c_int` (writable where it is an out parameter).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rdma_get_devices(num_devices: *mut c_int) -> *mut *mut ibv_context {
     let ctx = crate::device::open_first().ok();
@@ -234,6 +286,10 @@ pub unsafe extern "C" fn rdma_get_devices(num_devices: *mut c_int) -> *mut *mut 
 }
 
 /// `rdma_free_devices`.
+///
+/// # Safety
+/// As `rdma_free_devices`'s callers promise:
+/// - `list` is null or a list `rdma_get_devices` returned, not freed before and not used after.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rdma_free_devices(list: *mut *mut ibv_context) {
     // SAFETY: from `rdma_get_devices` (calloc) or null.

@@ -10,6 +10,12 @@ use crate::cm_abi::*;
 use std::ffi::{c_int, c_void};
 
 /// `rdma_create_srq`: an SRQ on `pd` (or the ID's PD), kept in `id->srq` for the QP made next.
+///
+/// # Safety
+/// As `rdma_create_srq`'s callers promise:
+/// - `id` is null or any pointer: IDs are looked up among the live ones.
+/// - `pd` is null or a PD of this library not yet deallocated.
+/// - `attr` is null or a valid `ibv_srq_init_attr` (writable where it is an out parameter).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rdma_create_srq(
     id: *mut rdma_cm_id,
@@ -32,6 +38,11 @@ pub unsafe extern "C" fn rdma_create_srq(
 }
 
 /// `rdma_create_srq_ex`: basic SRQs only (XRC and tag matching: `EOPNOTSUPP`).
+///
+/// # Safety
+/// As `rdma_create_srq_ex`'s callers promise:
+/// - `id` is null or any pointer: IDs are looked up among the live ones.
+/// - `attr` is null or a valid `ibv_srq_init_attr_ex` (writable where it is an out parameter).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rdma_create_srq_ex(id: *mut rdma_cm_id, attr: *mut ibv_srq_init_attr_ex) -> c_int {
     // SAFETY: the caller passes a valid attribute structure or null.
@@ -46,6 +57,10 @@ pub unsafe extern "C" fn rdma_create_srq_ex(id: *mut rdma_cm_id, attr: *mut ibv_
 }
 
 /// `rdma_destroy_srq`.
+///
+/// # Safety
+/// As `rdma_destroy_srq`'s callers promise:
+/// - `id` is null or any pointer: IDs are looked up among the live ones.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rdma_destroy_srq(id: *mut rdma_cm_id) {
     let Some(s) = SoftId::from(id) else { return };
@@ -58,6 +73,11 @@ pub unsafe extern "C" fn rdma_destroy_srq(id: *mut rdma_cm_id) {
 
 /// `rdma_set_local_ece`: checked as librdmacm checks it (an ID without a QP, a vendor ID), then
 /// taken; ECE is not negotiated.
+///
+/// # Safety
+/// As `rdma_set_local_ece`'s callers promise:
+/// - `id` is null or any pointer: IDs are looked up among the live ones.
+/// - `ece` is null or a valid `ibv_ece` (writable where it is an out parameter).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rdma_set_local_ece(id: *mut rdma_cm_id, ece: *mut ibv_ece) -> c_int {
     let Some(s) = SoftId::from(id) else { return err(libc::EINVAL) };
@@ -69,6 +89,11 @@ pub unsafe extern "C" fn rdma_set_local_ece(id: *mut rdma_cm_id, ece: *mut ibv_e
 }
 
 /// `rdma_get_remote_ece`: none (vendor ID 0): the peer's ECE is not negotiated.
+///
+/// # Safety
+/// As `rdma_get_remote_ece`'s callers promise:
+/// - `id` is null or any pointer: IDs are looked up among the live ones.
+/// - `ece` is null or a valid `ibv_ece` (writable where it is an out parameter).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rdma_get_remote_ece(id: *mut rdma_cm_id, ece: *mut ibv_ece) -> c_int {
     if SoftId::from(id).is_none() || ece.is_null() {
@@ -80,6 +105,11 @@ pub unsafe extern "C" fn rdma_get_remote_ece(id: *mut rdma_cm_id, ece: *mut ibv_
 }
 
 /// `rdma_reject_ece`: a rejection (the ECE reason is not sent).
+///
+/// # Safety
+/// As `rdma_reject_ece`'s callers promise:
+/// - `id` is null or any pointer: IDs are looked up among the live ones.
+/// - `private_data` is null or holds `private_data_len` readable bytes.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rdma_reject_ece(
     id: *mut rdma_cm_id,
