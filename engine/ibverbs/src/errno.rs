@@ -10,7 +10,8 @@ pub(crate) fn set(e: i32) {
 
 /// The calling thread's `errno`.
 pub(crate) fn get() -> i32 {
-    // SAFETY: as in `set`.
+    // SAFETY: `__errno_location` returns glibc's thread-local errno of the calling thread, valid
+    // and aligned for the thread's life.
     unsafe { *libc::__errno_location() }
 }
 

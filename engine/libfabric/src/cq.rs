@@ -120,7 +120,8 @@ unsafe extern "C" fn close(f: *mut fid) -> c_int {
     if f.is_null() {
         return EINVAL;
     }
-    // SAFETY: the fid of a Cq of `open`, closed once.
+    // SAFETY: libfabric calls this close op only through the `fid` of a CQ `open` leaked from a Box
+    // (the `fid_cq` and its `fid` first in the `repr(C)` `Cq`), once: fi_close(3) ends the object.
     drop(unsafe { Box::from_raw(f.cast::<Cq>()) });
     0
 }
@@ -192,7 +193,9 @@ impl Cq {
             }
             let n = data.len().min(len);
             if n > 0 {
-                // SAFETY: `buf` holds `len` bytes, per the program's fi_recv.
+                // SAFETY: `buf` is the receive's buffer, which fi_recv(3) keeps the provider's,
+                // `len` writable bytes, until this completion is read; `len > 0` means `buf` is not
+                // null (`Ep::recv` refused that), and `n <= len`.
                 unsafe { core::ptr::copy_nonoverlapping(data.as_ptr(), buf, n) };
             }
             n
@@ -309,7 +312,8 @@ impl Cq {
             }
             let Some(c) = self.next() else { break };
             match self.take(c) {
-                // SAFETY: `n < count`.
+                // SAFETY: `n < count` entries of the caller's array (this function's contract:
+                // `buf` holds `count` entries, `src` null or `count` addresses).
                 Taken::Entry(e, from) => unsafe {
                     self.write(buf, n, &e);
                     if !src.is_null() {
@@ -361,7 +365,8 @@ unsafe extern "C" fn readerr(cq: *mut fid_cq, buf: *mut fi_cq_err_entry, _flags:
     }
     match c.err.borrow_mut().take() {
         Some(e) => {
-            // SAFETY: `buf` is valid for a write.
+            // SAFETY: `buf`, not null (checked), is the caller's writable `fi_cq_err_entry`
+            // (fi_cq_readerr(3)), a plain `Copy` structure.
             unsafe { *buf = e };
             1
         }
@@ -433,7 +438,8 @@ unsafe extern "C" fn strerror(
         return names[i].as_ptr();
     }
     let n = s.len().min(len - 1);
-    // SAFETY: `buf` holds `len` bytes.
+    // SAFETY: `buf` (not null, checked) holds `len > 0` writable bytes (fi_cq_strerror(3)); `n <=
+    // len - 1` bytes and the NUL fit, and `s` is this function's own string.
     unsafe {
         core::ptr::copy_nonoverlapping(s.as_ptr(), buf.cast::<u8>(), n);
         *buf.add(n) = 0;

@@ -129,7 +129,8 @@ pub(crate) unsafe fn asked(hints: *const fi_info) -> Asked {
     // `None` for null.
     let Some(h) = (unsafe { hints.as_ref() }) else { return Asked::default() };
     let mut a = Asked { caps: h.caps, addr_format: h.addr_format, ..Asked::default() };
-    // SAFETY: null or valid, as promised.
+    // SAFETY: this function's contract: a valid `fi_info`'s attribute pointers are null or point at
+    // their attribute structures; `as_ref` answers `None` for null.
     unsafe {
         if let Some(ep) = h.ep_attr.as_ref() {
             a.ep_type = ep.type_;
@@ -328,7 +329,8 @@ pub(crate) unsafe extern "C" fn getinfo(
     for o in &offers {
         let fi = build(o, src.as_ref().map(|s| &s[..]), payload);
         if fi.is_null() {
-            // SAFETY: `head` is a list of `build`.
+            // SAFETY: `head` is null or a list `build` made and linked here, not yet handed to the
+            // caller, as `free_list` requires.
             unsafe { free_list(head) };
             return -(libc::ENOMEM);
         }

@@ -87,7 +87,8 @@ unsafe fn copy_addr(
     if src.is_null() {
         return fail(libc::EINVAL);
     }
-    // SAFETY: plain allocation.
+    // SAFETY: `malloc` has no precondition (`len > 0` here, from a successful answer or the hints'
+    // non-zero length); the result is checked for null below.
     let p = unsafe { libc::malloc(len as usize) }.cast::<sockaddr>();
     if p.is_null() {
         return fail(libc::ENOMEM);
@@ -203,7 +204,8 @@ pub unsafe extern "C" fn rdma_getaddrinfo(
     }
     // SAFETY: all-zero is a valid `rdma_addrinfo` (librdmacm's `nohints`).
     let nohints: rdma_addrinfo = unsafe { std::mem::zeroed() };
-    // SAFETY: `hints` is null or readable (caller).
+    // SAFETY: `hints` is null or the caller's readable `rdma_addrinfo` (this function's contract);
+    // `as_ref` answers `None` for null.
     let (h, given) = match unsafe { hints.as_ref() } {
         Some(h) => (h, true),
         None => (&nohints, false),
@@ -219,7 +221,8 @@ pub unsafe extern "C" fn rdma_getaddrinfo(
     // SAFETY: `rai` was just allocated and is only this function's.
     let r = unsafe { &mut *rai };
     let mut ret = if !node.is_null() || !service.is_null() {
-        // SAFETY: strings as the caller promised.
+        // SAFETY: `node` and `service` are null or NUL-terminated strings (this function's
+        // contract), as `resolve` requires; `r` is the fresh allocation, borrowed only here.
         unsafe { resolve(node, service, h, given, r) }
     } else {
         r.ai_flags = h.ai_flags;

@@ -86,7 +86,7 @@ fn id_for(ctx: &'static Ctx, e: &CmIdEvent) -> (*mut rdma_cm_id, *mut rdma_cm_id
     // SAFETY: a registered ID is live until `rdma_destroy_id` unregisters it.
     let Some(l) = SoftId::from(lp) else { return (std::ptr::null_mut(), std::ptr::null_mut()) };
     let child = SoftId::boxed(ctx, e.id, l.id.channel, l.id.ps);
-    // SAFETY: just made.
+    // SAFETY: `child` was just boxed by `SoftId::boxed`, and no other reference to it exists yet.
     let c = unsafe { &mut *child };
     c.id.context = l.id.context;
     c.id.verbs = ctx.ibv();
@@ -165,7 +165,8 @@ fn next(ch: &SoftCmChannel) -> Result<*mut rdma_cm_event, c_int> {
                 std::thread::park();
             },
         }
-        // SAFETY: F_GETFL on the channel's descriptor.
+        // SAFETY: F_GETFL takes no third argument and reads no memory; a closed descriptor
+        // answers -1 (EBADF), handled below.
         let flags = unsafe { libc::fcntl(ch.ch.fd, libc::F_GETFL) };
         if flags < 0 {
             // The channel was destroyed under a waiter: it sleeps on, as with librdmacm.
@@ -244,7 +245,8 @@ pub(crate) fn complete(s: &mut SoftId) -> c_int {
         Err(e) => return err(e),
     };
     s.id.event = ev;
-    // SAFETY: just made.
+    // SAFETY: `ev` is the event the wait just returned and kept in `s.id.event`: a live leaked
+    // `SoftEvent` until it is acknowledged, which has not happened.
     let (kind, status) = unsafe { ((*ev).event, (*ev).status) };
     if kind == RDMA_CM_EVENT_REJECTED {
         return err(libc::ECONNREFUSED);

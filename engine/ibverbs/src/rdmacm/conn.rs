@@ -18,7 +18,8 @@ use std::sync::OnceLock;
 /// The PD librdmacm allocates per device for IDs given none (`ucma_get_device`'s `cma_dev->pd`).
 fn device_pd(ctx: &'static Ctx) -> *mut ibv_pd {
     static PD: OnceLock<usize> = OnceLock::new();
-    // SAFETY: the context is live for the process (the rdma_cm device is never closed).
+    // SAFETY: `ctx` is the rdma_cm device's context, which this library opened for the process and
+    // never closes, so `ibv_alloc_pd`'s contract holds.
     *PD.get_or_init(|| unsafe { crate::mem::ibv_alloc_pd(ctx.ibv()) } as usize) as *mut ibv_pd
 }
 
@@ -28,15 +29,18 @@ fn create_cqs(s: &mut SoftId, attr: &mut ibv_qp_init_attr) -> Result<(), c_int> 
     let ctx = s.ctx.ibv();
     let id_ptr = std::ptr::from_mut(&mut s.id).cast::<c_void>();
     let make = |depth: u32| -> Result<(*mut ibv_comp_channel, *mut ibv_cq), c_int> {
-        // SAFETY: our own verbs on our context.
+        // SAFETY: `ctx` is the ID's context, live for the process (`open_first` never closes it),
+        // as `ibv_create_comp_channel` requires.
         let ch = unsafe { crate::cq::ibv_create_comp_channel(ctx) };
         if ch.is_null() {
             return Err(libc::ENOMEM);
         }
-        // SAFETY: our own verb on our context and the channel just made.
+        // SAFETY: `ctx` is the ID's live context and `ch` the channel just made on it; `id_ptr` is
+        // only stored as the CQ's context.
         let cq = unsafe { crate::cq::ibv_create_cq(ctx, depth.max(1) as c_int, id_ptr, ch, 0) };
         if cq.is_null() {
-            // SAFETY: the channel just made, unused.
+            // SAFETY: `ch` is the channel just made, used by no CQ, so `ibv_destroy_comp_channel`
+            // may free it.
             unsafe { crate::cq::ibv_destroy_comp_channel(ch) };
             return Err(libc::ENOMEM);
         }
@@ -60,7 +64,8 @@ fn destroy_cqs(s: &mut SoftId) {
     if !s.own_cqs {
         return;
     }
-    // SAFETY: the CQs and channels `create_cqs` made, destroyed once.
+    // SAFETY: the CQs and channels are the ones `create_cqs` made (`own_cqs`), each destroyed once:
+    // the CQ before its channel, and the fields are cleared below.
     unsafe {
         for (cq, ch) in [(s.id.send_cq, s.id.send_cq_channel), (s.id.recv_cq, s.id.recv_cq_channel)] {
             if !cq.is_null() {
@@ -86,7 +91,8 @@ unsafe fn create_qp(s: &mut SoftId, pd: *mut ibv_pd, attr: &mut ibv_qp_init_attr
         return err(libc::EINVAL);
     }
     let pd = [pd, s.id.pd].into_iter().find(|p| !p.is_null()).unwrap_or_else(|| device_pd(s.ctx));
-    // SAFETY: the caller's promise (or the ID's or device's own PD).
+    // SAFETY: `pd` is the caller's (null or a PD of this library, this function's contract), else
+    // the ID's (set by this library) or the device's (`device_pd`), as `SoftPd::from` requires.
     match unsafe { SoftPd::from(pd) } {
         Some((_, c)) if std::ptr::eq(c, s.ctx) => {}
         _ => return err(libc::EINVAL),
@@ -95,21 +101,23 @@ unsafe fn create_qp(s: &mut SoftId, pd: *mut ibv_pd, attr: &mut ibv_qp_init_attr
         destroy_cqs(s);
         return err(e);
     }
-    // SAFETY: our own verb, on a PD of this context.
+    // SAFETY: `pd` was just checked to be a live PD of the ID's context, and `attr`'s CQs are the
+    // caller's (this function's contract) or the ones `create_cqs` made.
     let qp = unsafe { crate::qp::ibv_create_qp(pd, attr) };
-    // SAFETY: null or the QP just made.
+    // SAFETY: `qp` is null or the QP `ibv_create_qp` just returned, as `SoftQp::from` requires.
     let Some((q, _)) = (unsafe { SoftQp::from(qp) }) else {
         destroy_cqs(s);
         return -1;
     };
     if let Err(e) = s.ctx.dev.lock().cm_attach_qp(s.cm, q.qp) {
-        // SAFETY: the QP just made, unused.
+        // SAFETY: `qp` is the QP just made, which nothing else knows yet, destroyed once.
         unsafe { crate::qp::ibv_destroy_qp(qp) };
         destroy_cqs(s);
         return fail(&e);
     }
     // The state the engine moved it to, for programs that read `qp->state`.
-    // SAFETY: `qp` is the live QP just made.
+    // SAFETY: `qp` is the live QP just made; no reference to its `SoftQp` is held (`q` is not used
+    // after).
     unsafe { (*qp).state = if is_ud(s) { IBV_QPS_RTS } else { IBV_QPS_INIT } };
     s.id.qp = qp;
     s.id.pd = pd;
@@ -456,7 +464,8 @@ pub unsafe extern "C" fn rdma_create_ep(
     if id.is_null() || res.is_null() {
         return err(libc::EINVAL);
     }
-    // SAFETY: the caller passes a valid addrinfo.
+    // SAFETY: `res` (not null, checked) is the caller's `rdma_addrinfo` (rdma_create_ep(3)), e.g.
+    // from `rdma_getaddrinfo`.
     let r = unsafe { &*res };
     let mut p: *mut rdma_cm_id = std::ptr::null_mut();
     // SAFETY: this library's own function with a local out pointer.
@@ -472,7 +481,8 @@ pub unsafe extern "C" fn rdma_create_ep(
         // SAFETY: the ID just made, the addrinfo's source address (or null).
         let bound = unsafe { rdma_bind_addr(p, r.ai_src_addr) } == 0;
         if bound && !qp_init_attr.is_null() {
-            // SAFETY: the caller passes a valid attribute structure.
+            // SAFETY: `qp_init_attr` (not null, checked) is the caller's `ibv_qp_init_attr`
+            // (rdma_create_ep(3)), copied by value.
             let mut a = unsafe { *qp_init_attr };
             a.qp_type = s.id.qp_type;
             s.qp_init = Some(a);
@@ -487,7 +497,9 @@ pub unsafe extern "C" fn rdma_create_ep(
         match unsafe { qp_init_attr.as_mut() } {
             Some(a) if resolved => {
                 a.qp_type = s.id.qp_type;
-                // SAFETY: the caller's PD (or null) and attributes.
+                // SAFETY: `pd` is null or the caller's PD (rdma_create_ep(3)), and `a` the caller's
+                // attributes copied into the ID, whose CQs and SRQ are null or the caller's
+                // objects, as `create_qp` requires.
                 unsafe { create_qp(s, pd, a) == 0 }
             }
             _ => resolved,
@@ -499,7 +511,8 @@ pub unsafe extern "C" fn rdma_create_ep(
         unsafe { rdma_destroy_id(p) };
         return err(e);
     }
-    // SAFETY: checked non-null.
+    // SAFETY: `id` (not null, checked) is the caller's writable `struct rdma_cm_id **` out
+    // parameter.
     unsafe { *id = p };
     0
 }
@@ -511,7 +524,8 @@ pub unsafe extern "C" fn rdma_create_ep(
 /// - `id` is null or any pointer: IDs are looked up among the live ones.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rdma_destroy_ep(id: *mut rdma_cm_id) {
-    // SAFETY: this library's own functions; each checks `id`.
+    // SAFETY: `rdma_destroy_qp` and `rdma_destroy_id` take any pointer: each looks `id` up among
+    // the live IDs and does nothing (or EINVAL) for another.
     unsafe {
         rdma_destroy_qp(id);
         rdma_destroy_id(id);
@@ -536,7 +550,8 @@ pub unsafe extern "C" fn rdma_get_request(listen: *mut rdma_cm_id, id: *mut *mut
         return -1;
     }
     let ev = std::mem::replace(&mut l.id.event, std::ptr::null_mut());
-    // SAFETY: the event `complete` just kept.
+    // SAFETY: `ev` is the event `complete` just kept in the listener's `id.event`: a live
+    // `rdma_cm_event` of this library until it is acknowledged, which happens after this read.
     let (kind, child) = unsafe { ((*ev).event, (*ev).id) };
     if kind != RDMA_CM_EVENT_CONNECT_REQUEST {
         channel::ack(ev);
@@ -567,7 +582,8 @@ pub unsafe extern "C" fn rdma_get_request(listen: *mut rdma_cm_id, id: *mut *mut
             return err(e);
         }
     }
-    // SAFETY: checked non-null.
+    // SAFETY: `id` (not null, checked) is the caller's writable `struct rdma_cm_id **` out
+    // parameter.
     unsafe { *id = child };
     0
 }

@@ -208,8 +208,12 @@ pub unsafe extern "C" fn rdma_get_peer_addr(id: *mut rdma_cm_id) -> *mut libc::s
     }
 }
 
-fn port_of(p: *mut libc::sockaddr) -> u16 {
-    // SAFETY: `p` points into a live ID's route (or is null).
+/// The port of the address at `p`, in network byte order (0 for null or another family).
+///
+/// # Safety
+/// `p` is null or a socket address as long as its family says.
+unsafe fn port_of(p: *mut libc::sockaddr) -> u16 {
+    // SAFETY: this function's contract, as `sockaddr::read` requires.
     unsafe { sockaddr::read(p) }.map_or(0, |a: SocketAddr| a.port().to_be())
 }
 
@@ -220,8 +224,10 @@ fn port_of(p: *mut libc::sockaddr) -> u16 {
 /// - `id` is null or any pointer: IDs are looked up among the live ones.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rdma_get_src_port(id: *mut rdma_cm_id) -> u16 {
-    // SAFETY: this library's own function, which checks `id`.
-    port_of(unsafe { rdma_get_local_addr(id) })
+    // SAFETY: `rdma_get_local_addr` takes any pointer (it looks `id` up among the live IDs) and
+    // answers null or the address in a live ID's route, a `sockaddr_storage` written by
+    // `sockaddr::write`, as `port_of` requires.
+    unsafe { port_of(rdma_get_local_addr(id)) }
 }
 
 /// `rdma_get_dst_port` (network byte order).
@@ -231,8 +237,8 @@ pub unsafe extern "C" fn rdma_get_src_port(id: *mut rdma_cm_id) -> u16 {
 /// - `id` is null or any pointer: IDs are looked up among the live ones.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rdma_get_dst_port(id: *mut rdma_cm_id) -> u16 {
-    // SAFETY: this library's own function, which checks `id`.
-    port_of(unsafe { rdma_get_peer_addr(id) })
+    // SAFETY: as in `rdma_get_src_port`, with the peer's address.
+    unsafe { port_of(rdma_get_peer_addr(id)) }
 }
 
 /// `rdma_set_option`: the ID options librdmacm knows are taken (type of service, address reuse,
@@ -269,17 +275,19 @@ pub unsafe extern "C" fn rdma_set_option(
 pub unsafe extern "C" fn rdma_get_devices(num_devices: *mut c_int) -> *mut *mut ibv_context {
     let ctx = crate::device::open_first().ok();
     let n = usize::from(ctx.is_some());
-    // SAFETY: calloc of n + 1 pointers (zeroed: the terminator).
+    // SAFETY: `calloc` has no precondition; the `n + 1` zeroed pointer slots end with the null
+    // terminator, and the result is checked for null below.
     let list = unsafe { libc::calloc(n + 1, size_of::<*mut ibv_context>()) }.cast::<*mut ibv_context>();
     if list.is_null() {
         return errno::null(libc::ENOMEM);
     }
     if let Some(c) = ctx {
-        // SAFETY: room for one pointer and the terminator.
+        // SAFETY: `n == 1` here, so the array just allocated has two aligned pointer slots.
         unsafe { *list = c.ibv() };
     }
     if !num_devices.is_null() {
-        // SAFETY: the caller passes a writable int or null.
+        // SAFETY: `num_devices` (not null, checked) is the caller's writable `int`
+        // (rdma_get_devices(3)).
         unsafe { *num_devices = n as c_int };
     }
     list
@@ -292,6 +300,7 @@ pub unsafe extern "C" fn rdma_get_devices(num_devices: *mut c_int) -> *mut *mut 
 /// - `list` is null or a list `rdma_get_devices` returned, not freed before and not used after.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rdma_free_devices(list: *mut *mut ibv_context) {
-    // SAFETY: from `rdma_get_devices` (calloc) or null.
+    // SAFETY: `list` is null or the `calloc`ed array of `rdma_get_devices`, freed once (its
+    // contract); `free(NULL)` does nothing.
     unsafe { libc::free(list.cast()) };
 }
