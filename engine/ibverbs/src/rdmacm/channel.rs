@@ -48,7 +48,8 @@ pub unsafe extern "C" fn rdma_create_event_channel() -> *mut rdma_event_channel 
 /// either beyond refusing while an ID still reports to it).
 ///
 /// # Safety
-/// None beyond the C ABI: no pointer argument is read.
+/// None beyond the C ABI: each pointer to an rdma_cm object is looked up among the live ones
+/// of this library before it is used (any other value is refused), and no other pointer is read.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rdma_destroy_event_channel(channel: *mut rdma_event_channel) {
     let _ = destroy(channel);
@@ -215,7 +216,8 @@ pub unsafe extern "C" fn rdma_get_cm_event(
 /// `rdma_ack_cm_event`: frees the event (its private data goes with it).
 ///
 /// # Safety
-/// None beyond the C ABI: no pointer argument is read.
+/// None beyond the C ABI: each pointer to an rdma_cm object is looked up among the live ones
+/// of this library before it is used (any other value is refused), and no other pointer is read.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rdma_ack_cm_event(event: *mut rdma_cm_event) -> c_int {
     if ack(event) { 0 } else { err(libc::EINVAL) }

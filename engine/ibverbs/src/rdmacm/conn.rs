@@ -327,7 +327,8 @@ pub unsafe extern "C" fn rdma_disconnect(id: *mut rdma_cm_id) -> c_int {
 /// itself (with a QP on the ID, librdmacm refuses: `EINVAL`).
 ///
 /// # Safety
-/// None beyond the C ABI: no pointer argument is read.
+/// None beyond the C ABI: each pointer to an rdma_cm object is looked up among the live ones
+/// of this library before it is used (any other value is refused), and no other pointer is read.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rdma_establish(id: *mut rdma_cm_id) -> c_int {
     let Some(s) = SoftId::from(id) else { return err(libc::EINVAL) };
@@ -341,7 +342,8 @@ pub unsafe extern "C" fn rdma_establish(id: *mut rdma_cm_id) -> c_int {
 /// `rdma_notify`: a QP event the CM needs to hear of; over RoCEv2 nothing waits for one.
 ///
 /// # Safety
-/// None beyond the C ABI: no pointer argument is read.
+/// None beyond the C ABI: each pointer to an rdma_cm object is looked up among the live ones
+/// of this library before it is used (any other value is refused), and no other pointer is read.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rdma_notify(id: *mut rdma_cm_id, _event: ibv_event_type) -> c_int {
     if SoftId::from(id).is_none() { err(libc::EINVAL) } else { 0 }

@@ -136,7 +136,8 @@ pub unsafe extern "C" fn rdma_resolve_addr(
 /// `RDMA_CM_EVENT_ROUTE_RESOLVED` follows at once.
 ///
 /// # Safety
-/// None beyond the C ABI: no pointer argument is read.
+/// None beyond the C ABI: each pointer to an rdma_cm object is looked up among the live ones
+/// of this library before it is used (any other value is refused), and no other pointer is read.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rdma_resolve_route(id: *mut rdma_cm_id, _timeout_ms: c_int) -> c_int {
     let Some(s) = SoftId::from(id) else { return err(libc::EINVAL) };
@@ -150,7 +151,8 @@ pub unsafe extern "C" fn rdma_resolve_route(id: *mut rdma_cm_id, _timeout_ms: c_
 /// `rdma_listen` (an unbound ID is bound to the wildcard and a free port first).
 ///
 /// # Safety
-/// None beyond the C ABI: no pointer argument is read.
+/// None beyond the C ABI: each pointer to an rdma_cm object is looked up among the live ones
+/// of this library before it is used (any other value is refused), and no other pointer is read.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rdma_listen(id: *mut rdma_cm_id, backlog: c_int) -> c_int {
     let Some(s) = SoftId::from(id) else { return err(libc::EINVAL) };
@@ -165,7 +167,8 @@ pub unsafe extern "C" fn rdma_listen(id: *mut rdma_cm_id, backlog: c_int) -> c_i
 /// the ID becomes synchronous).
 ///
 /// # Safety
-/// None beyond the C ABI: no pointer argument is read.
+/// None beyond the C ABI: each pointer to an rdma_cm object is looked up among the live ones
+/// of this library before it is used (any other value is refused), and no other pointer is read.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rdma_migrate_id(id: *mut rdma_cm_id, channel: *mut rdma_event_channel) -> c_int {
     let Some(s) = SoftId::from(id) else { return err(libc::EINVAL) };
@@ -187,7 +190,8 @@ pub unsafe extern "C" fn rdma_migrate_id(id: *mut rdma_cm_id, channel: *mut rdma
 /// `rdma_get_local_addr`.
 ///
 /// # Safety
-/// None beyond the C ABI: no pointer argument is read.
+/// None beyond the C ABI: each pointer to an rdma_cm object is looked up among the live ones
+/// of this library before it is used (any other value is refused), and no other pointer is read.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rdma_get_local_addr(id: *mut rdma_cm_id) -> *mut libc::sockaddr {
     match SoftId::from(id) {
@@ -199,7 +203,8 @@ pub unsafe extern "C" fn rdma_get_local_addr(id: *mut rdma_cm_id) -> *mut libc::
 /// `rdma_get_peer_addr`.
 ///
 /// # Safety
-/// None beyond the C ABI: no pointer argument is read.
+/// None beyond the C ABI: each pointer to an rdma_cm object is looked up among the live ones
+/// of this library before it is used (any other value is refused), and no other pointer is read.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rdma_get_peer_addr(id: *mut rdma_cm_id) -> *mut libc::sockaddr {
     match SoftId::from(id) {
@@ -246,7 +251,8 @@ pub unsafe extern "C" fn rdma_get_dst_port(id: *mut rdma_cm_id) -> u16 {
 /// record `ENOSYS`.
 ///
 /// # Safety
-/// None beyond the C ABI: no pointer argument is read.
+/// None beyond the C ABI: each pointer to an rdma_cm object is looked up among the live ones
+/// of this library before it is used (any other value is refused), and no other pointer is read.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rdma_set_option(
     id: *mut rdma_cm_id,

@@ -54,7 +54,9 @@ pub(crate) struct SoftCmChannel {
 impl SoftCmChannel {
     /// The channel behind a program's pointer, if it is a live one of this library.
     pub(crate) fn from<'a>(p: *mut rdma_event_channel) -> Option<&'a SoftCmChannel> {
-        // SAFETY: a live channel address is the first field of a `SoftCmChannel`, never freed.
+        // SAFETY: an address in the live set is a boxed `SoftCmChannel` (its `rdma_event_channel`
+        // first, `repr(C)`), whose memory is never freed (see `rdma_destroy_event_channel`); the
+        // reference is shared, and its mutable state is behind the engine's lock.
         alive(Kind::Channel, p as usize).then(|| unsafe { &*p.cast::<SoftCmChannel>() })
     }
 }
@@ -77,7 +79,10 @@ impl SoftId {
     /// The ID behind a program's pointer, if it is a live one of this library (a destroyed ID
     /// or a stray pointer: `None`).
     pub(crate) fn from<'a>(p: *mut rdma_cm_id) -> Option<&'a mut SoftId> {
-        // SAFETY: a live ID address is the first field of a `SoftId` not yet destroyed.
+        // SAFETY: an address in the live set is a boxed `SoftId` (its `rdma_cm_id` first, `repr(C)`)
+        // not yet destroyed. The `&mut` is unique only while no other call on the same ID runs:
+        // a program that calls on one ID from two threads at once (or destroys it meanwhile)
+        // breaks that, and nothing here serializes them yet (librdmacm holds a per-ID lock).
         alive(Kind::Id, p as usize).then(|| unsafe { &mut *p.cast::<SoftId>() })
     }
 
@@ -85,7 +90,8 @@ impl SoftId {
     pub(crate) fn sync_addrs(&mut self) {
         let Ok((local, remote)) = self.ctx.dev.lock().cm_addrs(self.cm) else { return };
         let addr = &mut self.id.route.addr;
-        // SAFETY: both unions are a `sockaddr_storage` wide.
+        // SAFETY: both address unions of `rdma_addr` have a `sockaddr_storage` member, so each is
+        // writable for one, as `sockaddr::write` requires; `self` is borrowed exclusively.
         unsafe {
             if let Some(l) = local {
                 sockaddr::write(std::ptr::addr_of_mut!(addr.__bindgen_anon_1).cast(), l);
