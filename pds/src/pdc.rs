@@ -5,7 +5,7 @@
 //! DPDCID, until an ACK (or any packet) from the target gives it the target's PDCID. Both
 //! directions carry sequenced packets: the initiator's requests, and the target's own requests
 //! (read data, responses) which start at the same Start_PSN in their own sequence space. Each side
-//! has a sending half ([`crate::tx`]) and a receiving half ([`crate::rx`]).
+//! has a sending half (`tx`) and a receiving half (`rx`).
 //!
 //! Close (uet-wire.md "Choices"): the initiator, once everything it sent is acknowledged, sends a
 //! sequenced CP CLOSE_CMD with AR; the target acknowledges it once it has received everything before

@@ -180,7 +180,7 @@ impl FramePool {
         f
     }
 
-    /// Fills the free list to `n` frames (at most [`KEEP`](Self::KEEP)), made now: a run that
+    /// Fills the free list to `n` frames (at most `KEEP`), made now: a run that
     /// then needs that many does not fault their pages in as it goes (a NIC driver fills its
     /// rings before traffic starts, for the same reason).
     pub fn reserve(&mut self, n: usize) {

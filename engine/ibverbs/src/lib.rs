@@ -15,7 +15,7 @@
 //! table and `struct verbs_context`: the objects here are laid out as rdma-core 44's
 //! ([`abi`], generated from its headers, with compile-time size and offset checks).
 //!
-//! **What a device is.** [`config`] reads the environment: one device per interface
+//! **What a device is.** `config` reads the environment: one device per interface
 //! (`softrdma_<iface>`), over the kernel's UDP sockets or AF_XDP. A context is an
 //! [`engine::verbs::Device`]: any verb from any thread, the calling thread driving the engine while
 //! it polls, a progress thread when it sleeps or computes.

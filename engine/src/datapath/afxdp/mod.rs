@@ -99,7 +99,7 @@ pub struct XdpCounters {
     /// Wake-up system calls for transmission (only when the kernel asks).
     pub tx_kicks: u64,
     /// Flushes that left frames in the TX ring because the kernel took none at a wake-up (copy
-    /// mode with the driver's queue full): the next try is [`TX_RETRY`] later at the latest.
+    /// mode with the driver's queue full): the next try is `TX_RETRY` later at the latest.
     pub tx_busy: u64,
     /// Wake-up system calls for the FILL ring (only when the kernel asks: native zero-copy mode).
     pub fill_kicks: u64,
@@ -698,7 +698,7 @@ impl Datapath for AfXdpPort {
 
     /// Frames left in the TX ring of a socket the kernel wants woken (copy mode, whose driver
     /// queue was full): nothing tells the socket when the queue has room, so the loop comes back
-    /// to kick again after [`TX_RETRY`]. Without it they waited for the next frame or timer to
+    /// to kick again after `TX_RETRY`. Without it they waited for the next frame or timer to
     /// wake the loop (in the one-vCPU VMs of `vm-bench.sh`, a 64 KiB message's frames trickled
     /// out over 11 ms where they take 1.6).
     fn flush_retry_in(&self) -> Option<Duration> {

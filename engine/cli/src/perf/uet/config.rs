@@ -188,7 +188,7 @@ impl UetPerfConfig {
         UetPerfConfig::from_json(&v["uet"])
     }
 
-    /// A test as [`UetPerfConfig::to_json`] writes it, every field checked: an error names it.
+    /// A test as `UetPerfConfig::to_json` writes it, every field checked: an error names it.
     pub fn from_json(v: &Value) -> Result<UetPerfConfig, RemoteError> {
         let n = |k: &str| v[k].as_u64().ok_or_else(|| RemoteError(format!("the client's test lacks {k}")));
         // Within `lo..=hi`, as the CLI's own options are.
