@@ -14,6 +14,11 @@
 #
 # Needs perf (Debian's linux-perf; installed here when missing and running as root) and python3.
 # Builds a frame-pointer, full-debuginfo binary in target/fp (inlined frames get their names).
+#
+# Measured on the plain release build (the floor, the same messages sealed, opened and copied out
+# with no protocol, is about 95 % of the baseline): AEAD ~106 units (the plain loop's 100: each data
+# packet seals 4,152 bytes in two pieces, headers in place and payload scattered, and a response per
+# message), receive copy ~12, protocol of both ends ~31, spread over a dozen steps none above 9.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if ! command -v perf >/dev/null 2>&1; then

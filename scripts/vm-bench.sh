@@ -21,6 +21,23 @@
 #
 #   sudo bash scripts/vm-bench.sh        # ITERS=500 (64 KiB writes), LAT_ITERS=1000, ROUNDS=3
 # Exits non-zero when a run fails, or bandwidth < 3x rxe's or latency > rxe's on either backend.
+#
+# What mattered on these VMs (software emulation: their speed varies from run to run by 2x and more,
+# rxe included): virtio-net's queue fills and AF_XDP in copy mode then leaves frames in its TX ring
+# with nothing to say when to kick again (the datapath retries 100 us later,
+# `Datapath::flush_retry_in`); a 64 KiB message's ACK leaves the server 1-4 ms after its last packet,
+# so `perf` asks for the 256-PSN window at once against a softrdma peer (512 made UDP WRITEs about
+# 20 % faster here but lossy SENDs on veth slower: see engine/src/roce/window.rs); the UDP socket's
+# buffers are sized past the VMs' 208 KiB `net.core.rmem_max` (SO_RCVBUFFORCE, allowed to root); the
+# emulated CPU computes the ICRC faster with a table than with its emulated carry-less multiply (the
+# first datapath opened times both); native XDP (`--xdp-driver`) is 17 % faster than generic mode.
+# Adaptive waiting: a 1,000-message WRITE run made 6,448 socket polls instead of 263,480 busy-polling,
+# at half the client's CPU time.
+#
+# Measured: the ceiling row made 75.6 MB/s in a run where rxe made 16.2 and softrdma 35.8 over UDP; it
+# takes all of the host's two cores (the two QEMU vCPU threads and their I/O threads), as softrdma's
+# runs take 180 % and rxe's 155 % (its responder's vCPU is the limit there). The floor row made
+# 44.1 MB/s in a run where the ceiling made 59.4 and rxe 11.7: about three quarters of the ceiling.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 shared=${SHARED:-../shared}

@@ -5,6 +5,11 @@
 //! packet, by where its in-place piece ends.
 //!
 //! `cargo bench -p benches --bench aead`
+//!
+//! Measured on the development machine (AMD EPYC, Zen 4): at a 4 KiB-payload packet (4152 bytes)
+//! aws-lc-rs ran 1.6x ring and 10x aes-gcm, with AVX-512 VAES code ring 0.17 lacks and the partial last
+//! block in the same assembly pass; ring is slightly ahead below ~256 bytes, ACK-sized packets that
+//! carry a small share of the bytes.
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};

@@ -10,6 +10,14 @@
 //! softrdma run; a ratio is taken within its round, and the medians over the rounds are printed.
 //!
 //! `cargo build --release -p softrdma && cargo bench -p benches --bench datapaths`
+//!
+//! Measured on the 2-core development VM, veth pair, medians of 3 alternating `perf` runs: batching
+//! the UDP datapath's system calls (`sendmmsg`/`recvmmsg`, 32 datagrams per `sendmmsg`) took 64 KiB
+//! WRITEs from 225 to 283 MB/s at path MTU 1024 and from 382 to 481 at 2048, and the 2-byte round trip
+//! from 11.5 to 9.6 us; GSO sends then took the 2048 case from about 430 to 1,330-1,540 MB/s (a veth
+//! takes a GSO send whole). In generic AF_XDP mode a single-buffer socket costs the kernel less per
+//! frame than a multi-buffer one: 64-byte WRITEs 0.54 against 0.45 Mmsg/s, which is why path MTUs up to
+//! 2048 use one.
 
 use benches::netns::{Netns, in_ns, row};
 use nix::sys::socket::{MsgFlags, MultiHeaders, SockaddrIn, recvmmsg, sendmmsg};

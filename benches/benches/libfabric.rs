@@ -13,6 +13,10 @@
 //! otherwise. Results go to stdout and `target/bench/libfabric.json`.
 //!
 //! `cargo build --release -p softrdma && cargo bench -p benches --bench libfabric`
+//!
+//! Measured on the development VM (UDP, two runs of 5 rounds, medians): 64 B 0.86x and 1.00x (about
+//! 21 against 22 us), 1 MiB 1.12x and 0.97x (about 1.9 ms both; the machine's speed drifts by tens of
+//! percent between runs).
 
 use benches::netns::{Netns, in_ns, row};
 use serde_json::json;

@@ -8,6 +8,9 @@
 //! `cargo bench -p benches --bench logging` (`SOFTRDMA_BENCH_ROUNDS`, default 9). Results go to
 //! stdout and `target/bench/logging.json`. The first build takes minutes (a fresh target
 //! directory, so neither binary is profile-guided or otherwise different).
+//!
+//! Measured: median of 9 rounds' ratios 1.044x (4,519 against 4,484 MB/s), and 0.981x with
+//! `SOFTRDMA_LOG=info`.
 
 use benches::netns::row;
 use serde_json::json;
