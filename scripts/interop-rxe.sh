@@ -60,7 +60,7 @@ pass=0; fail=0; failed=(); reruns=0
 
 # The VM's command runs under a watchdog: in software emulation the VM's own NIC sometimes stops
 # transmitting during long runs with 10 % netem loss (eth0's tx_packets freezes, the host's tap sees
-# nothing more, even ping from the VM fails: see README). When the tool is alive, eth0 sent nothing
+# nothing more, even ping from the VM fails: see engine/cli/docs/interop.md). When the tool is alive, eth0 sent nothing
 # for 10 s and three pings to the host all fail, the watchdog says so and ends the tool; run_case
 # then runs that case once more and counts it.
 vm_watch() { # command
@@ -83,7 +83,7 @@ run_case() {
     if [ "$r" = fail ] && grep -q "VM egress stalled" "$logs/$tag.vm"; then
         reruns=$((reruns + 1))
         cp "$logs/$tag.vm" "$logs/$tag.stalled.vm"
-        echo "    $label $role $backend $imp: the VM's egress stalled (environment fault, see README; log in $logs/$tag.stalled.vm): running the case again"
+        echo "    $label $role $backend $imp: the VM's egress stalled (environment fault, see engine/cli/docs/interop.md; log in $logs/$tag.stalled.vm): running the case again"
         run_once "$@"
     fi
     line "$label" "$role" "$backend" "$imp" "$r" "$((SECONDS - t0))"

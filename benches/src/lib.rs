@@ -1,3 +1,7 @@
+#![doc = include_str!("../README.md")]
+//!
+//! # The helpers
+//!
 //! Helpers for the benchmarks: repeated measurements summarised as median and best (p10), as
 //! `../shared/notes/performance.md` asks (this machine kind runs at two speed levels).
 

@@ -1,3 +1,7 @@
+#![doc = include_str!("../README.md")]
+//!
+//! # Modules
+//!
 //! softrdma engine, by layer (ARCHITECTURE.md; every arrow points down):
 //! - transport core: [`roce`], the RoCEv2 RC/UC/UD queue pair as a sans-IO state machine, with its
 //!   own vocabulary (work requests, completions, the memory table, [`roce::VerbsError`]); [`cm`],

@@ -1,3 +1,7 @@
+#![doc = include_str!("../README.md")]
+//!
+//! # The library
+//!
 //! The `softrdma` tool's library: everything the command line runs on top of the `engine` crate -
 //! `perf` (perftest-style runs over the simulated network, kernel UDP or AF_XDP, every byte
 //! checked), the peers of perftest's and rdma-core's stock tools (`perftest`, `pingpong`, with
@@ -11,6 +15,7 @@ pub mod decode;
 pub mod devinfo;
 pub mod fi_provider;
 pub mod flood;
+pub mod manual;
 pub mod oob;
 pub mod perf;
 pub mod perftest;

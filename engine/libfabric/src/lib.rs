@@ -1,3 +1,7 @@
+#![doc = include_str!("../README.md")]
+//!
+//! # The library
+//!
 //! A libfabric external provider over softrdma's UET provider (`engine::provider`): stock
 //! libfabric 1.17 (Debian 12's `libfabric1`) loads it as `libsoftrdma-fi.so` from
 //! `FI_PROVIDER_PATH` (which `softrdma run` sets) and calls [`fi_prov_ini`]; from there programs

@@ -30,7 +30,7 @@ pub(crate) struct PerfArgs {
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
     pub(crate) iters: Option<u64>,
     /// Queue pairs (bandwidth mode), each running --iters messages; RC WRITE and READ share one
-    /// ring of message slots among them, served in turn (README, "softrdma perf").
+    /// ring of message slots among them, served in turn (engine/cli/docs/perf.md).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=16384))]
     pub(crate) qps: u16,
     /// Engine threads (bandwidth mode): the QPs are sharded over them. On the simulated network
