@@ -80,7 +80,8 @@ pub unsafe extern "C" fn ibv_reg_mr_iova(
     iova: u64,
     access: c_int,
 ) -> *mut ibv_mr {
-    // SAFETY: the same contract, forwarded.
+    // SAFETY: `ibv_reg_mr_iova` is `ibv_reg_mr_iova2` with an `int` access: the same pointers,
+    // passed on under the same contract.
     unsafe { ibv_reg_mr_iova2(pd, addr, length, iova, access as c_uint) }
 }
 

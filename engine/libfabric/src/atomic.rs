@@ -221,7 +221,8 @@ unsafe fn post_fetch(
 /// # Safety
 /// `ioc` holds `count` entries.
 unsafe fn one_ioc(ioc: *const fi_ioc, count: usize) -> Option<(*mut c_void, usize)> {
-    // SAFETY: one entry, checked.
+    // SAFETY: the count is 1 and the pointer not null (checked), and the caller's array holds that
+    // many entries (this function's contract).
     (count == 1 && !ioc.is_null()).then(|| unsafe { ((*ioc).addr, (*ioc).count) })
 }
 
@@ -235,7 +236,8 @@ unsafe fn msg_target(m: &fi_msg_atomic) -> Option<((*mut c_void, usize), Target)
     if m.rma_iov_count != 1 || m.rma_iov.is_null() {
         return None;
     }
-    // SAFETY: one entry, checked.
+    // SAFETY: the count is 1 and the pointer not null (checked), and the caller's array holds that
+    // many entries (this function's contract).
     let r = unsafe { &*m.rma_iov };
     let t = Target { dest: m.addr, offset: r.addr, key: r.key, dt: m.datatype, op: m.op };
     (r.count == local.1).then_some((local, t))
@@ -275,7 +277,7 @@ unsafe extern "C" fn writev(
     op: fi_op,
     context: *mut c_void,
 ) -> isize {
-    // SAFETY: `iov` holds `count` entries.
+    // SAFETY: `iov` holds `count` entries (the vector call's contract), as `one_ioc` requires.
     let Some((b, n)) = (unsafe { one_ioc(iov, count) }) else { return EINVAL as isize };
     let t = Target { dest, offset: addr, key, dt, op };
     // SAFETY: fi_atomicv(3)'s arguments, passed on: `ep` is this op's, and the one `fi_ioc`
@@ -290,7 +292,8 @@ unsafe extern "C" fn writemsg(ep: *mut fid_ep, msg: *const fi_msg_atomic, flags:
     if flags & !MSG_FLAGS != 0 {
         return -(abi::FI_EBADFLAGS as isize);
     }
-    // SAFETY: the message's arrays hold their counts.
+    // SAFETY: the message's arrays hold their counts (the `*msg` call's contract), as the helper
+    // requires.
     let Some(((b, n), t)) = (unsafe { msg_target(m) }) else { return EINVAL as isize };
     let context = (flags & u64::from(abi::FI_INJECT) == 0).then_some(m.context);
     // SAFETY: fi_atomicmsg(3): `ep` is this op's, and the message's one `fi_ioc` names `n` elements
@@ -349,7 +352,8 @@ unsafe extern "C" fn readwritev(
     op: fi_op,
     context: *mut c_void,
 ) -> isize {
-    // SAFETY: the arrays hold their counts.
+    // SAFETY: each `fi_ioc` array holds its count (the vector call's contract), as `one_ioc`
+    // requires.
     let (Some(b), Some((r, 1))) = (unsafe { one_ioc(iov, count) }, unsafe { one_ioc(resultv, result_count) })
     else {
         return EINVAL as isize;
@@ -375,7 +379,8 @@ unsafe extern "C" fn readwritemsg(
     if flags & !MSG_FLAGS != 0 || flags & u64::from(abi::FI_INJECT) != 0 {
         return -(abi::FI_EBADFLAGS as isize);
     }
-    // SAFETY: the arrays hold their counts.
+    // SAFETY: each `fi_ioc` array holds its count (the vector call's contract), as `one_ioc`
+    // requires.
     let (Some((b, t)), Some((r, 1))) = (unsafe { msg_target(m) }, unsafe { one_ioc(resultv, result_count) })
     else {
         return EINVAL as isize;
@@ -425,7 +430,8 @@ unsafe extern "C" fn compwritev(
     op: fi_op,
     context: *mut c_void,
 ) -> isize {
-    // SAFETY: the arrays hold their counts.
+    // SAFETY: each `fi_ioc` array holds its count (the vector call's contract), as `one_ioc`
+    // requires.
     let parts =
         unsafe { (one_ioc(iov, count), one_ioc(comparev, compare_count), one_ioc(resultv, result_count)) };
     let (Some(b), Some((c, 1)), Some((r, 1))) = parts else { return EINVAL as isize };
@@ -452,7 +458,8 @@ unsafe extern "C" fn compwritemsg(
     if flags & !MSG_FLAGS != 0 || flags & u64::from(abi::FI_INJECT) != 0 {
         return -(abi::FI_EBADFLAGS as isize);
     }
-    // SAFETY: the arrays hold their counts.
+    // SAFETY: each `fi_ioc` array holds its count (the vector call's contract), as `one_ioc`
+    // requires.
     let parts = unsafe { (msg_target(m), one_ioc(comparev, compare_count), one_ioc(resultv, result_count)) };
     let (Some((b, t)), Some((c, 1)), Some((r, 1))) = parts else { return EINVAL as isize };
     // SAFETY: fi_compare_atomicmsg(3): the message's operand, compare and result `fi_ioc` name

@@ -88,7 +88,10 @@ unsafe extern "C" fn close(f: *mut fid) -> c_int {
 /// # Safety
 /// `f` is null or the fid of a [`Cntr`] of [`open`].
 pub(crate) unsafe fn cntr_of<'a>(f: *mut fid) -> Option<&'a Cntr> {
-    // SAFETY: the fid is the first member of a `Cntr`.
+    // SAFETY: this function's contract: `f` is null or the fid of a live `Cntr` of `open`, whose
+    // `fid_cntr` (and its `fid`) is the first field of the `repr(C)` `Cntr`; `as_ref` answers
+    // `None` for null. (The class check below is a second line of defence, not what makes the
+    // cast sound.)
     let c = unsafe { f.cast::<Cntr>().as_ref() }?;
     (c.fid.fid.fclass == abi::FI_CLASS_CNTR as usize).then_some(c)
 }

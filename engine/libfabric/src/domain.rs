@@ -139,7 +139,9 @@ unsafe extern "C" fn close_av(f: *mut fid) -> c_int {
     if f.is_null() {
         return EINVAL;
     }
-    // SAFETY: the fid of an Av of `av_open`, closed once.
+    // SAFETY: libfabric calls this close op only through the `fid` of an AV `av_open` leaked from a
+    // Box (the `fid_av` and its `fid` first in the `repr(C)` `Av`), once: fi_close(3) ends the
+    // object.
     drop(unsafe { Box::from_raw(f.cast::<Av>()) });
     0
 }
@@ -181,7 +183,8 @@ unsafe extern "C" fn av_insert(
             Err(_) => FI_ADDR_UNSPEC,
         };
         if !fi_addr.is_null() {
-            // SAFETY: `count` entries, per the contract.
+            // SAFETY: `fi_addr`, not null (checked), holds `count` writable entries
+            // (fi_av_insert(3)), and `i < count`.
             unsafe { *fi_addr.add(i) = got };
         }
     }

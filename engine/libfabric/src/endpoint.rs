@@ -66,7 +66,8 @@ pub(crate) unsafe fn bytes<'a>(buf: *const c_void, len: usize) -> Option<&'a [u8
 pub(crate) unsafe fn one_iov(iov: *const iovec, count: usize) -> Option<(*mut c_void, usize)> {
     match count {
         0 => Some((core::ptr::null_mut(), 0)),
-        // SAFETY: one iovec, per the caller.
+        // SAFETY: `count == 1` and `iov` not null (this arm's guard), and the caller's array holds
+        // `count` iovecs (this function's contract).
         1 if !iov.is_null() => Some(unsafe { ((*iov).iov_base, (*iov).iov_len) }),
         _ => None,
     }

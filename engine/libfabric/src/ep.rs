@@ -150,7 +150,8 @@ unsafe extern "C" fn bind(f: *mut fid, bfid: *mut fid, flags: u64) -> c_int {
     let (Some(e), Some(b)) = (unsafe { ep_of(f.cast()) }, unsafe { bfid.as_ref() }) else { return EINVAL };
     match b.fclass as u32 {
         abi::FI_CLASS_CQ => {
-            // SAFETY: an object of class CQ of this provider.
+            // SAFETY: `bfid`'s class is FI_CLASS_CQ (matched), and fi_ep_bind(3) binds objects of the
+            // endpoint's own domain, so it is a live CQ this provider opened.
             let Some(cq) = (unsafe { crate::cq::cq_of(bfid) }) else { return EINVAL };
             let (tx, rx) = (flags & u64::from(abi::FI_TRANSMIT) != 0, flags & u64::from(abi::FI_RECV) != 0);
             if !tx && !rx {
@@ -169,14 +170,16 @@ unsafe extern "C" fn bind(f: *mut fid, bfid: *mut fid, flags: u64) -> c_int {
             0
         }
         abi::FI_CLASS_AV => {
-            // SAFETY: an object of class AV of this provider.
+            // SAFETY: `bfid`'s class is FI_CLASS_AV (matched), and fi_ep_bind(3) binds objects of the
+            // endpoint's own domain, so it is a live AV this provider opened.
             let Some(av) = (unsafe { crate::domain::av_of(bfid) }) else { return EINVAL };
             e.ep.bind_av(&av.av);
             *e.av.borrow_mut() = true;
             0
         }
         abi::FI_CLASS_CNTR => {
-            // SAFETY: an object of class CNTR of this provider.
+            // SAFETY: `bfid`'s class is FI_CLASS_CNTR (matched), and fi_ep_bind(3) binds objects of the
+            // endpoint's own domain, so it is a live counter this provider opened.
             let Some(c) = (unsafe { crate::cntr::cntr_of(bfid) }) else { return EINVAL };
             // What it counts: local completions only (FI_REMOTE_* would need FI_RMA_EVENT).
             let known = u64::from(abi::FI_SEND | abi::FI_RECV | abi::FI_READ | abi::FI_WRITE);
@@ -352,7 +355,8 @@ unsafe extern "C" fn sendv(
     dest: fi_addr_t,
     context: *mut c_void,
 ) -> isize {
-    // SAFETY: `iov` holds `count` iovecs.
+    // SAFETY: `iov` holds `count` iovecs (the vector call's contract), as `one_iov` requires; it
+    // reads one only when `count == 1` and `iov` is not null.
     let Some((b, l)) = (unsafe { one_iov(iov, count) }) else { return EINVAL as isize };
     // SAFETY: fi_sendv(3)'s arguments, passed on: `ep` is this op's, and `b` holds `l` bytes, as
     // the one iovec (`one_iov` read it) says.
@@ -366,17 +370,20 @@ unsafe extern "C" fn sendmsg(ep: *mut fid_ep, msg: *const fi_msg, flags: u64) ->
     if flags & !TX_MSG_FLAGS != 0 {
         return -(abi::FI_EBADFLAGS as isize);
     }
-    // SAFETY: `msg_iov` holds `iov_count` iovecs.
+    // SAFETY: the message's `msg_iov` holds `iov_count` iovecs (the `*msg` call's contract), as
+    // `one_iov` requires.
     let Some((b, l)) = (unsafe { one_iov(m.msg_iov, m.iov_count) }) else { return EINVAL as isize };
     let data = (flags & u64::from(abi::FI_REMOTE_CQ_DATA) != 0).then_some(m.data);
     let args = SendArgs { dest: m.addr, tag: None, data, inject: flags & u64::from(abi::FI_INJECT) != 0 };
-    // SAFETY: `b` holds `l` bytes.
+    // SAFETY: `ep` is this op's, and `b` holds `l` readable bytes, as the message's one iovec says.
     unsafe { with(ep, |e| e.send(bytes(b, l), args, m.context)) }
 }
 
 unsafe extern "C" fn inject(ep: *mut fid_ep, buf: *const c_void, len: usize, dest: fi_addr_t) -> isize {
     let args = SendArgs { dest, tag: None, data: None, inject: true };
-    // SAFETY: `buf` holds `len` bytes.
+    // SAFETY: `ep` is this op's (null or a live endpoint of this provider, reached through its ops
+    // table), and `buf` holds `len` readable bytes during the call (fi_msg(3), fi_tagged(3)), as
+    // `with` and `bytes` require.
     unsafe { with(ep, |e| e.send(bytes(buf, len), args, core::ptr::null_mut())) }
 }
 
@@ -390,7 +397,9 @@ unsafe extern "C" fn senddata(
     context: *mut c_void,
 ) -> isize {
     let args = SendArgs { dest, tag: None, data: Some(data), inject: false };
-    // SAFETY: `buf` holds `len` bytes.
+    // SAFETY: `ep` is this op's (null or a live endpoint of this provider, reached through its ops
+    // table), and `buf` holds `len` readable bytes during the call (fi_msg(3), fi_tagged(3)), as
+    // `with` and `bytes` require.
     unsafe { with(ep, |e| e.send(bytes(buf, len), args, context)) }
 }
 
@@ -402,7 +411,9 @@ unsafe extern "C" fn injectdata(
     dest: fi_addr_t,
 ) -> isize {
     let args = SendArgs { dest, tag: None, data: Some(data), inject: true };
-    // SAFETY: `buf` holds `len` bytes.
+    // SAFETY: `ep` is this op's (null or a live endpoint of this provider, reached through its ops
+    // table), and `buf` holds `len` readable bytes during the call (fi_msg(3), fi_tagged(3)), as
+    // `with` and `bytes` require.
     unsafe { with(ep, |e| e.send(bytes(buf, len), args, core::ptr::null_mut())) }
 }
 
@@ -428,7 +439,8 @@ unsafe extern "C" fn recvv(
     src: fi_addr_t,
     context: *mut c_void,
 ) -> isize {
-    // SAFETY: `iov` holds `count` iovecs.
+    // SAFETY: `iov` holds `count` iovecs (the vector call's contract), as `one_iov` requires; it
+    // reads one only when `count == 1` and `iov` is not null.
     let Some((b, l)) = (unsafe { one_iov(iov, count) }) else { return EINVAL as isize };
     // SAFETY: fi_recvv(3)'s arguments, passed on: `ep` is this op's, and `b` holds `l` writable
     // bytes, as the one iovec (`one_iov` read it) says.
@@ -442,7 +454,8 @@ unsafe extern "C" fn recvmsg(ep: *mut fid_ep, msg: *const fi_msg, flags: u64) ->
     if flags & !u64::from(abi::FI_COMPLETION) != 0 {
         return -(abi::FI_EBADFLAGS as isize);
     }
-    // SAFETY: `msg_iov` holds `iov_count` iovecs.
+    // SAFETY: the message's `msg_iov` holds `iov_count` iovecs (the `*msg` call's contract), as
+    // `one_iov` requires.
     let Some((b, l)) = (unsafe { one_iov(m.msg_iov, m.iov_count) }) else { return EINVAL as isize };
     // SAFETY: fi_recvmsg(3)'s arguments, passed on: `ep` is this op's, and `b` holds `l` writable
     // bytes, as the message's one iovec says.
@@ -459,7 +472,9 @@ unsafe extern "C" fn tsend(
     context: *mut c_void,
 ) -> isize {
     let args = SendArgs { dest, tag: Some(tag), data: None, inject: false };
-    // SAFETY: `buf` holds `len` bytes.
+    // SAFETY: `ep` is this op's (null or a live endpoint of this provider, reached through its ops
+    // table), and `buf` holds `len` readable bytes during the call (fi_msg(3), fi_tagged(3)), as
+    // `with` and `bytes` require.
     unsafe { with(ep, |e| e.send(bytes(buf, len), args, context)) }
 }
 
@@ -472,7 +487,8 @@ unsafe extern "C" fn tsendv(
     tag: u64,
     context: *mut c_void,
 ) -> isize {
-    // SAFETY: `iov` holds `count` iovecs.
+    // SAFETY: `iov` holds `count` iovecs (the vector call's contract), as `one_iov` requires; it
+    // reads one only when `count == 1` and `iov` is not null.
     let Some((b, l)) = (unsafe { one_iov(iov, count) }) else { return EINVAL as isize };
     // SAFETY: fi_tsendv(3)'s arguments, passed on: `ep` is this op's, and `b` holds `l` bytes, as
     // the one iovec says.
@@ -486,12 +502,13 @@ unsafe extern "C" fn tsendmsg(ep: *mut fid_ep, msg: *const fi_msg_tagged, flags:
     if flags & !TX_MSG_FLAGS != 0 {
         return -(abi::FI_EBADFLAGS as isize);
     }
-    // SAFETY: `msg_iov` holds `iov_count` iovecs.
+    // SAFETY: the message's `msg_iov` holds `iov_count` iovecs (the `*msg` call's contract), as
+    // `one_iov` requires.
     let Some((b, l)) = (unsafe { one_iov(m.msg_iov, m.iov_count) }) else { return EINVAL as isize };
     let data = (flags & u64::from(abi::FI_REMOTE_CQ_DATA) != 0).then_some(m.data);
     let args =
         SendArgs { dest: m.addr, tag: Some(m.tag), data, inject: flags & u64::from(abi::FI_INJECT) != 0 };
-    // SAFETY: `b` holds `l` bytes.
+    // SAFETY: `ep` is this op's, and `b` holds `l` readable bytes, as the message's one iovec says.
     unsafe { with(ep, |e| e.send(bytes(b, l), args, m.context)) }
 }
 
@@ -503,7 +520,9 @@ unsafe extern "C" fn tinject(
     tag: u64,
 ) -> isize {
     let args = SendArgs { dest, tag: Some(tag), data: None, inject: true };
-    // SAFETY: `buf` holds `len` bytes.
+    // SAFETY: `ep` is this op's (null or a live endpoint of this provider, reached through its ops
+    // table), and `buf` holds `len` readable bytes during the call (fi_msg(3), fi_tagged(3)), as
+    // `with` and `bytes` require.
     unsafe { with(ep, |e| e.send(bytes(buf, len), args, core::ptr::null_mut())) }
 }
 
@@ -518,7 +537,9 @@ unsafe extern "C" fn tsenddata(
     context: *mut c_void,
 ) -> isize {
     let args = SendArgs { dest, tag: Some(tag), data: Some(data), inject: false };
-    // SAFETY: `buf` holds `len` bytes.
+    // SAFETY: `ep` is this op's (null or a live endpoint of this provider, reached through its ops
+    // table), and `buf` holds `len` readable bytes during the call (fi_msg(3), fi_tagged(3)), as
+    // `with` and `bytes` require.
     unsafe { with(ep, |e| e.send(bytes(buf, len), args, context)) }
 }
 
@@ -531,7 +552,9 @@ unsafe extern "C" fn tinjectdata(
     tag: u64,
 ) -> isize {
     let args = SendArgs { dest, tag: Some(tag), data: Some(data), inject: true };
-    // SAFETY: `buf` holds `len` bytes.
+    // SAFETY: `ep` is this op's (null or a live endpoint of this provider, reached through its ops
+    // table), and `buf` holds `len` readable bytes during the call (fi_msg(3), fi_tagged(3)), as
+    // `with` and `bytes` require.
     unsafe { with(ep, |e| e.send(bytes(buf, len), args, core::ptr::null_mut())) }
 }
 
@@ -561,7 +584,8 @@ unsafe extern "C" fn trecvv(
     ignore: u64,
     context: *mut c_void,
 ) -> isize {
-    // SAFETY: `iov` holds `count` iovecs.
+    // SAFETY: `iov` holds `count` iovecs (the vector call's contract), as `one_iov` requires; it
+    // reads one only when `count == 1` and `iov` is not null.
     let Some((b, l)) = (unsafe { one_iov(iov, count) }) else { return EINVAL as isize };
     // SAFETY: fi_trecvv(3)'s arguments, passed on: `ep` is this op's, and `b` holds `l` writable
     // bytes, as the one iovec says.
@@ -575,7 +599,8 @@ unsafe extern "C" fn trecvmsg(ep: *mut fid_ep, msg: *const fi_msg_tagged, flags:
     if flags & !u64::from(abi::FI_COMPLETION) != 0 {
         return -(abi::FI_EBADFLAGS as isize);
     }
-    // SAFETY: `msg_iov` holds `iov_count` iovecs.
+    // SAFETY: the message's `msg_iov` holds `iov_count` iovecs (the `*msg` call's contract), as
+    // `one_iov` requires.
     let Some((b, l)) = (unsafe { one_iov(m.msg_iov, m.iov_count) }) else { return EINVAL as isize };
     // SAFETY: fi_trecvmsg(3)'s arguments, passed on: `ep` is this op's, and `b` holds `l` writable
     // bytes, as the message's one iovec says.

@@ -48,7 +48,8 @@ pub(crate) unsafe extern "C" fn open(
     if fabric.is_null() {
         return EINVAL;
     }
-    // SAFETY: null or a string, per the contract.
+    // SAFETY: `attr.name` is null or the NUL-terminated fabric name of the caller's attributes
+    // (fi_fabric(3)), as `cstr` requires.
     if unsafe { cstr(attr.name) }.is_some_and(|n| n != crate::info::FABRIC_NAME) {
         return neg(FiErrno::ENODATA);
     }
@@ -63,7 +64,8 @@ pub(crate) unsafe extern "C" fn open(
             api_version: crate::util::API_VERSION,
         },
     });
-    // SAFETY: `fabric` is valid for a write.
+    // SAFETY: `fabric`, not null (checked), is the caller's writable `struct fid_fabric **` out
+    // parameter.
     unsafe { *fabric = &raw mut Box::leak(f).fid };
     0
 }
@@ -164,7 +166,9 @@ unsafe extern "C" fn open_domain(
     if fabric.is_null() || domain.is_null() {
         return EINVAL;
     }
-    // SAFETY: `info` is valid, per the contract.
+    // SAFETY: `info` is an `fi_info` this provider gave out, whose attribute pointers are null or
+    // point at the attributes `build` made (or the program edited, as fi_domain(3) allows), as
+    // `domain_setup` requires.
     let (offer, ip, control) = match unsafe { domain_setup(info) } {
         Ok(s) => s,
         Err(e) => return e,

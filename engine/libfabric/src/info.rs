@@ -340,7 +340,8 @@ pub(crate) unsafe extern "C" fn getinfo(
             tail = &mut (*fi).next;
         }
     }
-    // SAFETY: `info` is valid for a write.
+    // SAFETY: `info`, not null (checked at the top), is the caller's writable `struct fi_info **`
+    // out parameter (fi_getinfo(3)); the list becomes the caller's, freed by `fi_freeinfo`.
     unsafe { *info = head };
     0
 }
@@ -388,7 +389,8 @@ mod tests {
         let src = source_addr(Ipv4Addr::new(10, 1, 2, 3));
         let fi = build(o, Some(&src), 1024);
         assert!(!fi.is_null());
-        // SAFETY: a list of `build`, read then freed once.
+        // SAFETY: `fi` is the non-null list `build` just made, whose attribute pointers are its own
+        // allocations; it is read, then freed once by `free_list`.
         unsafe {
             let f = &*fi;
             assert_eq!((*f.ep_attr).type_, abi::FI_EP_RDM);

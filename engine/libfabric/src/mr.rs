@@ -124,7 +124,8 @@ pub(crate) unsafe extern "C" fn mr_regv(
     if count != 1 || iov.is_null() {
         return EINVAL;
     }
-    // SAFETY: one iovec, per the check.
+    // SAFETY: the count is 1 and the pointer not null (checked), and the caller's array holds that
+    // many iovecs (fi_mr_regv(3), fi_mr_regattr(3)).
     let v = unsafe { &*iov };
     // SAFETY: fi_mr_regv(3)'s arguments, passed on: the one iovec (checked: `count == 1`, not null)
     // names the caller's bytes.
@@ -143,7 +144,8 @@ pub(crate) unsafe extern "C" fn mr_regattr(
     if a.iov_count != 1 || a.mr_iov.is_null() || a.iface != abi::FI_HMEM_SYSTEM {
         return EINVAL;
     }
-    // SAFETY: one iovec, per the check.
+    // SAFETY: the count is 1 and the pointer not null (checked), and the caller's array holds that
+    // many iovecs (fi_mr_regv(3), fi_mr_regattr(3)).
     let v = unsafe { &*a.mr_iov };
     let args = MrArgs {
         buf: v.iov_base.cast(),
@@ -176,7 +178,8 @@ unsafe extern "C" fn bind_mr(f: *mut fid, bfid: *mut fid, _flags: u64) -> c_int 
     if b.fclass as u32 != abi::FI_CLASS_EP || m.region.borrow().is_some() {
         return EINVAL;
     }
-    // SAFETY: an object of class EP of this provider.
+    // SAFETY: `bfid`'s class is FI_CLASS_EP (checked), and fi_mr_bind(3) binds objects of the
+    // MR's own domain, so it is a live endpoint this provider opened.
     let Some(e) = (unsafe { crate::endpoint::ep_of(bfid.cast()) }) else { return EINVAL };
     *m.ep.borrow_mut() = Some(e.ep.clone());
     0

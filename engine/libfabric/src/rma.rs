@@ -88,7 +88,8 @@ unsafe fn msg_parts(m: &fi_msg_rma) -> Option<(Local, Remote)> {
     if m.rma_iov_count != 1 || m.rma_iov.is_null() {
         return None;
     }
-    // SAFETY: one entry, checked above.
+    // SAFETY: `rma_iov_count == 1` and `rma_iov` not null (checked), and the message's array holds
+    // that many entries (this function's contract).
     let r = unsafe { &*m.rma_iov };
     (r.len == local.1).then_some((local, (m.addr, r.addr, r.key)))
 }
@@ -118,7 +119,8 @@ unsafe extern "C" fn readv(
     key: u64,
     context: *mut c_void,
 ) -> isize {
-    // SAFETY: `iov` holds `count` iovecs.
+    // SAFETY: `iov` holds `count` iovecs (the vector call's contract), as `one_iov` requires; it
+    // reads one only when `count == 1` and `iov` is not null.
     let Some(local) = (unsafe { one_iov(iov, count) }) else { return EINVAL as isize };
     // SAFETY: fi_readv(3)'s arguments, passed on: `ep` is this op's, and the one iovec (`one_iov`
     // read it) names `len` writable bytes until the read completes.
@@ -132,7 +134,8 @@ unsafe extern "C" fn readmsg(ep: *mut fid_ep, msg: *const fi_msg_rma, flags: u64
     if flags & !TX_MSG_FLAGS != 0 || flags & u64::from(abi::FI_INJECT) != 0 {
         return -(abi::FI_EBADFLAGS as isize);
     }
-    // SAFETY: the message's arrays hold their counts.
+    // SAFETY: the message's arrays hold their counts (the `*msg` call's contract), as the helper
+    // requires.
     let Some((local, target)) = (unsafe { msg_parts(m) }) else { return EINVAL as isize };
     // SAFETY: fi_readmsg(3): `ep` is this op's, and the message's one iovec names writable bytes
     // until the read completes.
@@ -164,7 +167,8 @@ unsafe extern "C" fn writev(
     key: u64,
     context: *mut c_void,
 ) -> isize {
-    // SAFETY: `iov` holds `count` iovecs.
+    // SAFETY: `iov` holds `count` iovecs (the vector call's contract), as `one_iov` requires; it
+    // reads one only when `count == 1` and `iov` is not null.
     let Some((b, l)) = (unsafe { one_iov(iov, count) }) else { return EINVAL as isize };
     // SAFETY: fi_writev(3)'s arguments, passed on: `ep` is this op's, and `b` holds `l` bytes, as
     // the one iovec says.
@@ -178,7 +182,8 @@ unsafe extern "C" fn writemsg(ep: *mut fid_ep, msg: *const fi_msg_rma, flags: u6
     if flags & !TX_MSG_FLAGS != 0 {
         return -(abi::FI_EBADFLAGS as isize);
     }
-    // SAFETY: the message's arrays hold their counts.
+    // SAFETY: the message's arrays hold their counts (the `*msg` call's contract), as the helper
+    // requires.
     let Some(((b, l), target)) = (unsafe { msg_parts(m) }) else { return EINVAL as isize };
     let data = (flags & u64::from(abi::FI_REMOTE_CQ_DATA) != 0).then_some(m.data);
     let context = (flags & u64::from(abi::FI_INJECT) == 0).then_some(m.context);

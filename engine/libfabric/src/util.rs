@@ -54,7 +54,8 @@ pub(crate) fn calloc<T>() -> *mut T {
 /// A `strdup` copy of `s` (which has no NUL) for libfabric to free; null when out of memory.
 pub(crate) fn strdup(s: &str) -> *mut c_char {
     let Ok(c) = std::ffi::CString::new(s) else { return core::ptr::null_mut() };
-    // SAFETY: `c` is a valid NUL-terminated string.
+    // SAFETY: `c` is a NUL-terminated `CString` that lives across the call; `strdup` only reads it
+    // and returns a fresh `malloc`ed copy (or null, for the caller to check).
     unsafe { libc::strdup(c.as_ptr()) }
 }
 

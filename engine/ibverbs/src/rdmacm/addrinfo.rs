@@ -303,7 +303,8 @@ mod tests {
         let node = node.map(|s| CString::new(s).unwrap());
         let service = service.map(|s| CString::new(s).unwrap());
         let mut res: *mut rdma_addrinfo = ptr::null_mut();
-        // SAFETY: valid strings and hints, `res` writable.
+        // SAFETY: `node` and `service` are null or live `CString`s, `hints` null or a live
+        // reference, and `res` a local out pointer.
         let ret = unsafe {
             rdma_getaddrinfo(
                 node.as_ref().map_or(ptr::null(), |s| s.as_ptr()),
@@ -509,7 +510,8 @@ mod tests {
         let h = hints(RAI_NUMERICHOST, RDMA_PS_TCP, 0);
         let node = CString::new("not-an-address").unwrap();
         let mut res = sentinel;
-        // SAFETY: valid strings and hints, `res` writable.
+        // SAFETY: `node` and `service` are null or live `CString`s, `hints` null or a live
+        // reference, and `res` a local out pointer.
         let ret = unsafe { rdma_getaddrinfo(node.as_ptr(), ptr::null(), &h, &mut res) };
         assert_eq!(ret, libc::EAI_NONAME);
         assert_eq!(res, sentinel, "nothing written on failure");

@@ -115,7 +115,8 @@ fn convert(ctx: &'static Ctx, e: CmIdEvent) -> *mut rdma_cm_event {
     let (pd, len) = (out.private.as_ptr().cast(), out.private.len().min(255) as u8);
     match e.ud {
         Some(ud) => {
-            // SAFETY: writing a union member of a zeroed event.
+            // SAFETY: every member of the `param` union is plain integers and pointers, so the
+            // zeroed event's `ud` is a valid value; this arm fills the one a UD event carries.
             let p = unsafe { &mut out.ev.param.ud };
             p.private_data = pd;
             p.private_data_len = len;

@@ -184,7 +184,9 @@ pub unsafe extern "C" fn rdma_destroy_qp(id: *mut rdma_cm_id) {
     let Some(s) = SoftId::from(id) else { return };
     if !s.id.qp.is_null() {
         let _ = s.ctx.dev.lock().cm_detach_qp(s.cm);
-        // SAFETY: the ID's QP, destroyed once.
+        // SAFETY: `s.id.qp` is the QP `create_qp` made for this ID (programs destroy it only
+        // through `rdma_destroy_qp`, as with librdmacm), detached from the engine's CM just above;
+        // the field is cleared below, so it is destroyed once.
         unsafe { crate::qp::ibv_destroy_qp(s.id.qp) };
         s.id.qp = std::ptr::null_mut();
     }
@@ -199,7 +201,8 @@ pub unsafe extern "C" fn rdma_destroy_qp(id: *mut rdma_cm_id) {
 /// `private_data_len` readable bytes (rdma_connect(3), rdma_accept(3)).
 unsafe fn param(p: *const rdma_conn_param, s: &SoftId) -> ConnParam {
     let max = LIMITS.max_rd_atomic;
-    // SAFETY: the ID's QP is live while attached.
+    // SAFETY: `s.id.qp` is null (checked) or the live QP `create_qp` made for this ID, which
+    // `rdma_destroy_qp` clears before it frees it.
     let qp_num = if s.id.qp.is_null() { 0 } else { unsafe { (*s.id.qp).qp_num } };
     // SAFETY: the caller passes a valid parameter structure or null.
     let Some(p) = (unsafe { p.as_ref() }) else {
@@ -269,7 +272,8 @@ pub unsafe extern "C" fn rdma_accept(id: *mut rdma_cm_id, conn_param: *mut rdma_
         return fail(&e);
     }
     if !s.id.qp.is_null() && !is_ud(s) {
-        // SAFETY: the ID's live QP.
+        // SAFETY: `s.id.qp` is not null (checked), so the live QP `create_qp` made for this ID; its
+        // `ibv_qp` is this library's to write, and programs read `qp->state`.
         unsafe { (*s.id.qp).state = IBV_QPS_RTS };
     }
     if s.sync && !is_ud(s) { complete(s) } else { 0 }
@@ -311,10 +315,12 @@ pub unsafe extern "C" fn rdma_disconnect(id: *mut rdma_cm_id) -> c_int {
     let Some(s) = SoftId::from(id) else { return err(libc::EINVAL) };
     let r = s.ctx.dev.lock().cm_disconnect(s.cm);
     if !s.id.qp.is_null() {
-        // SAFETY: the ID's live QP.
+        // SAFETY: `s.id.qp` is not null (checked), so the live QP `create_qp` made for this ID, as
+        // above.
         unsafe { (*s.id.qp).state = IBV_QPS_ERR };
     }
-    // SAFETY: a kept event is live until acknowledged.
+    // SAFETY: `s.id.event` is null (checked) or the event this ID keeps, a live `rdma_cm_event` of
+    // this library until it is acknowledged, which clears the field.
     let seen = !s.id.event.is_null() && unsafe { (*s.id.event).event } == RDMA_CM_EVENT_DISCONNECTED;
     match r {
         Err(e) => fail(&e),
@@ -509,7 +515,8 @@ pub unsafe extern "C" fn rdma_create_ep(
     };
     if !ok {
         let e = errno::get();
-        // SAFETY: the ID just made, destroyed once.
+        // SAFETY: `p` is the ID `rdma_create_id` just made here, which the program never saw;
+        // destroyed once.
         unsafe { rdma_destroy_id(p) };
         return err(e);
     }

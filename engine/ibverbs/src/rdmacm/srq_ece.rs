@@ -65,7 +65,8 @@ pub unsafe extern "C" fn rdma_create_srq_ex(id: *mut rdma_cm_id, attr: *mut ibv_
 pub unsafe extern "C" fn rdma_destroy_srq(id: *mut rdma_cm_id) {
     let Some(s) = SoftId::from(id) else { return };
     if !s.id.srq.is_null() {
-        // SAFETY: the ID's SRQ, destroyed once.
+        // SAFETY: `s.id.srq` is not null (checked), so the SRQ `rdma_create_srq` made for this ID;
+        // the field is cleared below, so it is destroyed once.
         unsafe { crate::srq_ah::ibv_destroy_srq(s.id.srq) };
         s.id.srq = std::ptr::null_mut();
     }
