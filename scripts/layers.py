@@ -7,6 +7,8 @@
   defines the item, and the graph of those file-to-file edges must have no cycle.
 - The engine library depends on none of the CLI-only crates (clap, anyhow, serde_json,
   hdrhistogram), by `cargo tree -p engine -e normal`.
+- Every workspace member inherits the workspace's lints (`[lints] workspace = true`): the unsafe
+  rules (`unsafe_code`, `undocumented_unsafe_blocks`, `missing_safety_doc`) hold in every package.
 - Layer rules between modules: the RoCE core (engine/src/roce) imports nothing of the verbs API, the
   runtime or the datapaths; no datapath imports the APIs or the runtime; the real datapaths (udp,
   afxdp) import nothing of the simulator.
@@ -315,6 +317,22 @@ def rel(crate, mod):
     return os.path.relpath(crate.files[mod], ROOT)
 
 
+def lints_not_inherited():
+    """Workspace members whose manifest does not say `[lints] workspace = true`."""
+    meta = subprocess.run(["cargo", "metadata", "-q", "--no-deps", "--format-version", "1"],
+                          cwd=ROOT, capture_output=True, text=True)
+    if meta.returncode != 0:
+        return [f"cargo metadata failed: {meta.stderr.strip()}"]
+    import json
+    out = []
+    for pkg in json.loads(meta.stdout)["packages"]:
+        text = open(pkg["manifest_path"]).read()
+        m = re.search(r"^\[lints\]\s*\n(?:[^\[]*\n)*?workspace\s*=\s*true", text, re.M)
+        if not m:
+            out.append(os.path.relpath(pkg["manifest_path"], ROOT))
+    return out
+
+
 def main():
     bad = 0
     if len(sys.argv) == 3 and sys.argv[1] == "--graph":
@@ -359,6 +377,9 @@ def main():
                     if forbidden.search(m.group(1)):
                         print(f"layers: {path} uses {m.group(1)}: {why}")
                         bad += 1
+    for manifest in lints_not_inherited():
+        print(f"layers: {manifest} does not inherit the workspace lints ([lints] workspace = true)")
+        bad += 1
     # The engine library needs none of the CLI's dependencies.
     tree = subprocess.run(["cargo", "tree", "-q", "-p", "engine", "-e", "normal", "--prefix", "none"],
                           cwd=ROOT, capture_output=True, text=True)
