@@ -208,7 +208,7 @@ impl Domain {
     /// `fi_mr_regattr` + `fi_mr_bind` to `ep`: `buf` exposed under the user's `key` (RKEY bits
     /// 0-46) with `flags` (IDEMPOTENT_SAFE, OPTIMIZED) to the JobIDs `auth` names. `buf` is the
     /// endpoint's own `Vec<u8>`, or the program's memory registered in place
-    /// ([`UserMem`](super::UserMem)).
+    /// ([`UserMem`]).
     pub fn mr_reg(
         &self,
         ep: &Endpoint,
