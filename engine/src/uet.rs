@@ -81,6 +81,19 @@ impl NodeStats {
     }
 }
 
+/// The DSCPs (0-63) a [`UetNode`] puts in the IP headers of what it sends: `data` for the packets
+/// that carry SES headers (requests and responses, RUDI and UUD included), `control` for the PDS's
+/// own (ACK, NACK, CP CLOSE_REQ / CREDIT / CREDIT_REQ). Both 0 (CS0, best effort) by default: the
+/// UEC reference provider's default for data; it sends ACKs as EF (46), which a caller chooses
+/// with `control: 46`. The libfabric `tclass` values map to these in `provider::tclass`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct TrafficClass {
+    /// Requests and SES responses.
+    pub data: u8,
+    /// PDS control packets.
+    pub control: u8,
+}
+
 /// The DSCP a switch gives the UET frames it trims (nicsim `LinkConfig::trim_dscp`). No source
 /// fixes a value (UEC leaves it to configuration); this is the engine's.
 pub const TRIMMED_DSCP: u8 = 0x21;
@@ -102,11 +115,13 @@ pub struct UetNode<D> {
     tss: Option<tss::SecureDomain>,
     /// Mark sent packets ECN-capable (ECT(0)), for congestion control.
     ecn: bool,
+    /// The DSCP of the packets it sends (data, PDS control).
+    dscp: TrafficClass,
     /// Frames taken and not yet delivered (kept between rounds for its capacity).
     rx_batch: Vec<(Frame, RxStep)>,
-    /// Frames filled and not yet sent (likewise): destination, bytes written, and the payload
-    /// still to place after them.
-    tx_batch: Vec<(Frame, Ipv4Addr, usize, Bytes)>,
+    /// Frames filled and not yet sent (likewise): destination, bytes written, DSCP, and the
+    /// payload still to place after them.
+    tx_batch: Vec<(Frame, Ipv4Addr, usize, u8, Bytes)>,
     /// Finished frames the datapath had no room for, in order (at most a batch): they go first,
     /// and the SES makes no more while any waits.
     pending: VecDeque<Frame>,
@@ -139,6 +154,7 @@ impl<D: Datapath> UetNode<D> {
             headers: HeaderCache::default(),
             tss: None,
             ecn: false,
+            dscp: TrafficClass::default(),
             rx_batch: Vec::with_capacity(BATCH),
             tx_batch: Vec::with_capacity(BATCH),
             pending: VecDeque::new(),
@@ -151,6 +167,28 @@ impl<D: Datapath> UetNode<D> {
     pub fn set_ecn(&mut self, on: bool) {
         self.ecn = on;
         self.headers.clear();
+    }
+
+    /// Sends the node's packets with these DSCPs in their IP headers: `tc.data` for requests and
+    /// SES responses, `tc.control` for the PDS's ACKs, NACKs and control packets (see
+    /// [`TrafficClass`]). Refused (nothing changes) for a value above 63 or [`TRIMMED_DSCP`],
+    /// which marks a trimmed frame.
+    pub fn set_traffic_class(&mut self, tc: TrafficClass) -> Result<(), &'static str> {
+        for d in [tc.data, tc.control] {
+            if d > 63 {
+                return Err("a DSCP value is 0 to 63");
+            }
+            if d == TRIMMED_DSCP {
+                return Err("DSCP 0x21 marks trimmed UET frames");
+            }
+        }
+        self.dscp = tc;
+        Ok(())
+    }
+
+    /// The DSCPs of the packets it sends.
+    pub fn traffic_class(&self) -> TrafficClass {
+        self.dscp
     }
 
     /// Puts the node in a secure domain: every UET packet it sends is sealed (TSS header, AES-GCM,
@@ -377,14 +415,15 @@ impl<D: Datapath> UetNode<D> {
                     self.dp.recycle(frame);
                     break;
                 };
-                tx.push((frame, t.dst, t.len, tail));
+                let dscp = if t.control { self.dscp.control } else { self.dscp.data };
+                tx.push((frame, t.dst, t.len, dscp, tail));
             }
             // A batch the SES could not fill leaves it with nothing more to send (sending does
             // not call back into it): no round after it.
             let drained = tx.len() < BATCH;
             moved |= !tx.is_empty();
-            for (frame, dst, len, tail) in tx.drain(..) {
-                self.send(frame, dst, len, &tail, hl, icv);
+            for (frame, dst, len, dscp, tail) in tx.drain(..) {
+                self.send(frame, (dst, dscp), len, &tail, hl, icv);
             }
             // A full datapath: the SES makes no more frames until the waiting ones have gone.
             if drained || !self.pending.is_empty() {
@@ -400,10 +439,18 @@ impl<D: Datapath> UetNode<D> {
     /// (the message) into the frame, else by copying it. Then writes its Ethernet, IP and UDP
     /// headers to `dst` and sends it; a frame that cannot go is counted and recycled. A frame the
     /// datapath has no room for waits, in order, with those after it.
-    fn send(&mut self, mut frame: Frame, dst: Ipv4Addr, len: usize, tail: &[u8], hl: usize, icv: usize) {
+    fn send(
+        &mut self,
+        mut frame: Frame,
+        (dst, dscp): (Ipv4Addr, u8),
+        len: usize,
+        tail: &[u8],
+        hl: usize,
+        icv: usize,
+    ) {
         let sealed = self.tss.is_some();
-        let Some(headers) = headers_to(&mut self.headers, &mut self.dp, self.ip, dst, self.ecn, sealed)
-        else {
+        let tos = dscp << 2 | if self.ecn { ECT0 } else { 0 };
+        let Some(headers) = headers_to(&mut self.headers, &mut self.dp, self.ip, dst, tos, sealed) else {
             self.stats.tx_unresolved += 1;
             self.dp.recycle(frame);
             return;
@@ -474,25 +521,24 @@ impl<D: Datapath> Sleep for UetNode<D> {
     }
 }
 
-/// The headers of frames to `dst`: remembered, or built (its MAC resolved) now, marked ECT(0) with
-/// `ecn`, for `sealed` datagrams or clear ones. By reference: a template copied out per packet was
+/// The headers of frames to `dst`: remembered, or built (its MAC resolved) now, with this TOS byte
+/// (DSCP and ECN), for `sealed` datagrams or clear ones. By reference: a template copied out per packet was
 /// read back at once while its stores drained.
 fn headers_to<'a, D: Datapath>(
     headers: &'a mut HeaderCache,
     dp: &mut D,
     src: Ipv4Addr,
     dst: Ipv4Addr,
-    ecn: bool,
+    tos: u8,
     sealed: bool,
 ) -> Option<&'a UdpTemplate> {
-    headers.get(dst, || {
+    headers.get((dst, tos), || {
         // Never waits: a neighbour not known yet is asked for, and this packet dropped.
         let mac = dp.resolve_now(IpAddr::V4(dst))?;
-        let ecn = if ecn { ECT0 } else { 0 };
         // Sealed datagrams go without a UDP checksum (RFC 768 allows it over IPv4): the ICV
         // already covers every byte a checksum would, and the receiver checks it first.
         let checksum = if sealed { UdpChecksum::Zero } else { UdpChecksum::Computed };
-        Some(udp_template(dp.mac(), mac, src, dst, ecn, checksum))
+        Some(udp_template(dp.mac(), mac, src, dst, tos, checksum))
     })
 }
 
@@ -545,14 +591,14 @@ pub fn write_headers(
     udp_template(src_mac, dst_mac, src, dst, 0, UdpChecksum::Computed).write(buf, uet_len).map(|_| ())
 }
 
-/// The headers of UET frames from `src` to `dst`: Ethernet, IPv4 with this ECN codepoint, UDP from
-/// the flow's entropy port to 4793 with this checksum mode.
+/// The headers of UET frames from `src` to `dst`: Ethernet, IPv4 with this TOS byte (DSCP and
+/// ECN), UDP from the flow's entropy port to 4793 with this checksum mode.
 fn udp_template(
     src_mac: [u8; 6],
     dst_mac: [u8; 6],
     src: Ipv4Addr,
     dst: Ipv4Addr,
-    ecn: u8,
+    tos: u8,
     checksum: UdpChecksum,
 ) -> UdpTemplate {
     let eth = EthernetRepr {
@@ -562,7 +608,7 @@ fn udp_template(
         ethertype: ethertype::IPV4,
     };
     let ip = Ipv4Repr {
-        dscp_ecn: ecn & 3,
+        dscp_ecn: tos,
         ident: 0,
         flags_frag: 0x4000,
         ttl: 64,

@@ -64,6 +64,9 @@ pub struct Asked {
     /// The memory registration modes the program supports (`domain_attr->mr_mode`), `None`
     /// without hints (any).
     pub mr_mode: Option<u32>,
+    /// The traffic class asked for (`domain_attr->tclass`, else `tx_attr->tclass`; 0
+    /// FI_TC_UNSPEC), as a DSCP by `engine::provider::tclass`.
+    pub tclass: u32,
 }
 
 impl Asked {
@@ -105,9 +108,11 @@ pub fn offers(asked: &Asked, config: &ProviderConfig) -> Result<Vec<Offer>, FiEr
         Some(d) => Some(profile_named(d).ok_or_else(|| FiError::new(FiErrno::ENODATA, "no such domain"))?),
     };
     let hints = Hints { profile, ep_type, ..Hints::default() };
+    let tclass = provider::tclass::to_dscp(asked.tclass, config.def_data_tc)?;
     let out: Vec<Offer> = provider::getinfo(&hints, config)?
         .into_iter()
         .map(|info| {
+            let info = provider::Info { tclass, ..info };
             let caps = caps_of(info.profile, info.ep_type, asked.mr_endpoint());
             let mr_mode = if caps & RMA_CAPS != 0 { abi::FI_MR_ENDPOINT } else { 0 };
             Offer { caps, mr_mode, info }
@@ -135,9 +140,15 @@ pub(crate) unsafe fn asked(hints: *const fi_info) -> Asked {
         if let Some(ep) = h.ep_attr.as_ref() {
             a.ep_type = ep.type_;
         }
+        if let Some(tx) = h.tx_attr.as_ref() {
+            a.tclass = tx.tclass;
+        }
         if let Some(d) = h.domain_attr.as_ref() {
             a.domain = cstr(d.name).map(str::to_string);
             a.mr_mode = Some(d.mr_mode as u32);
+            if d.tclass != 0 {
+                a.tclass = d.tclass;
+            }
         }
         if let Some(f) = h.fabric_attr.as_ref() {
             a.fabric = cstr(f.name).map(str::to_string);
@@ -192,7 +203,7 @@ fn build(offer: &Offer, src: Option<&[u8]>, payload: usize) -> *mut fi_info {
         tx.size = 1024;
         tx.iov_limit = 1;
         tx.rma_iov_limit = 1;
-        tx.tclass = u32::from(i.tclass);
+        tx.tclass = provider::tclass::of_dscp(i.tclass);
         let rx = &mut *f.rx_attr;
         rx.caps = caps;
         rx.msg_order = ordered;
@@ -228,7 +239,7 @@ fn build(offer: &Offer, src: Option<&[u8]>, payload: usize) -> *mut fi_info {
         d.mr_iov_limit = 1;
         d.caps = abi::FI_LOCAL_COMM | abi::FI_REMOTE_COMM;
         d.max_err_data = 0;
-        d.tclass = u32::from(i.tclass);
+        d.tclass = provider::tclass::of_dscp(i.tclass);
         let fab = &mut *f.fabric_attr;
         fab.name = strdup(FABRIC_NAME);
         // libfabric names the provider itself (it appends to a name given here).
@@ -349,6 +360,17 @@ pub(crate) unsafe extern "C" fn getinfo(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_tclass_asked_for_is_the_offers_dscp() {
+        let c = ProviderConfig { def_data_tc: 12, ..ProviderConfig::default() };
+        let dscp = |tclass| offers(&Asked { tclass, ..Asked::default() }, &c).map(|o| o[0].info.tclass);
+        assert_eq!(dscp(abi::FI_TC_UNSPEC).unwrap(), 12);
+        assert_eq!(dscp(abi::FI_TC_DSCP | 46).unwrap(), 46);
+        assert_eq!(dscp(abi::FI_TC_BULK_DATA).unwrap(), 10);
+        assert_eq!(dscp(abi::FI_TC_NETWORK_CTRL + 1).unwrap_err().errno, FiErrno::EINVAL);
+        assert_eq!(provider::tclass::of_dscp(46), abi::FI_TC_DSCP | 46);
+    }
 
     #[test]
     fn offers_by_profile_endpoint_type_and_caps() {

@@ -175,6 +175,9 @@ impl Domain {
         let seed = f.seed.wrapping_mul(31).wrapping_add(u64::from(ip.to_bits()));
         let mut node = UetNode::new(port.dp, ses::Endpoint::new(cfg, seed), port.require_checksum)
             .map_err(|e| FiError::new(FiErrno::EINVAL, e))?;
+        // The domain's traffic class, for its data and its acknowledgements (provider::tclass).
+        let tc = crate::uet::TrafficClass { data: self.info.tclass, control: self.info.tclass };
+        node.set_traffic_class(tc).map_err(|e| FiError::new(FiErrno::EINVAL, e))?;
         if let Some(b) = f.control.security() {
             node.enable_tss(tss::SecureDomain::new(b.config, b.key, b.epoch));
         }

@@ -310,4 +310,20 @@ impl Fabric {
     pub fn now(&self) -> Duration {
         self.inner.borrow().net.now()
     }
+
+    /// On the simulated network, records every frame sent from now on (for
+    /// [`Fabric::take_tap`]); nothing on the host's network (capture it there).
+    pub fn enable_tap(&self) {
+        if let Net::Sim { net, .. } = &self.inner.borrow().net {
+            net.with(|n| n.enable_tap());
+        }
+    }
+
+    /// The frames recorded since [`Fabric::enable_tap`].
+    pub fn take_tap(&self) -> Vec<nicsim::TapRecord> {
+        match &self.inner.borrow().net {
+            Net::Sim { net, .. } => net.with(|n| n.take_tap()),
+            Net::Host { .. } => Vec::new(),
+        }
+    }
 }

@@ -78,7 +78,8 @@ pub struct Info {
     pub fetch_atomics: Vec<(AmoOpcode, AmoDatatype)>,
     /// The service (resource indices) the endpoint will use.
     pub service: Service,
-    /// Default data traffic class (DSCP).
+    /// The data traffic class (DSCP) of the domain's endpoints: `UET_PROVIDER_DEF_DATA_TC`, or
+    /// what the program asked for ([`crate::provider::tclass`]).
     pub tclass: u8,
     /// The provider configuration this offer was made under.
     pub config: ProviderConfig,

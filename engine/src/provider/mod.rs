@@ -21,6 +21,7 @@ pub mod errno;
 pub mod fabric;
 pub mod info;
 pub mod objects;
+pub mod tclass;
 mod usermem;
 
 pub use config::{ConfigError, ProviderConfig, Service, parse_service_file};

@@ -1,5 +1,5 @@
 //! The Ethernet, IPv4 and UDP headers a [`UetNode`](super::UetNode) sends to each destination,
-//! built once (the next-hop MAC resolved) and remembered for the [`MAX_HEADERS`] destinations
+//! (one set per DSCP it sends there), built once (the next-hop MAC resolved) and remembered for the [`MAX_HEADERS`] destinations
 //! used last: every peer that gets an answer, spoofed or not, would otherwise add one for good.
 
 use std::collections::hash_map::Entry;
@@ -15,19 +15,19 @@ pub const MAX_HEADERS: usize = 1024;
 /// The headers per destination, each with when it was last used (a count of lookups).
 #[derive(Debug, Default)]
 pub(super) struct HeaderCache {
-    map: HashMap<Ipv4Addr, (UdpTemplate, u64)>,
+    map: HashMap<(Ipv4Addr, u8), (UdpTemplate, u64)>,
     clock: u64,
     /// Destinations forgotten to make room.
     pub(super) evicted: u64,
 }
 
 impl HeaderCache {
-    /// The headers to `dst`: remembered, or made by `build` (`None`: not now, nothing is kept).
+    /// The headers to `dst` (a destination and the TOS byte of its frames): remembered, or made by `build` (`None`: not now, nothing is kept).
     /// By reference: a template copied out per packet was read back at once while its stores
     /// drained.
     pub(super) fn get(
         &mut self,
-        dst: Ipv4Addr,
+        dst: (Ipv4Addr, u8),
         build: impl FnOnce() -> Option<UdpTemplate>,
     ) -> Option<&UdpTemplate> {
         self.clock += 1;
@@ -100,12 +100,12 @@ mod tests {
         let mut c = HeaderCache::default();
         let keep = Ipv4Addr::new(10, 0, 0, 2);
         let mut built = 0;
-        c.get(keep, || Some(template(keep))).unwrap();
+        c.get((keep, 0), || Some(template(keep))).unwrap();
         for i in 1..=2 * MAX_HEADERS as u32 {
             let dst = Ipv4Addr::from_bits(0x0B00_0000 + i);
-            assert_eq!(c.get(dst, || Some(template(dst))), Some(&template(dst)));
+            assert_eq!(c.get((dst, 0), || Some(template(dst))), Some(&template(dst)));
             if i % 100 == 0 {
-                c.get(keep, || {
+                c.get((keep, 0), || {
                     built += 1;
                     Some(template(keep))
                 });
@@ -116,7 +116,7 @@ mod tests {
         assert_eq!(built, 0, "the destination in use was never forgotten");
         // Nothing is kept for a destination that cannot be resolved.
         let gone = Ipv4Addr::new(192, 0, 2, 1);
-        assert!(c.get(gone, || None).is_none());
+        assert!(c.get((gone, 0), || None).is_none());
         assert_eq!(c.evicted, (2 * MAX_HEADERS + 1 - c.len()) as u64, "and nothing forgotten for it");
     }
 }

@@ -162,6 +162,7 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
     ) -> Option<Transmit<A>> {
         self.grant_credit(now);
         if let Some((dst, c)) = self.ctrl.pop_front() {
+            let control = matches!(c, Ctrl::Nack(_));
             let len = match c {
                 Ctrl::Nack(n) => {
                     self.stats.tx_nacks += 1;
@@ -175,14 +176,14 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
                     emit_body(&PdsRepr::Uud(UudRepr { next_hdr, flags: 0, reserved: 0 }), &body, buf, tail)
                 }
             }?;
-            return Some(Transmit { dst, len });
+            return Some(Transmit { dst, len, control });
         }
         if let Some((pkt_id, p, retx)) = self.rudi.next_to_send(now, &self.cfg) {
             let flags = if retx { FLAG_RETX } else { 0 };
             let r = RudiRepr { response: false, next_hdr: p.next_hdr, flags, reserved: 0, pkt_id };
             let (dst, len) = (p.peer, emit_body(&PdsRepr::Rudi(r), &p.body, buf, tail)?);
             self.stats.tx_retransmits += u64::from(retx);
-            return Some(Transmit { dst, len });
+            return Some(Transmit { dst, len, control: false });
         }
         // Round robin over the active PDCs, starting after the one served last; one with nothing
         // to send leaves the active set until something touches it again.
@@ -211,6 +212,7 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
                 Err(NoRoom) => continue,
             };
             let (dst, done) = (p.peer, p.close_done);
+            let control = !matches!(kind, TxKind::Data | TxKind::Retransmit);
             match kind {
                 TxKind::Ack => self.stats.tx_acks += 1,
                 TxKind::Nack => self.stats.tx_nacks += 1,
@@ -228,7 +230,7 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
             } else {
                 self.sched.rearm(id, p, &self.cfg);
             }
-            return Some(Transmit { dst, len });
+            return Some(Transmit { dst, len, control });
         }
         None
     }

@@ -24,6 +24,10 @@ pub struct Transmit<A> {
     pub dst: A,
     /// Bytes written: PDS header and what follows it.
     pub len: usize,
+    /// A PDS control packet (ACK, NACK, CP CLOSE_REQ, CREDIT, CREDIT_REQ; not the sequenced
+    /// CLOSE_CMD), which carries no SES header: the runtime may send it in another traffic class
+    /// (DSCP) than the data.
+    pub control: bool,
 }
 
 /// Which service delivered a packet.

@@ -80,6 +80,14 @@ pub(crate) struct PerfArgs {
     /// the same bytes sealed and opened in a plain loop on this thread as the baseline.
     #[arg(long)]
     pub(crate) tss: bool,
+    /// UET runs: the DSCP (0-63) in the IP header of every packet carrying a SES header (requests,
+    /// responses), as a libfabric domain's `tclass` gives it (engine::provider::tclass).
+    #[arg(long, value_name = "DSCP", default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..64))]
+    pub(crate) tclass: u8,
+    /// UET runs: the DSCP of the PDS's ACKs, NACKs and control packets [default: --tclass]. The
+    /// UEC reference provider sends ACKs as EF (46).
+    #[arg(long, value_name = "DSCP", value_parser = clap::value_parser!(u8).range(0..64))]
+    pub(crate) ack_tclass: Option<u8>,
     /// Congestion control: nscc (UET sender windows from delay and ECN) or rccc (UET receiver
     /// credits) on rud/rod, dcqcn (RoCE rate control by CNPs) on rc. Senders mark ECT(0) (nscc,
     /// dcqcn). It has work to do where a queue builds: on the simulated network, give the links a

@@ -60,6 +60,7 @@ pub(crate) fn run_uet_perf(a: &PerfArgs, transport: ses::DeliveryMode) -> ExitCo
         },
         cc_bps: a.cc_bps(),
         cc_rtt: a.cc_rtt(),
+        tclass: engine::uet::TrafficClass { data: a.tclass, control: a.ack_tclass.unwrap_or(a.tclass) },
     };
     // A server takes the test from its client.
     if !a.server {

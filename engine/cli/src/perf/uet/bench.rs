@@ -67,8 +67,8 @@ impl UetBench {
             .map_err(PerfError::Stalled)?;
         // In-process runs stay reproducible from the seed: nothing they seal leaves the process.
         let nonce = [0; NONCE_LEN];
-        cfg.secure_and_mark(&mut a, &nonce);
-        cfg.secure_and_mark(&mut b, &nonce);
+        cfg.secure_and_mark(&mut a, &nonce).map_err(PerfError::Stalled)?;
+        cfg.secure_and_mark(&mut b, &nonce).map_err(PerfError::Stalled)?;
         let target = b.ip();
         Ok(UetBench { net, a: Initiator::new(a, cfg, target), b: Target::new(b, cfg)?, last: None })
     }
@@ -248,6 +248,7 @@ mod tests {
             cc: UetCc::None,
             cc_bps: 100_000_000_000,
             cc_rtt: Duration::from_micros(8),
+            tclass: engine::uet::TrafficClass::default(),
         }
     }
 

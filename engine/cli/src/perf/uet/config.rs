@@ -11,7 +11,8 @@ use ses::{DeliveryMode, EpType};
 use super::tss::{NONCE_LEN, tss_domain};
 use crate::perf::remote::RemoteError;
 use engine::datapath::Datapath;
-use engine::uet::UetNode;
+use engine::uet::TRIMMED_DSCP;
+use engine::uet::{TrafficClass, UetNode};
 
 /// UET operations.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -71,6 +72,8 @@ pub struct UetPerfConfig {
     pub cc_bps: u64,
     /// The unloaded round-trip time congestion control assumes.
     pub cc_rtt: Duration,
+    /// The DSCPs of both sides' packets (data, PDS control).
+    pub tclass: TrafficClass,
 }
 
 /// Congestion control of a UET perf run (`pds::cc` NSCC, `pds::credit` RCCC).
@@ -105,6 +108,9 @@ impl UetPerfConfig {
                 Err("a UUD datagram must fit one packet")
             }
             _ if self.size > 1 << 30 => Err("messages are at most 1 GiB"),
+            _ if [self.tclass.data, self.tclass.control].iter().any(|&d| d > 63 || d == TRIMMED_DSCP) => {
+                Err("a traffic class is a DSCP of 0 to 63, not 33 (0x21 marks trimmed frames)")
+            }
             _ if self.max_payload == 0 || self.max_payload > MAX_PAYLOAD => {
                 Err("payload per packet is 1 to 7936 bytes (a datapath frame with its headers)")
             }
@@ -113,12 +119,17 @@ impl UetPerfConfig {
     }
 
     /// Puts a node of this run in the run's secure domain (`--tss`, its key derived with the
-    /// run's `nonce`) and has it mark ECT(0) when NSCC runs.
-    pub(super) fn secure_and_mark<D: Datapath>(&self, node: &mut UetNode<D>, nonce: &[u8; NONCE_LEN]) {
+    /// run's `nonce`), has it mark ECT(0) when NSCC runs and send in the run's traffic classes.
+    pub(super) fn secure_and_mark<D: Datapath>(
+        &self,
+        node: &mut UetNode<D>,
+        nonce: &[u8; NONCE_LEN],
+    ) -> Result<(), &'static str> {
         if self.tss {
             node.enable_tss(tss_domain(self.seed, nonce));
         }
         node.set_ecn(self.cc == UetCc::Nscc);
+        node.set_traffic_class(self.tclass)
     }
 
     /// Operations kept in flight: one in latency mode; `depth`, but, as the RC runs do, no more
@@ -178,6 +189,8 @@ impl UetPerfConfig {
             "cc": format!("{:?}", self.cc),
             "cc_bps": self.cc_bps,
             "cc_rtt_ns": self.cc_rtt.as_nanos() as u64,
+            "tclass": self.tclass.data,
+            "ack_tclass": self.tclass.control,
         })
     }
 
@@ -238,6 +251,10 @@ impl UetPerfConfig {
             } else {
                 r("cc_rtt_ns", 1, 10_000_000_000)?
             }),
+            tclass: TrafficClass {
+                data: if v["tclass"].is_null() { 0 } else { r("tclass", 0, 63)? as u8 },
+                control: if v["ack_tclass"].is_null() { 0 } else { r("ack_tclass", 0, 63)? as u8 },
+            },
         };
         cfg.check().map_err(|e| RemoteError(e.into()))?;
         Ok(cfg)
@@ -284,6 +301,7 @@ mod tests {
             cc: UetCc::None,
             cc_bps: 100_000_000_000,
             cc_rtt: Duration::from_micros(8),
+            tclass: TrafficClass::default(),
         };
         assert_eq!(cfg(4096).check(), Ok(()));
         assert!(cfg(frame::FRAME_CAPACITY).check().is_err(), "a packet bigger than its frame");

@@ -172,7 +172,7 @@ fn node<D: Datapath>(
     nonce: &[u8; NONCE_LEN],
 ) -> Result<UetNode<D>, RemoteError> {
     let mut node = UetNode::new(dp, ses, require_checksum).map_err(err)?;
-    cfg.secure_and_mark(&mut node, nonce);
+    cfg.secure_and_mark(&mut node, nonce).map_err(err)?;
     Ok(node)
 }
 
