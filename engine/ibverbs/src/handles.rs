@@ -8,6 +8,7 @@ use crate::errno;
 use engine::verbs::{
     Ah, Context, Cq, Device, Mr, Pd, Qp, QpCap, QpType, SendFlags, SendWr, Sge, Srq, SrqAttr,
 };
+use std::cell::UnsafeCell;
 use std::collections::HashMap;
 use std::mem::offset_of;
 use std::sync::{Mutex, MutexGuard, PoisonError};
@@ -106,7 +107,10 @@ pub(crate) type Batch = Vec<(SendWr, Option<Vec<u8>>)>;
 /// A queue pair: rdma-core's `struct ibv_qp_ex` (whose first field is the `struct ibv_qp`) first.
 #[repr(C)]
 pub(crate) struct SoftQp {
-    pub(crate) ex: ibv_qp_ex,
+    /// In an `UnsafeCell` (same layout as the structure itself): the program writes `wr_id` and
+    /// `wr_flags` of it, and this library `qp->state`, while other threads may hold a `&SoftQp`
+    /// (a post on the same QP), which must not claim the structure immutable.
+    pub(crate) ex: UnsafeCell<ibv_qp_ex>,
     pub(crate) qp: Qp,
     pub(crate) ty: QpType,
     pub(crate) cap: QpCap,
@@ -127,8 +131,9 @@ impl SoftQp {
         }
         // SAFETY: every QP handed out is the first field (through `ex.qp_base`) of a live `SoftQp`.
         let q = unsafe { &*p.cast::<SoftQp>() };
-        // SAFETY: `create` set `context` to the live context of the QP's PD.
-        Some((q, unsafe { Ctx::from(q.ex.qp_base.context) }?))
+        // SAFETY: `create` set `context` to the live context of the QP's PD, and nothing writes
+        // it after (libibverbs' `qp->context` is read-only to programs).
+        Some((q, unsafe { Ctx::from((*q.ex.get()).qp_base.context) }?))
     }
 
     pub(crate) fn batch(&self) -> MutexGuard<'_, Batch> {

@@ -6,6 +6,7 @@ use crate::errno;
 use crate::handles::{Ctx, SoftCq, SoftPd, SoftQp, SoftSrq};
 use crate::wr;
 use engine::verbs::{Access, AddressVector, Mtu, QpAttr, QpCap, QpInitAttr, QpState, QpType};
+use std::cell::UnsafeCell;
 use std::ffi::c_int;
 use std::sync::Mutex;
 
@@ -110,7 +111,7 @@ unsafe fn create(
     b.qp_type = attr.qp_type;
     crate::qp_ex::fill_ops(&mut ex);
     let q = SoftQp {
-        ex,
+        ex: UnsafeCell::new(ex),
         qp,
         ty,
         cap,
@@ -378,8 +379,9 @@ pub unsafe extern "C" fn ibv_modify_qp(qp: *mut ibv_qp, attr: *mut ibv_qp_attr, 
     if let Err(err) = e.modify_qp(q.qp, target, &qa) {
         return errno::of(&err);
     }
-    // SAFETY: `qp` is the live QP `SoftQp::from` checked, whose `ibv_qp` is this library's to
-    // write; programs read `qp->state`. `q` is not used after this write.
+    // SAFETY: `qp` is the live QP `SoftQp::from` checked; its `ibv_qp` lies in `SoftQp::ex`, an
+    // `UnsafeCell`, so this write does not contradict the `&SoftQp` this or another thread holds.
+    // Programs read `qp->state`.
     unsafe { (*qp).state = ibv_state(target) };
     0
 }
@@ -435,7 +437,9 @@ pub unsafe extern "C" fn ibv_query_qp(
     a.timeout = qa.timeout.unwrap_or(0);
     a.retry_cnt = qa.retry_cnt.unwrap_or(0);
     a.rnr_retry = qa.rnr_retry.unwrap_or(0);
-    let b = &q.ex.qp_base;
+    // SAFETY: a read of the QP's own `ibv_qp`, whose pointers `create` set (a program may change
+    // `qp_context`, as libibverbs allows, but not during a call on the QP).
+    let b = unsafe { &(*q.ex.get()).qp_base };
     let i = ibv_qp_init_attr {
         qp_context: b.qp_context,
         send_cq: b.send_cq,

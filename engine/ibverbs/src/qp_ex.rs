@@ -47,13 +47,10 @@ fn fail(q: &SoftQp, e: i32) {
 unsafe fn begin(qp: *mut ibv_qp_ex, op: WrOpcode) {
     // SAFETY: this function's contract.
     let Some(q) = (unsafe { soft(qp) }) else { return };
-    let w = SendWr {
-        wr_id: q.ex.wr_id,
-        opcode: op,
-        sg_list: Vec::new(),
-        flags: wr::send_flags(q.ex.wr_flags),
-        ud: None,
-    };
+    // SAFETY: `ex` is the QP's own structure, in an `UnsafeCell`; the program set `wr_id` and
+    // `wr_flags` before this builder call and does not write them during it.
+    let (wr_id, wr_flags) = unsafe { ((*q.ex.get()).wr_id, (*q.ex.get()).wr_flags) };
+    let w = SendWr { wr_id, opcode: op, sg_list: Vec::new(), flags: wr::send_flags(wr_flags), ud: None };
     q.batch().push((w, None));
 }
 

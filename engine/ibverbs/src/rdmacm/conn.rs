@@ -116,8 +116,8 @@ unsafe fn create_qp(s: &mut SoftId, pd: *mut ibv_pd, attr: &mut ibv_qp_init_attr
         return fail(&e);
     }
     // The state the engine moved it to, for programs that read `qp->state`.
-    // SAFETY: `qp` is the live QP just made; no reference to its `SoftQp` is held (`q` is not used
-    // after).
+    // SAFETY: `qp` is the live QP just made; its `ibv_qp` lies in `SoftQp::ex`, an `UnsafeCell`,
+    // so the write does not contradict `q`.
     unsafe { (*qp).state = if is_ud(s) { IBV_QPS_RTS } else { IBV_QPS_INIT } };
     s.id.qp = qp;
     s.id.pd = pd;
@@ -273,7 +273,8 @@ pub unsafe extern "C" fn rdma_accept(id: *mut rdma_cm_id, conn_param: *mut rdma_
     }
     if !s.id.qp.is_null() && !is_ud(s) {
         // SAFETY: `s.id.qp` is not null (checked), so the live QP `create_qp` made for this ID; its
-        // `ibv_qp` is this library's to write, and programs read `qp->state`.
+        // `ibv_qp` lies in `SoftQp::ex`, an `UnsafeCell`, this library's to write (programs read
+        // `qp->state`) while other threads hold a `&SoftQp`.
         unsafe { (*s.id.qp).state = IBV_QPS_RTS };
     }
     if s.sync && !is_ud(s) { complete(s) } else { 0 }
