@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Regenerates engine/ibverbs/src/abi.rs, the C structures of libibverbs as rdma-core 44 lays them out
-# (Debian 12's libibverbs-dev), with bindgen (`cargo install bindgen-cli`; needs libclang-dev).
-# The file carries bindgen's compile-time size and offset checks; commit the result.
+# (Debian 12's libibverbs-dev), with bindgen (scripts/setup.sh installs it and libclang-dev).
+# The file carries bindgen's compile-time size and offset checks; commit the result
+# (scripts/check-abi.sh, run by scripts/test.sh, fails when the committed file differs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 hdr=/usr/include/infiniband/verbs.h

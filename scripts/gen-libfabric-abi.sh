@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Regenerates engine/libfabric/src/abi.rs, the C structures and constants of libfabric 1.17 as
 # Debian 12's libfabric-dev lays them out (the provider side too: rdma/providers/fi_prov.h), with
-# bindgen (`cargo install bindgen-cli`; needs libclang-dev). The file carries bindgen's
-# compile-time size and offset checks; commit the result.
+# bindgen (scripts/setup.sh installs it and libclang-dev). The file carries bindgen's
+# compile-time size and offset checks; commit the result
+# (scripts/check-abi.sh, run by scripts/test.sh, fails when the committed file differs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 for h in fabric.h fi_domain.h fi_endpoint.h fi_eq.h fi_cm.h fi_rma.h fi_tagged.h fi_atomic.h fi_errno.h providers/fi_prov.h; do

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Regenerates engine/ibverbs/src/cm_abi.rs, the C structures of librdmacm as rdma-core 44 lays them out
-# (Debian 12's librdmacm-dev: `/usr/include/rdma/rdma_cma.h`), with bindgen (`cargo install bindgen-cli`;
-# needs libclang-dev). The verbs types they refer to (`ibv_context`, `ibv_qp`, `ibv_ah_attr`, ...) are
+# (Debian 12's librdmacm-dev: `/usr/include/rdma/rdma_cma.h`), with bindgen (scripts/setup.sh installs
+# it and libclang-dev). The verbs types they refer to (`ibv_context`, `ibv_qp`, `ibv_ah_attr`, ...) are
 # not generated again: every type engine/ibverbs/src/abi.rs defines (scripts/gen-ibverbs-abi.sh, run it
 # first) is blocklisted and taken from `crate::abi`. The socket address types are libc's. The file
 # carries bindgen's compile-time size and offset checks, which also check libc's socket types inside
-# `rdma_addr`; commit the result.
+# `rdma_addr`; commit the result
+# (scripts/check-abi.sh, run by scripts/test.sh, fails when the committed file differs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 hdr=/usr/include/rdma/rdma_cma.h

@@ -27,11 +27,11 @@ if ! command -v tshark >/dev/null 2>&1; then
 fi
 # rdma-core's and perftest's stock tools and headers: the programs `softrdma run` runs unmodified
 # (engine/cli/tests/netns_verbs.rs), the C ABIs' headers (libibverbs-dev, librdmacm-dev,
-# libfabric-dev), the C compiler that builds the C test programs against them (gcc), and the
+# libfabric-dev) and libclang-dev, with which bindgen reads them (scripts/check-abi.sh), the C compiler that builds the C test programs against them (gcc), and the
 # libraries Debian's perftest links (librdmacm, libmlx5 of ibverbs-providers); and ethtool, with which
 # engine/cli/tests/netns_udp.rs turns a veth's offloads off to capture datagrams as a wire has them.
 verbs_pkgs=(ibverbs-utils perftest rdmacm-utils libibverbs-dev librdmacm-dev libfabric-bin libfabric-dev
-    ibverbs-providers gcc ethtool)
+    libclang-dev ibverbs-providers gcc ethtool)
 missing=()
 for p in "${verbs_pkgs[@]}"; do
     if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
@@ -42,4 +42,10 @@ if [ "${#missing[@]}" -gt 0 ]; then
     if [ "$(id -u)" -eq 0 ]; then sudo=""; else sudo="sudo"; fi
     $sudo apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+# bindgen, which scripts/check-abi.sh runs to regenerate the C ABI files and compare them with the
+# committed ones: the version their headers name (another could lay them out differently).
+bindgen_version=$(sed -n 's/.* with bindgen \([0-9.]*\); do not edit\./\1/p' "$(dirname "$0")/../engine/ibverbs/src/abi.rs")
+if [ "$(bindgen --version 2>/dev/null | awk '{print $2}')" != "$bindgen_version" ]; then
+    cargo install bindgen-cli --version "$bindgen_version" --locked
 fi

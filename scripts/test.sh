@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The project's test command: formatting, lints with warnings denied, the layout rules of
-# ARCHITECTURE.md (scripts/layers.py), every relative link of the Markdown pages, and the whole test suite.
+# ARCHITECTURE.md (scripts/layers.py), every relative link of the Markdown pages, the generated C ABI
+# files (scripts/check-abi.sh), and the whole test suite.
 # Ends with one line "tests: N passed, M failed, K ignored" summed over every test binary.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -10,6 +11,8 @@ python3 scripts/layers.py
 # The manual is Markdown pages beside the crates (README.md is its front page): their links must
 # lead somewhere.
 python3 scripts/doc-links.py
+# The bindgen files are what scripts/gen-*-abi.sh generate (a few seconds; needs scripts/setup.sh).
+bash scripts/check-abi.sh
 # The fuzz targets live outside the workspace (cargo-fuzz builds them with its own flags), so the
 # workspace build does not see an API change break them: check that they still compile.
 (cd fuzz && cargo check -q --bins)
