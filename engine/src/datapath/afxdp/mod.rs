@@ -136,13 +136,19 @@ impl Umem {
     }
 
     /// Bytes `addr..addr + len` of the UMEM, or `None` outside it.
-    fn chunk(&mut self, addr: u64, len: usize) -> Option<&mut [u8]> {
+    ///
+    /// # Safety
+    /// The range lies in chunks this side owns now, not the kernel: a TX chunk taken from the free
+    /// list and not yet on the TX ring, or an RX chunk whose descriptor was popped from the RX ring
+    /// and that is not yet back on the FILL ring. The slice must be dropped before that changes.
+    unsafe fn chunk(&mut self, addr: u64, len: usize) -> Option<&mut [u8]> {
         let end = (addr as usize).checked_add(len)?;
         if end > self.len {
             return None;
         }
-        // SAFETY: the range is inside the mapping; the kernel writes a chunk only while it owns it
-        // (on the FILL/RX or TX/COMPLETION rings), and callers touch only chunks they own.
+        // SAFETY: the range is inside the mapping (checked), and by this function's contract the
+        // kernel neither reads nor writes it while the slice lives; `&mut self` keeps this side
+        // from making a second slice meanwhile.
         Some(unsafe { std::slice::from_raw_parts_mut(self.base.as_ptr().add(addr as usize), len) })
     }
 }
@@ -608,7 +614,11 @@ impl Datapath for AfXdpPort {
             descs.iter_mut().zip(&self.xsk.free_tx[first..]).zip(chain::tx_pieces(len, CHUNK))
         {
             let n = range.len();
-            if let (Some(dst), Some(src)) = (self.xsk.umem.chunk(addr, n), frame.as_slice().get(range)) {
+            // SAFETY: `addr` is a chunk of `free_tx` (the completion ring gave it back, or it was
+            // never handed out), owned by this side until the descriptor is pushed below, after
+            // the copy; `n <= CHUNK` (`tx_pieces`).
+            let dst = unsafe { self.xsk.umem.chunk(addr, n) };
+            if let (Some(dst), Some(src)) = (dst, frame.as_slice().get(range)) {
                 dst.copy_from_slice(src);
             }
             *d = libc::xdp_desc { addr, len: n as u32, options };
@@ -637,7 +647,10 @@ impl Datapath for AfXdpPort {
             };
             // A packet longer than a chunk comes as a chain (XDP_USE_SG): XDP_PKT_CONTD on all
             // but its last descriptor.
-            let bytes = self.xsk.umem.chunk(d.addr, d.len as usize).map(|b| &*b);
+            // SAFETY: `d` was just popped from the RX ring, so its chunk is this side's until it is
+            // pushed on the FILL ring below, after `push` has copied the bytes out (`bytes` is not
+            // used after that).
+            let bytes = unsafe { self.xsk.umem.chunk(d.addr, d.len as usize) }.map(|b| &*b);
             let step = self.rx_chain.push(bytes, d.options & chain::XDP_PKT_CONTD != 0, &mut self.pool);
             // Every chunk goes back to the kernel for the next packet (chunk-aligned address; the
             // kernel hands out RX chunks only from the FILL ring, which has room for all of them).
