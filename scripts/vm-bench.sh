@@ -27,7 +27,7 @@
 # with nothing to say when to kick again (the datapath retries 100 us later,
 # `Datapath::flush_retry_in`); a 64 KiB message's ACK leaves the server 1-4 ms after its last packet,
 # so `perf` asks for the 256-PSN window at once against a softrdma peer (512 made UDP WRITEs about
-# 20 % faster here but lossy SENDs on veth slower: see engine/src/roce/window.rs); the UDP socket's
+# 20 % faster here but lossy SENDs on veth slower: see engine/roce/src/window.rs); the UDP socket's
 # buffers are sized past the VMs' 208 KiB `net.core.rmem_max` (SO_RCVBUFFORCE, allowed to root); the
 # emulated CPU computes the ICRC faster with a table than with its emulated carry-less multiply (the
 # first datapath opened times both); native XDP (`--xdp-driver`) is 17 % faster than generic mode.

@@ -14,14 +14,14 @@
 //!
 //! The `softrdma` command-line tool and its perf, decode and capture code live in `engine/cli`.
 
-pub mod cm;
 pub mod datapath;
 pub mod progress;
 pub mod provider;
-pub mod roce;
 pub mod simpair;
 mod sys;
 pub mod uet;
 pub mod verbs;
 
+pub use roce;
+pub use roce::cm;
 pub use sys::restore_default_sigpipe;

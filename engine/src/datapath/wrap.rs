@@ -309,7 +309,7 @@ impl<D: Datapath> Datapath for RocePort<D> {
 mod tests {
     use super::*;
     use crate::datapath::sim::SimNet;
-    use crate::roce::path::Path;
+    use crate::roce::Path;
     use nicsim::LinkConfig;
 
     #[test]

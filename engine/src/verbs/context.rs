@@ -5,7 +5,7 @@ use super::stats::Stats;
 use super::tx::offer;
 use crate::datapath::Datapath;
 use crate::progress::Sleep;
-use crate::roce::path::Path;
+use crate::roce::Path;
 use crate::roce::types::{
     Access, AddressVector, Ah, QpAttr, QpCap, QpState, QpType, RecvWr, SendWr, WorkCompletion,
 };
@@ -493,12 +493,12 @@ impl Context {
             flow_label: av.flow_label,
         };
         self.ahs.push(Some(AhState { pd: pd.0, path }));
-        Ok(Ah(self.ahs.len() as u32 - 1))
+        Ok(Ah::from_index(self.ahs.len() as u32 - 1))
     }
 
     /// Destroys an address handle.
     pub fn destroy_ah(&mut self, ah: Ah) -> Result<(), VerbsError> {
-        match self.ahs.get_mut(ah.0 as usize) {
+        match self.ahs.get_mut(ah.index() as usize) {
             Some(slot @ Some(_)) => {
                 *slot = None;
                 Ok(())
@@ -627,7 +627,7 @@ impl Context {
         let pd = e.qp.pd();
         let posted = wrs.iter().enumerate().try_for_each(|(n, wr)| {
             let path = match wr.ud {
-                Some(ud) => match ahs.get(ud.ah.0 as usize) {
+                Some(ud) => match ahs.get(ud.ah.index() as usize) {
                     Some(Some(a)) if a.pd == pd => Some(&a.path),
                     _ => return Err((n, VerbsError::InvalidHandle("AH"))),
                 },

@@ -9,7 +9,7 @@ use wire::ib::deth::GSI_QKEY;
 use wire::ib::mad::MAD_LEN;
 use wire::ib::{BthRepr, DethRepr, Opcode, Operation, RoceRepr, Transport};
 
-use crate::roce::path::{BuildError, Path};
+use crate::roce::{BuildError, Path};
 
 /// The UDP source port of rxe's QP1.
 pub(super) const GSI_UDP_PORT: u16 = 55410;

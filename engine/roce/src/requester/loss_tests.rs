@@ -3,9 +3,9 @@
 
 use super::Requester;
 use super::tests::{MTU, ack, drain, push, setup};
-use crate::roce::mem::MemTable;
-use crate::roce::types::{SendWindow, WcStatus, WrOpcode};
-use crate::roce::window::WIDE_CAP;
+use crate::mem::MemTable;
+use crate::types::{SendWindow, WcStatus, WrOpcode};
+use crate::window::WIDE_CAP;
 use std::time::Duration;
 use wire::ib::{AethRepr, NakCode};
 

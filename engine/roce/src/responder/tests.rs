@@ -1,7 +1,7 @@
 //! The responder's unit tests.
 
 use super::*;
-use crate::roce::window::WIDE_CAP;
+use crate::window::WIDE_CAP;
 use wire::ib::{AtomicEthRepr, RethRepr};
 
 const MTU: u32 = 256;
@@ -315,7 +315,7 @@ fn sends_after_a_gap_are_held_and_take_their_receive_wqes_in_order() {
     let (mut r, mut mem, key, addr) = setup();
     let mut rq = VecDeque::new();
     for (wr_id, off) in [(1u64, 0u64), (2, 2048)] {
-        let sg_list = vec![crate::roce::types::Sge { addr: addr + off, length: 1024, lkey: key }];
+        let sg_list = vec![crate::types::Sge { addr: addr + off, length: 1024, lkey: key }];
         rq.push_back(RecvWqe::new(&RecvWr { wr_id, sg_list }));
     }
     let ops = [Operation::SendFirst, Operation::SendMiddle, Operation::SendMiddle, Operation::SendLast];

@@ -8,7 +8,7 @@ use super::path::HeaderTemplate;
 use super::rtt::RttEstimator;
 use super::types::{SendFlags, SendWindow, SendWr, WcStatus, WorkCompletion, WrOpcode};
 use super::window::LossWindow;
-use crate::roce::types::SgList;
+use crate::types::SgList;
 use std::collections::VecDeque;
 use std::time::Duration;
 use wire::ib::aeth::credit_count;
@@ -640,8 +640,8 @@ mod loss_tests;
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::roce::mem::MemTable;
-    use crate::roce::types::{Access, Sge, WcOpcode};
+    use crate::mem::MemTable;
+    use crate::types::{Access, Sge, WcOpcode};
     use wire::ib::{AethRepr, NakCode};
 
     pub(super) const MTU: u32 = 256;

@@ -10,7 +10,7 @@ use super::desc::{TxDesc, TxPayload};
 use super::mem::{MemTable, sge_len};
 use super::types::MAX_MSG_SIZE;
 use super::types::{Access, RecvWr, WcOpcode, WcStatus, WorkCompletion};
-use crate::roce::types::SgList;
+use crate::types::SgList;
 use ahead::{Ahead, Current, Keep, MAX_DMA_LEN, Slot};
 pub use hold::{DEVICE_HOLD_PACKETS, HoldPool, HoldStats};
 use std::collections::VecDeque;

@@ -191,7 +191,20 @@ impl WrOpcode {
 
 /// An address handle: where UD sends go (an index into the device's table of them).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct Ah(pub(crate) u32);
+pub struct Ah(u32);
+
+impl Ah {
+    /// The handle of entry `index` of a device's table (the runtime that keeps the table makes
+    /// them; a handle names nothing until it does).
+    pub const fn from_index(index: u32) -> Ah {
+        Ah(index)
+    }
+
+    /// The entry of the device's table this handle names.
+    pub const fn index(self) -> u32 {
+        self.0
+    }
+}
 
 /// Where a UD send goes (`ibv_send_wr.wr.ud`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -24,9 +24,9 @@
 //! the expected PSN then moves over the kept packets as if they had come in order.
 
 use super::hold::{Held, HoldPool};
-use crate::roce::mem::MemTable;
-use crate::roce::types::Access;
-use crate::roce::window::WIDE_CAP;
+use crate::mem::MemTable;
+use crate::types::Access;
+use crate::window::WIDE_CAP;
 use std::collections::VecDeque;
 use wire::ib::{Operation, RoceRepr};
 
