@@ -68,7 +68,7 @@ fn ce_marked(ip: &[u8]) -> bool {
     }
 }
 
-/// A queue pair (see the module documentation of [`crate`]).
+/// A queue pair (see the [crate documentation](crate)).
 #[derive(Debug)]
 pub struct QueuePair {
     cfg: QpConfig,
