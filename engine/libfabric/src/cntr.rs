@@ -46,7 +46,8 @@ pub(crate) unsafe extern "C" fn open(
     let (Some(d), false) = (unsafe { crate::domain::domain_of(domain) }, cntr.is_null()) else {
         return EINVAL;
     };
-    // SAFETY: libfabric's contract (a null attr asks for the defaults).
+    // SAFETY: `attr` is null (the defaults) or the caller's `fi_cntr_attr` (fi_cntr_open(3));
+    // `as_ref` answers `None` for null.
     if let Some(a) = unsafe { attr.as_ref() } {
         if a.events != abi::FI_CNTR_EVENTS_COMP || a.flags != 0 {
             return EINVAL;

@@ -314,8 +314,10 @@ impl Ep {
         }
         let rx = self.rx.borrow();
         let Some(ops) = rx.as_ref() else { return -(abi::FI_ENOCQ as isize) };
-        // SAFETY: libfabric's contract: the buffer is the provider's until the receive's
-        // completion is read (or it is cancelled, or the endpoint closed).
+        // SAFETY: fi_recv(3): the buffer's `len` writable bytes (not null with bytes, checked
+        // above) are the provider's until the receive's completion is read, it is cancelled or the
+        // endpoint is closed, which drops the `UserBuf` first; `UserBuf::new` refuses an empty or
+        // wrapping range.
         let mem = unsafe { engine::provider::UserBuf::new(buf.cast(), len) };
         let placed = mem.is_some();
         let id = ops.borrow_mut().add(Op { context, buf: buf.cast(), len, placed });
@@ -343,7 +345,9 @@ unsafe extern "C" fn send(
     context: *mut c_void,
 ) -> isize {
     let args = SendArgs { dest, tag: None, data: None, inject: false };
-    // SAFETY: libfabric's contract: `buf` holds `len` bytes.
+    // SAFETY: `ep` is this op's (null or a live endpoint of this provider, reached through its ops
+    // table), and `buf` holds `len` readable bytes during the call (fi_send(3)), as `with` and
+    // `bytes` require.
     unsafe { with(ep, |e| e.send(bytes(buf, len), args, context)) }
 }
 
