@@ -49,24 +49,19 @@ impl DevInfo {
         u64::from_be_bytes([m[0] ^ 2, m[1], m[2], 0xff, 0xfe, m[3], m[4], m[5]])
     }
 
-    /// GID table entry `index`: 0 the IPv6 link-local address (from the MAC), 1 the IPv4-mapped
-    /// RoCEv2 GID, as rxe numbers them.
+    /// GID table entry `index`: 1 the IPv4-mapped RoCEv2 GID, as rxe numbers it. Entry 0, where
+    /// rxe lists the interface's IPv6 link-local GID, is empty (`None`), as a kernel shows an
+    /// unused entry: this engine carries RoCEv2 over IPv4 only, and a GID it listed but could not
+    /// use would be chosen by middleware that takes index 0 by default.
     pub(crate) fn gid(&self, index: usize) -> Option<[u8; 16]> {
         match index {
-            0 => {
-                let mut g = [0u8; 16];
-                g[0] = 0xfe;
-                g[1] = 0x80;
-                g[8..].copy_from_slice(&self.guid().to_be_bytes());
-                Some(g)
-            }
             1 => Some(self.ip.to_ipv6_mapped().octets()),
             _ => None,
         }
     }
 }
 
-/// Entries of the GID table.
+/// Entries of the GID table (`gid_tbl_len`), the empty entry 0 included.
 pub(crate) const GID_TABLE_LEN: usize = 2;
 
 fn sys(iface: &str, file: &str) -> Option<String> {
@@ -171,4 +166,27 @@ pub(crate) fn devices() -> Result<Vec<DevInfo>, ConfigError> {
 pub(crate) fn gid_to_ip(gid: &[u8; 16]) -> Option<IpAddr> {
     let v6 = std::net::Ipv6Addr::from(*gid);
     v6.to_ipv4_mapped().map(IpAddr::V4)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gid_0_is_an_empty_entry_and_gid_1_the_ipv4_one() {
+        let d = DevInfo {
+            name: "softrdma_x".into(),
+            iface: "x".into(),
+            ip: Ipv4Addr::new(10, 0, 0, 1),
+            mac: [2, 0, 0, 0, 0, 1],
+            netdev_mtu: 1500,
+            ifindex: 3,
+            backend: Backend::Udp,
+            udp_port: 4791,
+            verify_icrc: true,
+        };
+        assert_eq!(d.gid(0), None);
+        assert_eq!(d.gid(1), Some(Ipv4Addr::new(10, 0, 0, 1).to_ipv6_mapped().octets()));
+        assert_eq!(d.gid(GID_TABLE_LEN), None);
+    }
 }

@@ -67,9 +67,9 @@ pub unsafe extern "C" fn ibv_create_comp_channel(context: *mut ibv_context) -> *
 pub unsafe extern "C" fn ibv_destroy_comp_channel(channel: *mut ibv_comp_channel) -> c_int {
     // SAFETY: `channel` is null or a channel of this library not yet destroyed (the verbs'
     // contract).
-    let Some((c, ctx)) = (unsafe { SoftChannel::from(channel) }) else { return libc::EINVAL };
+    let Some((c, ctx)) = (unsafe { SoftChannel::from(channel) }) else { return errno::fail(libc::EINVAL) };
     if let Err(e) = ctx.dev.lock().destroy_comp_channel(c.ch) {
-        return errno::of(&e);
+        return errno::fail(errno::of(&e));
     }
     // SAFETY: `channel` is a `SoftChannel` boxed by `ibv_create_comp_channel`, and the engine let
     // it go (no CQ uses it); the caller does not use the pointer again (ibv_destroy_comp_channel(3)).
@@ -131,9 +131,9 @@ pub unsafe extern "C" fn ibv_create_cq(
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ibv_destroy_cq(cq: *mut ibv_cq) -> c_int {
     // SAFETY: `cq` is null or a CQ of this library not yet destroyed (the verbs' contract).
-    let Some((c, ctx)) = (unsafe { SoftCq::from(cq) }) else { return libc::EINVAL };
+    let Some((c, ctx)) = (unsafe { SoftCq::from(cq) }) else { return errno::fail(libc::EINVAL) };
     if let Err(e) = ctx.dev.lock().destroy_cq(c.cq) {
-        return errno::of(&e);
+        return errno::fail(errno::of(&e));
     }
     ctx.objects().cqs.remove(&c.cq);
     // SAFETY: `cq` is a `SoftCq` boxed by `ibv_create_cq`; the engine destroyed the CQ (no QP uses
@@ -147,11 +147,15 @@ pub unsafe extern "C" fn ibv_destroy_cq(cq: *mut ibv_cq) -> c_int {
 pub(crate) unsafe extern "C" fn poll_cq(cq: *mut ibv_cq, num_entries: c_int, wc: *mut ibv_wc) -> c_int {
     // SAFETY: `cq` is null or a live CQ of this library: the inline `ibv_poll_cq` reaches this op
     // only through `cq->context->ops`, which this library filled.
-    let Some((c, ctx)) = (unsafe { SoftCq::from(cq) }) else { return -1 };
+    let Some((c, ctx)) = (unsafe { SoftCq::from(cq) }) else {
+        errno::set(libc::EINVAL);
+        return -1;
+    };
     if num_entries <= 0 {
         return 0;
     }
     if wc.is_null() {
+        errno::set(libc::EINVAL);
         return -1;
     }
     // The engine's completions pass through a buffer of the polling thread's, kept between
@@ -166,7 +170,8 @@ pub(crate) unsafe extern "C" fn poll_cq(cq: *mut ibv_cq, num_entries: c_int, wc:
             // A datapath error shows in the completions it causes; polling goes on.
             let _ = e.progress();
             // An overrun CQ (or a bad handle) answers -1, as libibverbs' providers do.
-            if e.poll_cq(c.cq, out, num_entries as usize).is_err() {
+            if let Err(err) = e.poll_cq(c.cq, out, num_entries as usize) {
+                errno::set(errno::of(&err));
                 return -1;
             }
         }
@@ -183,10 +188,10 @@ pub(crate) unsafe extern "C" fn poll_cq(cq: *mut ibv_cq, num_entries: c_int, wc:
 /// `ibv_context_ops.req_notify_cq`.
 pub(crate) unsafe extern "C" fn req_notify_cq(cq: *mut ibv_cq, solicited_only: c_int) -> c_int {
     // SAFETY: `cq` is null or a live CQ of this library (reached through its context's ops).
-    let Some((c, ctx)) = (unsafe { SoftCq::from(cq) }) else { return libc::EINVAL };
+    let Some((c, ctx)) = (unsafe { SoftCq::from(cq) }) else { return errno::fail(libc::EINVAL) };
     match ctx.dev.lock().req_notify_cq(c.cq, solicited_only != 0) {
         Ok(()) => 0,
-        Err(e) => errno::of(&e),
+        Err(e) => errno::fail(errno::of(&e)),
     }
 }
 

@@ -156,7 +156,10 @@ pub unsafe extern "C" fn ibv_get_device_guid(device: *mut ibv_device) -> __be64 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ibv_get_device_index(device: *mut ibv_device) -> c_int {
     // SAFETY: `device` is null or an entry of this library's `ibv_get_device_list`.
-    let Some(d) = (unsafe { soft(device) }) else { return -1 };
+    let Some(d) = (unsafe { soft(device) }) else {
+        errno::set(libc::EINVAL);
+        return -1;
+    };
     devices().iter().position(|x| std::ptr::eq(x, d)).map_or(-1, |i| i as c_int)
 }
 
@@ -312,10 +315,10 @@ fn close_connections() {
 pub unsafe extern "C" fn ibv_close_device(context: *mut ibv_context) -> c_int {
     // SAFETY: `context` is null or a context this library opened and has not closed (the verbs'
     // contract).
-    let Some(ctx) = (unsafe { Ctx::from(context) }) else { return libc::EINVAL };
+    let Some(ctx) = (unsafe { Ctx::from(context) }) else { return errno::fail(libc::EINVAL) };
     let at = std::ptr::from_ref(ctx) as usize;
     let mut list = open_list();
-    let Some(i) = list.iter().position(|e| e.1 == at) else { return libc::EINVAL };
+    let Some(i) = list.iter().position(|e| e.1 == at) else { return errno::fail(libc::EINVAL) };
     list[i].2 -= 1;
     if list[i].2 > 0 {
         return 0;
@@ -375,9 +378,9 @@ pub unsafe extern "C" fn ibv_query_device(
     device_attr_out: *mut ibv_device_attr,
 ) -> c_int {
     // SAFETY: `context` is null or a live context of this library (the verbs' contract).
-    let Some(ctx) = (unsafe { Ctx::from(context) }) else { return libc::EINVAL };
+    let Some(ctx) = (unsafe { Ctx::from(context) }) else { return errno::fail(libc::EINVAL) };
     if device_attr_out.is_null() {
-        return libc::EINVAL;
+        return errno::fail(libc::EINVAL);
     }
     // SAFETY: `device_attr_out`, not null (checked), is a writable `ibv_device_attr`
     // (ibv_query_device(3)).
@@ -394,14 +397,14 @@ pub(crate) unsafe extern "C" fn query_device_ex(
 ) -> c_int {
     // SAFETY: `context` is null or a live context of this library: the inline `ibv_query_device_ex`
     // reaches this op only through the context's `verbs_context`, which this library filled.
-    let Some(ctx) = (unsafe { Ctx::from(context) }) else { return libc::EINVAL };
+    let Some(ctx) = (unsafe { Ctx::from(context) }) else { return errno::fail(libc::EINVAL) };
     // SAFETY: `input` is null or points at the caller's `ibv_query_device_ex_input` (the inline
     // wrapper passes its own), whose `comp_mask` is its first field.
     if !input.is_null() && unsafe { (*input).comp_mask } != 0 {
-        return libc::EINVAL;
+        return errno::fail(libc::EINVAL);
     }
     if attr.is_null() || attr_size < size_of::<ibv_device_attr>() {
-        return libc::EINVAL;
+        return errno::fail(libc::EINVAL);
     }
     // SAFETY: the inline `ibv_query_device_ex` passes the caller's structure and its size, so
     // `attr` has `attr_size` writable bytes; at most that many (and no more than our structure) are
@@ -429,9 +432,9 @@ pub unsafe extern "C" fn ibv_query_port(
     port_attr: *mut c_void,
 ) -> c_int {
     // SAFETY: `context` is null or a live context of this library (the verbs' contract).
-    let Some(ctx) = (unsafe { Ctx::from(context) }) else { return libc::EINVAL };
+    let Some(ctx) = (unsafe { Ctx::from(context) }) else { return errno::fail(libc::EINVAL) };
     if port_num != 1 || port_attr.is_null() {
-        return libc::EINVAL;
+        return errno::fail(libc::EINVAL);
     }
     let mtu = {
         let c = ctx.dev.lock();
@@ -470,7 +473,8 @@ pub unsafe extern "C" fn ibv_query_port(
     0
 }
 
-/// `ibv_query_gid`: 0 on success, -1 for an index outside the table.
+/// `ibv_query_gid`: 0 on success (an empty entry reads as the zero GID, as libibverbs reads an
+/// unused entry from sysfs), -1 with `errno` for an index outside the table.
 ///
 /// # Safety
 /// As `ibv_query_gid`'s callers promise:
@@ -484,17 +488,25 @@ pub unsafe extern "C" fn ibv_query_gid(
     gid: *mut ibv_gid,
 ) -> c_int {
     // SAFETY: `context` is null or a live context of this library (the verbs' contract).
-    let Some(ctx) = (unsafe { Ctx::from(context) }) else { return -1 };
-    let Some(g) = usize::try_from(index).ok().and_then(|i| ctx.info.gid(i)) else { return -1 };
+    let Some(ctx) = (unsafe { Ctx::from(context) }) else {
+        errno::set(libc::EINVAL);
+        return -1;
+    };
+    let Some(i) = usize::try_from(index).ok().filter(|&i| i < GID_TABLE_LEN) else {
+        errno::set(libc::EINVAL);
+        return -1;
+    };
     if port_num != 1 || gid.is_null() {
+        errno::set(libc::EINVAL);
         return -1;
     }
     // SAFETY: `gid`, not null (checked), is a writable `union ibv_gid` (ibv_query_gid(3)).
-    unsafe { (*gid).raw = g };
+    unsafe { (*gid).raw = ctx.info.gid(i).unwrap_or([0; 16]) };
     0
 }
 
-/// `_ibv_query_gid_ex` (behind the inline `ibv_query_gid_ex`).
+/// `_ibv_query_gid_ex` (behind the inline `ibv_query_gid_ex`): `ENODATA` for the empty entry, as
+/// libibverbs answers for an unused one.
 ///
 /// # Safety
 /// As `_ibv_query_gid_ex`'s callers promise:
@@ -510,11 +522,16 @@ pub unsafe extern "C" fn _ibv_query_gid_ex(
     entry_size: usize,
 ) -> c_int {
     // SAFETY: `context` is null or a live context of this library (the verbs' contract).
-    let Some(ctx) = (unsafe { Ctx::from(context) }) else { return libc::EINVAL };
-    if port_num != 1 || flags != 0 || entry.is_null() || entry_size < size_of::<ibv_gid_entry>() {
-        return libc::EINVAL;
+    let Some(ctx) = (unsafe { Ctx::from(context) }) else { return errno::fail(libc::EINVAL) };
+    if port_num != 1
+        || flags != 0
+        || entry.is_null()
+        || entry_size < size_of::<ibv_gid_entry>()
+        || gid_index as usize >= GID_TABLE_LEN
+    {
+        return errno::fail(libc::EINVAL);
     }
-    let Some(g) = ctx.info.gid(gid_index as usize) else { return libc::EINVAL };
+    let Some(g) = ctx.info.gid(gid_index as usize) else { return errno::fail(libc::ENODATA) };
     let e = ibv_gid_entry {
         gid: ibv_gid { raw: g },
         gid_index,
@@ -528,7 +545,8 @@ pub unsafe extern "C" fn _ibv_query_gid_ex(
     0
 }
 
-/// `_ibv_query_gid_table` (behind the inline `ibv_query_gid_table`): the entries written.
+/// `_ibv_query_gid_table` (behind the inline `ibv_query_gid_table`): the valid entries, packed
+/// (the empty one left out, as libibverbs does), and their number.
 ///
 /// # Safety
 /// As `_ibv_query_gid_table`'s callers promise:
@@ -542,17 +560,17 @@ pub unsafe extern "C" fn _ibv_query_gid_table(
     flags: u32,
     entry_size: usize,
 ) -> isize {
-    if entries.is_null()
-        || flags != 0
-        || entry_size < size_of::<ibv_gid_entry>()
-        || max_entries < GID_TABLE_LEN
+    // SAFETY: `context` is null or a live context of this library (the verbs' contract).
+    let Some(ctx) = (unsafe { Ctx::from(context) }) else { return -(errno::fail(libc::EINVAL) as isize) };
+    let valid: Vec<usize> = (0..GID_TABLE_LEN).filter(|&i| ctx.info.gid(i).is_some()).collect();
+    if entries.is_null() || flags != 0 || entry_size < size_of::<ibv_gid_entry>() || max_entries < valid.len()
     {
-        return -(libc::EINVAL as isize);
+        return -(errno::fail(libc::EINVAL) as isize);
     }
-    for i in 0..GID_TABLE_LEN {
-        // SAFETY: the caller's array holds `max_entries >= GID_TABLE_LEN` (checked) entries of
-        // `entry_size` bytes (ibv_query_gid_table(3)), so entry `i < GID_TABLE_LEN` is inside it.
-        let e = unsafe { entries.cast::<u8>().add(i * entry_size).cast::<ibv_gid_entry>() };
+    for (n, &i) in valid.iter().enumerate() {
+        // SAFETY: the caller's array holds `max_entries >= valid.len()` (checked) entries of
+        // `entry_size` bytes (ibv_query_gid_table(3)), so entry `n < valid.len()` is inside it.
+        let e = unsafe { entries.cast::<u8>().add(n * entry_size).cast::<ibv_gid_entry>() };
         // SAFETY: the call's contract is this function's: `context` as the caller passed it, `e`
         // writable for `entry_size >= size_of::<ibv_gid_entry>()` bytes (checked above, and inside
         // the caller's array by the line before).
@@ -561,7 +579,7 @@ pub unsafe extern "C" fn _ibv_query_gid_table(
             return -(r as isize);
         }
     }
-    GID_TABLE_LEN as isize
+    valid.len() as isize
 }
 
 /// `ibv_query_gid_type` (rdma-core's private export, used by `ibv_devinfo`): every GID is RoCEv2.
@@ -578,9 +596,9 @@ pub unsafe extern "C" fn ibv_query_gid_type(
     gid_type: *mut u32,
 ) -> c_int {
     // SAFETY: `context` is null or a live context of this library (the verbs' contract).
-    let Some(ctx) = (unsafe { Ctx::from(context) }) else { return libc::EINVAL };
+    let Some(ctx) = (unsafe { Ctx::from(context) }) else { return errno::fail(libc::EINVAL) };
     if port_num != 1 || ctx.info.gid(index as usize).is_none() || gid_type.is_null() {
-        return libc::EINVAL;
+        return errno::fail(libc::EINVAL);
     }
     // SAFETY: `gid_type`, not null (checked), is rdma-core's writable `uint32_t` out parameter;
     // 1 is IBV_GID_TYPE_SYSFS_ROCE_V2.
@@ -603,6 +621,7 @@ pub unsafe extern "C" fn ibv_query_pkey(
 ) -> c_int {
     // SAFETY: `context` is null or a live context of this library (the verbs' contract).
     if unsafe { Ctx::from(context) }.is_none() || port_num != 1 || index != 0 || pkey.is_null() {
+        errno::set(libc::EINVAL);
         return -1;
     }
     // SAFETY: `pkey`, not null (checked), is a writable `__be16` (ibv_query_pkey(3)).
@@ -619,9 +638,9 @@ pub unsafe extern "C" fn ibv_query_pkey(
 pub unsafe extern "C" fn ibv_get_pkey_index(context: *mut ibv_context, port_num: u8, pkey: __be16) -> c_int {
     // SAFETY: `context` is null or a live context of this library (the verbs' contract).
     if unsafe { Ctx::from(context) }.is_none() || port_num != 1 {
-        return -libc::EINVAL;
+        return -errno::fail(libc::EINVAL);
     }
-    if u16::from_be(pkey) & 0x7fff == 0x7fff { 0 } else { -libc::ENOENT }
+    if u16::from_be(pkey) & 0x7fff == 0x7fff { 0 } else { -errno::fail(libc::ENOENT) }
 }
 
 /// `ibv_get_async_event`: blocks until the device has an event (the first is the port's state
@@ -637,7 +656,10 @@ pub unsafe extern "C" fn ibv_get_async_event(
     event: *mut ibv_async_event,
 ) -> c_int {
     // SAFETY: `context` is null or a live context of this library (the verbs' contract).
-    let Some(ctx) = (unsafe { Ctx::from(context) }) else { return -1 };
+    let Some(ctx) = (unsafe { Ctx::from(context) }) else {
+        errno::set(libc::EINVAL);
+        return -1;
+    };
     if event.is_null() {
         errno::set(libc::EINVAL);
         return -1;

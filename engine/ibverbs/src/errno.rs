@@ -33,3 +33,10 @@ pub(crate) fn of(e: &VerbsError) -> i32 {
         _ => libc::EINVAL,
     }
 }
+
+/// `e` returned, with `errno = e` as well: libibverbs' providers return the error number and
+/// leave it in `errno` too (the kernel command that failed set it), and programs print `%m`.
+pub(crate) fn fail(e: i32) -> i32 {
+    set(e);
+    e
+}

@@ -35,9 +35,9 @@ pub unsafe extern "C" fn ibv_alloc_pd(context: *mut ibv_context) -> *mut ibv_pd 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ibv_dealloc_pd(pd: *mut ibv_pd) -> c_int {
     // SAFETY: `pd` is null or a PD of this library not yet deallocated (the verbs' contract).
-    let Some((p, ctx)) = (unsafe { SoftPd::from(pd) }) else { return libc::EINVAL };
+    let Some((p, ctx)) = (unsafe { SoftPd::from(pd) }) else { return errno::fail(libc::EINVAL) };
     if let Err(e) = ctx.dev.lock().dealloc_pd(p.pd) {
-        return errno::of(&e);
+        return errno::fail(errno::of(&e));
     }
     // SAFETY: `pd` is a `SoftPd` boxed by `ibv_alloc_pd`; the engine freed the PD (no object uses
     // it), and the caller does not use it again (ibv_dealloc_pd(3)).
@@ -167,15 +167,15 @@ fn mapped(addr: usize, len: usize, write: bool) -> bool {
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ibv_dereg_mr(mr: *mut ibv_mr) -> c_int {
     if mr.is_null() {
-        return libc::EINVAL;
+        return errno::fail(libc::EINVAL);
     }
     // SAFETY: `mr` is not null (checked), so by the verbs' contract an MR of this library not yet
     // deregistered: the first field of a live `repr(C)` `SoftMr`.
     let m = unsafe { &*mr.cast::<SoftMr>() };
     // SAFETY: `ibv_reg_mr_iova2` set `context` to the live context of the MR's PD.
-    let Some(ctx) = (unsafe { Ctx::from(m.ibv.context) }) else { return libc::EINVAL };
+    let Some(ctx) = (unsafe { Ctx::from(m.ibv.context) }) else { return errno::fail(libc::EINVAL) };
     if let Err(e) = ctx.dev.lock().dereg_mr(&m.mr) {
-        return errno::of(&e);
+        return errno::fail(errno::of(&e));
     }
     // SAFETY: `mr` is a `SoftMr` boxed by `ibv_reg_mr_iova2`, and the engine dropped the region;
     // the caller does not use it again (ibv_dereg_mr(3)).

@@ -256,7 +256,12 @@ pub(crate) fn ibv_mtu_of(m: Mtu) -> ibv_mtu {
     }
 }
 
-/// A RoCEv2 address vector: a GRH whose destination GID is IPv4-mapped.
+/// The bits of a GRH flow label (IBTA 8.3.1): the kernel keeps the low 20 of the 32-bit field
+/// (`IB_GRH_FLOWLABEL_MASK`), and middleware passes all ones (UCX: `0xFFFFFFFF`).
+pub(crate) const FLOW_LABEL_MASK: u32 = 0xF_FFFF;
+
+/// A RoCEv2 address vector: a GRH whose destination GID is IPv4-mapped; the flow label masked to
+/// its 20 bits.
 pub(crate) fn address(ah: &ibv_ah_attr) -> Result<AddressVector, i32> {
     if ah.is_global == 0 || ah.port_num > 1 {
         return Err(libc::EINVAL);
@@ -267,7 +272,7 @@ pub(crate) fn address(ah: &ibv_ah_attr) -> Result<AddressVector, i32> {
     let mut av = AddressVector::new(dgid);
     av.traffic_class = ah.grh.traffic_class;
     av.hop_limit = ah.grh.hop_limit;
-    av.flow_label = ah.grh.flow_label;
+    av.flow_label = ah.grh.flow_label & FLOW_LABEL_MASK;
     Ok(av)
 }
 
@@ -353,9 +358,9 @@ fn qp_attr(a: &ibv_qp_attr, mask: c_int) -> Result<QpAttr, i32> {
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ibv_modify_qp(qp: *mut ibv_qp, attr: *mut ibv_qp_attr, attr_mask: c_int) -> c_int {
     // SAFETY: `qp` is null or a QP of this library not yet destroyed (the verbs' contract).
-    let Some((q, ctx)) = (unsafe { SoftQp::from(qp) }) else { return libc::EINVAL };
+    let Some((q, ctx)) = (unsafe { SoftQp::from(qp) }) else { return errno::fail(libc::EINVAL) };
     if attr.is_null() {
-        return libc::EINVAL;
+        return errno::fail(libc::EINVAL);
     }
     // SAFETY: `attr`, not null (checked), is the caller's `ibv_qp_attr` (ibv_modify_qp(3)); its
     // fields are integers and plain structures, valid whatever the mask leaves unset.
@@ -364,20 +369,20 @@ pub unsafe extern "C" fn ibv_modify_qp(qp: *mut ibv_qp, attr: *mut ibv_qp_attr, 
     let target = if attr_mask as u32 & IBV_QP_STATE != 0 {
         match state(a.qp_state) {
             Ok(s) => s,
-            Err(err) => return err,
+            Err(err) => return errno::fail(err),
         }
     } else {
         match e.query_qp(q.qp) {
             Ok((s, _)) => s,
-            Err(err) => return errno::of(&err),
+            Err(err) => return errno::fail(errno::of(&err)),
         }
     };
     let qa = match qp_attr(a, attr_mask) {
         Ok(qa) => qa,
-        Err(err) => return err,
+        Err(err) => return errno::fail(err),
     };
     if let Err(err) = e.modify_qp(q.qp, target, &qa) {
-        return errno::of(&err);
+        return errno::fail(errno::of(&err));
     }
     // SAFETY: `qp` is the live QP `SoftQp::from` checked; its `ibv_qp` lies in `SoftQp::ex`, an
     // `UnsafeCell`, so this write does not contradict the `&SoftQp` this or another thread holds.
@@ -401,13 +406,13 @@ pub unsafe extern "C" fn ibv_query_qp(
     init_attr: *mut ibv_qp_init_attr,
 ) -> c_int {
     // SAFETY: `qp` is null or a QP of this library not yet destroyed (the verbs' contract).
-    let Some((q, ctx)) = (unsafe { SoftQp::from(qp) }) else { return libc::EINVAL };
+    let Some((q, ctx)) = (unsafe { SoftQp::from(qp) }) else { return errno::fail(libc::EINVAL) };
     if attr.is_null() || init_attr.is_null() {
-        return libc::EINVAL;
+        return errno::fail(libc::EINVAL);
     }
     let (s, qa) = match ctx.dev.lock().query_qp(q.qp) {
         Ok(x) => x,
-        Err(e) => return errno::of(&e),
+        Err(e) => return errno::fail(errno::of(&e)),
     };
     // SAFETY: `ibv_qp_attr` is integers (its enums are bindgen's `c_uint` aliases) and address
     // vectors of integers: all-zero is valid.
@@ -466,11 +471,11 @@ pub unsafe extern "C" fn ibv_query_qp(
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ibv_destroy_qp(qp: *mut ibv_qp) -> c_int {
     // SAFETY: `qp` is null or a QP of this library not yet destroyed (the verbs' contract).
-    let Some((q, ctx)) = (unsafe { SoftQp::from(qp) }) else { return libc::EINVAL };
+    let Some((q, ctx)) = (unsafe { SoftQp::from(qp) }) else { return errno::fail(libc::EINVAL) };
     {
         let mut e = ctx.dev.lock();
         if let Err(err) = e.destroy_qp(q.qp) {
-            return errno::of(&err);
+            return errno::fail(errno::of(&err));
         }
         let _ = e.dereg_mr(&q.inline);
     }
@@ -536,5 +541,33 @@ pub(crate) unsafe extern "C" fn post_recv(
                 e.post_recv(q.qp, std::slice::from_ref(&rw)).map_err(|(_, err)| errno::of(&err))
             },
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ah(flow_label: u32) -> ibv_ah_attr {
+        // SAFETY: `ibv_ah_attr` is integers and a GRH of integers: all-zero is valid.
+        let mut a: ibv_ah_attr = unsafe { std::mem::zeroed() };
+        a.is_global = 1;
+        a.port_num = 1;
+        a.grh.dgid.raw = std::net::Ipv4Addr::new(10, 0, 0, 2).to_ipv6_mapped().octets();
+        a.grh.flow_label = flow_label;
+        a
+    }
+
+    #[test]
+    fn flow_labels_are_masked_to_20_bits_as_the_kernel_does() {
+        assert_eq!(address(&ah(0xFFFF_FFFF)).unwrap().flow_label, 0xF_FFFF);
+        assert_eq!(address(&ah(0x123_4567)).unwrap().flow_label, 0x3_4567);
+        assert_eq!(address(&ah(5)).unwrap().flow_label, 5);
+        // The AV goes through modify_qp whole: an all-ones label is no reason to refuse it.
+        // SAFETY: all-zero is a valid `ibv_qp_attr`.
+        let mut a: ibv_qp_attr = unsafe { std::mem::zeroed() };
+        a.ah_attr = ah(0xFFFF_FFFF);
+        let q = qp_attr(&a, IBV_QP_AV as c_int).unwrap();
+        assert_eq!(q.ah_attr.unwrap().flow_label, 0xF_FFFF);
     }
 }

@@ -2,6 +2,7 @@
 //! built between `ibv_wr_start` and `ibv_wr_complete`, which posts them in order.
 
 use crate::abi::*;
+use crate::errno;
 use crate::handles::SoftQp;
 use crate::wr;
 use engine::verbs::{SendWr, Sge, WrOpcode};
@@ -77,7 +78,7 @@ unsafe extern "C" fn wr_start(qp: *mut ibv_qp_ex) {
 
 unsafe extern "C" fn wr_complete(qp: *mut ibv_qp_ex) -> c_int {
     // SAFETY: `qp` is null or a live QP of this library (its `wr_complete` op).
-    let Some((q, ctx)) = (unsafe { SoftQp::from(qp.cast()) }) else { return libc::EINVAL };
+    let Some((q, ctx)) = (unsafe { SoftQp::from(qp.cast()) }) else { return errno::fail(libc::EINVAL) };
     let batch = std::mem::take(&mut *q.batch());
     if let Some(e) = q.batch_error.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take() {
         return e;

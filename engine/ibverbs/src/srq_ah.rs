@@ -62,19 +62,19 @@ pub unsafe extern "C" fn ibv_modify_srq(
     srq_attr_mask: c_int,
 ) -> c_int {
     // SAFETY: `srq` is null or an SRQ of this library not yet destroyed (the verbs' contract).
-    let Some((s, ctx)) = (unsafe { SoftSrq::from(srq) }) else { return libc::EINVAL };
+    let Some((s, ctx)) = (unsafe { SoftSrq::from(srq) }) else { return errno::fail(libc::EINVAL) };
     if srq_attr.is_null() {
-        return libc::EINVAL;
+        return errno::fail(libc::EINVAL);
     }
     let mask = srq_attr_mask as u32;
     if mask & IBV_SRQ_MAX_WR != 0 {
-        return libc::EOPNOTSUPP;
+        return errno::fail(libc::EOPNOTSUPP);
     }
     if mask & IBV_SRQ_LIMIT != 0 {
         // SAFETY: `srq_attr`, not null (checked), is the caller's `ibv_srq_attr` (ibv_modify_srq(3)).
         let limit = unsafe { (*srq_attr).srq_limit };
         if let Err(e) = ctx.dev.lock().modify_srq_limit(s.srq, limit) {
-            return errno::of(&e);
+            return errno::fail(errno::of(&e));
         }
         s.attr.lock().unwrap_or_else(std::sync::PoisonError::into_inner).srq_limit = limit;
     }
@@ -90,9 +90,9 @@ pub unsafe extern "C" fn ibv_modify_srq(
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ibv_query_srq(srq: *mut ibv_srq, srq_attr: *mut ibv_srq_attr) -> c_int {
     // SAFETY: `srq` is null or an SRQ of this library not yet destroyed (the verbs' contract).
-    let Some((s, _)) = (unsafe { SoftSrq::from(srq) }) else { return libc::EINVAL };
+    let Some((s, _)) = (unsafe { SoftSrq::from(srq) }) else { return errno::fail(libc::EINVAL) };
     if srq_attr.is_null() {
-        return libc::EINVAL;
+        return errno::fail(libc::EINVAL);
     }
     let a = *s.attr.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     // SAFETY: `srq_attr`, not null (checked), is the caller's writable `ibv_srq_attr`
@@ -109,9 +109,9 @@ pub unsafe extern "C" fn ibv_query_srq(srq: *mut ibv_srq, srq_attr: *mut ibv_srq
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ibv_destroy_srq(srq: *mut ibv_srq) -> c_int {
     // SAFETY: `srq` is null or an SRQ of this library not yet destroyed (the verbs' contract).
-    let Some((s, ctx)) = (unsafe { SoftSrq::from(srq) }) else { return libc::EINVAL };
+    let Some((s, ctx)) = (unsafe { SoftSrq::from(srq) }) else { return errno::fail(libc::EINVAL) };
     if let Err(e) = ctx.dev.lock().destroy_srq(s.srq) {
-        return errno::of(&e);
+        return errno::fail(errno::of(&e));
     }
     ctx.objects().srqs.remove(&s.srq);
     // SAFETY: `srq` is a `SoftSrq` boxed by `ibv_create_srq`; the engine destroyed the SRQ (no QP
@@ -183,11 +183,11 @@ pub unsafe extern "C" fn ibv_create_ah(pd: *mut ibv_pd, attr: *mut ibv_ah_attr) 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ibv_destroy_ah(ah: *mut ibv_ah) -> c_int {
     // SAFETY: `ah` is null or an AH of this library not yet destroyed (the verbs' contract).
-    let Some(a) = (unsafe { SoftAh::from(ah) }) else { return libc::EINVAL };
+    let Some(a) = (unsafe { SoftAh::from(ah) }) else { return errno::fail(libc::EINVAL) };
     // SAFETY: `ibv_create_ah` set `context` to the live context of the AH's PD.
-    let Some(ctx) = (unsafe { Ctx::from(a.ibv.context) }) else { return libc::EINVAL };
+    let Some(ctx) = (unsafe { Ctx::from(a.ibv.context) }) else { return errno::fail(libc::EINVAL) };
     if let Err(e) = ctx.dev.lock().destroy_ah(a.ah) {
-        return errno::of(&e);
+        return errno::fail(errno::of(&e));
     }
     // SAFETY: `ah` is a `SoftAh` boxed by `ibv_create_ah`, and the engine destroyed the AH; the
     // caller does not use it again (ibv_destroy_ah(3)).
@@ -214,13 +214,13 @@ pub unsafe extern "C" fn ibv_init_ah_from_wc(
 ) -> c_int {
     // SAFETY: `context` is null or a live context of this library (the verbs' contract).
     if unsafe { Ctx::from(context) }.is_none() || port_num != 1 || wc.is_null() || ah_attr_out.is_null() {
-        return libc::EINVAL;
+        return errno::fail(libc::EINVAL);
     }
     // SAFETY: `wc` (not null, checked) is the caller's completion, and `grh` null or the 40-byte
     // GRH area at the start of its UD receive buffer (ibv_init_ah_from_wc(3)); `[u8; 40]` has
     // alignment 1.
     let (w, g) = unsafe { (&*wc, grh.cast::<[u8; 40]>().as_ref()) };
-    let Some(g) = g.filter(|_| w.wc_flags & IBV_WC_GRH != 0) else { return libc::EINVAL };
+    let Some(g) = g.filter(|_| w.wc_flags & IBV_WC_GRH != 0) else { return errno::fail(libc::EINVAL) };
     let (sgid, tclass, flow) = if g[20] >> 4 == 4 {
         let ip = std::net::Ipv4Addr::new(g[32], g[33], g[34], g[35]);
         (ip.to_ipv6_mapped().octets(), g[21], 0)
@@ -230,7 +230,7 @@ pub unsafe extern "C" fn ibv_init_ah_from_wc(
         let vtf = u32::from_be_bytes([g[0], g[1], g[2], g[3]]);
         (s, (vtf >> 20) as u8, vtf & 0xf_ffff)
     };
-    let Some(dgid) = crate::config::gid_to_ip(&sgid) else { return libc::EINVAL };
+    let Some(dgid) = crate::config::gid_to_ip(&sgid) else { return errno::fail(libc::EINVAL) };
     let mut av = engine::verbs::AddressVector::new(dgid);
     av.traffic_class = tclass;
     av.flow_label = flow;

@@ -46,7 +46,7 @@ pub unsafe extern "C" fn ibv_reg_dmabuf_mr(
 /// None beyond the C ABI: no pointer argument is read.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ibv_resize_cq(_cq: *mut ibv_cq, _cqe: c_int) -> c_int {
-    libc::EOPNOTSUPP
+    errno::fail(libc::EOPNOTSUPP)
 }
 
 /// `ibv_attach_mcast`: no multicast.
@@ -55,7 +55,7 @@ pub unsafe extern "C" fn ibv_resize_cq(_cq: *mut ibv_cq, _cqe: c_int) -> c_int {
 /// None beyond the C ABI: no pointer argument is read.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ibv_attach_mcast(_qp: *mut ibv_qp, _gid: *const ibv_gid, _lid: u16) -> c_int {
-    libc::EOPNOTSUPP
+    errno::fail(libc::EOPNOTSUPP)
 }
 
 /// `ibv_detach_mcast`.
@@ -64,7 +64,7 @@ pub unsafe extern "C" fn ibv_attach_mcast(_qp: *mut ibv_qp, _gid: *const ibv_gid
 /// None beyond the C ABI: no pointer argument is read.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ibv_detach_mcast(_qp: *mut ibv_qp, _gid: *const ibv_gid, _lid: u16) -> c_int {
-    libc::EOPNOTSUPP
+    errno::fail(libc::EOPNOTSUPP)
 }
 
 /// `ibv_query_ece`: no enhanced connection establishment.
@@ -73,7 +73,7 @@ pub unsafe extern "C" fn ibv_detach_mcast(_qp: *mut ibv_qp, _gid: *const ibv_gid
 /// None beyond the C ABI: no pointer argument is read.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ibv_query_ece(_qp: *mut ibv_qp, _ece: *mut ibv_ece) -> c_int {
-    libc::EOPNOTSUPP
+    errno::fail(libc::EOPNOTSUPP)
 }
 
 /// `ibv_set_ece`.
@@ -82,7 +82,7 @@ pub unsafe extern "C" fn ibv_query_ece(_qp: *mut ibv_qp, _ece: *mut ibv_ece) -> 
 /// None beyond the C ABI: no pointer argument is read.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn ibv_set_ece(_qp: *mut ibv_qp, _ece: *mut ibv_ece) -> c_int {
-    libc::EOPNOTSUPP
+    errno::fail(libc::EOPNOTSUPP)
 }
 
 /// `ibv_query_qp_data_in_order`: 0, no in-order guarantee reported (rdma-core's default).
@@ -109,7 +109,7 @@ pub unsafe extern "C" fn ibv_resolve_eth_l2_from_gid(
     _eth_mac: *mut u8,
     _vid: *mut u16,
 ) -> c_int {
-    libc::EOPNOTSUPP
+    errno::fail(libc::EOPNOTSUPP)
 }
 
 /// `ibv_import_device`: no kernel command descriptor to import from.

@@ -161,8 +161,13 @@ pub(crate) fn wc(w: &WorkCompletion) -> ibv_wc {
         c.__bindgen_anon_1.invalidated_rkey = rkey;
         flags |= IBV_WC_WITH_INV;
     }
-    if w.src_gid.is_some() {
+    if let Some(src) = w.src_gid {
         flags |= IBV_WC_GRH;
+        // RoCE has no service level; for a UD receive a ConnectX reports in `sl` the L3 header
+        // the packet came in (1: IPv6, 2: IPv4), and UCX's UD transport reads it so to find the
+        // destination address in the GRH area (at its end for IPv4): with 0 it compares 16 bytes
+        // of the IPv4 header against its GIDs and drops every packet.
+        c.sl = if src.to_canonical().is_ipv4() { 2 } else { 1 };
     }
     c.wc_flags = flags;
     c
@@ -189,9 +194,43 @@ pub(crate) unsafe fn post_list<W>(
                 // SAFETY: this function's contract: `bad_wr`, not null, is writable.
                 unsafe { *bad_wr = cur };
             }
-            return e;
+            return crate::errno::fail(e);
         }
         cur = next(w);
     }
     0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use engine::verbs::{WcOpcode, WcStatus};
+
+    fn recv(src_gid: Option<std::net::IpAddr>) -> WorkCompletion {
+        WorkCompletion {
+            wr_id: 7,
+            status: WcStatus::Success,
+            opcode: WcOpcode::Recv,
+            byte_len: 48,
+            imm_data: None,
+            invalidated_rkey: None,
+            qp_num: 0x11,
+            src_qp: 0x2a,
+            src_gid,
+            solicited: false,
+        }
+    }
+
+    #[test]
+    fn ud_receives_carry_grh_src_qp_and_the_l3_type_in_sl() {
+        let v4 = wc(&recv(Some("10.0.0.2".parse().unwrap())));
+        assert_eq!((v4.wc_flags & IBV_WC_GRH, v4.src_qp, v4.sl), (IBV_WC_GRH, 0x2a, 2));
+        let mapped = wc(&recv(Some("::ffff:10.0.0.2".parse().unwrap())));
+        assert_eq!(mapped.sl, 2);
+        let v6 = wc(&recv(Some("fd00::2".parse().unwrap())));
+        assert_eq!((v6.wc_flags & IBV_WC_GRH, v6.sl), (IBV_WC_GRH, 1));
+        // An RC receive has no GRH and no L3 type.
+        let rc = wc(&recv(None));
+        assert_eq!((rc.wc_flags & IBV_WC_GRH, rc.sl), (0, 0));
+    }
 }

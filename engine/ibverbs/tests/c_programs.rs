@@ -165,3 +165,11 @@ fn misuse_answered_with_errors() {
 fn extended_send_api() {
     run_part("extended_send_api", "e", &[], "127.0.28.5", Duration::from_secs(90));
 }
+
+/// Part f: what middleware passes and expects: `errno` set on failures, flow labels of 32 bits
+/// masked to 20, GID 0 empty, an AH to the device's own GID, and a UD receive's GRH area and
+/// completion (`IBV_WC_GRH`, `src_qp`, the L3 type in `sl`) as UCX checks them.
+#[test]
+fn middleware_attributes() {
+    run_part("middleware_attributes", "f", &[], "127.0.28.6", Duration::from_secs(90));
+}

@@ -17,8 +17,8 @@ Example, a bandwidth test between two hosts (or network namespaces) joined throu
   client:  softrdma run --dev veth0 -- ib_write_bw -d softrdma_veth0 -x 1 10.0.0.1
 and rdma-core's examples take -g 1: softrdma run --dev veth0 -- ibv_rc_pingpong -g 1 [10.0.0.1]
 
-The program sees one device, softrdma_IFACE: GID 0 is the interface's IPv6 link-local address,
-GID 1 its IPv4 address (RoCEv2), as rdma_rxe numbers them. The library is
+The program sees one device, softrdma_IFACE: GID 1 is its IPv4 address (RoCEv2), as rdma_rxe
+numbers it; GID 0, rxe's IPv6 link-local one, is an empty entry (RoCEv2 runs over IPv4 here). The library is
 libsoftrdma_ibverbs.so beside softrdma (or in deps/ beside it), or SOFTRDMA_LIB; build it with
 `cargo build --release -p softrdma-ibverbs`.
 

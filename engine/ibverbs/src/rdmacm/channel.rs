@@ -25,10 +25,10 @@ pub(crate) fn create() -> Result<&'static SoftCmChannel, c_int> {
 
 /// Destroys the engine side of a channel (its descriptor closes; the object stays).
 pub(crate) fn destroy(p: *mut rdma_event_channel) -> c_int {
-    let Some(ch) = SoftCmChannel::from(p) else { return libc::EINVAL };
+    let Some(ch) = SoftCmChannel::from(p) else { return errno::fail(libc::EINVAL) };
     match ch.ctx.dev.lock().cm_destroy_channel(ch.cm) {
         Ok(()) => 0,
-        Err(e) => errno::of(&e),
+        Err(e) => errno::fail(errno::of(&e)),
     }
 }
 

@@ -3,7 +3,8 @@
  * libibverbs headers (rdma-core 44) that exercises what the Debian tools do not. It opens the
  * first device, connects RC QPs of that device to each other through GID index 1 and checks
  * threads (part a), completion events (part b), registration of the program's own memory
- * (part c), misuse (part d) and the ibv_wr_* send API (part e). Every check prints one "ok: ..." or "FAIL: ..." line.
+ * (part c), misuse (part d), the ibv_wr_* send API (part e) and
+ * the attributes middleware relies on (part f). Every check prints one "ok: ..." or "FAIL: ..." line.
  */
 #ifndef ABI_CHECK_H
 #define ABI_CHECK_H
@@ -89,5 +90,6 @@ void part_events(struct dev *d);
 void part_memory(struct dev *d);
 void part_misuse(struct dev *d);
 void part_wr_api(struct dev *d);
+void part_middleware(struct dev *d);
 
 #endif

@@ -10,11 +10,13 @@
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: abi_check a|b|c|d|e|all [SECONDS]\n"
+	fprintf(stderr, "usage: abi_check a|b|c|d|e|f|all [SECONDS]\n"
 			"  a: posting and polling on two threads for SECONDS (default 10), data checked\n"
 			"  b: a thread blocked in ibv_get_cq_event woken by a completion\n"
 			"  c: ibv_reg_mr of malloc'ed, stack and mmap'ed buffers at odd addresses and lengths\n"
-			"  d: misuse answered with libibverbs' error conventions\n");
+			"  d: misuse answered with libibverbs' error conventions\n"
+			"  e: the ibv_wr_* send API\n"
+			"  f: the attributes middleware passes and expects (errno, flow labels, GIDs, UD GRH)\n");
 	exit(2);
 }
 
@@ -28,7 +30,7 @@ int main(int argc, char **argv)
 		usage();
 	part = argv[1];
 	if (strcmp(part, "a") && strcmp(part, "b") && strcmp(part, "c") && strcmp(part, "d") && strcmp(part, "e") &&
-	    strcmp(part, "all"))
+	    strcmp(part, "f") && strcmp(part, "all"))
 		usage();
 	if (argc == 3) {
 		seconds = atoi(argv[2]);
@@ -50,6 +52,8 @@ int main(int argc, char **argv)
 			part_misuse(&d);
 		if (all || !strcmp(part, "e"))
 			part_wr_api(&d);
+		if (all || !strcmp(part, "f"))
+			part_middleware(&d);
 	}
 	dev_close(&d);
 	if (failures()) {
