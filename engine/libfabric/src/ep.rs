@@ -316,8 +316,9 @@ impl Ep {
         let Some(ops) = rx.as_ref() else { return -(abi::FI_ENOCQ as isize) };
         // SAFETY: fi_recv(3): the buffer's `len` writable bytes (not null with bytes, checked
         // above) are the provider's until the receive's completion is read, it is cancelled or the
-        // endpoint is closed, which drops the `UserBuf` first; `UserBuf::new` refuses an empty or
-        // wrapping range.
+        // endpoint is closed. Closing drops the engine endpoint, and the `UserBuf` with it, once
+        // nothing else holds the endpoint: an MR bound to it holds it only until enabled.
+        // `UserBuf::new` refuses an empty or wrapping range.
         let mem = unsafe { engine::provider::UserBuf::new(buf.cast(), len) };
         let placed = mem.is_some();
         let id = ops.borrow_mut().add(Op { context, buf: buf.cast(), len, placed });

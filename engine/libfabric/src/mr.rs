@@ -26,7 +26,8 @@ struct Mr {
     /// endpoint's own (the JobID comes from the control plane, never from the program).
     auth: provider::MrAuth,
     domain: provider::Domain,
-    /// The endpoint it is bound to, then the live registration once enabled.
+    /// The endpoint it is bound to, until the registration is enabled (the region then names it
+    /// weakly, so a closed endpoint does not live on through an open MR).
     ep: RefCell<Option<provider::Endpoint>>,
     region: RefCell<Option<provider::MemoryRegion>>,
 }
@@ -211,6 +212,10 @@ unsafe extern "C" fn control_mr(f: *mut fid, command: c_int, _arg: *mut c_void) 
     match m.domain.mr_reg(&ep, mem, m.access, key & ses::key::RKEY_MASK, key & !ses::key::RKEY_MASK, m.auth) {
         Ok(r) => {
             *m.region.borrow_mut() = Some(r);
+            // The region names its endpoint weakly; holding it on would keep a closed endpoint,
+            // its socket and the receives posted on it (the program's buffers) alive for as long
+            // as this MR stays open.
+            m.ep.borrow_mut().take();
             0
         }
         Err(e) if e.errno == provider::FiErrno::EBUSY => -(abi::FI_ENOKEY as c_int),

@@ -387,6 +387,13 @@ int main(int argc, char **argv)
 		client();
 	else
 		die("unknown role %s", argv[1]);
+	/* An MR left open does not keep the endpoint it was bound to (and what was posted on it)
+	 * alive after fi_close: the address is free for a new endpoint at once. */
+	static uint8_t kept_buf[64];
+	struct fid_mr *kept = reg(kept_buf, sizeof(kept_buf), KEY_OWN + 0x100, 0);
+	CHECK(fi_close(&ep->fid));
+	CHECK(fi_endpoint(domain, info, &ep, NULL));
+	CHECK(fi_close(&kept->fid));
 	CHECK(fi_close(&ep->fid));
 	CHECK(fi_close(&av->fid));
 	CHECK(fi_close(&cq->fid));
