@@ -23,6 +23,19 @@ pub enum EpType {
     Dgram,
 }
 
+/// Which SES request headers an endpoint sends (`ses/README.md`, "SES header forms").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum HeaderForms {
+    /// The standard header (44 B) for every request, as softrdma sent before the compact forms.
+    Standard,
+    /// The compact forms where the specification lets a sender use them: the optimized
+    /// non-matching header (REQ_SMALL, 20 B) for single-packet RMA and atomics to an OPTIMIZED key
+    /// whose RKEY fits the resource index, the small-message header (REQ_MEDIUM, 32 B) for other
+    /// single-packet sends, RMA and atomics; the standard header for the rest.
+    #[default]
+    Compact,
+}
+
 /// Tunables and identity of an [`Endpoint`].
 ///
 /// [`Endpoint`]: crate::Endpoint
@@ -74,6 +87,8 @@ pub struct Config {
     /// A partly received message with no packet for this long is dropped: a receive it had taken is
     /// posted again, an unexpected one is discarded (default 10 s).
     pub reassembly_timeout: Duration,
+    /// The request headers sent (every form is accepted on receive whatever this says).
+    pub forms: HeaderForms,
 }
 
 impl Default for Config {
@@ -98,6 +113,7 @@ impl Default for Config {
             max_inbound_per_pdc: 1024,
             max_inbound_per_source: 4096,
             reassembly_timeout: Duration::from_secs(10),
+            forms: HeaderForms::Compact,
         }
     }
 }

@@ -13,6 +13,10 @@
 //! UNSUPPORTED_OP). The initiator completes an operation when its response arrives (delivery
 //! complete), or when the PDC fails.
 //!
+//! Requests go in the standard header, or, where the specification lets a sender choose them, in
+//! the compact forms (REQ_SMALL, REQ_MEDIUM; [`HeaderForms`]); every form is accepted on receive.
+//! `ses/README.md` has the table of which form is sent when, and why.
+//!
 //! The delivery mode of each operation follows the mapping ([`delivery_mode`]): ROD when ordering
 //! is requested, RUD otherwise, RUDI for RMA to IDEMPOTENT_SAFE keys in the HPC profile, UUD on
 //! datagram endpoints.
@@ -24,7 +28,7 @@ pub mod key;
 pub mod matching;
 mod mode;
 
-pub use config::{Config, ConfigError, EpType, MAX_PAYLOAD, Profile};
+pub use config::{Config, ConfigError, EpType, HeaderForms, MAX_PAYLOAD, Profile};
 pub use endpoint::{Addr, Completion, CompletionKind, Endpoint, Error, Opts, Stats, Status};
 pub use key::{Access, JobScope, Memory, Region, Regions};
 pub use matching::{RecvSpec, Source};

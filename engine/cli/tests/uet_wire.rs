@@ -1,11 +1,14 @@
 //! What `softrdma perf --transport rud|rod` puts on the wire, read back from its `--pcap` with the
-//! wire crate: the DSCP of each kind of packet (`--tclass`, `--ack-tclass`; issue 58, acceptance
+//! wire crate: the SES header forms of each operation and size (the table in ses/README.md; issue
+//! 58, acceptance 1) and the DSCP of each kind of packet (`--tclass`, `--ack-tclass`; acceptance
 //! 3).
 
 mod common;
 
 use common::{scratch_dir, softrdma};
-use wire::uet::pds::CtlType;
+use std::collections::HashSet;
+
+use wire::uet::pds::{CtlType, NextHeader};
 use wire::uet::{PdsRepr, UetRepr};
 use wire::{FrameRepr, IpRepr};
 
@@ -81,4 +84,57 @@ fn tclass_and_ack_tclass_show_in_the_dscp_of_data_and_control_packets() {
     uet_frames(&b, |tos, _| assert_eq!(tos >> 2, 0));
     let refused = softrdma(&["perf", "send", "--transport", "rud", "--tclass", "33"]);
     assert_eq!(refused.status.code(), Some(2), "DSCP 0x21 marks trimmed frames");
+}
+
+/// The SES forms (next_hdr) of the requests in a capture of `perf OP --transport T --size N`.
+fn forms_of(transport: &str, op: &[&str], size: &str, extra: &[&str]) -> HashSet<NextHeader> {
+    let iters = if size == "8" { "20" } else { "3" };
+    let mut args = op.to_vec();
+    args.extend_from_slice(&["--transport", transport, "--size", size, "--iters", iters]);
+    args.extend_from_slice(extra);
+    let b = perf_capture("uet-forms", &args);
+    let mut forms = HashSet::new();
+    uet_frames(&b, |_, u| {
+        if let UetRepr::Clear { pds: PdsRepr::Request(r), .. } = u {
+            if r.next_hdr != NextHeader::None {
+                forms.insert(r.next_hdr);
+            }
+        }
+    });
+    forms
+}
+
+#[test]
+fn perf_runs_send_every_ses_form_the_table_says() {
+    use NextHeader::{ReqMedium, ReqSmall, ReqStd, Rsp, RspData, RspDataSmall};
+    let set = |f: &[NextHeader]| f.iter().copied().collect::<HashSet<_>>();
+    let mut all = HashSet::new();
+    for t in ["rud", "rod"] {
+        let runs: [(&[&str], &str, &[NextHeader]); 8] = [
+            (&["send"], "8", &[ReqMedium, Rsp]),
+            (&["tsend"], "8", &[ReqMedium, Rsp]),
+            // Rendezvous: the target READs the rest of the message, answered RSP_DATA.
+            (&["send"], "1048576", &[ReqStd, Rsp, RspData]),
+            (&["tsend"], "1048576", &[ReqStd, Rsp, RspData]),
+            (&["write"], "8", &[ReqSmall, Rsp]),
+            (&["write"], "1048576", &[ReqStd, Rsp]),
+            (&["read"], "8", &[ReqSmall, RspDataSmall]),
+            (&["read"], "1048576", &[ReqStd, RspData]),
+        ];
+        for (op, size, want) in runs {
+            let got = forms_of(t, op, size, &[]);
+            assert_eq!(got, set(want), "{t} {op:?} {size}");
+            all.extend(got);
+        }
+        for atomic in ["fetch-add", "cmp-swap"] {
+            let got = forms_of(t, &["atomic", "--atomic", atomic], "8", &[]);
+            assert_eq!(got, set(&[ReqSmall, RspDataSmall]), "{t} {atomic}");
+        }
+        // --ses-headers standard: the 44-byte header only, as before the compact forms.
+        for op in ["send", "write", "read"] {
+            let got = forms_of(t, &[op], "8", &["--ses-headers", "standard"]);
+            assert!(got.is_subset(&set(&[ReqStd, Rsp, RspData])), "{t} {op}: {got:?}");
+        }
+    }
+    assert_eq!(all, set(&[ReqSmall, ReqMedium, ReqStd, Rsp, RspData, RspDataSmall]));
 }

@@ -8,15 +8,16 @@ use bytes::Bytes;
 use pds::{Body, DeliveryKind, HEAD_MAX, Mode, NextHeader, PdcId, Urgency};
 use wire::uet::ses::common::{FLAG_EOM, FLAG_HD, FLAG_SOM};
 use wire::uet::ses::{
-    AmoDatatype, AmoOpcode, AtomicExt, CasExt, RequestCommon, ReturnCode, SesExt, SesHeader, SesOpcode,
-    SesRepr, SomField, StandardRequest,
+    AmoDatatype, AmoOpcode, AtomicExt, CasExt, MediumRequest, RequestCommon, ReturnCode, SesExt, SesHeader,
+    SesOpcode, SesRepr, SmallRequest, SomField, StandardRequest,
 };
 
 use super::Endpoint;
 use super::state::{Internal, OutOp, Req, Src};
 use super::types::{Addr, Completion, CompletionKind, Error, Opts, Refusal, Status, Taken};
 use crate::amo;
-use crate::config::{Config, EpType};
+use crate::config::{Config, EpType, HeaderForms};
+use crate::key;
 use crate::mode::{DeliveryMode, OpKind, delivery_mode};
 
 impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
@@ -298,18 +299,32 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
         context: u64,
         lazy: bool,
     ) -> Result<u16, Error> {
-        let msg_id = self.alloc_msg_id()?;
         let pdc_mode = if mode == DeliveryMode::Rod { Mode::Rod } else { Mode::Rud };
         let pdc = self.pds.connect(peer, pdc_mode).map_err(|_| Error::NoPdc)?;
+        let form = form_of(&req(0), &self.cfg, 1);
+        let msg_id = self.msg_id_for(pdc, form)?;
         let r = req(msg_id);
         let body = Body::with_head(Bytes::copy_from_slice(payload), |head| {
-            request_head(&r, &self.cfg, true, true, 0, payload.len(), head)
+            request_head(&r, &self.cfg, form, true, true, 0, payload.len(), head)
         });
         self.pds
-            .send_on_with(pdc, NextHeader::ReqStd, body, u64::from(msg_id), urgency(lazy))
+            .send_on_with(pdc, form.next_header(), body, u64::from(msg_id), urgency(lazy))
             .map_err(|_| Error::Busy)?;
         self.ops.insert(msg_id, out_op(context, kind, peer, Some(pdc), len, 1));
         Ok(msg_id)
+    }
+
+    /// The message id of a request in `form` on `pdc`: for the compact forms, which carry none,
+    /// the low 16 bits of the PSN its packet gets (the target answers with those, see
+    /// `target::compact`); else one drawn at random. Busy when the compact form's id is taken
+    /// by an operation still outstanding (rare: the caller may retry).
+    fn msg_id_for(&mut self, pdc: PdcId, form: Form) -> Result<u16, Error> {
+        if form == Form::Standard {
+            return self.alloc_msg_id();
+        }
+        let psn = self.pds.pdc_info(pdc).map(|i| i.next_psn).ok_or(Error::NoPdc)?;
+        let id = psn as u16;
+        if self.ops.contains_key(&id) { Err(Error::Busy) } else { Ok(id) }
     }
 
     fn rma_mode(&self, kind: OpKind, ordered: bool, key: u64) -> Result<DeliveryMode, Error> {
@@ -343,15 +358,16 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
         if queued + packets > self.pds.config().max_queued {
             return Err(Error::Busy);
         }
-        let msg_id = self.alloc_msg_id()?;
+        let form = form_of(&req(0), &self.cfg, packets);
+        let msg_id = self.msg_id_for(pdc, form)?;
         let r = req(msg_id);
         let data = data.to_bytes();
         for i in 0..packets {
             let off = i * step;
             let chunk = data.slice(off.min(data.len())..(off + step).min(data.len()));
-            let body = request_body(&r, &self.cfg, i == 0, i + 1 == packets, off, chunk);
+            let body = request_body(&r, &self.cfg, form, i == 0, i + 1 == packets, off, chunk);
             self.pds
-                .send_on_with(pdc, NextHeader::ReqStd, body, u64::from(msg_id), urgency(lazy))
+                .send_on_with(pdc, form.next_header(), body, u64::from(msg_id), urgency(lazy))
                 .expect("room checked");
         }
         self.ops.insert(msg_id, out_op(context, kind, peer, Some(pdc), data.len(), 1));
@@ -381,7 +397,7 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
             let n = step.min(len - off.min(len));
             let piece = Req { buffer_offset: base.buffer_offset + off as u64, total: n, ..req(msg_id) };
             let chunk = if data.is_empty() { Bytes::new() } else { data.slice(off..off + n) };
-            let body = request_body(&piece, &self.cfg, true, true, 0, chunk);
+            let body = request_body(&piece, &self.cfg, Form::Standard, true, true, 0, chunk);
             let cookie = (u64::from(msg_id) << 32) | off as u64;
             self.pds.rudi_send(peer, NextHeader::ReqStd, body, cookie);
         }
@@ -414,7 +430,7 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
         self.pds.uud_send(
             dst.fep,
             NextHeader::ReqStd,
-            request_body(&r, &self.cfg, true, true, 0, data.to_bytes()),
+            request_body(&r, &self.cfg, Form::Standard, true, true, 0, data.to_bytes()),
         );
         self.completions.push_back(Completion::local(
             context,
@@ -554,18 +570,77 @@ fn out_op<A>(
     }
 }
 
-/// The bytes after the PDS header of one request packet: the standard header (SOM form with
-/// header_data on the first packet, segment form after) and the payload, shared.
-fn request_body(r: &Req, cfg: &Config, som: bool, eom: bool, offset: usize, chunk: Bytes) -> Body {
-    let len = chunk.len();
-    Body::with_head(chunk, |head| request_head(r, cfg, som, eom, offset, len, head))
+/// The header form of a request's packets (see [`HeaderForms`] and `ses/README.md`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Form {
+    /// REQ_STD, 44 B.
+    Standard,
+    /// REQ_SMALL, 20 B: the optimized non-matching header.
+    Small,
+    /// REQ_MEDIUM, 32 B: the small-message header.
+    Medium,
 }
 
-/// Writes the standard header (and extension) of a request packet carrying `len` payload bytes at
+impl Form {
+    fn next_header(self) -> NextHeader {
+        match self {
+            Form::Standard => NextHeader::ReqStd,
+            Form::Small => NextHeader::ReqSmall,
+            Form::Medium => NextHeader::ReqMedium,
+        }
+    }
+}
+
+/// The form of a request of `packets` packets over a PDC. The compact forms carry neither a
+/// message id nor a message offset: a request of one packet only, whose `request_length` fits
+/// their 14 bits. The optimized header (small) has no memory key, no initiator and no header
+/// data: RMA and atomics to an OPTIMIZED key whose RKEY fits the 12-bit resource index, which
+/// carries it. The medium one has no `buffer_offset` beside header data: not a WRITE with
+/// completion data. A READ is answered by one RSP_DATA_SMALL, so it must fit one packet.
+fn form_of(r: &Req, cfg: &Config, packets: usize) -> Form {
+    if cfg.forms == HeaderForms::Standard || packets != 1 || r.total > usize::from(COMPACT_MAX) {
+        return Form::Standard;
+    }
+    let optimized = r.key & key::OPTIMIZED != 0 && key::rkey(r.key) <= 0xFFF;
+    let rma = match r.opcode {
+        SesOpcode::Send | SesOpcode::TaggedSend => return Form::Medium,
+        SesOpcode::Write => r.header_data.is_none(),
+        SesOpcode::Read => r.total <= cfg.max_payload,
+        SesOpcode::Atomic | SesOpcode::FetchingAtomic => true,
+        _ => false,
+    };
+    match (rma, optimized) {
+        (false, _) => Form::Standard,
+        (true, true) => Form::Small,
+        (true, false) => Form::Medium,
+    }
+}
+
+/// The largest `request_length` of the compact forms (14 bits).
+const COMPACT_MAX: u16 = 0x3FFF;
+
+/// The bytes after the PDS header of one request packet: the header in `form` (the standard one:
+/// SOM form with header_data on the first packet, segment form after) and the payload, shared.
+fn request_body(
+    r: &Req,
+    cfg: &Config,
+    form: Form,
+    som: bool,
+    eom: bool,
+    offset: usize,
+    chunk: Bytes,
+) -> Body {
+    let len = chunk.len();
+    Body::with_head(chunk, |head| request_head(r, cfg, form, som, eom, offset, len, head))
+}
+
+/// Writes the header (and extension) of a request packet in `form` carrying `len` payload bytes at
 /// `offset` into `head`; returns its length.
+#[allow(clippy::too_many_arguments)]
 fn request_head(
     r: &Req,
     cfg: &Config,
+    form: Form,
     som: bool,
     eom: bool,
     offset: usize,
@@ -593,6 +668,29 @@ fn request_head(
         pid_word: r.dst.0 & 0x0FFF,
         ri_word: r.dst.1 & 0x0FFF,
     };
+    let compact_common = |flags: u8, ri_word: u16| RequestCommon {
+        word2: r.total as u16 & COMPACT_MAX,
+        flags,
+        ri_word,
+        ..common
+    };
+    let header = match form {
+        Form::Standard => None,
+        Form::Small => Some(SesHeader::Small(SmallRequest {
+            common: compact_common(flags & !FLAG_HD, key::rkey(r.key) as u16),
+            buffer_offset: r.buffer_offset,
+        })),
+        Form::Medium => Some(SesHeader::Medium(MediumRequest {
+            common: compact_common(flags, common.ri_word),
+            data_or_offset: r.header_data.unwrap_or(r.buffer_offset),
+            initiator: cfg.initiator,
+            match_bits: r.key,
+        })),
+    };
+    if let Some(header) = header {
+        let repr = SesRepr { header, ext: r.ext };
+        return repr.emit(head).expect("a compact SES header fits, with the opcode's extension");
+    }
     let som_field = if som {
         SomField::HeaderData(r.header_data.unwrap_or(0))
     } else {

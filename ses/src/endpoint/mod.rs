@@ -6,6 +6,9 @@
 //! methods by role in `initiator` (operations out, their completions), `target` (receives, requests
 //! in), `response` (the responses it sends) and `large` (rendezvous and deferrable sends).
 
+mod compact;
+#[cfg(test)]
+mod compact_tests;
 mod initiator;
 mod large;
 mod response;
@@ -28,7 +31,7 @@ use wire::uet::ses::{SesHeader, SesRepr, StandardRequest};
 use crate::config::{Config, ConfigError};
 use crate::key::Regions;
 use crate::matching::{Posted, Queues};
-use state::{InMsg, OutOp, Pending, RdvWait, Reply, Unexpected};
+use state::{Compact, InMsg, OutOp, Pending, RdvWait, Reply, Unexpected};
 use types::{Refusal, Taken};
 
 pub use types::{Addr, Completion, CompletionKind, Error, Opts, Stats, Status};
@@ -211,7 +214,7 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
                 None
             };
             let taken = match plain {
-                Some(r) => self.on_request(now, src, reply, &r, None, &d.body[StandardRequest::LEN..]),
+                Some(r) => self.on_request(now, src, reply, &r, None, &d.body[StandardRequest::LEN..], None),
                 None => match SesRepr::parse(d.body, d.next_hdr) {
                     Ok(Some(ses)) => {
                         let payload = &d.body[ses.buffer_len()..];
@@ -239,7 +242,29 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
     ) -> Taken {
         match (ses.header, kind) {
             (SesHeader::Standard(r), k) if carries_requests(k) => {
-                self.on_request(now, src, reply, &r, ses.ext, payload)
+                self.on_request(now, src, reply, &r, ses.ext, payload, None)
+            }
+            (SesHeader::Small(r), k) if carries_requests(k) => {
+                self.on_compact(now, src, reply, k, Compact::Small(&r), ses.ext, payload)
+            }
+            (SesHeader::Medium(r), k) if carries_requests(k) => {
+                self.on_compact(now, src, reply, k, Compact::Medium(&r), ses.ext, payload)
+            }
+            (
+                SesHeader::ResponseDataSmall(r),
+                DeliveryKind::Pdc { .. } | DeliveryKind::RudiResponse { .. },
+            ) => {
+                if usize::from(r.payload_length()) != payload.len() {
+                    return Err(Refusal::Dropped);
+                }
+                // Over RUDI the request is the one of the response's pkt_id (its cookie names the
+                // operation); over a PDC the operation's message id is its request's PSN's low 16
+                // bits (see `compact`).
+                let id = match kind {
+                    DeliveryKind::RudiResponse { cookie, .. } => (cookie >> 32) as u16,
+                    _ => r.original_request_psn as u16,
+                };
+                self.on_response(src, kind, id, r.head.return_code, r.head.list, payload, piece)
             }
             (SesHeader::Response(r), DeliveryKind::Pdc { .. } | DeliveryKind::RudiResponse { .. }) => {
                 self.on_response(src, kind, r.message_id, r.head.return_code, r.head.list, &[], 0)

@@ -10,7 +10,7 @@ use std::hash::Hash;
 use bytes::Bytes;
 use pds::{NextHeader, PdcId, SendError, Urgency};
 use wire::FixedHeader;
-use wire::uet::ses::{Response, ResponseData, ResponseHead, ResponseOpcode, ReturnCode};
+use wire::uet::ses::{Response, ResponseData, ResponseDataSmall, ResponseHead, ResponseOpcode, ReturnCode};
 
 use ahash::AHashMap as HashMap;
 
@@ -114,6 +114,10 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Out<'_, A> {
                     // A region deregistered (or replaced by a smaller one) while it was read: the
                     // rest of the read is refused.
                     let (nh, pkt) = match bytes {
+                        Some(b) if r.small_psn.is_some() => (
+                            NextHeader::RspDataSmall,
+                            data_response_small(r.small_psn.unwrap_or(0), r.job_id, b),
+                        ),
                         Some(b) => (NextHeader::RspData, data_response(r.msg_id, r.job_id, r.len, r.next, b)),
                         None => (NextHeader::Rsp, response(r.msg_id, r.job_id, ReturnCode::BadMkey, 0, 0)),
                     };
@@ -152,6 +156,26 @@ fn response(msg_id: u16, job_id: u32, rc: ReturnCode, modified: u32, list: u8) -
     let rsp = Response { head, message_id: msg_id, ri_generation: 0, job_id, modified_length: modified };
     let mut v = vec![0; Response::LEN];
     rsp.emit(&mut v).expect("sized");
+    Bytes::from(v)
+}
+
+/// One RSP_DATA_SMALL packet: all the `bytes` answering the compact request of PSN `psn`.
+pub(super) fn data_response_small(psn: u32, job_id: u32, bytes: &[u8]) -> Bytes {
+    let head = ResponseHead {
+        list: 0,
+        opcode: ResponseOpcode::ResponseWData,
+        version: 0,
+        return_code: ReturnCode::Ok,
+    };
+    let rsp = ResponseDataSmall {
+        head,
+        length_word: bytes.len() as u16 & 0x3FFF,
+        job_word: job_id & 0xFF_FFFF,
+        original_request_psn: psn,
+    };
+    let mut v = vec![0; ResponseDataSmall::LEN + bytes.len()];
+    rsp.emit(&mut v).expect("sized");
+    v[ResponseDataSmall::LEN..].copy_from_slice(bytes);
     Bytes::from(v)
 }
 

@@ -8,11 +8,17 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use pds::{NextHeader, PdcId, Urgency};
-use wire::uet::ses::{RendezvousExt, ReturnCode, SesExt, SesOpcode};
+use wire::uet::ses::{MediumRequest, RendezvousExt, ReturnCode, SesExt, SesOpcode, SmallRequest};
 
 use super::types::{Addr, CompletionKind};
 use crate::matching::{MsgInfo, Posted};
 use crate::mode::DeliveryMode;
+
+/// A request received in a compact form (see `compact`).
+pub(super) enum Compact<'a> {
+    Small(&'a SmallRequest),
+    Medium(&'a MediumRequest),
+}
 
 /// Where a response goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -193,4 +199,6 @@ pub(super) struct ServedRead<A> {
     pub(super) next: usize,
     pub(super) msg_id: u16,
     pub(super) job_id: u32,
+    /// The PSN of a compact READ answered by one RSP_DATA_SMALL (see `compact`).
+    pub(super) small_psn: Option<u32>,
 }

@@ -14,7 +14,7 @@ use wire::uet::ses::{RequestCommon, ReturnCode, SesExt, SesOpcode, SomField, Sta
 
 use super::Endpoint;
 use super::large::LIST_OVERFLOW;
-use super::response::data_response;
+use super::response::{data_response, data_response_small};
 use super::state::{Dest, InMsg, Later, Pending, Reply, ServedRead, Unexpected};
 use super::types::{Completion, CompletionKind, Refusal, Status, Taken};
 use crate::amo;
@@ -125,6 +125,9 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
         });
     }
 
+    /// A request (a compact one as the standard request it stands for, `small_rsp` the PSN its
+    /// data response names: see `compact`).
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn on_request(
         &mut self,
         now: Duration,
@@ -133,6 +136,7 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
         r: &StandardRequest,
         ext: Option<SesExt>,
         payload: &[u8],
+        small_rsp: Option<u32>,
     ) -> Taken {
         let c = &r.common;
         let total = r.request_length as usize;
@@ -158,9 +162,9 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
             job_id: c.job_id,
         };
         match c.opcode {
-            SesOpcode::Read => return self.serve_read(src, reply, r),
+            SesOpcode::Read => return self.serve_read(src, reply, r, small_rsp),
             SesOpcode::Atomic | SesOpcode::FetchingAtomic => {
-                return self.serve_atomic(reply, r, ext, payload);
+                return self.serve_atomic(reply, r, ext, payload, small_rsp);
             }
             SesOpcode::RendezvousSend | SesOpcode::RendezvousTsend => {
                 return self.on_rendezvous(src, reply, r, ext, payload, info);
@@ -466,7 +470,7 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
 
     /// READ: checked, then answered by RSP_DATA packets built from the region as the PDC takes
     /// them (see `response`), or over RUDI by one packet.
-    fn serve_read(&mut self, src: A, reply: Reply<A>, r: &StandardRequest) -> Taken {
+    fn serve_read(&mut self, src: A, reply: Reply<A>, r: &StandardRequest, small_rsp: Option<u32>) -> Taken {
         let c = &r.common;
         let len = r.request_length as usize;
         // A rendezvous read of one of this endpoint's own send buffers is authorized by that
@@ -502,8 +506,11 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
             }
             Reply::Rudi(..) => {
                 let bytes = &self.regions.get(r.memory_key).expect("checked").data.bytes()[base..base + len];
-                let rsp = data_response(r.message_id(), c.job_id, len, 0, bytes);
-                self.reply(reply, NextHeader::RspData, rsp);
+                let (nh, rsp) = match small_rsp {
+                    Some(psn) => (NextHeader::RspDataSmall, data_response_small(psn, c.job_id, bytes)),
+                    None => (NextHeader::RspData, data_response(r.message_id(), c.job_id, len, 0, bytes)),
+                };
+                self.reply(reply, nh, rsp);
             }
             Reply::Pdc(pdc, _) => {
                 let serving = self.served_reads.entry(src).or_default();
@@ -521,6 +528,8 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
                     next: 0,
                     msg_id: r.message_id(),
                     job_id: c.job_id,
+                    // One RSP_DATA_SMALL answers a compact READ that fits a packet.
+                    small_psn: small_rsp.filter(|_| len <= self.cfg.max_payload),
                 };
                 self.queue_on(pdc, Pending::Read(read));
             }
@@ -537,12 +546,18 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
         r: &StandardRequest,
         ext: Option<SesExt>,
         payload: &[u8],
+        small_rsp: Option<u32>,
     ) -> Taken {
         let c = &r.common;
         match self.atomic_at_target(r, ext, payload) {
             Ok(old) if c.opcode == SesOpcode::FetchingAtomic => {
-                let rsp = data_response(r.message_id(), c.job_id, old.len(), 0, &old);
-                self.reply(reply, NextHeader::RspData, rsp);
+                let (nh, rsp) = match small_rsp {
+                    Some(psn) => (NextHeader::RspDataSmall, data_response_small(psn, c.job_id, &old)),
+                    None => {
+                        (NextHeader::RspData, data_response(r.message_id(), c.job_id, old.len(), 0, &old))
+                    }
+                };
+                self.reply(reply, nh, rsp);
             }
             Ok(_) => self.respond(reply, r.message_id(), c.job_id, ReturnCode::Ok, r.request_length),
             Err(rc) => {

@@ -6,6 +6,15 @@ use std::path::PathBuf;
 use clap::{Args, ValueEnum};
 use engine::verbs::Mtu;
 
+/// `--ses-headers`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum SesHeadersArg {
+    /// The compact forms where allowed.
+    Compact,
+    /// The standard header only.
+    Standard,
+}
+
 #[derive(Args)]
 pub(crate) struct PerfArgs {
     /// Operation to measure.
@@ -88,6 +97,11 @@ pub(crate) struct PerfArgs {
     /// UEC reference provider sends ACKs as EF (46).
     #[arg(long, value_name = "DSCP", value_parser = clap::value_parser!(u8).range(0..64))]
     pub(crate) ack_tclass: Option<u8>,
+    /// UET runs: the SES request headers sent. compact: the 20- and 32-byte forms for single-packet
+    /// sends, RMA and atomics where the specification allows them; standard: the 44-byte header
+    /// for every request (ses/README.md, "SES header forms").
+    #[arg(long, value_enum, default_value = "compact")]
+    pub(crate) ses_headers: SesHeadersArg,
     /// Congestion control: nscc (UET sender windows from delay and ECN) or rccc (UET receiver
     /// credits) on rud/rod, dcqcn (RoCE rate control by CNPs) on rc. Senders mark ECT(0) (nscc,
     /// dcqcn). It has work to do where a queue builds: on the simulated network, give the links a

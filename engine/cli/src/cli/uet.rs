@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use engine::verbs::{Mtu, QpType};
 use softrdma::perf::{self, AtomicOp, Mode, PerfConfig, PerfOp};
 
-use super::args::{AtomicArg, BackendArg, CcArg, ModeArg, OpArg, PerfArgs};
+use super::args::{AtomicArg, BackendArg, CcArg, ModeArg, OpArg, PerfArgs, SesHeadersArg};
 use super::output::{self, RunRecord};
 use super::remote::{remote_side, write_capture};
 
@@ -61,6 +61,10 @@ pub(crate) fn run_uet_perf(a: &PerfArgs, transport: ses::DeliveryMode) -> ExitCo
         cc_bps: a.cc_bps(),
         cc_rtt: a.cc_rtt(),
         tclass: engine::uet::TrafficClass { data: a.tclass, control: a.ack_tclass.unwrap_or(a.tclass) },
+        forms: match a.ses_headers {
+            SesHeadersArg::Compact => ses::HeaderForms::Compact,
+            SesHeadersArg::Standard => ses::HeaderForms::Standard,
+        },
     };
     // A server takes the test from its client.
     if !a.server {

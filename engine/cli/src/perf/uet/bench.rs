@@ -249,6 +249,7 @@ mod tests {
             cc_bps: 100_000_000_000,
             cc_rtt: Duration::from_micros(8),
             tclass: engine::uet::TrafficClass::default(),
+            forms: ses::HeaderForms::Compact,
         }
     }
 

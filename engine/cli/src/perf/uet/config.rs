@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use nicsim::LinkConfig;
 use serde_json::{Value, json};
-use ses::key::IDEMPOTENT_SAFE;
-use ses::{DeliveryMode, EpType};
+use ses::key::{IDEMPOTENT_SAFE, OPTIMIZED};
+use ses::{DeliveryMode, EpType, HeaderForms};
 
 use super::tss::{NONCE_LEN, tss_domain};
 use crate::perf::remote::RemoteError;
@@ -74,6 +74,8 @@ pub struct UetPerfConfig {
     pub cc_rtt: Duration,
     /// The DSCPs of both sides' packets (data, PDS control).
     pub tclass: TrafficClass,
+    /// The SES request headers both sides send (ses/README.md, "SES header forms").
+    pub forms: HeaderForms,
 }
 
 /// Congestion control of a UET perf run (`pds::cc` NSCC, `pds::credit` RCCC).
@@ -171,7 +173,14 @@ impl UetPerfConfig {
             }
         }
         let ep_type = if self.transport == DeliveryMode::Uud { EpType::Dgram } else { EpType::Rdm };
-        ses::Config { pds, ep_type, max_payload: self.max_payload, initiator: 1, ..ses::Config::default() }
+        ses::Config {
+            pds,
+            ep_type,
+            max_payload: self.max_payload,
+            initiator: 1,
+            forms: self.forms,
+            ..ses::Config::default()
+        }
     }
 
     pub(super) fn to_json(self) -> Value {
@@ -191,6 +200,7 @@ impl UetPerfConfig {
             "cc_rtt_ns": self.cc_rtt.as_nanos() as u64,
             "tclass": self.tclass.data,
             "ack_tclass": self.tclass.control,
+            "ses_headers": format!("{:?}", self.forms),
         })
     }
 
@@ -255,6 +265,11 @@ impl UetPerfConfig {
                 data: if v["tclass"].is_null() { 0 } else { r("tclass", 0, 63)? as u8 },
                 control: if v["ack_tclass"].is_null() { 0 } else { r("ack_tclass", 0, 63)? as u8 },
             },
+            forms: match v["ses_headers"].as_str() {
+                None | Some("Compact") => HeaderForms::Compact,
+                Some("Standard") => HeaderForms::Standard,
+                Some(_) => return Err(RemoteError("the client asked for unknown SES header forms".into())),
+            },
         };
         cfg.check().map_err(|e| RemoteError(e.into()))?;
         Ok(cfg)
@@ -276,7 +291,9 @@ const MAX_PAYLOAD: usize = {
 const _: () = assert!(MAX_PAYLOAD == 7936);
 
 pub(super) const TAG: u64 = 0x5EED_0000_0000_0001;
-const KEY: u64 = 0x1000;
+/// OPTIMIZED with an RKEY the optimized header's resource index carries: single-packet RMA and
+/// atomics go in the 20-byte form (ses/README.md).
+const KEY: u64 = OPTIMIZED | 0x100;
 
 #[cfg(test)]
 mod tests {
@@ -302,6 +319,7 @@ mod tests {
             cc_bps: 100_000_000_000,
             cc_rtt: Duration::from_micros(8),
             tclass: TrafficClass::default(),
+            forms: HeaderForms::Compact,
         };
         assert_eq!(cfg(4096).check(), Ok(()));
         assert!(cfg(frame::FRAME_CAPACITY).check().is_err(), "a packet bigger than its frame");
