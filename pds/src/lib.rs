@@ -2,6 +2,9 @@
 //! A transport core (ARCHITECTURE.md): it depends on `wire` alone; `ses` sits on it and the engine's
 //! `UetNode` drives it.
 //!
+//! `pds/README.md` has the table of the NACK codes it sends (10 of the 28), each with its
+//! condition, and why the others are not.
+//!
 //! An [`Endpoint`] is one fabric endpoint's PDS. It never reads a clock, sleeps or does I/O: the caller
 //! passes `now`, feeds received PDS packets in with [`Endpoint::handle_packet`] (the bytes after UDP,
 //! with any CRC trailer already checked and removed), and pulls packets out with

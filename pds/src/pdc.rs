@@ -139,6 +139,8 @@ pub(crate) struct Outcome {
     pub(crate) nack_ignored: bool,
     /// The adaptive window was halved.
     pub(crate) window_cut: bool,
+    /// A CP this PDC does not act on.
+    pub(crate) unexpected: bool,
 }
 
 impl<A: Copy> Pdc<A> {
@@ -227,6 +229,12 @@ impl<A: Copy> Pdc<A> {
             other => out.dropped = Some(other),
         }
         out
+    }
+
+    /// Whether `psn` comes after this (target) PDC's CLOSE_CMD: the initiator said it had sent
+    /// everything, so such a request is answered NACK CLOSING.
+    pub(crate) fn after_close(&self, psn: u32) -> bool {
+        self.close_psn.is_some_and(|c| diff(psn, c) > 0)
     }
 
     /// An ACK for this PDC's sending half.
@@ -357,7 +365,9 @@ impl<A: Copy> Pdc<A> {
                 }
             }
             CtlType::CreditReq => self.credit_rx.on_target(c.payload, cfg.rccc.is_some(), true),
-            _ => {}
+            // CLEAR_REQ, NEGOTIATION, CLOSE_REQ to a target, reserved types: answered NACK
+            // UNEXP_EVENT.
+            _ => out.unexpected = true,
         }
         out
     }

@@ -22,6 +22,8 @@
 #[cfg(test)]
 mod dos_tests;
 mod establish;
+#[cfg(test)]
+mod nack_tests;
 mod receive;
 mod sched;
 #[cfg(test)]

@@ -58,6 +58,11 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
             self.touched(id);
             return Err(Refused::ModeMismatch);
         }
+        if p.after_close(r.psn) {
+            self.nack(src, NackCode::Closing, r.psn, id, r.spdcid, 0);
+            self.touched(id);
+            return Err(Refused::AfterClose);
+        }
         let out = p.on_request(r, now, &self.cfg);
         p.ce_seen |= ce;
         let dropped = out.dropped;
@@ -165,8 +170,13 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
                 };
                 self.heard(id, now, false);
                 let out = self.pdcs.get_mut(&id).expect("looked up").on_cp(&c, now, &self.cfg);
+                let unexpected = out.unexpected;
                 self.apply(id, out);
                 self.touched(id);
+                if unexpected {
+                    self.nack(src, NackCode::UnexpEvent, c.psn, id, c.spdcid, 0);
+                    return Err(Refused::UnexpectedCp);
+                }
                 Ok(None)
             }
             PdsRepr::Rudi(r) if !r.response => Ok(Some(Delivery {

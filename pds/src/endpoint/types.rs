@@ -164,6 +164,11 @@ pub struct Stats {
     pub rx_syns_refused: u64,
     /// NACKs that would end (or restart) a PDC, ignored: their PSN is outside the PDC's window.
     pub rx_nacks_ignored: u64,
+    /// Requests for a PSN after the CLOSE_CMD of their PDC (answered with NACK CLOSING).
+    pub rx_after_close: u64,
+    /// Control packets of a type the PDC does not act on (CLEAR_REQ, NEGOTIATION, CLOSE_REQ to a
+    /// target, reserved types; answered with NACK UNEXP_EVENT).
+    pub rx_unexpected_cps: u64,
     /// Target PDCs opened by a SYN.
     pub pdcs_accepted: u64,
     /// Target PDCs dropped by the reaper (half-open or idle, see `Config::half_open_timeout`).
@@ -202,6 +207,8 @@ impl Stats {
             + self.rx_out_of_order
             + self.rx_out_of_window
             + self.rx_nacks_ignored
+            + self.rx_after_close
+            + self.rx_unexpected_cps
     }
 
     pub(super) fn refused(&mut self, why: Refused) {
@@ -216,6 +223,8 @@ impl Stats {
             Refused::OutOfOrder => &mut self.rx_out_of_order,
             Refused::OutOfWindow => &mut self.rx_out_of_window,
             Refused::NackIgnored => &mut self.rx_nacks_ignored,
+            Refused::AfterClose => &mut self.rx_after_close,
+            Refused::UnexpectedCp => &mut self.rx_unexpected_cps,
         } += 1;
     }
 }
@@ -225,6 +234,10 @@ impl Stats {
 pub(super) enum Refused {
     /// For no PDC or request of its source (`rx_stale`).
     Stale,
+    /// A request after its PDC's CLOSE_CMD (`rx_after_close`).
+    AfterClose,
+    /// A CP the PDC does not act on (`rx_unexpected_cps`).
+    UnexpectedCp,
     /// A request or CP naming no PDC of its source (`rx_unknown_pdc`).
     UnknownPdc,
     /// A request in another mode than its PDC's (`rx_mode_mismatch`).
