@@ -501,8 +501,8 @@ pub(crate) unsafe extern "C" fn post_send(
         return unsafe { wr::post_list(wr, bad_wr, |w| w.next, |_| Err(libc::EINVAL)) };
     };
     let mut e = ctx.dev.lock();
-    // The frames go out on the caller's next poll, or within `HANDOVER` from the progress thread
-    // if it polls no more: posting stays cheap, and a busy poller sends in batches.
+    // The frames go out on the caller's next poll, or within two `HANDOVER`s from the progress
+    // thread if it polls no more: posting stays cheap, and a busy poller sends in batches.
     // SAFETY: `wr` is null or a valid list of requests, each with `num_sge` SGEs (inline ones
     // naming readable bytes), and `bad_wr` null or writable (ibv_post_send(3)).
     unsafe {

@@ -2,6 +2,7 @@
 #![allow(dead_code, unreachable_pub)]
 
 pub mod incast;
+pub mod responder;
 
 /// SplitMix64: the tests' seeded generator.
 pub fn splitmix(state: &mut u64) -> u64 {
