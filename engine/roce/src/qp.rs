@@ -354,7 +354,7 @@ impl QueuePair {
                     cfg.rnr_retry = rnr_retry;
                     // rxe rounds up to a power of two (roce-wire.md §1.6).
                     cfg.max_rd_atomic = usize::from(max_rd.max(1)).next_power_of_two();
-                    // The adaptive window unless DCQCN paces the QP (README, "The RC transport").
+                    // The adaptive window unless DCQCN paces the QP (engine/README.md, "The RC transport").
                     cfg.window = a.send_window.unwrap_or(if self.dcqcn.is_some() {
                         SendWindow::Fixed
                     } else {

@@ -113,7 +113,7 @@ pub struct ReqCounters {
     pub retries: u64,
     /// Retransmission timer expiries.
     pub timeouts: u64,
-    /// Tail probes: the last packet sent again when its ACK is late (see [`Requester::probe_tail`]).
+    /// Tail probes: the last packet sent again when its ACK is late (see `Requester::probe_tail`).
     pub tail_probes: u64,
     /// RNR NAKs received.
     pub rnr_naks: u64,

@@ -111,7 +111,7 @@ pub struct RespDrops {
     pub rnr_naks_sent: u64,
     /// Duplicate requests seen (RC).
     pub duplicates: u64,
-    /// Request packets kept after a gap, before it was filled (RC, [`Responder::keep_ahead`]).
+    /// Request packets kept after a gap, before it was filled (RC, `Responder::keep_ahead`).
     pub placed_ahead: u64,
     /// Request packets after a gap dropped because the device's [`HoldPool`] was spent (RC); the
     /// requester sends them again.

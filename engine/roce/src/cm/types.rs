@@ -179,9 +179,11 @@ pub struct SidrRepInfo {
 /// What the CM tells its consumer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CmEvent {
-    /// Passive: a REQ for a service we listen on; answer with [`Cm::accept`] or [`Cm::reject`].
+    /// Passive: a REQ for a service we listen on; answer with [`Cm::accept`](super::Cm::accept)
+    /// or [`Cm::reject`](super::Cm::reject).
     Request(ConnId, Box<ReqInfo>),
-    /// Active: the peer accepted; set the QP up and call [`Cm::establish`] (or reject).
+    /// Active: the peer accepted; set the QP up and call [`Cm::establish`](super::Cm::establish)
+    /// (or reject).
     Reply(ConnId, Box<RepInfo>),
     /// The connection is up: passive on RTU, active when it sent RTU.
     Established(ConnId),
@@ -190,11 +192,12 @@ pub enum CmEvent {
     /// A MAD went unanswered after every retry (REQ, REP, DREQ, SIDR_REQ); the record is gone
     /// or in time wait.
     Unreachable(ConnId),
-    /// The peer sent DREQ; answer with [`Cm::disconnect`] (the DREP).
+    /// The peer sent DREQ; answer with [`Cm::disconnect`](super::Cm::disconnect) (the DREP).
     DisconnectRequest(ConnId, Vec<u8>),
     /// The connection is closed (DREP received, DREP sent, or our DREQ went unanswered).
     Disconnected(ConnId),
-    /// Passive: a SIDR_REQ for a service we listen on; answer with [`Cm::sidr_reply`].
+    /// Passive: a SIDR_REQ for a service we listen on; answer with
+    /// [`Cm::sidr_reply`](super::Cm::sidr_reply).
     SidrRequest(ConnId, IpAddr, u64, Vec<u8>),
     /// Active: the SIDR_REP.
     SidrReply(ConnId, Box<SidrRepInfo>),
