@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
 # The project's test command: formatting, lints with warnings denied, the layout rules of
-# ARCHITECTURE.md (scripts/layers.py), every relative link of the Markdown pages, the generated C ABI
-# files (scripts/check-abi.sh), and the whole test suite.
+# ARCHITECTURE.md (scripts/layers.py), the documentation (rustdoc with warnings denied, the Markdown
+# pages' links), the generated C ABI files (scripts/check-abi.sh), and the whole test suite.
 # Ends with one line "tests: N passed, M failed, K ignored" summed over every test binary.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo fmt --all --check
 cargo clippy --workspace --all-targets -- -D warnings
 python3 scripts/layers.py
-# The manual is Markdown pages beside the crates (README.md is its front page): their links must
-# lead somewhere.
+# The manual is the crates' documentation (README.md is its front page): it must build without a
+# warning (broken or private intra-doc links), and the Markdown pages' links must lead somewhere.
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps -q
 python3 scripts/doc-links.py
 # The bindgen files are what scripts/gen-*-abi.sh generate (a few seconds; needs scripts/setup.sh).
 bash scripts/check-abi.sh

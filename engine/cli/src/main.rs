@@ -101,7 +101,7 @@ enum GenKind {
 }
 
 /// Logs to stderr as `SOFTRDMA_LOG` asks (tracing's env-filter syntax: `debug`,
-/// `engine::roce=debug,pds=info`...); nothing, and no cost beyond a disabled callsite, without it.
+/// `roce=debug,pds=info`...); nothing, and no cost beyond a disabled callsite, without it.
 fn init_log() -> Result<(), String> {
     let Ok(filter) = std::env::var("SOFTRDMA_LOG") else { return Ok(()) };
     let filter = tracing_subscriber::EnvFilter::try_new(&filter)
