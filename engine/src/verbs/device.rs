@@ -41,10 +41,6 @@ use std::time::{Duration, Instant};
 /// (it does between one and two of these later).
 pub const HANDOVER: Duration = Duration::from_micros(50);
 
-/// How long the progress thread keeps polling after a round with work before it sleeps: a frame
-/// that follows within a round trip of a LAN or veth is caught without a wake-up.
-const SPIN: Duration = Duration::from_micros(50);
-
 /// The longest the progress thread sleeps in one go: a bound on how late anything it was not woken
 /// for (a timer armed by an application thread after the thread computed its sleep) is noticed.
 const MAX_IDLE_SLEEP: Duration = Duration::from_millis(5);
@@ -85,8 +81,13 @@ impl Inner {
 
     /// Whether an application thread used the engine within the last [`HANDOVER`].
     fn app_active(&self) -> bool {
+        !self.idle_for(HANDOVER)
+    }
+
+    /// Whether no application thread has used the engine for `d` (or one released it).
+    fn idle_for(&self, d: Duration) -> bool {
         let at = self.driven_at.load(Ordering::Relaxed);
-        at != 0 && self.now_ns().saturating_sub(at) < HANDOVER.as_nanos() as u64
+        at == 0 || self.now_ns().saturating_sub(at) >= d.as_nanos() as u64
     }
 
     /// Sets the timer to fire after `d` (replacing any expiry set before).
@@ -202,11 +203,9 @@ impl Drop for Device {
 /// The progress thread: a round whenever no application thread drives the engine, sleeping on
 /// the datapath in between, and on the hand-over timer alone while one does.
 fn run(inner: &Inner) {
-    let mut last_work: Option<Instant> = None;
     let timer = inner.timer.as_fd();
     while !inner.stop.load(Ordering::Relaxed) {
         if inner.app_active() {
-            last_work = None;
             inner.ensure_armed();
             let _ = sleep_on(None, false, Some(timer), MAX_IDLE_SLEEP);
             inner.drain_timer();
@@ -215,10 +214,12 @@ fn run(inner: &Inner) {
         let mut ctx = match inner.ctx.try_lock() {
             Ok(g) => g,
             Err(TryLockError::Poisoned(p)) => p.into_inner(),
-            // An application thread has just taken it (the next look sees it driving), or a
-            // side thread reads counters.
+            // An application thread is inside a verb (on a loaded machine it may be off its core
+            // for longer than HANDOVER, lock held), or a side thread reads counters: wait for the
+            // lock without spinning or waking on a clock, then look again (an application thread
+            // that just let go counts as driving).
             Err(TryLockError::WouldBlock) => {
-                std::thread::yield_now();
+                drop(inner.lock());
                 continue;
             }
         };
@@ -228,16 +229,12 @@ fn run(inner: &Inner) {
         let (next, tx_blocked) = (ctx.next_work_in(), ctx.tx_blocked());
         drop(ctx);
         if worked {
-            last_work = Some(Instant::now());
             continue;
         }
-        if last_work.is_some_and(|t| t.elapsed() < SPIN) {
-            std::thread::yield_now();
-            continue;
-        }
+        // No spinning between rounds: sched_yield on a loaded machine gives the core away for
+        // milliseconds, and poll(2) on the datapath wakes for the next frame at once.
         let timeout = next.map_or(MAX_IDLE_SLEEP, |t| t.min(MAX_IDLE_SLEEP));
         if timeout.is_zero() {
-            std::thread::yield_now();
             continue;
         }
         let dp = inner.dp_fd.as_ref().map(AsFd::as_fd);
