@@ -86,6 +86,9 @@ pub struct Region {
     pub flags: u64,
     /// Remote accesses completed on it (writes, reads, atomics), for counters bound to it.
     pub accesses: u64,
+    /// The address requests name its first byte by: 0 when they give offsets into it, the
+    /// buffer's own address when they give virtual addresses (libfabric's FI_MR_VIRT_ADDR).
+    pub base: u64,
 }
 
 /// Why a key could not be registered.
@@ -133,18 +136,33 @@ impl Regions {
         access: Access,
         scope: JobScope,
     ) -> Result<(), KeyError> {
+        self.register_at(key, data, access, scope, 0)
+    }
+
+    /// [`register`](Self::register) for requests that name the region's bytes from `base` on
+    /// (a request's address `base + n` is byte `n`; below `base` is BAD_ADDR).
+    pub fn register_at(
+        &mut self,
+        key: u64,
+        data: impl Memory + 'static,
+        access: Access,
+        scope: JobScope,
+        base: u64,
+    ) -> Result<(), KeyError> {
         check_user_key(key)?;
         if self.map.contains_key(&rkey(key)) {
             return Err(KeyError::InUse);
         }
         let data = Box::new(data);
-        self.map.insert(rkey(key), Region { data, access, scope, flags: key & !RKEY_MASK, accesses: 0 });
+        let flags = key & !RKEY_MASK;
+        self.map.insert(rkey(key), Region { data, access, scope, flags, accesses: 0, base });
         Ok(())
     }
 
     /// Registers an internal region (key in the [`INTERNAL`] range; replaces one left over).
     pub(crate) fn register_internal(&mut self, key: u64, data: Vec<u8>, access: Access, scope: JobScope) {
-        self.map.insert(rkey(key), Region { data: Box::new(data), access, scope, flags: 0, accesses: 0 });
+        let region = Region { data: Box::new(data), access, scope, flags: 0, accesses: 0, base: 0 };
+        self.map.insert(rkey(key), region);
     }
 
     /// Removes a region, returning it.
@@ -162,18 +180,19 @@ impl Regions {
         self.map.get_mut(&rkey(key))
     }
 
-    /// Checks a remote access of `len` bytes at `offset` by `job_id`, `idempotent` if it came
-    /// over RUDI (the region must then be registered IDEMPOTENT_SAFE); the SES return code if
-    /// refused (BAD_MKEY, BAD_JOB_ID, PERM_VIOLATION, BAD_ADDR).
+    /// Checks a remote access of `len` bytes at address `addr` by `job_id`, `idempotent` if it
+    /// came over RUDI (the region must then be registered IDEMPOTENT_SAFE): the offset into the
+    /// region (`addr` less its [`Region::base`]), or the SES return code if refused (BAD_MKEY,
+    /// BAD_JOB_ID, PERM_VIOLATION, BAD_ADDR).
     pub(crate) fn check(
         &self,
         key: u64,
         job_id: u32,
-        offset: u64,
+        addr: u64,
         len: u64,
         want: Want,
         idempotent: bool,
-    ) -> Result<(), ReturnCode> {
+    ) -> Result<u64, ReturnCode> {
         let r = self.get(key).ok_or(ReturnCode::BadMkey)?;
         if let JobScope::Job(j) = r.scope {
             if j != job_id {
@@ -187,8 +206,9 @@ impl Regions {
         if !allowed || (idempotent && r.flags & IDEMPOTENT_SAFE == 0) {
             return Err(ReturnCode::PermViolation);
         }
+        let offset = addr.checked_sub(r.base).ok_or(ReturnCode::BadAddr)?;
         match offset.checked_add(len) {
-            Some(end) if end <= r.data.bytes().len() as u64 => Ok(()),
+            Some(end) if end <= r.data.bytes().len() as u64 => Ok(offset),
             _ => Err(ReturnCode::BadAddr),
         }
     }
@@ -213,11 +233,25 @@ mod tests {
         assert_eq!(r.check(key, 7, 0, 1, Want::Write, false), Err(ReturnCode::PermViolation));
         assert_eq!(r.check(key, 7, 90, 11, Want::Read, false), Err(ReturnCode::BadAddr));
         assert_eq!(r.check(key, 7, u64::MAX, 2, Want::Read, false), Err(ReturnCode::BadAddr));
-        assert_eq!(r.check(key, 7, 90, 10, Want::Read, false), Ok(()));
-        assert_eq!(r.check(key, 7, 90, 10, Want::Read, true), Ok(()));
+        assert_eq!(r.check(key, 7, 90, 10, Want::Read, false), Ok(90));
+        assert_eq!(r.check(key, 7, 90, 10, Want::Read, true), Ok(90));
         r.register(0x99, vec![0; 10], Access::ALL, JobScope::Any).unwrap();
         assert_eq!(r.check(0x99, 7, 0, 1, Want::Write, true), Err(ReturnCode::PermViolation));
         assert!(r.deregister(key).is_some());
         assert_eq!(r.check(key, 7, 0, 1, Want::Read, false), Err(ReturnCode::BadMkey));
+    }
+
+    #[test]
+    fn regions_at_a_base_take_addresses_from_it() {
+        // FI_MR_VIRT_ADDR: requests name bytes by the buffer's address.
+        let mut r = Regions::default();
+        let base = 0x7f00_0000_1000;
+        r.register_at(9, vec![0; 64], Access::ALL, JobScope::Any, base).unwrap();
+        assert_eq!(r.check(9, 1, base, 64, Want::Write, false), Ok(0));
+        assert_eq!(r.check(9, 1, base + 60, 4, Want::Read, false), Ok(60));
+        assert_eq!(r.check(9, 1, base - 1, 1, Want::Read, false), Err(ReturnCode::BadAddr), "below it");
+        assert_eq!(r.check(9, 1, base + 61, 4, Want::Read, false), Err(ReturnCode::BadAddr), "past it");
+        assert_eq!(r.check(9, 1, 0, 1, Want::Read, false), Err(ReturnCode::BadAddr), "an offset");
+        assert_eq!(r.register_at(9, Vec::new(), Access::ALL, JobScope::Any, 0), Err(KeyError::InUse));
     }
 }

@@ -403,7 +403,7 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
                     Want::Write,
                     rudi,
                 ) {
-                    Ok(()) => Dest::Rma { key: r.memory_key, base: r.buffer_offset },
+                    Ok(offset) => Dest::Rma { key: r.memory_key, base: offset },
                     Err(rc) => Dest::Discard(rc),
                 }
             }
@@ -490,14 +490,16 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
             let rudi = matches!(reply, Reply::Rudi(..));
             self.regions.check(r.memory_key, c.job_id, r.buffer_offset, len as u64, Want::Read, rudi)
         });
-        if let Err(rc) = check {
-            self.respond(reply, r.message_id(), c.job_id, rc, 0);
-            return Err(Refusal::Rejected);
-        }
+        let base = match check {
+            Ok(offset) => offset as usize,
+            Err(rc) => {
+                self.respond(reply, r.message_id(), c.job_id, rc, 0);
+                return Err(Refusal::Rejected);
+            }
+        };
         if let Some(region) = self.regions.get_mut(r.memory_key) {
             region.accesses += 1;
         }
-        let base = r.buffer_offset as usize;
         match reply {
             // RUDI responses are not flow-controlled: one packet at most.
             Reply::Rudi(..) if len > self.cfg.max_payload => {
@@ -591,14 +593,16 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
             return Err(ReturnCode::AmoUnsupportedSize);
         }
         // Never over RUDI (see check_delivery).
-        self.regions.check(r.memory_key, c.job_id, r.buffer_offset, len as u64, Want::Write, false)?;
+        let offset =
+            self.regions.check(r.memory_key, c.job_id, r.buffer_offset, len as u64, Want::Write, false)?;
         if fetching {
             self.regions.check(r.memory_key, c.job_id, r.buffer_offset, len as u64, Want::Read, false)?;
         }
+        // Aligned in the program's memory (with virtual addresses, the address itself).
         if r.buffer_offset % size as u64 != 0 {
             return Err(ReturnCode::AmoUnaligned);
         }
-        let at = r.buffer_offset as usize;
+        let at = offset as usize;
         let region = self.regions.get_mut(r.memory_key).expect("checked");
         region.accesses += 1;
         let target = &mut region.data.bytes_mut()[at..at + len];
