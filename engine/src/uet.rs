@@ -125,6 +125,9 @@ pub struct UetNode<D> {
     /// Finished frames the datapath had no room for, in order (at most a batch): they go first,
     /// and the SES makes no more while any waits.
     pending: VecDeque<Frame>,
+    /// Frames to the node's own address over a datapath that cannot send to itself (AF_XDP, the
+    /// simulated network; the kernel loops a UDP socket's back), received in the next round.
+    looped: VecDeque<Frame>,
 }
 
 /// The UDP source port for traffic to `dst`: 0xC000 | 14 bits of a hash, fixed per destination
@@ -158,6 +161,7 @@ impl<D: Datapath> UetNode<D> {
             rx_batch: Vec::with_capacity(BATCH),
             tx_batch: Vec::with_capacity(BATCH),
             pending: VecDeque::new(),
+            looped: VecDeque::new(),
         })
     }
 
@@ -244,7 +248,7 @@ impl<D: Datapath> UetNode<D> {
         let mut budget = RX_BUDGET;
         loop {
             while rx.len() < BATCH && budget > 0 {
-                let Some(mut frame) = self.dp.receive() else { break };
+                let Some(mut frame) = self.looped.pop_front().or_else(|| self.dp.receive()) else { break };
                 let step = self.open(frame.as_mut_slice());
                 rx.push((frame, step));
                 budget -= 1;
@@ -289,7 +293,7 @@ impl<D: Datapath> UetNode<D> {
 
     /// The next deadline of the protocol cores, or now while frames wait for room in the datapath.
     pub fn poll_timeout(&self) -> Option<Duration> {
-        if !self.pending.is_empty() {
+        if !self.pending.is_empty() || !self.looped.is_empty() {
             return Some(self.dp.now());
         }
         self.ses.poll_timeout()
@@ -489,6 +493,12 @@ impl<D: Datapath> UetNode<D> {
             return;
         };
         frame.set_len(n);
+        if dst == self.ip && self.dp.udp_src_port().is_none() {
+            // To itself (an MPI rank's one-sided operation on its own window): received next.
+            self.looped.push_back(frame);
+            self.stats.tx_frames += 1;
+            return;
+        }
         if !self.pending.is_empty() {
             self.pending.push_back(frame);
             return;
@@ -533,8 +543,9 @@ fn headers_to<'a, D: Datapath>(
     sealed: bool,
 ) -> Option<&'a UdpTemplate> {
     headers.get((dst, tos), || {
-        // Never waits: a neighbour not known yet is asked for, and this packet dropped.
-        let mac = dp.resolve_now(IpAddr::V4(dst))?;
+        // Never waits: a neighbour not known yet is asked for, and this packet dropped. The node's
+        // own address is its own MAC's (the frame is looped back, `UetNode::send`).
+        let mac = if dst == src { dp.mac() } else { dp.resolve_now(IpAddr::V4(dst))? };
         // Sealed datagrams go without a UDP checksum (RFC 768 allows it over IPv4): the ICV
         // already covers every byte a checksum would, and the receiver checks it first.
         let checksum = if sealed { UdpChecksum::Zero } else { UdpChecksum::Computed };
@@ -677,6 +688,30 @@ mod tests {
         let bad = na.stats().rx_bad + nb.stats().rx_bad;
         assert!(bad > 0, "some corrupt frames were seen and dropped");
         assert_eq!(na.stats().tx_unresolved, 0);
+    }
+
+    #[test]
+    fn a_node_reaches_its_own_address_over_a_datapath_without_loopback() {
+        // The simulated port (as AF_XDP) cannot send to itself: the frame is looped back.
+        let (net, a, _b) = SimNet::pair(5, LinkConfig::default(), LinkConfig::default());
+        let mut na = UetNode::new(a, ses::Endpoint::new(Config::default(), 1), true).unwrap();
+        let me = Addr { fep: na.ip(), pid_on_fep: 0, resource_index: 0 };
+        na.ses().post_recv(RecvSpec::any(), 100, 7);
+        na.ses().send(me, b"to myself", None, Opts { context: 1, ..Opts::default() }).unwrap();
+        let mut done = Vec::new();
+        for _ in 0..100 {
+            na.progress();
+            net.advance_to(na.poll_timeout().unwrap_or(net.now()).max(net.now()));
+            while let Some(c) = na.ses().poll_completion() {
+                done.push((c.context, c.status, c.data));
+            }
+            if done.len() == 2 {
+                break;
+            }
+        }
+        done.sort_by_key(|d| d.0);
+        assert_eq!(done, [(1, Status::Ok, Vec::new()), (7, Status::Ok, b"to myself".to_vec())]);
+        assert_eq!(na.stats().tx_unresolved, 0, "its own address needs no neighbour");
     }
 
     #[test]
