@@ -20,6 +20,7 @@ use super::objects::{
     AddressVector, AvInner, CompletionQueue, Counter, CqEntry, CqErrEntry, EqEvent, EventQueue,
     FI_ADDR_UNSPEC, FiAddr, JobSink, UetAddr, cq_flags,
 };
+use super::shared::{self, DomainKey, DomainRegion, DomainShared, RegionSink, Spec};
 use crate::datapath::Datapath;
 use crate::uet::UetNode;
 use frame::UserBuf;
@@ -77,7 +78,7 @@ pub enum MrAuth {
 impl Fabric {
     /// `fi_domain` for `process` (the identity the control plane assigns JobIDs to).
     pub fn domain(&self, info: &Info, process: u32) -> Domain {
-        Domain { fabric: self.clone(), info: info.clone(), process }
+        Domain { fabric: self.clone(), info: info.clone(), process, shared: Rc::default() }
     }
 }
 
@@ -87,6 +88,8 @@ pub struct Domain {
     fabric: Fabric,
     info: Info,
     process: u32,
+    /// Its endpoints and the regions registered on it ([`Domain::mr_reg_domain`]).
+    shared: Rc<RefCell<DomainShared>>,
 }
 
 impl Domain {
@@ -205,7 +208,23 @@ impl Domain {
         }));
         let member: Weak<RefCell<dyn Member>> = Rc::downgrade(&inner) as _;
         f.endpoints.push(member);
+        drop(f);
+        self.shared.borrow_mut().add_endpoint(Rc::downgrade(&inner) as Weak<dyn RegionSink>)?;
         Ok(Endpoint { inner })
+    }
+
+    /// `fi_mr_reg` on the domain (a program without FI_MR_ENDPOINT): the memory `view` gives
+    /// (a fresh view of the same bytes each call) exposed to any JobID with `access`, on every
+    /// endpoint of the domain, now and opened later, under the program's key or one chosen here
+    /// (`key`); requests address it from `base` (0: offsets; its address: virtual addresses).
+    pub fn mr_reg_domain(
+        &self,
+        view: impl Fn() -> Option<UserBuf> + 'static,
+        access: MrAccess,
+        key: DomainKey,
+        base: u64,
+    ) -> Result<DomainRegion, FiError> {
+        shared::register(&self.shared, view, access, key, base)
     }
 
     /// `fi_mr_regattr` + `fi_mr_bind` to `ep`: `buf` exposed under the user's `key` (RKEY bits
@@ -331,6 +350,22 @@ fn ses_err(e: ses::Error) -> FiError {
     FiError::new(errno, e.to_string())
 }
 
+impl RegionSink for RefCell<EpInner> {
+    fn add_region(&self, r: &Spec, mem: UserBuf) -> Result<(), ses::key::KeyError> {
+        self.borrow_mut().node.ses().regions.register_at(r.key, UserMem(mem), r.access, JobScope::Any, r.base)
+    }
+
+    fn remove_region(&self, key: u64) {
+        self.borrow_mut().node.ses().regions.deregister(key);
+    }
+
+    fn event(&self, e: EqEvent) {
+        if let Some(eq) = &self.borrow().eq {
+            eq.push(e);
+        }
+    }
+}
+
 impl JobSink for RefCell<EpInner> {
     fn authorize_job(&self, job_id: u32) {
         self.borrow_mut().node.ses().authorize_job(job_id);
@@ -371,7 +406,7 @@ impl EpInner {
         let av = av.inner.borrow();
         av.entries
             .iter()
-            .position(|e| e.addr.ip == s.fep && e.addr.initiator == s.initiator)
+            .position(|e| !e.removed && e.addr.ip == s.fep && e.addr.initiator == s.initiator)
             .map_or(FI_ADDR_UNSPEC, |i| i as FiAddr)
     }
 
@@ -427,10 +462,7 @@ impl EpInner {
     fn av_entry(&self, a: FiAddr) -> Result<(UetAddr, Option<u32>), FiError> {
         let av = self.av.as_ref().ok_or_else(|| FiError::new(FiErrno::EINVAL, "no AV bound"))?;
         let av = av.inner.borrow();
-        let e = av
-            .entries
-            .get(a as usize)
-            .ok_or_else(|| FiError::new(FiErrno::EINVAL, format!("no AV entry {a}")))?;
+        let e = av.live(a).ok_or_else(|| FiError::new(FiErrno::EINVAL, format!("no AV entry {a}")))?;
         Ok((e.addr, e.job))
     }
 

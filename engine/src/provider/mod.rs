@@ -21,6 +21,7 @@ pub mod errno;
 pub mod fabric;
 pub mod info;
 pub mod objects;
+pub mod shared;
 pub mod tclass;
 mod usermem;
 
@@ -36,4 +37,5 @@ pub use objects::{
     AddressVector, AuthKey, CompletionQueue, Counter, CqEntry, CqErrEntry, EqEvent, EventQueue,
     FI_ADDR_UNSPEC, FiAddr, UetAddr, cq_flags,
 };
+pub use shared::{DomainKey, DomainRegion};
 pub use usermem::UserMem;

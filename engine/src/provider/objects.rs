@@ -347,6 +347,8 @@ pub(super) struct AvEntry {
     pub(super) addr: UetAddr,
     /// The JobID of the auth key the address was inserted with (AV JobID method).
     pub(super) job: Option<u32>,
+    /// Removed (`fi_av_remove`): the index stays taken, and names nobody.
+    pub(super) removed: bool,
 }
 
 #[derive(Debug, Default)]
@@ -355,6 +357,13 @@ pub(super) struct AvInner {
     pub(super) auth_keys: Vec<u32>,
     pub(super) endpoints: Vec<Weak<dyn JobSink>>,
     pub(super) eq: Option<EventQueue>,
+}
+
+impl AvInner {
+    /// The entry at index `a`, unless there is none or it was removed.
+    pub(super) fn live(&self, a: FiAddr) -> Option<&AvEntry> {
+        usize::try_from(a).ok().and_then(|i| self.entries.get(i)).filter(|e| !e.removed)
+    }
 }
 
 /// An address vector with table semantics (`FI_AV_TABLE`: index = insertion order, contiguous).
@@ -373,7 +382,7 @@ pub struct AuthKey(pub(super) usize);
 impl AddressVector {
     /// `fi_av_insert`: appends the addresses; their indices follow insertion order.
     pub fn insert(&self, addrs: &[UetAddr]) -> Vec<FiAddr> {
-        self.insert_entries(addrs.iter().map(|&addr| AvEntry { addr, job: None }))
+        self.insert_entries(addrs.iter().map(|&addr| AvEntry { addr, job: None, removed: false }))
     }
 
     fn insert_entries(&self, entries: impl Iterator<Item = AvEntry>) -> Vec<FiAddr> {
@@ -416,19 +425,33 @@ impl AddressVector {
             .auth_keys
             .get(key.0)
             .ok_or_else(|| FiError::new(FiErrno::EINVAL, "no such auth key"))?;
-        Ok(self.insert_entries(addrs.iter().map(|&addr| AvEntry { addr, job: Some(job) })))
+        Ok(self.insert_entries(addrs.iter().map(|&addr| AvEntry { addr, job: Some(job), removed: false })))
     }
 
     /// `fi_av_lookup`.
     pub fn lookup(&self, addr: FiAddr) -> Option<UetAddr> {
-        self.inner.borrow().entries.get(addr as usize).map(|e| e.addr)
+        self.inner.borrow().live(addr).map(|e| e.addr)
+    }
+
+    /// `fi_av_remove`: the addresses name nobody from now on (operations to them and receives
+    /// directed at them are refused with FI_EINVAL; messages from them complete with source
+    /// FI_ADDR_UNSPEC); the other indices keep their meaning, and new ones follow the last. The
+    /// whole call is refused, removing nothing, if any address is not in the AV.
+    pub fn remove(&self, addrs: &[FiAddr]) -> Result<(), FiError> {
+        let mut av = self.inner.borrow_mut();
+        if let Some(a) = addrs.iter().find(|&&a| av.live(a).is_none()) {
+            return Err(FiError::new(FiErrno::EINVAL, format!("no AV entry {a}")));
+        }
+        for &a in addrs {
+            av.entries[a as usize].removed = true;
+        }
+        Ok(())
     }
 
     /// `fi_av_lookup_auth_key`: the JobID an address was inserted with (FI_ENOKEY if none).
     pub fn lookup_auth_key(&self, addr: FiAddr) -> Result<u32, FiError> {
         let av = self.inner.borrow();
-        let e =
-            av.entries.get(addr as usize).ok_or_else(|| FiError::new(FiErrno::EINVAL, "no such address"))?;
+        let e = av.live(addr).ok_or_else(|| FiError::new(FiErrno::EINVAL, "no such address"))?;
         e.job.ok_or_else(|| FiError::new(FiErrno::ENOKEY, "the address has no auth key"))
     }
 
