@@ -52,17 +52,20 @@ fn tss_key() -> String {
     format!("SOFTRDMA_TSS_KEY_FILE={}", path.display())
 }
 
-/// (domain, endpoint type) of every offer `fi_info` printed for provider softrdma.
-fn offers(out: &str) -> Vec<(String, String)> {
+/// (fabric, endpoint type) of every offer `fi_info` printed for provider softrdma, each of whose
+/// domains must be `nic` (one interface, one NIC; the profile is the fabric).
+fn offers(out: &str, nic: &str) -> Vec<(String, String)> {
     let mut v = Vec::new();
     let mut cur: Option<(bool, String)> = None;
     for line in out.lines().map(str::trim) {
         if let Some(p) = line.strip_prefix("provider: ") {
             cur = Some((p == "softrdma", String::new()));
-        } else if let (Some(d), Some((true, dom))) = (line.strip_prefix("domain: "), cur.as_mut()) {
-            *dom = d.to_string();
-        } else if let (Some(t), Some((true, dom))) = (line.strip_prefix("type: "), cur.as_ref()) {
-            v.push((dom.clone(), t.to_string()));
+        } else if let (Some(f), Some((true, fab))) = (line.strip_prefix("fabric: "), cur.as_mut()) {
+            *fab = f.to_string();
+        } else if let (Some(d), Some((true, _))) = (line.strip_prefix("domain: "), cur.as_ref()) {
+            assert_eq!(d, nic, "the domain is the interface:\n{out}");
+        } else if let (Some(t), Some((true, fab))) = (line.strip_prefix("type: "), cur.as_ref()) {
+            v.push((fab.clone(), t.to_string()));
         }
     }
     v
@@ -77,7 +80,7 @@ fn fi_info_lists_the_three_profiles_and_narrows_them() {
     let end = || Instant::now() + Duration::from_secs(30);
     let all = spawn(&n, 'a', &["fi_info", "-p", "softrdma"]).finish(end());
     assert!(all.ok(), "{}", all.describe("fi_info -p softrdma"));
-    let got = offers(&all.stdout());
+    let got = offers(&all.stdout(), &n.va);
     let domains = ["uet_hpc", "uet_ai_full", "uet_ai_base"];
     for d in domains {
         for t in ["FI_EP_RDM", "FI_EP_DGRAM"] {
@@ -88,12 +91,12 @@ fn fi_info_lists_the_three_profiles_and_narrows_them() {
     for t in ["FI_EP_RDM", "FI_EP_DGRAM"] {
         let one = spawn(&n, 'a', &["fi_info", "-p", "softrdma", "-t", t]).finish(end());
         assert!(one.ok(), "{}", one.describe("fi_info -t"));
-        let got = offers(&one.stdout());
+        let got = offers(&one.stdout(), &n.va);
         assert_eq!(got.len(), 3, "{t}:\n{}", one.stdout());
         assert!(got.iter().all(|(_, ty)| ty == t), "{t}:\n{}", one.stdout());
     }
-    // Capabilities per profile: tagged messages on HPC and AI Full only; RMA and atomics on every
-    // RDM profile (fi_info's hints accept FI_MR_ENDPOINT, which UET's regions need).
+    // Capabilities per profile (fabric): tagged messages on HPC and AI Full only; RMA and atomics
+    // on every RDM profile (fi_info's hints accept FI_MR_ENDPOINT, as UET binds regions).
     let v = spawn(&n, 'a', &["fi_info", "-p", "softrdma", "-t", "FI_EP_RDM", "-v"]).finish(end());
     let text = v.stdout();
     let caps_of = |dom: &str| {

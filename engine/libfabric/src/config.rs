@@ -65,6 +65,11 @@ fn interfaces() -> Vec<(String, Ipv4Addr, bool, bool)> {
         .collect()
 }
 
+/// The interface holding `ip` (the name of the provider's domain there), else the address itself.
+pub fn interface_of(ip: Ipv4Addr) -> String {
+    interfaces().into_iter().find(|i| i.1 == ip).map_or_else(|| ip.to_string(), |i| i.0)
+}
+
 /// The address from `get` (a variable source: the environment, or a map in tests) and the
 /// interfaces `ifs` (name, address, up, loopback), or why there is none.
 fn choose(

@@ -18,8 +18,11 @@ pub(crate) struct Domain {
     pub(crate) domain: provider::Domain,
     /// The offer the domain was opened for.
     pub(crate) info: provider::Info,
-    /// Its libfabric capabilities (RMA and atomics only with FI_MR_ENDPOINT).
+    /// Its libfabric capabilities.
     pub(crate) caps: u64,
+    /// Its `mr_mode` (`crate::info::Asked::mr_mode`): FI_MR_ENDPOINT, or regions on the domain
+    /// with FI_MR_PROV_KEY and FI_MR_VIRT_ADDR as the program took them.
+    pub(crate) mr_mode: u32,
 }
 
 pub(crate) unsafe extern "C" fn close_domain(f: *mut fid) -> c_int {
@@ -216,9 +219,29 @@ unsafe extern "C" fn av_insertsym(
     ENOSYS
 }
 
-unsafe extern "C" fn av_remove(_: *mut fid_av, _: *mut abi::fi_addr_t, _: usize, _: u64) -> c_int {
-    // Table indices stay valid for the AV's life (insertion order is the rank).
-    ENOSYS
+/// `fi_av_remove`: the `count` addresses at `fi_addr` name nobody from now on; the other
+/// indices keep theirs (`engine::provider::AddressVector::remove`).
+unsafe extern "C" fn av_remove(
+    av: *mut fid_av,
+    fi_addr: *mut abi::fi_addr_t,
+    count: usize,
+    flags: u64,
+) -> c_int {
+    // SAFETY: libfabric's contract.
+    let Some(a) = (unsafe { av_of(av.cast()) }) else { return EINVAL };
+    if flags != 0 || (fi_addr.is_null() && count > 0) {
+        return EINVAL;
+    }
+    let addrs = match count {
+        0 => &[][..],
+        // SAFETY: `fi_addr`, not null (checked), is the caller's array of `count` addresses
+        // (fi_av_remove(3)), read for the call only.
+        _ => unsafe { core::slice::from_raw_parts(fi_addr, count) },
+    };
+    match a.av.remove(addrs) {
+        Ok(()) => 0,
+        Err(e) => crate::util::neg(e.errno),
+    }
 }
 
 unsafe extern "C" fn av_lookup(

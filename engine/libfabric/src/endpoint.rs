@@ -33,6 +33,8 @@ pub(crate) struct Ep {
     pub(crate) tx: RefCell<Option<Rc<RefCell<Ops>>>>,
     pub(crate) rx: RefCell<Option<Rc<RefCell<Ops>>>>,
     pub(crate) av: RefCell<bool>,
+    /// Receives are matched by source (FI_DIRECTED_RECV asked for).
+    pub(crate) directed: bool,
 }
 
 /// The [`Ep`] of a `fid_ep` (or its `fid`) of this provider.

@@ -79,6 +79,9 @@ pub(crate) unsafe extern "C" fn open(
     // the ops table `fi_domain` filled, and the program does not close the domain while it opens an
     // endpoint on it (FI_THREAD_DOMAIN serializes its calls).
     let (Some(d), false) = (unsafe { crate::domain::domain_of(domain) }, ep.is_null()) else { return EINVAL };
+    // What the info asks of the endpoint: its capabilities (receives matched by source with
+    // FI_DIRECTED_RECV) and orderings (any of them: ROD); without an info, the domain's.
+    let (mut caps, mut orders) = (d.caps, 0);
     // SAFETY: `info` is null or the `fi_info` `fi_getinfo` gave the program (fi_endpoint(3));
     // `as_ref` answers `None` for null.
     if let Some(i) = unsafe { info.as_ref() } {
@@ -89,8 +92,18 @@ pub(crate) unsafe extern "C" fn open(
         if asked != abi::FI_EP_UNSPEC && asked != ours {
             return EINVAL;
         }
+        if i.caps != 0 {
+            caps = i.caps & d.caps;
+        }
+        // SAFETY: `tx_attr` and `rx_attr` of a live `fi_info` are null or its attribute structures
+        // (libfabric's layout); `as_ref` answers `None` for null.
+        unsafe {
+            orders |= i.tx_attr.as_ref().map_or(0, |t| t.msg_order);
+            orders |= i.rx_attr.as_ref().map_or(0, |r| r.msg_order);
+        }
     }
-    let engine_ep = match d.domain.endpoint(EpAttr::default()) {
+    let attr = EpAttr { ordered: orders & crate::info::ORDERS != 0, ..EpAttr::default() };
+    let engine_ep = match d.domain.endpoint(attr) {
         Ok(e) => e,
         Err(e) => return crate::util::fail(&e, true),
     };
@@ -124,6 +137,7 @@ pub(crate) unsafe extern "C" fn open(
         tx: RefCell::new(None),
         rx: RefCell::new(None),
         av: RefCell::new(false),
+        directed: caps & abi::FI_DIRECTED_RECV != 0,
     });
     // SAFETY: `ep`, not null (checked), is the caller's writable `struct fid_ep **` out parameter
     // (fi_endpoint(3)).
@@ -297,18 +311,19 @@ impl Ep {
         })
     }
 
-    /// Posts a receive into `buf` (`len` bytes), tagged or not. The source address is ignored:
-    /// FI_DIRECTED_RECV is not offered, so a receive takes a message from anyone (libfabric
-    /// programs pass any value there, often 0 before the AV holds anything).
+    /// Posts a receive into `buf` (`len` bytes), tagged or not. With FI_DIRECTED_RECV it takes
+    /// messages of the sender `src` names in the AV only (FI_ADDR_UNSPEC: anyone's); without, the
+    /// source is ignored, as libfabric has it (programs pass any value there, often 0 before the
+    /// AV holds anything).
     fn recv(
         &self,
         buf: *mut c_void,
         len: usize,
-        _src: fi_addr_t,
+        src: fi_addr_t,
         tag: Option<(u64, u64)>,
         context: *mut c_void,
     ) -> isize {
-        let src = engine::provider::FI_ADDR_UNSPEC;
+        let src = if self.directed { src } else { engine::provider::FI_ADDR_UNSPEC };
         if buf.is_null() && len > 0 {
             return EINVAL as isize;
         }

@@ -33,7 +33,8 @@ static FABRIC_OPS: fi_ops_fabric = fi_ops_fabric {
     domain2: None,
 };
 
-/// The provider's `fabric`: a fabric object for the fabric `attr` names (ours: [`crate::info::FABRIC_NAME`]).
+/// The provider's `fabric`: a fabric object for the fabric `attr` names (one per profile:
+/// [`crate::info::fabric_name`]).
 ///
 /// # Safety
 /// libfabric's contract: `attr` valid, `fabric` valid for a write.
@@ -50,7 +51,7 @@ pub(crate) unsafe extern "C" fn open(
     }
     // SAFETY: `attr.name` is null or the NUL-terminated fabric name of the caller's attributes
     // (fi_fabric(3)), as `cstr` requires.
-    if unsafe { cstr(attr.name) }.is_some_and(|n| n != crate::info::FABRIC_NAME) {
+    if unsafe { cstr(attr.name) }.is_some_and(|n| crate::info::profile_named(n).is_none()) {
         return neg(FiErrno::ENODATA);
     }
     let f = Box::new(Fabric {
@@ -111,7 +112,8 @@ unsafe fn domain_setup(info: &fi_info) -> Result<(crate::info::Offer, Ipv4Addr, 
     // The offer this info describes, as its hints would ask for it; its fabric and address format
     // were checked when `fi_getinfo` gave it out.
     // SAFETY: `info` valid with its attribute pointers null or valid, per the contract.
-    let asked = Asked { fabric: None, addr_format: abi::FI_FORMAT_UNSPEC, ..unsafe { asked(info) } };
+    // The domain name is the interface, checked when `fi_getinfo` gave it out.
+    let asked = Asked { domain: None, addr_format: abi::FI_FORMAT_UNSPEC, ..unsafe { asked(info) } };
     let offer = offers(&asked, &config).map_err(|e| fail(&e, false))?.remove(0);
     let ip = if info.src_addr.is_null() {
         crate::config::local_ip().map_err(|why| fail(&FiError::new(FiErrno::EADDRNOTAVAIL, why), true))?
@@ -193,6 +195,7 @@ unsafe extern "C" fn open_domain(
         domain: engine_domain,
         info: offer.info,
         caps: offer.caps,
+        mr_mode: offer.mr_mode,
     });
     // SAFETY: `domain`, not null (checked), is the caller's writable `struct fid_domain **` out
     // parameter.

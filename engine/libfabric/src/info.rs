@@ -1,6 +1,15 @@
 //! `fi_getinfo`: the provider's offers (one per UET profile and endpoint type) narrowed by the
 //! application's hints, as `fi_info` lists libfabric frees with `fi_freeinfo` (every part from
 //! `calloc`/`malloc`/`strdup`).
+//!
+//! **One interface, one NIC.** Each profile is a fabric of its own (`fabric_attr->name`
+//! `uet_hpc`, `uet_ai_full`, `uet_ai_base`, most capable first), and every offer's domain
+//! (`domain_attr->name`) is the interface the provider runs on (`veth0`): a consumer that counts
+//! the offers of one provider and fabric as its NICs (Open MPI's `mtl ofi` and `btl ofi`, which
+//! spread ranks over "alike" offers) sees one NIC and takes HPC, on every rank. A program picks
+//! another profile by naming its fabric in the hints (`hints->fabric_attr->name = "uet_ai_full"`,
+//! `fi_info -f uet_ai_full`), or, when it cannot set hints (Open MPI), with `SOFTRDMA_PROFILE`
+//! (`hpc`, `ai_full`, `ai_base`), which narrows every listing to that profile.
 
 use core::ffi::{c_char, c_int};
 use std::net::Ipv4Addr;
@@ -11,9 +20,6 @@ use ses::{EpType, Profile};
 use crate::abi::{self, fi_info};
 use crate::util::{calloc, cstr, fail, memdup, neg, strdup};
 
-/// The fabric's name (`fabric_attr->name`).
-pub const FABRIC_NAME: &str = "uet";
-
 /// The RMA and atomic capabilities (libfabric bits).
 pub const RMA_CAPS: u64 = (abi::FI_RMA
     | abi::FI_ATOMIC
@@ -22,21 +28,32 @@ pub const RMA_CAPS: u64 = (abi::FI_RMA
     | abi::FI_REMOTE_READ
     | abi::FI_REMOTE_WRITE) as u64;
 
-/// Capabilities this library implements, by profile and endpoint type (libfabric bits), `rma`
-/// when the program takes regions bound to endpoints (FI_MR_ENDPOINT, as UET binds them).
-pub fn caps_of(profile: Profile, ep_type: EpType, rma: bool) -> u64 {
+/// The message orderings an ordered endpoint gives (UET's ROD: one PDC per peer, delivered and
+/// executed in order, so every order between sends, reads, writes and atomics holds).
+pub const ORDERS: u64 = abi::FI_ORDER_STRICT as u64
+    | abi::FI_ORDER_RMA_RAR
+    | abi::FI_ORDER_RMA_RAW
+    | abi::FI_ORDER_RMA_WAR
+    | abi::FI_ORDER_RMA_WAW
+    | abi::FI_ORDER_ATOMIC_RAR
+    | abi::FI_ORDER_ATOMIC_RAW
+    | abi::FI_ORDER_ATOMIC_WAR
+    | abi::FI_ORDER_ATOMIC_WAW;
+
+/// Capabilities this library implements, by profile and endpoint type (libfabric bits).
+pub fn caps_of(profile: Profile, ep_type: EpType) -> u64 {
     let msg = u64::from(abi::FI_MSG | abi::FI_SEND | abi::FI_RECV) | abi::FI_LOCAL_COMM | abi::FI_REMOTE_COMM;
     let tagged = u64::from(abi::FI_TAGGED);
-    let rma = if rma { RMA_CAPS } else { 0 };
+    let rdm = RMA_CAPS | abi::FI_DIRECTED_RECV;
     match (profile, ep_type) {
         (_, EpType::Dgram) => msg,
-        (Profile::AiBase, EpType::Rdm) => msg | rma,
-        (Profile::AiFull | Profile::Hpc, EpType::Rdm) => msg | tagged | rma,
+        (Profile::AiBase, EpType::Rdm) => msg | rdm,
+        (Profile::AiFull | Profile::Hpc, EpType::Rdm) => msg | tagged | rdm,
     }
 }
 
-/// The domain name of a profile (`domain_attr->name`), which hints may ask for.
-pub fn domain_name(profile: Profile) -> &'static str {
+/// The fabric name of a profile (`fabric_attr->name`), which hints may ask for.
+pub fn fabric_name(profile: Profile) -> &'static str {
     match profile {
         Profile::Hpc => "uet_hpc",
         Profile::AiFull => "uet_ai_full",
@@ -44,8 +61,19 @@ pub fn domain_name(profile: Profile) -> &'static str {
     }
 }
 
-fn profile_named(name: &str) -> Option<Profile> {
-    [Profile::Hpc, Profile::AiFull, Profile::AiBase].into_iter().find(|&p| domain_name(p) == name)
+/// The profile of a fabric name.
+pub fn profile_named(name: &str) -> Option<Profile> {
+    [Profile::Hpc, Profile::AiFull, Profile::AiBase].into_iter().find(|&p| fabric_name(p) == name)
+}
+
+/// The profile `SOFTRDMA_PROFILE` (`get`'s value) narrows the offers to, if any.
+fn profile_from(get: impl Fn(&str) -> Option<String>) -> Result<Option<Profile>, FiError> {
+    match get("SOFTRDMA_PROFILE").filter(|v| !v.is_empty()) {
+        None => Ok(None),
+        Some(v) => profile_named(&format!("uet_{v}")).map(Some).ok_or_else(|| {
+            FiError::new(FiErrno::ENODATA, format!("SOFTRDMA_PROFILE={v}: expected hpc, ai_full or ai_base"))
+        }),
+    }
 }
 
 /// What the hints ask for, read from the C structure.
@@ -55,10 +83,14 @@ pub struct Asked {
     pub caps: u64,
     /// FI_EP_UNSPEC, FI_EP_RDM, ...
     pub ep_type: u32,
-    /// A domain name (a profile).
+    /// A domain name (the interface).
     pub domain: Option<String>,
-    /// A fabric name.
+    /// A fabric name (a profile).
     pub fabric: Option<String>,
+    /// Whether there were hints at all (without, every capability and order is listed).
+    pub hinted: bool,
+    /// The orderings asked for (`tx_attr->msg_order | rx_attr->msg_order`).
+    pub msg_order: u64,
     /// An address format other than FI_FORMAT_UNSPEC.
     pub addr_format: u32,
     /// The memory registration modes the program supports (`domain_attr->mr_mode`), `None`
@@ -70,10 +102,20 @@ pub struct Asked {
 }
 
 impl Asked {
-    /// Whether the program binds regions to endpoints (FI_MR_ENDPOINT), which RMA and atomics
-    /// need here: a UET region belongs to an endpoint.
-    pub fn mr_endpoint(&self) -> bool {
-        self.mr_mode.is_none_or(|m| m & abi::FI_MR_ENDPOINT != 0)
+    /// The registration modes the offer requires: FI_MR_ENDPOINT (the program's keys, offsets)
+    /// when the program binds regions to endpoints, as UET binds them (and with no hints); else
+    /// regions on the domain, with provider keys and virtual addresses if the program takes them.
+    pub fn mr_mode(&self) -> u32 {
+        match self.mr_mode {
+            None => abi::FI_MR_ENDPOINT,
+            Some(m) if m & abi::FI_MR_ENDPOINT != 0 => abi::FI_MR_ENDPOINT,
+            Some(m) => m & (abi::FI_MR_PROV_KEY | abi::FI_MR_VIRT_ADDR),
+        }
+    }
+
+    /// The orderings the offer gives: what was asked of [`ORDERS`], all of them without hints.
+    pub fn orders(&self) -> u64 {
+        if self.hinted { self.msg_order & ORDERS } else { ORDERS }
     }
 }
 
@@ -84,8 +126,10 @@ pub struct Offer {
     pub info: provider::Info,
     /// libfabric capability bits.
     pub caps: u64,
-    /// `domain_attr->mr_mode`: FI_MR_ENDPOINT with RMA, else 0.
+    /// `domain_attr->mr_mode` ([`Asked::mr_mode`]) with RMA, else 0.
     pub mr_mode: u32,
+    /// `msg_order` of the transmit and receive attributes ([`Asked::orders`]).
+    pub msg_order: u64,
 }
 
 /// The offers matching `asked` under `config`, most capable first; FI_ENODATA when none.
@@ -97,25 +141,31 @@ pub fn offers(asked: &Asked, config: &ProviderConfig) -> Result<Vec<Offer>, FiEr
         abi::FI_EP_DGRAM => Some(EpType::Dgram),
         _ => return none("only FI_EP_RDM and FI_EP_DGRAM endpoints"),
     };
-    if asked.fabric.as_deref().is_some_and(|f| f != FABRIC_NAME) {
-        return none("no such fabric");
-    }
     if asked.addr_format != abi::FI_FORMAT_UNSPEC {
         return none("the address format is the provider's own (FI_FORMAT_UNSPEC)");
     }
-    let profile = match asked.domain.as_deref() {
+    let profile = match asked.fabric.as_deref() {
         None => None,
-        Some(d) => Some(profile_named(d).ok_or_else(|| FiError::new(FiErrno::ENODATA, "no such domain"))?),
+        Some(f) => Some(profile_named(f).ok_or_else(|| FiError::new(FiErrno::ENODATA, "no such fabric"))?),
     };
-    let hints = Hints { profile, ep_type, ..Hints::default() };
+    let only = profile_from(|k| std::env::var(k).ok())?;
+    if profile.zip(only).is_some_and(|(p, o)| p != o) {
+        return none("SOFTRDMA_PROFILE names another profile than the hints' fabric");
+    }
+    let hints = Hints { profile: profile.or(only), ep_type, ..Hints::default() };
     let tclass = provider::tclass::to_dscp(asked.tclass, config.def_data_tc)?;
     let out: Vec<Offer> = provider::getinfo(&hints, config)?
         .into_iter()
         .map(|info| {
             let info = provider::Info { tclass, ..info };
-            let caps = caps_of(info.profile, info.ep_type, asked.mr_endpoint());
-            let mr_mode = if caps & RMA_CAPS != 0 { abi::FI_MR_ENDPOINT } else { 0 };
-            Offer { caps, mr_mode, info }
+            let mut caps = caps_of(info.profile, info.ep_type);
+            // A primary capability is listed only when asked for (or with no hints): a program
+            // that did not ask for FI_DIRECTED_RECV may pass any source address to a receive.
+            if asked.hinted && asked.caps & abi::FI_DIRECTED_RECV == 0 {
+                caps &= !abi::FI_DIRECTED_RECV;
+            }
+            let mr_mode = if caps & RMA_CAPS != 0 { asked.mr_mode() } else { 0 };
+            Offer { caps, mr_mode, msg_order: asked.orders(), info }
         })
         .filter(|o| o.caps & asked.caps == asked.caps)
         .collect();
@@ -133,7 +183,7 @@ pub(crate) unsafe fn asked(hints: *const fi_info) -> Asked {
     // SAFETY: this function's contract: `hints` is null or a valid `fi_info`; `as_ref` answers
     // `None` for null.
     let Some(h) = (unsafe { hints.as_ref() }) else { return Asked::default() };
-    let mut a = Asked { caps: h.caps, addr_format: h.addr_format, ..Asked::default() };
+    let mut a = Asked { caps: h.caps, addr_format: h.addr_format, hinted: true, ..Asked::default() };
     // SAFETY: this function's contract: a valid `fi_info`'s attribute pointers are null or point at
     // their attribute structures; `as_ref` answers `None` for null.
     unsafe {
@@ -142,6 +192,10 @@ pub(crate) unsafe fn asked(hints: *const fi_info) -> Asked {
         }
         if let Some(tx) = h.tx_attr.as_ref() {
             a.tclass = tx.tclass;
+            a.msg_order |= tx.msg_order;
+        }
+        if let Some(rx) = h.rx_attr.as_ref() {
+            a.msg_order |= rx.msg_order;
         }
         if let Some(d) = h.domain_attr.as_ref() {
             a.domain = cstr(d.name).map(str::to_string);
@@ -163,10 +217,10 @@ pub fn source_addr(ip: Ipv4Addr) -> [u8; UetAddr::LEN] {
     UetAddr { ip, pid_on_fep: 0, resource_index: 0, initiator: 0, profiles: 0b111 }.to_bytes()
 }
 
-/// One `fi_info` for `offer`, `src` its source address, `payload` the bytes a packet carries on
-/// its link (`engine::provider::udp_max_payload`): the largest inject, and the largest datagram
-/// message; null when out of memory.
-fn build(offer: &Offer, src: Option<&[u8]>, payload: usize) -> *mut fi_info {
+/// One `fi_info` for `offer`, `src` its source address, `nic` the interface (the domain's name),
+/// `payload` the bytes a packet carries on its link (`engine::provider::udp_max_payload`): the
+/// largest inject, and the largest datagram message; null when out of memory.
+fn build(offer: &Offer, src: Option<&[u8]>, nic: &str, payload: usize) -> *mut fi_info {
     let fi: *mut fi_info = calloc();
     if fi.is_null() {
         return fi;
@@ -189,7 +243,7 @@ fn build(offer: &Offer, src: Option<&[u8]>, payload: usize) -> *mut fi_info {
             return core::ptr::null_mut();
         }
         let (i, caps) = (&offer.info, offer.caps);
-        let ordered = u64::from(abi::FI_ORDER_SAS);
+        let ordered = offer.msg_order;
         f.caps = caps;
         f.addr_format = abi::FI_FORMAT_UNSPEC;
         if let Some(src) = src {
@@ -219,7 +273,7 @@ fn build(offer: &Offer, src: Option<&[u8]>, payload: usize) -> *mut fi_info {
         ep.tx_ctx_cnt = 1;
         ep.rx_ctx_cnt = 1;
         let d = &mut *f.domain_attr;
-        d.name = strdup(domain_name(i.profile));
+        d.name = strdup(nic);
         d.threading = abi::FI_THREAD_DOMAIN;
         d.control_progress = abi::FI_PROGRESS_MANUAL;
         d.data_progress = abi::FI_PROGRESS_MANUAL;
@@ -241,7 +295,7 @@ fn build(offer: &Offer, src: Option<&[u8]>, payload: usize) -> *mut fi_info {
         d.max_err_data = 0;
         d.tclass = provider::tclass::of_dscp(i.tclass);
         let fab = &mut *f.fabric_attr;
-        fab.name = strdup(FABRIC_NAME);
+        fab.name = strdup(fabric_name(i.profile));
         // libfabric names the provider itself (it appends to a name given here).
         fab.prov_version = crate::util::PROVIDER_VERSION;
         fab.api_version = crate::util::API_VERSION;
@@ -335,10 +389,15 @@ pub(crate) unsafe extern "C" fn getinfo(
         .map(|a| a.ip)
         .or(crate::config::local_ip().ok());
     let payload = ip.map_or(provider::MAX_PAYLOAD, provider::udp_max_payload);
+    // The domain is the interface (one NIC), which hints may name.
+    let nic = ip.map_or_else(|| "none".to_string(), crate::config::interface_of);
+    if asked.domain.as_deref().is_some_and(|d| d != nic) {
+        return fail(&FiError::new(FiErrno::ENODATA, format!("no such domain (this one is {nic})")), false);
+    }
     let mut head: *mut fi_info = core::ptr::null_mut();
     let mut tail: *mut *mut fi_info = &mut head;
     for o in &offers {
-        let fi = build(o, src.as_ref().map(|s| &s[..]), payload);
+        let fi = build(o, src.as_ref().map(|s| &s[..]), &nic, payload);
         if fi.is_null() {
             // SAFETY: `head` is null or a list `build` made and linked here, not yet handed to the
             // caller, as `free_list` requires.
@@ -376,7 +435,7 @@ mod tests {
     fn offers_by_profile_endpoint_type_and_caps() {
         let c = ProviderConfig::default();
         let all = offers(&Asked::default(), &c).unwrap();
-        let names: Vec<_> = all.iter().map(|o| (domain_name(o.info.profile), o.info.ep_type)).collect();
+        let names: Vec<_> = all.iter().map(|o| (fabric_name(o.info.profile), o.info.ep_type)).collect();
         assert_eq!(names.len(), 6);
         assert_eq!(names[0], ("uet_hpc", EpType::Rdm));
         let rdm = offers(&Asked { ep_type: abi::FI_EP_RDM, ..Asked::default() }, &c).unwrap();
@@ -388,20 +447,57 @@ mod tests {
         );
         let e = |a: Asked| offers(&a, &c).unwrap_err().errno;
         assert_eq!(e(Asked { ep_type: abi::FI_EP_MSG, ..Asked::default() }), FiErrno::ENODATA);
-        // RMA needs regions bound to endpoints: a program without FI_MR_ENDPOINT gets none.
-        let rma =
-            |mr_mode| Asked { caps: u64::from(abi::FI_RMA | abi::FI_ATOMIC), mr_mode, ..Asked::default() };
-        let with_rma = offers(&rma(Some(abi::FI_MR_ENDPOINT | abi::FI_MR_LOCAL)), &c).unwrap();
-        assert_eq!(with_rma.len(), 3, "every RDM profile has RMA and atomics");
-        assert!(with_rma.iter().all(|o| o.info.ep_type == EpType::Rdm && o.mr_mode == abi::FI_MR_ENDPOINT));
-        assert_eq!(e(rma(Some(abi::FI_MR_LOCAL))), FiErrno::ENODATA);
-        let plain = offers(&Asked { mr_mode: Some(0), ..Asked::default() }, &c).unwrap();
-        assert!(plain.iter().all(|o| o.caps & RMA_CAPS == 0 && o.mr_mode == 0));
-        assert_eq!(e(Asked { domain: Some("uet_x".into()), ..Asked::default() }), FiErrno::ENODATA);
-        assert_eq!(e(Asked { fabric: Some("ib".into()), ..Asked::default() }), FiErrno::ENODATA);
+        assert_eq!(e(Asked { fabric: Some("uet_x".into()), ..Asked::default() }), FiErrno::ENODATA);
         let base =
-            Asked { domain: Some("uet_ai_base".into()), caps: u64::from(abi::FI_TAGGED), ..Asked::default() };
+            Asked { fabric: Some("uet_ai_base".into()), caps: u64::from(abi::FI_TAGGED), ..Asked::default() };
         assert_eq!(e(base), FiErrno::ENODATA);
+        let full = offers(&Asked { fabric: Some("uet_ai_full".into()), ..Asked::default() }, &c).unwrap();
+        assert!(full.iter().all(|o| o.info.profile == Profile::AiFull), "the fabric names the profile");
+    }
+
+    #[test]
+    fn rma_with_or_without_regions_bound_to_endpoints() {
+        let c = ProviderConfig::default();
+        let rma = |mr_mode| Asked {
+            caps: u64::from(abi::FI_RMA | abi::FI_ATOMIC),
+            mr_mode,
+            hinted: true,
+            ..Asked::default()
+        };
+        let modes = |m| offers(&rma(Some(m)), &c).unwrap().iter().map(|o| o.mr_mode).collect::<Vec<_>>();
+        let (prov, virt, alloc, local) =
+            (abi::FI_MR_PROV_KEY, abi::FI_MR_VIRT_ADDR, abi::FI_MR_ALLOCATED, abi::FI_MR_LOCAL);
+        assert_eq!(modes(abi::FI_MR_ENDPOINT | local), [abi::FI_MR_ENDPOINT; 3], "every RDM profile");
+        // Open MPI's btl ofi: regions on the domain, provider keys, virtual addresses; ALLOCATED and
+        // LOCAL are accepted, never required (the BTL refuses an offer that requires more).
+        assert_eq!(modes(alloc | prov | virt), [prov | virt; 3]);
+        assert_eq!(modes(local | alloc), [0; 3], "the program's keys, offsets");
+        assert_eq!(modes(0), [0; 3]);
+        let none = offers(&Asked { mr_mode: Some(0), ..Asked::default() }, &c).unwrap();
+        assert!(none.iter().filter(|o| o.info.ep_type == EpType::Dgram).all(|o| o.caps & RMA_CAPS == 0));
+    }
+
+    #[test]
+    fn directed_receives_and_orders_only_when_asked() {
+        let c = ProviderConfig::default();
+        let mpi = Asked {
+            caps: u64::from(abi::FI_TAGGED) | abi::FI_DIRECTED_RECV,
+            msg_order: u64::from(abi::FI_ORDER_SAS),
+            hinted: true,
+            ..Asked::default()
+        };
+        let o = offers(&mpi, &c).unwrap();
+        assert!(o.iter().all(|o| o.caps & abi::FI_DIRECTED_RECV != 0 && o.msg_order == mpi.msg_order));
+        let plain = Asked { caps: u64::from(abi::FI_MSG), hinted: true, ..Asked::default() };
+        let o = offers(&plain, &c).unwrap();
+        assert!(o.iter().all(|o| o.caps & abi::FI_DIRECTED_RECV == 0 && o.msg_order == 0), "unordered: RUD");
+        let listed = offers(&Asked::default(), &c).unwrap();
+        assert!(listed[0].caps & abi::FI_DIRECTED_RECV != 0 && listed[0].msg_order == ORDERS);
+        let dgram = listed.iter().find(|o| o.info.ep_type == EpType::Dgram).unwrap();
+        assert_eq!(dgram.caps & abi::FI_DIRECTED_RECV, 0, "UUD has no source matching here");
+        assert_eq!(profile_from(|_| Some("ai_full".into())).unwrap(), Some(Profile::AiFull));
+        assert_eq!(profile_from(|_| None).unwrap(), None);
+        assert_eq!(profile_from(|_| Some("fast".into())).unwrap_err().errno, FiErrno::ENODATA);
     }
 
     #[test]
@@ -409,15 +505,15 @@ mod tests {
         let c = ProviderConfig::default();
         let o = &offers(&Asked::default(), &c).unwrap()[0];
         let src = source_addr(Ipv4Addr::new(10, 1, 2, 3));
-        let fi = build(o, Some(&src), 1024);
+        let fi = build(o, Some(&src), "veth0", 1024);
         assert!(!fi.is_null());
         // SAFETY: `fi` is the non-null list `build` just made, whose attribute pointers are its own
         // allocations; it is read, then freed once by `free_list`.
         unsafe {
             let f = &*fi;
             assert_eq!((*f.ep_attr).type_, abi::FI_EP_RDM);
-            assert_eq!(cstr((*f.domain_attr).name), Some("uet_hpc"));
-            assert_eq!(cstr((*f.fabric_attr).name), Some("uet"));
+            assert_eq!(cstr((*f.domain_attr).name), Some("veth0"), "the domain is the interface");
+            assert_eq!(cstr((*f.fabric_attr).name), Some("uet_hpc"), "the fabric is the profile");
             assert_eq!(f.src_addrlen, UetAddr::LEN);
             assert_eq!((*f.tx_attr).inject_size, 1024);
             let got = core::slice::from_raw_parts(f.src_addr.cast::<u8>(), f.src_addrlen);

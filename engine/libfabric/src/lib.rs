@@ -8,20 +8,34 @@
 //! reach it through `fi_getinfo` and the ops tables of the objects it returns, as with any
 //! provider. The provider is named `softrdma`.
 //!
-//! **What it offers.** `fi_getinfo` lists the three UET profiles (domain names `uet_hpc`,
-//! `uet_ai_full`, `uet_ai_base`, most capable first) on FI_EP_RDM and FI_EP_DGRAM, with the
-//! capabilities this library implements: messages (FI_MSG) on every profile, tagged messages
-//! (FI_TAGGED) on AI Full and HPC (wildcard receives on HPC only), and on RDM endpoints RMA and
-//! atomics (FI_RMA, FI_ATOMIC) over the program's own memory, for programs that bind regions to
-//! endpoints (FI_MR_ENDPOINT in `domain_attr->mr_mode`, as UET has it; others get offers without
-//! them). The fabric runs on one of the
-//! host's IPv4 addresses ([`config`]) over kernel UDP (an endpoint is a socket on UET's port 4793)
-//! or AF_XDP (queue 0 of the interface, UET's port steered to it).
+//! **What it offers.** `fi_getinfo` lists the three UET profiles, most capable first, each as a
+//! fabric of its own (`uet_hpc`, `uet_ai_full`, `uet_ai_base`) whose one domain is the interface
+//! the provider runs on (one interface, one NIC: see [`info`] for why, and how a program picks
+//! another profile: hints' fabric name, or `SOFTRDMA_PROFILE`), on FI_EP_RDM and FI_EP_DGRAM,
+//! with the capabilities this library implements: messages (FI_MSG) on every profile, tagged
+//! messages (FI_TAGGED) on AI Full and HPC (wildcard receives on HPC only), and on RDM endpoints
+//! receives matched by source (FI_DIRECTED_RECV, listed when asked for: a receive's `src_addr`
+//! names the sender, FI_ADDR_UNSPEC anyone), RMA and atomics (FI_RMA, FI_ATOMIC) over the
+//! program's own memory (regions bound to endpoints with FI_MR_ENDPOINT, as UET has them, or else
+//! registered on the domain for all its endpoints, with FI_MR_PROV_KEY and FI_MR_VIRT_ADDR if the
+//! program takes them: `mr`), the orderings of UET's ROD (any of FI_ORDER_SAS, RAR, RAW, WAR, WAW,
+//! SAR, SAW, RAS, WAS and their RMA and atomic forms asked for in `msg_order` makes the endpoint
+//! ordered: one ROD PDC per peer; none asked for, RUD), and `fi_av_remove` (the index names nobody
+//! from then on; the others keep theirs). The fabric runs on one of the host's IPv4 addresses
+//! ([`config`]) over kernel UDP (an endpoint is a socket on UET's port 4793) or AF_XDP (queue 0 of
+//! the interface, UET's port steered to it).
 //!
 //! **What answers "not supported".** Operations a profile does not offer answer `-FI_ENOSYS`, as
 //! libfabric's own `fi_no_*` defaults do for providers without them, and `fi_getinfo` does not
 //! claim them; the objects a program cannot open here (passive endpoints, wait sets, poll sets,
-//! scalable and shared contexts) likewise.
+//! scalable and shared contexts) likewise. What UET's mapping (`../shared/spec/uet-libfabric.md`)
+//! excludes stays refused: FI_EP_MSG (UET has RDM over RUD/ROD/RUDI and DGRAM over UUD only);
+//! ignore bits on AI Full's tagged receives (exact-match tags only, FI_EINVAL); RMA, atomics and
+//! tagged messages on DGRAM endpoints (UUD carries DATAGRAM_SEND only); fetching atomics on more
+//! than one element and compare operands above 16 bytes; RMA beyond 4 GiB - 1; JobIDs a program
+//! names itself (they come from the control plane, `softrdma run`). One endpoint per host address
+//! (`domain_attr->ep_cnt` 1): UET's port 4793 is one socket, so a second `fi_endpoint` on the
+//! address answers -FI_EBUSY.
 //!
 //! **Threads.** FI_THREAD_DOMAIN: a program serializes its calls per domain (libfabric's
 //! contract for that level); progress is manual (FI_PROGRESS_MANUAL): reading a completion queue

@@ -1,21 +1,28 @@
 //! `fi_mr_reg` and its forms, `fi_mr_bind` and `fi_mr_enable`: memory registrations, local or
-//! exposed to peers on an endpoint.
+//! exposed to peers.
 
 use core::ffi::{c_int, c_void};
 use std::cell::RefCell;
 
-use engine::provider;
+use engine::provider::{self, DomainKey};
 
 use crate::abi::{self, fi_ops, fid, fid_mr};
 use crate::domain::domain_of;
 use crate::util::{EINVAL, ENOSYS};
 
-/// A memory registration. Local access needs none (`mr_mode` has no FI_MR_LOCAL), so a local
-/// registration only names a buffer. Remote access (FI_REMOTE_READ / FI_REMOTE_WRITE) exposes
-/// the program's own memory to peers: UET binds a region to an endpoint (FI_MR_ENDPOINT), so the
-/// program binds it (`fi_mr_bind`) and enables it (`fi_mr_enable`), which registers it with the
-/// endpoint under the requested key (an RKEY in bits 0-46 plus the IDEMPOTENT_SAFE and OPTIMIZED
-/// flags, `ses::key`); peers then read and write it in place, with `addr` an offset into it.
+/// A memory registration. Local access needs none (FI_MR_LOCAL is never required; a program that
+/// passes descriptors anyway may), so a local registration only names a buffer. Remote access
+/// (FI_REMOTE_READ / FI_REMOTE_WRITE) exposes the program's own memory to peers, who then read,
+/// write and apply atomics to it in place:
+///
+/// - **FI_MR_ENDPOINT** (as UET binds regions): the program binds the region to an endpoint
+///   (`fi_mr_bind`) and enables it (`fi_mr_enable`), which registers it there under the requested
+///   key (an RKEY in bits 0-46 plus the IDEMPOTENT_SAFE and OPTIMIZED flags, `ses::key`); `addr`
+///   is an offset into it.
+/// - **Otherwise** the region is the domain's: registered at once on every endpoint of the
+///   domain, and on those it opens later (`engine::provider::Domain::mr_reg_domain`). Its key is
+///   the provider's with FI_MR_PROV_KEY (`fi_mr_key` gives it), else the requested one; `addr` is
+///   the buffer's virtual address with FI_MR_VIRT_ADDR, else an offset.
 #[repr(C)]
 struct Mr {
     fid: fid_mr,
@@ -26,10 +33,12 @@ struct Mr {
     /// endpoint's own (the JobID comes from the control plane, never from the program).
     auth: provider::MrAuth,
     domain: provider::Domain,
-    /// The endpoint it is bound to, until the registration is enabled (the region then names it
+    /// The endpoint it is bound to, until the registration is enabled with FI_MR_ENDPOINT (the region then names it
     /// weakly, so a closed endpoint does not live on through an open MR).
     ep: RefCell<Option<provider::Endpoint>>,
     region: RefCell<Option<provider::MemoryRegion>>,
+    /// The domain's registration (no FI_MR_ENDPOINT).
+    shared: Option<provider::DomainRegion>,
 }
 
 static MR_FI_OPS: fi_ops = crate::util::fid_ops(close_mr, Some(bind_mr), Some(control_mr));
@@ -58,11 +67,12 @@ unsafe fn register(domain: *mut fid, a: MrArgs, flags: u64, mr: *mut *mut fid_mr
     }
     let remote = u64::from(abi::FI_REMOTE_READ | abi::FI_REMOTE_WRITE);
     if a.access & remote != 0 && d.caps & u64::from(abi::FI_RMA | abi::FI_ATOMIC) == 0 {
-        // The domain was opened for a program without FI_MR_ENDPOINT: it offered no RMA.
+        // The domain's profile or endpoint type has no RMA (FI_EP_DGRAM).
         return -(abi::FI_EOPNOTSUPP as c_int);
     }
-    // Checked here, though the key is registered only by `fi_mr_enable`.
-    if ses::key::check_user_key(a.key).is_err() {
+    let prov_key = d.mr_mode & abi::FI_MR_PROV_KEY != 0;
+    // Checked here, though with FI_MR_ENDPOINT the key is registered only by `fi_mr_enable`.
+    if !prov_key && ses::key::check_user_key(a.key).is_err() {
         return -(abi::FI_EKEYREJECTED as c_int);
     }
     let access = provider::MrAccess {
@@ -70,6 +80,30 @@ unsafe fn register(domain: *mut fid, a: MrArgs, flags: u64, mr: *mut *mut fid_mr
         remote_write: a.access & u64::from(abi::FI_REMOTE_WRITE) != 0,
     };
     let auth = if a.auth_key_size == 0 { provider::MrAuth::Any } else { provider::MrAuth::Endpoint };
+    let mut key = a.key;
+    let shared = if d.mr_mode & abi::FI_MR_ENDPOINT == 0 && a.access & remote != 0 {
+        if auth != provider::MrAuth::Any {
+            // A domain region has no endpoint whose JobID it could be bound to.
+            return EINVAL;
+        }
+        let (buf, len) = (a.buf as usize, a.len);
+        // SAFETY: fi_mr_reg's contract: the bytes stay valid until the registration is closed,
+        // which deregisters every view first; the program does not touch bytes an operation in
+        // flight uses.
+        let view = move || unsafe { provider::UserBuf::new(buf as *mut u8, len) };
+        let base = if d.mr_mode & abi::FI_MR_VIRT_ADDR != 0 { buf as u64 } else { 0 };
+        let which = if prov_key { DomainKey::Provider } else { DomainKey::User(a.key) };
+        match d.domain.mr_reg_domain(view, access, which, base) {
+            Ok(r) => {
+                key = r.key();
+                Some(r)
+            }
+            Err(e) if e.errno == provider::FiErrno::EBUSY => return -(abi::FI_ENOKEY as c_int),
+            Err(e) => return crate::util::neg(e.errno),
+        }
+    } else {
+        None
+    };
     let m = Box::new(Mr {
         fid: fid_mr {
             fid: fid {
@@ -78,7 +112,7 @@ unsafe fn register(domain: *mut fid, a: MrArgs, flags: u64, mr: *mut *mut fid_mr
                 ops: (&raw const MR_FI_OPS).cast_mut(),
             },
             mem_desc: a.buf.cast(),
-            key: a.key,
+            key,
         },
         buf: a.buf,
         len: a.len,
@@ -87,6 +121,7 @@ unsafe fn register(domain: *mut fid, a: MrArgs, flags: u64, mr: *mut *mut fid_mr
         domain: d.domain.clone(),
         ep: RefCell::new(None),
         region: RefCell::new(None),
+        shared,
     });
     // SAFETY: `mr`, not null (checked), is the caller's writable `struct fid_mr **` out parameter
     // (fi_mr_reg(3)).
@@ -179,6 +214,10 @@ unsafe extern "C" fn bind_mr(f: *mut fid, bfid: *mut fid, _flags: u64) -> c_int 
     if b.fclass as u32 != abi::FI_CLASS_EP || m.region.borrow().is_some() {
         return EINVAL;
     }
+    if m.shared.is_some() {
+        // The domain's region serves the endpoint already.
+        return 0;
+    }
     // SAFETY: `bfid`'s class is FI_CLASS_EP (checked), and fi_mr_bind(3) binds objects of the
     // MR's own domain, so it is a live endpoint this provider opened.
     let Some(e) = (unsafe { crate::endpoint::ep_of(bfid.cast()) }) else { return EINVAL };
@@ -199,7 +238,7 @@ unsafe extern "C" fn control_mr(f: *mut fid, command: c_int, _arg: *mut c_void) 
         // Local access only: nothing for peers to see.
         return 0;
     }
-    if m.region.borrow().is_some() {
+    if m.region.borrow().is_some() || m.shared.is_some() {
         return 0;
     }
     let Some(ep) = m.ep.borrow().clone() else { return EINVAL };

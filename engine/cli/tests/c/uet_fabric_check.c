@@ -161,7 +161,7 @@ static struct fi_info *getinfo(int quiet)
 	hints->caps = FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC;
 	hints->ep_attr->type = FI_EP_RDM;
 	hints->domain_attr->mr_mode = FI_MR_ENDPOINT;
-	hints->domain_attr->name = strdup("uet_hpc");
+	hints->fabric_attr->name = strdup("uet_hpc");
 	hints->fabric_attr->prov_name = strdup("softrdma");
 	int r = fi_getinfo(FI_VERSION(1, 17), NULL, NULL, 0, hints, &info);
 	fi_freeinfo(hints);
