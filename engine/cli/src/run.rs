@@ -8,7 +8,12 @@
 //! - `SOFTRDMA_BACKEND`: `udp` (kernel UDP sockets) or `afxdp`;
 //! - `SOFTRDMA_DEV`: the interface (the device is `softrdma_<iface>`);
 //! - `SOFTRDMA_LOCAL`: the IPv4 address the device uses (its RoCEv2 GID, index 1);
-//! - `SOFTRDMA_UDP_PORT`: the UDP port it receives RoCEv2 on.
+//! - `SOFTRDMA_UDP_PORT`: the UDP port it receives RoCEv2 on;
+//! - `SOFTRDMA_JOB_ID`: the job's UET JobID, for the libfabric provider. `softrdma run` plays the
+//!   UEC control plane's launcher: it assigns one when none is given (`--job-id N`, else the
+//!   user's: [`user_job_seed`]) and prints it in its first line (`softrdma run: JobID N`), unless the
+//!   environment holds one already (a launcher started under `softrdma run`, such as mpirun's
+//!   remote agent, passes its job's JobID on to what it starts), which is kept.
 
 use std::ffi::{OsStr, OsString};
 use std::net::Ipv4Addr;
@@ -61,8 +66,40 @@ pub struct Request {
     pub local: Option<Ipv4Addr>,
     /// The UDP port the device receives RoCEv2 on.
     pub udp_port: u16,
+    /// The JobID to set in `SOFTRDMA_JOB_ID` ([`job_id`]), `None` to keep the environment's.
+    pub job_id: Option<u32>,
     /// The program and its arguments.
     pub command: Vec<OsString>,
+}
+
+/// The variable the libfabric provider reads its JobIDs from.
+pub const JOB_ID_ENV: &str = "SOFTRDMA_JOB_ID";
+/// The largest JobID (24 bits; 16777215 is UET's fallback JobID, never assigned).
+pub const MAX_JOB_ID: u32 = 0xFF_FFFE;
+
+/// The JobID of the run: `--job-id` if given (checked: 24 bits, not the fallback 16777215); else
+/// none if `inherited` (the environment's `SOFTRDMA_JOB_ID`, non-empty) is kept; else one made
+/// from `fresh()` ([`user_job_seed`]), 1 to [`MAX_JOB_ID`].
+pub fn job_id(
+    flag: Option<u32>,
+    inherited: bool,
+    fresh: impl FnOnce() -> u32,
+) -> Result<Option<u32>, String> {
+    match flag {
+        Some(j) if j > MAX_JOB_ID => {
+            Err(format!("--job-id {j}: a JobID is 24 bits, and 16777215 is UET's fallback JobID"))
+        }
+        Some(j) => Ok(Some(j)),
+        None if inherited => Ok(None),
+        None => Ok(Some(fresh() % MAX_JOB_ID + 1)),
+    }
+}
+
+/// What the JobID `softrdma run` assigns is made from: the user's ID, so that every program a user
+/// starts under `softrdma run`, on any host, is in one job and reaches the others (two sides of a
+/// `fi_pingpong` started by hand), while other users' jobs are apart; `--job-id` separates jobs.
+pub fn user_job_seed() -> u32 {
+    rustix::process::getuid().as_raw()
 }
 
 /// Everything needed to execute the program: checked, nothing left to infer.
@@ -240,6 +277,10 @@ pub fn plan(
         ("SOFTRDMA_LOCAL".to_string(), local.to_string().into()),
         ("SOFTRDMA_UDP_PORT".to_string(), req.udp_port.to_string().into()),
     ];
+    let mut env = env;
+    if let Some(j) = req.job_id {
+        env.push((JOB_ID_ENV.to_string(), j.to_string().into()));
+    }
     Ok(Plan { program: program.clone(), args: args.to_vec(), env })
 }
 
@@ -390,12 +431,27 @@ mod tests {
     }
 
     #[test]
+    fn a_job_id_is_given_kept_or_assigned() {
+        assert_eq!(job_id(Some(7), true, || unreachable!()), Ok(Some(7)), "--job-id wins");
+        assert_eq!(job_id(Some(MAX_JOB_ID), false, || 0), Ok(Some(MAX_JOB_ID)));
+        assert!(job_id(Some(16_777_215), false, || 0).unwrap_err().contains("fallback"));
+        assert_eq!(job_id(None, true, || unreachable!()), Ok(None), "the environment's is kept");
+        assert_eq!(job_id(None, false, || 41), Ok(Some(42)));
+        // Whatever the seed, a JobID of 1 to MAX_JOB_ID.
+        for r in [0, MAX_JOB_ID - 1, MAX_JOB_ID, u32::MAX] {
+            let j = job_id(None, false, || r).unwrap().unwrap();
+            assert!((1..=MAX_JOB_ID).contains(&j), "{r} -> {j}");
+        }
+    }
+
+    #[test]
     fn the_plan_sets_the_contract() {
         let req = Request {
             backend: Backend::Afxdp,
             dev: Some("veth0".into()),
             local: None,
             udp_port: 5000,
+            job_id: Some(4242),
             command: vec!["ib_write_bw".into(), "-x".into(), "1".into()],
         };
         let lib = || Ok(PathBuf::from("/l/libsoftrdma_ibverbs.so"));
@@ -411,6 +467,7 @@ mod tests {
                 ("SOFTRDMA_DEV", "veth0"),
                 ("SOFTRDMA_LOCAL", "10.1.0.1"),
                 ("SOFTRDMA_UDP_PORT", "5000"),
+                ("SOFTRDMA_JOB_ID", "4242"),
             ]
         );
         // Arguments are checked before the library is looked for.

@@ -39,6 +39,11 @@ pub(crate) struct RunArgs {
     /// UDP port of the device's RoCEv2 traffic (stock RoCEv2 peers use 4791).
     #[arg(long, default_value_t = 4791, value_name = "N")]
     udp_port: u16,
+    /// UET JobID of the job, for the libfabric provider (SOFTRDMA_JOB_ID) [default: the
+    /// environment's SOFTRDMA_JOB_ID if set, else the user's (UID + 1: every program of the user
+    /// under softrdma run is in one job); a given or assigned JobID is printed in the first line].
+    #[arg(long, value_name = "N")]
+    job_id: Option<u32>,
     /// Offer only the libfabric provider (FI_PROVIDER_PATH), not the verbs library (LD_PRELOAD).
     /// For libfabric programs over AF_XDP: libfabric's own verbs provider opens every verbs
     /// device it finds at start-up, and the preloaded one would take queue 0 of --dev, which the
@@ -60,6 +65,14 @@ enum RunBackend {
 
 /// Runs the program; returns only when it could not be run.
 pub(crate) fn run_program(a: RunArgs) -> ExitCode {
+    let inherited = std::env::var_os(softrdma::run::JOB_ID_ENV).is_some_and(|v| !v.is_empty());
+    let job_id = match softrdma::run::job_id(a.job_id, inherited, softrdma::run::user_job_seed) {
+        Ok(j) => j,
+        Err(e) => {
+            eprintln!("softrdma run: {e}");
+            return ExitCode::from(EXIT_FAILED);
+        }
+    };
     let req = Request {
         backend: match a.backend {
             RunBackend::Udp => Backend::Udp,
@@ -68,6 +81,7 @@ pub(crate) fn run_program(a: RunArgs) -> ExitCode {
         dev: a.dev,
         local: a.local,
         udp_port: a.udp_port,
+        job_id,
         command: a.command,
     };
     let library = || {
@@ -100,6 +114,9 @@ pub(crate) fn run_program(a: RunArgs) -> ExitCode {
             }
             Err(e) => eprintln!("softrdma run: the libfabric provider is not offered: {e}"),
         }
+    }
+    if let Some(j) = job_id {
+        eprintln!("softrdma run: JobID {j}");
     }
     let (e, status) = softrdma::run::exec(&plan);
     eprintln!("softrdma run: {e}");
