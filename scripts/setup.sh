@@ -29,9 +29,11 @@ fi
 # (engine/cli/tests/netns_verbs.rs), the C ABIs' headers (libibverbs-dev, librdmacm-dev,
 # libfabric-dev) and libclang-dev, with which bindgen reads them (scripts/check-abi.sh), the C compiler that builds the C test programs against them (gcc), and the
 # libraries Debian's perftest links (librdmacm, libmlx5 of ibverbs-providers); and ethtool, with which
-# engine/cli/tests/netns_udp.rs turns a veth's offloads off to capture datagrams as a wire has them.
+# engine/cli/tests/netns_udp.rs turns a veth's offloads off to capture datagrams as a wire has them; and
+# Open MPI with mpi4py, which engine/cli/tests/netns_mpi.rs and scripts/mpi-netns.sh run over the
+# libfabric provider.
 verbs_pkgs=(ibverbs-utils perftest rdmacm-utils libibverbs-dev librdmacm-dev libfabric-bin libfabric-dev
-    libclang-dev ibverbs-providers gcc ethtool)
+    libclang-dev ibverbs-providers gcc ethtool openmpi-bin python3-mpi4py)
 missing=()
 for p in "${verbs_pkgs[@]}"; do
     if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
