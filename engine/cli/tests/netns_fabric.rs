@@ -3,8 +3,8 @@
 //! two network namespaces joined by a veth (MTU 9000). `fi_info` lists the three UET profiles on
 //! FI_EP_RDM and FI_EP_DGRAM and narrows them by endpoint type; `fi_pingpong` runs its default
 //! size sweep with data checks (`-c`) on both endpoint types, over kernel UDP and over AF_XDP,
-//! clear and sealed by TSS (a shared key file, `SOFTRDMA_TSS_KEY_FILE`). Both sides run with
-//! JobID 7 (`SOFTRDMA_JOB_ID`, the control plane's assignment). Needs root, iproute2 and
+//! clear and sealed by TSS (a shared key file, `SOFTRDMA_TSS_KEY_FILE`). No JobID variable is set:
+//! both sides run with the JobID `softrdma run` assigns (the user's), which it prints. Needs root, iproute2 and
 //! `libfabric-bin` (`scripts/setup.sh`): without them the test says so and skips, except under
 //! CI (CI=true), where it fails.
 
@@ -21,14 +21,13 @@ fn can_run(name: &str) -> bool {
     common::proc::can_run_tools(name, &["fi_info", "fi_pingpong"], "libfabric-bin")
 }
 
-/// `ARGS` under `softrdma run --backend BACKEND --no-verbs` in namespace `ns`, with this
-/// process's JobID and the `env` variables. Without `--no-verbs`, libfabric's verbs provider would
+/// `ARGS` under `softrdma run --backend BACKEND --no-verbs` in namespace `ns`, with the `env`
+/// variables and no JobID variable: the JobID is the one `softrdma run` assigns. Without `--no-verbs`, libfabric's verbs provider would
 /// open the preloaded verbs library's device at start-up, which over AF_XDP takes the queue the
 /// provider needs.
 fn spawn_on(n: &Netns, ns: char, backend: &str, env: &[&str], args: &[&str]) -> Running {
     let (name, dev) = if ns == 'a' { (&n.a, &n.va) } else { (&n.b, &n.vb) };
-    let mut full =
-        vec!["run", "--backend", backend, "--dev", dev, "--no-verbs", "--", "env", "SOFTRDMA_JOB_ID=7"];
+    let mut full = vec!["run", "--backend", backend, "--dev", dev, "--no-verbs", "--", "env"];
     full.extend(env);
     full.extend(args);
     Running::new(n.spawn(name, &full))
@@ -161,5 +160,7 @@ fn fi_pingpong_runs_its_size_sweep_over_rdm_and_dgram_on_udp_and_afxdp_clear_and
             "every size acked 10:\n{}",
             c.stdout()
         );
+        let err = String::from_utf8_lossy(&c.output.stderr).into_owned();
+        assert!(err.starts_with("softrdma run: JobID "), "the JobID softrdma run assigned:\n{err}");
     }
 }
