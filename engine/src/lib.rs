@@ -4,7 +4,7 @@
 //!
 //! softrdma engine, by layer (ARCHITECTURE.md; every arrow points down):
 //! - transport core: [`roce`], the RoCEv2 RC/UC/UD queue pair as a sans-IO state machine, with its
-//!   own vocabulary (work requests, completions, the memory table, [`roce::VerbsError`]); [`cm`],
+//!   own vocabulary (work requests, completions, the memory table, [`roce::QpError`]); [`cm`],
 //!   the IBTA connection manager of QP1, sans-IO too; the UET cores are the `pds`, `ses` and `tss`
 //!   crates;
 //! - runtime: [`verbs::Context`] (a device: memory, QPs, CQs and `progress`), [`uet::UetNode`] (UET

@@ -9,7 +9,7 @@
 //! the [`MemTable`] the caller passes in.
 //!
 //! The core owns its vocabulary: work requests and completions ([`types`]), the memory table
-//! ([`mem`]), a connection's addressing ([`Path`]) and its errors ([`VerbsError`]). The package
+//! ([`mem`]), a connection's addressing ([`Path`]) and its errors ([`QpError`]). The package
 //! depends only on `wire` (the codecs) and `frame` (buffers and the application's registered
 //! memory), so the rule that the core sits below the verbs API, the runtime and the datapaths is
 //! one Cargo checks: the engine's `verbs` re-exports the vocabulary and adds devices and handles
@@ -29,7 +29,7 @@ mod rtt;
 pub mod types;
 mod window;
 
-pub use error::VerbsError;
+pub use error::QpError;
 pub use mem::{MemError, MemTable};
 pub use path::{BuildError, HeaderTemplate, Path, gid_of, udp_sport};
 pub use qp::{CqSide, QpConfig, QueuePair, ud_sport};

@@ -3,7 +3,7 @@
 
 use super::dcqcn::{Dcqcn, DcqcnConfig};
 use super::desc::{Kind, TxPayload};
-use super::error::VerbsError;
+use super::error::QpError;
 use super::mem::{MemTable, sge_len};
 use super::path::{HeaderTemplate, Path, udp_sport};
 use super::requester::{ReqConfig, ReqCounters, Requester, SendWqe, UdSend, ack_timeout};
@@ -91,12 +91,12 @@ pub struct QueuePair {
     peer_packets: u64,
 }
 
-fn need<T>(v: Option<T>, name: &'static str) -> Result<T, VerbsError> {
-    v.ok_or(VerbsError::MissingAttr(name))
+fn need<T>(v: Option<T>, name: &'static str) -> Result<T, QpError> {
+    v.ok_or(QpError::MissingAttr(name))
 }
 
-fn check_attr(a: &QpAttr) -> Result<(), VerbsError> {
-    let bad = |c: bool, name| if c { Err(VerbsError::InvalidAttr(name)) } else { Ok(()) };
+fn check_attr(a: &QpAttr) -> Result<(), QpError> {
+    let bad = |c: bool, name| if c { Err(QpError::InvalidAttr(name)) } else { Ok(()) };
     bad(a.retry_cnt.is_some_and(|v| v > 7), "retry_cnt")?;
     bad(a.rnr_retry.is_some_and(|v| v > 7), "rnr_retry")?;
     bad(a.min_rnr_timer.is_some_and(|v| v > 31), "min_rnr_timer")?;
@@ -246,7 +246,7 @@ impl QueuePair {
     /// INIT -> RTR: `ah_attr`, `path_mtu`, `dest_qp_num`, `rq_psn`, and on RC `max_dest_rd_atomic` and
     /// `min_rnr_timer` (UD: nothing); RTR -> RTS: `sq_psn`, and on RC `timeout`, `retry_cnt`,
     /// `rnr_retry`, `max_rd_atomic`.
-    pub fn modify(&mut self, target: QpState, a: &QpAttr) -> Result<(), VerbsError> {
+    pub fn modify(&mut self, target: QpState, a: &QpAttr) -> Result<(), QpError> {
         use QpState::*;
         check_attr(a)?;
         tracing::debug!(qpn = self.cfg.qpn, from = ?self.state, to = ?target, "modify QP");
@@ -286,7 +286,7 @@ impl QueuePair {
                 } else {
                     (0, 0)
                 };
-                let dmac = av.dmac.ok_or(VerbsError::Unreachable)?;
+                let dmac = av.dmac.ok_or(QpError::NoDestMac)?;
                 if let Some(acc) = a.qp_access_flags {
                     self.access = acc;
                 }
@@ -390,7 +390,7 @@ impl QueuePair {
                     self.attr.send_window = Some(w);
                 }
             }
-            (from, to) => return Err(VerbsError::InvalidTransition(from, to)),
+            (from, to) => return Err(QpError::InvalidTransition(from, to)),
         }
         Ok(())
     }
@@ -407,26 +407,21 @@ impl QueuePair {
 
     /// Queues a send request after checking it (`ibv_post_send`).
     /// `ud_path` is the destination's path (from the address handle) for UD requests.
-    pub fn post_send(
-        &mut self,
-        wr: &SendWr,
-        mem: &MemTable,
-        ud_path: Option<&Path>,
-    ) -> Result<(), VerbsError> {
+    pub fn post_send(&mut self, wr: &SendWr, mem: &MemTable, ud_path: Option<&Path>) -> Result<(), QpError> {
         match self.state {
             QpState::Rts | QpState::Error => {}
-            s => return Err(VerbsError::InvalidState(s)),
+            s => return Err(QpError::InvalidState(s)),
         }
         let cap = self.cfg.cap;
         if self.req.sq.len() >= cap.max_send_wr as usize {
-            return Err(VerbsError::QueueFull);
+            return Err(QpError::QueueFull);
         }
         if wr.sg_list.len() > cap.max_send_sge as usize {
-            return Err(VerbsError::TooManySge);
+            return Err(QpError::TooManySge);
         }
         let len = sge_len(&wr.sg_list);
         if len > MAX_MSG_SIZE {
-            return Err(VerbsError::InvalidWr("message longer than the maximum message size"));
+            return Err(QpError::InvalidWr("message longer than the maximum message size"));
         }
         let kind = Kind::of(&wr.opcode);
         let ud = match self.cfg.qp_type {
@@ -435,7 +430,7 @@ impl QueuePair {
                 if !matches!(kind, Kind::Send | Kind::Write)
                     || matches!(wr.opcode, WrOpcode::SendWithInv { .. })
                 {
-                    return Err(VerbsError::InvalidWr(
+                    return Err(QpError::InvalidWr(
                         "UC carries SEND, SEND_WITH_IMM, WRITE and WRITE_WITH_IMM",
                     ));
                 }
@@ -443,15 +438,15 @@ impl QueuePair {
             }
             QpType::Ud => {
                 if !matches!(wr.opcode, WrOpcode::Send | WrOpcode::SendWithImm { .. }) {
-                    return Err(VerbsError::InvalidWr("UD carries SEND and SEND_WITH_IMM"));
+                    return Err(QpError::InvalidWr("UD carries SEND and SEND_WITH_IMM"));
                 }
                 if len > u64::from(self.cfg.port_mtu.bytes()) {
-                    return Err(VerbsError::InvalidWr("a UD message must fit one packet of the port MTU"));
+                    return Err(QpError::InvalidWr("a UD message must fit one packet of the port MTU"));
                 }
-                let dest = wr.ud.ok_or(VerbsError::InvalidWr("a UD send needs an address handle"))?;
-                let path = ud_path.ok_or(VerbsError::InvalidHandle("AH"))?;
+                let dest = wr.ud.ok_or(QpError::InvalidWr("a UD send needs an address handle"))?;
+                let path = ud_path.ok_or(QpError::NoAhPath)?;
                 if dest.remote_qpn == 0 || dest.remote_qpn > psn::MASK {
-                    return Err(VerbsError::InvalidWr("remote QPN out of range"));
+                    return Err(QpError::InvalidWr("remote QPN out of range"));
                 }
                 let path = Path {
                     src_mac: self.cfg.mac,
@@ -467,29 +462,29 @@ impl QueuePair {
         };
         let inline = wr.flags.contains(SendFlags::INLINE);
         if inline && !matches!(kind, Kind::Send | Kind::Write) {
-            return Err(VerbsError::InvalidWr("only SEND and WRITE take inline data"));
+            return Err(QpError::InvalidWr("only SEND and WRITE take inline data"));
         }
         if inline && len > u64::from(cap.max_inline_data) {
-            return Err(VerbsError::InvalidWr("inline data longer than max_inline_data"));
+            return Err(QpError::InvalidWr("inline data longer than max_inline_data"));
         }
         if kind == Kind::Atomic && len != 8 {
-            return Err(VerbsError::InvalidWr("an atomic needs 8 bytes of local buffer"));
+            return Err(QpError::InvalidWr("an atomic needs 8 bytes of local buffer"));
         }
         if let WrOpcode::AtomicCmpAndSwp { remote_addr, .. }
         | WrOpcode::AtomicFetchAndAdd { remote_addr, .. } = wr.opcode
         {
             if remote_addr % 8 != 0 {
-                return Err(VerbsError::InvalidWr("atomic remote address not 8-byte aligned"));
+                return Err(QpError::InvalidWr("atomic remote address not 8-byte aligned"));
             }
         }
         let need = if matches!(kind, Kind::Read | Kind::Atomic) { Access::LOCAL_WRITE } else { Access::NONE };
         let data = if inline {
             let mut v = vec![0u8; len as usize];
-            mem.gather(&wr.sg_list, 0, &mut v).map_err(VerbsError::InvalidSge)?;
+            mem.gather(&wr.sg_list, 0, &mut v).map_err(QpError::InvalidSge)?;
             Some(v)
         } else {
             for sge in &wr.sg_list {
-                mem.check_local(self.cfg.pd, sge, need).map_err(VerbsError::InvalidSge)?;
+                mem.check_local(self.cfg.pd, sge, need).map_err(QpError::InvalidSge)?;
             }
             None
         };
@@ -504,22 +499,22 @@ impl QueuePair {
     }
 
     /// Queues a receive request after checking it (`ibv_post_recv`).
-    pub fn post_recv(&mut self, wr: &RecvWr, mem: &MemTable) -> Result<(), VerbsError> {
+    pub fn post_recv(&mut self, wr: &RecvWr, mem: &MemTable) -> Result<(), QpError> {
         if self.state == QpState::Reset {
-            return Err(VerbsError::InvalidState(QpState::Reset));
+            return Err(QpError::InvalidState(QpState::Reset));
         }
         if self.cfg.srq {
-            return Err(VerbsError::InvalidWr("this QP takes its receives from an SRQ"));
+            return Err(QpError::InvalidWr("this QP takes its receives from an SRQ"));
         }
         let cap = self.cfg.cap;
         if self.rq.len() >= cap.max_recv_wr as usize {
-            return Err(VerbsError::QueueFull);
+            return Err(QpError::QueueFull);
         }
         if wr.sg_list.len() > cap.max_recv_sge as usize {
-            return Err(VerbsError::TooManySge);
+            return Err(QpError::TooManySge);
         }
         for sge in &wr.sg_list {
-            mem.check_local(self.cfg.pd, sge, Access::LOCAL_WRITE).map_err(VerbsError::InvalidSge)?;
+            mem.check_local(self.cfg.pd, sge, Access::LOCAL_WRITE).map_err(QpError::InvalidSge)?;
         }
         if self.state == QpState::Error {
             self.resp.done.push_back(WorkCompletion {

@@ -396,7 +396,7 @@ impl Default for QpCap {
 }
 
 /// Attributes for `modify_qp` (`ibv_qp_attr`); a transition reads the ones it needs and rejects a
-/// missing one with [`VerbsError::MissingAttr`](super::error::VerbsError::MissingAttr).
+/// missing one with [`QpError::MissingAttr`](crate::QpError::MissingAttr).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct QpAttr {
     /// Remote access the responder allows (RESET -> INIT; RC and UC).

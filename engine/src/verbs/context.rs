@@ -1,5 +1,6 @@
 //! An opened device and the objects on it, plus the progress engine.
 
+use super::VerbsError;
 use super::cq::{Channel, CqState, signal};
 use super::stats::Stats;
 use super::tx::offer;
@@ -9,7 +10,7 @@ use crate::roce::Path;
 use crate::roce::types::{
     Access, AddressVector, Ah, QpAttr, QpCap, QpState, QpType, RecvWr, SendWr, WorkCompletion,
 };
-use crate::roce::{CqSide, HoldPool, LIMITS, MemTable, QpConfig, QueuePair, RecvWqe, RxMeta, VerbsError};
+use crate::roce::{CqSide, HoldPool, LIMITS, MemTable, QpConfig, QueuePair, RecvWqe, RxMeta};
 use frame::Frame;
 use frame::UserBuf;
 use rustix::fd::BorrowedFd;
@@ -633,7 +634,7 @@ impl Context {
                 },
                 None => None,
             };
-            e.qp.post_send(wr, &self.mem, path).map_err(|err| (n, err))
+            e.qp.post_send(wr, &self.mem, path).map_err(|err| (n, err.into()))
         });
         if e.qp.state() == QpState::Error {
             // Requests posted in the error state complete at once, with a flush error.
@@ -650,7 +651,7 @@ impl Context {
         let posted = wrs
             .iter()
             .enumerate()
-            .try_for_each(|(n, wr)| e.qp.post_recv(wr, &self.mem).map_err(|err| (n, err)));
+            .try_for_each(|(n, wr)| e.qp.post_recv(wr, &self.mem).map_err(|err| (n, err.into())));
         if e.qp.state() == QpState::Error {
             self.flush_qp(i);
         }

@@ -6,7 +6,7 @@
 //! eventfd becomes readable, so an application can wait for it with epoll, poll or select next to
 //! its other descriptors.
 
-use crate::roce::VerbsError;
+use super::VerbsError;
 use crate::roce::types::{WcStatus, WorkCompletion};
 use rustix::event::{EventfdFlags, PollFd, PollFlags, Timespec, eventfd, poll};
 use rustix::fd::{AsFd, BorrowedFd, OwnedFd};

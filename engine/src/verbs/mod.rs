@@ -9,6 +9,7 @@ mod cm;
 mod context;
 mod cq;
 mod device;
+mod error;
 mod gsi;
 mod sched;
 mod stats;
@@ -19,10 +20,11 @@ pub use crate::roce::types::{
     Access, AddressVector, Ah, QpAttr, QpCap, QpState, QpType, RecvWr, SendFlags, SendWindow, SendWr, Sge,
     UdDest, WcOpcode, WcStatus, WorkCompletion, WrOpcode,
 };
-pub use crate::roce::{DeviceLimits, LIMITS, MAX_MSG_SIZE, MemError, MemTable, VerbsError};
+pub use crate::roce::{DeviceLimits, LIMITS, MAX_MSG_SIZE, MemError, MemTable, QpError};
 pub use cm::{CmChannel, CmEventKind, CmId, CmIdEvent, ConnParam, PortSpace, RDMA_UDP_QKEY, UdParam};
 pub use context::{AsyncEvent, CompChannel, Context, Cq, Mr, Pd, Qp, QpInitAttr, Srq, SrqAttr};
 pub use device::{Device, HANDOVER};
+pub use error::VerbsError;
 pub use frame::UserBuf;
 pub use stats::{QpStats, Stats};
 pub use wire::ib::Mtu;

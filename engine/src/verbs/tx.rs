@@ -1,8 +1,8 @@
 //! Handing frames to the datapath, shared by the QPs' and QP1's transmissions.
 
+use super::VerbsError;
 use super::stats::Stats;
 use crate::datapath::{Datapath, TxError};
-use crate::roce::VerbsError;
 use frame::Frame;
 
 /// Hands `frame` to the datapath: true if it took it; false if it handed it back, and then the

@@ -21,8 +21,8 @@ use wire::ib::cma::{CMA_HDR_LEN, CmaHdr, service_id};
 
 use super::{Context, Qp};
 use crate::cm::{AcceptParams, CmEvent, ConnId, ConnectParams, ReqInfo};
-use crate::roce::VerbsError;
 use crate::roce::types::{Access, AddressVector, QpAttr, QpState, QpType};
+use crate::verbs::VerbsError;
 use crate::verbs::cm::{
     ACK_TIMEOUT, CHANNEL_EVENTS, CmChannel, CmEventKind, CmId, CmIdEvent, ConnParam, EPHEMERAL, Id, IdState,
     MIN_RNR_TIMER, PortSpace, RDMA_UDP_QKEY, UdParam, gid_bytes, mtu_code, mtu_of,
