@@ -6,7 +6,7 @@ use crate::abi::*;
 use crate::config::DevInfo;
 use crate::errno;
 use engine::verbs::{
-    Ah, Context, Cq, Device, Mr, Pd, Qp, QpCap, QpType, SendFlags, SendWr, Sge, Srq, SrqAttr,
+    Ah, Context, Cq, Device, InlineData, Pd, Qp, QpCap, QpType, SendFlags, SendRef, SendWr, Srq, SrqAttr,
 };
 use std::cell::UnsafeCell;
 use std::collections::HashMap;
@@ -115,8 +115,6 @@ pub(crate) struct SoftQp {
     pub(crate) ty: QpType,
     pub(crate) cap: QpCap,
     pub(crate) sq_sig_all: bool,
-    /// Where inline data is copied for the engine (which copies it again at post time).
-    pub(crate) inline: Mr,
     pub(crate) batch: Mutex<Batch>,
     /// The first error of the batch being built (`ibv_wr_complete` returns it).
     pub(crate) batch_error: Mutex<Option<i32>>,
@@ -140,53 +138,52 @@ impl SoftQp {
         self.batch.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Posts one request, copying its inline data (from `inline`, or else from the addresses of
-    /// its SGEs) into the QP's inline buffer first.
+    /// Posts one request. An inline one's data (from `inline`, or else from the addresses of its
+    /// SGEs) is copied once, straight into the engine's queue entry; nothing is allocated.
     ///
     /// # Safety
     /// Without `inline`, an inline request's SGE addresses point at readable bytes.
     pub(crate) unsafe fn post_one(
         &self,
         c: &mut Context,
-        mut w: SendWr,
+        w: SendRef<'_>,
         inline: Option<&[u8]>,
     ) -> Result<(), i32> {
-        if w.flags.contains(SendFlags::INLINE) {
-            let total: u64 = match inline {
-                Some(d) => d.len() as u64,
-                None => w.sg_list.iter().map(|s| u64::from(s.length)).sum(),
-            };
-            if total > u64::from(self.cap.max_inline_data) {
-                return Err(libc::EINVAL);
-            }
-            let buf = c.mr_bytes_mut(&self.inline).map_err(|e| errno::of(&e))?;
-            match inline {
-                Some(d) => buf[..d.len()].copy_from_slice(d),
-                None => {
-                    let mut at = 0;
-                    for s in &w.sg_list {
-                        let n = s.length as usize;
-                        if n == 0 {
-                            continue;
-                        }
-                        if s.addr == 0 {
-                            return Err(libc::EINVAL);
-                        }
-                        // SAFETY: an inline request's data is read from its SGE addresses during
-                        // the post, with no MR (ibv_post_send(3)): the caller promises `n`
-                        // readable bytes at `addr` until this call returns; `addr` is not null
-                        // and `n > 0` (checked above). `buf` holds `max_inline_data >= total`
-                        // bytes (the QP's inline MR), so `at + n` stays inside it.
-                        let src = unsafe { std::slice::from_raw_parts(s.addr as usize as *const u8, n) };
-                        buf[at..at + n].copy_from_slice(src);
-                        at += n;
-                    }
+        if !w.flags.contains(SendFlags::INLINE) {
+            return c.post_send_ref(self.qp, w, InlineData::Sges).map_err(|e| errno::of(&e));
+        }
+        let total: u64 = match inline {
+            Some(d) => d.len() as u64,
+            None => w.sg_list.iter().map(|s| u64::from(s.length)).sum(),
+        };
+        if total > u64::from(self.cap.max_inline_data) {
+            return Err(libc::EINVAL);
+        }
+        if inline.is_none() && w.sg_list.iter().any(|s| s.length > 0 && s.addr == 0) {
+            return Err(libc::EINVAL);
+        }
+        let sges = w.sg_list;
+        let mut fill = |dst: &mut [u8]| match inline {
+            Some(d) => dst.copy_from_slice(d),
+            None => {
+                let mut at = 0;
+                for s in sges.iter().filter(|s| s.length > 0) {
+                    let n = s.length as usize;
+                    // SAFETY: an inline request's data is read from its SGE addresses during the
+                    // post, with no MR (ibv_post_send(3)): the caller promises `n` readable bytes
+                    // at `addr` until this call returns; `addr` is not null and `n > 0` (checked
+                    // above). `dst` is `total` bytes long, the sum of the lengths, so `at + n`
+                    // stays inside it.
+                    let src = unsafe { std::slice::from_raw_parts(s.addr as usize as *const u8, n) };
+                    dst[at..at + n].copy_from_slice(src);
+                    at += n;
                 }
             }
-            let sge = Sge { addr: self.inline.addr, length: total as u32, lkey: self.inline.lkey };
-            w.sg_list = if total == 0 { Vec::new() } else { vec![sge] };
-        }
-        c.post_send(self.qp, std::slice::from_ref(&w)).map_err(|(_, e)| errno::of(&e))
+        };
+        // The data is given here, so the core reads no SGE.
+        let w = SendRef { sg_list: &[], ..w };
+        c.post_send_ref(self.qp, w, InlineData::Fill { len: total as usize, fill: &mut fill })
+            .map_err(|e| errno::of(&e))
     }
 }
 

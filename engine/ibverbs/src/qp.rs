@@ -81,13 +81,6 @@ unsafe fn create(
     };
     let mut e = ctx.dev.lock();
     let qp = e.create_qp(p.pd, &init).map_err(|e| errno::of(&e))?;
-    let inline = match e.reg_mr(p.pd, cap.max_inline_data.max(1) as usize, Access::LOCAL_WRITE) {
-        Ok(mr) => mr,
-        Err(err) => {
-            let _ = e.destroy_qp(qp);
-            return Err(errno::of(&err));
-        }
-    };
     drop(e);
     attr.cap = ibv_qp_cap {
         max_send_wr: cap.max_send_wr,
@@ -116,7 +109,6 @@ unsafe fn create(
         ty,
         cap,
         sq_sig_all: attr.sq_sig_all != 0,
-        inline,
         batch: Mutex::default(),
         batch_error: Mutex::default(),
     };
@@ -477,7 +469,6 @@ pub unsafe extern "C" fn ibv_destroy_qp(qp: *mut ibv_qp) -> c_int {
         if let Err(err) = e.destroy_qp(q.qp) {
             return errno::fail(errno::of(&err));
         }
-        let _ = e.dereg_mr(&q.inline);
     }
     ctx.objects().qps.remove(&q.qp);
     // SAFETY: `qp` is a `SoftQp` boxed by `create`; the engine destroyed the QP and it left the

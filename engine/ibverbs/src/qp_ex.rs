@@ -89,7 +89,7 @@ unsafe extern "C" fn wr_complete(qp: *mut ibv_qp_ex) -> c_int {
         // one flagged IBV_SEND_INLINE in `wr_flags` but given SGEs (`wr_set_sge*`). Those SGEs
         // name the caller's buffers, which ibv_wr_post(3) keeps valid until the request
         // completes, so they are readable now; data given with `wr_set_inline_data*` was copied.
-        if let Err(err) = unsafe { q.post_one(&mut e, w, inline.as_deref()) } {
+        if let Err(err) = unsafe { q.post_one(&mut e, w.borrowed(), inline.as_deref()) } {
             return err;
         }
     }
@@ -164,7 +164,7 @@ unsafe extern "C" fn wr_set_sge_list(qp: *mut ibv_qp_ex, num_sge: usize, sg_list
         last(qp, |(w, _)| {
             // SAFETY: ibv_wr_set_sge_list(3): `sg_list` holds `num_sge` SGEs (`sges` checks null
             // and a count that does not fit an `i32` is refused first).
-            w.sg_list = wr::sges(sg_list, i32::try_from(num_sge).map_err(|_| libc::EINVAL)?)?;
+            w.sg_list = wr::sges(sg_list, i32::try_from(num_sge).map_err(|_| libc::EINVAL)?)?.to_vec();
             Ok(())
         })
     }

@@ -2,7 +2,7 @@
 
 use crate::abi::*;
 use crate::handles::SoftAh;
-use engine::verbs::{RecvWr, SendFlags, SendWr, Sge, UdDest, WcOpcode, WcStatus, WorkCompletion, WrOpcode};
+use engine::verbs::{RecvWr, SendFlags, SendRef, Sge, UdDest, WcOpcode, WcStatus, WorkCompletion, WrOpcode};
 use std::ffi::c_uint;
 
 /// The engine's opcode for a send work request's.
@@ -52,22 +52,31 @@ pub(crate) fn opcode(wr: &ibv_send_wr) -> Result<WrOpcode, i32> {
     })
 }
 
-/// The SGEs of a request.
+// `Sge` is laid out as `ibv_sge` (both `repr(C)`: a u64 and two u32s), so a program's SGE
+// list is read in place.
+const _: () = {
+    assert!(std::mem::size_of::<Sge>() == std::mem::size_of::<ibv_sge>());
+    assert!(std::mem::align_of::<Sge>() == std::mem::align_of::<ibv_sge>());
+    assert!(std::mem::offset_of!(Sge, addr) == std::mem::offset_of!(ibv_sge, addr));
+    assert!(std::mem::offset_of!(Sge, length) == std::mem::offset_of!(ibv_sge, length));
+    assert!(std::mem::offset_of!(Sge, lkey) == std::mem::offset_of!(ibv_sge, lkey));
+};
+
+/// The SGEs of a request, borrowed from the program's list.
 ///
 /// # Safety
-/// `list` points at `n` SGEs (or `n <= 0`).
-pub(crate) unsafe fn sges(list: *const ibv_sge, n: i32) -> Result<Vec<Sge>, i32> {
+/// `list` points at `n` SGEs (or `n <= 0`) that stay valid and unwritten for `'a`.
+pub(crate) unsafe fn sges<'a>(list: *const ibv_sge, n: i32) -> Result<&'a [Sge], i32> {
     if n <= 0 {
-        return Ok(Vec::new());
+        return Ok(&[]);
     }
     if list.is_null() {
         return Err(libc::EINVAL);
     }
     // SAFETY: this function's contract: `list` (not null, checked) points at `n > 0` SGEs, as
-    // `num_sge` promises in ibv_post_send(3); `ibv_sge` is plain integers, and the slice lives
-    // only for this copy.
-    let s = unsafe { std::slice::from_raw_parts(list, n as usize) };
-    Ok(s.iter().map(|g| Sge { addr: g.addr, length: g.length, lkey: g.lkey }).collect())
+    // `num_sge` promises in ibv_post_send(3), valid for `'a`; `Sge` has `ibv_sge`'s layout
+    // (checked at compile time above) and, like it, is plain integers valid for any bits.
+    Ok(unsafe { std::slice::from_raw_parts(list.cast::<Sge>(), n as usize) })
 }
 
 /// The send flags the engine knows (`IBV_SEND_IP_CSUM` and others only matter to raw QPs).
@@ -85,11 +94,11 @@ pub(crate) unsafe fn ud_dest(ah: *mut ibv_ah, remote_qpn: u32, remote_qkey: u32)
     Ok(UdDest { ah: ah.ah, remote_qpn, remote_qkey })
 }
 
-/// A send work request; `ud` when the QP is UD.
+/// A send work request, its SGE list borrowed; `ud` when the QP is UD.
 ///
 /// # Safety
-/// `wr` is a valid request whose SGE list is valid.
-pub(crate) unsafe fn send_wr(wr: &ibv_send_wr, ud: bool) -> Result<SendWr, i32> {
+/// `wr` is a valid request whose SGE list is valid for `'a`.
+pub(crate) unsafe fn send_wr<'a>(wr: &'a ibv_send_wr, ud: bool) -> Result<SendRef<'a>, i32> {
     let ud = if ud {
         // SAFETY: a request on a UD QP fills the `ud` member (ibv_post_send(3)): a pointer and
         // two integers, read by value.
@@ -99,10 +108,10 @@ pub(crate) unsafe fn send_wr(wr: &ibv_send_wr, ud: bool) -> Result<SendWr, i32> 
     } else {
         None
     };
-    Ok(SendWr {
+    Ok(SendRef {
         wr_id: wr.wr_id,
         opcode: opcode(wr)?,
-        // SAFETY: this function's contract: `sg_list` holds `num_sge` SGEs.
+        // SAFETY: this function's contract: `sg_list` holds `num_sge` SGEs, valid for `'a`.
         sg_list: unsafe { sges(wr.sg_list, wr.num_sge) }?,
         flags: send_flags(wr.send_flags),
         ud,
@@ -115,7 +124,7 @@ pub(crate) unsafe fn send_wr(wr: &ibv_send_wr, ud: bool) -> Result<SendWr, i32> 
 /// `wr`'s SGE list is valid.
 pub(crate) unsafe fn recv_wr(wr: &ibv_recv_wr) -> Result<RecvWr, i32> {
     // SAFETY: this function's contract: `sg_list` holds `num_sge` SGEs.
-    Ok(RecvWr { wr_id: wr.wr_id, sg_list: unsafe { sges(wr.sg_list, wr.num_sge) }? })
+    Ok(RecvWr { wr_id: wr.wr_id, sg_list: unsafe { sges(wr.sg_list, wr.num_sge) }?.to_vec() })
 }
 
 fn status(s: WcStatus) -> ibv_wc_status {

@@ -37,4 +37,4 @@ pub use responder::{DEVICE_HOLD_PACKETS, GRH_LEN, HoldPool, HoldStats, RecvWqe, 
 pub use types::{DeviceLimits, LIMITS, MAX_MSG_SIZE};
 
 pub use requester::{MAX_PKT_PER_ACK, MAX_UNACKED_PSNS, MAX_WIDE_PSNS, ReqCounters, ack_timeout};
-pub use types::SendWindow;
+pub use types::{InlineData, SendRef, SendWindow};

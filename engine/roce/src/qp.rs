@@ -9,8 +9,8 @@ use super::path::{HeaderTemplate, Path, udp_sport};
 use super::requester::{ReqConfig, ReqCounters, Requester, SendWqe, UdSend, ack_timeout};
 use super::responder::{HoldPool, RecvWqe, RespConfig, RespDrops, Responder, RxMeta};
 use super::types::{
-    Access, MAX_MSG_SIZE, QpAttr, QpCap, QpState, QpType, RecvWr, SendFlags, SendWindow, SendWr, WcOpcode,
-    WcStatus, WorkCompletion, WrOpcode,
+    Access, InlineData, MAX_MSG_SIZE, QpAttr, QpCap, QpState, QpType, RecvWr, SendFlags, SendRef, SendWindow,
+    SendWr, WcOpcode, WcStatus, WorkCompletion, WrOpcode,
 };
 use std::collections::VecDeque;
 use std::net::IpAddr;
@@ -371,8 +371,10 @@ impl QueuePair {
                     };
                 }
                 let sq = std::mem::take(&mut self.req.sq);
+                let spare = std::mem::take(&mut self.req.spare_inline);
                 self.req = Requester::new(cfg, sq_psn);
                 self.req.sq = sq;
+                self.req.spare_inline = spare;
                 self.state = Rts;
             }
             (Rts, Rts) => {
@@ -408,6 +410,21 @@ impl QueuePair {
     /// Queues a send request after checking it (`ibv_post_send`).
     /// `ud_path` is the destination's path (from the address handle) for UD requests.
     pub fn post_send(&mut self, wr: &SendWr, mem: &MemTable, ud_path: Option<&Path>) -> Result<(), QpError> {
+        self.post_send_ref(wr.borrowed(), InlineData::Sges, mem, ud_path)
+    }
+
+    /// [`post_send`](Self::post_send) of a request whose SGE list is borrowed, the data of an
+    /// INLINE request taken from `inline` (ignored for other requests). It allocates nothing once
+    /// the queue has held as many requests before: the SGEs are copied into the queue entry
+    /// (up to two in place), and inline data once, into a buffer of `max_inline_data` bytes that
+    /// a completed request gave back.
+    pub fn post_send_ref(
+        &mut self,
+        wr: SendRef<'_>,
+        inline: InlineData<'_>,
+        mem: &MemTable,
+        ud_path: Option<&Path>,
+    ) -> Result<(), QpError> {
         match self.state {
             QpState::Rts | QpState::Error => {}
             s => return Err(QpError::InvalidState(s)),
@@ -419,7 +436,11 @@ impl QueuePair {
         if wr.sg_list.len() > cap.max_send_sge as usize {
             return Err(QpError::TooManySge);
         }
-        let len = sge_len(&wr.sg_list);
+        let is_inline = wr.flags.contains(SendFlags::INLINE);
+        let len = match &inline {
+            InlineData::Fill { len, .. } if is_inline => *len as u64,
+            _ => sge_len(wr.sg_list),
+        };
         if len > MAX_MSG_SIZE {
             return Err(QpError::InvalidWr("message longer than the maximum message size"));
         }
@@ -460,11 +481,10 @@ impl QueuePair {
                 Some(UdSend { template: path.template(), qpn: dest.remote_qpn, qkey })
             }
         };
-        let inline = wr.flags.contains(SendFlags::INLINE);
-        if inline && !matches!(kind, Kind::Send | Kind::Write) {
+        if is_inline && !matches!(kind, Kind::Send | Kind::Write) {
             return Err(QpError::InvalidWr("only SEND and WRITE take inline data"));
         }
-        if inline && len > u64::from(cap.max_inline_data) {
+        if is_inline && len > u64::from(cap.max_inline_data) {
             return Err(QpError::InvalidWr("inline data longer than max_inline_data"));
         }
         if kind == Kind::Atomic && len != 8 {
@@ -478,12 +498,23 @@ impl QueuePair {
             }
         }
         let need = if matches!(kind, Kind::Read | Kind::Atomic) { Access::LOCAL_WRITE } else { Access::NONE };
-        let data = if inline {
-            let mut v = vec![0u8; len as usize];
-            mem.gather(&wr.sg_list, 0, &mut v).map_err(QpError::InvalidSge)?;
+        let data = if is_inline {
+            let mut v = self.req.inline_buf(cap.max_inline_data as usize);
+            v.resize(len as usize, 0);
+            let copied = match inline {
+                InlineData::Fill { fill, .. } => {
+                    fill(&mut v);
+                    Ok(())
+                }
+                InlineData::Sges => mem.gather(wr.sg_list, 0, &mut v).map_err(QpError::InvalidSge),
+            };
+            if let Err(e) = copied {
+                self.req.give_back_inline(v);
+                return Err(e);
+            }
             Some(v)
         } else {
-            for sge in &wr.sg_list {
+            for sge in wr.sg_list {
                 mem.check_local(self.cfg.pd, sge, need).map_err(QpError::InvalidSge)?;
             }
             None
@@ -492,6 +523,7 @@ impl QueuePair {
         if self.state == QpState::Error {
             let wc = self.req.wc(&wqe, WcStatus::WrFlushErr);
             self.req.done.push_back(wc);
+            self.req.retire(wqe);
             return Ok(());
         }
         self.req.sq.push_back(wqe);

@@ -6,7 +6,7 @@
 use super::desc::{Kind, TxDesc, TxPayload};
 use super::path::HeaderTemplate;
 use super::rtt::RttEstimator;
-use super::types::{SendFlags, SendWindow, SendWr, WcStatus, WorkCompletion, WrOpcode};
+use super::types::{SendFlags, SendRef, SendWindow, SendWr, WcStatus, WorkCompletion, WrOpcode};
 use super::window::LossWindow;
 use crate::types::SgList;
 use std::collections::VecDeque;
@@ -56,9 +56,9 @@ pub(crate) struct SendWqe {
 
 impl SendWqe {
     /// The entry for `wr`, copied without allocating unless it has more than two SGEs.
-    pub(crate) fn new(wr: &SendWr, inline: Option<Vec<u8>>, len: u32, ud: Option<UdSend>) -> SendWqe {
+    pub(crate) fn new(wr: SendRef<'_>, inline: Option<Vec<u8>>, len: u32, ud: Option<UdSend>) -> SendWqe {
         let kind = Kind::of(&wr.opcode);
-        let sg = SgList::new(&wr.sg_list);
+        let sg = SgList::new(wr.sg_list);
         let wr =
             SendWr { wr_id: wr.wr_id, opcode: wr.opcode, sg_list: Vec::new(), flags: wr.flags, ud: wr.ud };
         SendWqe { wr, sg, ud, ssn: 0, inline, len, kind, sent: false, first_psn: 0, last_psn: 0 }
@@ -131,6 +131,8 @@ pub struct ReqCounters {
 pub(crate) struct Requester {
     pub(crate) cfg: ReqConfig,
     pub(crate) sq: VecDeque<SendWqe>,
+    /// Inline-data buffers of finished requests, reused by the next INLINE posts.
+    pub(crate) spare_inline: Vec<Vec<u8>>,
     /// Index in `sq` of the request being sent.
     pub(crate) next: usize,
     /// Bytes of `sq[next]` already sent.
@@ -195,6 +197,7 @@ impl Requester {
         Requester {
             cfg,
             sq: VecDeque::new(),
+            spare_inline: Vec::new(),
             next: 0,
             offset: 0,
             psn: sq_psn,
@@ -600,6 +603,7 @@ impl Requester {
         if status != WcStatus::Success || self.cfg.sq_sig_all || w.wr.flags.contains(SendFlags::SIGNALED) {
             self.done.push_back(self.wc(&w, status));
         }
+        self.retire(w);
     }
 
     pub(crate) fn wc(&self, w: &SendWqe, status: WcStatus) -> WorkCompletion {
@@ -634,6 +638,7 @@ impl Requester {
     }
 }
 
+mod inline;
 #[cfg(test)]
 mod loss_tests;
 
@@ -672,7 +677,7 @@ mod tests {
 
     pub(super) fn push(r: &mut Requester, wr_id: u64, opcode: WrOpcode, key: u32, addr: u64, len: u32) {
         let sg_list = vec![Sge { addr, length: len, lkey: key }];
-        r.sq.push_back(SendWqe::new(&SendWr::new(wr_id, opcode, sg_list), None, len, None));
+        r.sq.push_back(SendWqe::new(SendWr::new(wr_id, opcode, sg_list).borrowed(), None, len, None));
     }
 
     /// Every packet the requester sends now: (opcode, PSN, AckReq).

@@ -42,7 +42,10 @@ impl std::ops::BitOr for Access {
 }
 
 /// A scatter/gather element: `length` bytes at virtual address `addr` of the region `lkey` names.
+/// Laid out as libibverbs' `struct ibv_sge`, so that the C library borrows a program's SGE list
+/// as it is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(C)]
 pub struct Sge {
     /// Virtual address inside the region.
     pub addr: u64,
@@ -236,6 +239,59 @@ impl SendWr {
     /// A signaled request with no UD destination.
     pub fn new(wr_id: u64, opcode: WrOpcode, sg_list: Vec<Sge>) -> SendWr {
         SendWr { wr_id, opcode, sg_list, flags: SendFlags::SIGNALED, ud: None }
+    }
+
+    /// The request with its SGE list borrowed, as the core reads it.
+    pub fn borrowed(&self) -> SendRef<'_> {
+        SendRef {
+            wr_id: self.wr_id,
+            opcode: self.opcode,
+            sg_list: &self.sg_list,
+            flags: self.flags,
+            ud: self.ud,
+        }
+    }
+}
+
+/// A send work request whose SGE list is borrowed (the caller's own list, as `ibv_post_send`
+/// gets it): what a post reads. The queue entry copies the SGEs in place, so posting one
+/// allocates nothing (see [`QueuePair::post_send_ref`](crate::QueuePair::post_send_ref)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SendRef<'a> {
+    /// Returned in the completion.
+    pub wr_id: u64,
+    /// Operation and operands.
+    pub opcode: WrOpcode,
+    /// Local data (gathered for SEND/WRITE, scattered for READ and atomics).
+    pub sg_list: &'a [Sge],
+    /// Flags.
+    pub flags: SendFlags,
+    /// The destination of a send on a UD QP (`None` on RC and UC).
+    pub ud: Option<UdDest>,
+}
+
+/// Where the bytes of an INLINE request come from; they are copied once, at post time, into
+/// memory the queue entry keeps (reused from request to request).
+pub enum InlineData<'a> {
+    /// Gathered from registered memory through the request's SGEs.
+    Sges,
+    /// `len` bytes that `fill` writes into the slice it is given (exactly `len` long): memory
+    /// that no region names, such as the SGE addresses of an inline `ibv_post_send`. The
+    /// request's own SGE list is then ignored for the data.
+    Fill {
+        /// Bytes of data.
+        len: usize,
+        /// Writes them.
+        fill: &'a mut dyn FnMut(&mut [u8]),
+    },
+}
+
+impl std::fmt::Debug for InlineData<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            InlineData::Sges => f.write_str("Sges"),
+            InlineData::Fill { len, .. } => f.debug_struct("Fill").field("len", len).finish_non_exhaustive(),
+        }
     }
 }
 

@@ -7,9 +7,7 @@ use super::tx::offer;
 use crate::datapath::Datapath;
 use crate::progress::Sleep;
 use crate::roce::Path;
-use crate::roce::types::{
-    Access, AddressVector, Ah, QpAttr, QpCap, QpState, QpType, RecvWr, SendWr, WorkCompletion,
-};
+use crate::roce::types::{Access, AddressVector, Ah, QpAttr, QpCap, QpState, QpType, WorkCompletion};
 use crate::roce::{CqSide, HoldPool, LIMITS, MemTable, QpConfig, QueuePair, RecvWqe, RxMeta};
 use frame::Frame;
 use frame::UserBuf;
@@ -22,6 +20,7 @@ use wire::uet::UetConfig;
 
 mod cm;
 mod counters;
+mod post;
 
 /// A protection domain.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -442,31 +441,6 @@ impl Context {
         Ok(self.srq_mut(srq)?.wqes.len())
     }
 
-    /// Posts receive requests to an SRQ (`ibv_post_srq_recv`), with `post_recv`'s partial-failure
-    /// rule.
-    pub fn post_srq_recv(&mut self, srq: Srq, wrs: &[RecvWr]) -> Result<(), (usize, VerbsError)> {
-        let s = self
-            .srqs
-            .get_mut(srq.0 as usize)
-            .and_then(Option::as_mut)
-            .ok_or((0, VerbsError::InvalidHandle("SRQ")))?;
-        for (n, wr) in wrs.iter().enumerate() {
-            if s.wqes.len() >= s.attr.max_wr as usize {
-                return Err((n, VerbsError::QueueFull));
-            }
-            if wr.sg_list.len() > s.attr.max_sge as usize {
-                return Err((n, VerbsError::TooManySge));
-            }
-            for sge in &wr.sg_list {
-                self.mem
-                    .check_local(s.pd, sge, Access::LOCAL_WRITE)
-                    .map_err(|e| (n, VerbsError::InvalidSge(e)))?;
-            }
-            s.wqes.push_back(RecvWqe::new(wr));
-        }
-        Ok(())
-    }
-
     /// Destroys an SRQ no QP uses.
     pub fn destroy_srq(&mut self, srq: Srq) -> Result<(), VerbsError> {
         self.srq_mut(srq)?;
@@ -616,46 +590,6 @@ impl Context {
     pub fn query_qp(&mut self, qp: Qp) -> Result<(QpState, QpAttr), VerbsError> {
         let e = self.entry(qp)?;
         Ok((e.qp.state(), e.qp.attr()))
-    }
-
-    /// Posts send requests (`ibv_post_send`). They are checked one by one; on the first bad one
-    /// the call returns its index and error, and the ones before it stay posted.
-    pub fn post_send(&mut self, qp: Qp, wrs: &[SendWr]) -> Result<(), (usize, VerbsError)> {
-        let i = qp.0.wrapping_sub(FIRST_QPN) as usize;
-        let Some(Some(e)) = self.qps.get_mut(i) else { return Err((0, VerbsError::InvalidHandle("QP"))) };
-        self.sched.touch(i);
-        let ahs = &self.ahs;
-        let pd = e.qp.pd();
-        let posted = wrs.iter().enumerate().try_for_each(|(n, wr)| {
-            let path = match wr.ud {
-                Some(ud) => match ahs.get(ud.ah.index() as usize) {
-                    Some(Some(a)) if a.pd == pd => Some(&a.path),
-                    _ => return Err((n, VerbsError::InvalidHandle("AH"))),
-                },
-                None => None,
-            };
-            e.qp.post_send(wr, &self.mem, path).map_err(|err| (n, err.into()))
-        });
-        if e.qp.state() == QpState::Error {
-            // Requests posted in the error state complete at once, with a flush error.
-            self.flush_qp(i);
-        }
-        posted
-    }
-
-    /// Posts receive requests (`ibv_post_recv`), with the same partial-failure rule as `post_send`.
-    pub fn post_recv(&mut self, qp: Qp, wrs: &[RecvWr]) -> Result<(), (usize, VerbsError)> {
-        let i = qp.0.wrapping_sub(FIRST_QPN) as usize;
-        let Some(Some(e)) = self.qps.get_mut(i) else { return Err((0, VerbsError::InvalidHandle("QP"))) };
-        self.sched.touch(i);
-        let posted = wrs
-            .iter()
-            .enumerate()
-            .try_for_each(|(n, wr)| e.qp.post_recv(wr, &self.mem).map_err(|err| (n, err.into())));
-        if e.qp.state() == QpState::Error {
-            self.flush_qp(i);
-        }
-        posted
     }
 
     /// The earliest time the device has something to do with no frame arriving: a QP's timer, or

@@ -20,7 +20,7 @@ pub use crate::roce::types::{
     Access, AddressVector, Ah, QpAttr, QpCap, QpState, QpType, RecvWr, SendFlags, SendWindow, SendWr, Sge,
     UdDest, WcOpcode, WcStatus, WorkCompletion, WrOpcode,
 };
-pub use crate::roce::{DeviceLimits, LIMITS, MAX_MSG_SIZE, MemError, MemTable, QpError};
+pub use crate::roce::{DeviceLimits, InlineData, LIMITS, MAX_MSG_SIZE, MemError, MemTable, QpError, SendRef};
 pub use cm::{CmChannel, CmEventKind, CmId, CmIdEvent, ConnParam, PortSpace, RDMA_UDP_QKEY, UdParam};
 pub use context::{AsyncEvent, CompChannel, Context, Cq, Mr, Pd, Qp, QpInitAttr, Srq, SrqAttr};
 pub use device::{Device, HANDOVER};

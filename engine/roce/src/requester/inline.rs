@@ -1,0 +1,27 @@
+//! The buffers INLINE requests keep their data in: one per request in the queue, reused from
+//! request to request so that posting allocates nothing once warmed up.
+
+use super::{Requester, SendWqe};
+
+impl Requester {
+    /// An empty buffer for an INLINE request's data, one a finished request gave back if there
+    /// is one, else a new one of `cap` bytes (the QP's `max_inline_data`), so that it never grows.
+    pub(crate) fn inline_buf(&mut self, cap: usize) -> Vec<u8> {
+        let mut v = self.spare_inline.pop().unwrap_or_else(|| Vec::with_capacity(cap));
+        v.clear();
+        v
+    }
+
+    /// Keeps an inline buffer for the next INLINE request. At most one per request the queue
+    /// holds ever exists, so the spares are bounded by the send queue's depth.
+    pub(crate) fn give_back_inline(&mut self, v: Vec<u8>) {
+        self.spare_inline.push(v);
+    }
+
+    /// A request that left the queue: its inline buffer is kept for the next one.
+    pub(crate) fn retire(&mut self, w: SendWqe) {
+        if let Some(v) = w.inline {
+            self.give_back_inline(v);
+        }
+    }
+}
