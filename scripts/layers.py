@@ -14,6 +14,9 @@
   cannot import the verbs API, the runtime, the datapaths or UET's cores.
 - Layer rules between modules: no datapath imports the APIs or the runtime; the real datapaths (udp,
   afxdp) import nothing of the simulator.
+- The C ABI packages reach the engine only through its APIs: engine/ibverbs through `engine::verbs`,
+  `engine::progress` and the datapath opener (`engine::datapath::link`); engine/libfabric through
+  `engine::provider`.
 
 Prints what it finds; exits 1 on any violation. `--graph CRATE_DIR` prints one crate's file edges.
 """
@@ -59,6 +62,16 @@ LAYER_RULES = [
      "real datapaths do not depend on the simulator"),
     ("engine/src/datapath/afxdp", re.compile(r"^(nicsim\b|crate::datapath::sim\b)"),
      "real datapaths do not depend on the simulator"),
+]
+
+# The C ABI packages reach the engine only through its APIs: (package, the `engine::` paths it may
+# name, why). Every Rust file of the package (src/ and tests/) is read, `use` trees and inline paths.
+ABI_RULES = [
+    ("engine/ibverbs", re.compile(r"^engine::(verbs|progress|datapath::link)(::|$)"),
+     "the verbs library reaches the engine through engine::verbs, engine::progress and the datapath "
+     "opener (engine::datapath::link)"),
+    ("engine/libfabric", re.compile(r"^engine::provider(::|$)"),
+     "the libfabric library reaches the engine through engine::provider"),
 ]
 
 ITEM_RE = re.compile(
@@ -327,6 +340,26 @@ def rel(crate, mod):
     return os.path.relpath(crate.files[mod], ROOT)
 
 
+def abi_violations():
+    """(file, path, why) for every `engine::` path a C ABI package names outside its API."""
+    out = []
+    for pkg, allowed, why in ABI_RULES:
+        for d, dirs, names in os.walk(os.path.join(ROOT, pkg)):
+            dirs[:] = [x for x in dirs if x != "target"]
+            for name in sorted(n for n in names if n.endswith(".rs")):
+                p = os.path.join(d, name)
+                text = strip(open(p).read())
+                paths = []
+                for u in re.finditer(r"\buse\s+([^;]+);", text):
+                    paths += ["::".join(segs) for segs in expand_use(u.group(1))]
+                text = re.sub(r"\buse\s+[^;]+;", "", text)
+                paths += [m.group(0) for m in re.finditer(r"(?<![A-Za-z0-9_:])engine(?:::[A-Za-z_0-9*]+)+", text)]
+                for path in paths:
+                    if (path == "engine" or path.startswith("engine::")) and not allowed.search(path):
+                        out.append((os.path.relpath(p, ROOT), path, why))
+    return out
+
+
 def lints_not_inherited():
     """Workspace members whose manifest does not say `[lints] workspace = true`."""
     meta = subprocess.run(["cargo", "metadata", "-q", "--no-deps", "--format-version", "1"],
@@ -387,6 +420,9 @@ def main():
                     if forbidden.search(m.group(1)):
                         print(f"layers: {path} uses {m.group(1)}: {why}")
                         bad += 1
+    for path, used, why in abi_violations():
+        print(f"layers: {path} uses {used}: {why}")
+        bad += 1
     for manifest in lints_not_inherited():
         print(f"layers: {manifest} does not inherit the workspace lints ([lints] workspace = true)")
         bad += 1

@@ -36,24 +36,9 @@ pub const EXIT_CANNOT_EXECUTE: u8 = 126;
 /// Exit status when the program is not found (as a shell's).
 pub const EXIT_NOT_FOUND: u8 = 127;
 
-/// The datapath the library's device runs on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Backend {
-    /// Kernel UDP sockets (unprivileged).
-    Udp,
-    /// AF_XDP on queue 0 of the interface (root, or CAP_NET_ADMIN + CAP_BPF + CAP_NET_RAW).
-    Afxdp,
-}
-
-impl Backend {
-    /// The value of `SOFTRDMA_BACKEND`.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Backend::Udp => "udp",
-            Backend::Afxdp => "afxdp",
-        }
-    }
-}
+/// The datapath the library's device runs on: [`Backend::Udp`] or [`Backend::AfXdp`] (queue 0 of
+/// the interface), named in `SOFTRDMA_BACKEND` by [`Backend::as_str`].
+pub use engine::datapath::link::Backend;
 
 /// What the command line asks for.
 #[derive(Debug, Clone)]
@@ -152,7 +137,7 @@ pub fn endpoint(
                 }
             }
         }
-        (None, _) if backend == Backend::Afxdp => {
+        (None, _) if backend == Backend::AfXdp => {
             Err("--backend afxdp needs --dev IFACE (the interface whose queue 0 it binds)".to_string())
         }
         (None, Some(ip)) => {
@@ -375,10 +360,10 @@ mod tests {
         );
         let e = ep(Backend::Udp, None, Some([192, 0, 2, 1].into()));
         assert!(e.contains("--local 192.0.2.1 is not an IPv4 address of any interface"), "{e}");
-        let e = ep(Backend::Afxdp, None, Some([10, 1, 0, 1].into()));
+        let e = ep(Backend::AfXdp, None, Some([10, 1, 0, 1].into()));
         assert!(e.contains("--backend afxdp needs --dev"), "{e}");
         assert_eq!(
-            endpoint(&h, exists, Backend::Afxdp, Some("veth0"), None),
+            endpoint(&h, exists, Backend::AfXdp, Some("veth0"), None),
             Ok(("veth0".into(), [10, 1, 0, 1].into()))
         );
     }
@@ -447,7 +432,7 @@ mod tests {
     #[test]
     fn the_plan_sets_the_contract() {
         let req = Request {
-            backend: Backend::Afxdp,
+            backend: Backend::AfXdp,
             dev: Some("veth0".into()),
             local: None,
             udp_port: 5000,

@@ -11,15 +11,9 @@
 //!   checks everything else the ICRC covers. `trust` skips that (the UDP checksum, when the sender
 //!   sent one, still covers every byte).
 
+use engine::datapath::link::Backend;
 use engine::verbs::Mtu;
 use std::net::{IpAddr, Ipv4Addr};
-
-/// The datapath a device runs on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Backend {
-    Udp,
-    AfXdp,
-}
 
 /// One device the library presents.
 #[derive(Debug, Clone)]
@@ -150,7 +144,7 @@ pub(crate) fn devices() -> Result<Vec<DevInfo>, ConfigError> {
         .map(|(iface, ip)| DevInfo {
             name: format!("softrdma_{iface}"),
             // An interface without a MAC (a tunnel) reads as the zero MAC.
-            mac: engine::datapath::afxdp::mac_of(&iface).unwrap_or([0; 6]),
+            mac: engine::datapath::link::mac_of(&iface).unwrap_or([0; 6]),
             netdev_mtu: sys(&iface, "mtu").and_then(|m| m.parse().ok()).unwrap_or(1500),
             ifindex: sys(&iface, "ifindex").and_then(|m| m.parse().ok()).unwrap_or(0),
             iface,

@@ -2,13 +2,10 @@
 //! and asynchronous events.
 
 use crate::abi::*;
-use crate::config::{self, Backend, DevInfo, GID_TABLE_LEN};
+use crate::config::{self, DevInfo, GID_TABLE_LEN};
 use crate::errno;
 use crate::handles::Ctx;
-use engine::datapath::Datapath;
-use engine::datapath::afxdp::{AfXdpPort, XdpMode};
-use engine::datapath::udp::{RxIcrc, UdpPort};
-use engine::datapath::wrap::RocePort;
+use engine::datapath::link::{Backend, Link, Protocol, RxIcrc, XdpMode, XdpQueue};
 use engine::verbs::{AsyncEvent, Context, Device};
 use engine::verbs::{LIMITS, MAX_MSG_SIZE};
 use std::ffi::{c_char, c_int, c_void};
@@ -163,29 +160,20 @@ pub unsafe extern "C" fn ibv_get_device_index(device: *mut ibv_device) -> c_int 
     devices().iter().position(|x| std::ptr::eq(x, d)).map_or(-1, |i| i as c_int)
 }
 
-fn open_datapath(info: &DevInfo) -> Result<Box<dyn FnOnce() -> Context>, String> {
-    let (ip, port) = (info.ip, info.udp_port);
-    fn ctx(dp: impl Datapath + Send + 'static, port: u16) -> Context {
-        if port == wire::ROCEV2_UDP_PORT { Context::open(dp) } else { Context::open(RocePort::new(dp, port)) }
-    }
-    match info.backend {
-        Backend::Udp => {
-            let icrc = if info.verify_icrc { RxIcrc::Verify } else { RxIcrc::Trust };
-            let mtu = info.active_mtu();
-            let p = UdpPort::bind(ip, port, icrc)
-                .map_err(|e| format!("binding UDP {ip}:{port}: {e}"))?
-                .with_mtu(mtu);
-            Ok(Box::new(move || ctx(p, port)))
-        }
-        Backend::AfXdp => {
-            // Multi-buffer (Linux 6.6+) carries 4096-byte MTUs; single-buffer frames are one
-            // 4 KiB UMEM chunk (path MTU 2048).
-            let p = AfXdpPort::open_with(&info.iface, 0, ip, XdpMode::Generic, port, true)
-                .or_else(|_| AfXdpPort::open_with(&info.iface, 0, ip, XdpMode::Generic, port, false))
-                .map_err(|e| format!("AF_XDP on {} queue 0: {e}", info.iface))?;
-            Ok(Box::new(move || ctx(p, port)))
-        }
-    }
+/// The device's context on its datapath, opened by the engine's opener: RoCEv2 on the device's UDP
+/// port, at the largest path MTU its interface carries (a single-buffer AF_XDP socket carries
+/// less: the port reports what it does, see `ibv_query_port`).
+fn open_datapath(info: &DevInfo) -> Result<Context, String> {
+    let xdp = (info.backend == Backend::AfXdp).then(|| XdpQueue {
+        dev: info.iface.clone(),
+        queue: 0,
+        mode: XdpMode::Generic,
+        multi_buffer: true,
+    });
+    let rx_icrc = if info.verify_icrc { RxIcrc::Verify } else { RxIcrc::Trust };
+    let mut link = Link::roce(info.backend, info.ip, xdp, info.active_mtu());
+    link.protocol = Protocol::Roce { udp_port: info.udp_port, rx_icrc, mtu: info.active_mtu() };
+    Context::open_link(&link).map(|(ctx, _)| ctx).map_err(|e| e.to_string())
 }
 
 /// Contexts open now: (device, context address, references). A device's datapath binds a socket
@@ -224,14 +212,14 @@ pub(crate) fn open_shared(d: &'static SoftDevice) -> Result<&'static Ctx, c_int>
         // SAFETY: the address is a live context leaked below; it leaves the list before it is freed.
         return Ok(unsafe { &*(e.1 as *const Ctx) });
     }
-    let open = match open_datapath(&d.info) {
-        Ok(o) => o,
+    let ctx = match open_datapath(&d.info) {
+        Ok(c) => c,
         Err(e) => {
             eprintln!("softrdma: cannot open {}: {e}", d.info.name);
             return Err(libc::ENODEV);
         }
     };
-    let dev = Device::new(open()).map_err(|e| e.raw_os_error().unwrap_or(libc::ENOMEM))?;
+    let dev = Device::new(ctx).map_err(|e| e.raw_os_error().unwrap_or(libc::ENOMEM))?;
     let async_fd =
         rustix::event::eventfd(0, rustix::event::EventfdFlags::CLOEXEC).map_err(|_| libc::EMFILE)?;
     // SAFETY: all-zero is a valid `verbs_context` (null ops, a zeroed pthread mutex is

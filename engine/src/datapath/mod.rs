@@ -15,6 +15,7 @@
 pub mod afxdp;
 pub mod capture;
 mod icrc_pick;
+pub mod link;
 pub mod sim;
 pub mod udp;
 pub mod wrap;

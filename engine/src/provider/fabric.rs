@@ -21,9 +21,8 @@ use super::errno::{FiErrno, FiError};
 use super::info::MAX_PAYLOAD;
 use super::objects::FabricOps;
 use crate::datapath::Datapath;
-use crate::datapath::afxdp::{AfXdpPort, XdpMode};
+use crate::datapath::link::{Backend, Link, OnDatapath, Opened, UET_HEADROOM, XdpMode, XdpQueue};
 use crate::datapath::sim::SimNet;
-use crate::datapath::udp::{RxIcrc, UdpPort};
 use crate::progress::{Idle, MAX_SLEEP, Waiter};
 use crate::uet::UetNode;
 
@@ -73,26 +72,26 @@ pub(crate) struct FabricInner {
     pub(super) seed: u64,
 }
 
-/// Bytes of headers a UET packet adds to its payload on a UDP link, at most: IPv4 and UDP, PDS and
-/// SES headers, and a TSS header with its ICV.
-const UDP_HEADROOM: usize = 128;
-
 /// The payload per packet on a UDP fabric at `ip`: the largest power of two up to
 /// [`MAX_PAYLOAD`] whose packets fit the MTU of the interface holding `ip` (the kernel refuses
 /// larger datagrams: don't-fragment); [`MAX_PAYLOAD`] when the interface is not found.
 pub fn udp_max_payload(ip: Ipv4Addr) -> usize {
-    let mtu = nix::ifaddrs::getifaddrs().ok().and_then(|mut addrs| {
-        let name = addrs
-            .find(|a| a.address.and_then(|s| s.as_sockaddr_in().map(|s| s.ip())) == Some(ip))?
-            .interface_name;
-        std::fs::read_to_string(format!("/sys/class/net/{name}/mtu")).ok()?.trim().parse::<usize>().ok()
-    });
-    match mtu {
+    match crate::datapath::link::netdev_of(ip) {
         None => MAX_PAYLOAD,
-        Some(m) => {
-            let room = m.saturating_sub(UDP_HEADROOM).clamp(256, MAX_PAYLOAD);
+        Some((_, m)) => {
+            let room = m.saturating_sub(UET_HEADROOM).clamp(256, MAX_PAYLOAD);
             1 << room.ilog2()
         }
+    }
+}
+
+/// An endpoint's boxed datapath from the engine's opener.
+struct Boxed;
+
+impl OnDatapath for Boxed {
+    type Output = (Box<dyn Datapath>, Opened);
+    fn on<D: Datapath + Send + 'static>(self, dp: D, opened: Opened) -> Self::Output {
+        (Box::new(dp), opened)
     }
 }
 
@@ -120,34 +119,41 @@ impl FabricInner {
                     max_payload: MAX_PAYLOAD,
                 })
             }
-            Net::Host { ip, afxdp: Some(dev), max_payload, .. } => {
-                let port = AfXdpPort::open_with(dev, 0, *ip, XdpMode::Generic, wire::uet::UDP_PORT, true)
-                    .map_err(|e| {
-                        let held = if e.raw_os_error() == Some(libc::EBUSY) {
+            Net::Host { ip, afxdp, max_payload, .. } => {
+                let (backend, xdp) = match afxdp {
+                    None => (Backend::Udp, None),
+                    Some(dev) => {
+                        let q = XdpQueue {
+                            dev: dev.clone(),
+                            queue: 0,
+                            mode: XdpMode::Generic,
+                            multi_buffer: true,
+                        };
+                        (Backend::AfXdp, Some(q))
+                    }
+                };
+                // A single-buffer AF_XDP socket carries less than the interface: the endpoint's
+                // packets carry what it does (`Opened::max_payload`).
+                let (dp, opened) = Link::uet(backend, *ip, xdp, *max_payload).open(Boxed).map_err(|e| {
+                    let held = match e.os_error().and_then(std::io::Error::raw_os_error) {
+                        Some(libc::EBUSY) if backend == Backend::AfXdp => {
                             " (another AF_XDP socket holds the queue: under `softrdma run`, the verbs \
                              library's device, which libfabric's verbs provider opens at start-up; run \
                              with --no-verbs)"
-                        } else {
-                            ""
-                        };
-                        FiError::new(FiErrno::EBUSY, format!("AF_XDP on {dev} queue 0: {e}{held}"))
-                    })?;
-                // A single-buffer socket (no XDP_USE_SG) carries frames of one 4096-byte chunk;
-                // a multi-buffer one whatever the link's MTU allows.
-                let max_payload =
-                    if port.multi_buffer().is_ok() { *max_payload } else { (*max_payload).min(2048) };
-                Ok(Port { ip: *ip, dp: Box::new(port), require_checksum: true, max_payload })
-            }
-            Net::Host { ip, afxdp: None, max_payload, .. } => {
-                let port = UdpPort::bind(*ip, wire::uet::UDP_PORT, RxIcrc::Absent).map_err(|e| {
-                    let errno = if e.kind() == std::io::ErrorKind::AddrInUse {
-                        FiErrno::EBUSY
-                    } else {
-                        FiErrno::EINVAL
+                        }
+                        _ => "",
                     };
-                    FiError::new(errno, format!("binding {ip}:{}: {e}", wire::uet::UDP_PORT))
+                    let busy = backend == Backend::AfXdp
+                        || e.os_error().is_some_and(|e| e.kind() == std::io::ErrorKind::AddrInUse);
+                    let errno = if busy { FiErrno::EBUSY } else { FiErrno::EINVAL };
+                    FiError::new(errno, format!("{e}{held}"))
                 })?;
-                Ok(Port { ip: *ip, dp: Box::new(port), require_checksum: false, max_payload: *max_payload })
+                Ok(Port {
+                    ip: *ip,
+                    dp,
+                    require_checksum: opened.require_checksum,
+                    max_payload: opened.max_payload,
+                })
             }
         }
     }

@@ -20,6 +20,7 @@ use wire::uet::UetConfig;
 
 mod cm;
 mod counters;
+mod link;
 mod post;
 
 /// A protection domain.

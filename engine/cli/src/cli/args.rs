@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
+use engine::datapath::link::Backend;
 use engine::verbs::Mtu;
 
 /// `--ses-headers`.
@@ -131,8 +132,8 @@ pub(crate) struct PerfArgs {
     /// Datapath: the in-process simulated network (both sides here), kernel UDP sockets or AF_XDP
     /// (one side per process: --server or --connect; AF_XDP needs --dev and root).
     /// [default: sim; udp with --perftest]
-    #[arg(long, value_enum)]
-    pub(crate) backend: Option<BackendArg>,
+    #[arg(long, value_parser = backend_parser(&["sim", "udp", "afxdp"]))]
+    pub(crate) backend: Option<Backend>,
     /// Be the peer of perftest's ib_{write,read,send,atomic}_{bw,lat} (the stock tools): their TCP
     /// exchange (version, MTU, QP/rkey/address handshakes, reports) and traffic pattern, RC, either
     /// role (--server, or --connect HOST); the local address is the exchange connection's.
@@ -269,7 +270,7 @@ impl PerfArgs {
     /// The unloaded round trip congestion control assumes: both ways' latency plus 2 us of
     /// serialization and processing on the simulated network, 20 us on a real datapath.
     pub(crate) fn cc_rtt(&self) -> std::time::Duration {
-        if self.backend() == BackendArg::Sim {
+        if self.backend() == Backend::Sim {
             std::time::Duration::from_nanos((2.0 * self.latency_us * 1000.0) as u64 + 2_000)
         } else {
             std::time::Duration::from_micros(20)
@@ -320,8 +321,8 @@ impl PerfArgs {
         }
     }
 
-    pub(crate) fn backend(&self) -> BackendArg {
-        self.backend.unwrap_or(if self.perftest { BackendArg::Udp } else { BackendArg::Sim })
+    pub(crate) fn backend(&self) -> Backend {
+        self.backend.unwrap_or(if self.perftest { Backend::Udp } else { Backend::Sim })
     }
 
     /// `--wait` and `--spin-us` as the engine's idle policy.
@@ -340,11 +341,12 @@ pub(crate) enum WaitArg {
     Adaptive,
 }
 
-#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub(crate) enum BackendArg {
-    Sim,
-    Udp,
-    Afxdp,
+/// `--backend`: the engine's [`Backend`] by name, one of `names` (listed in the help).
+pub(crate) fn backend_parser(
+    names: &'static [&'static str],
+) -> impl clap::builder::TypedValueParser<Value = Backend> {
+    use clap::builder::TypedValueParser;
+    clap::builder::PossibleValuesParser::new(names).try_map(|s| s.parse::<Backend>())
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -399,8 +401,8 @@ pub(crate) struct PingpongArgs {
     #[arg(long, value_enum, default_value = "verify")]
     pub(crate) rx_icrc: RxIcrcArg,
     /// Datapath: kernel UDP sockets, or AF_XDP on --dev (root).
-    #[arg(long, value_enum, default_value = "udp")]
-    pub(crate) backend: BackendArg,
+    #[arg(long, value_parser = backend_parser(&["sim", "udp", "afxdp"]), default_value = "udp")]
+    pub(crate) backend: Backend,
     /// Interface for AF_XDP (the one carrying the exchange connection's address).
     #[arg(long, value_name = "IFACE")]
     pub(crate) dev: Option<String>,

@@ -4,7 +4,7 @@
 use serde_json::{Value, json};
 use softrdma::perf::{self, BwRow, LatRow, record};
 
-use super::args::{BackendArg, PerfArgs};
+use super::args::PerfArgs;
 
 /// The rows and counters of a run, gathered as the table prints them.
 #[derive(Default)]
@@ -87,11 +87,7 @@ pub(crate) fn params(a: &PerfArgs, op: &str, transport: &str, mode: &str) -> Val
         "op": op,
         "transport": transport,
         "mode": mode,
-        "backend": match a.backend() {
-            BackendArg::Sim => "sim",
-            BackendArg::Udp => "udp",
-            BackendArg::Afxdp => "afxdp",
-        },
+        "backend": a.backend().as_str(),
         "qps": a.qps,
         "mtu": a.mtu(),
         "tx_depth": a.tx_depth,

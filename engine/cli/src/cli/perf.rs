@@ -3,11 +3,13 @@
 
 use std::process::ExitCode;
 
+use engine::datapath::link::Backend;
+
 use engine::roce::dcqcn::DcqcnConfig;
 use engine::verbs::{Mtu, QpType};
 use softrdma::perf::{self, AtomicOp, Mode, PerfConfig, PerfOp};
 
-use super::args::{AtomicArg, BackendArg, CcArg, ModeArg, OpArg, PerfArgs, PerfTransportArg};
+use super::args::{AtomicArg, CcArg, ModeArg, OpArg, PerfArgs, PerfTransportArg};
 use super::output::{self, RunRecord};
 use super::perftest::run_perftest;
 use super::remote::run_remote;
@@ -31,7 +33,7 @@ pub(crate) fn run_perf(a: PerfArgs) -> ExitCode {
         _ => Ok(()),
     };
     let shaping = a.link_gbps.is_some() || a.ecn_kb.is_some() || a.trim > 0;
-    let link_fits = if a.backend() != BackendArg::Sim && shaping {
+    let link_fits = if a.backend() != Backend::Sim && shaping {
         Err("--link-gbps, --ecn-kb and --trim shape the simulated links")
     } else if a.trim > 0 && uet.is_none() {
         Err("--trim is UET packet trimming (--transport rud or rod)")
@@ -124,7 +126,7 @@ pub(crate) fn run_perf(a: PerfArgs) -> ExitCode {
     };
     let iters = a.iters.unwrap_or(if mode == Mode::Bw { 5000 } else { 1000 });
     let link = a.sim_link();
-    if a.backend() != BackendArg::Sim {
+    if a.backend() != Backend::Sim {
         let test = perf::remote::Test {
             op,
             atomic: if matches!(a.atomic, AtomicArg::CmpSwap) {
@@ -343,7 +345,7 @@ fn threads_conflict(a: &PerfArgs, lat: bool, uet: bool) -> Option<String> {
         "--threads N shards the QPs over N engine threads: give at least N QPs (--qps)"
     } else if a.server {
         "--threads is the client's: the server takes it from the client's hello"
-    } else if a.backend() == BackendArg::Afxdp && !a.xdp_driver {
+    } else if a.backend() == Backend::AfXdp && !a.xdp_driver {
         softrdma::perf::threads::GENERIC_XDP
     } else if a.perftest || a.cm {
         "--threads runs softrdma's own exchange, one per thread (not --perftest or --cm)"

@@ -34,7 +34,7 @@ pub(crate) fn run_perftest(a: &PerfArgs, op: PerfOp, mode: Mode) -> ExitCode {
         (_, None) if mode == Mode::Bw => 65536,
         (_, None) => 2,
     };
-    let Some(backend) = real_backend(a) else { return ExitCode::from(2) };
+    let Some((backend, xdp)) = real_backend(a) else { return ExitCode::from(2) };
     let o = softrdma::perftest::Options {
         op,
         atomic: if matches!(a.atomic, AtomicArg::CmpSwap) { AtomicOp::CmpSwap } else { AtomicOp::FetchAdd },
@@ -50,6 +50,7 @@ pub(crate) fn run_perftest(a: &PerfArgs, op: PerfOp, mode: Mode) -> ExitCode {
         rx_depth: a.rx_depth as usize,
         net: perf::remote::Net {
             backend,
+            xdp,
             udp_port: a.udp_port,
             rx_icrc: a.rx_icrc(),
             tx_faults: a.tx_faults(),

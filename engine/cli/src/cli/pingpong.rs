@@ -5,7 +5,8 @@ use std::process::ExitCode;
 use engine::verbs::{Mtu, QpType};
 use softrdma::perf;
 
-use super::args::{BackendArg, PingpongArgs, RxIcrcArg, TransportArg};
+use super::args::{PingpongArgs, RxIcrcArg, TransportArg};
+use engine::datapath::link::{Backend, XdpQueue};
 
 pub(crate) fn run_pingpong(a: &PingpongArgs) -> ExitCode {
     use engine::datapath::udp::RxIcrc;
@@ -21,25 +22,24 @@ pub(crate) fn run_pingpong(a: &PingpongArgs) -> ExitCode {
         return ExitCode::from(2);
     }
     let _ = (&a.ib_dev, a.gid_idx);
-    let backend = match (a.backend, &a.dev) {
-        (BackendArg::Udp, _) => perf::remote::Backend::Udp,
-        (BackendArg::Afxdp, Some(dev)) => perf::remote::Backend::AfXdp {
-            dev: dev.clone(),
-            queue: a.queue,
-            driver: false,
-            multi_buffer: true,
-        },
-        (BackendArg::Afxdp, None) => {
+    let (backend, xdp) = match (a.backend, &a.dev) {
+        (Backend::Udp, _) => (Backend::Udp, None),
+        (Backend::AfXdp, Some(dev)) => {
+            let mode = engine::datapath::afxdp::XdpMode::Generic;
+            (Backend::AfXdp, Some(XdpQueue { dev: dev.clone(), queue: a.queue, mode, multi_buffer: true }))
+        }
+        (Backend::AfXdp, None) => {
             eprintln!("softrdma pingpong: --backend afxdp needs --dev IFACE");
             return ExitCode::from(2);
         }
-        (BackendArg::Sim, _) => {
+        (Backend::Sim, _) => {
             eprintln!("softrdma pingpong: the peer is another process: --backend udp or afxdp");
             return ExitCode::from(2);
         }
     };
     let net = perf::remote::Net {
         backend,
+        xdp,
         rx_icrc: match a.rx_icrc {
             RxIcrcArg::Verify => RxIcrc::Verify,
             RxIcrcArg::Trust => RxIcrc::Trust,

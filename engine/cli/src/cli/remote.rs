@@ -6,8 +6,9 @@ use std::process::ExitCode;
 use engine::verbs::QpType;
 use softrdma::perf::{self, Mode, PerfOp};
 
-use super::args::{BackendArg, PerfArgs};
+use super::args::PerfArgs;
 use super::output::{self, RunRecord};
+use engine::datapath::link::{Backend, XdpQueue};
 
 /// Which side this process is on a real datapath, with its link: `Ok((None, link))` for a server,
 /// `Ok((Some(host), link))` for a client. `udp_port` is the protocol's port (4791 or 4793).
@@ -15,7 +16,7 @@ pub(crate) fn remote_side(
     a: &PerfArgs,
     udp_port: u16,
 ) -> Result<(Option<String>, perf::remote::Link), ExitCode> {
-    let Some(backend) = real_backend(a) else { return Err(ExitCode::from(2)) };
+    let Some((backend, xdp)) = real_backend(a) else { return Err(ExitCode::from(2)) };
     if u64::from(a.qps) > perf::hello::MAX_QPS {
         eprintln!(
             "softrdma perf: a two-process run carries at most {} QPs in its exchange (--qps {}); more run on the simulated backend",
@@ -25,7 +26,8 @@ pub(crate) fn remote_side(
         return Err(ExitCode::from(2));
     }
     let link = |local| perf::remote::Link {
-        backend: backend.clone(),
+        backend,
+        xdp: xdp.clone(),
         local,
         udp_port,
         tcp_port: a.tcp_port,
@@ -68,22 +70,25 @@ pub(crate) fn remote_side(
     }
 }
 
-/// The real datapath `a` asks for (printing why not, if it cannot be had).
-pub(crate) fn real_backend(a: &PerfArgs) -> Option<perf::remote::Backend> {
-    use perf::remote::Backend;
+/// The real datapath `a` asks for, with its AF_XDP queue (printing why not, if it cannot be had).
+pub(crate) fn real_backend(a: &PerfArgs) -> Option<(Backend, Option<XdpQueue>)> {
+    use engine::datapath::afxdp::XdpMode;
     match (a.backend(), &a.dev) {
-        (BackendArg::Afxdp, Some(dev)) => Some(Backend::AfXdp {
-            dev: dev.clone(),
-            queue: a.queue,
-            driver: a.xdp_driver,
-            multi_buffer: !a.xdp_single_buffer,
-        }),
-        (BackendArg::Afxdp, None) => {
+        (Backend::AfXdp, Some(dev)) => Some((
+            Backend::AfXdp,
+            Some(XdpQueue {
+                dev: dev.clone(),
+                queue: a.queue,
+                mode: if a.xdp_driver { XdpMode::Driver } else { XdpMode::Generic },
+                multi_buffer: !a.xdp_single_buffer,
+            }),
+        )),
+        (Backend::AfXdp, None) => {
             eprintln!("softrdma perf: --backend afxdp needs --dev IFACE");
             None
         }
-        (BackendArg::Udp, _) => Some(Backend::Udp),
-        (BackendArg::Sim, _) => {
+        (Backend::Udp, _) => Some((Backend::Udp, None)),
+        (Backend::Sim, _) => {
             eprintln!("softrdma perf: this mode needs a real datapath (--backend udp or afxdp)");
             None
         }
@@ -149,7 +154,7 @@ pub(crate) fn run_remote(a: &PerfArgs, test: perf::remote::Test) -> ExitCode {
     println!("{}", perf::LINE);
     println!(
         "                    {what} test, {transport} over {} ({})",
-        if a.backend() == BackendArg::Afxdp { "AF_XDP" } else { "kernel UDP" },
+        if a.backend() == Backend::AfXdp { "AF_XDP" } else { "kernel UDP" },
         if client { "client" } else { "server" }
     );
     println!(
@@ -158,15 +163,15 @@ pub(crate) fn run_remote(a: &PerfArgs, test: perf::remote::Test) -> ExitCode {
         t.mtu.bytes(),
         t.size,
         t.iters,
-        match (t.threads, &link.backend) {
+        match (t.threads, &link.xdp) {
             (1, _) => String::new(),
-            (n, perf::remote::Backend::Udp) => {
+            (n, None) => {
                 format!(
                     "   engine threads: {n}, each with its own QPs and UDP port ({} + thread)",
                     link.udp_port
                 )
             }
-            (n, perf::remote::Backend::AfXdp { dev, queue, .. }) => {
+            (n, Some(XdpQueue { dev, queue, .. })) => {
                 format!(
                     "   engine threads: {n}, each with its own QPs and AF_XDP queue of {dev} ({queue} + thread)"
                 )
@@ -278,7 +283,7 @@ pub(crate) fn run_remote(a: &PerfArgs, test: perf::remote::Test) -> ExitCode {
         a.transport_name(),
         t.qps,
         t.mtu.bytes(),
-        if a.backend() == BackendArg::Afxdp { "AF_XDP" } else { "kernel UDP" },
+        if a.backend() == Backend::AfXdp { "AF_XDP" } else { "kernel UDP" },
     );
     if let Err(e) = record.write(a, &title, params, (o.verified, o.errors, o.lost)) {
         eprintln!("softrdma perf: {e}");

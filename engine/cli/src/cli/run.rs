@@ -4,7 +4,7 @@ use std::ffi::OsString;
 use std::net::Ipv4Addr;
 use std::process::ExitCode;
 
-use clap::{Args, ValueEnum};
+use clap::Args;
 use softrdma::fi_provider;
 use softrdma::run::{Backend, EXIT_FAILED, Request};
 use std::path::Path;
@@ -27,8 +27,8 @@ Exit status: the program's (softrdma run becomes the program); 125 if softrdma r
 pub(crate) struct RunArgs {
     /// Datapath of the device: kernel UDP sockets, or AF_XDP on queue 0 of --dev (root, or
     /// CAP_NET_ADMIN + CAP_BPF + CAP_NET_RAW).
-    #[arg(long, value_enum, default_value = "udp")]
-    backend: RunBackend,
+    #[arg(long, value_parser = super::args::backend_parser(&["udp", "afxdp"]), default_value = "udp")]
+    backend: Backend,
     /// Interface the device uses; it is named softrdma_IFACE [default: the interface of --local;
     /// without --local, the one interface besides loopback that is up and has an IPv4 address].
     #[arg(long, value_name = "IFACE")]
@@ -55,14 +55,6 @@ pub(crate) struct RunArgs {
     command: Vec<OsString>,
 }
 
-#[derive(Clone, Copy, ValueEnum)]
-enum RunBackend {
-    /// Kernel UDP sockets (unprivileged).
-    Udp,
-    /// AF_XDP (root).
-    Afxdp,
-}
-
 /// Runs the program; returns only when it could not be run.
 pub(crate) fn run_program(a: RunArgs) -> ExitCode {
     let inherited = std::env::var_os(softrdma::run::JOB_ID_ENV).is_some_and(|v| !v.is_empty());
@@ -74,10 +66,7 @@ pub(crate) fn run_program(a: RunArgs) -> ExitCode {
         }
     };
     let req = Request {
-        backend: match a.backend {
-            RunBackend::Udp => Backend::Udp,
-            RunBackend::Afxdp => Backend::Afxdp,
-        },
+        backend: a.backend,
         dev: a.dev,
         local: a.local,
         udp_port: a.udp_port,

@@ -3,10 +3,12 @@
 
 use std::process::ExitCode;
 
+use engine::datapath::link::Backend;
+
 use engine::verbs::{Mtu, QpType};
 use softrdma::perf::{self, AtomicOp, Mode, PerfConfig, PerfOp};
 
-use super::args::{AtomicArg, BackendArg, CcArg, ModeArg, OpArg, PerfArgs, SesHeadersArg};
+use super::args::{AtomicArg, CcArg, ModeArg, OpArg, PerfArgs, SesHeadersArg};
 use super::output::{self, RunRecord};
 use super::remote::{remote_side, write_capture};
 
@@ -72,7 +74,7 @@ pub(crate) fn run_uet_perf(a: &PerfArgs, transport: ses::DeliveryMode) -> ExitCo
             return refuse(why);
         }
     }
-    if a.backend() != BackendArg::Sim {
+    if a.backend() != Backend::Sim {
         return run_uet_remote(a, cfg);
     }
     if a.server || a.connect.is_some() {
@@ -258,7 +260,7 @@ pub(crate) fn run_uet_remote(a: &PerfArgs, cfg: softrdma::perf::uet::UetPerfConf
         "                    {:?} test, UET {} over {} ({})",
         cfg.op,
         format!("{:?}", cfg.transport).to_uppercase(),
-        if a.backend() == BackendArg::Afxdp { "AF_XDP" } else { "kernel UDP" },
+        if a.backend() == Backend::AfXdp { "AF_XDP" } else { "kernel UDP" },
         if client { "client" } else { "server" }
     );
     println!(
@@ -300,7 +302,7 @@ pub(crate) fn run_uet_remote(a: &PerfArgs, cfg: softrdma::perf::uet::UetPerfConf
         if cfg.lat { "latency" } else { "bandwidth" },
         format!("{:?}", cfg.transport).to_uppercase(),
         cfg.max_payload,
-        if a.backend() == BackendArg::Afxdp { "AF_XDP" } else { "kernel UDP" }
+        if a.backend() == Backend::AfXdp { "AF_XDP" } else { "kernel UDP" }
     );
     if let Err(e) = record.write(a, &title, params, (o.verified, o.errors, o.lost)) {
         eprintln!("softrdma perf: {e}");

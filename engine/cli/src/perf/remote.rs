@@ -11,7 +11,9 @@
 use super::cm;
 use super::hello::{PeerQps, RunMsg, parse_client_hello, parse_run_msg, parse_server_hello};
 pub use super::hello::{RemoteError, Test};
-pub use super::link::{Backend, CaptureFile, Link, Net, Role, finish_capture, open_context};
+pub use super::link::{
+    Backend, CaptureFile, Link, Net, Role, XdpQueue, finish_capture, open_context, open_error,
+};
 use super::progress::Progress;
 use super::{AtomicOp, Mode, PerfOp, fill_pattern, ring_slots, stamp, unstamp};
 use crate::oob::{MAX_LINE, exchange_timeout, read_line_within};
@@ -297,9 +299,9 @@ pub fn accept_one(link: &Link) -> Result<(TcpStream, BufReader<TcpStream>), Remo
 
 /// This side's device as `softrdma stat` names it.
 fn device_name(link: &Link) -> String {
-    match &link.backend {
-        Backend::Udp => format!("udp {}:{}", link.local, link.udp_port),
-        Backend::AfXdp { dev, queue, .. } => format!("afxdp {dev} queue {queue} ({})", link.local),
+    match &link.xdp {
+        None => format!("udp {}:{}", link.local, link.udp_port),
+        Some(XdpQueue { dev, queue, .. }) => format!("afxdp {dev} queue {queue} ({})", link.local),
     }
 }
 

@@ -21,7 +21,8 @@ use std::time::{Duration, Instant};
 use super::baseline::{self, Baseline};
 use super::bench::Bench;
 use super::config::{BwRow, PerfConfig, PerfError, Timeline};
-use super::remote::{self, Accepted, Backend, Link, Outcome, RemoteError, Test};
+use super::remote::{self, Accepted, Link, Outcome, RemoteError, Test, XdpQueue};
+use engine::datapath::afxdp::XdpMode;
 
 /// A run over several threads: the summed row, and each thread's two devices' counters.
 #[derive(Debug)]
@@ -130,13 +131,13 @@ fn merge_baselines(b: &[Baseline]) -> Baseline {
 /// `shard`; the exchange's TCP port is the same for every thread.
 pub fn shard_link(link: &Link, shard: usize) -> Result<Link, RemoteError> {
     let mut l = link.clone();
-    match &mut l.backend {
-        Backend::Udp => {
+    match &mut l.xdp {
+        None => {
             l.udp_port = u16::try_from(usize::from(link.udp_port) + shard).map_err(|_| {
                 RemoteError(format!("UDP port {} + thread {shard} is above 65535", link.udp_port))
             })?;
         }
-        Backend::AfXdp { queue, .. } => {
+        Some(XdpQueue { queue, .. }) => {
             *queue = u32::try_from(shard).ok().and_then(|s| queue.checked_add(s)).ok_or_else(|| {
                 RemoteError(format!("AF_XDP queue {queue} + thread {shard} is above {}", u32::MAX))
             })?;
@@ -152,7 +153,7 @@ fn refused(link: &Link, threads: usize) -> Result<(), RemoteError> {
             "a run over {threads} threads has {threads} datapaths: --capture records one (run it with --threads 1)"
         )));
     }
-    if let (true, Backend::AfXdp { driver: false, .. }) = (threads > 1, &link.backend) {
+    if let (true, Some(XdpQueue { mode: XdpMode::Generic, .. })) = (threads > 1, &link.xdp) {
         return Err(RemoteError(GENERIC_XDP.into()));
     }
     Ok(())
@@ -352,11 +353,9 @@ mod tests {
         let udp = Net { udp_port: u16::MAX, ..Net::udp() }.link(std::net::Ipv4Addr::LOCALHOST, 18515);
         assert_eq!(shard_link(&udp, 0).unwrap().udp_port, u16::MAX);
         assert!(shard_link(&udp, 1).unwrap_err().0.contains("above 65535"));
-        let xdp = Link {
-            backend: Backend::AfXdp { dev: "lo".into(), queue: u32::MAX, driver: true, multi_buffer: true },
-            ..udp
-        };
-        assert!(matches!(shard_link(&xdp, 0).unwrap().backend, Backend::AfXdp { queue: u32::MAX, .. }));
+        let queue = XdpQueue { dev: "lo".into(), queue: u32::MAX, mode: XdpMode::Driver, multi_buffer: true };
+        let xdp = Link { backend: remote::Backend::AfXdp, xdp: Some(queue), ..udp };
+        assert!(matches!(shard_link(&xdp, 0).unwrap().xdp, Some(XdpQueue { queue: u32::MAX, .. })));
         assert!(shard_link(&xdp, 1).unwrap_err().0.contains("above"));
     }
 

@@ -26,7 +26,7 @@
 pub mod messages;
 
 use crate::oob::{self, Exchange};
-use crate::perf::remote::{Backend, Net, open_context};
+use crate::perf::remote::{Net, XdpQueue, open_context};
 use crate::perf::{AtomicOp, Mode, PerfOp};
 use engine::datapath::capture::CaptureLog;
 use engine::verbs::{
@@ -614,9 +614,9 @@ pub fn render(o: &Options, out: &Outcome) -> String {
         verb_name(o),
         if out.client { "client" } else { "server" }
     );
-    let datapath = match &o.net.backend {
-        Backend::Udp => "kernel UDP".to_string(),
-        Backend::AfXdp { dev, queue, .. } => format!("AF_XDP on {dev} queue {queue}"),
+    let datapath = match &o.net.xdp {
+        None => "kernel UDP".to_string(),
+        Some(XdpQueue { dev, queue, .. }) => format!("AF_XDP on {dev} queue {queue}"),
     };
     let _ = writeln!(
         s,

@@ -387,27 +387,12 @@ pub fn probe() -> io::Result<()> {
 
 impl AfXdpPort {
     /// Opens queue `queue` of `dev`, whose IPv4 address is `ip`: UMEM, rings, socket, XDP program
-    /// steering UDP port 4791 (RoCEv2).
-    pub fn open(dev: &str, queue: u32, ip: Ipv4Addr, mode: XdpMode) -> io::Result<AfXdpPort> {
-        Self::open_port(dev, queue, ip, mode, wire::ROCEV2_UDP_PORT)
-    }
-
-    /// [`AfXdpPort::open`], steering UDP destination port `udp_port` (4793 for UET).
-    pub fn open_port(
-        dev: &str,
-        queue: u32,
-        ip: Ipv4Addr,
-        mode: XdpMode,
-        udp_port: u16,
-    ) -> io::Result<AfXdpPort> {
-        Self::open_with(dev, queue, ip, mode, udp_port, true)
-    }
-
-    /// [`AfXdpPort::open_port`], multi-buffer or not. With `multi_buffer` the socket is bound with
-    /// `XDP_USE_SG` (Linux 6.6+) and the program loaded as handling multi-buffer frames; a kernel
-    /// that refuses the flag (`EINVAL`: older than 6.6; `EOPNOTSUPP`: a mode or driver without it)
-    /// gets a single-buffer socket and path MTU 2048 ([`AfXdpPort::multi_buffer`] says which, and
-    /// why).
+    /// steering UDP destination port `udp_port` (4791 for RoCEv2, 4793 for UET), multi-buffer or
+    /// not (whether to ask is [`Link::open`](super::link::Link::open)'s policy). With
+    /// `multi_buffer` the socket is bound with `XDP_USE_SG` (Linux 6.6+) and the program loaded as
+    /// handling multi-buffer frames; a kernel that refuses the flag (`EINVAL`: older than 6.6;
+    /// `EOPNOTSUPP`: a mode or driver without it) gets a single-buffer socket and path MTU 2048
+    /// ([`AfXdpPort::multi_buffer`] says which, and why).
     pub fn open_with(
         dev: &str,
         queue: u32,

@@ -15,13 +15,11 @@ use super::config::{UetOp, UetPerfConfig};
 use super::report::counters_line;
 use super::sides::{Initiator, Target};
 use super::tss::NONCE_LEN;
-use crate::perf::remote::{Backend, Link, MAX_WAIT, RemoteError, WATCH_SERVER_EVERY};
+use crate::perf::remote::{Link, MAX_WAIT, RemoteError, WATCH_SERVER_EVERY, open_error};
 use crate::perf::{BwRow, LatRow};
 use engine::datapath::Datapath;
-use engine::datapath::afxdp::{AfXdpPort, XdpMode};
-use engine::datapath::capture::{Capture, CaptureLog};
-use engine::datapath::udp::{RxIcrc, UdpPort};
-use engine::datapath::wrap::Faulty;
+use engine::datapath::capture::CaptureLog;
+use engine::datapath::link::{self, OnDatapath, Opened, Protocol};
 use engine::progress::{Idle, Waiter};
 use engine::uet::UetNode;
 
@@ -119,84 +117,51 @@ fn run_nonce(client: &[u8; NONCE_HALF], server: &[u8; NONCE_HALF]) -> [u8; NONCE
     n
 }
 
-/// Runs `f` with this side's UET node on `link`'s datapath (UDP port 4793, or AF_XDP steering
-/// UDP 4793), with its egress faults and, with a capture file, the capture decorator; in the
-/// run's secure domain (keyed with `nonce`) with `--tss`.
-fn with_node<R>(
+/// What runs on this side's UET node, whatever its datapath.
+trait OnNode {
+    fn run<D: Datapath>(
+        self,
+        node: UetNode<D>,
+        capture: Option<CaptureLog>,
+    ) -> Result<RemoteOutcome, RemoteError>;
+}
+
+/// A UET node on the datapath the engine's opener hands over, in the run's secure domain (keyed
+/// with `nonce`) with `--tss`, given to `user`.
+struct NodeOn<'a, U> {
+    link: &'a link::Link,
+    cfg: &'a UetPerfConfig,
+    seed: u64,
+    nonce: &'a [u8; NONCE_LEN],
+    user: U,
+}
+
+impl<U: OnNode> OnDatapath for NodeOn<'_, U> {
+    type Output = Result<RemoteOutcome, RemoteError>;
+    fn on<D: Datapath + Send + 'static>(self, dp: D, opened: Opened) -> Self::Output {
+        if let Some(e) = opened.short_of(self.link) {
+            return Err(open_error(e));
+        }
+        let ses = ses::Endpoint::new(self.cfg.ses_config(), self.seed);
+        // Over kernel UDP the kernel checked the UDP checksum (and sends none we could check):
+        // the node accepts 0 there.
+        let mut node = UetNode::new(dp, ses, opened.require_checksum).map_err(err)?;
+        self.cfg.secure_and_mark(&mut node, self.nonce).map_err(err)?;
+        self.user.run(node, opened.capture)
+    }
+}
+
+/// Runs `user` on this side's UET node on `link`'s datapath (UDP port 4793, or AF_XDP steering
+/// UDP 4793), with its egress faults and, with a capture file, the capture decorator.
+fn with_node<U: OnNode>(
     link: &Link,
     cfg: &UetPerfConfig,
     seed: u64,
     nonce: &[u8; NONCE_LEN],
-    f: &mut dyn FnMut(UetNodeAny) -> Result<R, RemoteError>,
-) -> Result<R, RemoteError> {
-    let port = wire::uet::UDP_PORT;
-    let ses = ses::Endpoint::new(cfg.ses_config(), seed);
-    match &link.backend {
-        Backend::Udp => {
-            let p = UdpPort::bind(link.local, port, RxIcrc::Absent)
-                .map_err(|e| RemoteError(format!("binding {}:{port}: {e}", link.local)))?;
-            let dp = Faulty::new(p, link.tx_faults, link.seed);
-            // The kernel checked the UDP checksum (and sends none we could check): accept 0.
-            match &link.capture {
-                None => f(UetNodeAny::Udp(Box::new(node(dp, ses, false, cfg, nonce)?))),
-                Some(file) => {
-                    let dp = file.open(dp)?;
-                    let log = dp.log();
-                    f(UetNodeAny::UdpCapture(Box::new(node(dp, ses, false, cfg, nonce)?), log))
-                }
-            }
-        }
-        Backend::AfXdp { dev, queue, driver, multi_buffer } => {
-            let mode = if *driver { XdpMode::Driver } else { XdpMode::Generic };
-            let p = AfXdpPort::open_with(dev, *queue, link.local, mode, port, *multi_buffer)
-                .map_err(|e| RemoteError(format!("AF_XDP on {dev} queue {queue}: {e}")))?;
-            let dp = Faulty::new(p, link.tx_faults, link.seed);
-            match &link.capture {
-                None => f(UetNodeAny::AfXdp(Box::new(node(dp, ses, true, cfg, nonce)?))),
-                Some(file) => {
-                    let dp = file.open(dp)?;
-                    let log = dp.log();
-                    f(UetNodeAny::AfXdpCapture(Box::new(node(dp, ses, true, cfg, nonce)?), log))
-                }
-            }
-        }
-    }
-}
-
-/// A UET node on `dp`, with the run's TSS and marking settings.
-fn node<D: Datapath>(
-    dp: D,
-    ses: ses::Endpoint<Ipv4Addr>,
-    require_checksum: bool,
-    cfg: &UetPerfConfig,
-    nonce: &[u8; NONCE_LEN],
-) -> Result<UetNode<D>, RemoteError> {
-    let mut node = UetNode::new(dp, ses, require_checksum).map_err(err)?;
-    cfg.secure_and_mark(&mut node, nonce).map_err(err)?;
-    Ok(node)
-}
-
-/// A node on one of the real datapaths, with or without the capture decorator.
-enum UetNodeAny {
-    /// Kernel UDP.
-    Udp(Box<UetNode<Faulty<UdpPort>>>),
-    /// Kernel UDP, captured.
-    UdpCapture(Box<UetNode<Capture<Faulty<UdpPort>>>>, CaptureLog),
-    /// AF_XDP.
-    AfXdp(Box<UetNode<Faulty<AfXdpPort>>>),
-    /// AF_XDP, captured.
-    AfXdpCapture(Box<UetNode<Capture<Faulty<AfXdpPort>>>>, CaptureLog),
-}
-
-impl std::fmt::Debug for UetNodeAny {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            UetNodeAny::Udp(..) => "UetNodeAny::Udp",
-            UetNodeAny::UdpCapture(..) => "UetNodeAny::UdpCapture",
-            UetNodeAny::AfXdp(..) => "UetNodeAny::AfXdp",
-            UetNodeAny::AfXdpCapture(..) => "UetNodeAny::AfXdpCapture",
-        })
-    }
+    user: U,
+) -> Result<RemoteOutcome, RemoteError> {
+    let dp = link.datapath(Protocol::Uet { max_payload: cfg.max_payload });
+    dp.open(NodeOn { link: &dp, cfg, seed, nonce, user }).map_err(open_error)?
 }
 
 /// Waits for one client on `link`'s TCP port, takes its test, serves it, and reports its checks.
@@ -212,13 +177,27 @@ pub fn serve(link: &Link) -> Result<(UetPerfConfig, RemoteOutcome), RemoteError>
     };
     let half = tss::kdf::random::<NONCE_HALF>();
     let nonce = run_nonce(&client_half, &half);
-    let out = with_node(link, &cfg, cfg.seed.wrapping_mul(2) + 1, &nonce, &mut |any| match any {
-        UetNodeAny::Udp(node) => serve_on(*node, None, cfg, half, &mut stream, link.wait),
-        UetNodeAny::UdpCapture(node, log) => serve_on(*node, Some(log), cfg, half, &mut stream, link.wait),
-        UetNodeAny::AfXdp(node) => serve_on(*node, None, cfg, half, &mut stream, link.wait),
-        UetNodeAny::AfXdpCapture(node, log) => serve_on(*node, Some(log), cfg, half, &mut stream, link.wait),
-    })?;
+    let serve = Serve { cfg, nonce_half: half, stream: &mut stream, wait: link.wait };
+    let out = with_node(link, &cfg, cfg.seed.wrapping_mul(2) + 1, &nonce, serve)?;
     Ok((cfg, out))
+}
+
+/// The target's side of the run ([`serve_on`]).
+struct Serve<'a> {
+    cfg: UetPerfConfig,
+    nonce_half: [u8; NONCE_HALF],
+    stream: &'a mut TcpStream,
+    wait: Idle,
+}
+
+impl OnNode for Serve<'_> {
+    fn run<D: Datapath>(
+        self,
+        node: UetNode<D>,
+        capture: Option<CaptureLog>,
+    ) -> Result<RemoteOutcome, RemoteError> {
+        serve_on(node, capture, self.cfg, self.nonce_half, self.stream, self.wait)
+    }
 }
 
 fn serve_on<D: Datapath>(
@@ -309,16 +288,26 @@ pub fn run_client(host: &str, link: &Link, cfg: &UetPerfConfig) -> Result<Remote
         None => return Err(RemoteError("the server's ready line lacks the TSS nonce".into())),
     };
     let nonce = run_nonce(&half, &server_half);
-    with_node(link, cfg, cfg.seed.wrapping_mul(2), &nonce, &mut |any| match any {
-        UetNodeAny::Udp(node) => client_on(*node, None, *cfg, server_ip, &mut stream, link.wait),
-        UetNodeAny::UdpCapture(node, log) => {
-            client_on(*node, Some(log), *cfg, server_ip, &mut stream, link.wait)
-        }
-        UetNodeAny::AfXdp(node) => client_on(*node, None, *cfg, server_ip, &mut stream, link.wait),
-        UetNodeAny::AfXdpCapture(node, log) => {
-            client_on(*node, Some(log), *cfg, server_ip, &mut stream, link.wait)
-        }
-    })
+    let client = Client { cfg: *cfg, server: server_ip, stream: &mut stream, wait: link.wait };
+    with_node(link, cfg, cfg.seed.wrapping_mul(2), &nonce, client)
+}
+
+/// The initiator's side of the run ([`client_on`]).
+struct Client<'a> {
+    cfg: UetPerfConfig,
+    server: Ipv4Addr,
+    stream: &'a mut TcpStream,
+    wait: Idle,
+}
+
+impl OnNode for Client<'_> {
+    fn run<D: Datapath>(
+        self,
+        node: UetNode<D>,
+        capture: Option<CaptureLog>,
+    ) -> Result<RemoteOutcome, RemoteError> {
+        client_on(node, capture, self.cfg, self.server, self.stream, self.wait)
+    }
 }
 
 fn client_on<D: Datapath>(
