@@ -26,6 +26,7 @@
 mod body;
 pub mod cc;
 mod config;
+mod counts;
 pub mod credit;
 pub mod endpoint;
 mod event;
@@ -38,6 +39,7 @@ mod window;
 
 pub use body::{Body, HEAD_MAX};
 pub use config::{Config, RX_WINDOW};
+pub use counts::{CODE_SLOTS, CodeCounts};
 pub use endpoint::{Delivery, DeliveryKind, Endpoint, Establishment, SendError, Stats, Transmit};
 pub use event::{Event, PdcError};
 pub use pdc::{PdcId, Role};

@@ -106,7 +106,8 @@ pub(crate) struct Pdc<A> {
 /// What [`Pdc::poll_transmit`] wrote.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum TxKind {
-    Nack,
+    /// A NACK with this code.
+    Nack(wire::uet::pds::NackCode),
     Ack,
     /// CLOSE_REQ.
     Control,
@@ -437,6 +438,11 @@ impl<A: Copy> Pdc<A> {
         }
     }
 
+    /// The smoothed round-trip time, once measured.
+    pub(crate) fn srtt(&self) -> Option<Duration> {
+        self.srtt
+    }
+
     /// The adaptive window's size, when it runs.
     pub(crate) fn window(&self) -> Option<u32> {
         self.win.as_ref().map(LossWindow::limit)
@@ -514,7 +520,7 @@ impl<A: Copy> Pdc<A> {
             };
             let len = emit(&PdsRepr::Nack(repr), buf).ok_or(NoRoom)?;
             self.rx.nack = None;
-            return Ok(Some((len, TxKind::Nack)));
+            return Ok(Some((len, TxKind::Nack(n.code))));
         }
         if self.rx.ack_ready(now) || self.probe_reply.is_some() {
             let len = emit(&PdsRepr::Ack(self.ack()), buf).ok_or(NoRoom)?;

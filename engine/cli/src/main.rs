@@ -62,9 +62,9 @@ enum Command {
     /// never finish), to check that it refuses them, counts them and keeps its memory bounded.
     Flood(cli::flood::FloodArgs),
     /// Live counters of running softrdma processes (all, or PID): per device and per QP, as
-    /// `rdma statistic` shows a NIC's
+    /// `rdma statistic` shows a NIC's, and per UET node and PDC
     ///
-    /// Every process running devices (perf, in-process or one side per process) publishes its
+    /// Every process running devices or UET nodes (perf, in-process or one side per process) publishes its
     /// counters every half second in the stat directory (SOFTRDMA_STAT_DIR, default
     /// /tmp/softrdma-stat).
     Stat {

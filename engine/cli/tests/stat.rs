@@ -158,3 +158,132 @@ fn stat_shows_programs_under_softrdma_run() {
     }
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+/// A UET node's counter, by its path in the document (e.g. `["pds", "acks_rx"]`).
+fn uet_n(node: &Value, path: &[&str]) -> u64 {
+    path.iter().fold(node, |v, k| &v[*k]).as_u64().unwrap_or_else(|| panic!("{path:?} in {node}"))
+}
+
+/// `softrdma stat` for UET (issue 58): an in-process `perf --transport rod` run over a lossy,
+/// sealed link shows both nodes with their PDC, packets, ACKs, NACKs by code, retransmissions, SES
+/// completions and TSS counters, growing while it runs, in JSON and in text.
+#[test]
+fn stat_shows_the_uet_nodes_of_a_perf_run() {
+    let dir = common::scratch_dir("stat-uet");
+    let args = [
+        "perf",
+        "send",
+        "--transport",
+        "rod",
+        "--tss",
+        "--loss",
+        "0.01",
+        "--size",
+        "16384",
+        "--iters",
+        "100000000",
+        "--no-baseline",
+    ];
+    let mut run = softrdma(&dir, &args).spawn().unwrap();
+    let first = stat(&dir, run.id());
+    assert_eq!(first["what"], "perf uet rod send (in-process)", "{first}");
+    std::thread::sleep(Duration::from_millis(1500));
+    let v = stat(&dir, run.id());
+    let text =
+        String::from_utf8_lossy(&softrdma(&dir, &["stat", &run.id().to_string()]).output().unwrap().stdout)
+            .into_owned();
+    let _ = run.kill();
+    let _ = run.wait();
+    std::fs::remove_dir_all(dir).unwrap();
+    let nodes = v["uet"].as_array().unwrap();
+    assert_eq!(nodes.len(), 2, "{v}");
+    let (a, b) = (&nodes[0], &nodes[1]);
+    assert_eq!((&a["name"], &b["name"]), (&Value::from("initiator"), &Value::from("target")), "{v}");
+    assert!(
+        uet_n(a, &["pds", "packets_tx"]) > uet_n(&first["uet"][0], &["pds", "packets_tx"]),
+        "the counters grow: {first}\n{v}"
+    );
+    for (node, path) in [
+        (a, &["frames_tx"][..]),
+        (b, &["frames_rx"]),
+        (a, &["pds", "packets_tx"]),
+        (b, &["pds", "packets_rx"]),
+        (a, &["pds", "acks_rx"]),
+        (b, &["pds", "acks_tx"]),
+        (b, &["pds", "nacks_tx"]),
+        (b, &["pds", "nack_codes_tx", "ROD_OOO"]),
+        (a, &["pds", "nack_codes_rx", "ROD_OOO"]),
+        (a, &["pds", "retransmits"]),
+        (a, &["pds", "pdcs_open"]),
+        (b, &["pds", "pdcs_accepted"]),
+        (a, &["ses", "completions"]),
+        (b, &["ses", "rx_used"]),
+        (a, &["tss", "sealed"]),
+        (b, &["tss", "opened"]),
+    ] {
+        assert!(uet_n(node, path) > 0, "{path:?} of {}: {node}", node["name"]);
+    }
+    // Every NACK is counted under its code; the loss shows no bad ICV or replay.
+    let codes = b["pds"]["nack_codes_tx"].as_object().unwrap();
+    assert_eq!(
+        codes.values().map(|n| n.as_u64().unwrap()).sum::<u64>(),
+        uet_n(b, &["pds", "nacks_tx"]),
+        "{b}"
+    );
+    assert_eq!((uet_n(b, &["tss", "bad_icv"]), uet_n(b, &["tss", "replays"])), (0, 0), "{b}");
+    let pdc = &a["pdcs"][0];
+    assert_eq!(
+        (&pdc["mode"], &pdc["role"], &pdc["peer"]),
+        (&"ROD".into(), &"initiator".into(), &"10.0.0.2".into())
+    );
+    assert!(pdc["window"].as_u64().unwrap() > 0 && pdc["rate_bps"].as_u64().unwrap() > 0, "{pdc}");
+    assert!(text.contains("uet initiator 10.0.0.1: frames tx") && text.contains("(ROD_OOO "), "{text}");
+    assert!(text.contains("pdc 1 -> 10.0.0.2 (ROD initiator)") && text.contains("tss: epoch 0"), "{text}");
+}
+
+/// A UET perf server (one side per process over kernel UDP) publishes its node: the PDC its
+/// client opened, the packets it takes and the ACKs it sends.
+#[test]
+fn stat_shows_a_uet_perf_server() {
+    let dir = common::scratch_dir("stat-uet-server");
+    let common_args = ["perf", "write", "--transport", "rud", "--backend", "udp", "--tcp-port", "18793"];
+    let mut server = common_args.to_vec();
+    server.extend(["--server", "--local", "127.0.55.4"]);
+    let server = softrdma(&dir, &server).spawn().unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let mut client = common_args.to_vec();
+    client.extend([
+        "--connect",
+        "127.0.55.4",
+        "--local",
+        "127.0.55.3",
+        "--size",
+        "4096",
+        "--iters",
+        "3000000",
+    ]);
+    let client = softrdma(&dir, &client).spawn().unwrap();
+    // The server publishes once its client's packets flow.
+    let end = Instant::now() + Duration::from_secs(30);
+    let v = loop {
+        let v = stat(&dir, server.id());
+        if v["uet"][0]["pds"]["acks_tx"].as_u64().unwrap_or(0) > 0 {
+            break v;
+        }
+        assert!(Instant::now() < end, "the server never sent an ACK: {v}");
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    for mut p in [client, server] {
+        let _ = p.kill();
+        let _ = p.wait();
+    }
+    std::fs::remove_dir_all(dir).unwrap();
+    assert_eq!(v["what"], "perf uet rud write server", "{v}");
+    let node = &v["uet"][0];
+    assert_eq!((&node["name"], &node["ip"]), (&"server".into(), &"127.0.55.4".into()), "{v}");
+    for path in [&["pds", "packets_rx"][..], &["pds", "pdcs_accepted"], &["ses", "rx_used"], &["frames_tx"]] {
+        assert!(uet_n(node, path) > 0, "{path:?}: {node}");
+    }
+    assert_eq!(node["pdcs"][0]["peer"], "127.0.55.3", "{node}");
+    assert!(node["tss"].is_null(), "no secure domain without --tss: {node}");
+}

@@ -2,7 +2,10 @@
 //! `engine/cli/src/stat.rs`), a crate of its own so that the engine library needs no JSON: every half second, one JSON file named by the PID in the stat
 //! directory (`SOFTRDMA_STAT_DIR`, default `/tmp/softrdma-stat`), replaced atomically (written
 //! aside, then renamed) and removed when the [`Publisher`] drops. Any process that runs devices
-//! publishes through it: `softrdma perf`, and programs under `softrdma run`.
+//! publishes through it: `softrdma perf`, and programs under `softrdma run`. A document holds
+//! the process's RoCE devices ([`device`]) and its UET nodes ([`uet::node`]).
+
+pub mod uet;
 
 use engine::verbs::{Context, QpState};
 use serde_json::{Value, json};
@@ -84,22 +87,43 @@ impl Publisher {
     /// Publishes `devices` (from [`device`]) if half a second has passed since the last time;
     /// cheap otherwise (the clock is read every few hundred calls).
     pub fn maybe(&mut self, devices: impl FnOnce() -> Vec<Value>) {
-        self.calls += 1;
-        if self.path.is_none() || self.calls < CHECK_EVERY {
-            return;
-        }
-        self.calls = 0;
-        let now = Instant::now();
-        if now >= self.next {
-            self.next = now + EVERY;
+        if self.due() {
             self.publish(devices());
         }
     }
 
+    /// Publishes UET `nodes` (from [`uet::node`]) as [`maybe`](Self::maybe) does devices.
+    pub fn maybe_uet(&mut self, nodes: impl FnOnce() -> Vec<Value>) {
+        if self.due() {
+            self.publish_all(Vec::new(), nodes());
+        }
+    }
+
+    /// Whether to publish now: half a second has passed since the last time (the clock is read
+    /// every few hundred calls).
+    fn due(&mut self) -> bool {
+        self.calls += 1;
+        if self.path.is_none() || self.calls < CHECK_EVERY {
+            return false;
+        }
+        self.calls = 0;
+        let now = Instant::now();
+        if now < self.next {
+            return false;
+        }
+        self.next = now + EVERY;
+        true
+    }
+
     /// Publishes `devices` now.
     pub fn publish(&mut self, devices: Vec<Value>) {
+        self.publish_all(devices, Vec::new());
+    }
+
+    /// Publishes RoCE `devices` and UET `nodes` now.
+    pub fn publish_all(&mut self, devices: Vec<Value>, nodes: Vec<Value>) {
         let Some(path) = &self.path else { return };
-        let doc = json!({ "pid": std::process::id(), "what": self.what, "devices": devices });
+        let doc = json!({ "pid": std::process::id(), "what": self.what, "devices": devices, "uet": nodes });
         let aside = path.with_extension("json.tmp");
         if std::fs::write(&aside, doc.to_string()).and_then(|()| std::fs::rename(&aside, path)).is_err() {
             let _ = std::fs::remove_file(&aside);

@@ -166,7 +166,13 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
             cwnd: p.nscc.as_ref().map(crate::cc::Nscc::cwnd),
             window: p.window(),
             credit_granted: p.credit_rx.granted(),
+            srtt: p.srtt(),
         })
+    }
+
+    /// Every PDC held, with what is known about it, by PDCID.
+    pub fn pdcs(&self) -> impl Iterator<Item = (PdcId, PdcInfo<A>)> + '_ {
+        self.pdcs.keys().filter_map(|&id| Some((id, self.pdc_info(id)?)))
     }
 
     /// PDCs held.

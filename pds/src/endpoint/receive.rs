@@ -129,6 +129,7 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
         match pds {
             PdsRepr::Request(r) => self.on_request_packet(now, src, &r, body, ce),
             PdsRepr::Ack(a) => {
+                self.stats.rx_acks += 1;
                 let id = self.lookup(src, a.dpdcid, a.spdcid).ok_or(Refused::Stale)?;
                 self.heard(id, now, false);
                 let out = self.pdcs.get_mut(&id).expect("looked up").on_ack(&a, now, &self.cfg);
@@ -138,6 +139,7 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
             }
             PdsRepr::Nack(n) => {
                 self.stats.rx_nacks += 1;
+                self.stats.rx_nack_codes.add(n.nack_code.into());
                 if n.flags & FLAG_NT != 0 {
                     // RUDI NACK (its PSN field holds the pkt_id): the request stays pending; its
                     // timer resends it.

@@ -166,6 +166,7 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
             let len = match c {
                 Ctrl::Nack(n) => {
                     self.stats.tx_nacks += 1;
+                    self.stats.tx_nack_codes.add(n.nack_code.into());
                     emit(&PdsRepr::Nack(n), buf)
                 }
                 Ctrl::Rudi { pkt_id, next_hdr, body } => {
@@ -215,7 +216,10 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
             let control = !matches!(kind, TxKind::Data | TxKind::Retransmit);
             match kind {
                 TxKind::Ack => self.stats.tx_acks += 1,
-                TxKind::Nack => self.stats.tx_nacks += 1,
+                TxKind::Nack(code) => {
+                    self.stats.tx_nacks += 1;
+                    self.stats.tx_nack_codes.add(code.into());
+                }
                 TxKind::Retransmit => self.stats.tx_retransmits += 1,
                 TxKind::Credit => self.stats.tx_credits += 1,
                 TxKind::CreditReq => self.stats.tx_credit_reqs += 1,

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use wire::uet::pds::{Mode, NextHeader};
 
+use crate::counts::CodeCounts;
 use crate::pdc::{PdcId, Role};
 
 /// How long a target remembers a closed PDC, to ignore delayed duplicates of its SYN packets
@@ -126,6 +127,8 @@ pub struct Stats {
     pub tx_acks: u64,
     /// NACKs sent.
     pub tx_nacks: u64,
+    /// NACKs sent, by NACK code (of [`tx_nacks`](Self::tx_nacks)).
+    pub tx_nack_codes: CodeCounts,
     /// Packets queued again after a SACK or NACK showed them lost.
     pub fast_retransmits: u64,
     /// Retransmit timer expiries.
@@ -155,9 +158,13 @@ pub struct Stats {
     pub rx_mode_mismatch: u64,
     /// SYNs naming a PDC this side has with another Start_PSN (answered with NACK INVALID_SYN).
     pub rx_invalid_syns: u64,
+    /// ACKs received (of [`rx_control`](Self::rx_control) and [`rx_stale`](Self::rx_stale)).
+    pub rx_acks: u64,
     /// NACKs received (of [`rx_control`](Self::rx_control), [`rx_stale`](Self::rx_stale) and
     /// [`rx_nacks_ignored`](Self::rx_nacks_ignored)).
     pub rx_nacks: u64,
+    /// NACKs received, by NACK code (of [`rx_nacks`](Self::rx_nacks)).
+    pub rx_nack_codes: CodeCounts,
     /// SYNs refused by secure establishment (answered with NACK NEW_START_PSN).
     pub rx_stale_syns: u64,
     /// SYNs answered with NACK NO_PDC_AVAIL (`max_pdcs` or `max_pdcs_per_peer` reached).
@@ -307,4 +314,6 @@ pub struct PdcInfo<A> {
     pub window: Option<u32>,
     /// RCCC: credit units (256 bytes) granted to this PDC's peer so far.
     pub credit_granted: u64,
+    /// The smoothed round-trip time, once an ACK measured one.
+    pub srtt: Option<Duration>,
 }

@@ -155,7 +155,14 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
 
     /// The next completion.
     pub fn poll_completion(&mut self) -> Option<Completion<A>> {
-        self.completions.pop_front()
+        let c = self.completions.pop_front()?;
+        self.stats.completions += 1;
+        match c.status {
+            Status::Remote(rc) => self.stats.completion_errors.add(rc.into()),
+            Status::Failed(_) | Status::Timeout => self.stats.completions_failed += 1,
+            Status::Ok | Status::Truncated | Status::Cancelled => {}
+        }
+        Some(c)
     }
 
     /// Also serves requests carrying `job_id` (a JobID of the AV method's auth keys); requests

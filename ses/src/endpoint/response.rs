@@ -48,6 +48,7 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
         };
         if rc != ReturnCode::Ok {
             self.stats.errors_sent += 1;
+            self.stats.errors_sent_codes.add(rc.into());
         }
         self.reply(reply, NextHeader::Rsp, response(msg_id, job_id, rc, modified, list));
     }

@@ -156,6 +156,19 @@ pub struct Stats {
     /// Responses sent with a return code other than OK (to refused requests, and to partly
     /// received messages given up).
     pub errors_sent: u64,
+    /// Of [`errors_sent`](Self::errors_sent), by return code.
+    pub errors_sent_codes: pds::CodeCounts,
+    /// Completions taken ([`Endpoint::poll_completion`]): operations of this side and messages
+    /// received.
+    ///
+    /// [`Endpoint::poll_completion`]: crate::Endpoint::poll_completion
+    pub completions: u64,
+    /// Of [`completions`](Self::completions), the operations the target answered with an error,
+    /// by return code.
+    pub completion_errors: pds::CodeCounts,
+    /// Of [`completions`](Self::completions), the operations whose PDC failed or whose RUDI
+    /// request got no response.
+    pub completions_failed: u64,
     /// Messages kept as unexpected.
     pub unexpected: u64,
     /// Messages answered NO_MATCH because the unexpected list was full (`max_unexpected_msgs`

@@ -10,6 +10,7 @@ use super::report::counters_line;
 use super::sides::{Initiator, Target};
 use super::tss::{AeadBaseline, NONCE_LEN};
 use crate::perf::{BwRow, LatRow, PerfError};
+use crate::stat::{Publisher, uet};
 use engine::datapath::sim::{SimNet, SimPort};
 use engine::uet::UetNode;
 
@@ -151,7 +152,9 @@ impl UetBench {
         let harness0 = self.a.harness + self.b.harness;
         let mut base = cfg.tss.then(|| AeadBaseline::new(cfg.max_payload));
         let start = Instant::now();
+        let mut stats = Publisher::new(&cfg.stat_name("(in-process)"));
         while completed < iters || (cfg.receives() && self.b.received + lost < iters) {
+            stats.maybe_uet(|| self.nodes());
             while posted < iters
                 && posted - completed < depth
                 && (!uud || posted - self.b.received - lost < depth)
@@ -196,7 +199,9 @@ impl UetBench {
             .map_err(|_| PerfError::Stalled("histogram"))?;
         let mut virt = wall.clone();
         let mut lost = 0;
+        let mut stats = Publisher::new(&cfg.stat_name("(in-process)"));
         for i in 0..cfg.iters {
+            stats.maybe_uet(|| self.nodes());
             let (t0, v0, seen) = (Instant::now(), self.net.now(), self.b.received);
             self.a.post(i)?;
             let mut sent = false;
@@ -217,6 +222,11 @@ impl UetBench {
         }
         let (verified, errors) = self.totals();
         Ok(LatRow { size: cfg.size, wall_ns: wall, virtual_ns: virt, verified, errors, lost, baseline: None })
+    }
+
+    /// Both nodes' counters for `softrdma stat`.
+    fn nodes(&mut self) -> Vec<serde_json::Value> {
+        vec![uet::node("initiator", &mut self.a.node), uet::node("target", &mut self.b.node)]
     }
 
     /// PDS counters of both sides and the nodes' frame counters.

@@ -31,6 +31,14 @@ pub enum UetOp {
     CmpSwap,
 }
 
+impl UetPerfConfig {
+    /// How a process running this test is described in `softrdma stat`, e.g. "perf uet rud
+    /// write server".
+    pub(super) fn stat_name(&self, side: &str) -> String {
+        format!("perf uet {:?} {:?} {side}", self.transport, self.op).to_lowercase()
+    }
+}
+
 impl UetOp {
     pub(super) fn is_atomic(self) -> bool {
         matches!(self, UetOp::FetchAdd | UetOp::CmpSwap)

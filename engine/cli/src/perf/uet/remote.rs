@@ -17,6 +17,7 @@ use super::sides::{Initiator, Target};
 use super::tss::NONCE_LEN;
 use crate::perf::remote::{Link, MAX_WAIT, RemoteError, WATCH_SERVER_EVERY, open_error};
 use crate::perf::{BwRow, LatRow};
+use crate::stat::{Publisher, uet};
 use engine::datapath::Datapath;
 use engine::datapath::capture::CaptureLog;
 use engine::datapath::link::{self, OnDatapath, Opened, Protocol};
@@ -214,9 +215,11 @@ fn serve_on<D: Datapath>(
     let mut buf = Vec::new();
     let mut last_heard = Instant::now();
     let mut waiter = Waiter::new(wait);
+    let mut stats = Publisher::new(&cfg.stat_name("server"));
     let done = loop {
         let moved = t.node.progress();
         t.drain();
+        stats.maybe_uet(|| vec![uet::node("server", &mut t.node)]);
         if let Some(v) = poll_json(stream, &mut buf)?.into_iter().find(|v| v.get("done").is_some()) {
             break v;
         }
@@ -331,7 +334,9 @@ fn client_on<D: Datapath>(
     // result line is kept from what it may send meanwhile.
     stream.set_nonblocking(true).map_err(err)?;
     let (mut watched_at, mut buf, mut result) = (Instant::now(), Vec::new(), None);
+    let mut stats = Publisher::new(&cfg.stat_name("client"));
     while completed < iters {
+        stats.maybe_uet(|| vec![uet::node("client", &mut a.node)]);
         if watched_at.elapsed() >= WATCH_SERVER_EVERY {
             watched_at = Instant::now();
             let lines = poll_json(stream, &mut buf)?;
