@@ -22,3 +22,4 @@ pub mod perftest;
 pub mod pingpong;
 pub mod run;
 pub mod stat;
+pub mod view;

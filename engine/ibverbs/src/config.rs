@@ -43,19 +43,17 @@ impl DevInfo {
         u64::from_be_bytes([m[0] ^ 2, m[1], m[2], 0xff, 0xfe, m[3], m[4], m[5]])
     }
 
-    /// GID table entry `index`: 1 the IPv4-mapped RoCEv2 GID, as rxe numbers it. Entry 0, where
-    /// rxe lists the interface's IPv6 link-local GID, is empty (`None`), as a kernel shows an
-    /// unused entry: this engine carries RoCEv2 over IPv4 only, and a GID it listed but could not
-    /// use would be chosen by middleware that takes index 0 by default.
+    /// GID table entry `index`: the IPv4-mapped RoCEv2 GID at both 0 and 1. rxe lists the
+    /// interface's IPv6 link-local GID at 0 and the IPv4 one at 1, so the tools take `-g 1`; this
+    /// engine carries RoCEv2 over IPv4 only, and a GID 0 that is listed must be one it can use:
+    /// UCX refuses a port whose GID 0 is empty, and libfabric's verbs provider uses index 0
+    /// unless told otherwise.
     pub(crate) fn gid(&self, index: usize) -> Option<[u8; 16]> {
-        match index {
-            1 => Some(self.ip.to_ipv6_mapped().octets()),
-            _ => None,
-        }
+        (index < GID_TABLE_LEN).then(|| self.ip.to_ipv6_mapped().octets())
     }
 }
 
-/// Entries of the GID table (`gid_tbl_len`), the empty entry 0 included.
+/// Entries of the GID table (`gid_tbl_len`).
 pub(crate) const GID_TABLE_LEN: usize = 2;
 
 fn sys(iface: &str, file: &str) -> Option<String> {
@@ -139,21 +137,24 @@ pub(crate) fn devices() -> Result<Vec<DevInfo>, ConfigError> {
         }
     };
     chosen.dedup_by(|a, b| a.0 == b.0);
-    Ok(chosen
-        .into_iter()
-        .map(|(iface, ip)| DevInfo {
-            name: format!("softrdma_{iface}"),
-            // An interface without a MAC (a tunnel) reads as the zero MAC.
-            mac: engine::datapath::link::mac_of(&iface).unwrap_or([0; 6]),
-            netdev_mtu: sys(&iface, "mtu").and_then(|m| m.parse().ok()).unwrap_or(1500),
-            ifindex: sys(&iface, "ifindex").and_then(|m| m.parse().ok()).unwrap_or(0),
-            iface,
-            ip,
-            backend,
-            udp_port,
-            verify_icrc,
-        })
-        .collect())
+    Ok(chosen.into_iter().map(|(iface, ip)| info(iface, ip, backend, udp_port, verify_icrc)).collect())
+}
+
+/// The device on interface `iface` with address `ip`: its MAC, MTU and index read from the
+/// interface.
+pub(crate) fn info(iface: String, ip: Ipv4Addr, backend: Backend, udp_port: u16, verify_icrc: bool) -> DevInfo {
+    DevInfo {
+        name: format!("softrdma_{iface}"),
+        // An interface without a MAC (a tunnel, the loopback) reads as the zero MAC.
+        mac: engine::datapath::link::mac_of(&iface).unwrap_or([0; 6]),
+        netdev_mtu: sys(&iface, "mtu").and_then(|m| m.parse().ok()).unwrap_or(1500),
+        ifindex: sys(&iface, "ifindex").and_then(|m| m.parse().ok()).unwrap_or(0),
+        iface,
+        ip,
+        backend,
+        udp_port,
+        verify_icrc,
+    }
 }
 
 /// An IPv4-mapped GID as the address it maps, else `None` (this engine runs RoCEv2 over IPv4).
@@ -167,7 +168,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn gid_0_is_an_empty_entry_and_gid_1_the_ipv4_one() {
+    fn gids_0_and_1_are_the_ipv4_one() {
         let d = DevInfo {
             name: "softrdma_x".into(),
             iface: "x".into(),
@@ -179,8 +180,8 @@ mod tests {
             udp_port: 4791,
             verify_icrc: true,
         };
-        assert_eq!(d.gid(0), None);
-        assert_eq!(d.gid(1), Some(Ipv4Addr::new(10, 0, 0, 1).to_ipv6_mapped().octets()));
+        let v4 = Some(Ipv4Addr::new(10, 0, 0, 1).to_ipv6_mapped().octets());
+        assert_eq!((d.gid(0), d.gid(1)), (v4, v4));
         assert_eq!(d.gid(GID_TABLE_LEN), None);
     }
 }

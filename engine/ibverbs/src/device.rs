@@ -37,9 +37,22 @@ fn devices() -> &'static [SoftDevice] {
                 ibv.node_type = IBV_NODE_CA;
                 ibv.transport_type = IBV_TRANSPORT_IB;
                 copy_str(&mut ibv.name, &info.name);
-                copy_str(&mut ibv.dev_name, &format!("uverbs_{}", info.iface));
-                copy_str(&mut ibv.dev_path, &format!("/nonexistent/softrdma/{}", info.iface));
-                copy_str(&mut ibv.ibdev_path, &format!("/nonexistent/softrdma/{}", info.name));
+                // Under `softrdma run`'s view of /sys and /dev (crate::sysfs) the device has a
+                // uverbs entry, and its paths are a kernel device's; without the view, paths that
+                // say they are none.
+                match crate::sysfs::uverbs_of(&info.name) {
+                    Some(uv) => {
+                        let sys = crate::sysfs::SYS_ROOT;
+                        copy_str(&mut ibv.dev_name, &uv);
+                        copy_str(&mut ibv.dev_path, &format!("{sys}/class/infiniband_verbs/{uv}"));
+                        copy_str(&mut ibv.ibdev_path, &format!("{sys}/class/infiniband/{}", info.name));
+                    }
+                    None => {
+                        copy_str(&mut ibv.dev_name, &format!("uverbs_{}", info.iface));
+                        copy_str(&mut ibv.dev_path, &format!("/nonexistent/softrdma/{}", info.iface));
+                        copy_str(&mut ibv.ibdev_path, &format!("/nonexistent/softrdma/{}", info.name));
+                    }
+                }
                 SoftDevice { ibv, info }
             })
             .collect()
@@ -324,7 +337,7 @@ pub unsafe extern "C" fn ibv_close_device(context: *mut ibv_context) -> c_int {
 fn device_attr(info: &DevInfo) -> ibv_device_attr {
     // SAFETY: all-zero is a valid `ibv_device_attr`.
     let mut a: ibv_device_attr = unsafe { std::mem::zeroed() };
-    copy_str(&mut a.fw_ver, concat!("softrdma ", env!("CARGO_PKG_VERSION")));
+    copy_str(&mut a.fw_ver, crate::sysfs::FW_VER);
     a.node_guid = info.guid().to_be();
     a.sys_image_guid = info.guid().to_be();
     a.max_mr_size = u64::MAX;
@@ -461,8 +474,7 @@ pub unsafe extern "C" fn ibv_query_port(
     0
 }
 
-/// `ibv_query_gid`: 0 on success (an empty entry reads as the zero GID, as libibverbs reads an
-/// unused entry from sysfs), -1 with `errno` for an index outside the table.
+/// `ibv_query_gid`: 0 on success, -1 with `errno` for an index outside the table.
 ///
 /// # Safety
 /// As `ibv_query_gid`'s callers promise:
@@ -476,25 +488,18 @@ pub unsafe extern "C" fn ibv_query_gid(
     gid: *mut ibv_gid,
 ) -> c_int {
     // SAFETY: `context` is null or a live context of this library (the verbs' contract).
-    let Some(ctx) = (unsafe { Ctx::from(context) }) else {
+    let ctx = unsafe { Ctx::from(context) };
+    let g = ctx.and_then(|c| usize::try_from(index).ok().and_then(|i| c.info.gid(i)));
+    let Some(g) = g.filter(|_| port_num == 1 && !gid.is_null()) else {
         errno::set(libc::EINVAL);
         return -1;
     };
-    let Some(i) = usize::try_from(index).ok().filter(|&i| i < GID_TABLE_LEN) else {
-        errno::set(libc::EINVAL);
-        return -1;
-    };
-    if port_num != 1 || gid.is_null() {
-        errno::set(libc::EINVAL);
-        return -1;
-    }
     // SAFETY: `gid`, not null (checked), is a writable `union ibv_gid` (ibv_query_gid(3)).
-    unsafe { (*gid).raw = ctx.info.gid(i).unwrap_or([0; 16]) };
+    unsafe { (*gid).raw = g };
     0
 }
 
-/// `_ibv_query_gid_ex` (behind the inline `ibv_query_gid_ex`): `ENODATA` for the empty entry, as
-/// libibverbs answers for an unused one.
+/// `_ibv_query_gid_ex` (behind the inline `ibv_query_gid_ex`).
 ///
 /// # Safety
 /// As `_ibv_query_gid_ex`'s callers promise:
@@ -511,15 +516,10 @@ pub unsafe extern "C" fn _ibv_query_gid_ex(
 ) -> c_int {
     // SAFETY: `context` is null or a live context of this library (the verbs' contract).
     let Some(ctx) = (unsafe { Ctx::from(context) }) else { return errno::fail(libc::EINVAL) };
-    if port_num != 1
-        || flags != 0
-        || entry.is_null()
-        || entry_size < size_of::<ibv_gid_entry>()
-        || gid_index as usize >= GID_TABLE_LEN
-    {
+    if port_num != 1 || flags != 0 || entry.is_null() || entry_size < size_of::<ibv_gid_entry>() {
         return errno::fail(libc::EINVAL);
     }
-    let Some(g) = ctx.info.gid(gid_index as usize) else { return errno::fail(libc::ENODATA) };
+    let Some(g) = ctx.info.gid(gid_index as usize) else { return errno::fail(libc::EINVAL) };
     let e = ibv_gid_entry {
         gid: ibv_gid { raw: g },
         gid_index,
@@ -533,8 +533,7 @@ pub unsafe extern "C" fn _ibv_query_gid_ex(
     0
 }
 
-/// `_ibv_query_gid_table` (behind the inline `ibv_query_gid_table`): the valid entries, packed
-/// (the empty one left out, as libibverbs does), and their number.
+/// `_ibv_query_gid_table` (behind the inline `ibv_query_gid_table`): the entries written.
 ///
 /// # Safety
 /// As `_ibv_query_gid_table`'s callers promise:
@@ -548,17 +547,17 @@ pub unsafe extern "C" fn _ibv_query_gid_table(
     flags: u32,
     entry_size: usize,
 ) -> isize {
-    // SAFETY: `context` is null or a live context of this library (the verbs' contract).
-    let Some(ctx) = (unsafe { Ctx::from(context) }) else { return -(errno::fail(libc::EINVAL) as isize) };
-    let valid: Vec<usize> = (0..GID_TABLE_LEN).filter(|&i| ctx.info.gid(i).is_some()).collect();
-    if entries.is_null() || flags != 0 || entry_size < size_of::<ibv_gid_entry>() || max_entries < valid.len()
+    if entries.is_null()
+        || flags != 0
+        || entry_size < size_of::<ibv_gid_entry>()
+        || max_entries < GID_TABLE_LEN
     {
         return -(errno::fail(libc::EINVAL) as isize);
     }
-    for (n, &i) in valid.iter().enumerate() {
-        // SAFETY: the caller's array holds `max_entries >= valid.len()` (checked) entries of
-        // `entry_size` bytes (ibv_query_gid_table(3)), so entry `n < valid.len()` is inside it.
-        let e = unsafe { entries.cast::<u8>().add(n * entry_size).cast::<ibv_gid_entry>() };
+    for i in 0..GID_TABLE_LEN {
+        // SAFETY: the caller's array holds `max_entries >= GID_TABLE_LEN` (checked) entries of
+        // `entry_size` bytes (ibv_query_gid_table(3)), so entry `i < GID_TABLE_LEN` is inside it.
+        let e = unsafe { entries.cast::<u8>().add(i * entry_size).cast::<ibv_gid_entry>() };
         // SAFETY: the call's contract is this function's: `context` as the caller passed it, `e`
         // writable for `entry_size >= size_of::<ibv_gid_entry>()` bytes (checked above, and inside
         // the caller's array by the line before).
@@ -567,7 +566,7 @@ pub unsafe extern "C" fn _ibv_query_gid_table(
             return -(r as isize);
         }
     }
-    valid.len() as isize
+    GID_TABLE_LEN as isize
 }
 
 /// `ibv_query_gid_type` (rdma-core's private export, used by `ibv_devinfo`): every GID is RoCEv2.

@@ -69,5 +69,6 @@ mod qp_ex;
 mod rdmacm;
 mod srq_ah;
 mod stat;
+pub mod sysfs;
 mod unsupported;
 mod wr;

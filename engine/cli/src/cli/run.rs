@@ -18,7 +18,7 @@ Example, a bandwidth test between two hosts (or network namespaces) joined throu
 and rdma-core's examples take -g 1: softrdma run --dev veth0 -- ibv_rc_pingpong -g 1 [10.0.0.1]
 
 The program sees one device, softrdma_IFACE: GID 1 is its IPv4 address (RoCEv2), as rdma_rxe
-numbers it; GID 0, rxe's IPv6 link-local one, is an empty entry (RoCEv2 runs over IPv4 here). The library is
+numbers it; GID 0 (rxe's IPv6 link-local one) is the IPv4 GID too, as RoCEv2 runs over IPv4 here. The library is
 libsoftrdma_ibverbs.so beside softrdma (or in deps/ beside it), or SOFTRDMA_LIB; build it with
 `cargo build --release -p softrdma-ibverbs`.
 
@@ -50,6 +50,10 @@ pub(crate) struct RunArgs {
     /// softrdma provider's endpoint needs.
     #[arg(long)]
     no_verbs: bool,
+    /// Do not show the device in /dev/infiniband and /sys/class/infiniband (the private mount
+    /// namespace softrdma run otherwise gives the program; see docs/run.md).
+    #[arg(long)]
+    no_device_files: bool,
     /// The program to run and its arguments (after `--`).
     #[arg(trailing_var_arg = true, allow_hyphen_values = true, value_name = "PROGRAM [ARGS]")]
     command: Vec<OsString>,
@@ -107,7 +111,27 @@ pub(crate) fn run_program(a: RunArgs) -> ExitCode {
     if let Some(j) = job_id {
         eprintln!("softrdma run: JobID {j}");
     }
+    if !a.no_verbs && !a.no_device_files {
+        show_device(&plan);
+    }
     let (e, status) = softrdma::run::exec(&plan);
     eprintln!("softrdma run: {e}");
     ExitCode::from(status)
+}
+
+/// Lays the device out in /dev and /sys for the program ([`softrdma::view`]); says so when it
+/// cannot, and the program runs anyway.
+fn show_device(plan: &softrdma::run::Plan) {
+    let var = |k: &str| plan.env.iter().find(|(n, _)| n == k).and_then(|(_, v)| v.to_str());
+    let (Some(dev), Some(local)) = (var("SOFTRDMA_DEV"), var("SOFTRDMA_LOCAL").and_then(|l| l.parse().ok()))
+    else {
+        return;
+    };
+    if let Err(e) = softrdma::view::make(dev, local) {
+        eprintln!(
+            "softrdma run: the device is not shown in /dev/infiniband and /sys/class/infiniband ({e}): \
+             programs that look for it there (UCX) will not list it; the verbs work as before \
+             (--no-device-files skips this)"
+        );
+    }
 }
