@@ -53,7 +53,9 @@ fn private_namespace() -> Result<bool, String> {
     } else {
         let (uid, gid) = (nix::unistd::getuid(), nix::unistd::getgid());
         unshare(CloneFlags::CLONE_NEWUSER | CloneFlags::CLONE_NEWNS).map_err(|e| {
-            format!("unshare(CLONE_NEWUSER | CLONE_NEWNS): {e} (not root, and no unprivileged user namespaces)")
+            format!(
+                "unshare(CLONE_NEWUSER | CLONE_NEWNS): {e} (not root, and no unprivileged user namespaces)"
+            )
         })?;
         // The same IDs inside as outside.
         let write = |f: &str, s: String| std::fs::write(f, s).map_err(|e| format!("{f}: {e}"));
@@ -104,8 +106,9 @@ fn replicate(orig: &Path, listed: Vec<(OsString, Orig)>, new: &Path, merge: &[&s
     for (name, kind) in listed {
         let (src, dst) = (orig.join(&name), new.join(&name));
         match kind {
-            Orig::Link(target) => std::os::unix::fs::symlink(&target, &dst)
-                .map_err(|e| format!("{}: {e}", dst.display()))?,
+            Orig::Link(target) => {
+                std::os::unix::fs::symlink(&target, &dst).map_err(|e| format!("{}: {e}", dst.display()))?
+            }
             Orig::Dir if merge.iter().any(|m| name == **m) => {
                 std::fs::create_dir(&dst).map_err(|e| format!("{}: {e}", dst.display()))?;
                 replicate(&src, entries_of(&src)?, &dst, &[])?;
@@ -125,7 +128,12 @@ fn replicate(orig: &Path, listed: Vec<(OsString, Orig)>, new: &Path, merge: &[&s
 
 /// Covers `dir` with a tmpfs holding everything it held (`merge` as [`replicate`]), then runs
 /// `add` to put the new entries in; on any failure the tmpfs goes again and `dir` is as it was.
-fn cover(dir: &str, flags: MsFlags, merge: &[&str], add: impl FnOnce() -> Result<(), String>) -> Result<(), String> {
+fn cover(
+    dir: &str,
+    flags: MsFlags,
+    merge: &[&str],
+    add: impl FnOnce() -> Result<(), String>,
+) -> Result<(), String> {
     let listed = entries_of(Path::new(dir))?;
     let fd = std::fs::File::open(dir).map_err(|e| format!("{dir}: {e}"))?;
     let orig = PathBuf::from(format!("/proc/self/fd/{}", fd.as_raw_fd()));

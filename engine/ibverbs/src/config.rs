@@ -142,7 +142,13 @@ pub(crate) fn devices() -> Result<Vec<DevInfo>, ConfigError> {
 
 /// The device on interface `iface` with address `ip`: its MAC, MTU and index read from the
 /// interface.
-pub(crate) fn info(iface: String, ip: Ipv4Addr, backend: Backend, udp_port: u16, verify_icrc: bool) -> DevInfo {
+pub(crate) fn info(
+    iface: String,
+    ip: Ipv4Addr,
+    backend: Backend,
+    udp_port: u16,
+    verify_icrc: bool,
+) -> DevInfo {
     DevInfo {
         name: format!("softrdma_{iface}"),
         // An interface without a MAC (a tunnel, the loopback) reads as the zero MAC.

@@ -99,7 +99,10 @@ fn cpu_mask(cpus: &[u32], nbits: u32) -> String {
 /// A 64-bit GUID as sysfs prints it (`node_guid`: four groups of four hex digits).
 fn guid_text(g: u64) -> String {
     let b = g.to_be_bytes();
-    format!("{:02x}{:02x}:{:02x}{:02x}:{:02x}{:02x}:{:02x}{:02x}", b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7])
+    format!(
+        "{:02x}{:02x}:{:02x}{:02x}:{:02x}{:02x}:{:02x}{:02x}",
+        b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]
+    )
 }
 
 /// A GID as sysfs prints it (`gids/N`: eight groups of four hex digits).

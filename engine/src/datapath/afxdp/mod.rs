@@ -35,6 +35,7 @@
 
 mod bpf;
 mod chain;
+mod looped;
 mod neigh;
 mod ring;
 
@@ -355,6 +356,8 @@ pub struct AfXdpPort {
     fill_wakeup: ring::FillWakeup,
     /// Neighbours asked for on the data path and not resolved yet ([`Datapath::resolve_now`]).
     pending: std::sync::Mutex<neigh::Pending>,
+    /// Frames sent to our own address, to be received ([`looped`]).
+    looped: looped::Looped,
 }
 
 impl std::fmt::Debug for AfXdpPort {
@@ -453,6 +456,7 @@ impl AfXdpPort {
             counters: XdpCounters::default(),
             fill_wakeup: Default::default(),
             pending: Default::default(),
+            looped: Default::default(),
         })
     }
 
@@ -544,6 +548,10 @@ impl Datapath for AfXdpPort {
 
     fn resolve(&self, ip: IpAddr) -> Option<[u8; 6]> {
         let IpAddr::V4(v4) = ip.to_canonical() else { return None };
+        if v4 == self.ip {
+            // Our own address: looped back in `transmit`.
+            return Some(self.mac);
+        }
         if let Some(mac) = arp_lookup(v4, &self.dev) {
             return Some(mac);
         }
@@ -560,6 +568,9 @@ impl Datapath for AfXdpPort {
 
     fn resolve_now(&self, ip: IpAddr) -> Option<[u8; 6]> {
         let IpAddr::V4(v4) = ip.to_canonical() else { return None };
+        if v4 == self.ip {
+            return Some(self.mac);
+        }
         let mut pending = self.pending.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         pending.resolve_now(v4, self.now(), || arp_lookup(v4, &self.dev), || ask_arp(self.ip, v4))
     }
@@ -569,6 +580,9 @@ impl Datapath for AfXdpPort {
     }
 
     fn transmit(&mut self, frame: Frame) -> Result<(), TxError> {
+        if looped::is_to_self(frame.as_slice(), self.mac, self.ip) {
+            return self.looped.push(frame).map_err(TxError::Full);
+        }
         let len = frame.len();
         let parts = chain::tx_parts(len, CHUNK);
         if parts == 0 || parts > MAX_TX_PARTS || (parts > 1 && !self.sg) {
@@ -621,6 +635,9 @@ impl Datapath for AfXdpPort {
     }
 
     fn receive(&mut self) -> Option<Frame> {
+        if let Some(f) = self.looped.pop() {
+            return Some(f);
+        }
         loop {
             let Some(d) = self.xsk.rx.pop() else {
                 // Nothing received: a native zero-copy driver whose FILL ring ran dry waits for a
@@ -721,6 +738,7 @@ impl Datapath for AfXdpPort {
             ("af_xdp tx wake-ups", c.tx_kicks),
             ("af_xdp tx wake-ups the kernel sent nothing for (driver queue full)", c.tx_busy),
             ("af_xdp fill wake-ups", c.fill_kicks),
+            ("af_xdp frames looped back (to our own address)", self.looped.count),
         ];
         if let Some(k) = self.kernel_stats() {
             v.extend([
