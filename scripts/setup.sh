@@ -29,11 +29,12 @@ fi
 # (engine/cli/tests/netns_verbs.rs), the C ABIs' headers (libibverbs-dev, librdmacm-dev,
 # libfabric-dev) and libclang-dev, with which bindgen reads them (scripts/check-abi.sh), the C compiler that builds the C test programs against them (gcc), and the
 # libraries Debian's perftest links (librdmacm, libmlx5 of ibverbs-providers); and ethtool, with which
-# engine/cli/tests/netns_udp.rs turns a veth's offloads off to capture datagrams as a wire has them; and
+# engine/cli/tests/netns_udp.rs turns a veth's offloads off to capture datagrams as a wire has them;
 # Open MPI with mpi4py, which engine/cli/tests/netns_mpi.rs and scripts/mpi-netns.sh run over the
-# libfabric provider.
+# libfabric provider; and UCX (ucx-utils, libucx0), which engine/cli/tests/netns_ucx.rs runs over
+# softrdma.
 verbs_pkgs=(ibverbs-utils perftest rdmacm-utils libibverbs-dev librdmacm-dev libfabric-bin libfabric-dev
-    libclang-dev ibverbs-providers gcc ethtool openmpi-bin python3-mpi4py)
+    libclang-dev ibverbs-providers gcc ethtool openmpi-bin python3-mpi4py ucx-utils libucx0)
 missing=()
 for p in "${verbs_pkgs[@]}"; do
     if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then

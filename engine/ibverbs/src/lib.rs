@@ -18,7 +18,12 @@
 //! **What a device is.** `config` reads the environment: one device per interface
 //! (`softrdma_<iface>`), over the kernel's UDP sockets or AF_XDP. A context is an
 //! [`engine::verbs::Device`]: any verb from any thread, the calling thread driving the engine while
-//! it polls, a progress thread when it sleeps or computes.
+//! it polls, a progress thread when it sleeps or computes. GIDs 0 and 1 are both the
+//! interface's IPv4-mapped RoCEv2 GID (rxe's index 1; its index 0, the IPv6 link-local GID, has no
+//! datapath here, and UCX refuses a port whose GID 0 is empty). Under `softrdma run` the device
+//! also shows in `/dev/infiniband` and `/sys/class/infiniband` ([`sysfs`] describes the files, the
+//! tool lays them out in the program's mount namespace), and `ibv_device`'s `dev_path` and
+//! `ibdev_path` point there.
 //!
 //! **What answers "not supported".** Extended verbs the device does not have are absent from its
 //! `verbs_context` (so the inline wrappers answer `EOPNOTSUPP`/`ENOSYS` and programs fall back,
