@@ -9,7 +9,8 @@
 //! they differ between drivers) and agree with what the library's verbs answer: the GUID, the
 //! GID table, the port's state and rate.
 
-use crate::config::{self, Backend, DevInfo, GID_TABLE_LEN};
+use crate::config::{self, DevInfo, GID_TABLE_LEN};
+use engine::datapath::link::Backend;
 use std::net::Ipv4Addr;
 
 /// One entry of the tree.
