@@ -1,0 +1,70 @@
+//! Protection domains and memory regions: regions the device allocates, regions on the
+//! application's own memory, and a table whose keys come from a seed for reproducible runs.
+
+use super::{Context, Mr, Pd, check_mr_access};
+use crate::roce::types::Access;
+use crate::verbs::VerbsError;
+use frame::UserBuf;
+
+impl Context {
+    /// Allocates a protection domain.
+    pub fn alloc_pd(&mut self) -> Pd {
+        self.pds.push(true);
+        Pd(self.pds.len() as u32 - 1)
+    }
+
+    pub(super) fn pd_ok(&self, pd: Pd) -> Result<(), VerbsError> {
+        match self.pds.get(pd.0 as usize) {
+            Some(true) => Ok(()),
+            _ => Err(VerbsError::InvalidHandle("PD")),
+        }
+    }
+
+    /// Frees a protection domain with no regions or QPs.
+    pub fn dealloc_pd(&mut self, pd: Pd) -> Result<(), VerbsError> {
+        self.pd_ok(pd)?;
+        if self.mem.pd_in_use(pd.0)
+            || self.qps.iter().flatten().any(|e| e.qp.pd() == pd.0)
+            || self.srqs.iter().flatten().any(|s| s.pd == pd.0)
+            || self.ahs.iter().flatten().any(|a| a.pd == pd.0)
+        {
+            return Err(VerbsError::Busy("PD"));
+        }
+        self.pds[pd.0 as usize] = false;
+        Ok(())
+    }
+
+    /// Registers `length` bytes of zeroed, page-aligned memory (`ibv_reg_mr`).
+    pub fn reg_mr(&mut self, pd: Pd, length: usize, access: Access) -> Result<Mr, VerbsError> {
+        self.pd_ok(pd)?;
+        check_mr_access(access)?;
+        let (key, addr) = self.mem.register(pd.0, length, access).ok_or(VerbsError::OutOfResources)?;
+        Ok(Mr { lkey: key, rkey: key, addr, length })
+    }
+
+    /// Registers the application's own memory (`ibv_reg_mr`, `ibv_reg_mr_iova2`): SGEs and peers
+    /// name its bytes by the virtual addresses `iova..iova + len` (pass the buffer's address for
+    /// `ibv_reg_mr`). The memory stays the application's: see [`UserBuf`] for the contract.
+    pub fn reg_user_mr(&mut self, pd: Pd, buf: UserBuf, iova: u64, access: Access) -> Result<Mr, VerbsError> {
+        self.pd_ok(pd)?;
+        check_mr_access(access)?;
+        let length = buf.len();
+        let key = self.mem.register_user(pd.0, buf, iova, access).ok_or(VerbsError::OutOfResources)?;
+        Ok(Mr { lkey: key, rkey: key, addr: iova, length })
+    }
+
+    /// Deregisters a region; later use of its keys fails.
+    pub fn dereg_mr(&mut self, mr: &Mr) -> Result<(), VerbsError> {
+        self.mem.deregister(mr.lkey).map_err(VerbsError::Memory)
+    }
+
+    /// The region's memory.
+    pub fn mr_bytes(&self, mr: &Mr) -> Result<&[u8], VerbsError> {
+        self.mem.bytes(mr.lkey).map_err(VerbsError::Memory)
+    }
+
+    /// The region's memory, writable.
+    pub fn mr_bytes_mut(&mut self, mr: &Mr) -> Result<&mut [u8], VerbsError> {
+        self.mem.bytes_mut(mr.lkey).map_err(VerbsError::Memory)
+    }
+}
