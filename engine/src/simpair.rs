@@ -121,6 +121,10 @@ impl SimPair {
         let (net, pa, pb) = SimNet::pair(cfg.seed, cfg.link, cfg.link);
         let mut a = Context::open(pa);
         let mut b = Context::open(pb);
+        // Keys and addresses from the seed: a seeded run repeats byte for byte
+        // (scripts/same-bytes.sh compares two builds' captures).
+        a.seed_memory(cfg.seed)?;
+        b.seed_memory(!cfg.seed)?;
         a.set_dcqcn(cfg.dcqcn);
         b.set_dcqcn(cfg.dcqcn);
         let pd_a = a.alloc_pd();

@@ -2,6 +2,7 @@
 //! application's own memory, and a table whose keys come from a seed for reproducible runs.
 
 use super::{Context, Mr, Pd, check_mr_access};
+use crate::roce::MemTable;
 use crate::roce::types::Access;
 use crate::verbs::VerbsError;
 use frame::UserBuf;
@@ -66,5 +67,16 @@ impl Context {
     /// The region's memory, writable.
     pub fn mr_bytes_mut(&mut self, mr: &Mr) -> Result<&mut [u8], VerbsError> {
         self.mem.bytes_mut(mr.lkey).map_err(VerbsError::Memory)
+    }
+
+    /// Draws this device's memory keys and addresses from `seed` instead of the OS
+    /// ([`MemTable::seeded`]), for a simulation that must repeat byte for byte. Refused once a
+    /// region is registered (its key and address would not come from the seed).
+    pub fn seed_memory(&mut self, seed: u64) -> Result<(), VerbsError> {
+        if !self.mem.is_fresh() {
+            return Err(VerbsError::Busy("memory table"));
+        }
+        self.mem = MemTable::seeded(seed);
+        Ok(())
     }
 }
