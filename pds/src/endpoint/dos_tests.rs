@@ -16,21 +16,7 @@ use crate::event::{Event, PdcError};
 const NOW: Duration = Duration::ZERO;
 
 fn req(flags: u8, psn: u32, spdcid: u16, dpdcid: u16) -> Vec<u8> {
-    let r = RequestRepr {
-        mode: Mode::Rud,
-        next_hdr: NextHeader::ReqStd,
-        flags,
-        clear_psn_offset: 0,
-        psn,
-        spdcid,
-        dpdcid,
-        cc: None,
-    };
-    let mut b = vec![0; 16];
-    let n = r.emit(&mut b).unwrap();
-    b.truncate(n);
-    b.extend_from_slice(b"payload");
-    b
+    super::tests::request(Mode::Rud, flags, psn, spdcid, dpdcid)
 }
 
 fn syn(start: u32, spdcid: u16) -> Vec<u8> {

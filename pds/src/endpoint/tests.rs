@@ -17,7 +17,7 @@ use crate::psn::diff;
 
 const NOW: Duration = Duration::ZERO;
 
-fn request(mode: Mode, flags: u8, psn: u32, spdcid: u16, dpdcid: u16) -> Vec<u8> {
+pub(super) fn request(mode: Mode, flags: u8, psn: u32, spdcid: u16, dpdcid: u16) -> Vec<u8> {
     let r = RequestRepr {
         mode,
         next_hdr: NextHeader::ReqStd,
