@@ -9,7 +9,7 @@
 mod common;
 
 use common::netns::Netns;
-use common::proc::{Running, record, run_in};
+use common::proc::{Running, assert_all_passed, record, run_in};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -144,14 +144,7 @@ fn cm_tools_over(backend: &'static str, tag: char, port: u16) {
         let r = run_pair(&n, backend, &p);
         record(&mut passed, &mut failed, p.name.to_string(), r);
     }
-    assert!(
-        failed.is_empty(),
-        "{name}: {} of {} failed; passed: {}\n\n{}",
-        failed.len(),
-        failed.len() + passed.len(),
-        passed.join(", "),
-        failed.iter().map(|(_, e): &(String, String)| e.as_str()).collect::<Vec<_>>().join("\n\n")
-    );
+    assert_all_passed(&name, &passed, &failed);
 }
 
 #[test]

@@ -18,7 +18,7 @@
 mod common;
 
 use common::netns::Netns;
-use common::proc::{Running, listens, record, run_in};
+use common::proc::{Running, assert_all_passed, listens, record, run_in};
 use std::time::{Duration, Instant};
 
 /// One run at a time: the veth and the two cores are shared, and the TCP port of
@@ -168,15 +168,7 @@ fn ucx_over(backend: &'static str, tag: char, first_port: u16) {
             port += 1;
         }
     }
-    assert!(
-        failed.is_empty(),
-        "{name}: {} of {} failed ({}); passed: {}\n\n{}",
-        failed.len(),
-        failed.len() + passed.len(),
-        failed.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>().join(", "),
-        passed.join(", "),
-        failed.iter().map(|(_, e)| e.as_str()).collect::<Vec<_>>().join("\n\n")
-    );
+    assert_all_passed(&name, &passed, &failed);
 }
 
 #[test]

@@ -10,7 +10,7 @@
 mod common;
 
 use common::netns::Netns;
-use common::proc::{Running, listens, record, run_in};
+use common::proc::{Running, assert_all_passed, listens, record, run_in};
 use std::time::{Duration, Instant};
 
 /// One pair at a time: each moves traffic through the veth on a 2-core machine, and the TCP
@@ -235,15 +235,7 @@ fn tools_over(backend: &'static str, tag: char, first_port: u16) {
         let r = bed.pair(p, first_port + i as u16);
         record(&mut passed, &mut failed, p.name.clone(), r);
     }
-    assert!(
-        failed.is_empty(),
-        "{name}: {} of {} failed ({}); passed: {}\n\n{}",
-        failed.len(),
-        failed.len() + passed.len(),
-        failed.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>().join(", "),
-        passed.join(", "),
-        failed.iter().map(|(_, e)| e.as_str()).collect::<Vec<_>>().join("\n\n")
-    );
+    assert_all_passed(&name, &passed, &failed);
 }
 
 /// What is wrong with `ibv_devinfo -v`'s report of `dev` at address `ip` on a veth of MTU 9000:

@@ -110,6 +110,20 @@ pub fn record(
     }
 }
 
+/// Fails the test `name` if any result filed by [`record`] failed: how many, their names, what
+/// passed, and each failure's report.
+pub fn assert_all_passed(name: &str, passed: &[String], failed: &[(String, String)]) {
+    assert!(
+        failed.is_empty(),
+        "{name}: {} of {} failed ({}); passed: {}\n\n{}",
+        failed.len(),
+        failed.len() + passed.len(),
+        failed.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>().join(", "),
+        passed.join(", "),
+        failed.iter().map(|(_, e)| e.as_str()).collect::<Vec<_>>().join("\n\n")
+    );
+}
+
 /// `softrdma run --backend B --dev <veth of ns> -- ARGS` in namespace `ns` (`a` or `b`) of `n`.
 pub fn run_in(n: &Netns, ns: char, backend: &str, args: &[String]) -> Running {
     let (name, dev) = if ns == 'a' { (&n.a, &n.va) } else { (&n.b, &n.vb) };
