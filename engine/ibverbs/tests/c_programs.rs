@@ -168,7 +168,9 @@ fn extended_send_api() {
 
 /// Part f: what middleware passes and expects: `errno` set on failures, flow labels of 32 bits
 /// masked to 20, GID 0 empty, an AH to the device's own GID, and a UD receive's GRH area and
-/// completion (`IBV_WC_GRH`, `src_qp`, the L3 type in `sl`) as UCX checks them.
+/// completion (`IBV_WC_GRH`, `src_qp`, the L3 type in `sl`) as UCX checks them; the AH's traffic
+/// class is the TOS byte in that GRH area (sent and received through the kernel) and comes back
+/// from `ibv_init_ah_from_wc`.
 #[test]
 fn middleware_attributes() {
     run_part("middleware_attributes", "f", &[], "127.0.28.6", Duration::from_secs(90));

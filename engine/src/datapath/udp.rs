@@ -17,8 +17,9 @@
 //! don't-fragment set (`IP_PMTUDISC_DO`): Linux then gives a datagram IP ID 0 and the segments of
 //! a GSO send IDs 0, 1, 2..., and each segment's ICRC is amended for its ID before the send
 //! ([`wire::ib::icrc::amend`], no pass over the packet). Every frame leaves from the bound port,
-//! which QPs use as their UDP source port ([`Datapath::udp_src_port`]). TOS, TTL and the UDP
-//! checksum are masked by the ICRC. The socket is non-blocking: what the kernel refuses for want
+//! which QPs use as their UDP source port ([`Datapath::udp_src_port`]). Each datagram leaves with
+//! the TOS byte of the frame's IPv4 header (the QP's traffic class: DSCP and ECN, roce-wire.md
+//! §1.3) as an `IP_TOS` control message. TOS, TTL and the UDP checksum are masked by the ICRC. The socket is non-blocking: what the kernel refuses for want
 //! of room (`EAGAIN`/`EWOULDBLOCK`, `ENOBUFS`) stays queued, in order, and goes with the next
 //! flush; the engine sleeps until the socket turns writable ([`Datapath::wait_fd`],
 //! [`Datapath::tx_waiting`]). A frame that finds the batch full and the kernel still without room
@@ -36,7 +37,8 @@
 //! into its datagrams, one frame each (a copy, cheaper than the kernel's work per datagram it
 //! saves). A UDP socket shows neither the IP header nor the
 //! sender's IP ID. The datapath rebuilds the Ethernet, IPv4 and UDP headers from what the socket
-//! does give (addresses, ports, length) and, with [`RxIcrc::Verify`], finds the sender's IP ID from
+//! does give (addresses, ports, length, and the TOS byte with `IP_RECVTOS`: DSCP, and the ECN
+//! bits a congested router marked CE) and, with [`RxIcrc::Verify`], finds the sender's IP ID from
 //! the ICRC ([`wire::ib::icrc::verify_any_ipv4_id`]: the CRC is linear, so the difference between
 //! the ICRC sent and the one computed with the ID tried names the ID; the ID after the last one
 //! found is tried, so the next segment of a GSO send matches at once) and writes it into the
@@ -153,6 +155,8 @@ impl UdpPort {
         let port = socket.local_addr()?.port();
         socket.set_nonblocking(true)?;
         sockopt::set_ip_mtu_discover(&socket, Ipv4PathMtuDiscovery::DO)?;
+        // Each received datagram's TOS byte, for the rebuilt header.
+        sockopt::set_ip_recvtos(&socket, true)?;
         // GSO needs UDP checksums (Linux refuses it with SO_NO_CHECK); without it, checksum 0 as
         // rxe sends.
         let segmentation = if crate::sys::udp_gso_supported(&socket) {
@@ -232,13 +236,19 @@ impl Drop for UdpPort {
     }
 }
 
-/// Writes Ethernet, IPv4 (ID 0, DF, TTL 64) and UDP (checksum 0) headers for `payload` bytes from
-/// `src` to `dst` into the first [`HEADERS`] bytes of `b`.
-fn rebuild_headers(b: &mut [u8], src: SocketAddrV4, dst: SocketAddrV4, payload: usize) -> wire::Result<()> {
+/// Writes Ethernet, IPv4 (TOS `tos`, ID 0, DF, TTL 64) and UDP (checksum 0) headers for `payload`
+/// bytes from `src` to `dst` into the first [`HEADERS`] bytes of `b`.
+fn rebuild_headers(
+    b: &mut [u8],
+    src: SocketAddrV4,
+    dst: SocketAddrV4,
+    tos: u8,
+    payload: usize,
+) -> wire::Result<()> {
     let mac = EthernetAddress(PLACEHOLDER_MAC);
     let eth = EthernetRepr { dst_addr: mac, src_addr: mac, vlan_tags: [None; 2], ethertype: ethertype::IPV4 };
     let ip = Ipv4Repr {
-        dscp_ecn: 0,
+        dscp_ecn: tos,
         ident: 0,
         flags_frag: DONT_FRAGMENT,
         ttl: 64,
@@ -263,9 +273,10 @@ fn set_ipv4_id(ip: &mut [u8], id: u16) {
     }
 }
 
-/// Where an IPv4 frame the engine built goes, and where in it its UDP payload (BTH through ICRC)
-/// is; `None` for anything else. Only what the send needs is read: the engine built the headers.
-fn udp_destination(f: &[u8]) -> Option<(SocketAddrV4, Range<usize>)> {
+/// Where an IPv4 frame the engine built goes, where in it its UDP payload (BTH through ICRC) is,
+/// and its TOS byte; `None` for anything else. Only what the send needs is read: the engine built
+/// the headers.
+fn udp_destination(f: &[u8]) -> Option<(SocketAddrV4, Range<usize>, u8)> {
     let eth = ethernet::Frame::new_checked(f).ok()?;
     if eth.ethertype() != ethertype::IPV4 {
         return None;
@@ -273,7 +284,7 @@ fn udp_destination(f: &[u8]) -> Option<(SocketAddrV4, Range<usize>)> {
     let ip = ipv4::Packet::new_checked(f.get(ethernet::HEADER_LEN..)?).ok()?;
     let at = ethernet::HEADER_LEN + ip.header_len();
     let dgram = udp::Packet::new_checked(f.get(at..)?).ok()?;
-    Some((SocketAddrV4::new(ip.dst_addr(), dgram.dst_port()), at + udp::HEADER_LEN..f.len()))
+    Some((SocketAddrV4::new(ip.dst_addr(), dgram.dst_port()), at + udp::HEADER_LEN..f.len(), ip.dscp_ecn()))
 }
 
 impl Datapath for UdpPort {
@@ -298,7 +309,7 @@ impl Datapath for UdpPort {
     }
 
     fn transmit(&mut self, frame: Frame) -> Result<(), TxError> {
-        let Some((dst, payload)) = udp_destination(frame.as_slice()) else {
+        let Some((dst, payload, tos)) = udp_destination(frame.as_slice()) else {
             self.counters.tx_failed += 1;
             self.pool.put(frame);
             return Err(TxError::Failed("not an IPv4/UDP frame"));
@@ -317,7 +328,7 @@ impl Datapath for UdpPort {
                 return Err(TxError::Full(frame));
             }
         }
-        if let Err(frame) = self.tx.push(frame, payload, dst) {
+        if let Err(frame) = self.tx.push(frame, payload, dst, tos) {
             // Not full (above), and the payload range is the frame's: not reached.
             self.counters.tx_full += 1;
             return Err(TxError::Full(frame));
@@ -361,7 +372,7 @@ impl Datapath for UdpPort {
                 continue;
             }
             let dst = SocketAddrV4::new(self.ip, self.port);
-            if rebuild_headers(frame.buffer_mut(), src, dst, n).is_err() {
+            if rebuild_headers(frame.buffer_mut(), src, dst, got.tos, n).is_err() {
                 self.pool.put(frame);
                 continue; // a payload too long for an IPv4 datagram
             }
@@ -505,24 +516,29 @@ mod tests {
         let mut b = [0u8; 64];
         let src = SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 1), 4791);
         let dst = SocketAddrV4::new(Ipv4Addr::new(10, 0, 0, 2), 4791);
-        rebuild_headers(&mut b, src, dst, 22).unwrap();
+        rebuild_headers(&mut b, src, dst, 0x6A, 22).unwrap();
         let (eth, ip_at) = wire::EthernetRepr::parse(&b).unwrap();
         assert_eq!((eth.ethertype, ip_at), (ethertype::IPV4, 14));
         let p = wire::ipv4::Packet::new_checked(&b[14..]).unwrap();
         let ip = wire::Ipv4Repr::parse(&p).unwrap();
-        assert_eq!((ip.ident, ip.flags_frag, ip.ttl, ip.protocol), (0, 0x4000, 64, 17));
+        assert_eq!((ip.dscp_ecn, ip.ident, ip.flags_frag, ip.ttl, ip.protocol), (0x6A, 0, 0x4000, 64, 17));
         assert_eq!((ip.src_addr, ip.dst_addr, ip.payload_len), (*src.ip(), *dst.ip(), 30));
         let u = udp::Packet::new_checked(&b[34..]).unwrap();
         assert_eq!((u.src_port(), u.dst_port(), u.len(), u.checksum()), (4791, 4791, 30, 0));
-        assert_eq!(udp_destination(&b[..HEADERS + 22]), Some((dst, HEADERS..HEADERS + 22)));
+        assert_eq!(udp_destination(&b[..HEADERS + 22]), Some((dst, HEADERS..HEADERS + 22, 0x6A)));
     }
 
     /// A RoCEv2-shaped frame from `src` to `dst` with `payload` bytes after the UDP header (a
     /// BTH-sized head, `fill` bytes, the ICRC), IP ID 0 and a good ICRC.
     fn roce_frame(src: SocketAddrV4, dst: SocketAddrV4, payload: usize, fill: u8) -> Frame {
+        roce_frame_tos(src, dst, 0, payload, fill)
+    }
+
+    /// [`roce_frame`] with TOS byte `tos`.
+    fn roce_frame_tos(src: SocketAddrV4, dst: SocketAddrV4, tos: u8, payload: usize, fill: u8) -> Frame {
         let mut f = Frame::new();
         let b = f.buffer_mut();
-        rebuild_headers(b, src, dst, payload).unwrap();
+        rebuild_headers(b, src, dst, tos, payload).unwrap();
         b[HEADERS..HEADERS + payload].fill(fill);
         icrc::fill(&mut b[ethernet::HEADER_LEN..HEADERS + payload]).unwrap();
         f.set_len(HEADERS + payload);
@@ -627,6 +643,53 @@ mod tests {
         if crate::sys::set_udp_gro(&b.socket) {
             assert!(b.counters().rx_coalesced >= 40, "{:?}", b.counters());
         }
+    }
+
+    /// Each datagram leaves with its frame's TOS byte (the QP's traffic class, ECN bits included)
+    /// and the receiver's rebuilt header carries it: lone datagrams (`sendto` for TOS 0, else a
+    /// `sendmmsg` of one) and GSO runs, which end where the TOS changes; received by polls and
+    /// batches (coalesced runs with `UDP_GRO`). The ICRC, which masks the TOS, still verifies.
+    #[test]
+    fn the_tos_byte_of_each_frame_crosses_the_socket() {
+        let ip = |d| Ipv4Addr::new(127, 0, 18, d);
+        let mut a = UdpPort::bind(ip(10), 0, RxIcrc::Verify).unwrap();
+        let mut b = UdpPort::bind(ip(11), 0, RxIcrc::Verify).unwrap();
+        let v4 = |s: SocketAddr| match s {
+            SocketAddr::V4(s) => s,
+            SocketAddr::V6(_) => unreachable!("bound to IPv4"),
+        };
+        let (at, bt) = (v4(a.local_addr().unwrap()), v4(b.local_addr().unwrap()));
+        // DSCP 26 (AF31), 26 with ECT(0), ECT(0) alone, EF (46), 0.
+        let toses = [0x68u8, 0x6A, 0x02, 0xB8, 0];
+        let mut want = Vec::new();
+        for (i, &tos) in toses.iter().enumerate() {
+            let fill = 200 + i as u8;
+            a.transmit(roce_frame_tos(at, bt, tos, 100, fill)).unwrap();
+            a.flush();
+            want.push((fill, tos));
+        }
+        for i in 0..40u8 {
+            let tos = toses[usize::from(i / 8)];
+            a.transmit(roce_frame_tos(at, bt, tos, 1_040, i)).unwrap();
+            want.push((i, tos));
+        }
+        a.flush();
+        let mut got = Vec::new();
+        let end = Instant::now() + Duration::from_secs(5);
+        while got.len() < want.len() && Instant::now() < end {
+            while let Some(f) = b.receive() {
+                let ip = &f.as_slice()[ethernet::HEADER_LEN..];
+                assert_eq!(icrc::verify(ip), Ok(()));
+                got.push((f.as_slice()[HEADERS + 1], ip[1]));
+                b.recycle(f);
+            }
+        }
+        got.sort_unstable();
+        want.sort_unstable();
+        assert_eq!(got, want);
+        let c = a.counters();
+        assert_eq!(c.tx, 45, "{c:?}");
+        assert_eq!(c.sendto_calls, 1, "only the lone datagram of TOS 0 goes by sendto: {c:?}");
     }
 
     /// Datagrams too large for a frame are counted and dropped, whether a poll (`recvfrom`) or a

@@ -148,6 +148,8 @@ static void ud_to_self(struct dev *d)
 	ah_attr.grh.sgid_index = 1;
 	ah_attr.grh.hop_limit = 255;
 	ah_attr.grh.flow_label = 0xffffffffu;
+	/* DSCP 26 with ECT(0): the IPv4 TOS byte of the SEND, as rxe writes it. */
+	ah_attr.grh.traffic_class = 0x6a;
 	errno = 0;
 	ah = ibv_create_ah(d->pd, &ah_attr);
 	if (!check(ah != NULL, "ud: ibv_create_ah to the device's own GID, flow label 0xffffffff (%s)",
@@ -196,6 +198,17 @@ static void ud_to_self(struct dev *d)
 			check(grh[20] == 0x45 && dst.s_addr == own.s_addr,
 			      "ud: GRH area: IPv4 header at offset 20 (0x%02x) whose destination is the device's address",
 			      grh[20]);
+			check(grh[21] == 0x6a,
+			      "ud: GRH area: TOS 0x%02x is the AH's traffic class 0x6a (through the kernel: IP_TOS, IP_RECVTOS)",
+			      grh[21]);
+			{
+				struct ibv_ah_attr back;
+
+				memset(&back, 0, sizeof(back));
+				rc = ibv_init_ah_from_wc(d->ctx, 1, &wc, (struct ibv_grh *)grh, &back);
+				check(rc == 0 && back.grh.traffic_class == 0x6a,
+				      "ud: ibv_init_ah_from_wc: traffic class 0x%02x (rc %d)", back.grh.traffic_class, rc);
+			}
 		}
 	}
 out:

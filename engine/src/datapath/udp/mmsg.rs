@@ -4,13 +4,19 @@
 //! much as the kernel's work on a small packet (`../shared/notes/performance.md`), so a call per
 //! datagram halved the bandwidth.
 //!
-//! A batch of one is cheaper as a plain `sendto`/`recvfrom` (about 200 ns less here: `recvmmsg`
+//! A batch of one is cheaper as a plain `sendto`/`recvmsg` (about 200 ns less here: `recvmmsg`
 //! copies in a message header and an iovec even to find an empty socket): a lone datagram goes with
-//! `sendto`, and a socket is polled with `recvfrom` until polls find datagrams [`STREAK`] times in
-//! a row (a backlog); `recvmmsg` takes them from then on, until a batch comes back short. After a
-//! poll that found one datagram, or a short batch, the next receive says "nothing" without a call
-//! (the socket was very likely empty; the one after asks again). Ping-pong traffic and a receiver
-//! that keeps up so make one cheap call per datagram, and a backlog one call per batch.
+//! `sendto` (a `sendmmsg` of one when it has a TOS byte to send), and a socket is polled with
+//! `recvmsg` until polls find datagrams [`STREAK`] times in a row (a backlog); `recvmmsg` takes
+//! them from then on, until a batch comes back short. After a poll that found one datagram, or a
+//! short batch, the next receive says "nothing" without a call (the socket was very likely empty;
+//! the one after asks again). Ping-pong traffic and a receiver that keeps up so make one cheap call
+//! per datagram, and a backlog one call per batch.
+//!
+//! **TOS.** Each datagram leaves with the TOS byte of the IPv4 header the engine built (a RoCE
+//! QP's traffic class, a UET traffic class's DSCP, and the ECN bits): an `IP_TOS` control message
+//! beside it when the byte is not 0, and a GSO run is of one TOS. A received datagram's TOS byte
+//! comes from its `IP_TOS` control message (the socket has `IP_RECVTOS` on).
 //!
 //! The message headers are built on the stack for each call (nothing here holds a pointer between
 //! calls); the frames are the datapath's pool's, so a steady stream allocates nothing.
@@ -20,7 +26,7 @@
 #![allow(unsafe_code)]
 
 use frame::{Frame, FramePool};
-use rustix::net::{RecvFlags, SendFlags};
+use rustix::net::SendFlags;
 use std::collections::VecDeque;
 use std::io;
 use std::net::{Ipv4Addr, SocketAddrV4};
@@ -45,9 +51,9 @@ pub(super) const STREAK: u32 = 2;
 const GRO_BUF: usize = 65_536;
 /// Most coalesced datagrams taken by one `recvmmsg` with `UDP_GRO`.
 const GRO_BATCH: usize = RX_BATCH;
-/// Room for one control message of one `c_int` (`CMSG_SPACE(4)` is 24 on 64-bit Linux), 8-byte
-/// aligned as `cmsghdr` must be.
-type Control = [u64; 4];
+/// Room for the control messages of one received message, 8-byte aligned as `cmsghdr` must be:
+/// `UDP_GRO` (a `c_int`) and `IP_TOS` (a byte), `CMSG_SPACE` 24 each on 64-bit Linux.
+type Control = [u64; 6];
 
 /// Whether a failed send means "no room now, try again" (the socket is non-blocking): a full
 /// socket buffer, or a device queue the kernel reports full.
@@ -79,6 +85,8 @@ struct Queued {
     frame: Frame,
     payload: Range<usize>,
     dst: SocketAddrV4,
+    /// The IPv4 TOS byte the kernel is to write (DSCP and ECN, from the frame's IP header).
+    tos: u8,
 }
 
 /// What one [`TxBatch::send`] did.
@@ -98,13 +106,32 @@ pub(super) struct Sent {
     pub(super) last_error: Option<i32>,
 }
 
-/// A `UDP_SEGMENT` control message: one GSO send's segment size.
+/// One control message carrying a `T`: its header, then the value (where `CMSG_DATA` points:
+/// `cmsghdr` is a multiple of `CMSG_ALIGN` on Linux), the struct padded to `CMSG_SPACE`.
 #[repr(C)]
 #[derive(Clone, Copy)]
-struct GsoCmsg {
+struct Cmsg<T: Copy> {
     hdr: libc::cmsghdr,
-    size: u16,
-    _pad: [u8; 6],
+    value: T,
+}
+
+impl<T: Copy> Cmsg<T> {
+    fn set(&mut self, level: libc::c_int, kind: libc::c_int, value: T) {
+        self.hdr.cmsg_len = (size_of::<libc::cmsghdr>() + size_of::<T>()) as _;
+        self.hdr.cmsg_level = level;
+        self.hdr.cmsg_type = kind;
+        self.value = value;
+    }
+}
+
+/// The control messages of one send: a GSO send's segment size (`UDP_SEGMENT`), then the TOS
+/// byte (`IP_TOS`, as a `c_int`); a header points at the ones it has, consecutive as
+/// `CMSG_NXTHDR` walks them.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct TxControl {
+    gso: Cmsg<u16>,
+    tos: Cmsg<libc::c_int>,
 }
 
 /// How [`TxBatch`] sends runs of datagrams to one destination.
@@ -145,18 +172,19 @@ impl TxBatch {
         self.queue.len() >= TX_BATCH
     }
 
-    /// Queues the UDP payload `frame[payload]` to `dst`; the frame comes back if the batch is
-    /// full (or the range is not in the frame: nothing to send).
+    /// Queues the UDP payload `frame[payload]` to `dst`, to leave with IPv4 TOS byte `tos`; the
+    /// frame comes back if the batch is full (or the range is not in the frame: nothing to send).
     pub(super) fn push(
         &mut self,
         frame: Frame,
         payload: Range<usize>,
         dst: SocketAddrV4,
+        tos: u8,
     ) -> Result<(), Frame> {
         if self.is_full() || payload.start > payload.end || payload.end > frame.len() {
             return Err(frame);
         }
-        self.queue.push_back(Queued { frame, payload, dst });
+        self.queue.push_back(Queued { frame, payload, dst, tos });
         Ok(())
     }
 
@@ -167,7 +195,8 @@ impl TxBatch {
     pub(super) fn send(&mut self, fd: BorrowedFd<'_>, pool: &mut FramePool) -> Sent {
         let mut out = Sent::default();
         while !self.queue.is_empty() {
-            let r = if self.queue.len() == 1 {
+            // A lone datagram with a TOS byte needs a control message: a `sendmmsg` of one.
+            let r = if self.queue.len() == 1 && self.queue[0].tos == 0 {
                 out.sendto += 1;
                 self.send_lone(fd)
             } else {
@@ -200,7 +229,7 @@ impl TxBatch {
         out
     }
 
-    /// One `sendto` of the first queued datagram: 1 if the kernel took it.
+    /// One `sendto` of the first queued datagram (TOS 0, the socket's): 1 if the kernel took it.
     fn send_lone(&mut self, fd: BorrowedFd<'_>) -> io::Result<usize> {
         let icrc = self.segmentation == Segmentation::Gso { icrc: true };
         let Some(q) = self.queue.front_mut() else { return Ok(0) };
@@ -220,14 +249,14 @@ impl TxBatch {
         let mut count = 0;
         let mut i = 0;
         while i < n {
-            let (size, dst) = (self.queue[i].payload.len(), self.queue[i].dst);
+            let (size, dst, tos) = (self.queue[i].payload.len(), self.queue[i].dst, self.queue[i].tos);
             let mut k = 1;
             if let Segmentation::Gso { icrc } = self.segmentation {
                 let mut bytes = size;
                 while i + k < n && k < GSO_MAX_SEGMENTS {
                     let q = &self.queue[i + k];
                     let len = q.payload.len();
-                    if q.dst != dst || len > size || bytes + len > GSO_MAX_BYTES {
+                    if q.dst != dst || q.tos != tos || len > size || bytes + len > GSO_MAX_BYTES {
                         break;
                     }
                     k += 1;
@@ -255,8 +284,8 @@ impl TxBatch {
         let count = self.runs(&mut runs);
         let mut names = [NO_ADDR; TX_BATCH];
         let mut iovs = [NO_IOV; TX_BATCH];
-        // SAFETY: `GsoCmsg` is a C struct of integers; all-zero bytes are a valid value of each.
-        let mut cmsgs: [GsoCmsg; TX_BATCH] = unsafe { std::mem::zeroed() };
+        // SAFETY: `TxControl` is C structs of integers; all-zero bytes are a valid value of each.
+        let mut cmsgs: [TxControl; TX_BATCH] = unsafe { std::mem::zeroed() };
         let mut hdrs = zeroed_headers::<TX_BATCH>();
         for (q, iov) in self.queue.iter().zip(&mut iovs) {
             // In the frame ([`TxBatch::push`] checked it, and the queue owns the frame).
@@ -274,20 +303,29 @@ impl TxBatch {
             hdr.msg_hdr.msg_iov = iov_base.wrapping_add(first);
             hdr.msg_hdr.msg_iovlen = k as _;
             if k > 1 {
-                cmsg.hdr.cmsg_len = (size_of::<libc::cmsghdr>() + size_of::<u16>()) as _;
-                cmsg.hdr.cmsg_level = libc::SOL_UDP;
-                cmsg.hdr.cmsg_type = libc::UDP_SEGMENT;
-                cmsg.size = q.payload.len() as u16;
-                hdr.msg_hdr.msg_control = (cmsg as *mut GsoCmsg).cast();
-                hdr.msg_hdr.msg_controllen = size_of::<GsoCmsg>() as _;
+                cmsg.gso.set(libc::SOL_UDP, libc::UDP_SEGMENT, q.payload.len() as u16);
             }
+            if q.tos != 0 {
+                cmsg.tos.set(libc::IPPROTO_IP, libc::IP_TOS, libc::c_int::from(q.tos));
+            }
+            let (control, len) = match (k > 1, q.tos != 0) {
+                (true, true) => ((&mut cmsg.gso as *mut Cmsg<u16>).cast(), size_of::<TxControl>()),
+                (true, false) => ((&mut cmsg.gso as *mut Cmsg<u16>).cast(), size_of::<Cmsg<u16>>()),
+                (false, true) => {
+                    ((&mut cmsg.tos as *mut Cmsg<libc::c_int>).cast(), size_of::<Cmsg<libc::c_int>>())
+                }
+                (false, false) => (std::ptr::null_mut(), 0),
+            };
+            hdr.msg_hdr.msg_control = control;
+            hdr.msg_hdr.msg_controllen = len as _;
             first += k;
         }
         // SAFETY: `hdrs[..count]` are initialised message headers; each points to its own
         // `names[i]` (a `sockaddr_in`, with its length), to its run's `msg_iovlen` consecutive
         // entries of `iovs` (the runs' lengths add up to at most the `TX_BATCH` filled ones), each
-        // pointing into a frame of `self.queue` with its length, and, for a run of more than one,
-        // to its own `cmsgs[i]` (one well-formed `UDP_SEGMENT` control message, with its length).
+        // pointing into a frame of `self.queue` with its length, and to none or the part of its own
+        // `cmsgs[i]` it has (a `UDP_SEGMENT` for a run of more than one, an `IP_TOS` for a TOS byte
+        // other than 0: well-formed control messages, consecutive, with their total length).
         // The arrays live on this stack frame and the queue is borrowed (not changed) for the
         // whole call; the kernel reads the headers, addresses, control messages and payloads and
         // writes only `msg_len` of the headers.
@@ -338,6 +376,8 @@ pub(super) struct Received {
     pub(super) len: usize,
     /// Whether it was longer than the room in the frame (then `len` is that room).
     pub(super) truncated: bool,
+    /// The TOS byte of its IPv4 header (`IP_RECVTOS`; 0 where the socket does not report it).
+    pub(super) tos: u8,
 }
 
 /// What one [`RxBatch::take`] did.
@@ -420,7 +460,7 @@ impl RxBatch {
         }
     }
 
-    /// One non-blocking `recvfrom`: 1 if a datagram came.
+    /// One non-blocking `recvmsg` (a `recvfrom` with the TOS byte): 1 if a datagram came.
     fn poll_one(&mut self, fd: BorrowedFd<'_>, pool: &mut FramePool, at: usize) -> usize {
         let mut frame = self.spare.pop().unwrap_or_else(|| pool.get());
         let Some(room) = frame.buffer_mut().get_mut(at..) else {
@@ -428,11 +468,29 @@ impl RxBatch {
             return 0;
         };
         let cap = room.len();
-        // TRUNC: the length returned is the datagram's, even when it did not fit.
-        match rustix::net::recvfrom(fd, room, RecvFlags::DONTWAIT | RecvFlags::TRUNC) {
-            Ok((_, len, addr)) => {
-                let from = addr.and_then(|a| SocketAddrV4::try_from(a).ok());
-                self.ready.push_back(Received { frame, from, len: len.min(cap), truncated: len > cap });
+        let mut name = NO_ADDR;
+        let mut iov = libc::iovec { iov_base: room.as_mut_ptr().cast(), iov_len: cap };
+        let mut control: Control = [0; 6];
+        let [mut hdr] = zeroed_headers::<1>();
+        hdr.msg_hdr.msg_name = (&mut name as *mut libc::sockaddr_in).cast();
+        hdr.msg_hdr.msg_namelen = size_of::<libc::sockaddr_in>() as libc::socklen_t;
+        hdr.msg_hdr.msg_iov = &mut iov;
+        hdr.msg_hdr.msg_iovlen = 1;
+        hdr.msg_hdr.msg_control = control.as_mut_ptr().cast();
+        hdr.msg_hdr.msg_controllen = size_of::<Control>() as _;
+        // SAFETY: `hdr` points to `name` (room for a `sockaddr_in`, its length in `msg_namelen`),
+        // `control` (48 writable bytes, aligned for `cmsghdr`, its length in `msg_controllen`) and
+        // `iov`, which points to the writable bytes from `at` to the end of `frame` (a heap buffer
+        // no one else refers to), all on this stack frame for the whole call; the kernel writes at
+        // most those lengths there, and the lengths and flags of `hdr`. TRUNC: the length returned
+        // is the datagram's, even when it did not fit.
+        let r =
+            unsafe { libc::recvmsg(fd.as_raw_fd(), &mut hdr.msg_hdr, libc::MSG_DONTWAIT | libc::MSG_TRUNC) };
+        match usize::try_from(r) {
+            Ok(len) => {
+                let from = sender(&hdr.msg_hdr, &name);
+                let tos = control_messages(&hdr.msg_hdr).tos;
+                self.ready.push_back(Received { frame, from, len: len.min(cap), truncated: len > cap, tos });
                 self.account(false, 1, 1);
                 1
             }
@@ -472,9 +530,11 @@ impl RxBatch {
         }
         let mut names = [NO_ADDR; RX_BATCH];
         let mut iovs = [NO_IOV; RX_BATCH];
+        let mut controls: [Control; RX_BATCH] = [[0; 6]; RX_BATCH];
         let mut hdrs = zeroed_headers::<RX_BATCH>();
         let mut n = 0;
-        for (((frame, name), iov), hdr) in self.spare.iter_mut().zip(&mut names).zip(&mut iovs).zip(&mut hdrs)
+        for ((((frame, name), iov), control), hdr) in
+            self.spare.iter_mut().zip(&mut names).zip(&mut iovs).zip(&mut controls).zip(&mut hdrs)
         {
             let Some(room) = frame.buffer_mut().get_mut(at..) else { break };
             *iov = libc::iovec { iov_base: room.as_mut_ptr().cast(), iov_len: room.len() };
@@ -482,19 +542,23 @@ impl RxBatch {
             hdr.msg_hdr.msg_namelen = size_of::<libc::sockaddr_in>() as libc::socklen_t;
             hdr.msg_hdr.msg_iov = iov;
             hdr.msg_hdr.msg_iovlen = 1;
+            hdr.msg_hdr.msg_control = control.as_mut_ptr().cast();
+            hdr.msg_hdr.msg_controllen = size_of::<Control>() as _;
             n += 1;
         }
         // SAFETY: `hdrs[..n]` are initialised message headers; each points to its own `names[i]`
-        // (room for a `sockaddr_in`, its length in `msg_namelen`) and its own `iovs[i]`, which
-        // points to the writable bytes from `at` to the end of the frame `self.spare[i]` (a heap
-        // buffer no one else refers to: nothing touches `self.spare` until the call returns). The
-        // kernel writes at most `iov_len` bytes there, and at most `msg_namelen` bytes of address.
+        // (room for a `sockaddr_in`, its length in `msg_namelen`), its own `controls[i]` (48
+        // writable bytes, its length in `msg_controllen`, aligned for `cmsghdr`) and its own
+        // `iovs[i]`, which points to the writable bytes from `at` to the end of the frame
+        // `self.spare[i]` (a heap buffer no one else refers to: nothing touches `self.spare` until
+        // the call returns). The kernel writes at most those lengths there.
         let got = unsafe { recv_batch(fd, &mut hdrs[..n]) };
         self.account(true, got, n);
         for ((frame, hdr), name) in self.spare.drain(..got).zip(&hdrs).zip(&names) {
-            let from = sender(hdr, name);
+            let from = sender(&hdr.msg_hdr, name);
             let truncated = hdr.msg_hdr.msg_flags & libc::MSG_TRUNC != 0;
-            self.ready.push_back(Received { frame, from, len: hdr.msg_len as usize, truncated });
+            let tos = control_messages(&hdr.msg_hdr).tos;
+            self.ready.push_back(Received { frame, from, len: hdr.msg_len as usize, truncated, tos });
         }
         got
     }
@@ -507,7 +571,7 @@ impl RxBatch {
         let n = n.min(self.gro.len());
         let mut names = [NO_ADDR; GRO_BATCH];
         let mut iovs = [NO_IOV; GRO_BATCH];
-        let mut controls = [[0u64; 4]; GRO_BATCH];
+        let mut controls: [Control; GRO_BATCH] = [[0; 6]; GRO_BATCH];
         let mut hdrs = zeroed_headers::<GRO_BATCH>();
         for ((((buf, name), iov), control), hdr) in
             self.gro.iter_mut().zip(&mut names).zip(&mut iovs).zip(&mut controls).zip(&mut hdrs).take(n)
@@ -521,7 +585,7 @@ impl RxBatch {
             hdr.msg_hdr.msg_controllen = size_of::<Control>() as _;
         }
         // SAFETY: `hdrs[..n]` are initialised message headers; each points to its own `names[i]`
-        // (room for a `sockaddr_in`, its length in `msg_namelen`), its own `controls[i]` (32
+        // (room for a `sockaddr_in`, its length in `msg_namelen`), its own `controls[i]` (48
         // writable bytes, its length in `msg_controllen`, aligned for `cmsghdr`) and its own
         // `iovs[i]`, which points to the whole of the GRO buffer `self.gro[i]` (a heap buffer no one
         // else refers to; nothing touches `self.gro` until the call returns). The kernel writes at
@@ -529,9 +593,11 @@ impl RxBatch {
         let got = unsafe { recv_batch(fd, &mut hdrs[..n]) };
         let mut datagrams = 0;
         for ((buf, hdr), name) in self.gro.iter().zip(&hdrs).zip(&names).take(got) {
-            let from = sender(hdr, name);
+            let from = sender(&hdr.msg_hdr, name);
             let len = (hdr.msg_len as usize).min(buf.len());
-            let size = gro_size(&hdr.msg_hdr).filter(|&s| s > 0 && s < len).unwrap_or(len.max(1));
+            // A run is of one TOS: the kernel's GRO joins no packets whose TOS differs.
+            let got = control_messages(&hdr.msg_hdr);
+            let size = got.gro_size.filter(|&s| s > 0 && s < len).unwrap_or(len.max(1));
             let run = buf[..len].chunks(size);
             if run.len() > 1 {
                 self.coalesced += run.len() as u64;
@@ -544,7 +610,8 @@ impl RxBatch {
                 };
                 let fits = datagram.len().min(room.len());
                 room[..fits].copy_from_slice(&datagram[..fits]);
-                self.ready.push_back(Received { frame, from, len: fits, truncated: fits < datagram.len() });
+                let truncated = fits < datagram.len();
+                self.ready.push_back(Received { frame, from, len: fits, truncated, tos: got.tos });
                 datagrams += 1;
             }
         }
@@ -576,35 +643,54 @@ unsafe fn recv_batch(fd: BorrowedFd<'_>, hdrs: &mut [libc::mmsghdr]) -> usize {
 }
 
 /// The sender of a received message (`None`: not an IPv4 address).
-fn sender(hdr: &libc::mmsghdr, name: &libc::sockaddr_in) -> Option<SocketAddrV4> {
-    let v4 = hdr.msg_hdr.msg_namelen as usize >= size_of::<libc::sockaddr_in>()
+fn sender(hdr: &libc::msghdr, name: &libc::sockaddr_in) -> Option<SocketAddrV4> {
+    let v4 = hdr.msg_namelen as usize >= size_of::<libc::sockaddr_in>()
         && name.sin_family == libc::AF_INET as libc::sa_family_t;
     v4.then(|| {
         SocketAddrV4::new(Ipv4Addr::from(u32::from_be(name.sin_addr.s_addr)), u16::from_be(name.sin_port))
     })
 }
 
-/// The datagram size of a coalesced run: the `UDP_GRO` control message of a received message, if
-/// it has one.
-fn gro_size(msg: &libc::msghdr) -> Option<usize> {
-    // SAFETY: `msg` is a message header `recvmmsg` filled in: `msg_control` points to a live,
-    // aligned buffer and `msg_controllen` says how much of it the kernel wrote, so CMSG_FIRSTHDR and
-    // CMSG_NXTHDR return null or a header inside those bytes.
+/// What the control messages of a received message say.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+struct RxControl {
+    /// The datagram size of a coalesced run (`UDP_GRO`), if it is one.
+    gro_size: Option<usize>,
+    /// The TOS byte of its IPv4 header (`IP_TOS`, with `IP_RECVTOS` on; else 0).
+    tos: u8,
+}
+
+/// The control messages of a received message.
+fn control_messages(msg: &libc::msghdr) -> RxControl {
+    let mut out = RxControl::default();
+    if msg.msg_control.is_null() {
+        return out;
+    }
+    // SAFETY: `msg` is a message header `recvmsg`/`recvmmsg` filled in: `msg_control` points to a
+    // live, aligned buffer (not null, checked) and `msg_controllen` says how much of it the kernel
+    // wrote, so CMSG_FIRSTHDR and CMSG_NXTHDR return null or a header inside those bytes.
     let mut c = unsafe { libc::CMSG_FIRSTHDR(msg) };
     while !c.is_null() {
         // SAFETY: `c` is a non-null control message header inside the written control bytes.
         let h = unsafe { &*c };
-        if h.cmsg_level == libc::SOL_UDP
-            && h.cmsg_type == libc::UDP_GRO
-            && h.cmsg_len as usize >= size_of::<libc::cmsghdr>() + size_of::<libc::c_int>()
-        {
-            // SAFETY: the message holds a `c_int` after its header (checked from `cmsg_len`);
-            // CMSG_DATA points to it, not necessarily aligned, so it is read unaligned.
-            let v = unsafe { std::ptr::read_unaligned(libc::CMSG_DATA(c).cast::<libc::c_int>()) };
-            return usize::try_from(v).ok();
+        let len = h.cmsg_len as usize;
+        let head = size_of::<libc::cmsghdr>();
+        match (h.cmsg_level, h.cmsg_type) {
+            (libc::SOL_UDP, libc::UDP_GRO) if len >= head + size_of::<libc::c_int>() => {
+                // SAFETY: the message holds a `c_int` after its header (checked from `cmsg_len`);
+                // CMSG_DATA points to it, not necessarily aligned, so it is read unaligned.
+                let v = unsafe { std::ptr::read_unaligned(libc::CMSG_DATA(c).cast::<libc::c_int>()) };
+                out.gro_size = usize::try_from(v).ok();
+            }
+            (libc::IPPROTO_IP, libc::IP_TOS) if len > head => {
+                // SAFETY: the message holds at least one byte after its header (checked from
+                // `cmsg_len`): the TOS byte, where CMSG_DATA points.
+                out.tos = unsafe { *libc::CMSG_DATA(c) };
+            }
+            _ => {}
         }
         // SAFETY: as for CMSG_FIRSTHDR; `c` is a header of `msg`.
         c = unsafe { libc::CMSG_NXTHDR(msg, c) };
     }
-    None
+    out
 }
