@@ -187,6 +187,9 @@ pub(super) struct Id {
     pub(super) param: ConnParam,
     /// Our QP's first send PSN.
     pub(super) psn: u32,
+    /// The type of service (`rdma_set_option(RDMA_OPTION_ID_TOS)`): the traffic class of the REQ's
+    /// path and of an active side's QP.
+    pub(super) tos: u8,
     /// DISCONNECTED was reported (on the DREQ), so the DREP's end is not reported again.
     pub(super) down_reported: bool,
     /// The ID holds its local port (bound, listening, or connecting from it); the IDs of
@@ -212,6 +215,7 @@ impl Id {
             rep: None,
             param: ConnParam::default(),
             psn: 0,
+            tos: 0,
             down_reported: false,
             holds_port: false,
         }

@@ -246,26 +246,36 @@ pub unsafe extern "C" fn rdma_get_dst_port(id: *mut rdma_cm_id) -> u16 {
     unsafe { port_of(rdma_get_peer_addr(id)) }
 }
 
-/// `rdma_set_option`: the ID options librdmacm knows are taken (type of service, address reuse,
-/// IPv6-only, ACK timeout) and change nothing here; anything else is `EINVAL`, an IB path
-/// record `ENOSYS`.
+/// `rdma_set_option`: the type of service (one byte, as the kernel's `ucma` wants it) becomes the
+/// traffic class of the connection's QP and REQ path ([`engine::verbs::Context::cm_set_tos`]); the
+/// other ID options librdmacm knows are taken (address reuse, IPv6-only, ACK timeout) and change
+/// nothing here; anything else is `EINVAL`, an IB path record `ENOSYS`.
 ///
 /// # Safety
-/// None beyond the C ABI: each pointer to an rdma_cm object is looked up among the live ones
-/// of this library before it is used (any other value is refused), and no other pointer is read.
+/// As `rdma_set_option`'s callers promise:
+/// - `id` is null or any pointer: IDs are looked up among the live ones.
+/// - `optval` is null or points to `optlen` readable bytes.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rdma_set_option(
     id: *mut rdma_cm_id,
     level: c_int,
     optname: c_int,
     optval: *mut c_void,
-    _optlen: usize,
+    optlen: usize,
 ) -> c_int {
-    if SoftId::from(id).is_none() || optval.is_null() {
-        return err(libc::EINVAL);
-    }
+    let Some(s) = SoftId::from(id).filter(|_| !optval.is_null()) else { return err(libc::EINVAL) };
     match (level as u32, optname as u32) {
-        (RDMA_OPTION_ID, RDMA_OPTION_ID_TOS | RDMA_OPTION_ID_REUSEADDR | RDMA_OPTION_ID_AFONLY) => 0,
+        (RDMA_OPTION_ID, RDMA_OPTION_ID_TOS) if optlen != 1 => err(libc::EINVAL),
+        (RDMA_OPTION_ID, RDMA_OPTION_ID_TOS) => {
+            // SAFETY: `optval` is not null (checked) and points to `optlen` (1) readable bytes, as
+            // the caller promises.
+            let tos = unsafe { *optval.cast::<u8>() };
+            match s.ctx.dev.lock().cm_set_tos(s.cm, tos) {
+                Ok(()) => 0,
+                Err(e) => fail(&e),
+            }
+        }
+        (RDMA_OPTION_ID, RDMA_OPTION_ID_REUSEADDR | RDMA_OPTION_ID_AFONLY) => 0,
         (RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT) => 0,
         (RDMA_OPTION_IB, RDMA_OPTION_IB_PATH) => err(libc::ENOSYS),
         _ => err(libc::EINVAL),

@@ -364,6 +364,14 @@ impl Context {
         Ok(())
     }
 
+    /// Sets the ID's type of service (`rdma_set_option(RDMA_OPTION_ID_TOS)`), before it connects:
+    /// the traffic class (the IP header's DSCP and ECN byte) of its REQ's path and of its QP
+    /// ([`Context::cm_qp_attr`]); an accepted connection takes the REQ's.
+    pub fn cm_set_tos(&mut self, id: CmId, tos: u8) -> Result<(), VerbsError> {
+        self.cm_id(id)?.tos = tos;
+        Ok(())
+    }
+
     /// The attributes that move a QP to `state` for this connection (`rdma_init_qp_attr`).
     pub fn cm_qp_attr(&mut self, id: CmId, state: QpState) -> Result<QpAttr, VerbsError> {
         let port_mtu = self.port_mtu();
@@ -395,6 +403,9 @@ impl Context {
                 a.rq_psn = Some(s.psn);
                 let mut av = AddressVector::new(remote.ip());
                 av.dmac = s.dmac;
+                // The traffic class of the connection's path, as rdma_cm gives it: the REQ's on
+                // the passive side, the ID's type of service on the active side.
+                av.traffic_class = s.req.as_ref().map_or(s.tos, |r| r.traffic_class);
                 a.ah_attr = Some(av);
                 a.max_dest_rd_atomic = Some(resp);
                 a.min_rnr_timer = Some(MIN_RNR_TIMER);
@@ -437,7 +448,7 @@ impl Context {
         }
         let (local, remote) =
             (s.local.unwrap_or(SocketAddr::new(gid, 0)), s.remote.unwrap_or(SocketAddr::new(gid, 0)));
-        let ud = s.ud();
+        let (ud, tos) = (s.ud(), s.tos);
         // REQ transport service type: 1 for UC, 0 (RC) otherwise.
         let transport = u8::from(s.qp_type == Some(QpType::Uc));
         let hdr = CmaHdr {
@@ -475,7 +486,7 @@ impl Context {
                 local_gid: gid_bytes(local.ip()),
                 remote_gid: gid_bytes(remote.ip()),
                 hop_limit: 64,
-                traffic_class: 0,
+                traffic_class: tos,
                 private_data: pd,
             };
             self.cm.cm.connect(now, remote.ip(), &p)
