@@ -50,6 +50,7 @@ pub fn perf_write(size: usize, qps: usize, iters: u64) -> softrdma::perf::PerfCo
         tap: false,
         baseline: false,
         dcqcn: None,
+        traffic_class: 0,
     }
 }
 

@@ -53,6 +53,9 @@ pub struct PairConfig {
     pub send_window: Option<crate::roce::SendWindow>,
     /// The UDP port the peer of [`connect`] receives RoCEv2 on (`None`: 4791).
     pub udp_dport: Option<u16>,
+    /// The traffic class of every QP's path and UD address handle (`ah_attr.grh.traffic_class`):
+    /// the IP header's DSCP (high six bits) and ECN (low two; DCQCN sets ECT(0) itself).
+    pub traffic_class: u8,
 }
 
 impl Default for PairConfig {
@@ -79,6 +82,7 @@ impl Default for PairConfig {
             sq_sig_all: false,
             send_window: None,
             udp_dport: None,
+            traffic_class: 0,
         }
     }
 }
@@ -140,8 +144,14 @@ impl SimPair {
         };
         let ahs = if cfg.qp_type == QpType::Ud {
             Some((
-                a.create_ah(pd_a, &AddressVector::new(b.gid()))?,
-                b.create_ah(pd_b, &AddressVector::new(a.gid()))?,
+                a.create_ah(
+                    pd_a,
+                    &AddressVector { traffic_class: cfg.traffic_class, ..AddressVector::new(b.gid()) },
+                )?,
+                b.create_ah(
+                    pd_b,
+                    &AddressVector { traffic_class: cfg.traffic_class, ..AddressVector::new(a.gid()) },
+                )?,
             ))
         } else {
             None
@@ -251,7 +261,11 @@ pub fn connect(
     }
     ctx.modify_qp(qp, QpState::Init, &QpAttr { qp_access_flags: Some(cfg.access), ..QpAttr::default() })?;
     let rtr = QpAttr {
-        ah_attr: Some(AddressVector { udp_dport: cfg.udp_dport, ..AddressVector::new(remote_gid) }),
+        ah_attr: Some(AddressVector {
+            udp_dport: cfg.udp_dport,
+            traffic_class: cfg.traffic_class,
+            ..AddressVector::new(remote_gid)
+        }),
         path_mtu: Some(cfg.mtu),
         dest_qp_num: Some(remote_qpn),
         rq_psn: Some(rq_psn),

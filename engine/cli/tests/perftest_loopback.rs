@@ -34,6 +34,7 @@ fn options(op: PerfOp, mode: Mode, atomic: AtomicOp, tcp_port: u16, net: u8, cli
         timeout: 14,
         tx_depth: 128,
         rx_depth: 512,
+        traffic_class: 0,
         net: Net::udp(),
     }
 }

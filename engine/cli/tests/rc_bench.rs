@@ -26,6 +26,7 @@ fn rc_bw(op: PerfOp, size: usize, link: LinkConfig, seed: u64) -> PerfConfig {
         tap: false,
         baseline: false,
         dcqcn: None,
+        traffic_class: 0,
     }
 }
 

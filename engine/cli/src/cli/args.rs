@@ -90,8 +90,10 @@ pub(crate) struct PerfArgs {
     /// the same bytes sealed and opened in a plain loop on this thread as the baseline.
     #[arg(long)]
     pub(crate) tss: bool,
-    /// UET runs: the DSCP (0-63) in the IP header of every packet carrying a SES header (requests,
-    /// responses), as a libfabric domain's `tclass` gives it (engine::provider::tclass).
+    /// The DSCP (0-63) in the IP header. UET: of every packet carrying a SES header (requests,
+    /// responses), as a libfabric domain's `tclass` gives it (engine::provider::tclass). RoCE: every
+    /// QP's traffic class (`ah_attr.grh.traffic_class`) is DSCP << 2, the TOS byte of all its
+    /// packets, ACKs and responses included (ECN bits 0; ECT(0) with --cc dcqcn).
     #[arg(long, value_name = "DSCP", default_value_t = 0, value_parser = clap::value_parser!(u8).range(0..64))]
     pub(crate) tclass: u8,
     /// UET runs: the DSCP of the PDS's ACKs, NACKs and control packets [default: --tclass]. The

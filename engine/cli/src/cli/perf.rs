@@ -143,6 +143,7 @@ pub(crate) fn run_perf(a: PerfArgs) -> ExitCode {
             depth: a.tx_depth as usize,
             seed: a.seed,
             dcqcn_bps: (a.cc == CcArg::Dcqcn).then(|| a.cc_bps()),
+            traffic_class: a.tclass << 2,
             cm: a.cm,
             threads: a.threads as usize,
             shard: 0,
@@ -189,6 +190,7 @@ pub(crate) fn run_perf(a: PerfArgs) -> ExitCode {
         tap: a.pcap.is_some() || a.capture.is_some(),
         baseline: !a.no_baseline,
         dcqcn: (a.cc == CcArg::Dcqcn).then(|| DcqcnConfig::datacenter(a.cc_bps())),
+        traffic_class: a.tclass << 2,
     };
     println!("{}", perf::header(&cfg));
     println!("{}", if mode == Mode::Bw { perf::BW_COLUMNS } else { perf::LAT_COLUMNS });

@@ -48,6 +48,7 @@ pub(crate) fn run_perftest(a: &PerfArgs, op: PerfOp, mode: Mode) -> ExitCode {
         timeout: a.timeout,
         tx_depth: a.tx_depth as usize,
         rx_depth: a.rx_depth as usize,
+        traffic_class: a.tclass << 2,
         net: perf::remote::Net {
             backend,
             xdp,

@@ -188,6 +188,7 @@ pub(crate) fn run_uet_perf(a: &PerfArgs, transport: ses::DeliveryMode) -> ExitCo
         tap: false,
         baseline: false,
         dcqcn: None,
+        traffic_class: a.tclass << 2,
     };
     let rc_line = perf::Bench::new(&rc, size).and_then(|mut b| match mode {
         Mode::Bw => b.run_bw().map(|r| perf::bw_line(&r)),

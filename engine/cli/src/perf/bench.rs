@@ -124,6 +124,7 @@ impl Bench {
             max_rd_atomic: 16,
             cq_depth: 2 * slots * cfg.qps + 16,
             dcqcn: cfg.dcqcn,
+            traffic_class: cfg.traffic_class,
             ..PairConfig::default()
         };
         let mut pair = SimPair::new(&pc)?;

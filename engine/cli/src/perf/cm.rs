@@ -81,18 +81,21 @@ pub(super) fn established(
     qps.iter().try_for_each(|&qp| check_mtu(ctx, qp, mtu))
 }
 
-/// Client: connects each of `qps` to the server at `server`, one after another, from `local`, and
-/// checks their path MTU is the test's `mtu`.
+/// Client: connects each of `qps` to the server at `server`, one after another, from `local`, with
+/// type of service `tos` (the server's QPs take it from the REQ, as rdma_cm's do), and checks their
+/// path MTU is the test's `mtu`.
 pub(super) fn connect(
     ctx: &mut Context,
     local: Ipv4Addr,
     server: SocketAddr,
     qps: &[Qp],
     mtu: Mtu,
+    tos: u8,
 ) -> Result<(), RemoteError> {
     let ch = ctx.cm_create_channel().map_err(err)?;
     for &qp in qps {
         let id = ctx.cm_create_id(ch, PortSpace::Tcp).map_err(err)?;
+        ctx.cm_set_tos(id, tos).map_err(err)?;
         ctx.cm_resolve_addr(id, Some(SocketAddr::new(IpAddr::V4(local), 0)), server).map_err(err)?;
         wait(ctx, ch, CmEventKind::AddrResolved).map_err(err)?;
         ctx.cm_resolve_route(id).map_err(err)?;

@@ -77,6 +77,8 @@ pub struct PerfConfig {
     pub baseline: bool,
     /// DCQCN on both sides (RC).
     pub dcqcn: Option<engine::roce::dcqcn::DcqcnConfig>,
+    /// The traffic class of every QP (`ah_attr.grh.traffic_class`: DSCP << 2, ECN bits 0).
+    pub traffic_class: u8,
 }
 
 /// One bandwidth row.

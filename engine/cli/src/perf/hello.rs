@@ -35,6 +35,9 @@ pub struct Test {
     /// DCQCN on both sides' QPs ([`engine::roce::dcqcn::DcqcnConfig::datacenter`] for this line
     /// rate, bits per second).
     pub dcqcn_bps: Option<u64>,
+    /// The traffic class of both sides' QPs (`ah_attr.grh.traffic_class`, the IP header's DSCP
+    /// and ECN byte; `--tclass` DSCP << 2).
+    pub traffic_class: u8,
     /// The QPs are connected by the connection manager (`--cm`), not by the exchange's QP numbers
     /// and PSNs.
     pub cm: bool,
@@ -247,6 +250,7 @@ pub fn parse_client_hello(line: &[u8]) -> Result<(Test, PeerQps), HelloError> {
             None | Some(Value::Null) => None,
             Some(_) => Some(m.uint("dcqcn_bps", 1, u64::MAX)?),
         },
+        traffic_class: m.uint_or("traffic_class", 0, 255, 0)? as u8,
         cm: match m.v.get("cm") {
             None | Some(Value::Null) => false,
             Some(Value::Bool(b)) => *b,

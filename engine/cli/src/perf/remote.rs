@@ -246,6 +246,7 @@ fn connect_all(
         retry_cnt: 7,
         max_retries: Some(1000),
         udp_dport,
+        traffic_class: t.traffic_class,
         // The peer is softrdma, whose responder keeps what follows a lost packet: the window may
         // grow to 256 at once (DCQCN paces a QP by rate instead). Between the one-vCPU VMs, 64 KiB
         // WRITEs ran 12 % (UDP) and 7 % (AF_XDP) faster than with 128 (medians, 3 of 3 pairs won).
@@ -262,7 +263,10 @@ fn connect_all(
     let ah = if t.qp_type == QpType::Ud {
         Some(
             side.ctx
-                .create_ah(side.pd, &AddressVector { udp_dport, ..AddressVector::new(gid) })
+                .create_ah(
+                    side.pd,
+                    &AddressVector { udp_dport, traffic_class: t.traffic_class, ..AddressVector::new(gid) },
+                )
                 .map_err(err)?,
         )
     } else {
@@ -548,6 +552,7 @@ pub fn run_client(host: &str, link: &Link, t: &Test) -> Result<Outcome, RemoteEr
         ("depth", json!(t.depth)),
         ("seed", json!(t.seed)),
         ("dcqcn_bps", json!(t.dcqcn_bps)),
+        ("traffic_class", json!(t.traffic_class)),
         ("cm", json!(t.cm)),
         ("threads", json!(t.threads)),
         ("shard", json!(t.shard)),
@@ -561,7 +566,7 @@ pub fn run_client(host: &str, link: &Link, t: &Test) -> Result<Outcome, RemoteEr
     let (remote, ah) = if t.cm {
         let server = std::net::SocketAddr::new(stream.peer_addr().map_err(err)?.ip(), link.tcp_port);
         let qps: Vec<Qp> = side.lanes.iter().map(|l| l.qp).collect();
-        cm::connect(&mut side.ctx, link.local, server, &qps, t.mtu)?;
+        cm::connect(&mut side.ctx, link.local, server, &qps, t.mtu, t.traffic_class)?;
         (peer.rkeys.iter().zip(&peer.addrs).map(|(&k, &a)| (k, a)).collect(), None)
     } else {
         connect_all(&mut side, &psns(lanes, psn_base), &peer, t)?

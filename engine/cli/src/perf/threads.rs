@@ -320,6 +320,7 @@ mod tests {
             tap: false,
             baseline: true,
             dcqcn: None,
+            traffic_class: 0,
         }
     }
 

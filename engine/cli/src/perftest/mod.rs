@@ -71,6 +71,8 @@ pub struct Options {
     pub tx_depth: usize,
     /// Receives kept posted (`-r`, SEND tests).
     pub rx_depth: usize,
+    /// Our QP's traffic class (`ah_attr.grh.traffic_class`, as perftest's `--tclass` sets it).
+    pub traffic_class: u8,
     /// Datapath, egress faults, capture.
     pub net: Net,
 }
@@ -396,7 +398,10 @@ pub fn run(o: &Options) -> Result<Outcome, String> {
 fn connect(s: &mut Side, o: &Options, mtu: Mtu) -> Result<(), String> {
     let Some(v4) = s.peer.gid.to_ipv4_mapped() else { return Err("the peer's GID is not IPv4".into()) };
     let rtr = QpAttr {
-        ah_attr: Some(AddressVector::new(std::net::IpAddr::V4(v4))),
+        ah_attr: Some(AddressVector {
+            traffic_class: o.traffic_class,
+            ..AddressVector::new(std::net::IpAddr::V4(v4))
+        }),
         path_mtu: Some(mtu),
         dest_qp_num: Some(s.peer.qpn),
         rq_psn: Some(s.peer.psn),
@@ -714,6 +719,7 @@ mod tests {
             timeout: 14,
             tx_depth: 1,
             rx_depth: 1,
+            traffic_class: 0,
             net: Net::udp(),
         };
         let e = run(&o).unwrap_err();
