@@ -3,7 +3,8 @@
 //! them the test says so and skips, except under CI (CI=true), where it fails.
 //! Both backends also run on UDP port 5000 (issue 27: the sides exchange their ports).
 //! One run is captured with tshark on the veth (what really crossed it, real IP headers) and must
-//! pass `softrdma decode --verify` and `../shared/tools/icrc_verify.py`.
+//! pass `softrdma decode --verify` and `../shared/tools/icrc_verify.py`. The QPs' traffic class
+//! (`--tclass`) is read back from the frames on the wire over both backends (issue 58).
 
 mod common;
 
@@ -475,5 +476,63 @@ fn uet_between_namespaces_over_udp_and_af_xdp() {
         dec.status.success() && text.contains("uet frames:") && !text.contains("uet frames: 0 ok"),
         "{text}"
     );
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+/// The QPs' traffic class on the wire (issue 58, acceptance 3): `perf write --tclass 26` over
+/// kernel UDP (the kernel writes the IP header: `IP_TOS`), captured by tshark on the veth, and over
+/// AF_XDP (the engine writes it), captured by the client (the frames as they left and arrived):
+/// every data packet and every ACK carries TOS 0x68 (DSCP 26, ECN 0), with and without the
+/// connection manager (QP1's MADs go with class 0).
+#[test]
+fn the_traffic_class_is_on_the_veth_over_udp_and_af_xdp() {
+    if !can_run(&["tshark", "ethtool"]) {
+        return;
+    }
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let n = Netns::new('q', "10.99.0");
+    // GSO sends cut into datagrams before the veth (as in perf_between_namespaces_over_kernel_udp),
+    // so the capture holds them as a wire carries them.
+    for (ns, dev) in [(&n.a, n.veth_a()), (&n.b, n.veth_b())] {
+        let set = Command::new("ip").args(["netns", "exec", ns, "ethtool", "-K", &dev, "tx", "off"]).output();
+        assert!(set.is_ok_and(|o| o.status.success()), "ethtool -K {dev} tx off");
+    }
+    let dir = scratch_dir("netns-tclass");
+    for backend in ["udp", "afxdp"] {
+        for cm in [false, true] {
+            let pcap = dir.join(format!("{backend}-{cm}.pcap"));
+            let path = pcap.to_str().unwrap();
+            let mut args =
+                vec!["perf", "write", "--size", "8192", "--mtu", "2048", "--iters", "300", "--tclass", "26"];
+            if cm {
+                args.push("--cm");
+            }
+            if backend == "udp" {
+                let cap = capture(&n, &n.b, &n.veth_b(), &pcap);
+                run_on(&n, backend, &args);
+                stop_capture(cap);
+            } else {
+                // A packet socket on the veth sees neither what XDP redirects nor what AF_XDP
+                // sends: the client's own capture holds the frames as they left and arrived.
+                args.extend(["--capture", path]);
+                run_on(&n, backend, &args);
+            }
+            let (mut data, mut acks) = (0, 0);
+            for f in softrdma::capture::read_file(&pcap).unwrap() {
+                let Ok(frame) = wire::FrameRepr::parse(&f.data) else { continue };
+                let Some(p) = frame.roce().filter(|p| p.bth.dest_qp != 1) else { continue };
+                let wire::IpRepr::V4(ip) = frame.ip else { panic!("IPv4 frames") };
+                assert_eq!(
+                    ip.dscp_ecn,
+                    26 << 2,
+                    "{backend}, cm {cm}: {:?} from {}",
+                    p.bth.opcode,
+                    ip.src_addr
+                );
+                if ip.src_addr == std::net::Ipv4Addr::new(10, 99, 0, 1) { data += 1 } else { acks += 1 }
+            }
+            assert!(data >= 1200 && acks >= 1, "{backend}, cm {cm}: {data} data packets, {acks} ACKs");
+        }
+    }
     std::fs::remove_dir_all(dir).unwrap();
 }
