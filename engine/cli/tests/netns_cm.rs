@@ -4,7 +4,8 @@
 //! over AF_XDP. The connections are made by softrdma's connection manager (MADs on QP1); every pair
 //! must exit 0 within its timeout and print what shows the run went through. Each server runs in
 //! namespace a, its client in b. Needs root, iproute2 and the Debian tools (`scripts/setup.sh`):
-//! without them the test says so and skips, except under CI (CI=true), where it fails.
+//! without them the test says so and skips, except under CI (CI=true), where it fails. The type of
+//! service `ucmatose -t` sets is read back from the wire (issue 58).
 
 mod common;
 
@@ -323,4 +324,59 @@ fn first_psns(file: &str) -> (u32, u32, u32, u32) {
         get(first_server, "request from the server"),
         get(first_client, "request from the client"),
     )
+}
+
+/// The type of service an rdma_cm program sets (`ucmatose -t`: `rdma_set_option(RDMA_OPTION_ID_TOS)`
+/// on the active side) is on the wire (issue 58, acceptance 3): every packet of the client's QPs,
+/// and of the server's, which take it from the REQ's path as rdma_cm's passive side does, carries
+/// TOS 0x68 (DSCP 26), captured on the veth over kernel UDP. QP1's MADs go with class 0.
+#[test]
+fn rdma_set_option_tos_is_the_tos_of_both_sides_packets() {
+    let name = "netns_cm (tos)";
+    if !can_run(name) || !common::netns::can_run(name, &["dumpcap", "ethtool"]) {
+        return;
+    }
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let n = Netns::new('o', "10.96.0");
+    // GSO sends cut into datagrams before the veth, so the capture holds them as a wire would.
+    for (ns, dev) in [(&n.a, &n.va), (&n.b, &n.vb)] {
+        let set = Command::new("ip").args(["netns", "exec", ns, "ethtool", "-K", dev, "tx", "off"]).output();
+        assert!(set.is_ok_and(|o| o.status.success()), "ethtool -K {dev} tx off");
+    }
+    let file = std::env::temp_dir().join(format!("softrdma-cm-tos-{}.pcap", std::process::id()));
+    let file = file.to_str().expect("utf-8 path").to_string();
+    let mut dumpcap = Command::new("ip")
+        .args(["netns", "exec", &n.a, "dumpcap", "-q", "-P", "-i", &n.va, "-f", "udp port 4791", "-w", &file])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("run dumpcap");
+    let started = Instant::now();
+    while std::fs::metadata(&file).map_or(0, |m| m.len()) < 24 && started.elapsed() < Duration::from_secs(10)
+    {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    let p = Pair {
+        name: "ucmatose -t 104 -c 2",
+        server: words("ucmatose -p 20210 -c 2"),
+        client: words("ucmatose -s 10.96.0.1 -p 20210 -c 2 -t 104"),
+        client_prints: "test complete",
+        timeout: Duration::from_secs(60),
+    };
+    let r = run_pair(&n, "udp", &p);
+    std::thread::sleep(Duration::from_millis(500));
+    let _ = Command::new("kill").args(["-INT", &dumpcap.id().to_string()]).status();
+    let _ = dumpcap.wait();
+    r.unwrap_or_else(|e| panic!("{name}: {e}"));
+    let (mut server, mut client) = (0, 0);
+    for f in softrdma::capture::read_file(std::path::Path::new(&file)).unwrap() {
+        let Ok(frame) = wire::FrameRepr::parse(&f.data) else { continue };
+        let Some(roce) = frame.roce().filter(|r| r.bth.dest_qp != 1) else { continue };
+        let wire::IpRepr::V4(ip) = frame.ip else { panic!("IPv4 frames") };
+        assert_eq!(ip.dscp_ecn, 104, "{:?} from {}", roce.bth.opcode, ip.src_addr);
+        if ip.src_addr == std::net::Ipv4Addr::new(10, 96, 0, 1) { server += 1 } else { client += 1 }
+    }
+    assert!(server > 0 && client > 0, "packets of both sides: server {server}, client {client}");
+    let _ = std::fs::remove_file(&file);
 }
