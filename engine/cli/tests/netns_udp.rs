@@ -483,7 +483,7 @@ fn uet_between_namespaces_over_udp_and_af_xdp() {
 /// kernel UDP (the kernel writes the IP header: `IP_TOS`), captured by tshark on the veth, and over
 /// AF_XDP (the engine writes it), captured by the client (the frames as they left and arrived):
 /// every data packet and every ACK carries TOS 0x68 (DSCP 26, ECN 0), with and without the
-/// connection manager (QP1's MADs go with class 0).
+/// connection manager (whose MADs go with it too).
 #[test]
 fn the_traffic_class_is_on_the_veth_over_udp_and_af_xdp() {
     if !can_run(&["tshark", "ethtool"]) {
@@ -520,7 +520,7 @@ fn the_traffic_class_is_on_the_veth_over_udp_and_af_xdp() {
             let (mut data, mut acks) = (0, 0);
             for f in softrdma::capture::read_file(&pcap).unwrap() {
                 let Ok(frame) = wire::FrameRepr::parse(&f.data) else { continue };
-                let Some(p) = frame.roce().filter(|p| p.bth.dest_qp != 1) else { continue };
+                let Some(p) = frame.roce() else { continue };
                 let wire::IpRepr::V4(ip) = frame.ip else { panic!("IPv4 frames") };
                 assert_eq!(
                     ip.dscp_ecn,

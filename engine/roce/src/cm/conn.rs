@@ -22,6 +22,9 @@ pub(super) struct Conn {
     pub deadline: Option<Duration>,
     pub remote_qpn: u32,
     pub local_qpn: u32,
+    /// The traffic class of the connection's MADs: its primary path's (the REQ's), as Linux's
+    /// CM sends them with the path's address vector.
+    pub traffic_class: u8,
     pub service_id: u64,
     /// The listener whose backlog this REQ occupies while it waits for the consumer.
     pub listener: Option<u64>,
@@ -48,6 +51,7 @@ impl Conn {
             deadline: None,
             remote_qpn: 0,
             local_qpn: 0,
+            traffic_class: 0,
             service_id: 0,
             listener: None,
             peer_timeout: 31,

@@ -51,7 +51,7 @@ pub struct Cm {
     pub(super) by_remote: AHashMap<(IpAddr, u32), u32>,
     pub(super) listeners: AHashMap<u64, Listener>,
     pub(super) next_id: u32,
-    pub(super) tx: VecDeque<(IpAddr, Box<Mad>)>,
+    pub(super) tx: VecDeque<(IpAddr, u8, Box<Mad>)>,
     pub(super) events: VecDeque<CmEvent>,
     pub(super) stats: CmStats,
     pub(super) parked: Vec<Parked>,
@@ -151,10 +151,11 @@ impl Cm {
         let mut c = Conn::new(id, peer, self.tid_for(id), State::ReqSent);
         c.service_id = p.service_id;
         c.local_qpn = p.qpn;
+        c.traffic_class = p.traffic_class;
         let mad = conn::req(&self.cfg, id, c.tid, p)?;
         c.arm(now, mad.clone(), Cm::wait_for(self.cfg.response_timeout), self.cfg.max_retries);
         self.conns.insert(id, c);
-        self.send(peer, mad);
+        self.send((peer, p.traffic_class), mad);
         Ok(ConnId(id))
     }
 
@@ -170,9 +171,9 @@ impl Cm {
         c.state = State::RepSent;
         let wait = Cm::wait_for(c.peer_timeout.min(cfg.response_timeout));
         c.arm(now, mad.clone(), wait, c.peer_retries.min(cfg.max_retries));
-        let peer = c.peer;
+        let to = (c.peer, c.traffic_class);
         self.unwait(id.0);
-        self.send(peer, mad);
+        self.send(to, mad);
         Ok(())
     }
 
@@ -187,8 +188,8 @@ impl Cm {
         c.state = State::Established;
         c.disarm();
         c.last = Some(mad.clone());
-        let peer = c.peer;
-        self.send(peer, mad);
+        let to = (c.peer, c.traffic_class);
+        self.send(to, mad);
         self.event(CmEvent::Established(id));
         Ok(())
     }
@@ -214,10 +215,10 @@ impl Cm {
             }),
             c.tid,
         )?;
-        let peer = c.peer;
+        let to = (c.peer, c.traffic_class);
         self.unwait(id.0);
         self.enter_timewait(now, id.0, Some(mad.clone()));
-        self.send(peer, mad);
+        self.send(to, mad);
         Ok(())
     }
 
@@ -240,15 +241,15 @@ impl Cm {
                 )?;
                 c.state = State::DreqSent;
                 c.arm(now, mad.clone(), Cm::wait_for(cfg.response_timeout), cfg.max_retries);
-                let peer = c.peer;
-                self.send(peer, mad);
+                let to = (c.peer, c.traffic_class);
+                self.send(to, mad);
                 Ok(())
             }
             State::DreqRcvd => {
                 let mad = drep(c, private)?;
-                let peer = c.peer;
+                let to = (c.peer, c.traffic_class);
                 self.enter_timewait(now, id.0, Some(mad.clone()));
-                self.send(peer, mad);
+                self.send(to, mad);
                 self.event(CmEvent::Disconnected(id));
                 Ok(())
             }
@@ -296,7 +297,7 @@ impl Cm {
         let mad = conn::sidr_req(id, c.tid, service_id, private)?;
         c.arm(now, mad.clone(), Cm::wait_for(self.cfg.response_timeout), self.cfg.max_retries);
         self.conns.insert(id, c);
-        self.send(peer, mad);
+        self.send((peer, 0), mad);
         Ok(ConnId(id))
     }
 
@@ -316,10 +317,10 @@ impl Cm {
             return Err(CmError::WrongState(c.state));
         }
         let mad = conn::sidr_rep(c, status, qpn, qkey, private)?;
-        let peer = c.peer;
+        let to = (c.peer, c.traffic_class);
         self.unwait(id.0);
         self.enter_timewait(now, id.0, Some(mad.clone()));
-        self.send(peer, mad);
+        self.send(to, mad);
         Ok(())
     }
 
@@ -347,6 +348,13 @@ impl Cm {
 
     /// The next MAD to send and where to.
     pub fn poll_transmit(&mut self) -> Option<(IpAddr, Box<Mad>)> {
+        self.poll_transmit_classed().map(|(peer, _, mad)| (peer, mad))
+    }
+
+    /// [`poll_transmit`](Self::poll_transmit) with the IP traffic class (the TOS byte) the MAD
+    /// goes with: its connection's primary path's (the REQ's; 0 for SIDR and for answers to
+    /// MADs of no connection but a REQ's REJ, which takes the REQ's).
+    pub fn poll_transmit_classed(&mut self) -> Option<(IpAddr, u8, Box<Mad>)> {
         self.tx.pop_front()
     }
 
@@ -410,7 +418,8 @@ impl Cm {
 
     // ---- shared by conn.rs ----
 
-    pub(super) fn send(&mut self, peer: IpAddr, mad: Box<Mad>) {
+    /// Queues `mad` to `peer` with the IP traffic class (TOS byte) beside it.
+    pub(super) fn send(&mut self, (peer, traffic_class): (IpAddr, u8), mad: Box<Mad>) {
         if self.tx.len() >= TX_QUEUE {
             self.stats.tx_dropped += 1;
             return;
@@ -418,7 +427,7 @@ impl Cm {
         let attr = u16::from_be_bytes([mad[16], mad[17]]);
         tracing::debug!(%peer, attr = %format_args!("{attr:#06x}"), "CM: sending");
         self.stats.tx += 1;
-        self.tx.push_back((peer, mad));
+        self.tx.push_back((peer, traffic_class, mad));
     }
 
     pub(super) fn event(&mut self, ev: CmEvent) {

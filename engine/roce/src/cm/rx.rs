@@ -63,8 +63,8 @@ fn dispatch(cm: &mut Cm, now: Duration, peer: IpAddr, tid: u64, msg: &CmMessage<
 fn resend_last(cm: &mut Cm, id: u32) {
     if let Some(c) = cm.conns.get(&id) {
         if let Some(mad) = c.last.clone() {
-            let peer = c.peer;
-            cm.send(peer, mad);
+            let to = (c.peer, c.traffic_class);
+            cm.send(to, mad);
         }
     }
 }
@@ -84,7 +84,8 @@ fn on_req(cm: &mut Cm, now: Duration, peer: IpAddr, tid: u64, r: &Req<'_>) {
                     private_data: &[],
                 });
                 if let Ok(mad) = encode(&mra, c.tid) {
-                    cm.send(peer, mad);
+                    let to = (c.peer, c.traffic_class);
+                    cm.send(to, mad);
                 }
             }
             // Our REP (or REJ) was lost.
@@ -103,8 +104,9 @@ fn on_req(cm: &mut Cm, now: Duration, peer: IpAddr, tid: u64, r: &Req<'_>) {
             ari: &[],
             private_data: &[],
         });
+        // With the REQ's traffic class, as Linux answers from the received request.
         if let Ok(mad) = encode(&rej, tid) {
-            cm.send(peer, mad);
+            cm.send((peer, r.primary.traffic_class), mad);
         }
     };
     let Some(l) = cm.listeners.get(&r.service_id).copied() else {
@@ -132,6 +134,7 @@ fn on_req(cm: &mut Cm, now: Duration, peer: IpAddr, tid: u64, r: &Req<'_>) {
     c.listener = Some(r.service_id);
     c.peer_timeout = r.local_cm_response_timeout;
     c.peer_retries = r.max_cm_retries;
+    c.traffic_class = r.primary.traffic_class;
     cm.conns.insert(id, c);
     cm.by_remote.insert((peer, r.local_comm_id), id);
     if let Some(l) = cm.listeners.get_mut(&r.service_id) {
@@ -268,7 +271,7 @@ fn on_dreq(cm: &mut Cm, now: Duration, peer: IpAddr, tid: u64, d: &Dreq<'_>) {
             private_data: &[],
         });
         if let Ok(mad) = encode(&drep, tid) {
-            cm.send(peer, mad);
+            cm.send((peer, 0), mad);
         }
         return;
     }
@@ -294,16 +297,18 @@ fn on_dreq(cm: &mut Cm, now: Duration, peer: IpAddr, tid: u64, d: &Dreq<'_>) {
         State::DreqSent => {
             let Some(c) = cm.conns.get(&id) else { return };
             if let Ok(mad) = drep(c, &[]) {
-                let peer = c.peer;
-                cm.send(peer, mad);
+                let to = (c.peer, c.traffic_class);
+                cm.send(to, mad);
             }
             cm.enter_timewait(now, id, None);
             cm.event(CmEvent::Disconnected(ConnId(id)));
         }
-        State::TimeWait => match cm.conns.get(&id).and_then(|c| drep(c, &[]).ok()) {
-            Some(mad) => cm.send(peer, mad),
-            None => cm.stats.rx_stray += 1,
-        },
+        State::TimeWait => {
+            match cm.conns.get(&id).and_then(|c| Some((drep(c, &[]).ok()?, c.traffic_class))) {
+                Some((mad, tc)) => cm.send((peer, tc), mad),
+                None => cm.stats.rx_stray += 1,
+            }
+        }
         _ => cm.stats.rx_stray += 1,
     }
 }
@@ -337,7 +342,7 @@ fn on_sidr_req(cm: &mut Cm, now: Duration, peer: IpAddr, tid: u64, r: &SidrReq<'
             private_data: &[],
         });
         if let Ok(mad) = encode(&rep, tid) {
-            cm.send(peer, mad);
+            cm.send((peer, 0), mad);
         }
     };
     let Some(l) = cm.listeners.get(&r.service_id).copied() else {
@@ -414,8 +419,8 @@ fn expire(cm: &mut Cm, now: Duration, id: u32) {
                 private_data: &[],
             });
             if let Ok(mad) = encode(&rej, c.tid) {
-                let peer = c.peer;
-                cm.send(peer, mad);
+                let to = (c.peer, c.traffic_class);
+                cm.send(to, mad);
             }
             cm.event(CmEvent::Unreachable(ConnId(id)));
             cm.enter_timewait(now, id, None);

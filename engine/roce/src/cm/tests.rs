@@ -453,3 +453,39 @@ proptest! {
         prop_assert_eq!((p.cms[0].conns(), p.cms[1].conns()), (0, 0));
     }
 }
+
+/// Every MAD of a connection goes with its primary path's traffic class, as Linux's CM sends
+/// them: the active side's from its REQ, the passive side's from the REQ it received.
+#[test]
+fn mads_go_with_the_connections_traffic_class() {
+    let cfg = |s: u32| CmConfig { ca_guid: u64::from(s), seed: s, ..CmConfig::default() };
+    let (mut a, mut b) = (Cm::new(cfg(1)), Cm::new(cfg(2)));
+    b.listen(svc(), 4).unwrap();
+    let now = Duration::ZERO;
+    let mut classes = Vec::new();
+    // Moves what `from` sends to `to`, noting each MAD's attribute and class.
+    let hand = |from: &mut Cm, to: &mut Cm, src: IpAddr, classes: &mut Vec<(u16, u8)>| {
+        while let Some((_, tc, mad)) = from.poll_transmit_classed() {
+            classes.push((u16::from_be_bytes([mad[16], mad[17]]), tc));
+            to.handle_mad(now, src, &mad[..]);
+        }
+    };
+    let id = a.connect(now, B, &ConnectParams { traffic_class: 0x68, ..params(0x11) }).unwrap();
+    hand(&mut a, &mut b, A, &mut classes);
+    let Some(CmEvent::Request(passive, req)) = b.poll_event() else { panic!("a request") };
+    assert_eq!(req.traffic_class, 0x68);
+    b.accept(now, passive, &accept_params(0x22)).unwrap();
+    hand(&mut b, &mut a, B, &mut classes);
+    assert!(matches!(a.poll_event(), Some(CmEvent::Reply(..))));
+    a.establish(now, id).unwrap();
+    a.disconnect(now, id, &[]).unwrap();
+    hand(&mut a, &mut b, A, &mut classes);
+    while let Some(e) = b.poll_event() {
+        if matches!(e, CmEvent::DisconnectRequest(..)) {
+            b.disconnect(now, passive, &[]).unwrap();
+        }
+    }
+    hand(&mut b, &mut a, B, &mut classes);
+    // REQ, REP, RTU, DREQ, DREP.
+    assert_eq!(classes, [(0x10, 0x68), (0x13, 0x68), (0x14, 0x68), (0x15, 0x68), (0x16, 0x68)]);
+}

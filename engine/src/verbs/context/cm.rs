@@ -654,13 +654,13 @@ impl Context {
         let src = (self.dp.mac(), self.dp.gid());
         let port = self.dp.udp_src_port().unwrap_or(GSI_UDP_PORT);
         while room {
-            let Some((peer, mad)) = self.cm.cm.poll_transmit() else { break };
+            let Some((peer, traffic_class, mad)) = self.cm.cm.poll_transmit_classed() else { break };
             let Some(dmac) = self.cm.gsi.mac(peer).or_else(|| self.dp.resolve_now(peer)) else {
                 // Not known yet: dropped; the CM's retry sends it again.
                 continue;
             };
             let mut frame = self.dp.alloc();
-            match self.cm.gsi.build(src, (dmac, peer), port, &mad, frame.buffer_mut()) {
+            match self.cm.gsi.build(src, (dmac, peer), port, traffic_class, &mad, frame.buffer_mut()) {
                 Ok(n) => frame.set_len(n),
                 Err(_) => {
                     self.dp.recycle(frame);
