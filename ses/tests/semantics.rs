@@ -505,3 +505,51 @@ fn shared_buffers_are_sent_without_a_copy_and_released_at_completion() {
     assert_eq!(wait(&mut sim, 0, 2).status, Status::Ok);
     assert!(data.is_unique(), "released once the send completed");
 }
+
+/// Every request is counted by its opcode on the side that sends it and on the side that receives
+/// it (`softrdma stat`'s SES operations, issue 58): a message of several packets once, a refused
+/// one once, an RMA over RUDI once per piece.
+#[test]
+fn requests_are_counted_by_opcode_on_both_sides() {
+    use wire::uet::ses::{AmoDatatype, AmoOpcode, SesOpcode};
+    let mut sim = sim();
+    sim.ends.eps[1].regions.register(0x10, vec![0; 10_000], Access::ALL, JobScope::Job(1)).unwrap();
+    sim.ends.eps[1]
+        .regions
+        .register(0x11 | IDEMPOTENT_SAFE, vec![0; 10_000], Access::ALL, JobScope::Job(1))
+        .unwrap();
+    sim.ends.eps[1].post_recv(any(), 5000, 100);
+    sim.ends.eps[1].post_recv(any(), 5000, 101);
+    let dst = b(&sim);
+    let o = |context| Opts { context, ..Opts::default() };
+    let e = &mut sim.ends.eps[0];
+    e.send(dst, &pattern(1, 3500), None, o(1)).unwrap();
+    e.send(dst, b"tagged", Some(7), o(2)).unwrap();
+    e.write(dst, 0x10, 0, &pattern(2, 2500), o(3)).unwrap();
+    e.write(dst, 0x99, 0, &pattern(3, 2500), o(4)).unwrap();
+    e.write(dst, 0x11 | IDEMPOTENT_SAFE, 0, &pattern(4, 2500), o(5)).unwrap();
+    e.read(dst, 0x10, 0, 100, o(6)).unwrap();
+    e.atomic(dst, 0x10, 8, AmoOpcode::Sum, AmoDatatype::Uint64, &1u64.to_le_bytes(), o(7)).unwrap();
+    e.fetch_atomic(dst, 0x10, 8, AmoOpcode::Sum, AmoDatatype::Uint64, &1u64.to_le_bytes(), o(8)).unwrap();
+    for ctx in 1..=8 {
+        wait(&mut sim, 0, ctx);
+    }
+    let want = [
+        (SesOpcode::Send, 1),
+        (SesOpcode::TaggedSend, 1),
+        // Two over a PDC (one refused: BAD_MKEY), three pieces over RUDI.
+        (SesOpcode::Write, 5),
+        (SesOpcode::Read, 1),
+        (SesOpcode::Atomic, 1),
+        (SesOpcode::FetchingAtomic, 1),
+    ];
+    for (side, counts) in [(0, sim.ends.eps[0].stats().ops_tx), (1, sim.ends.eps[1].stats().ops_rx)] {
+        for (op, n) in want {
+            assert_eq!(counts.get(op.into()), n, "{op:?} on side {side}");
+        }
+        assert_eq!(counts.total(), 10, "side {side}: {counts:?}");
+    }
+    assert_eq!(sim.ends.eps[0].stats().ops_rx.total(), 0, "side 0 received no request");
+    assert_eq!(sim.ends.eps[1].stats().ops_tx.total(), 0, "side 1 sent no request");
+    assert_eq!(sim.ends.eps[1].stats().errors_sent_codes.get(ReturnCode::BadMkey.into()), 1);
+}

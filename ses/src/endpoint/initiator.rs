@@ -311,6 +311,7 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
             .send_on_with(pdc, form.next_header(), body, u64::from(msg_id), urgency(lazy))
             .map_err(|_| Error::Busy)?;
         self.ops.insert(msg_id, out_op(context, kind, peer, Some(pdc), len, 1));
+        self.stats.ops_tx.add(r.opcode.into());
         Ok(msg_id)
     }
 
@@ -371,6 +372,7 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
                 .expect("room checked");
         }
         self.ops.insert(msg_id, out_op(context, kind, peer, Some(pdc), data.len(), 1));
+        self.stats.ops_tx.add(r.opcode.into());
         Ok(msg_id)
     }
 
@@ -400,6 +402,7 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
             let body = request_body(&piece, &self.cfg, Form::Standard, true, true, 0, chunk);
             let cookie = (u64::from(msg_id) << 32) | off as u64;
             self.pds.rudi_send(peer, NextHeader::ReqStd, body, cookie);
+            self.stats.ops_tx.add(base.opcode.into());
         }
         self.ops.insert(msg_id, out_op(context, kind, peer, None, len, pieces));
         Ok(msg_id)
@@ -432,6 +435,7 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
             NextHeader::ReqStd,
             request_body(&r, &self.cfg, Form::Standard, true, true, 0, data.to_bytes()),
         );
+        self.stats.ops_tx.add(r.opcode.into());
         self.completions.push_back(Completion::local(
             context,
             CompletionKind::Send,

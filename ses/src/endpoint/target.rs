@@ -161,6 +161,9 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
             tag: is_tagged(c.opcode).then_some(r.memory_key),
             job_id: c.job_id,
         };
+        if is_single(c.opcode) {
+            self.stats.ops_rx.add(c.opcode.into());
+        }
         match c.opcode {
             SesOpcode::Read => return self.serve_read(src, reply, r, small_rsp),
             SesOpcode::Atomic | SesOpcode::FetchingAtomic => {
@@ -204,10 +207,12 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
         };
         if let Dest::Discard(rc) = dest {
             if c.has(FLAG_SOM) {
+                self.stats.ops_rx.add(c.opcode.into());
                 self.respond(reply, r.message_id(), c.job_id, rc, 0);
             }
             return Err(refusal);
         }
+        self.stats.ops_rx.add(c.opcode.into());
         let mut m =
             InMsg { dest, info, total, received: 0, header_data, job_id: c.job_id, last: now, armed: now };
         let placed = place(&mut m.dest, &mut self.unexpected, &mut self.regions, offset, payload);
@@ -624,6 +629,20 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
 }
 
 /// The request opcodes whose `memory_key` slot carries match bits.
+/// Whether requests of `op` are one packet each, served on it (not messages placed packet by
+/// packet).
+fn is_single(op: SesOpcode) -> bool {
+    matches!(
+        op,
+        SesOpcode::Read
+            | SesOpcode::Atomic
+            | SesOpcode::FetchingAtomic
+            | SesOpcode::RendezvousSend
+            | SesOpcode::RendezvousTsend
+            | SesOpcode::DeferrableRtr
+    )
+}
+
 fn is_tagged(op: SesOpcode) -> bool {
     matches!(op, SesOpcode::TaggedSend | SesOpcode::RendezvousTsend | SesOpcode::DeferrableTsend)
 }

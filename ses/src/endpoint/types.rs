@@ -196,6 +196,17 @@ pub struct Stats {
     pub inbound_refused: u64,
     /// Partly received messages dropped after `reassembly_timeout` without a packet.
     pub reassembly_timeouts: u64,
+    /// Requests this side sent, by SES opcode ([`SesOpcode`] as `u8`): one per operation over a
+    /// PDC or UUD, one per piece over RUDI (each piece is a request of its own), and those the
+    /// endpoint starts itself (rendezvous reads, DEFERRABLE_RTR, restarted deferrable sends).
+    ///
+    /// [`SesOpcode`]: wire::uet::ses::SesOpcode
+    pub ops_tx: pds::CodeCounts,
+    /// Requests received, by SES opcode: a message once, on the first of its packets to arrive
+    /// (one refused once, on its first packet, SOM, which is answered); a READ, an atomic, a
+    /// rendezvous send or a DEFERRABLE_RTR (one packet each) once. Requests whose opcode does not
+    /// fit their delivery are not counted ([`wrong_delivery`](Self::wrong_delivery)).
+    pub ops_rx: pds::CodeCounts,
 }
 
 impl Stats {
