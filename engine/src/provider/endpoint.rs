@@ -18,9 +18,10 @@ use super::fabric::{Fabric, FabricInner, Member};
 use super::info::{Info, RMA_SIZE_RANGE, caps};
 use super::objects::{
     AddressVector, AvInner, CompletionQueue, Counter, CqEntry, CqErrEntry, EqEvent, EventQueue,
-    FI_ADDR_UNSPEC, FiAddr, JobSink, UetAddr, cq_flags,
+    FI_ADDR_UNSPEC, FiAddr, JobSink, UetAddr, bind, cq_flags,
 };
 use super::shared::{self, DomainKey, DomainRegion, DomainShared, RegionSink, Spec};
+use super::stat::StatNode;
 use crate::datapath::Datapath;
 use crate::uet::UetNode;
 use frame::UserBuf;
@@ -191,6 +192,8 @@ impl Domain {
         };
         let name = UetAddr { ip, pid_on_fep, resource_index: cfg.resource_index, initiator, profiles };
         let inner = Rc::new(RefCell::new(EpInner {
+            stat_name: super::stat::endpoint_name(f.endpoints.len(), &self.info),
+            fabric: self.weak(),
             node,
             info: self.info.clone(),
             attr,
@@ -318,6 +321,9 @@ struct Pending {
 }
 
 pub(super) struct EpInner {
+    /// Its name for `softrdma stat`, and its fabric, told when it closes (`stat.rs`).
+    stat_name: String,
+    fabric: Weak<RefCell<FabricInner>>,
     node: UetNode<Box<dyn Datapath>>,
     info: Info,
     attr: EpAttr,
@@ -379,6 +385,16 @@ impl Member for EpInner {
 
     fn node(&self) -> &UetNode<Box<dyn Datapath>> {
         &self.node
+    }
+
+    fn stat(&mut self) -> StatNode<'_> {
+        StatNode { name: &self.stat_name, node: &mut self.node }
+    }
+}
+
+impl Drop for EpInner {
+    fn drop(&mut self) {
+        super::fabric::stat_closing(&self.fabric, &self.stat_name, &mut self.node);
     }
 }
 
@@ -532,14 +548,6 @@ impl EpInner {
 #[derive(Debug, Clone)]
 pub struct Endpoint {
     inner: Rc<RefCell<EpInner>>,
-}
-
-/// Bind flags for [`Endpoint::bind_cq`] and [`Endpoint::bind_cntr`].
-pub mod bind {
-    /// Transmit completions (FI_TRANSMIT / FI_SEND, FI_READ, FI_WRITE).
-    pub const TRANSMIT: u64 = super::cq_flags::SEND | super::cq_flags::READ | super::cq_flags::WRITE;
-    /// Receive completions (FI_RECV, and remote writes with completion data).
-    pub const RECV: u64 = super::cq_flags::RECV | super::cq_flags::REMOTE_WRITE;
 }
 
 impl Endpoint {

@@ -20,6 +20,7 @@ use super::control::ControlPlane;
 use super::errno::{FiErrno, FiError};
 use super::info::MAX_PAYLOAD;
 use super::objects::FabricOps;
+use super::stat::{StatNode, StatSink};
 use crate::datapath::Datapath;
 use crate::datapath::link::{Backend, Link, OnDatapath, Opened, UET_HEADROOM, XdpMode, XdpQueue};
 use crate::datapath::sim::SimNet;
@@ -32,6 +33,8 @@ pub(super) trait Member {
     fn progress(&mut self) -> bool;
     /// The endpoint's node: its timers, its socket.
     fn node(&self) -> &UetNode<Box<dyn Datapath>>;
+    /// The endpoint's name and node for `softrdma stat` (`stat.rs`).
+    fn stat(&mut self) -> StatNode<'_>;
 }
 
 /// What a fabric's endpoints send over.
@@ -70,6 +73,8 @@ pub(crate) struct FabricInner {
     pub(super) control: ControlPlane,
     pub(super) endpoints: Vec<Weak<RefCell<dyn Member>>>,
     pub(super) seed: u64,
+    /// Where the endpoints' counters go (`stat.rs`), if anywhere.
+    pub(super) stat: Option<Box<dyn StatSink>>,
 }
 
 /// The payload per packet on a UDP fabric at `ip`: the largest power of two up to
@@ -166,7 +171,8 @@ impl std::fmt::Debug for FabricInner {
 }
 
 /// One round of every endpoint; true if anything moved. It runs on every `fi_cq_read`: the
-/// endpoints are taken one at a time, with no list built per call.
+/// endpoints are taken one at a time, with no list built per call. Then the counters go to the
+/// fabric's stat sink if it is due (`stat.rs`).
 fn progress(f: &RefCell<FabricInner>) -> bool {
     let mut moved = false;
     let mut i = 0;
@@ -178,7 +184,48 @@ fn progress(f: &RefCell<FabricInner>) -> bool {
         }
         i += 1;
     }
+    stat_maybe_publish(f);
     moved
+}
+
+/// From a progress call: publishes the endpoints' counters when the stat sink is due (`stat.rs`).
+/// Skipped while the fabric is borrowed (an endpoint opening or closing in the middle of a call).
+fn stat_maybe_publish(f: &RefCell<FabricInner>) {
+    let Ok(mut inner) = f.try_borrow_mut() else { return };
+    let inner = &mut *inner;
+    let Some(sink) = inner.stat.as_mut() else { return };
+    if sink.due() {
+        stat_publish(sink.as_mut(), &inner.endpoints, None);
+    }
+}
+
+/// An endpoint of `fabric` closes: its last counters (`name`, `node`) go to the stat sink now,
+/// with the others'.
+pub(super) fn stat_closing(
+    fabric: &Weak<RefCell<FabricInner>>,
+    name: &str,
+    node: &mut UetNode<Box<dyn Datapath>>,
+) {
+    let Some(f) = fabric.upgrade() else { return };
+    let Ok(mut inner) = f.try_borrow_mut() else { return };
+    let inner = &mut *inner;
+    if let Some(sink) = inner.stat.as_mut() {
+        stat_publish(sink.as_mut(), &inner.endpoints, Some(StatNode { name, node }));
+    }
+}
+
+/// Hands `sink` the nodes of the live endpoints (those not borrowed at the moment: none is
+/// between two of a fabric's calls) and `extra`.
+fn stat_publish(
+    sink: &mut dyn StatSink,
+    endpoints: &[Weak<RefCell<dyn Member>>],
+    extra: Option<StatNode<'_>>,
+) {
+    let live: Vec<Rc<RefCell<dyn Member>>> = endpoints.iter().filter_map(Weak::upgrade).collect();
+    let mut held: Vec<RefMut<'_, dyn Member>> = live.iter().filter_map(|e| e.try_borrow_mut().ok()).collect();
+    let mut nodes: Vec<StatNode<'_>> = held.iter_mut().map(|m| m.stat()).collect();
+    nodes.extend(extra);
+    sink.publish(&mut nodes);
 }
 
 /// The fabric as a [`nicsim::System`]: a pass is one round of every endpoint.
@@ -294,7 +341,21 @@ impl Fabric {
     }
 
     fn with_net(net: Net, control: ControlPlane, seed: u64) -> Fabric {
-        Fabric { inner: Rc::new(RefCell::new(FabricInner { net, control, endpoints: Vec::new(), seed })) }
+        Fabric {
+            inner: Rc::new(RefCell::new(FabricInner {
+                net,
+                control,
+                endpoints: Vec::new(),
+                seed,
+                stat: None,
+            })),
+        }
+    }
+
+    /// Publishes the counters of this fabric's endpoints to `sink` from now on, replacing the sink
+    /// before (`softrdma stat`: see `stat.rs`).
+    pub fn set_stat_sink(&self, sink: Box<dyn StatSink>) {
+        self.inner.borrow_mut().stat = Some(sink);
     }
 
     /// The control plane (the privileged side: JobID assignments, fallback).

@@ -22,12 +22,13 @@ pub mod fabric;
 pub mod info;
 pub mod objects;
 pub mod shared;
+pub mod stat;
 pub mod tclass;
 mod usermem;
 
 pub use config::{ConfigError, ProviderConfig, Service, parse_service_file};
 pub use control::{ControlPlane, FALLBACK_JOB_ID, SecurityBinding};
-pub use endpoint::{Domain, Endpoint, EpAttr, JobIdMethod, MemoryRegion, MrAccess, MrAuth, bind};
+pub use endpoint::{Domain, Endpoint, EpAttr, JobIdMethod, MemoryRegion, MrAccess, MrAuth};
 pub use epoch::reserve_epoch;
 pub use errno::{FiErrno, FiError, errno_of};
 pub use fabric::{Fabric, udp_max_payload};
@@ -35,7 +36,8 @@ pub use frame::UserBuf;
 pub use info::{Hints, Info, Limits, MAX_PAYLOAD, caps, getinfo};
 pub use objects::{
     AddressVector, AuthKey, CompletionQueue, Counter, CqEntry, CqErrEntry, EqEvent, EventQueue,
-    FI_ADDR_UNSPEC, FiAddr, UetAddr, cq_flags,
+    FI_ADDR_UNSPEC, FiAddr, UetAddr, bind, cq_flags,
 };
 pub use shared::{DomainKey, DomainRegion};
+pub use stat::{StatNode, StatSink};
 pub use usermem::UserMem;

@@ -97,6 +97,15 @@ impl UetAddr {
     }
 }
 
+/// Bind flags for [`Endpoint::bind_cq`](super::Endpoint::bind_cq) and
+/// [`Endpoint::bind_cntr`](super::Endpoint::bind_cntr).
+pub mod bind {
+    /// Transmit completions (FI_TRANSMIT / FI_SEND, FI_READ, FI_WRITE).
+    pub const TRANSMIT: u64 = super::cq_flags::SEND | super::cq_flags::READ | super::cq_flags::WRITE;
+    /// Receive completions (FI_RECV, and remote writes with completion data).
+    pub const RECV: u64 = super::cq_flags::RECV | super::cq_flags::REMOTE_WRITE;
+}
+
 /// Completion flags (`FI_SEND`, `FI_RECV`, ...).
 pub mod cq_flags {
     /// A send (tagged or not).
