@@ -114,7 +114,7 @@ fn codes(v: &Value) -> String {
     if parts.is_empty() { "-".into() } else { parts.join(", ") }
 }
 
-/// One UET node: its frames, PDS, SES, secure domain and PDCs.
+/// One UET node: its frames, PDS, SES (requests by opcode), secure domain and PDCs.
 fn render_uet(u: &Value) -> String {
     let n = |v: &Value, k: &str| v[k].as_u64().unwrap_or(0);
     let (p, ses) = (&u["pds"], &u["ses"]);
@@ -157,8 +157,10 @@ fn render_uet(u: &Value) -> String {
         n(p, "rx_unexpected_cps"),
     );
     s += &format!(
-        "    ses: completions {} (failed {}), errors received ({}) sent ({}); outstanding {}; rx used {} rejected {} \
-         dropped {}\n",
+        "    ses: requests sent ({}) received ({}); completions {} (failed {}), errors received ({}) sent ({}); \
+         outstanding {}; rx used {} rejected {} dropped {}\n",
+        codes(&ses["ops_tx"]),
+        codes(&ses["ops_rx"]),
         n(ses, "completions"),
         n(ses, "completions_failed"),
         codes(&ses["errors_rx"]),
@@ -216,7 +218,8 @@ mod tests {
                 "acks_tx": 2, "acks_rx": 5, "nacks_tx": 0, "nack_codes_tx": {}, "nacks_rx": 3,
                 "nack_codes_rx": {"ROD_OOO": 2, "CLOSING": 1}, "rx_after_close": 4,
             },
-            "ses": { "completions": 9, "completions_failed": 1, "errors_rx": {"NO_MATCH": 2}, "errors_tx": {} },
+            "ses": { "ops_tx": {"SEND": 7, "READ": 2}, "ops_rx": {}, "completions": 9, "completions_failed": 1,
+                     "errors_rx": {"NO_MATCH": 2}, "errors_tx": {} },
             "tss": { "epoch": 3, "sealed": 12, "opened": 7, "bad_icv": 2, "replays": 1, "latched": true },
             "pdcs": [
                 { "pdcid": 4, "peer": "10.0.0.2", "mode": "ROD", "role": "initiator", "closing": true, "unacked": 6,
@@ -244,7 +247,12 @@ mod tests {
         );
         assert!(lines[2].ends_with("after close 4 unexpected CPs 0"), "{}", lines[2]);
         assert!(
-            lines[3].starts_with("    ses: completions 9 (failed 1), errors received (NO_MATCH 2) sent (-)")
+            lines[3].starts_with(
+                "    ses: requests sent (READ 2, SEND 7) received (-); completions 9 (failed 1), errors received \
+                 (NO_MATCH 2) sent (-)"
+            ),
+            "{}",
+            lines[3]
         );
         assert_eq!(
             lines[4],

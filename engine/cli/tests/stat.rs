@@ -166,7 +166,7 @@ fn uet_n(node: &Value, path: &[&str]) -> u64 {
 
 /// `softrdma stat` for UET (issue 58): an in-process `perf --transport rod` run over a lossy,
 /// sealed link shows both nodes with their PDC, packets, ACKs, NACKs by code, retransmissions, SES
-/// completions and TSS counters, growing while it runs, in JSON and in text.
+/// requests by opcode and completions and TSS counters, growing while it runs, in JSON and in text.
 #[test]
 fn stat_shows_the_uet_nodes_of_a_perf_run() {
     let dir = common::scratch_dir("stat-uet");
@@ -217,6 +217,8 @@ fn stat_shows_the_uet_nodes_of_a_perf_run() {
         (a, &["pds", "pdcs_open"]),
         (b, &["pds", "pdcs_accepted"]),
         (a, &["ses", "completions"]),
+        (a, &["ses", "ops_tx", "SEND"]),
+        (b, &["ses", "ops_rx", "SEND"]),
         (b, &["ses", "rx_used"]),
         (a, &["tss", "sealed"]),
         (b, &["tss", "opened"]),

@@ -1,7 +1,7 @@
 //! One UET node's counters for `softrdma stat` (issue 58): the node's frames, its PDS (PDCs open
-//! and closing, packets, ACKs, NACKs by code, retransmissions), its SES (operations, errors by
-//! return code), its secure domain (epoch, bad ICVs, replays) and each PDC's congestion window
-//! and rate.
+//! and closing, packets, ACKs, NACKs by code, retransmissions), its SES (requests sent and
+//! received by opcode, completions, errors by return code), its secure domain (epoch, bad ICVs,
+//! replays) and each PDC's congestion window and rate.
 
 use std::net::Ipv4Addr;
 
@@ -10,7 +10,7 @@ use engine::uet::UetNode;
 use pds::CodeCounts;
 use serde_json::{Map, Value, json};
 use wire::uet::pds::NackCode;
-use wire::uet::ses::ReturnCode;
+use wire::uet::ses::{ReturnCode, SesOpcode};
 
 /// PDCs listed one by one at most (the counts cover them all).
 pub const MAX_LISTED_PDCS: usize = 64;
@@ -40,6 +40,10 @@ fn rc_name(code: u8) -> &'static str {
     ReturnCode::from(code).name()
 }
 
+fn opcode_name(code: u8) -> &'static str {
+    SesOpcode::from(code).name()
+}
+
 /// The counters of `node`, named `name` (e.g. "initiator").
 pub fn node<D: Datapath>(name: &str, node: &mut UetNode<D>) -> Value {
     let st = node.stats();
@@ -57,6 +61,7 @@ pub fn node<D: Datapath>(name: &str, node: &mut UetNode<D>) -> Value {
     let ses_json = json!({
         "outstanding": ses.outstanding(), "posted_receives": ses.posted_count(),
         "unexpected_held": ses.unexpected_count(), "inbound": ses.inbound_count(),
+        "ops_tx": by_code(&s.ops_tx, opcode_name), "ops_rx": by_code(&s.ops_rx, opcode_name),
         "completions": s.completions, "completions_failed": s.completions_failed,
         "errors_rx": by_code(&s.completion_errors, rc_name),
         "errors_tx": by_code(&s.errors_sent_codes, rc_name),
