@@ -1,8 +1,9 @@
 //! `softrdma stat [PID]`: the live counters of running softrdma processes, per device and per QP,
 //! as `rdma statistic` shows a NIC's. A process that runs devices publishes them every half second
-//! ([`Publisher`], crate `softrdma-stat`) as one JSON file named by its PID in the stat directory (`SOFTRDMA_STAT_DIR`,
-//! default `/tmp/softrdma-stat`), replaced atomically (written aside, then renamed) and removed when
-//! the process ends; `stat` reads the files of the processes still alive.
+//! ([`Publisher`], crate `softrdma-stat`) as JSON files named by its PID and a tag, one per
+//! publisher (`PID.TAG.json`), in the stat directory (`SOFTRDMA_STAT_DIR`, default
+//! `/tmp/softrdma-stat`), replaced atomically (written aside, then renamed) and removed when the
+//! publisher ends; `stat` reads the files of the processes still alive, a process's merged.
 
 use std::path::{Path, PathBuf};
 
@@ -14,7 +15,8 @@ fn alive(pid: u32) -> bool {
     Path::new(&format!("/proc/{pid}")).exists()
 }
 
-/// The published counters of process `pid`, or of every live softrdma process (by PID); files of
+/// The published counters of process `pid`, or of every live softrdma process (by PID), a
+/// process's files (`PID.TAG.json`, one per publisher) merged into one document; files of
 /// processes that are gone are removed.
 pub fn read(pid: Option<u32>) -> Result<Vec<Value>, String> {
     let d = dir();
@@ -27,24 +29,46 @@ pub fn read(pid: Option<u32>) -> Result<Vec<Value>, String> {
         .flatten()
         .filter_map(|e| {
             let name = e.file_name().into_string().ok()?;
-            let p: u32 = name.strip_suffix(".json")?.parse().ok()?;
-            Some((p, e.path()))
+            let (p, _tag) = name.strip_suffix(".json")?.split_once('.')?;
+            Some((p.parse().ok()?, e.path()))
         })
         .filter(|(p, _)| pid.is_none_or(|want| want == *p))
         .collect();
     found.sort();
-    let mut out = Vec::new();
+    let mut out: Vec<Value> = Vec::new();
     for (p, path) in found {
         if !alive(p) {
             let _ = std::fs::remove_file(&path);
             continue;
         }
         // A file replaced while it is read is read again next time; a broken one is skipped.
-        if let Some(v) = std::fs::read_to_string(&path).ok().and_then(|t| serde_json::from_str(&t).ok()) {
-            out.push(v);
+        let Some(v) =
+            std::fs::read_to_string(&path).ok().and_then(|t| serde_json::from_str::<Value>(&t).ok())
+        else {
+            continue;
+        };
+        match out.last_mut() {
+            Some(last) if last["pid"] == p => merge(last, v),
+            _ => out.push(v),
         }
     }
     Ok(out)
+}
+
+/// Adds another file of the same process to `into`: its devices and nodes after those already
+/// there, its description joined with a comma unless the same.
+fn merge(into: &mut Value, v: Value) {
+    let what = v["what"].as_str().unwrap_or("");
+    let have = into["what"].as_str().unwrap_or("").to_string();
+    if !what.is_empty() && !have.split(", ").any(|w| w == what) {
+        into["what"] =
+            Value::from(if have.is_empty() { what.to_string() } else { format!("{have}, {what}") });
+    }
+    for key in ["devices", "uet"] {
+        if let (Some(a), Some(b)) = (into[key].as_array_mut(), v[key].as_array()) {
+            a.extend(b.iter().cloned());
+        }
+    }
 }
 
 /// The counters as `softrdma stat` prints them: per process, per device and QP, per UET node
@@ -267,6 +291,25 @@ mod tests {
             "    pdc 5 -> 10.0.0.3 (RUD target): unacked 0, cwnd -, window -, srtt -, rate -"
         );
         assert_eq!(lines.len(), 7);
+    }
+
+    #[test]
+    fn a_process_s_files_merge_into_one_document() {
+        let mut doc =
+            json!({ "pid": 7, "what": "fi_pingpong (softrdma run)", "devices": [{"name": "d"}], "uet": [] });
+        merge(
+            &mut doc,
+            json!({ "pid": 7, "what": "fi_pingpong (libfabric)", "devices": [], "uet": [{"name": "n0"}] }),
+        );
+        merge(
+            &mut doc,
+            json!({ "pid": 7, "what": "fi_pingpong (libfabric)", "devices": [], "uet": [{"name": "n1"}] }),
+        );
+        assert_eq!(
+            doc,
+            json!({ "pid": 7, "what": "fi_pingpong (softrdma run), fi_pingpong (libfabric)",
+                    "devices": [{"name": "d"}], "uet": [{"name": "n0"}, {"name": "n1"}] })
+        );
     }
 
     #[test]

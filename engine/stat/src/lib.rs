@@ -1,15 +1,18 @@
 //! Publishing a process's live counters for `softrdma stat` (the tool's reader is in
-//! `engine/cli/src/stat.rs`), a crate of its own so that the engine library needs no JSON: every half second, one JSON file named by the PID in the stat
-//! directory (`SOFTRDMA_STAT_DIR`, default `/tmp/softrdma-stat`), replaced atomically (written
-//! aside, then renamed) and removed when the [`Publisher`] drops. Any process that runs devices
-//! publishes through it: `softrdma perf`, and programs under `softrdma run`. A document holds
-//! the process's RoCE devices ([`device`]) and its UET nodes ([`uet::node`]).
+//! `engine/cli/src/stat.rs`), a crate of its own so that the engine library needs no JSON: every
+//! half second, one JSON file per [`Publisher`] named by the PID and a tag (`PID.TAG.json`) in
+//! the stat directory (`SOFTRDMA_STAT_DIR`, default `/tmp/softrdma-stat`), replaced atomically
+//! (written aside, then renamed) and removed when the publisher drops; the reader shows a
+//! process's files as one process. Any process that runs devices publishes through it: `softrdma
+//! perf`, and programs under `softrdma run` (the verbs library). A document holds the process's RoCE devices ([`device`]) and its UET
+//! nodes ([`uet::node`]).
 
 pub mod uet;
 
 use engine::verbs::{Context, QpState};
 use serde_json::{Value, json};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// How often a process publishes.
@@ -66,22 +69,44 @@ fn state_name(s: QpState) -> &'static str {
     }
 }
 
-/// Publishes this process's counters (see the module documentation).
+/// Publishers made so far by this copy of the crate (a process may hold several: the verbs
+/// library and the libfabric provider are libraries of their own, each with its copy).
+static MADE: AtomicU64 = AtomicU64::new(0);
+
+/// Publishes this process's counters (see the module documentation). Several may live in one
+/// process (a program's verbs devices and its libfabric domains, each domain with its own): each
+/// writes a file of its own, `PID.TAG.json`, and `softrdma stat` shows them as one process.
 #[derive(Debug)]
 pub struct Publisher {
-    path: Option<PathBuf>,
     what: String,
+    path: Option<PathBuf>,
     next: Instant,
     calls: u32,
+    check_every: u32,
 }
 
 impl Publisher {
-    /// A publisher for this process, described as `what` (e.g. "perf write server"). If the stat
+    /// A publisher for this process, described as `what` (e.g. "perf write server"), for a hot
+    /// loop: [`maybe`](Self::maybe) reads the clock every few hundred calls. If the stat
     /// directory cannot be made, nothing is published (the run goes on).
     pub fn new(what: &str) -> Publisher {
+        Publisher::checking_every(what, CHECK_EVERY)
+    }
+
+    /// A publisher whose [`due`](Self::due) reads the clock at every call: for callers whose
+    /// calls may come far apart (a program's progress calls, which may sleep).
+    pub fn for_rare_calls(what: &str) -> Publisher {
+        Publisher::checking_every(what, 1)
+    }
+
+    fn checking_every(what: &str, check_every: u32) -> Publisher {
         let d = dir();
-        let path = std::fs::create_dir_all(&d).ok().map(|()| d.join(format!("{}.json", std::process::id())));
-        Publisher { path, what: what.into(), next: Instant::now(), calls: CHECK_EVERY }
+        // Unique in the process: this copy of the crate (where its counter lives) and the count.
+        let copy = std::ptr::from_ref(&MADE) as usize;
+        let tag = format!("{copy:x}-{}", MADE.fetch_add(1, Ordering::Relaxed));
+        let path =
+            std::fs::create_dir_all(&d).ok().map(|()| d.join(format!("{}.{tag}.json", std::process::id())));
+        Publisher { what: what.into(), path, next: Instant::now(), calls: check_every, check_every }
     }
 
     /// Publishes `devices` (from [`device`]) if half a second has passed since the last time;
@@ -99,11 +124,11 @@ impl Publisher {
         }
     }
 
-    /// Whether to publish now: half a second has passed since the last time (the clock is read
-    /// every few hundred calls).
-    fn due(&mut self) -> bool {
+    /// Whether to publish now: half a second has passed since the last time this said so (the
+    /// clock is read every few hundred calls, or every call: [`for_rare_calls`](Self::for_rare_calls)).
+    pub fn due(&mut self) -> bool {
         self.calls += 1;
-        if self.path.is_none() || self.calls < CHECK_EVERY {
+        if self.path.is_none() || self.calls < self.check_every {
             return false;
         }
         self.calls = 0;
