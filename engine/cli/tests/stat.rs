@@ -1,6 +1,8 @@
 //! `softrdma stat` (issue 33): the counters of a running `perf --server` (one side per process over
 //! kernel UDP on loopback) and of an in-process run grow while they run, per device and per QP;
-//! a process that has ended is no longer listed.
+//! a process that has ended is no longer listed. For UET (issue 58): perf runs, and a libfabric
+//! program over the provider (`fi_pingpong` under `softrdma run`, in two network namespaces; root,
+//! iproute2 and `libfabric-bin`, else it says so and skips, except under CI).
 
 mod common;
 
@@ -288,4 +290,160 @@ fn stat_shows_a_uet_perf_server() {
     }
     assert_eq!(node["pdcs"][0]["peer"], "127.0.55.3", "{node}");
     assert!(node["tss"].is_null(), "no secure domain without --tss: {node}");
+}
+
+/// The first UET node of every published process of the stat directory `dir` whose description
+/// contains `what`, with its address, by address.
+fn by_ip(dir: &std::path::Path, what: &str) -> Vec<(String, Value)> {
+    let o = softrdma(dir, &["stat", "--json"]).output().unwrap();
+    if !o.status.success() {
+        // None publishes (yet).
+        assert!(String::from_utf8_lossy(&o.stderr).contains("no softrdma process"), "{o:?}");
+        return Vec::new();
+    }
+    let all: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let mut v: Vec<(String, Value)> = all
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["what"].as_str().unwrap_or("").contains(what))
+        .filter_map(|p| Some((p["uet"][0]["ip"].as_str()?.to_string(), p["uet"][0].clone())))
+        .collect();
+    v.sort_by(|a, b| a.0.cmp(&b.0));
+    v
+}
+
+/// The node at `ip` among the published ones (`by_ip`).
+fn node_at(dir: &std::path::Path, ip: &str) -> Value {
+    let got = by_ip(dir, "fi_pingpong (libfabric)");
+    got.into_iter().find(|(a, _)| a == ip).map(|(_, n)| n).unwrap_or_else(|| panic!("no node at {ip}"))
+}
+
+/// Sends (SEND and TAGGED_SEND: fi_pingpong's messages go as TAGGED_SEND on the HPC profile) of
+/// a node's SES, sent (`ops_tx`) or received (`ops_rx`).
+fn sends(node: &Value, dir: &str) -> u64 {
+    ["SEND", "TAGGED_SEND"].iter().map(|op| node["ses"][dir][op].as_u64().unwrap_or(0)).sum()
+}
+
+/// `softrdma stat` of a libfabric program (issue 58): `fi_pingpong` over the provider, sealed by
+/// TSS, between two network namespaces, is listed while it runs with its domain's endpoint: PDCs,
+/// packets, ACKs, SES requests by opcode, TSS and the PDC's window and rate, from the cores'
+/// own counters. The two sides agree: read server, client, server, client, each read more than
+/// a publishing period after the one before (so each publication falls between those read
+/// before and after it), the packets and SENDs one side sent lie between what the other had
+/// received before and after (nothing is lost on the veth), and each side has sent as many as it
+/// received, give or take the one in flight. The server keeps the verbs library, whose device is
+/// listed beside the provider's node in the same process.
+#[test]
+fn stat_shows_a_libfabric_program_over_the_provider() {
+    use common::netns::Netns;
+    use common::proc::{Running, listens};
+    let name = "stat_shows_a_libfabric_program_over_the_provider";
+    if !common::proc::can_run_tools(name, &["fi_pingpong"], "libfabric-bin") {
+        return;
+    }
+    let dir = common::scratch_dir("stat-fabric");
+    let key = dir.join("key");
+    std::fs::write(&key, "5a".repeat(32)).unwrap();
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
+    let n = Netns::new('s', "10.96.0");
+    let env_dir = format!("SOFTRDMA_STAT_DIR={}", dir.display());
+    let env_key = format!("SOFTRDMA_TSS_KEY_FILE={}", key.display());
+    let pingpong = ["fi_pingpong", "-p", "softrdma", "-e", "rdm", "-S", "1024", "-I", "100000000"];
+    // The server keeps the verbs library (libfabric's verbs provider opens its device at start-up,
+    // which publishes beside the provider); the client runs without it.
+    let spawn = |ns: &str, dev: &str, verbs: bool, extra: &[&str]| {
+        let mut args = vec!["run", "--backend", "udp", "--dev", dev];
+        if !verbs {
+            args.push("--no-verbs");
+        }
+        args.extend(["--", "env", &env_dir, &env_key]);
+        args.extend(pingpong);
+        args.extend(extra);
+        Running::new(n.spawn(ns, &args))
+    };
+    let mut server = spawn(&n.a, &n.va, true, &[]);
+    let until = Instant::now() + Duration::from_secs(20);
+    while !listens(server.child.id(), 47592) && !server.exited() && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mut client = spawn(&n.b, &n.vb, false, &["10.96.0.1"]);
+    let (s_ip, c_ip) = ("10.96.0.1", "10.96.0.2");
+    // Both publish once their ping-pong runs.
+    let end = Instant::now() + Duration::from_secs(30);
+    loop {
+        let got = by_ip(&dir, "fi_pingpong (libfabric)");
+        if got.len() == 2 && got.iter().all(|(_, n)| sends(n, "ops_rx") > 0) {
+            break;
+        }
+        if Instant::now() > end || server.exited() || client.exited() {
+            let (c, s) = (client.finish(Instant::now()), server.finish(Instant::now()));
+            panic!("no ping-pong published: {got:?}\n{}\n{}", c.describe("client"), s.describe("server"));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let gap = || std::thread::sleep(Duration::from_millis(1200));
+    let s1 = node_at(&dir, s_ip);
+    gap();
+    let c1 = node_at(&dir, c_ip);
+    gap();
+    let s2 = node_at(&dir, s_ip);
+    gap();
+    let c2 = node_at(&dir, c_ip);
+    let server_doc = stat(&dir, server.child.id());
+    let text = String::from_utf8_lossy(&softrdma(&dir, &["stat"]).output().unwrap().stdout).into_owned();
+    let still = !server.exited() && !client.exited();
+    let (c, s) = (client.finish(Instant::now()), server.finish(Instant::now()));
+    assert!(still, "the ping-pong ended early:\n{}\n{}", c.describe("client"), s.describe("server"));
+    std::fs::remove_dir_all(&dir).unwrap();
+
+    assert_eq!(s2["name"], "domain 0 ep0 rdm hpc", "{s2}");
+    // The server's verbs device (the verbs library's file) and its domain (the provider's) show
+    // as one process.
+    let what = server_doc["what"].as_str().unwrap();
+    assert!(
+        what.contains("fi_pingpong (libfabric)") && what.contains("fi_pingpong (softrdma run)"),
+        "{what}"
+    );
+    let dev = server_doc["devices"][0]["name"].as_str().unwrap_or("");
+    assert!(dev.starts_with("softrdma_"), "the verbs library's device beside the node: {server_doc}");
+    assert_eq!(server_doc["uet"].as_array().map(Vec::len), Some(1), "{server_doc}");
+    for (node, path) in [
+        (&c2, &["frames_tx"][..]),
+        (&s2, &["frames_rx"]),
+        (&c2, &["pds", "pdcs_open"]),
+        (&s2, &["pds", "pdcs_accepted"]),
+        (&c2, &["pds", "packets_tx"]),
+        (&s2, &["pds", "packets_rx"]),
+        (&c2, &["pds", "acks_rx"]),
+        (&s2, &["pds", "acks_tx"]),
+        (&c2, &["ses", "completions"]),
+        (&s2, &["ses", "rx_used"]),
+        (&c2, &["tss", "sealed"]),
+        (&s2, &["tss", "opened"]),
+    ] {
+        assert!(uet_n(node, path) > 0, "{path:?} of {}: {node}", node["ip"]);
+    }
+    for node in [&c2, &s2] {
+        assert_eq!((uet_n(node, &["tss", "bad_icv"]), uet_n(node, &["tss", "replays"])), (0, 0), "{node}");
+        assert!(node["tss"]["epoch"].is_u64(), "{node}");
+        // A ping-pong: each side has sent as many SENDs as it received, give or take the one in flight.
+        assert!(sends(node, "ops_tx").abs_diff(sends(node, "ops_rx")) <= 1, "{node}");
+        let pdc = &node["pdcs"][0];
+        assert!(pdc["rate_bps"].as_u64().unwrap_or(0) > 0, "a PDC's rate: {node}");
+    }
+    let pkts = |n: &Value, k: &str| uet_n(n, &["pds", k]);
+    let bracket = |lo: u64, x: u64, hi: u64, what: &str| {
+        assert!(lo <= x && x <= hi, "{what}: {lo} <= {x} <= {hi}\n{s1}\n{c1}\n{s2}\n{c2}");
+    };
+    bracket(pkts(&s1, "packets_rx"), pkts(&c1, "packets_tx"), pkts(&s2, "packets_rx"), "client's packets");
+    bracket(pkts(&c1, "packets_rx"), pkts(&s2, "packets_tx"), pkts(&c2, "packets_rx"), "server's packets");
+    bracket(sends(&s1, "ops_rx"), sends(&c1, "ops_tx"), sends(&s2, "ops_rx"), "client's SENDs");
+    bracket(sends(&c1, "ops_rx"), sends(&s2, "ops_tx"), sends(&c2, "ops_rx"), "server's SENDs");
+    assert!(sends(&s2, "ops_rx") > sends(&s1, "ops_rx"), "the counters grow: {s1}\n{s2}");
+    assert!(text.contains("uet domain 0 ep0 rdm hpc 10.96.0.1: frames tx"), "{text}");
+    assert!(text.contains("ses: requests sent (TAGGED_SEND "), "{text}");
 }

@@ -1,6 +1,7 @@
 //! `fi_fabric` and `fi_domain` with the domain's operation tables: the fabric object only names
 //! the UDP fabric; a domain (`domain.rs`) opens the engine's fabric on the host address of the
-//! offer (its source address, else [`crate::config`]) and holds the profile the program chose.
+//! offer (its source address, else [`crate::config`]), publishing its counters for `softrdma
+//! stat`, and holds the profile the program chose.
 
 use core::ffi::{c_int, c_void};
 use std::net::Ipv4Addr;
@@ -180,6 +181,8 @@ unsafe extern "C" fn open_domain(
         Ok(Some(dev)) => provider::Fabric::open_afxdp(&dev, ip, control),
         Err(why) => return fail(&FiError::new(FiErrno::EINVAL, why), true),
     };
+    // `softrdma stat` shows the domain's endpoints (softrdma-stat's publisher).
+    engine_fabric.set_stat_sink(softrdma_stat::provider::sink());
     let engine_domain = engine_fabric.domain(&offer.info, crate::config::PROCESS);
     let d = Box::new(domain::Domain {
         fid: fid_domain {

@@ -4,9 +4,11 @@
 //! the stat directory (`SOFTRDMA_STAT_DIR`, default `/tmp/softrdma-stat`), replaced atomically
 //! (written aside, then renamed) and removed when the publisher drops; the reader shows a
 //! process's files as one process. Any process that runs devices publishes through it: `softrdma
-//! perf`, and programs under `softrdma run` (the verbs library). A document holds the process's RoCE devices ([`device`]) and its UET
+//! perf`, programs under `softrdma run` (the verbs library), and programs over the libfabric
+//! provider ([`provider`]). A document holds the process's RoCE devices ([`device`]) and its UET
 //! nodes ([`uet::node`]).
 
+pub mod provider;
 pub mod uet;
 
 use engine::verbs::{Context, QpState};
