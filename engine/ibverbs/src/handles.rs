@@ -19,8 +19,6 @@ pub(crate) struct Objects {
     pub(crate) cqs: HashMap<Cq, usize>,
     pub(crate) qps: HashMap<Qp, usize>,
     pub(crate) srqs: HashMap<Srq, usize>,
-    /// rdma_cm IDs (`SoftId` addresses).
-    pub(crate) cm_ids: HashMap<engine::verbs::CmId, usize>,
 }
 
 /// An opened device: rdma-core's `struct verbs_context` (which ends with the `struct ibv_context`

@@ -3,26 +3,31 @@
 //! do not (issue 28, acceptance 3): posting and polling from two threads at once with data checked
 //! (a), a thread blocked in `ibv_get_cq_event` woken by a completion (b), registration of
 //! `malloc`ed, stack and `mmap`ed buffers at odd addresses and lengths (c), and misuse answered
-//! with libibverbs' error conventions (d). The program is `tests/c/*.c`; it prints one `ok:` or
-//! `FAIL:` line per check and exits 0 only if all passed.
+//! with libibverbs' error conventions (d), and one rdma_cm ID shared by threads (g). The program is
+//! `tests/c/*.c`; it prints one `ok:` or `FAIL:` line per check and exits 0 only if all passed.
 //!
-//! Needs `cc` and `/usr/include/infiniband/verbs.h` (`scripts/setup.sh` installs
-//! `libibverbs-dev`); outside CI the tests say why they skip, under CI they fail instead.
+//! Needs `cc`, `/usr/include/infiniband/verbs.h` and `/usr/include/rdma/rdma_cma.h`
+//! (`scripts/setup.sh` installs `libibverbs-dev` and `librdmacm-dev`); outside CI the tests say
+//! why they skip, under CI they fail instead.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 const VERBS_H: &str = "/usr/include/infiniband/verbs.h";
+const RDMA_CMA_H: &str = "/usr/include/rdma/rdma_cma.h";
 const LIB: &str = "libsoftrdma_ibverbs.so";
 
 /// Whether a C compiler and the libibverbs headers are here; under CI they must be.
 fn can_build(name: &str) -> bool {
     let cc = Command::new("cc").arg("--version").output().is_ok_and(|o| o.status.success());
-    let why = match (cc, Path::new(VERBS_H).is_file()) {
-        (true, true) => return true,
-        (false, _) => "no C compiler (cc)".to_string(),
-        (true, false) => format!("{VERBS_H} is missing (libibverbs-dev; scripts/setup.sh installs it)"),
+    let why = match (cc, Path::new(VERBS_H).is_file(), Path::new(RDMA_CMA_H).is_file()) {
+        (true, true, true) => return true,
+        (false, _, _) => "no C compiler (cc)".to_string(),
+        (true, false, _) => format!("{VERBS_H} is missing (libibverbs-dev; scripts/setup.sh installs it)"),
+        (true, true, false) => {
+            format!("{RDMA_CMA_H} is missing (librdmacm-dev; scripts/setup.sh installs it)")
+        }
     };
     assert!(std::env::var_os("CI").is_none(), "{name} cannot run under CI: {why}");
     eprintln!("{name}: skipped: {why}");
@@ -48,8 +53,8 @@ fn library() -> PathBuf {
         })
 }
 
-/// Compiles `tests/c/*.c` into `dir` as `cc -O2 -Wall -Werror -pthread ... -libverbs` would for
-/// any libibverbs program; returns the binary.
+/// Compiles `tests/c/*.c` into `dir` as `cc -O2 -Wall -Werror -pthread ... -libverbs -lrdmacm`
+/// would for any libibverbs and librdmacm program; returns the binary.
 fn compile(dir: &Path) -> PathBuf {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c");
     let mut sources: Vec<PathBuf> = std::fs::read_dir(&src)
@@ -64,7 +69,7 @@ fn compile(dir: &Path) -> PathBuf {
         .args(["-O2", "-Wall", "-Werror", "-pthread", "-o"])
         .arg(&bin)
         .args(&sources)
-        .arg("-libverbs")
+        .args(["-libverbs", "-lrdmacm"])
         .output()
         .expect("run cc");
     assert!(
@@ -174,4 +179,14 @@ fn extended_send_api() {
 #[test]
 fn middleware_attributes() {
     run_part("middleware_attributes", "f", &[], "127.0.28.6", Duration::from_secs(90));
+}
+
+/// Part g: one rdma_cm ID used from three threads: an event thread that holds each ADDR_RESOLVED
+/// event a while before it reads `event->id->context` and acknowledges it, the main thread that
+/// destroys the ID meanwhile (and frees the context once `rdma_destroy_id` returns), a third
+/// that queries and sets options on it all along; destroy waits for the acknowledgement, a
+/// destroyed ID answers `EINVAL`.
+#[test]
+fn cm_id_shared_by_threads() {
+    run_part("cm_id_shared_by_threads", "g", &[], "127.0.28.7", Duration::from_secs(120));
 }

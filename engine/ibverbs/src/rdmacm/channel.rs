@@ -1,7 +1,7 @@
 //! Event channels and events: `rdma_create_event_channel`, `rdma_get_cm_event`,
 //! `rdma_ack_cm_event`, `rdma_event_str`, and the wait of synchronous IDs.
 
-use super::objects::{Kind, SoftCmChannel, SoftId, born, died, err, fail};
+use super::objects::{Kind, Locked, SoftCmChannel, SoftId, born, died, err, fail};
 use crate::abi::*;
 use crate::cm_abi::*;
 use crate::errno;
@@ -9,6 +9,7 @@ use crate::handles::Ctx;
 use engine::verbs::{CmEventKind, CmIdEvent};
 use rustix::fd::BorrowedFd;
 use std::ffi::{c_char, c_int};
+use std::sync::Arc;
 
 /// A channel on the process's rdma_cm device.
 pub(crate) fn create() -> Result<&'static SoftCmChannel, c_int> {
@@ -56,11 +57,14 @@ pub unsafe extern "C" fn rdma_destroy_event_channel(channel: *mut rdma_event_cha
 }
 
 /// An event as programs see it: rdma-core's `struct rdma_cm_event` first, with the private data
-/// its parameters point at.
+/// its parameters point at, and the IDs it names (`id`, `listen_id`), kept allocated until it is
+/// acknowledged; `owner` is the one it counts against (a connect request's listener, else its ID).
 #[repr(C)]
 struct SoftEvent {
     ev: rdma_cm_event,
     private: Vec<u8>,
+    owner: Arc<SoftId>,
+    _child: Option<Arc<SoftId>>,
 }
 
 fn event_type(k: CmEventKind) -> rdma_cm_event_type {
@@ -78,40 +82,46 @@ fn event_type(k: CmEventKind) -> rdma_cm_event_type {
     }
 }
 
-/// The ID an event names: the registered one, or for a connect request a new ID that inherits
-/// the listener's channel, context and port space.
-fn id_for(ctx: &'static Ctx, e: &CmIdEvent) -> (*mut rdma_cm_id, *mut rdma_cm_id) {
-    let known = |cm| ctx.objects().cm_ids.get(&cm).copied().unwrap_or(0) as *mut rdma_cm_id;
-    let Some(listen) = e.listen_id else { return (known(e.id), std::ptr::null_mut()) };
-    let lp = known(listen);
-    // SAFETY: a registered ID is live until `rdma_destroy_id` unregisters it.
-    let Some(l) = SoftId::from(lp) else { return (std::ptr::null_mut(), std::ptr::null_mut()) };
-    let child = SoftId::boxed(ctx, e.id, l.id.channel, l.id.ps);
-    // SAFETY: `child` was just boxed by `SoftId::boxed`, and no other reference to it exists yet.
-    let c = unsafe { &mut *child };
-    c.id.context = l.id.context;
-    c.id.verbs = ctx.ibv();
-    c.id.port_num = 1;
-    c.id.qp_type = if e.ud.is_some() { IBV_QPT_UD } else { l.id.qp_type };
-    c.qp_init = None;
-    c.sync_addrs();
-    c.id.route.num_paths = 1;
-    (child.cast(), lp)
+/// The IDs an event names, `(id, listen_id)`, the event counted against the second if there is
+/// one, else the first: the registered one, or for a connect request a new ID that inherits the
+/// listener's channel, context and port space. `None` if the ID is gone or being destroyed.
+fn ids_for(ctx: &'static Ctx, e: &CmIdEvent) -> Option<(Arc<SoftId>, Option<Arc<SoftId>>)> {
+    let Some(listen) = e.listen_id else {
+        let s = SoftId::of_cm(ctx, e.id)?;
+        s.lock()?.count_event();
+        return Some((s, None));
+    };
+    let l = SoftId::of_cm(ctx, listen)?;
+    let mut g = l.lock()?;
+    let lid = g.id();
+    let mut c = SoftId::blank(lid.channel, lid.ps);
+    c.context = lid.context;
+    c.verbs = ctx.ibv();
+    c.port_num = 1;
+    c.qp_type = if e.ud.is_some() { IBV_QPT_UD } else { lid.qp_type };
+    c.route.num_paths = 1;
+    let child = SoftId::register(ctx, e.id, c, false);
+    g.count_event();
+    drop(g);
+    let child = SoftId::get(child)?;
+    child.lock()?.sync_addrs();
+    Some((child, Some(l)))
 }
 
 /// Turns an engine event into a program's event (null if its ID is gone).
 fn convert(ctx: &'static Ctx, e: CmIdEvent) -> *mut rdma_cm_event {
-    let (id, listen_id) = id_for(ctx, &e);
-    if id.is_null() {
-        return std::ptr::null_mut();
-    }
+    let Some((id, listen)) = ids_for(ctx, &e) else { return std::ptr::null_mut() };
     // SAFETY: all-zero is a valid `rdma_cm_event`.
     let mut ev: rdma_cm_event = unsafe { std::mem::zeroed() };
-    ev.id = id;
-    ev.listen_id = listen_id;
+    ev.id = id.as_ptr();
+    ev.listen_id = listen.as_ref().map_or(std::ptr::null_mut(), |l| l.as_ptr());
     ev.event = event_type(e.kind);
     ev.status = e.status;
-    let mut out = Box::new(SoftEvent { ev, private: e.param.private_data });
+    let (owner, child) = match listen {
+        Some(l) => (l, Some(id)),
+        None => (id, None),
+    };
+    let mut out = Box::new(SoftEvent { ev, private: e.param.private_data, owner, _child: child });
     let (pd, len) = (out.private.as_ptr().cast(), out.private.len().min(255) as u8);
     match e.ud {
         Some(ud) => {
@@ -224,30 +234,36 @@ pub unsafe extern "C" fn rdma_ack_cm_event(event: *mut rdma_cm_event) -> c_int {
     if ack(event) { 0 } else { err(libc::EINVAL) }
 }
 
-/// Frees `event` if it is a live event of this library; whether it was.
+/// Frees `event` if it is a live event of this library, and counts it acknowledged for the ID it
+/// counts against; whether it was live. Takes no ID's lock (a caller may hold one).
 pub(crate) fn ack(event: *mut rdma_cm_event) -> bool {
     if !died(Kind::Event, event as usize) {
         return false;
     }
     // SAFETY: a live event is a leaked `SoftEvent`, now acknowledged (no longer live): freed once.
-    drop(unsafe { Box::from_raw(event.cast::<SoftEvent>()) });
+    let e = unsafe { Box::from_raw(event.cast::<SoftEvent>()) };
+    e.owner.event_acked();
     true
 }
 
 /// What a synchronous call waits for: the ID's next event, kept in `id->event` (acknowledged by
 /// the next call or `rdma_destroy_id`); 0, or -1 with `errno` from its status (`ECONNREFUSED`
-/// for a rejection), as librdmacm's `ucma_complete`.
-pub(crate) fn complete(s: &mut SoftId) -> c_int {
-    if !s.id.event.is_null() {
-        ack(s.id.event);
-        s.id.event = std::ptr::null_mut();
-    }
-    let Some(ch) = SoftCmChannel::from(s.id.channel) else { return err(libc::EINVAL) };
-    let ev = match next(ch) {
+/// for a rejection), as librdmacm's `ucma_complete`. The ID's lock is let go during the wait (the
+/// event of a connect request reads the listener under it) and taken again after: an ID destroyed
+/// meanwhile answers `EINVAL`.
+pub(crate) fn complete(s: &mut Locked<'_>) -> c_int {
+    let kept = std::mem::replace(&mut s.id().event, std::ptr::null_mut());
+    ack(kept);
+    let Some(ch) = SoftCmChannel::from(s.id().channel) else { return err(libc::EINVAL) };
+    let ev = match s.unlocked(|| next(ch)) {
         Ok(ev) => ev,
         Err(e) => return err(e),
     };
-    s.id.event = ev;
+    if s.is_destroyed() {
+        ack(ev);
+        return err(libc::EINVAL);
+    }
+    s.id().event = ev;
     // SAFETY: `ev` is the event the wait just returned and kept in `s.id.event`: a live leaked
     // `SoftEvent` until it is acknowledged, which has not happened.
     let (kind, status) = unsafe { ((*ev).event, (*ev).status) };
@@ -262,7 +278,7 @@ pub(crate) fn complete(s: &mut SoftId) -> c_int {
 }
 
 /// The engine error of a synchronous ID's call, or its wait.
-pub(crate) fn finish(s: &mut SoftId, r: Result<(), engine::verbs::VerbsError>) -> c_int {
+pub(crate) fn finish(s: &mut Locked<'_>, r: Result<(), engine::verbs::VerbsError>) -> c_int {
     match r {
         Err(e) => fail(&e),
         Ok(()) if s.sync => complete(s),

@@ -5,7 +5,7 @@
 
 use super::channel::{self, complete, finish};
 use super::id::{rdma_bind_addr, rdma_create_id, rdma_destroy_id, rdma_resolve_addr, rdma_resolve_route};
-use super::objects::{SoftCmChannel, SoftId, err, fail, is_ud};
+use super::objects::{Locked, SoftCmChannel, SoftId, err, fail, is_ud};
 use crate::abi::*;
 use crate::cm_abi::*;
 use crate::errno;
@@ -25,9 +25,9 @@ fn device_pd(ctx: &'static Ctx) -> *mut ibv_pd {
 
 /// Makes the CQs (each with its own completion channel, `cq_context` = the ID) an attribute
 /// structure lacks, as librdmacm's `ucma_create_cqs`.
-fn create_cqs(s: &mut SoftId, attr: &mut ibv_qp_init_attr) -> Result<(), c_int> {
-    let ctx = s.ctx.ibv();
-    let id_ptr = std::ptr::from_mut(&mut s.id).cast::<c_void>();
+fn create_cqs(s: &mut Locked<'_>, attr: &mut ibv_qp_init_attr) -> Result<(), c_int> {
+    let ctx = s.s.ctx.ibv();
+    let id_ptr = s.ptr().cast::<c_void>();
     let make = |depth: u32| -> Result<(*mut ibv_comp_channel, *mut ibv_cq), c_int> {
         // SAFETY: `ctx` is the ID's context, live for the process (`open_first` never closes it),
         // as `ibv_create_comp_channel` requires.
@@ -48,26 +48,26 @@ fn create_cqs(s: &mut SoftId, attr: &mut ibv_qp_init_attr) -> Result<(), c_int> 
     };
     if attr.recv_cq.is_null() {
         let (ch, cq) = make(attr.cap.max_recv_wr)?;
-        (s.id.recv_cq_channel, s.id.recv_cq, attr.recv_cq) = (ch, cq, cq);
+        (s.id().recv_cq_channel, s.id().recv_cq, attr.recv_cq) = (ch, cq, cq);
         s.own_cqs = true;
     }
     if attr.send_cq.is_null() {
         let (ch, cq) = make(attr.cap.max_send_wr)?;
-        (s.id.send_cq_channel, s.id.send_cq, attr.send_cq) = (ch, cq, cq);
+        (s.id().send_cq_channel, s.id().send_cq, attr.send_cq) = (ch, cq, cq);
         s.own_cqs = true;
     }
     Ok(())
 }
 
 /// Destroys the CQs (and channels) [`create_cqs`] made.
-fn destroy_cqs(s: &mut SoftId) {
+fn destroy_cqs(s: &mut Locked<'_>) {
     if !s.own_cqs {
         return;
     }
     // SAFETY: the CQs and channels are the ones `create_cqs` made (`own_cqs`), each destroyed once:
     // the CQ before its channel, and the fields are cleared below.
     unsafe {
-        for (cq, ch) in [(s.id.send_cq, s.id.send_cq_channel), (s.id.recv_cq, s.id.recv_cq_channel)] {
+        for (cq, ch) in [(s.id().send_cq, s.id().send_cq_channel), (s.id().recv_cq, s.id().recv_cq_channel)] {
             if !cq.is_null() {
                 crate::cq::ibv_destroy_cq(cq);
             }
@@ -76,7 +76,7 @@ fn destroy_cqs(s: &mut SoftId) {
             }
         }
     }
-    (s.id.send_cq, s.id.send_cq_channel, s.id.recv_cq, s.id.recv_cq_channel) =
+    (s.id().send_cq, s.id().send_cq_channel, s.id().recv_cq, s.id().recv_cq_channel) =
         (std::ptr::null_mut(), std::ptr::null_mut(), std::ptr::null_mut(), std::ptr::null_mut());
     s.own_cqs = false;
 }
@@ -86,15 +86,15 @@ fn destroy_cqs(s: &mut SoftId) {
 ///
 /// # Safety
 /// `pd` is null or a PD of this library; `attr`'s CQs and SRQ are null or this library's.
-unsafe fn create_qp(s: &mut SoftId, pd: *mut ibv_pd, attr: &mut ibv_qp_init_attr) -> c_int {
-    if !s.id.qp.is_null() {
+unsafe fn create_qp(s: &mut Locked<'_>, pd: *mut ibv_pd, attr: &mut ibv_qp_init_attr) -> c_int {
+    if !s.id().qp.is_null() {
         return err(libc::EINVAL);
     }
-    let pd = [pd, s.id.pd].into_iter().find(|p| !p.is_null()).unwrap_or_else(|| device_pd(s.ctx));
+    let pd = [pd, s.id().pd].into_iter().find(|p| !p.is_null()).unwrap_or_else(|| device_pd(s.s.ctx));
     // SAFETY: `pd` is the caller's (null or a PD of this library, this function's contract), else
     // the ID's (set by this library) or the device's (`device_pd`), as `SoftPd::from` requires.
     match unsafe { SoftPd::from(pd) } {
-        Some((_, c)) if std::ptr::eq(c, s.ctx) => {}
+        Some((_, c)) if std::ptr::eq(c, s.s.ctx) => {}
         _ => return err(libc::EINVAL),
     }
     if let Err(e) = create_cqs(s, attr) {
@@ -109,7 +109,7 @@ unsafe fn create_qp(s: &mut SoftId, pd: *mut ibv_pd, attr: &mut ibv_qp_init_attr
         destroy_cqs(s);
         return -1;
     };
-    if let Err(e) = s.ctx.dev.lock().cm_attach_qp(s.cm, q.qp) {
+    if let Err(e) = s.s.ctx.dev.lock().cm_attach_qp(s.s.cm, q.qp) {
         // SAFETY: `qp` is the QP just made, which nothing else knows yet, destroyed once.
         unsafe { crate::qp::ibv_destroy_qp(qp) };
         destroy_cqs(s);
@@ -119,8 +119,8 @@ unsafe fn create_qp(s: &mut SoftId, pd: *mut ibv_pd, attr: &mut ibv_qp_init_attr
     // SAFETY: `qp` is the live QP just made; its `ibv_qp` lies in `SoftQp::ex`, an `UnsafeCell`,
     // so the write does not contradict `q`.
     unsafe { (*qp).state = if is_ud(s) { IBV_QPS_RTS } else { IBV_QPS_INIT } };
-    s.id.qp = qp;
-    s.id.pd = pd;
+    s.id().qp = qp;
+    s.id().pd = pd;
     0
 }
 
@@ -137,7 +137,9 @@ pub unsafe extern "C" fn rdma_create_qp(
     pd: *mut ibv_pd,
     qp_init_attr: *mut ibv_qp_init_attr,
 ) -> c_int {
-    let Some(s) = SoftId::from(id) else { return err(libc::EINVAL) };
+    let Some(s) = SoftId::get(id) else { return err(libc::EINVAL) };
+    let Some(mut s) = s.lock() else { return err(libc::EINVAL) };
+    let s = &mut s;
     if qp_init_attr.is_null() {
         return err(libc::EINVAL);
     }
@@ -157,7 +159,9 @@ pub unsafe extern "C" fn rdma_create_qp_ex(
     id: *mut rdma_cm_id,
     qp_init_attr: *mut ibv_qp_init_attr_ex,
 ) -> c_int {
-    let Some(s) = SoftId::from(id) else { return err(libc::EINVAL) };
+    let Some(s) = SoftId::get(id) else { return err(libc::EINVAL) };
+    let Some(mut s) = s.lock() else { return err(libc::EINVAL) };
+    let s = &mut s;
     if qp_init_attr.is_null() {
         return err(libc::EINVAL);
     }
@@ -181,14 +185,16 @@ pub unsafe extern "C" fn rdma_create_qp_ex(
 /// - `id` is null or any pointer: IDs are looked up among the live ones.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rdma_destroy_qp(id: *mut rdma_cm_id) {
-    let Some(s) = SoftId::from(id) else { return };
-    if !s.id.qp.is_null() {
-        let _ = s.ctx.dev.lock().cm_detach_qp(s.cm);
-        // SAFETY: `s.id.qp` is the QP `create_qp` made for this ID (programs destroy it only
+    let Some(s) = SoftId::get(id) else { return };
+    let Some(mut s) = s.lock() else { return };
+    let s = &mut s;
+    if !s.id().qp.is_null() {
+        let _ = s.s.ctx.dev.lock().cm_detach_qp(s.s.cm);
+        // SAFETY: `s.id().qp` is the QP `create_qp` made for this ID (programs destroy it only
         // through `rdma_destroy_qp`, as with librdmacm), detached from the engine's CM just above;
         // the field is cleared below, so it is destroyed once.
-        unsafe { crate::qp::ibv_destroy_qp(s.id.qp) };
-        s.id.qp = std::ptr::null_mut();
+        unsafe { crate::qp::ibv_destroy_qp(s.id().qp) };
+        s.id().qp = std::ptr::null_mut();
     }
     destroy_cqs(s);
 }
@@ -199,11 +205,11 @@ pub unsafe extern "C" fn rdma_destroy_qp(id: *mut rdma_cm_id) {
 /// # Safety
 /// `p` is null or a valid `rdma_conn_param` whose `private_data` is null or holds
 /// `private_data_len` readable bytes (rdma_connect(3), rdma_accept(3)).
-unsafe fn param(p: *const rdma_conn_param, s: &SoftId) -> ConnParam {
+unsafe fn param(p: *const rdma_conn_param, s: &mut Locked<'_>) -> ConnParam {
     let max = LIMITS.max_rd_atomic;
-    // SAFETY: `s.id.qp` is null (checked) or the live QP `create_qp` made for this ID, which
+    // SAFETY: `s.id().qp` is null (checked) or the live QP `create_qp` made for this ID, which
     // `rdma_destroy_qp` clears before it frees it.
-    let qp_num = if s.id.qp.is_null() { 0 } else { unsafe { (*s.id.qp).qp_num } };
+    let qp_num = if s.id().qp.is_null() { 0 } else { unsafe { (*s.id().qp).qp_num } };
     // SAFETY: the caller passes a valid parameter structure or null.
     let Some(p) = (unsafe { p.as_ref() }) else {
         return ConnParam {
@@ -230,7 +236,7 @@ unsafe fn param(p: *const rdma_conn_param, s: &SoftId) -> ConnParam {
         retry_count: p.retry_count.min(7),
         rnr_retry_count: p.rnr_retry_count.min(7),
         srq: p.srq != 0,
-        qp_num: if s.id.qp.is_null() { p.qp_num } else { qp_num },
+        qp_num: if s.id().qp.is_null() { p.qp_num } else { qp_num },
     }
 }
 
@@ -242,13 +248,15 @@ unsafe fn param(p: *const rdma_conn_param, s: &SoftId) -> ConnParam {
 /// - `conn_param` is null or a valid `rdma_conn_param` (writable where it is an out parameter).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rdma_connect(id: *mut rdma_cm_id, conn_param: *mut rdma_conn_param) -> c_int {
-    let Some(s) = SoftId::from(id) else { return err(libc::EINVAL) };
-    if s.id.qp.is_null() && conn_param.is_null() {
+    let Some(s) = SoftId::get(id) else { return err(libc::EINVAL) };
+    let Some(mut s) = s.lock() else { return err(libc::EINVAL) };
+    let s = &mut s;
+    if s.id().qp.is_null() && conn_param.is_null() {
         return err(libc::EINVAL);
     }
     // SAFETY: the caller passes a valid parameter structure or null.
     let p = unsafe { param(conn_param, s) };
-    let r = s.ctx.dev.lock().cm_connect(s.cm, &p);
+    let r = s.s.ctx.dev.lock().cm_connect(s.s.cm, &p);
     finish(s, r)
 }
 
@@ -261,23 +269,35 @@ pub unsafe extern "C" fn rdma_connect(id: *mut rdma_cm_id, conn_param: *mut rdma
 /// - `conn_param` is null or a valid `rdma_conn_param` (writable where it is an out parameter).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rdma_accept(id: *mut rdma_cm_id, conn_param: *mut rdma_conn_param) -> c_int {
-    let Some(s) = SoftId::from(id) else { return err(libc::EINVAL) };
-    if s.id.qp.is_null() && conn_param.is_null() {
+    let Some(s) = SoftId::get(id) else { return err(libc::EINVAL) };
+    let Some(mut s) = s.lock() else { return err(libc::EINVAL) };
+    let s = &mut s;
+    if s.id().qp.is_null() && conn_param.is_null() {
         return err(libc::EINVAL);
     }
     // SAFETY: the caller passes a valid parameter structure or null.
     let p = unsafe { param(conn_param, s) };
-    let r = s.ctx.dev.lock().cm_accept(s.cm, &p);
+    let r = s.s.ctx.dev.lock().cm_accept(s.s.cm, &p);
     if let Err(e) = r {
         return fail(&e);
     }
-    if !s.id.qp.is_null() && !is_ud(s) {
-        // SAFETY: `s.id.qp` is not null (checked), so the live QP `create_qp` made for this ID; its
+    if !s.id().qp.is_null() && !is_ud(s) {
+        // SAFETY: `s.id().qp` is not null (checked), so the live QP `create_qp` made for this ID; its
         // `ibv_qp` lies in `SoftQp::ex`, an `UnsafeCell`, this library's to write (programs read
         // `qp->state`) while other threads hold a `&SoftQp`.
-        unsafe { (*s.id.qp).state = IBV_QPS_RTS };
+        unsafe { (*s.id().qp).state = IBV_QPS_RTS };
     }
-    if s.sync && !is_ud(s) { complete(s) } else { 0 }
+    if !s.sync {
+        return 0;
+    }
+    if !is_ud(s) {
+        return complete(s);
+    }
+    // No answer to wait for: the request kept is done with (librdmacm acknowledges it here too,
+    // so that destroying the listener does not wait for it).
+    let kept = std::mem::replace(&mut s.id().event, std::ptr::null_mut());
+    channel::ack(kept);
+    0
 }
 
 /// `rdma_reject`, with private data.
@@ -292,14 +312,16 @@ pub unsafe extern "C" fn rdma_reject(
     private_data: *const c_void,
     private_data_len: u8,
 ) -> c_int {
-    let Some(s) = SoftId::from(id) else { return err(libc::EINVAL) };
+    let Some(s) = SoftId::get(id) else { return err(libc::EINVAL) };
+    let Some(mut s) = s.lock() else { return err(libc::EINVAL) };
+    let s = &mut s;
     let pd = if private_data.is_null() {
         &[][..]
     } else {
         // SAFETY: `private_data_len` bytes at `private_data`, as the caller promises.
         unsafe { std::slice::from_raw_parts(private_data.cast::<u8>(), usize::from(private_data_len)) }
     };
-    match s.ctx.dev.lock().cm_reject(s.cm, pd) {
+    match s.s.ctx.dev.lock().cm_reject(s.s.cm, pd) {
         Ok(()) => 0,
         Err(e) => fail(&e),
     }
@@ -313,16 +335,18 @@ pub unsafe extern "C" fn rdma_reject(
 /// - `id` is null or any pointer: IDs are looked up among the live ones.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rdma_disconnect(id: *mut rdma_cm_id) -> c_int {
-    let Some(s) = SoftId::from(id) else { return err(libc::EINVAL) };
-    let r = s.ctx.dev.lock().cm_disconnect(s.cm);
-    if !s.id.qp.is_null() {
-        // SAFETY: `s.id.qp` is not null (checked), so the live QP `create_qp` made for this ID, as
+    let Some(s) = SoftId::get(id) else { return err(libc::EINVAL) };
+    let Some(mut s) = s.lock() else { return err(libc::EINVAL) };
+    let s = &mut s;
+    let r = s.s.ctx.dev.lock().cm_disconnect(s.s.cm);
+    if !s.id().qp.is_null() {
+        // SAFETY: `s.id().qp` is not null (checked), so the live QP `create_qp` made for this ID, as
         // above.
-        unsafe { (*s.id.qp).state = IBV_QPS_ERR };
+        unsafe { (*s.id().qp).state = IBV_QPS_ERR };
     }
-    // SAFETY: `s.id.event` is null (checked) or the event this ID keeps, a live `rdma_cm_event` of
+    // SAFETY: `s.id().event` is null (checked) or the event this ID keeps, a live `rdma_cm_event` of
     // this library until it is acknowledged, which clears the field.
-    let seen = !s.id.event.is_null() && unsafe { (*s.id.event).event } == RDMA_CM_EVENT_DISCONNECTED;
+    let seen = !s.id().event.is_null() && unsafe { (*s.id().event).event } == RDMA_CM_EVENT_DISCONNECTED;
     match r {
         Err(e) => fail(&e),
         Ok(()) if s.sync && !seen => complete(s),
@@ -338,11 +362,13 @@ pub unsafe extern "C" fn rdma_disconnect(id: *mut rdma_cm_id) -> c_int {
 /// of this library before it is used (any other value is refused), and no other pointer is read.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rdma_establish(id: *mut rdma_cm_id) -> c_int {
-    let Some(s) = SoftId::from(id) else { return err(libc::EINVAL) };
-    if !s.id.qp.is_null() {
+    let Some(s) = SoftId::get(id) else { return err(libc::EINVAL) };
+    let Some(mut s) = s.lock() else { return err(libc::EINVAL) };
+    let s = &mut s;
+    if !s.id().qp.is_null() {
         return err(libc::EINVAL);
     }
-    let r = s.ctx.dev.lock().cm_establish(s.cm);
+    let r = s.s.ctx.dev.lock().cm_establish(s.s.cm);
     finish(s, r)
 }
 
@@ -353,7 +379,7 @@ pub unsafe extern "C" fn rdma_establish(id: *mut rdma_cm_id) -> c_int {
 /// of this library before it is used (any other value is refused), and no other pointer is read.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rdma_notify(id: *mut rdma_cm_id, _event: ibv_event_type) -> c_int {
-    if SoftId::from(id).is_none() { err(libc::EINVAL) } else { 0 }
+    if SoftId::get(id).as_ref().and_then(|s| s.lock()).is_none() { err(libc::EINVAL) } else { 0 }
 }
 
 /// `rdma_init_qp_attr`: the attributes that move a QP to `qp_attr->qp_state` (INIT, RTR, RTS)
@@ -370,7 +396,9 @@ pub unsafe extern "C" fn rdma_init_qp_attr(
     qp_attr: *mut ibv_qp_attr,
     qp_attr_mask: *mut c_int,
 ) -> c_int {
-    let Some(s) = SoftId::from(id) else { return err(libc::EINVAL) };
+    let Some(s) = SoftId::get(id) else { return err(libc::EINVAL) };
+    let Some(mut s) = s.lock() else { return err(libc::EINVAL) };
+    let s = &mut s;
     if qp_attr.is_null() || qp_attr_mask.is_null() {
         return err(libc::EINVAL);
     }
@@ -382,7 +410,7 @@ pub unsafe extern "C" fn rdma_init_qp_attr(
         IBV_QPS_RTS => QpState::Rts,
         _ => return err(libc::EINVAL),
     };
-    let q = match s.ctx.dev.lock().cm_qp_attr(s.cm, state) {
+    let q = match s.s.ctx.dev.lock().cm_qp_attr(s.s.cm, state) {
         Ok(q) => q,
         Err(e) => return fail(&e),
     };
@@ -484,32 +512,41 @@ pub unsafe extern "C" fn rdma_create_ep(
     {
         return -1;
     }
-    let Some(s) = SoftId::from(p) else { return err(libc::EINVAL) };
-    s.id.qp_type = r.ai_qp_type as ibv_qp_type;
+    let Some(s) = SoftId::get(p) else { return err(libc::EINVAL) };
+    let qp_type = r.ai_qp_type as ibv_qp_type;
+    match s.lock() {
+        Some(mut g) => g.id().qp_type = qp_type,
+        None => return err(libc::EINVAL),
+    }
     let ok = if r.ai_flags as u32 & RAI_PASSIVE != 0 {
         // SAFETY: the ID just made, the addrinfo's source address (or null).
         let bound = unsafe { rdma_bind_addr(p, r.ai_src_addr) } == 0;
-        if bound && !qp_init_attr.is_null() {
-            // SAFETY: `qp_init_attr` (not null, checked) is the caller's `ibv_qp_init_attr`
-            // (rdma_create_ep(3)), copied by value.
-            let mut a = unsafe { *qp_init_attr };
-            a.qp_type = s.id.qp_type;
-            s.qp_init = Some(a);
+        match s.lock() {
+            Some(mut g) => {
+                if bound && !qp_init_attr.is_null() {
+                    // SAFETY: `qp_init_attr` (not null, checked) is the caller's `ibv_qp_init_attr`
+                    // (rdma_create_ep(3)), copied by value.
+                    let mut a = unsafe { *qp_init_attr };
+                    a.qp_type = qp_type;
+                    g.qp_init = Some(a);
+                }
+                g.id().pd = pd;
+                bound
+            }
+            None => false,
         }
-        s.id.pd = pd;
-        bound
     } else {
         // SAFETY: the addrinfo's addresses (or null), and the caller's attributes (or null).
         let resolved = unsafe { rdma_resolve_addr(p, r.ai_src_addr, r.ai_dst_addr, 2000) } == 0
             && unsafe { rdma_resolve_route(p, 2000) } == 0;
         // SAFETY: the caller passes a valid attribute structure or null.
-        match unsafe { qp_init_attr.as_mut() } {
-            Some(a) if resolved => {
-                a.qp_type = s.id.qp_type;
+        match (unsafe { qp_init_attr.as_mut() }, s.lock()) {
+            (Some(a), Some(mut g)) if resolved => {
+                a.qp_type = qp_type;
                 // SAFETY: `pd` is null or the caller's PD (rdma_create_ep(3)), and `a` the caller's
                 // attributes copied into the ID, whose CQs and SRQ are null or the caller's
                 // objects, as `create_qp` requires.
-                unsafe { create_qp(s, pd, a) == 0 }
+                unsafe { create_qp(&mut g, pd, a) == 0 }
             }
             _ => resolved,
         }
@@ -552,38 +589,47 @@ pub unsafe extern "C" fn rdma_destroy_ep(id: *mut rdma_cm_id) {
 /// - `id` is null or a writable `struct rdma_cm_id *` out parameter.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rdma_get_request(listen: *mut rdma_cm_id, id: *mut *mut rdma_cm_id) -> c_int {
-    let Some(l) = SoftId::from(listen) else { return err(libc::EINVAL) };
+    let Some(l) = SoftId::get(listen) else { return err(libc::EINVAL) };
+    let Some(mut l) = l.lock() else { return err(libc::EINVAL) };
     if id.is_null() || !l.sync {
         return err(libc::EINVAL);
     }
-    if complete(l) != 0 {
+    if complete(&mut l) != 0 {
         return -1;
     }
-    let ev = std::mem::replace(&mut l.id.event, std::ptr::null_mut());
+    let ev = std::mem::replace(&mut l.id().event, std::ptr::null_mut());
+    let (qp_init, lpd) = (l.qp_init, l.id().pd);
+    // One ID locked at a time: the child's next.
+    drop(l);
     // SAFETY: `ev` is the event `complete` just kept in the listener's `id.event`: a live
     // `rdma_cm_event` of this library until it is acknowledged, which happens after this read.
     let (kind, child) = unsafe { ((*ev).event, (*ev).id) };
-    if kind != RDMA_CM_EVENT_CONNECT_REQUEST {
+    let Some(c) = SoftId::get(child).filter(|_| kind == RDMA_CM_EVENT_CONNECT_REQUEST) else {
         channel::ack(ev);
         return err(libc::EINVAL);
-    }
-    let Some(c) = SoftId::from(child) else { return err(libc::EINVAL) };
+    };
+    let Some(mut c) = c.lock() else {
+        channel::ack(ev);
+        return err(libc::EINVAL);
+    };
+    // The child keeps the request (its next call or its destroy acknowledges it).
+    c.id().event = ev;
     // Its own channel, as librdmacm migrates a synchronous listener's requests.
     let ch = match channel::create() {
         Ok(ch) => ch,
         Err(e) => return err(e),
     };
-    if let Err(e) = c.ctx.dev.lock().cm_migrate_id(c.cm, ch.cm) {
+    if let Err(e) = c.s.ctx.dev.lock().cm_migrate_id(c.s.cm, ch.cm) {
         return fail(&e);
     }
-    c.id.channel = std::ptr::from_ref::<SoftCmChannel>(ch).cast_mut().cast();
+    c.id().channel = std::ptr::from_ref::<SoftCmChannel>(ch).cast_mut().cast();
     c.sync = true;
-    c.id.event = ev;
-    c.id.pd = if l.id.pd.is_null() { device_pd(c.ctx) } else { l.id.pd };
-    if let Some(mut a) = l.qp_init {
+    c.id().pd = if lpd.is_null() { device_pd(c.s.ctx) } else { lpd };
+    if let Some(mut a) = qp_init {
         // SAFETY: the listener's PD (from `rdma_create_ep`'s caller) or null.
-        if unsafe { create_qp(c, l.id.pd, &mut a) } != 0 {
+        if unsafe { create_qp(&mut c, lpd, &mut a) } != 0 {
             let e = errno::get();
+            drop(c);
             // SAFETY: the request's ID, live; rejected, then destroyed once.
             let _ = unsafe { rdma_reject(child, std::ptr::null(), 0) };
             // SAFETY: `child` is the request's live ID, just rejected and destroyed here once;

@@ -1,7 +1,7 @@
 //! rdma_cm IDs: create/destroy, bind, resolve, listen, migrate, addresses, options, devices.
 
 use super::channel;
-use super::objects::{Kind, SoftCmChannel, SoftId, died, err, fail, port_space};
+use super::objects::{SoftCmChannel, SoftId, err, fail, port_space};
 use super::sockaddr;
 use crate::abi::*;
 use crate::cm_abi::*;
@@ -46,42 +46,38 @@ pub unsafe extern "C" fn rdma_create_id(
         Ok(cm) => cm,
         Err(e) => return fail(&e),
     };
-    let p = SoftId::boxed(ch.ctx, cm, std::ptr::from_ref(&ch.ch).cast_mut(), ps);
-    // SAFETY: `p` was just made; `id` is writable (checked non-null).
-    unsafe {
-        (*p).sync = sync;
-        (*p).id.context = context;
-        (*p).id.verbs = ch.ctx.ibv();
-        (*p).id.port_num = 1;
-        *id = p.cast();
-    }
+    let mut c = SoftId::blank(std::ptr::from_ref(&ch.ch).cast_mut(), ps);
+    c.context = context;
+    c.verbs = ch.ctx.ibv();
+    c.port_num = 1;
+    let p = SoftId::register(ch.ctx, cm, c, sync);
+    // SAFETY: `id` is the caller's writable out parameter (checked non-null).
+    unsafe { *id = p };
     0
 }
 
 /// `rdma_destroy_id`: closes the connection (DREQ) or rejects a request not answered; the
-/// ID's events not yet taken are dropped, the one a synchronous call kept is acknowledged.
+/// ID's events not yet taken are dropped, the one a synchronous call kept is acknowledged, and,
+/// as librdmacm, it returns once the program has acknowledged every other event it took for the
+/// ID. Calls on the ID from then on (or racing this one) answer `EINVAL`; its memory goes when the
+/// last of them and of its events is done with it.
 ///
 /// # Safety
 /// As `rdma_destroy_id`'s callers promise:
 /// - `id` is null or any pointer: IDs are looked up among the live ones.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rdma_destroy_id(id: *mut rdma_cm_id) -> c_int {
-    let Some(s) = SoftId::from(id) else { return err(libc::EINVAL) };
-    let ctx = s.ctx;
-    if !s.id.event.is_null() {
-        channel::ack(s.id.event);
-        s.id.event = std::ptr::null_mut();
+    let Some(s) = SoftId::get(id) else { return err(libc::EINVAL) };
+    let Some(mut g) = s.lock() else { return err(libc::EINVAL) };
+    g.destroy();
+    let kept = std::mem::replace(&mut g.id().event, std::ptr::null_mut());
+    let _ = s.ctx.dev.lock().cm_destroy_id(s.cm);
+    if g.sync {
+        channel::destroy(g.id().channel);
     }
-    let _ = ctx.dev.lock().cm_destroy_id(s.cm);
-    ctx.objects().cm_ids.remove(&s.cm);
-    if s.sync {
-        channel::destroy(s.id.channel);
-    }
-    let p = std::ptr::from_mut(s);
-    if died(Kind::Id, p as usize) {
-        // SAFETY: made by `SoftId::boxed`, and no longer live: freed once.
-        drop(unsafe { Box::from_raw(p) });
-    }
+    drop(g);
+    channel::ack(kept);
+    s.wait_acked();
     0
 }
 
@@ -93,10 +89,12 @@ pub unsafe extern "C" fn rdma_destroy_id(id: *mut rdma_cm_id) -> c_int {
 /// - `addr` is null or a socket address as long as its family says.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rdma_bind_addr(id: *mut rdma_cm_id, addr: *mut libc::sockaddr) -> c_int {
-    let Some(s) = SoftId::from(id) else { return err(libc::EINVAL) };
+    let Some(s) = SoftId::get(id) else { return err(libc::EINVAL) };
+    let Some(mut s) = s.lock() else { return err(libc::EINVAL) };
+    let s = &mut s;
     // SAFETY: the caller passes a socket address (or null), as librdmacm's callers do.
     let Some(a) = (unsafe { sockaddr::read(addr) }) else { return err(libc::EAFNOSUPPORT) };
-    if let Err(e) = s.ctx.dev.lock().cm_bind(s.cm, a) {
+    if let Err(e) = s.s.ctx.dev.lock().cm_bind(s.s.cm, a) {
         return fail(&e);
     }
     s.sync_addrs();
@@ -118,14 +116,16 @@ pub unsafe extern "C" fn rdma_resolve_addr(
     dst_addr: *mut libc::sockaddr,
     timeout_ms: c_int,
 ) -> c_int {
-    let Some(s) = SoftId::from(id) else { return err(libc::EINVAL) };
+    let Some(s) = SoftId::get(id) else { return err(libc::EINVAL) };
+    let Some(mut s) = s.lock() else { return err(libc::EINVAL) };
+    let s = &mut s;
     let timeout = std::time::Duration::from_millis(u64::try_from(timeout_ms).unwrap_or(0).max(100));
     // SAFETY: the caller passes socket addresses (the source may be null), as librdmacm's do.
     let Some(dst) = (unsafe { sockaddr::read(dst_addr) }) else { return err(libc::EAFNOSUPPORT) };
     // SAFETY: `src_addr` is null or the caller's socket address, as long as its family says
     // (rdma_resolve_addr(3)), as `sockaddr::read` requires.
     let src = unsafe { sockaddr::read(src_addr) };
-    if let Err(e) = s.ctx.dev.lock().cm_resolve_addr_within(s.cm, src, dst, timeout) {
+    if let Err(e) = s.s.ctx.dev.lock().cm_resolve_addr_within(s.s.cm, src, dst, timeout) {
         return fail(&e);
     }
     s.sync_addrs();
@@ -140,11 +140,13 @@ pub unsafe extern "C" fn rdma_resolve_addr(
 /// of this library before it is used (any other value is refused), and no other pointer is read.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rdma_resolve_route(id: *mut rdma_cm_id, _timeout_ms: c_int) -> c_int {
-    let Some(s) = SoftId::from(id) else { return err(libc::EINVAL) };
-    if let Err(e) = s.ctx.dev.lock().cm_resolve_route(s.cm) {
+    let Some(s) = SoftId::get(id) else { return err(libc::EINVAL) };
+    let Some(mut s) = s.lock() else { return err(libc::EINVAL) };
+    let s = &mut s;
+    if let Err(e) = s.s.ctx.dev.lock().cm_resolve_route(s.s.cm) {
         return fail(&e);
     }
-    s.id.route.num_paths = 1;
+    s.id().route.num_paths = 1;
     if s.sync { channel::complete(s) } else { 0 }
 }
 
@@ -155,8 +157,10 @@ pub unsafe extern "C" fn rdma_resolve_route(id: *mut rdma_cm_id, _timeout_ms: c_
 /// of this library before it is used (any other value is refused), and no other pointer is read.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rdma_listen(id: *mut rdma_cm_id, backlog: c_int) -> c_int {
-    let Some(s) = SoftId::from(id) else { return err(libc::EINVAL) };
-    if let Err(e) = s.ctx.dev.lock().cm_listen(s.cm, backlog.max(0) as usize) {
+    let Some(s) = SoftId::get(id) else { return err(libc::EINVAL) };
+    let Some(mut s) = s.lock() else { return err(libc::EINVAL) };
+    let s = &mut s;
+    if let Err(e) = s.s.ctx.dev.lock().cm_listen(s.s.cm, backlog.max(0) as usize) {
         return fail(&e);
     }
     s.sync_addrs();
@@ -171,18 +175,20 @@ pub unsafe extern "C" fn rdma_listen(id: *mut rdma_cm_id, backlog: c_int) -> c_i
 /// of this library before it is used (any other value is refused), and no other pointer is read.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rdma_migrate_id(id: *mut rdma_cm_id, channel: *mut rdma_event_channel) -> c_int {
-    let Some(s) = SoftId::from(id) else { return err(libc::EINVAL) };
+    let Some(s) = SoftId::get(id) else { return err(libc::EINVAL) };
+    let Some(mut s) = s.lock() else { return err(libc::EINVAL) };
+    let s = &mut s;
     let (ch, sync) = match channel_or_private(channel) {
         Ok(x) => x,
         Err(e) => return err(e),
     };
-    if let Err(e) = s.ctx.dev.lock().cm_migrate_id(s.cm, ch.cm) {
+    if let Err(e) = s.s.ctx.dev.lock().cm_migrate_id(s.s.cm, ch.cm) {
         return fail(&e);
     }
     if s.sync {
-        channel::destroy(s.id.channel);
+        channel::destroy(s.id().channel);
     }
-    s.id.channel = std::ptr::from_ref(&ch.ch).cast_mut();
+    s.id().channel = std::ptr::from_ref(&ch.ch).cast_mut();
     s.sync = sync;
     0
 }
@@ -194,8 +200,8 @@ pub unsafe extern "C" fn rdma_migrate_id(id: *mut rdma_cm_id, channel: *mut rdma
 /// of this library before it is used (any other value is refused), and no other pointer is read.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rdma_get_local_addr(id: *mut rdma_cm_id) -> *mut libc::sockaddr {
-    match SoftId::from(id) {
-        Some(s) => std::ptr::addr_of_mut!(s.id.route.addr.__bindgen_anon_1).cast(),
+    match SoftId::get(id).as_ref().and_then(|s| s.lock()) {
+        Some(mut s) => std::ptr::addr_of_mut!(s.id().route.addr.__bindgen_anon_1).cast(),
         None => std::ptr::null_mut(),
     }
 }
@@ -207,8 +213,8 @@ pub unsafe extern "C" fn rdma_get_local_addr(id: *mut rdma_cm_id) -> *mut libc::
 /// of this library before it is used (any other value is refused), and no other pointer is read.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rdma_get_peer_addr(id: *mut rdma_cm_id) -> *mut libc::sockaddr {
-    match SoftId::from(id) {
-        Some(s) => std::ptr::addr_of_mut!(s.id.route.addr.__bindgen_anon_2).cast(),
+    match SoftId::get(id).as_ref().and_then(|s| s.lock()) {
+        Some(mut s) => std::ptr::addr_of_mut!(s.id().route.addr.__bindgen_anon_2).cast(),
         None => std::ptr::null_mut(),
     }
 }
@@ -263,14 +269,15 @@ pub unsafe extern "C" fn rdma_set_option(
     optval: *mut c_void,
     optlen: usize,
 ) -> c_int {
-    let Some(s) = SoftId::from(id).filter(|_| !optval.is_null()) else { return err(libc::EINVAL) };
+    let Some(s) = SoftId::get(id).filter(|_| !optval.is_null()) else { return err(libc::EINVAL) };
+    let Some(s) = s.lock() else { return err(libc::EINVAL) };
     match (level as u32, optname as u32) {
         (RDMA_OPTION_ID, RDMA_OPTION_ID_TOS) if optlen != 1 => err(libc::EINVAL),
         (RDMA_OPTION_ID, RDMA_OPTION_ID_TOS) => {
             // SAFETY: `optval` is not null (checked) and points to `optlen` (1) readable bytes, as
             // the caller promises.
             let tos = unsafe { *optval.cast::<u8>() };
-            match s.ctx.dev.lock().cm_set_tos(s.cm, tos) {
+            match s.s.ctx.dev.lock().cm_set_tos(s.s.cm, tos) {
                 Ok(()) => 0,
                 Err(e) => fail(&e),
             }

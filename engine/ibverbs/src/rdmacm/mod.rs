@@ -10,6 +10,13 @@
 //! `struct rdma_event_channel`, `struct rdma_cm_event`), so the pointers programs hold are these
 //! objects.
 //!
+//! Any thread may call on any ID, as with librdmacm: each ID has a lock that every call on it
+//! holds (a synchronous call lets it go while it waits for its event), and a table of the live
+//! IDs shares each with the calls and the events using it, so a call racing `rdma_destroy_id`
+//! answers `EINVAL` instead of touching freed memory. `rdma_destroy_id` returns once the program
+//! has acknowledged the ID's events (a connect request counts against its listener), as
+//! librdmacm's does.
+//!
 //! Not supported, answered as librdmacm answers for a device without them: multicast
 //! (`rdma_join_multicast*`: `ENOSYS`), IB-native addressing (`AF_IB`), alternate paths, ECE (a
 //! local ECE is taken and not sent; the remote one reads as none).

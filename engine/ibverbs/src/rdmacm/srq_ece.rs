@@ -22,9 +22,11 @@ pub unsafe extern "C" fn rdma_create_srq(
     pd: *mut ibv_pd,
     attr: *mut ibv_srq_init_attr,
 ) -> c_int {
-    let Some(s) = SoftId::from(id) else { return err(libc::EINVAL) };
-    let pd = if pd.is_null() { s.id.pd } else { pd };
-    if attr.is_null() || pd.is_null() || !s.id.srq.is_null() {
+    let Some(s) = SoftId::get(id) else { return err(libc::EINVAL) };
+    let Some(mut s) = s.lock() else { return err(libc::EINVAL) };
+    let s = &mut s;
+    let pd = if pd.is_null() { s.id().pd } else { pd };
+    if attr.is_null() || pd.is_null() || !s.id().srq.is_null() {
         return err(libc::EINVAL);
     }
     // SAFETY: our own verb; the caller passes a valid attribute structure.
@@ -32,8 +34,8 @@ pub unsafe extern "C" fn rdma_create_srq(
     if srq.is_null() {
         return -1;
     }
-    s.id.srq = srq;
-    s.id.pd = pd;
+    s.id().srq = srq;
+    s.id().pd = pd;
     0
 }
 
@@ -63,12 +65,14 @@ pub unsafe extern "C" fn rdma_create_srq_ex(id: *mut rdma_cm_id, attr: *mut ibv_
 /// - `id` is null or any pointer: IDs are looked up among the live ones.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rdma_destroy_srq(id: *mut rdma_cm_id) {
-    let Some(s) = SoftId::from(id) else { return };
-    if !s.id.srq.is_null() {
-        // SAFETY: `s.id.srq` is not null (checked), so the SRQ `rdma_create_srq` made for this ID;
+    let Some(s) = SoftId::get(id) else { return };
+    let Some(mut s) = s.lock() else { return };
+    let s = &mut s;
+    if !s.id().srq.is_null() {
+        // SAFETY: `s.id().srq` is not null (checked), so the SRQ `rdma_create_srq` made for this ID;
         // the field is cleared below, so it is destroyed once.
-        unsafe { crate::srq_ah::ibv_destroy_srq(s.id.srq) };
-        s.id.srq = std::ptr::null_mut();
+        unsafe { crate::srq_ah::ibv_destroy_srq(s.id().srq) };
+        s.id().srq = std::ptr::null_mut();
     }
 }
 
@@ -81,10 +85,12 @@ pub unsafe extern "C" fn rdma_destroy_srq(id: *mut rdma_cm_id) {
 /// - `ece` is null or a valid `ibv_ece` (writable where it is an out parameter).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rdma_set_local_ece(id: *mut rdma_cm_id, ece: *mut ibv_ece) -> c_int {
-    let Some(s) = SoftId::from(id) else { return err(libc::EINVAL) };
+    let Some(s) = SoftId::get(id) else { return err(libc::EINVAL) };
+    let Some(mut s) = s.lock() else { return err(libc::EINVAL) };
+    let s = &mut s;
     // SAFETY: the caller passes a valid structure or null.
     match unsafe { ece.as_ref() } {
-        Some(e) if e.vendor_id != 0 && s.id.qp.is_null() => 0,
+        Some(e) if e.vendor_id != 0 && s.id().qp.is_null() => 0,
         _ => err(libc::EINVAL),
     }
 }
@@ -97,7 +103,7 @@ pub unsafe extern "C" fn rdma_set_local_ece(id: *mut rdma_cm_id, ece: *mut ibv_e
 /// - `ece` is null or a valid `ibv_ece` (writable where it is an out parameter).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn rdma_get_remote_ece(id: *mut rdma_cm_id, ece: *mut ibv_ece) -> c_int {
-    if SoftId::from(id).is_none() || ece.is_null() {
+    if SoftId::get(id).as_ref().and_then(|s| s.lock()).is_none() || ece.is_null() {
         return err(libc::EINVAL);
     }
     // SAFETY: checked non-null; the caller passes a writable structure.

@@ -4,7 +4,8 @@
  * first device, connects RC QPs of that device to each other through GID index 1 and checks
  * threads (part a), completion events (part b), registration of the program's own memory
  * (part c), misuse (part d), the ibv_wr_* send API (part e) and
- * the attributes middleware relies on (part f). Every check prints one "ok: ..." or "FAIL: ..." line.
+ * the attributes middleware relies on (part f) and one rdma_cm ID used from several threads
+ * (part g). Every check prints one "ok: ..." or "FAIL: ..." line.
  */
 #ifndef ABI_CHECK_H
 #define ABI_CHECK_H
@@ -91,5 +92,6 @@ void part_memory(struct dev *d);
 void part_misuse(struct dev *d);
 void part_wr_api(struct dev *d);
 void part_middleware(struct dev *d);
+void part_cm_threads(struct dev *d);
 
 #endif
