@@ -87,3 +87,80 @@ fn softrdma_peers_on_other_udp_ports() {
     assert!(seen.contains(&(5001, 5002)) && seen.contains(&(5002, 5001)));
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+/// `libsoftrdma_ibverbs.so` of this build (cargo builds the crate's cdylib beside the tests).
+fn library() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_BIN_EXE_softrdma")).with_file_name("deps").join("libsoftrdma_ibverbs.so")
+}
+
+/// Runs `server` and then `client` (the stock tools, over the library on `lo`) on 127.0.49.3 and
+/// 127.0.49.4, both with `SOFTRDMA_UDP_PORT=udp_port`; both must exit 0 within 60 s.
+fn stock_pair(udp_port: u16, server: &[&str], client: &[&str]) {
+    let spawn = |argv: &[&str], local: &str| {
+        Command::new(argv[0])
+            .args(&argv[1..])
+            .env("LD_PRELOAD", library())
+            .env("SOFTRDMA_BACKEND", "udp")
+            .env("SOFTRDMA_DEV", "lo")
+            .env("SOFTRDMA_LOCAL", local)
+            .env("SOFTRDMA_UDP_PORT", udp_port.to_string())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("{}: {e}", argv[0]))
+    };
+    let s = spawn(server, "127.0.49.3");
+    std::thread::sleep(Duration::from_millis(1500));
+    let c = spawn(client, "127.0.49.4");
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let mut outs = Vec::new();
+    for (what, mut p) in [("client", c), ("server", s)] {
+        let status = loop {
+            if let Some(st) = p.try_wait().unwrap() {
+                break Some(st);
+            }
+            if std::time::Instant::now() > deadline {
+                let _ = p.kill();
+                break None;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        let o = p.wait_with_output().unwrap();
+        let text = format!(
+            "{what} ({status:?}):\n{}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
+        outs.push((status.is_some_and(|s| s.success()), text));
+    }
+    let report: Vec<&str> = outs.iter().map(|(_, t)| t.as_str()).collect();
+    assert!(
+        outs.iter().all(|(ok, _)| *ok),
+        "{server:?} / {client:?} on UDP port {udp_port}:\n{}",
+        report.join("\n")
+    );
+}
+
+/// The stock tools over the library with `SOFTRDMA_UDP_PORT` other than 4791 on both sides: the
+/// QPs' frames (requests, ACKs, READ responses), the UD address handles' and the connection
+/// manager's MADs go to that port, where the peer receives (they went to 4791, where no one did,
+/// and RC ended in RETRY_EXC_ERR).
+#[test]
+fn stock_tools_over_the_library_on_another_udp_port() {
+    let tools = ["ibv_rc_pingpong", "ibv_ud_pingpong", "rping"];
+    if let Some(t) = tools.iter().find(|t| Command::new(t).arg("-h").output().is_err()) {
+        assert!(std::env::var_os("CI").is_none(), "{t} is missing (scripts/setup.sh installs it)");
+        eprintln!("stock_tools_over_the_library_on_another_udp_port: skipped: {t} is not installed");
+        return;
+    }
+    let rc = ["ibv_rc_pingpong", "-g", "1", "-p", "18653", "-n", "200", "-s", "8192", "-c"];
+    stock_pair(5003, &rc, &[&rc[..], &["127.0.49.3"]].concat());
+    let ud = ["ibv_ud_pingpong", "-g", "1", "-p", "18654", "-n", "200", "-s", "1024", "-c"];
+    stock_pair(5003, &ud, &[&ud[..], &["127.0.49.3"]].concat());
+    stock_pair(
+        5003,
+        &["rping", "-s", "-a", "127.0.49.3", "-p", "18655", "-C", "20"],
+        &["rping", "-c", "-a", "127.0.49.3", "-p", "18655", "-C", "20", "-v"],
+    );
+}

@@ -414,7 +414,8 @@ pub struct AddressVector {
     /// IPv6 flow label (0: derive the UDP source port from the QP numbers, as rxe does).
     pub flow_label: u32,
     /// softrdma extension: the UDP port the peer receives RoCEv2 on (`None`: 4791, as every RoCEv2
-    /// peer). Two softrdma processes may use another port; they tell each other which.
+    /// peer, or the port the device's peers agree on, `Context::set_peer_udp_port`). Two softrdma
+    /// processes may use another port; they tell each other which, or agree on one.
     pub udp_dport: Option<u16>,
 }
 

@@ -227,7 +227,8 @@ impl<D: Datapath> Datapath for Faulty<D> {
 /// 4791, so received frames addressed to `port` are readdressed to 4791 and their ICRC amended for
 /// the change (no pass over the frame). A frame whose ICRC was wrong stays wrong, and the engine
 /// drops it (`rx_bad`). What the engine sends is left alone: a QP's address vector says which port
-/// the peer listens on (`udp_dport`).
+/// the peer listens on (`udp_dport`; where it says none, the context's peer port, which
+/// `Context::open_link` sets to this link's).
 ///
 /// The amendment depends only on the frame's length ([`FieldAmend`]): the last two lengths' are
 /// kept (a WRITE's first packet and the rest), so a stream pays a few XORs per frame, not the

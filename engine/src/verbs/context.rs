@@ -191,6 +191,8 @@ pub struct Context {
     cm: super::cm::CmPort,
     /// The QPs a progress round visits, and their timers.
     sched: super::sched::Sched,
+    /// Where peers receive RoCEv2 when an address vector does not say ([`Context::set_peer_udp_port`]).
+    peer_udp_port: u16,
 }
 
 impl std::fmt::Debug for Context {
@@ -225,7 +227,25 @@ impl Context {
             dcqcn: None,
             stats: Stats::default(),
             uet: UetConfig::default(),
+            peer_udp_port: wire::ROCEV2_UDP_PORT,
         }
+    }
+
+    /// The UDP port peers receive RoCEv2 on when an address vector does not say
+    /// (`AddressVector::udp_dport`): 4791, unless this device receives on another, whose peers
+    /// (softrdma processes agreeing on the port, as `SOFTRDMA_UDP_PORT` asks) receive there too.
+    /// The QPs' and address handles' frames, and the connection manager's MADs, go to it.
+    /// [`Context::open_link`] sets the link's port.
+    pub fn set_peer_udp_port(&mut self, port: u16) {
+        self.peer_udp_port = port;
+    }
+
+    /// `av` with the peers' port ([`Context::set_peer_udp_port`]) where it names none.
+    fn with_peer_port(&self, mut av: AddressVector) -> AddressVector {
+        if av.udp_dport.is_none() && self.peer_udp_port != wire::ROCEV2_UDP_PORT {
+            av.udp_dport = Some(self.peer_udp_port);
+        }
+        av
     }
 
     /// The port MTU (the largest path MTU, and the UD message limit).
@@ -300,6 +320,7 @@ impl Context {
     /// `av.dmac` gives it.
     pub fn create_ah(&mut self, pd: Pd, av: &AddressVector) -> Result<Ah, VerbsError> {
         self.pd_ok(pd)?;
+        let av = &self.with_peer_port(*av);
         let dmac = av.dmac.or_else(|| self.dp.resolve(av.dgid)).ok_or(VerbsError::Unreachable)?;
         let path = Path {
             src_mac: self.mac(),
@@ -396,6 +417,7 @@ impl Context {
     /// unless `ah_attr.dmac` gives it.
     pub fn modify_qp(&mut self, qp: Qp, state: QpState, attr: &QpAttr) -> Result<(), VerbsError> {
         let mut attr = *attr;
+        attr.ah_attr = attr.ah_attr.map(|av| self.with_peer_port(av));
         if let Some(av) = &mut attr.ah_attr {
             if av.dmac.is_none() {
                 av.dmac = self.dp.resolve(av.dgid);

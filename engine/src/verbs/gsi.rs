@@ -48,13 +48,14 @@ impl Gsi {
         self.neigh.get(&peer.to_canonical()).copied()
     }
 
-    /// Builds the frame carrying `mad` from our QP1 to `peer`'s, at the start of `buf`, with IP
-    /// traffic class `traffic_class` (its connection's: `roce::cm::Cm::poll_transmit_classed`).
+    /// Builds the frame carrying `mad` from our QP1 to `peer`'s, at the start of `buf`, from and to
+    /// UDP ports `ports`, with IP traffic class `traffic_class` (its connection's:
+    /// `roce::cm::Cm::poll_transmit_classed`).
     pub(super) fn build(
         &mut self,
         src: ([u8; 6], IpAddr),
         dst: ([u8; 6], IpAddr),
-        src_port: u16,
+        ports: (u16, u16),
         traffic_class: u8,
         mad: &[u8; MAD_LEN],
         buf: &mut [u8],
@@ -64,8 +65,8 @@ impl Gsi {
             dst_mac: dst.0,
             src_ip: src.1,
             dst_ip: dst.1,
-            src_port,
-            dst_port: wire::ROCEV2_UDP_PORT,
+            src_port: ports.0,
+            dst_port: ports.1,
             traffic_class,
             hop_limit: 64,
             flow_label: 0,
@@ -101,7 +102,14 @@ mod tests {
         let b: IpAddr = "10.0.0.2".parse().unwrap();
         let mut buf = [0u8; 512];
         let n = g
-            .build(([2, 0, 0, 0, 0, 1], a), ([2, 0, 0, 0, 0, 2], b), GSI_UDP_PORT, 0, &mad, &mut buf)
+            .build(
+                ([2, 0, 0, 0, 0, 1], a),
+                ([2, 0, 0, 0, 0, 2], b),
+                (GSI_UDP_PORT, wire::ROCEV2_UDP_PORT),
+                0,
+                &mad,
+                &mut buf,
+            )
             .unwrap();
         let f = wire::FrameRepr::parse_verified(&buf[..n], &UetConfig::default()).unwrap();
         let pkt = f.roce().unwrap();
@@ -109,7 +117,14 @@ mod tests {
         assert_eq!(mad_of(pkt), Some(&mad[..]));
         // The next MAD gets the next PSN.
         let n2 = g
-            .build(([2, 0, 0, 0, 0, 1], a), ([2, 0, 0, 0, 0, 2], b), GSI_UDP_PORT, 0, &mad, &mut buf)
+            .build(
+                ([2, 0, 0, 0, 0, 1], a),
+                ([2, 0, 0, 0, 0, 2], b),
+                (GSI_UDP_PORT, wire::ROCEV2_UDP_PORT),
+                0,
+                &mad,
+                &mut buf,
+            )
             .unwrap();
         let f = wire::FrameRepr::parse_verified(&buf[..n2], &UetConfig::default()).unwrap();
         assert_eq!(f.roce().unwrap().bth.psn, 1);

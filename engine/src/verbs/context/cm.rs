@@ -660,7 +660,14 @@ impl Context {
                 continue;
             };
             let mut frame = self.dp.alloc();
-            match self.cm.gsi.build(src, (dmac, peer), port, traffic_class, &mad, frame.buffer_mut()) {
+            match self.cm.gsi.build(
+                src,
+                (dmac, peer),
+                (port, self.peer_udp_port),
+                traffic_class,
+                &mad,
+                frame.buffer_mut(),
+            ) {
                 Ok(n) => frame.set_len(n),
                 Err(_) => {
                     self.dp.recycle(frame);
