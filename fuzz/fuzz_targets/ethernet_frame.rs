@@ -1,9 +1,4 @@
-//! Parses arbitrary bytes as an Ethernet frame (RoCEv2, or UET over UDP) with the default
-//! configuration, re-emits what parses and compares (see `reemit.rs`).
+//! The `ethernet_frame` target: `softrdma_fuzz::ethernet_frame` (its checks and input format are documented there).
 #![no_main]
 
-mod reemit;
-
-use libfuzzer_sys::fuzz_target;
-
-fuzz_target!(|data: &[u8]| reemit::check(data, &Default::default()));
+libfuzzer_sys::fuzz_target!(|data: &[u8]| softrdma_fuzz::ethernet_frame::run(data));
