@@ -7,6 +7,7 @@ pub mod cm_mad;
 pub mod cm_qp1;
 pub mod context_rx;
 pub mod ethernet_frame;
+pub mod pds_pair;
 pub mod perf_hello;
 pub mod perftest_exchange;
 pub mod pingpong_msg;
