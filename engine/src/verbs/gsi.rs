@@ -101,31 +101,24 @@ mod tests {
         let a: IpAddr = "10.0.0.1".parse().unwrap();
         let b: IpAddr = "10.0.0.2".parse().unwrap();
         let mut buf = [0u8; 512];
-        let n = g
-            .build(
+        let build = |g: &mut Gsi, buf: &mut [u8]| {
+            g.build(
                 ([2, 0, 0, 0, 0, 1], a),
                 ([2, 0, 0, 0, 0, 2], b),
                 (GSI_UDP_PORT, wire::ROCEV2_UDP_PORT),
                 0,
                 &mad,
-                &mut buf,
+                buf,
             )
-            .unwrap();
+            .unwrap()
+        };
+        let n = build(&mut g, &mut buf);
         let f = wire::FrameRepr::parse_verified(&buf[..n], &UetConfig::default()).unwrap();
         let pkt = f.roce().unwrap();
         assert_eq!((pkt.bth.dest_qp, pkt.bth.pkey, pkt.deth.unwrap().src_qp), (GSI_QPN, 0xFFFF, GSI_QPN));
         assert_eq!(mad_of(pkt), Some(&mad[..]));
         // The next MAD gets the next PSN.
-        let n2 = g
-            .build(
-                ([2, 0, 0, 0, 0, 1], a),
-                ([2, 0, 0, 0, 0, 2], b),
-                (GSI_UDP_PORT, wire::ROCEV2_UDP_PORT),
-                0,
-                &mad,
-                &mut buf,
-            )
-            .unwrap();
+        let n2 = build(&mut g, &mut buf);
         let f = wire::FrameRepr::parse_verified(&buf[..n2], &UetConfig::default()).unwrap();
         assert_eq!(f.roce().unwrap().bth.psn, 1);
     }
