@@ -15,7 +15,7 @@ use softrdma::decode::{self, Verdict};
 use wire::L4Repr;
 use wire::uet::pds::ack::{CreditState, NsccState};
 use wire::uet::pds::{AckCc, PdsRepr, ack, cp, nack, request, rudi};
-use wire::uet::ses::{SesExt, SesHeader, SesOpcode, SomField, common as ses_common};
+use wire::uet::ses::{ResponseHead, SesExt, SesHeader, SesOpcode, SomField, common as ses_common};
 use wire::uet::{SesRepr, UetConfig, UetRepr};
 
 /// xdp2's field label to its values in the packet, as decimal numbers (yes/no as 1/0, byte strings
@@ -309,6 +309,14 @@ fn put(f: &mut Fields, label: &str, v: impl ToString) {
     f.entry(label.to_string()).or_default().push(v.to_string());
 }
 
+/// The fields every response form starts with.
+fn response_head_fields(f: &mut Fields, head: &ResponseHead) {
+    put(f, "Opcode", u8::from(head.opcode));
+    put(f, "Version", head.version);
+    put(f, "Return code", u8::from(head.return_code));
+    put(f, "Payload delivered to list", head.list);
+}
+
 fn flag(f: &mut Fields, label: &str, flags: u8, bit: u8) {
     put(f, label, u8::from(flags & bit != 0));
 }
@@ -485,20 +493,14 @@ fn ses_fields(f: &mut Fields, ses: &SesRepr) {
             }
         }
         SesHeader::Response(h) => {
-            put(f, "Opcode", u8::from(h.head.opcode));
-            put(f, "Version", h.head.version);
-            put(f, "Return code", u8::from(h.head.return_code));
-            put(f, "Payload delivered to list", h.head.list);
+            response_head_fields(f, &h.head);
             put(f, "Message ID", h.message_id);
             put(f, "RI generation", h.ri_generation);
             put(f, "Job ID", h.job_id);
             put(f, "Modified length", h.modified_length);
         }
         SesHeader::ResponseData(h) => {
-            put(f, "Opcode", u8::from(h.head.opcode));
-            put(f, "Version", h.head.version);
-            put(f, "Return code", u8::from(h.head.return_code));
-            put(f, "Payload delivered to list", h.head.list);
+            response_head_fields(f, &h.head);
             put(f, "Message ID", h.message_id);
             put(f, "Job ID", h.job_id);
             put(f, "Read request message ID", h.read_req_message_id);
@@ -507,10 +509,7 @@ fn ses_fields(f: &mut Fields, ses: &SesRepr) {
             put(f, "Message offset", h.message_offset);
         }
         SesHeader::ResponseDataSmall(h) => {
-            put(f, "Opcode", u8::from(h.head.opcode));
-            put(f, "Version", h.head.version);
-            put(f, "Return code", u8::from(h.head.return_code));
-            put(f, "Payload delivered to list", h.head.list);
+            response_head_fields(f, &h.head);
             put(f, "Payload length", h.payload_length());
             put(f, "Job ID", h.job_id());
             put(f, "Original request PSN", h.original_request_psn);
