@@ -132,6 +132,30 @@ fn run_pair(n: &Netns, backend: &str, p: &Pair) -> Result<(), String> {
     }
 }
 
+/// [`run_pair`] over UDP while dumpcap (with `dumpcap_args` more, e.g. `-P` for pcap) writes what
+/// crosses the first namespace's veth, RoCEv2 only, to `file`.
+fn run_pair_captured(n: &Netns, dumpcap_args: &[&str], file: &str, p: &Pair) -> Result<(), String> {
+    let mut dumpcap = Command::new("ip")
+        .args(["netns", "exec", &n.a, "dumpcap", "-q"])
+        .args(dumpcap_args)
+        .args(["-i", &n.va, "-f", "udp port 4791", "-w", file])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("run dumpcap");
+    // dumpcap writes the file's header once it captures: wait for it (a loaded machine is slow).
+    let started = Instant::now();
+    while std::fs::metadata(file).map_or(0, |m| m.len()) < 24 && started.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    let r = run_pair(n, "udp", p);
+    std::thread::sleep(Duration::from_millis(500));
+    let _ = Command::new("kill").args(["-INT", &dumpcap.id().to_string()]).status();
+    let _ = dumpcap.wait();
+    r
+}
+
 fn cm_tools_over(backend: &'static str, tag: char, port: u16) {
     let name = format!("netns_cm ({backend})");
     if !can_run(&name) {
@@ -225,19 +249,6 @@ fn cm_mads_decode_in_tshark_as_rxe_s_do() {
     let n = Netns::new('e', "10.98.0");
     let file = std::env::temp_dir().join(format!("softrdma-cm-{}.pcap", std::process::id()));
     let file = file.to_str().expect("utf-8 path").to_string();
-    let mut dumpcap = Command::new("ip")
-        .args(["netns", "exec", &n.a, "dumpcap", "-q", "-i", &n.va, "-f", "udp port 4791", "-w", &file])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("run dumpcap");
-    // dumpcap writes the file's header once it captures: wait for it (a loaded machine is slow).
-    let started = Instant::now();
-    while std::fs::metadata(&file).map_or(0, |m| m.len()) < 24 && started.elapsed() < Duration::from_secs(10)
-    {
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    std::thread::sleep(Duration::from_millis(500));
     let p = Pair {
         name: "rping -C 10",
         server: words("rping -s -a 10.98.0.1 -C 10"),
@@ -245,11 +256,7 @@ fn cm_mads_decode_in_tshark_as_rxe_s_do() {
         client_prints: "ping data: rdma-ping-9: ",
         timeout: Duration::from_secs(60),
     };
-    let r = run_pair(&n, "udp", &p);
-    std::thread::sleep(Duration::from_millis(500));
-    let _ = Command::new("kill").args(["-INT", &dumpcap.id().to_string()]).status();
-    let _ = dumpcap.wait();
-    r.unwrap_or_else(|e| panic!("{name}: {e}"));
+    run_pair_captured(&n, &[], &file, &p).unwrap_or_else(|e| panic!("{name}: {e}"));
     let ours = cm_fields(&file);
     let ex = expert(&file);
     let rxe_file = common::shared().join("captures/roce/linlinw5/rping.pcap").to_string_lossy().into_owned();
@@ -346,18 +353,6 @@ fn rdma_set_option_tos_is_the_tos_of_both_sides_packets() {
     }
     let file = std::env::temp_dir().join(format!("softrdma-cm-tos-{}.pcap", std::process::id()));
     let file = file.to_str().expect("utf-8 path").to_string();
-    let mut dumpcap = Command::new("ip")
-        .args(["netns", "exec", &n.a, "dumpcap", "-q", "-P", "-i", &n.va, "-f", "udp port 4791", "-w", &file])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("run dumpcap");
-    let started = Instant::now();
-    while std::fs::metadata(&file).map_or(0, |m| m.len()) < 24 && started.elapsed() < Duration::from_secs(10)
-    {
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    std::thread::sleep(Duration::from_millis(500));
     let p = Pair {
         name: "ucmatose -t 104 -c 2",
         server: words("ucmatose -p 20210 -c 2"),
@@ -365,11 +360,7 @@ fn rdma_set_option_tos_is_the_tos_of_both_sides_packets() {
         client_prints: "test complete",
         timeout: Duration::from_secs(60),
     };
-    let r = run_pair(&n, "udp", &p);
-    std::thread::sleep(Duration::from_millis(500));
-    let _ = Command::new("kill").args(["-INT", &dumpcap.id().to_string()]).status();
-    let _ = dumpcap.wait();
-    r.unwrap_or_else(|e| panic!("{name}: {e}"));
+    run_pair_captured(&n, &["-P"], &file, &p).unwrap_or_else(|e| panic!("{name}: {e}"));
     let (mut server, mut client) = (0, 0);
     for f in softrdma::capture::read_file(std::path::Path::new(&file)).unwrap() {
         let Ok(frame) = wire::FrameRepr::parse(&f.data) else { continue };
