@@ -104,6 +104,21 @@ impl Context {
         Ok(())
     }
 
+    /// Resizes a CQ to `depth` entries (`ibv_resize_cq`), as rxe does: any depth from the number
+    /// of completions it holds up, so none is lost; fewer is `InvalidAttr`, as 0 is. The
+    /// completions keep their order, and an overrun CQ stays overrun.
+    pub fn resize_cq(&mut self, cq: Cq, depth: usize) -> Result<(), VerbsError> {
+        let c = self.cq_mut(cq)?;
+        if depth == 0 {
+            return Err(VerbsError::InvalidAttr("cq depth"));
+        }
+        if depth < c.entries.len() {
+            return Err(VerbsError::InvalidAttr("cq depth below the completions it holds"));
+        }
+        c.depth = depth;
+        Ok(())
+    }
+
     /// Moves up to `max` completions into `out` (`ibv_poll_cq`); returns how many.
     pub fn poll_cq(
         &mut self,
@@ -118,5 +133,70 @@ impl Context {
         let n = max.min(c.entries.len());
         out.extend(c.entries.drain(..n));
         Ok(n)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::datapath::sim::SimNet;
+    use crate::roce::types::{WcOpcode, WcStatus};
+    use std::net::{IpAddr, Ipv4Addr};
+
+    fn wc(wr_id: u64) -> WorkCompletion {
+        WorkCompletion {
+            wr_id,
+            status: WcStatus::Success,
+            opcode: WcOpcode::Recv,
+            byte_len: 8,
+            imm_data: None,
+            invalidated_rkey: None,
+            qp_num: 17,
+            src_qp: 18,
+            src_gid: None,
+            solicited: false,
+        }
+    }
+
+    fn ids(c: &mut Context, cq: Cq) -> Vec<u64> {
+        let mut out = Vec::new();
+        c.poll_cq(cq, &mut out, usize::MAX).unwrap();
+        out.iter().map(|w| w.wr_id).collect()
+    }
+
+    #[test]
+    fn resize_keeps_every_completion_and_refuses_fewer_entries_than_held() {
+        let net = SimNet::new(1);
+        let a = net.add_port("a", IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1))).unwrap();
+        let mut c = Context::open(a);
+        let cq = c.create_cq(4).unwrap();
+        for i in 0..3 {
+            assert_eq!(c.cq_mut(cq).unwrap().push(wc(i)), None);
+        }
+        // Below the three held, and 0: refused, nothing changed.
+        assert_eq!(
+            c.resize_cq(cq, 2),
+            Err(VerbsError::InvalidAttr("cq depth below the completions it holds"))
+        );
+        assert_eq!(c.resize_cq(cq, 0), Err(VerbsError::InvalidAttr("cq depth")));
+        assert_eq!(c.cq_mut(cq).unwrap().depth, 4);
+        // Grown: room for five more without an overrun.
+        c.resize_cq(cq, 8).unwrap();
+        for i in 3..8 {
+            c.cq_mut(cq).unwrap().push(wc(i));
+        }
+        assert!(!c.cq_mut(cq).unwrap().overrun);
+        assert_eq!(ids(&mut c, cq), (0..8).collect::<Vec<_>>());
+        // Shrunk to exactly what it holds: the next completion overruns it.
+        for i in 8..10 {
+            c.cq_mut(cq).unwrap().push(wc(i));
+        }
+        c.resize_cq(cq, 2).unwrap();
+        c.cq_mut(cq).unwrap().push(wc(10));
+        assert_eq!(c.poll_cq(cq, &mut Vec::new(), 16), Err(VerbsError::CqOverrun));
+        // A destroyed CQ is a bad handle.
+        let other = c.create_cq(1).unwrap();
+        c.destroy_cq(other).unwrap();
+        assert_eq!(c.resize_cq(other, 4), Err(VerbsError::InvalidHandle("CQ")));
     }
 }
