@@ -6,7 +6,10 @@ use crate::handles::{Ctx, SoftCq};
 use crate::wr;
 use engine::verbs::CompChannel;
 use rustix::fd::{AsRawFd, OwnedFd};
+use std::cell::UnsafeCell;
 use std::ffi::{c_int, c_void};
+use std::sync::Mutex;
+use std::sync::atomic::AtomicBool;
 
 /// A completion channel: rdma-core's `struct ibv_comp_channel` first. Its `fd` (a duplicate of
 /// the engine's eventfd) is readable while a CQ event waits, for programs that poll it.
@@ -77,6 +80,9 @@ pub unsafe extern "C" fn ibv_destroy_comp_channel(channel: *mut ibv_comp_channel
     0
 }
 
+/// The most entries a CQ has (`max_cqe` of `ibv_query_device`).
+pub(crate) const MAX_CQE: c_int = (1 << 20) - 1;
+
 /// `ibv_create_cq`.
 ///
 /// # Safety
@@ -92,16 +98,34 @@ pub unsafe extern "C" fn ibv_create_cq(
     channel: *mut ibv_comp_channel,
     comp_vector: c_int,
 ) -> *mut ibv_cq {
-    // SAFETY: `context` is null or a live context of this library (the verbs' contract).
+    // SAFETY: this function's contract is `create`'s.
+    unsafe { create(context, i64::from(cqe), cq_context, channel, i64::from(comp_vector), |_| {}) }.cast()
+}
+
+/// Creates a CQ of `cqe` entries for `ibv_create_cq` and `ibv_create_cq_ex`; `fill` sets the
+/// extended CQ's callbacks (none for a plain CQ). `NULL` with `errno` on failure.
+///
+/// # Safety
+/// - `context` is null or a context this library opened and has not closed.
+/// - `channel` is null or a completion channel of this library not yet destroyed.
+pub(crate) unsafe fn create(
+    context: *mut ibv_context,
+    cqe: i64,
+    cq_context: *mut c_void,
+    channel: *mut ibv_comp_channel,
+    comp_vector: i64,
+    fill: impl FnOnce(&mut ibv_cq_ex),
+) -> *mut ibv_cq_ex {
+    // SAFETY: `context` is null or a live context of this library (this function's contract).
     let Some(ctx) = (unsafe { Ctx::from(context) }) else { return errno::null(libc::EINVAL) };
-    if !(1..(1 << 20)).contains(&cqe) || comp_vector != 0 {
+    if !(1..=i64::from(MAX_CQE)).contains(&cqe) || comp_vector != 0 {
         return errno::null(libc::EINVAL);
     }
     let ch = if channel.is_null() {
         None
     } else {
-        // SAFETY: `channel` is not null (checked), so by the verbs' contract a live channel of this
-        // library.
+        // SAFETY: `channel` is not null (checked), so by this function's contract a live channel
+        // of this library.
         match unsafe { SoftChannel::from(channel) } {
             Some((c, _)) => Some(c.ch),
             None => return errno::null(libc::EINVAL),
@@ -111,16 +135,43 @@ pub unsafe extern "C" fn ibv_create_cq(
         Ok(cq) => cq,
         Err(e) => return errno::null(errno::of(&e)),
     };
-    // SAFETY: all-zero is a valid `ibv_cq` (a zeroed pthread mutex and condition are the
-    // static initialisers on glibc).
-    let mut ibv: ibv_cq = unsafe { std::mem::zeroed() };
-    ibv.context = context;
-    ibv.channel = channel;
-    ibv.cq_context = cq_context;
-    ibv.cqe = cqe;
-    let p: *mut SoftCq = Box::into_raw(Box::new(SoftCq { ibv, cq }));
+    // SAFETY: all-zero is a valid `ibv_cq_ex` (a zeroed pthread mutex and condition are the
+    // static initialisers on glibc, null callbacks are `None`) and a valid `ibv_wc` (integers
+    // and a union of integers).
+    let (mut ex, current): (ibv_cq_ex, ibv_wc) = unsafe { (std::mem::zeroed(), std::mem::zeroed()) };
+    ex.context = context;
+    ex.channel = channel;
+    ex.cq_context = cq_context;
+    ex.cqe = cqe as c_int;
+    fill(&mut ex);
+    let soft =
+        SoftCq { ex: UnsafeCell::new(ex), cq, current: Mutex::new(current), polling: AtomicBool::new(false) };
+    let p: *mut SoftCq = Box::into_raw(Box::new(soft));
     ctx.objects().cqs.insert(cq, p as usize);
     p.cast()
+}
+
+/// `ibv_resize_cq`, as rxe answers it: `EINVAL` below 1, above `max_cqe` or below the number of
+/// completions the CQ holds (none is lost); else `cq->cqe` is the new size.
+///
+/// # Safety
+/// As `ibv_resize_cq`'s callers promise:
+/// - `cq` is null or a CQ of this library not yet destroyed.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ibv_resize_cq(cq: *mut ibv_cq, cqe: c_int) -> c_int {
+    // SAFETY: `cq` is null or a CQ of this library not yet destroyed (the verbs' contract).
+    let Some((c, ctx)) = (unsafe { SoftCq::from(cq) }) else { return errno::fail(libc::EINVAL) };
+    if !(1..=MAX_CQE).contains(&cqe) {
+        return errno::fail(libc::EINVAL);
+    }
+    let mut e = ctx.dev.lock();
+    if let Err(err) = e.resize_cq(c.cq, cqe as usize) {
+        return errno::fail(errno::of(&err));
+    }
+    // SAFETY: `ex` is live while `c` is; `cqe` is written only here, under the device lock, so
+    // two resizes do not race; programs only read it.
+    unsafe { (*c.ex.get()).cqe = cqe };
+    0
 }
 
 /// `ibv_destroy_cq`: `EBUSY` while a QP uses it or events are unacknowledged.
@@ -136,7 +187,7 @@ pub unsafe extern "C" fn ibv_destroy_cq(cq: *mut ibv_cq) -> c_int {
         return errno::fail(errno::of(&e));
     }
     ctx.objects().cqs.remove(&c.cq);
-    // SAFETY: `cq` is a `SoftCq` boxed by `ibv_create_cq`; the engine destroyed the CQ (no QP uses
+    // SAFETY: `cq` is a `SoftCq` boxed by `create`; the engine destroyed the CQ (no QP uses
     // it, no event is unacknowledged) and it left the context's table, so no reference remains.
     drop(unsafe { Box::from_raw(cq.cast::<SoftCq>()) });
     0

@@ -241,6 +241,7 @@ pub(crate) fn open_shared(d: &'static SoftDevice) -> Result<&'static Ctx, c_int>
     v.sz = size_of::<verbs_context>();
     v.query_device_ex = Some(crate::device::query_device_ex);
     v.create_qp_ex = Some(crate::qp::create_qp_ex);
+    v.create_cq_ex = Some(crate::cq_ex::create_cq_ex);
     v.context.device = std::ptr::from_ref(&d.ibv).cast_mut();
     v.context.cmd_fd = -1;
     v.context.async_fd = rustix::fd::AsRawFd::as_raw_fd(&async_fd);
@@ -349,7 +350,7 @@ fn device_attr(info: &DevInfo) -> ibv_device_attr {
     a.max_sge = LIMITS.max_sge as c_int;
     a.max_sge_rd = LIMITS.max_sge as c_int;
     a.max_cq = 0xffff;
-    a.max_cqe = (1 << 20) - 1;
+    a.max_cqe = crate::cq::MAX_CQE;
     a.max_mr = 0xff_ffff;
     a.max_pd = 0xffff;
     a.max_qp_rd_atom = c_int::from(LIMITS.max_rd_atomic);

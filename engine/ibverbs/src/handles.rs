@@ -11,6 +11,7 @@ use engine::verbs::{
 use std::cell::UnsafeCell;
 use std::collections::HashMap;
 use std::mem::offset_of;
+use std::sync::atomic::AtomicBool;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 /// Objects of a context, by their engine handle: what events and channels name.
@@ -77,11 +78,22 @@ impl SoftPd {
     }
 }
 
-/// A completion queue: rdma-core's `struct ibv_cq` first.
+/// A completion queue: rdma-core's `struct ibv_cq_ex` first, whose first fields are the
+/// `struct ibv_cq` (`ibv_cq_ex_to_cq` is a cast), so every CQ is both; a plain one
+/// (`ibv_create_cq`) has no `start_poll` or `read_*` callbacks.
 #[repr(C)]
 pub(crate) struct SoftCq {
-    pub(crate) ibv: ibv_cq,
+    /// In an `UnsafeCell` (same layout as the structure itself): this library writes `cqe`
+    /// (`ibv_resize_cq`) and, polling an extended CQ, `status` and `wr_id`, while other threads
+    /// may hold a `&SoftCq` (a poll of the same CQ).
+    pub(crate) ex: UnsafeCell<ibv_cq_ex>,
     pub(crate) cq: Cq,
+    /// The completion an extended poll is on (from `start_poll` or `next_poll`), as
+    /// `ibv_poll_cq` gives it; the `read_*` callbacks read it.
+    pub(crate) current: Mutex<ibv_wc>,
+    /// An extended poll is under way: taken by a `start_poll` that found a completion, let go by
+    /// `end_poll`, so that one thread at a time walks the CQ, as rxe's CQ lock makes it.
+    pub(crate) polling: AtomicBool,
 }
 
 impl SoftCq {
@@ -91,10 +103,16 @@ impl SoftCq {
         if p.is_null() {
             return None;
         }
-        // SAFETY: every CQ handed out is the first field of a live `SoftCq`.
+        // SAFETY: every CQ handed out is the first field (through `ex`, whose first fields are
+        // the `ibv_cq`) of a live `SoftCq`.
         let c = unsafe { &*p.cast::<SoftCq>() };
-        // SAFETY: `ibv_create_cq` set `context` to the live context it was created on.
-        Some((c, unsafe { Ctx::from(c.ibv.context) }?))
+        // SAFETY: `cq::create` set `context` to the live context it was created on, and nothing
+        // writes it after (`cq->context` is read-only to programs).
+        Some((c, unsafe { Ctx::from((*c.ex.get()).context) }?))
+    }
+
+    pub(crate) fn current(&self) -> MutexGuard<'_, ibv_wc> {
+        self.current.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 

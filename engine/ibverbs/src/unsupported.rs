@@ -40,15 +40,6 @@ pub unsafe extern "C" fn ibv_reg_dmabuf_mr(
     errno::null(libc::EOPNOTSUPP)
 }
 
-/// `ibv_resize_cq`.
-///
-/// # Safety
-/// None beyond the C ABI: no pointer argument is read.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn ibv_resize_cq(_cq: *mut ibv_cq, _cqe: c_int) -> c_int {
-    errno::fail(libc::EOPNOTSUPP)
-}
-
 /// `ibv_attach_mcast`: no multicast.
 ///
 /// # Safety

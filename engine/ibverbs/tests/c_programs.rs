@@ -3,7 +3,8 @@
 //! do not (issue 28, acceptance 3): posting and polling from two threads at once with data checked
 //! (a), a thread blocked in `ibv_get_cq_event` woken by a completion (b), registration of
 //! `malloc`ed, stack and `mmap`ed buffers at odd addresses and lengths (c), and misuse answered
-//! with libibverbs' error conventions (d), and one rdma_cm ID shared by threads (g). The program is
+//! with libibverbs' error conventions (d), one rdma_cm ID shared by threads (g), and
+//! `ibv_resize_cq` and the extended CQ of `ibv_create_cq_ex` (h). The program is
 //! `tests/c/*.c`; it prints one `ok:` or `FAIL:` line per check and exits 0 only if all passed.
 //!
 //! Needs `cc`, `/usr/include/infiniband/verbs.h` and `/usr/include/rdma/rdma_cma.h`
@@ -189,4 +190,13 @@ fn middleware_attributes() {
 #[test]
 fn cm_id_shared_by_threads() {
     run_part("cm_id_shared_by_threads", "g", &[], "127.0.28.7", Duration::from_secs(120));
+}
+
+/// Part h: `ibv_resize_cq` with completions outstanding (too small is `EINVAL`, none lost), and
+/// the extended CQ of `ibv_create_cq_ex` with rxe's `wc_flags`: unsupported flags `EOPNOTSUPP`,
+/// `ENOENT` from an empty `ibv_start_poll`, SEND/RECV and WRITE_WITH_IMM completions read through
+/// every `read_*` callback equal to `ibv_poll_cq`'s, with a completion channel.
+#[test]
+fn resize_cq_and_extended_cq() {
+    run_part("resize_cq_and_extended_cq", "h", &[], "127.0.28.8", Duration::from_secs(90));
 }

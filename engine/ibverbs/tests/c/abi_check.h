@@ -3,9 +3,10 @@
  * libibverbs headers (rdma-core 44) that exercises what the Debian tools do not. It opens the
  * first device, connects RC QPs of that device to each other through GID index 1 and checks
  * threads (part a), completion events (part b), registration of the program's own memory
- * (part c), misuse (part d), the ibv_wr_* send API (part e) and
- * the attributes middleware relies on (part f) and one rdma_cm ID used from several threads
- * (part g). Every check prints one "ok: ..." or "FAIL: ..." line.
+ * (part c), misuse (part d), the ibv_wr_* send API (part e), the attributes middleware
+ * relies on (part f), one rdma_cm ID used from several threads (part g), and ibv_resize_cq
+ * and the extended CQ of ibv_create_cq_ex (part h). Every check prints one "ok: ..." or
+ * "FAIL: ..." line.
  */
 #ifndef ABI_CHECK_H
 #define ABI_CHECK_H
@@ -93,5 +94,6 @@ void part_misuse(struct dev *d);
 void part_wr_api(struct dev *d);
 void part_middleware(struct dev *d);
 void part_cm_threads(struct dev *d);
+void part_cq_ex(struct dev *d);
 
 #endif
