@@ -152,7 +152,7 @@ pub(crate) unsafe fn create(
 }
 
 /// `ibv_resize_cq`, as rxe answers it: `EINVAL` below 1, above `max_cqe` or below the number of
-/// completions the CQ holds (none is lost); else `cq->cqe` is the new size.
+/// completions the CQ holds after a progress round (none is lost); else `cq->cqe` is the new size.
 ///
 /// # Safety
 /// As `ibv_resize_cq`'s callers promise:
@@ -165,6 +165,9 @@ pub unsafe extern "C" fn ibv_resize_cq(cq: *mut ibv_cq, cqe: c_int) -> c_int {
         return errno::fail(libc::EINVAL);
     }
     let mut e = ctx.dev.lock();
+    // A progress round first, as `ibv_poll_cq` takes: the completions of work the device has
+    // done by now count as outstanding (rxe's completer runs as requests are posted).
+    let _ = e.progress();
     if let Err(err) = e.resize_cq(c.cq, cqe as usize) {
         return errno::fail(errno::of(&err));
     }
