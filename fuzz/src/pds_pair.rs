@@ -169,9 +169,13 @@ impl World {
                 assert_eq!(t.dst, 1 - side, "side {side} sent to {}", t.dst);
                 self.net.push(Packet { src: side, dst: t.dst, bytes });
             }
-            while let Some(e) = self.eps[usize::from(side)].poll_event() {
-                self.event(side, e);
-            }
+            self.events(side);
+        }
+    }
+
+    fn events(&mut self, side: u8) {
+        while let Some(e) = self.eps[usize::from(side)].poll_event() {
+            self.event(side, e);
         }
     }
 
@@ -273,6 +277,9 @@ impl World {
         if let Some((pkt_id, id)) = respond {
             self.eps[usize::from(dst)].rudi_respond(p.src, pkt_id, NextHeader::Rsp, response(id));
         }
+        // Before the next packet (the lossless phase delivers a batch): a PDC this one made the
+        // side lose counts for the duplicates that may follow.
+        self.events(dst);
     }
 
     fn trim(&mut self, p: Packet, keep: u8) {

@@ -312,7 +312,13 @@ impl<A: Copy> Pdc<A> {
             // The codes that follow end (or restart) the PDC: only for a PSN it sent, so that a
             // NACK spoofed without knowing the PDC's sequence space cannot.
             _ if !self.in_window(n.nack_psn) => out.nack_ignored = true,
-            C::InvDpdcid if self.closing && self.close_queued => out.closed = true,
+            // The peer has no such PDC: the close it was asked for (the initiator's CLOSE_CMD, or
+            // the target's CLOSE_REQ with nothing of its own outstanding) is done.
+            C::InvDpdcid
+                if self.closing && (self.close_queued || self.role == Role::Target && self.tx.is_empty()) =>
+            {
+                out.closed = true
+            }
             // A SYN of the attempt before a restart, arriving after the target accepted the new
             // Start_PSN (late, reordered or duplicated): stale, not a failure.
             C::InvalidSyn if self.restarted => {}

@@ -8,7 +8,7 @@ use std::time::Duration;
 use wire::uet::pds::{Mode, NackCode, RequestRepr};
 
 use super::Endpoint;
-use super::types::{Establishment, Refused, SendError};
+use super::types::{CLOSED_LINGER, Establishment, Refused, SendError};
 use crate::event::{Event, PdcError};
 use crate::pdc::{Pdc, PdcId, Role};
 use crate::psn::diff;
@@ -120,6 +120,17 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
     /// open a PDC again, however late it comes.
     pub fn set_secure(&mut self, mode: Establishment) {
         self.secure = mode;
+    }
+
+    /// A close handshake ended: the PDC is gone, and a delayed duplicate of its SYN packets is
+    /// ignored for [`CLOSED_LINGER`] (however the handshake ended: a CLOSE_CMD or CLOSE_ACK sent,
+    /// or the initiator's NACK INV_DPDCID to a target's CLOSE_REQ, when it had already forgotten
+    /// the PDC).
+    pub(super) fn closed(&mut self, now: Duration, pdc: PdcId) {
+        if let Some(p) = self.remove(pdc) {
+            self.closed.push_back((now + CLOSED_LINGER, p.peer, p.peer_id.unwrap_or(0), p.start_psn));
+            self.events.push_back(Event::Closed { pdc, peer: p.peer });
+        }
     }
 
     pub(super) fn fail(&mut self, pdc: PdcId, error: PdcError) {

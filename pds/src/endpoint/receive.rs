@@ -66,7 +66,7 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
         let out = p.on_request(r, now, &self.cfg);
         p.ce_seen |= ce;
         let dropped = out.dropped;
-        self.apply(id, out);
+        self.apply(now, id, out);
         self.touched(id);
         match dropped {
             None | Some(Verdict::New) => {
@@ -133,7 +133,7 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
                 let id = self.lookup(src, a.dpdcid, a.spdcid).ok_or(Refused::Stale)?;
                 self.heard(id, now, false);
                 let out = self.pdcs.get_mut(&id).expect("looked up").on_ack(&a, now, &self.cfg);
-                self.apply(id, out);
+                self.apply(now, id, out);
                 self.touched(id);
                 Ok(None)
             }
@@ -154,7 +154,7 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
                 let ignored = match self.pdcs.get_mut(&id).expect("looked up").on_nack(&n, now, &self.cfg) {
                     Ok(out) => {
                         let ignored = out.nack_ignored;
-                        self.apply(id, out);
+                        self.apply(now, id, out);
                         ignored
                     }
                     Err(code) => {
@@ -173,7 +173,7 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
                 self.heard(id, now, false);
                 let out = self.pdcs.get_mut(&id).expect("looked up").on_cp(&c, now, &self.cfg);
                 let unexpected = out.unexpected;
-                self.apply(id, out);
+                self.apply(now, id, out);
                 self.touched(id);
                 if unexpected {
                     self.nack(src, NackCode::UnexpEvent, c.psn, id, c.spdcid, 0);
@@ -224,7 +224,7 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
         Ok(())
     }
 
-    fn apply(&mut self, pdc: PdcId, out: Outcome) {
+    fn apply(&mut self, now: Duration, pdc: PdcId, out: Outcome) {
         let Some(p) = self.pdcs.get(&pdc) else { return };
         let peer = p.peer;
         if out.established {
@@ -237,8 +237,7 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
         self.stats.fast_retransmits += out.retransmits as u64;
         self.stats.window_cuts += u64::from(out.window_cut);
         if out.closed {
-            self.remove(pdc);
-            self.events.push_back(Event::Closed { pdc, peer });
+            self.closed(now, pdc);
         }
     }
 }

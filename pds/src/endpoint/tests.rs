@@ -219,6 +219,31 @@ fn secure_establishment_refuses_a_replayed_syn_of_a_closed_pdc() {
 }
 
 #[test]
+fn a_target_closing_towards_a_forgetful_initiator_ignores_a_delayed_syn() {
+    let (mut a, mut b) = (secure(1), secure(2));
+    a.set_secure(Establishment::Open);
+    b.set_secure(Establishment::Open);
+    a.send(2, Mode::Rod, NextHeader::ReqStd, Bytes::from_static(b"first"), 1).unwrap();
+    let (sent, got) = shuttle(&mut a, &mut b, NOW);
+    assert_eq!(got, [b"first".to_vec()]);
+    let target = b.pdcs().map(|(id, _)| id).next().unwrap();
+    while b.poll_event().is_some() {}
+    // The initiator forgets the PDC (its endpoint restarted) before the target closes it: the
+    // target's CLOSE_REQ gets NACK INV_DPDCID, which ends the close.
+    let mut a2 = secure(3);
+    a2.set_secure(Establishment::Open);
+    b.close(NOW, target).unwrap();
+    shuttle(&mut a2, &mut b, NOW);
+    assert_eq!(b.pdc_count(), 0);
+    let events: Vec<_> = std::iter::from_fn(|| b.poll_event()).collect();
+    assert!(matches!(events[..], [Event::Closed { pdc, peer: 1 }] if pdc == target), "{events:?}");
+    // A delayed duplicate of the first SYN, within the closed-PDC linger, opens nothing.
+    let d = b.handle_packet(NOW + CLOSED_LINGER / 2, 1, &sent[0]).unwrap();
+    assert!(d.is_none(), "delivered again");
+    assert_eq!(b.pdc_count(), 0);
+}
+
+#[test]
 fn secure_establishment_moves_a_forgetful_initiator_to_a_fresh_start_psn() {
     let (mut a, mut b) = (secure(1), secure(2));
     let (pdc, _) = a.send(2, Mode::Rod, NextHeader::ReqStd, Bytes::from_static(b"one"), 1).unwrap();

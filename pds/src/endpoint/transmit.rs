@@ -9,7 +9,7 @@ use bytes::Bytes;
 use wire::uet::pds::request::FLAG_RETX;
 use wire::uet::pds::{Mode, NackCode, NackRepr, NextHeader, PdsRepr, RudiRepr, UudRepr};
 
-use super::types::{CLOSED_LINGER, SendError, Transmit};
+use super::types::{SendError, Transmit};
 use super::{Ctrl, Endpoint};
 use crate::body::Body;
 use crate::event::{Event, PdcError};
@@ -227,10 +227,7 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
             }
             self.rr = id;
             if done {
-                let (peer_id, start) = (p.peer_id.unwrap_or(0), p.start_psn);
-                self.closed.push_back((now + CLOSED_LINGER, dst, peer_id, start));
-                self.remove(id);
-                self.events.push_back(Event::Closed { pdc: id, peer: dst });
+                self.closed(now, id);
             } else {
                 self.sched.rearm(id, p, &self.cfg);
             }
