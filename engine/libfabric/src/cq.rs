@@ -28,6 +28,38 @@ pub(crate) struct Op {
     pub(crate) len: usize,
     /// A receive the engine placed in `buf` as it arrived: nothing to copy at completion.
     pub(crate) placed: bool,
+    /// The program's buffers when it gave several (`fi_recvv`, `fi_readv`...): the bytes are
+    /// scattered over them in order (`buf` is the first, `len` their total); empty for one.
+    pub(crate) scatter: crate::endpoint::Pieces,
+}
+
+impl Op {
+    /// An operation whose bytes (if any) go to `buf`, `len` bytes.
+    pub(crate) fn new(context: *mut c_void, buf: *mut u8, len: usize, placed: bool) -> Op {
+        Op { context, buf, len, placed, scatter: Box::default() }
+    }
+
+    /// Copies `data` (at most `len` bytes) into the operation's buffers.
+    ///
+    /// # Safety
+    /// The buffers are the program's, writable for their lengths until the completion is read
+    /// (fi_recv(3), fi_read(3)), and not null where they hold bytes (the posting calls refuse that).
+    unsafe fn copy_in(&self, data: &[u8]) {
+        let mut rest = &data[..data.len().min(self.len)];
+        let one = [(self.buf, self.len)];
+        let pieces: &[(*mut u8, usize)] = if self.scatter.is_empty() { &one } else { &self.scatter };
+        for &(p, l) in pieces {
+            let n = rest.len().min(l);
+            if n == 0 {
+                continue;
+            }
+            // SAFETY: this function's contract: `p` (not null, `n > 0` bytes) holds `l >= n`
+            // writable bytes, the program's until this completion is read; `rest` is the
+            // completion's own data, which does not overlap the program's memory.
+            unsafe { core::ptr::copy_nonoverlapping(rest.as_ptr(), p, n) };
+            rest = &rest[n..];
+        }
+    }
 }
 
 /// The operations waiting for their completions on one queue.
@@ -43,6 +75,14 @@ impl Ops {
         self.next = self.next.wrapping_add(1).max(1);
         self.map.insert(self.next, op);
         self.next
+    }
+
+    /// The ids of the operations posted with the program's `context`, oldest first.
+    pub(crate) fn ids_of(&self, context: *mut c_void) -> Vec<u64> {
+        let mut ids: Vec<u64> =
+            self.map.iter().filter(|(_, op)| op.context == context).map(|(&id, _)| id).collect();
+        ids.sort_unstable();
+        ids
     }
 
     /// Forgets an operation the engine refused.
@@ -181,24 +221,19 @@ impl Cq {
             Err(e) => e.op_context,
         };
         let op = self.ops.borrow_mut().map.remove(&id);
-        let (context, buf, len, placed) = op
-            .map_or((core::ptr::null_mut(), core::ptr::null_mut(), 0, false), |o| {
-                (o.context, o.buf, o.len, o.placed)
-            });
-        // Copies what arrived into the receive's buffer: how many bytes fit (a receive placed as
+        let op = op.unwrap_or_else(|| Op::new(core::ptr::null_mut(), core::ptr::null_mut(), 0, false));
+        let (context, buf, len) = (op.context, op.buf, op.len);
+        // Copies what arrived into the receive's buffers: how many bytes fit (a receive placed as
         // it arrived has its `moved` bytes there already).
         let place = |data: &[u8], moved: usize| {
-            if placed {
+            if op.placed {
                 return moved.min(len);
             }
-            let n = data.len().min(len);
-            if n > 0 {
-                // SAFETY: `buf` is the receive's buffer, which fi_recv(3) keeps the provider's,
-                // `len` writable bytes, until this completion is read; `len > 0` means `buf` is not
-                // null (`Ep::recv` refused that), and `n <= len`.
-                unsafe { core::ptr::copy_nonoverlapping(data.as_ptr(), buf, n) };
-            }
-            n
+            // SAFETY: the operation's buffers are the program's, which fi_recv(3) and fi_read(3)
+            // keep the provider's until this completion is read; the posting calls refused null
+            // ones with bytes.
+            unsafe { op.copy_in(data) };
+            data.len().min(len)
         };
         match c {
             Ok(e) if e.flags & cq_flags::RECV != 0 && e.buf.len() > len => {

@@ -61,18 +61,71 @@ pub(crate) unsafe fn bytes<'a>(buf: *const c_void, len: usize) -> Option<&'a [u8
     }
 }
 
-/// The one buffer of an iovec array (`iov_limit` is 1).
+/// How many iovecs a message, RMA or atomic call takes (`iov_limit` of the offers' transmit and
+/// receive attributes); more answer -FI_EINVAL.
+pub(crate) const IOV_LIMIT: usize = 4;
+
+/// The iovecs of an array of `count` (none for 0; `None` above [`IOV_LIMIT`] or for a null array).
 ///
 /// # Safety
-/// `iov` holds `count` iovecs.
-pub(crate) unsafe fn one_iov(iov: *const iovec, count: usize) -> Option<(*mut c_void, usize)> {
+/// `iov` holds `count` iovecs, which live as long as the caller's call.
+pub(crate) unsafe fn iovs<'a>(iov: *const iovec, count: usize) -> Option<&'a [iovec]> {
     match count {
-        0 => Some((core::ptr::null_mut(), 0)),
-        // SAFETY: `count == 1` and `iov` not null (this arm's guard), and the caller's array holds
-        // `count` iovecs (this function's contract).
-        1 if !iov.is_null() => Some(unsafe { ((*iov).iov_base, (*iov).iov_len) }),
+        0 => Some(&[]),
+        n if n > IOV_LIMIT || iov.is_null() => None,
+        // SAFETY: this function's contract: `iov` (not null, checked) holds `n` iovecs.
+        n => Some(unsafe { core::slice::from_raw_parts(iov, n) }),
+    }
+}
+
+/// The one buffer of an iovec array: its address and length (null and 0 for none); `None` for
+/// several.
+pub(crate) fn one_iov(iov: &[iovec]) -> Option<(*mut c_void, usize)> {
+    match iov {
+        [] => Some((core::ptr::null_mut(), 0)),
+        [v] => Some((v.iov_base, v.iov_len)),
         _ => None,
     }
+}
+
+/// The bytes an iovec array names, in order: borrowed when it has one buffer, gathered into one
+/// when several (the engine copies a send's bytes as it is posted anyway); `None` for a null
+/// buffer with bytes or a total beyond the address space.
+///
+/// # Safety
+/// Each iovec's buffer holds its `iov_len` readable bytes during the call.
+pub(crate) unsafe fn gather<'a>(iov: &[iovec]) -> Option<std::borrow::Cow<'a, [u8]>> {
+    if let Some((b, l)) = one_iov(iov) {
+        // SAFETY: this function's contract: the one buffer holds `l` readable bytes.
+        return unsafe { bytes(b, l) }.map(std::borrow::Cow::Borrowed);
+    }
+    let total = iov.iter().try_fold(0usize, |t, v| t.checked_add(v.iov_len))?;
+    let mut all = Vec::with_capacity(total);
+    for v in iov {
+        // SAFETY: this function's contract: each buffer holds its `iov_len` readable bytes.
+        all.extend_from_slice(unsafe { bytes(v.iov_base, v.iov_len) }?);
+    }
+    Some(std::borrow::Cow::Owned(all))
+}
+
+/// The buffers an operation's bytes are scattered over, in order (see [`Op`]).
+pub(crate) type Pieces = Box<[(*mut u8, usize)]>;
+
+/// The buffers of an iovec array as an operation's destination (a receive's or a read's): the
+/// first buffer, the total length and, for several, the list to scatter over; `None` for a null
+/// buffer with bytes or a total beyond the address space.
+pub(crate) fn scatter(iov: &[iovec]) -> Option<(*mut u8, usize, Pieces)> {
+    if iov.iter().any(|v| v.iov_base.is_null() && v.iov_len > 0) {
+        return None;
+    }
+    let total = iov.iter().try_fold(0usize, |t, v| t.checked_add(v.iov_len))?;
+    let first = iov.first().map_or(core::ptr::null_mut(), |v| v.iov_base.cast());
+    let pieces = if iov.len() > 1 {
+        iov.iter().map(|v| (v.iov_base.cast(), v.iov_len)).collect()
+    } else {
+        Box::default()
+    };
+    Some((first, total, pieces))
 }
 
 impl Ep {
@@ -86,13 +139,21 @@ impl Ep {
         result: (*mut u8, usize),
         f: impl FnOnce(&provider::Endpoint, u64) -> Result<(), provider::FiError>,
     ) -> isize {
+        self.post_op(context.map(|c| Op::new(c, result.0, result.1, false)), f)
+    }
+
+    /// [`post`](Self::post) of an operation described in full (a read scattered over several
+    /// buffers); `None` for an inject.
+    pub(crate) fn post_op(
+        &self,
+        op: Option<Op>,
+        f: impl FnOnce(&provider::Endpoint, u64) -> Result<(), provider::FiError>,
+    ) -> isize {
         let tx = self.tx.borrow();
         let Some(ops) = tx.as_ref() else { return -(abi::FI_ENOCQ as isize) };
-        let id = match context {
+        let id = match op {
             None => 0,
-            Some(context) => {
-                ops.borrow_mut().add(Op { context, buf: result.0, len: result.1, placed: false })
-            }
+            Some(op) => ops.borrow_mut().add(op),
         };
         match f(&self.ep, id) {
             Ok(()) => {

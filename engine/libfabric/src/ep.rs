@@ -12,7 +12,7 @@ use crate::abi::{
     fid, fid_domain, fid_ep, fid_t, iovec,
 };
 use crate::cq::{Op, post_err};
-use crate::endpoint::{Ep, TX_MSG_FLAGS, bytes, ep_of, one_iov, with};
+use crate::endpoint::{Ep, TX_MSG_FLAGS, bytes, ep_of, gather, iovs, with};
 use crate::util::{EINVAL, ENOSYS, give_bytes};
 
 static EP_FI_OPS: fi_ops = crate::util::fid_ops(close, Some(bind), Some(control));
@@ -226,8 +226,22 @@ unsafe extern "C" fn control(f: *mut fid, command: c_int, _arg: *mut c_void) -> 
     0
 }
 
-unsafe extern "C" fn cancel(_: fid_t, _: *mut c_void) -> isize {
-    ENOSYS as isize
+/// `fi_cancel`: the receive (tagged or not) posted with `context`, if still waiting for a message,
+/// completes at once with FI_ECANCELED in `fi_cq_readerr` (its context and flags; an error on the
+/// receive counters). 0 whether or not one was waiting, as libfabric's tcp and rxm providers
+/// answer: a receive a message already matched completes as it would have. Transmit operations
+/// are not cancelled (the engine has sent them; libfabric's tcp provider cancels receives only).
+unsafe extern "C" fn cancel(f: fid_t, context: *mut c_void) -> isize {
+    // SAFETY: `f` is the fid of a live endpoint `open` made: libfabric reaches this op only through
+    // its ops table.
+    let Some(e) = (unsafe { ep_of(f.cast()) }) else { return EINVAL as isize };
+    let rx = e.rx.borrow();
+    let Some(ops) = rx.as_ref() else { return 0 };
+    // The ids posted with that context, oldest first; the engine knows which are receives still
+    // waiting (a transmit's id names no receive).
+    let ids = ops.borrow().ids_of(context);
+    let _cancelled = ids.into_iter().any(|id| e.ep.cancel_recv(id));
+    0
 }
 
 unsafe extern "C" fn getopt(_: fid_t, _: c_int, _: c_int, _: *mut c_void, _: *mut usize) -> c_int {
@@ -327,16 +341,48 @@ impl Ep {
         if buf.is_null() && len > 0 {
             return EINVAL as isize;
         }
-        let rx = self.rx.borrow();
-        let Some(ops) = rx.as_ref() else { return -(abi::FI_ENOCQ as isize) };
         // SAFETY: fi_recv(3): the buffer's `len` writable bytes (not null with bytes, checked
         // above) are the provider's until the receive's completion is read, it is cancelled or the
         // endpoint is closed. Closing drops the engine endpoint, and the `UserBuf` with it, once
         // nothing else holds the endpoint: an MR bound to it holds it only until enabled.
         // `UserBuf::new` refuses an empty or wrapping range.
         let mem = unsafe { engine::provider::UserBuf::new(buf.cast(), len) };
-        let placed = mem.is_some();
-        let id = ops.borrow_mut().add(Op { context, buf: buf.cast(), len, placed });
+        let op = Op::new(context, buf.cast(), len, mem.is_some());
+        self.post_recv(op, mem, src, tag)
+    }
+
+    /// [`recv`](Self::recv) into the buffers of an iovec array (`fi_recvv`, `fi_recvmsg`...): one
+    /// is the program's buffer as `recv` has it; several get the message in a buffer of the
+    /// engine's, scattered over them in order as its completion is read.
+    fn recv_iov(
+        &self,
+        iov: &[iovec],
+        src: fi_addr_t,
+        tag: Option<(u64, u64)>,
+        context: *mut c_void,
+    ) -> isize {
+        if let Some((b, l)) = crate::endpoint::one_iov(iov) {
+            return self.recv(b, l, src, tag, context);
+        }
+        let Some((first, total, pieces)) = crate::endpoint::scatter(iov) else { return EINVAL as isize };
+        let src = if self.directed { src } else { engine::provider::FI_ADDR_UNSPEC };
+        let op = Op { scatter: pieces, ..Op::new(context, first, total, false) };
+        self.post_recv(op, None, src, tag)
+    }
+
+    /// Gives the engine the receive `op` describes: into `mem`, the program's memory, or else a
+    /// buffer of its own of `op.len` bytes.
+    fn post_recv(
+        &self,
+        op: Op,
+        mem: Option<engine::provider::UserBuf>,
+        src: fi_addr_t,
+        tag: Option<(u64, u64)>,
+    ) -> isize {
+        let rx = self.rx.borrow();
+        let Some(ops) = rx.as_ref() else { return -(abi::FI_ENOCQ as isize) };
+        let len = op.len;
+        let id = ops.borrow_mut().add(op);
         let r = match (mem, tag) {
             (Some(mem), tag) => self.ep.recv_into(mem, src, tag, id),
             (None, None) => self.ep.recv(len, src, id),
@@ -375,12 +421,12 @@ unsafe extern "C" fn sendv(
     dest: fi_addr_t,
     context: *mut c_void,
 ) -> isize {
-    // SAFETY: `iov` holds `count` iovecs (the vector call's contract), as `one_iov` requires; it
-    // reads one only when `count == 1` and `iov` is not null.
-    let Some((b, l)) = (unsafe { one_iov(iov, count) }) else { return EINVAL as isize };
-    // SAFETY: fi_sendv(3)'s arguments, passed on: `ep` is this op's, and `b` holds `l` bytes, as
-    // the one iovec (`one_iov` read it) says.
-    unsafe { send(ep, b, l, core::ptr::null_mut(), dest, context) }
+    // SAFETY: `iov` holds `count` iovecs (the vector call's contract), as `iovs` requires.
+    let Some(iov) = (unsafe { iovs(iov, count) }) else { return EINVAL as isize };
+    let args = SendArgs { dest, tag: None, data: None, inject: false };
+    // SAFETY: `ep` is this op's (null or a live endpoint of this provider), and each iovec's
+    // buffer holds its bytes during the call (fi_sendv(3)), as `with` and `gather` require.
+    unsafe { with(ep, |e| e.send(gather(iov).as_deref(), args, context)) }
 }
 
 unsafe extern "C" fn sendmsg(ep: *mut fid_ep, msg: *const fi_msg, flags: u64) -> isize {
@@ -391,12 +437,13 @@ unsafe extern "C" fn sendmsg(ep: *mut fid_ep, msg: *const fi_msg, flags: u64) ->
         return -(abi::FI_EBADFLAGS as isize);
     }
     // SAFETY: the message's `msg_iov` holds `iov_count` iovecs (the `*msg` call's contract), as
-    // `one_iov` requires.
-    let Some((b, l)) = (unsafe { one_iov(m.msg_iov, m.iov_count) }) else { return EINVAL as isize };
+    // `iovs` requires.
+    let Some(iov) = (unsafe { iovs(m.msg_iov, m.iov_count) }) else { return EINVAL as isize };
     let data = (flags & u64::from(abi::FI_REMOTE_CQ_DATA) != 0).then_some(m.data);
     let args = SendArgs { dest: m.addr, tag: None, data, inject: flags & u64::from(abi::FI_INJECT) != 0 };
-    // SAFETY: `ep` is this op's, and `b` holds `l` readable bytes, as the message's one iovec says.
-    unsafe { with(ep, |e| e.send(bytes(b, l), args, m.context)) }
+    // SAFETY: `ep` is this op's, and each of the message's iovecs holds its bytes during the call,
+    // as `with` and `gather` require.
+    unsafe { with(ep, |e| e.send(gather(iov).as_deref(), args, m.context)) }
 }
 
 unsafe extern "C" fn inject(ep: *mut fid_ep, buf: *const c_void, len: usize, dest: fi_addr_t) -> isize {
@@ -459,12 +506,11 @@ unsafe extern "C" fn recvv(
     src: fi_addr_t,
     context: *mut c_void,
 ) -> isize {
-    // SAFETY: `iov` holds `count` iovecs (the vector call's contract), as `one_iov` requires; it
-    // reads one only when `count == 1` and `iov` is not null.
-    let Some((b, l)) = (unsafe { one_iov(iov, count) }) else { return EINVAL as isize };
-    // SAFETY: fi_recvv(3)'s arguments, passed on: `ep` is this op's, and `b` holds `l` writable
-    // bytes, as the one iovec (`one_iov` read it) says.
-    unsafe { recv(ep, b, l, core::ptr::null_mut(), src, context) }
+    // SAFETY: `iov` holds `count` iovecs (the vector call's contract), as `iovs` requires.
+    let Some(iov) = (unsafe { iovs(iov, count) }) else { return EINVAL as isize };
+    // SAFETY: fi_recvv(3): `ep` is this op's (null or a live endpoint of this provider), and the
+    // iovecs' buffers are the provider's until the receive completes; `recv_iov` checks null ones.
+    unsafe { with(ep, |e| e.recv_iov(iov, src, None, context)) }
 }
 
 unsafe extern "C" fn recvmsg(ep: *mut fid_ep, msg: *const fi_msg, flags: u64) -> isize {
@@ -475,11 +521,11 @@ unsafe extern "C" fn recvmsg(ep: *mut fid_ep, msg: *const fi_msg, flags: u64) ->
         return -(abi::FI_EBADFLAGS as isize);
     }
     // SAFETY: the message's `msg_iov` holds `iov_count` iovecs (the `*msg` call's contract), as
-    // `one_iov` requires.
-    let Some((b, l)) = (unsafe { one_iov(m.msg_iov, m.iov_count) }) else { return EINVAL as isize };
-    // SAFETY: fi_recvmsg(3)'s arguments, passed on: `ep` is this op's, and `b` holds `l` writable
-    // bytes, as the message's one iovec says.
-    unsafe { recv(ep, b, l, core::ptr::null_mut(), m.addr, m.context) }
+    // `iovs` requires.
+    let Some(iov) = (unsafe { iovs(m.msg_iov, m.iov_count) }) else { return EINVAL as isize };
+    // SAFETY: fi_recvmsg(3): `ep` is this op's, and the message's buffers are the provider's until
+    // the receive completes; `recv_iov` checks null ones.
+    unsafe { with(ep, |e| e.recv_iov(iov, m.addr, None, m.context)) }
 }
 
 unsafe extern "C" fn tsend(
@@ -507,12 +553,12 @@ unsafe extern "C" fn tsendv(
     tag: u64,
     context: *mut c_void,
 ) -> isize {
-    // SAFETY: `iov` holds `count` iovecs (the vector call's contract), as `one_iov` requires; it
-    // reads one only when `count == 1` and `iov` is not null.
-    let Some((b, l)) = (unsafe { one_iov(iov, count) }) else { return EINVAL as isize };
-    // SAFETY: fi_tsendv(3)'s arguments, passed on: `ep` is this op's, and `b` holds `l` bytes, as
-    // the one iovec says.
-    unsafe { tsend(ep, b, l, core::ptr::null_mut(), dest, tag, context) }
+    // SAFETY: `iov` holds `count` iovecs (the vector call's contract), as `iovs` requires.
+    let Some(iov) = (unsafe { iovs(iov, count) }) else { return EINVAL as isize };
+    let args = SendArgs { dest, tag: Some(tag), data: None, inject: false };
+    // SAFETY: `ep` is this op's (null or a live endpoint of this provider), and each iovec's
+    // buffer holds its bytes during the call (fi_tsendv(3)), as `with` and `gather` require.
+    unsafe { with(ep, |e| e.send(gather(iov).as_deref(), args, context)) }
 }
 
 unsafe extern "C" fn tsendmsg(ep: *mut fid_ep, msg: *const fi_msg_tagged, flags: u64) -> isize {
@@ -523,13 +569,14 @@ unsafe extern "C" fn tsendmsg(ep: *mut fid_ep, msg: *const fi_msg_tagged, flags:
         return -(abi::FI_EBADFLAGS as isize);
     }
     // SAFETY: the message's `msg_iov` holds `iov_count` iovecs (the `*msg` call's contract), as
-    // `one_iov` requires.
-    let Some((b, l)) = (unsafe { one_iov(m.msg_iov, m.iov_count) }) else { return EINVAL as isize };
+    // `iovs` requires.
+    let Some(iov) = (unsafe { iovs(m.msg_iov, m.iov_count) }) else { return EINVAL as isize };
     let data = (flags & u64::from(abi::FI_REMOTE_CQ_DATA) != 0).then_some(m.data);
     let args =
         SendArgs { dest: m.addr, tag: Some(m.tag), data, inject: flags & u64::from(abi::FI_INJECT) != 0 };
-    // SAFETY: `ep` is this op's, and `b` holds `l` readable bytes, as the message's one iovec says.
-    unsafe { with(ep, |e| e.send(bytes(b, l), args, m.context)) }
+    // SAFETY: `ep` is this op's, and each of the message's iovecs holds its bytes during the call,
+    // as `with` and `gather` require.
+    unsafe { with(ep, |e| e.send(gather(iov).as_deref(), args, m.context)) }
 }
 
 unsafe extern "C" fn tinject(
@@ -604,12 +651,11 @@ unsafe extern "C" fn trecvv(
     ignore: u64,
     context: *mut c_void,
 ) -> isize {
-    // SAFETY: `iov` holds `count` iovecs (the vector call's contract), as `one_iov` requires; it
-    // reads one only when `count == 1` and `iov` is not null.
-    let Some((b, l)) = (unsafe { one_iov(iov, count) }) else { return EINVAL as isize };
-    // SAFETY: fi_trecvv(3)'s arguments, passed on: `ep` is this op's, and `b` holds `l` writable
-    // bytes, as the one iovec says.
-    unsafe { trecv(ep, b, l, core::ptr::null_mut(), src, tag, ignore, context) }
+    // SAFETY: `iov` holds `count` iovecs (the vector call's contract), as `iovs` requires.
+    let Some(iov) = (unsafe { iovs(iov, count) }) else { return EINVAL as isize };
+    // SAFETY: fi_trecvv(3): `ep` is this op's (null or a live endpoint of this provider), and the
+    // iovecs' buffers are the provider's until the receive completes; `recv_iov` checks null ones.
+    unsafe { with(ep, |e| e.recv_iov(iov, src, Some((tag, ignore)), context)) }
 }
 
 unsafe extern "C" fn trecvmsg(ep: *mut fid_ep, msg: *const fi_msg_tagged, flags: u64) -> isize {
@@ -620,9 +666,9 @@ unsafe extern "C" fn trecvmsg(ep: *mut fid_ep, msg: *const fi_msg_tagged, flags:
         return -(abi::FI_EBADFLAGS as isize);
     }
     // SAFETY: the message's `msg_iov` holds `iov_count` iovecs (the `*msg` call's contract), as
-    // `one_iov` requires.
-    let Some((b, l)) = (unsafe { one_iov(m.msg_iov, m.iov_count) }) else { return EINVAL as isize };
-    // SAFETY: fi_trecvmsg(3)'s arguments, passed on: `ep` is this op's, and `b` holds `l` writable
-    // bytes, as the message's one iovec says.
-    unsafe { trecv(ep, b, l, core::ptr::null_mut(), m.addr, m.tag, m.ignore, m.context) }
+    // `iovs` requires.
+    let Some(iov) = (unsafe { iovs(m.msg_iov, m.iov_count) }) else { return EINVAL as isize };
+    // SAFETY: fi_trecvmsg(3): `ep` is this op's, and the message's buffers are the provider's until
+    // the receive completes; `recv_iov` checks null ones.
+    unsafe { with(ep, |e| e.recv_iov(iov, m.addr, Some((m.tag, m.ignore)), m.context)) }
 }

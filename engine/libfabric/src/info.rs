@@ -255,14 +255,15 @@ fn build(offer: &Offer, src: Option<&[u8]>, nic: &str, payload: usize) -> *mut f
         tx.msg_order = ordered;
         tx.inject_size = payload.min(i.limits.inject_size);
         tx.size = 1024;
-        tx.iov_limit = 1;
+        // Vector calls take this many buffers (atomics one `fi_ioc`: see `atomic`).
+        tx.iov_limit = crate::endpoint::IOV_LIMIT;
         tx.rma_iov_limit = 1;
         tx.tclass = provider::tclass::of_dscp(i.tclass);
         let rx = &mut *f.rx_attr;
         rx.caps = caps;
         rx.msg_order = ordered;
         rx.size = 1024;
-        rx.iov_limit = 1;
+        rx.iov_limit = crate::endpoint::IOV_LIMIT;
         let ep = &mut *f.ep_attr;
         ep.type_ = if i.ep_type == EpType::Rdm { abi::FI_EP_RDM } else { abi::FI_EP_DGRAM };
         ep.protocol = abi::FI_PROTO_UNSPEC;

@@ -6,7 +6,8 @@
 use core::ffi::c_void;
 
 use crate::abi::{self, fi_addr_t, fi_msg_rma, fi_ops_rma, fid_ep, iovec};
-use crate::endpoint::{TX_MSG_FLAGS, bytes, one_iov, with};
+use crate::cq::Op;
+use crate::endpoint::{TX_MSG_FLAGS, bytes, gather, iovs, scatter, with};
 use crate::util::EINVAL;
 
 /// The RMA table of an endpoint whose domain offers FI_RMA.
@@ -23,24 +24,22 @@ pub(crate) static RMA_OPS: fi_ops_rma = fi_ops_rma {
     injectdata: Some(inject_writedata),
 };
 
-/// A write of `buf` to `dest`'s region `key` at `offset`, `data` for the target's completion;
-/// `context` `None` for an inject.
+/// A write of `b` (`None`: a null buffer with bytes) to `dest`'s region `key` at `offset`,
+/// `data` for the target's completion; `context` `None` for an inject.
 ///
 /// # Safety
-/// `ep` null or an endpoint of this provider; `buf` holds `len` bytes.
+/// `ep` null or an endpoint of this provider.
 unsafe fn post_write(
     ep: *mut fid_ep,
-    (buf, len): (*const c_void, usize),
+    b: Option<&[u8]>,
     data: Option<u64>,
     (dest, offset, key): Remote,
     context: Option<*mut c_void>,
 ) -> isize {
-    // SAFETY: this function's contract: `buf` holds `len` readable bytes (fi_write(3)), as `bytes`
-    // requires; it answers `None` for null with bytes.
-    let Some(b) = (unsafe { bytes(buf, len) }) else { return EINVAL as isize };
+    let Some(b) = b else { return EINVAL as isize };
     // SAFETY: this function's contract: `ep` is null or a live endpoint of this provider, as `with`
-    // requires; the closure touches no raw pointer (`b` is the slice above, copied by the engine
-    // before `post` returns).
+    // requires; the closure touches no raw pointer (`b` is copied by the engine before `post`
+    // returns).
     unsafe {
         with(ep, |e| {
             e.post(context, (core::ptr::null_mut(), 0), |ep, id| match (context, data) {
@@ -52,46 +51,50 @@ unsafe fn post_write(
     }
 }
 
-/// A read of `len` bytes from `dest`'s region `key` at `offset` into `buf`.
+/// A read from `dest`'s region `key` at `offset` into the program's buffers `iov` (`None`: a null
+/// buffer with bytes), as many bytes as they hold.
 ///
 /// # Safety
-/// `ep` null or an endpoint of this provider; `buf` holds `len` bytes until the read completes.
+/// `ep` null or an endpoint of this provider; the buffers are writable for their lengths until
+/// the read completes.
 unsafe fn post_read(
     ep: *mut fid_ep,
-    (buf, len): Local,
+    iov: &[iovec],
     (dest, offset, key): Remote,
     context: *mut c_void,
 ) -> isize {
-    if buf.is_null() && len > 0 {
-        return EINVAL as isize;
-    }
+    let Some((first, len, pieces)) = scatter(iov) else { return EINVAL as isize };
+    let op = Op { scatter: pieces, ..Op::new(context, first, len, false) };
     // SAFETY: this function's contract: `ep` is null or a live endpoint of this provider, as `with`
-    // requires, and `buf` (not null with bytes, checked) holds `len` writable bytes until the read
-    // completes, when the CQ writes them (fi_read(3)).
-    unsafe {
-        with(ep, |e| e.post(Some(context), (buf.cast(), len), |ep, id| ep.read(len, dest, key, offset, id)))
-    }
+    // requires, and the buffers (none null with bytes: `scatter` checked) are writable until the
+    // read completes, when the CQ writes them (fi_read(3)).
+    unsafe { with(ep, |e| e.post_op(Some(op), |ep, id| ep.read(len, dest, key, offset, id))) }
 }
 
-/// A local buffer and its length.
-type Local = (*mut c_void, usize);
+/// One local buffer as an iovec.
+fn iov1(buf: *mut c_void, len: usize) -> [iovec; 1] {
+    [iovec { iov_base: buf, iov_len: len }]
+}
+
 /// A peer, an offset into its region, and the region's key.
 type Remote = (fi_addr_t, u64, u64);
 
-/// The one target of an `fi_msg_rma` (`rma_iov_limit` is 1) and its one local buffer.
+/// The local buffers of an `fi_msg_rma` and its one target (`rma_iov_limit` is 1), which is as
+/// long as they are together.
 ///
 /// # Safety
 /// `m`'s arrays hold their counts.
-unsafe fn msg_parts(m: &fi_msg_rma) -> Option<(Local, Remote)> {
-    // SAFETY: this function's contract: `msg_iov` holds `iov_count` iovecs, as `one_iov` requires.
-    let local = unsafe { one_iov(m.msg_iov, m.iov_count) }?;
+unsafe fn msg_parts<'a>(m: &fi_msg_rma) -> Option<(&'a [iovec], Remote)> {
+    // SAFETY: this function's contract: `msg_iov` holds `iov_count` iovecs, as `iovs` requires.
+    let local = unsafe { iovs(m.msg_iov, m.iov_count) }?;
     if m.rma_iov_count != 1 || m.rma_iov.is_null() {
         return None;
     }
     // SAFETY: `rma_iov_count == 1` and `rma_iov` not null (checked), and the message's array holds
     // that many entries (this function's contract).
     let r = unsafe { &*m.rma_iov };
-    (r.len == local.1).then_some((local, (m.addr, r.addr, r.key)))
+    let total = local.iter().try_fold(0usize, |t, v| t.checked_add(v.iov_len))?;
+    (r.len == total).then_some((local, (m.addr, r.addr, r.key)))
 }
 
 unsafe extern "C" fn read(
@@ -106,7 +109,7 @@ unsafe extern "C" fn read(
 ) -> isize {
     // SAFETY: fi_read(3): `ep` is this op's (null or a live endpoint of this provider), and `buf`
     // holds `len` writable bytes until the read completes.
-    unsafe { post_read(ep, (buf, len), (src, addr, key), context) }
+    unsafe { post_read(ep, &iov1(buf, len), (src, addr, key), context) }
 }
 
 unsafe extern "C" fn readv(
@@ -119,12 +122,11 @@ unsafe extern "C" fn readv(
     key: u64,
     context: *mut c_void,
 ) -> isize {
-    // SAFETY: `iov` holds `count` iovecs (the vector call's contract), as `one_iov` requires; it
-    // reads one only when `count == 1` and `iov` is not null.
-    let Some(local) = (unsafe { one_iov(iov, count) }) else { return EINVAL as isize };
-    // SAFETY: fi_readv(3)'s arguments, passed on: `ep` is this op's, and the one iovec (`one_iov`
-    // read it) names `len` writable bytes until the read completes.
-    unsafe { post_read(ep, local, (src, addr, key), context) }
+    // SAFETY: `iov` holds `count` iovecs (the vector call's contract), as `iovs` requires.
+    let Some(iov) = (unsafe { iovs(iov, count) }) else { return EINVAL as isize };
+    // SAFETY: fi_readv(3)'s arguments, passed on: `ep` is this op's, and the iovecs name writable
+    // bytes until the read completes.
+    unsafe { post_read(ep, iov, (src, addr, key), context) }
 }
 
 unsafe extern "C" fn readmsg(ep: *mut fid_ep, msg: *const fi_msg_rma, flags: u64) -> isize {
@@ -137,8 +139,8 @@ unsafe extern "C" fn readmsg(ep: *mut fid_ep, msg: *const fi_msg_rma, flags: u64
     // SAFETY: the message's arrays hold their counts (the `*msg` call's contract), as the helper
     // requires.
     let Some((local, target)) = (unsafe { msg_parts(m) }) else { return EINVAL as isize };
-    // SAFETY: fi_readmsg(3): `ep` is this op's, and the message's one iovec names writable bytes
-    // until the read completes.
+    // SAFETY: fi_readmsg(3): `ep` is this op's, and the message's iovecs name writable bytes until
+    // the read completes.
     unsafe { post_read(ep, local, target, m.context) }
 }
 
@@ -153,8 +155,8 @@ unsafe extern "C" fn write(
     context: *mut c_void,
 ) -> isize {
     // SAFETY: fi_write(3): `ep` is this op's (null or a live endpoint of this provider), and `buf`
-    // holds `len` readable bytes during the call.
-    unsafe { post_write(ep, (buf, len), None, (dest, addr, key), Some(context)) }
+    // holds `len` readable bytes during the call, as `bytes` requires.
+    unsafe { post_write(ep, bytes(buf, len), None, (dest, addr, key), Some(context)) }
 }
 
 unsafe extern "C" fn writev(
@@ -167,12 +169,11 @@ unsafe extern "C" fn writev(
     key: u64,
     context: *mut c_void,
 ) -> isize {
-    // SAFETY: `iov` holds `count` iovecs (the vector call's contract), as `one_iov` requires; it
-    // reads one only when `count == 1` and `iov` is not null.
-    let Some((b, l)) = (unsafe { one_iov(iov, count) }) else { return EINVAL as isize };
-    // SAFETY: fi_writev(3)'s arguments, passed on: `ep` is this op's, and `b` holds `l` bytes, as
-    // the one iovec says.
-    unsafe { post_write(ep, (b, l), None, (dest, addr, key), Some(context)) }
+    // SAFETY: `iov` holds `count` iovecs (the vector call's contract), as `iovs` requires.
+    let Some(iov) = (unsafe { iovs(iov, count) }) else { return EINVAL as isize };
+    // SAFETY: fi_writev(3)'s arguments: `ep` is this op's, and each iovec's buffer holds its bytes
+    // during the call, as `gather` requires.
+    unsafe { post_write(ep, gather(iov).as_deref(), None, (dest, addr, key), Some(context)) }
 }
 
 unsafe extern "C" fn writemsg(ep: *mut fid_ep, msg: *const fi_msg_rma, flags: u64) -> isize {
@@ -184,12 +185,12 @@ unsafe extern "C" fn writemsg(ep: *mut fid_ep, msg: *const fi_msg_rma, flags: u6
     }
     // SAFETY: the message's arrays hold their counts (the `*msg` call's contract), as the helper
     // requires.
-    let Some(((b, l), target)) = (unsafe { msg_parts(m) }) else { return EINVAL as isize };
+    let Some((local, target)) = (unsafe { msg_parts(m) }) else { return EINVAL as isize };
     let data = (flags & u64::from(abi::FI_REMOTE_CQ_DATA) != 0).then_some(m.data);
     let context = (flags & u64::from(abi::FI_INJECT) == 0).then_some(m.context);
-    // SAFETY: fi_writemsg(3): `ep` is this op's, and `b` holds `l` bytes, as the message's one
-    // iovec says.
-    unsafe { post_write(ep, (b, l), data, target, context) }
+    // SAFETY: fi_writemsg(3): `ep` is this op's, and each of the message's iovecs holds its bytes
+    // during the call, as `gather` requires.
+    unsafe { post_write(ep, gather(local).as_deref(), data, target, context) }
 }
 
 unsafe extern "C" fn inject_write(
@@ -201,8 +202,8 @@ unsafe extern "C" fn inject_write(
     key: u64,
 ) -> isize {
     // SAFETY: fi_inject_write(3): `ep` is this op's, and `buf` holds `len` readable bytes during
-    // the call (the engine copies them before it returns).
-    unsafe { post_write(ep, (buf, len), None, (dest, addr, key), None) }
+    // the call (the engine copies them before it returns), as `bytes` requires.
+    unsafe { post_write(ep, bytes(buf, len), None, (dest, addr, key), None) }
 }
 
 unsafe extern "C" fn writedata(
@@ -217,8 +218,8 @@ unsafe extern "C" fn writedata(
     context: *mut c_void,
 ) -> isize {
     // SAFETY: fi_writedata(3): `ep` is this op's, and `buf` holds `len` readable bytes during the
-    // call.
-    unsafe { post_write(ep, (buf, len), Some(data), (dest, addr, key), Some(context)) }
+    // call, as `bytes` requires.
+    unsafe { post_write(ep, bytes(buf, len), Some(data), (dest, addr, key), Some(context)) }
 }
 
 unsafe extern "C" fn inject_writedata(
@@ -231,6 +232,6 @@ unsafe extern "C" fn inject_writedata(
     key: u64,
 ) -> isize {
     // SAFETY: fi_inject_writedata(3): `ep` is this op's, and `buf` holds `len` readable bytes
-    // during the call.
-    unsafe { post_write(ep, (buf, len), Some(data), (dest, addr, key), None) }
+    // during the call, as `bytes` requires.
+    unsafe { post_write(ep, bytes(buf, len), Some(data), (dest, addr, key), None) }
 }

@@ -727,6 +727,20 @@ impl Endpoint {
         self.recv_common(Box::new(UserMem(buf)), src, tag, false, context)
     }
 
+    /// `fi_cancel` of the receive posted with `context`: it completes at once with
+    /// [`FiErrno::ECANCELED`] (its queue's error entry, an error on its counters); false if no
+    /// receive with that context is waiting (a message has matched it, or it completed).
+    pub fn cancel_recv(&self, context: u64) -> bool {
+        let mut e = self.ep();
+        if !e.node.ses().cancel_recv(context) {
+            return false;
+        }
+        while let Some(c) = e.node.ses().poll_completion() {
+            e.dispatch(c);
+        }
+        true
+    }
+
     fn rma_check(&self, e: &EpInner, len: usize) -> Result<(), FiError> {
         e.check_caps(caps::RMA, "RMA")?;
         if len > e.max_rma {

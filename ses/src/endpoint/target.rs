@@ -67,17 +67,14 @@ impl<A: Copy + Eq + Hash + Ord + std::fmt::Debug> Endpoint<A> {
         msg.dest = Dest::Recv(posted);
     }
 
-    /// Cancels a posted receive (a completion with [`Status::Cancelled`] follows); false if no
-    /// receive with that context is waiting.
+    /// Cancels a posted receive (a completion with [`Status::Cancelled`] follows, with the
+    /// receive's tag for a tagged one); false if no receive with that context is waiting (one a
+    /// message has matched is no longer waiting).
     pub fn cancel_recv(&mut self, context: u64) -> bool {
         let Some(p) = self.queues.cancel(context) else { return false };
-        self.completions.push_back(Completion::local(
-            p.context,
-            CompletionKind::Recv,
-            Status::Cancelled,
-            0,
-            Vec::new(),
-        ));
+        let mut c = Completion::local(p.context, CompletionKind::Recv, Status::Cancelled, 0, Vec::new());
+        c.tag = p.spec.tag.map(|(tag, _)| tag);
+        self.completions.push_back(c);
         true
     }
 

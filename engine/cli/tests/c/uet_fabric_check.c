@@ -10,7 +10,9 @@
  * The HPC profile on FI_EP_RDM: tagged sends matched by wildcard receives, a 1 MiB send
  * (rendezvous), RMA write and read, fetch-add and compare-swap on the server's own memory, and a
  * write to a region bound to the server's JobID from another JobID, which must complete with
- * FI_EACCES in fi_cq_readerr. Every byte is checked, and every receive's source address
+ * FI_EACCES in fi_cq_readerr; fi_cancel of waiting receives (FI_ECANCELED) and of one a message
+ * already matched (not cancelled); sends gathered from and receives and reads scattered over
+ * several buffers (up to iov_limit, one more refused). Every byte is checked, and every receive's source address
  * (fi_cq_readfrom) is the peer's. The server's JobID is 20 and the client's 10
  * (SOFTRDMA_JOB_ID, each also serving the other's). Exit 0 and "<role> ok" when all holds.
  * UET_CHECK_TIMEOUT: seconds to wait for each completion (default 20).
@@ -40,6 +42,8 @@
 #define TAG_WILD 0xA000
 #define TAG_IGNORE 0x0FFF
 #define TAG_EXACT 0xB001
+#define TAG_IOV 0xC001
+#define IOV_LIMIT 4
 #define SMALL 100
 /* SES return code BAD_JOB_ID (UET 1.0). */
 #define BAD_JOB_ID 0x1B
@@ -135,6 +139,30 @@ static void next_ok(struct fi_cq_tagged_entry *e, const char *what)
 		    fi_cq_strerror(cq, err.prov_errno, err.err_data, NULL, 0));
 }
 
+/* The next completion is the error of a receive fi_cancel cancelled: FI_ECANCELED, with the
+   receive's context and flags (FI_RECV and `kind`, FI_MSG or FI_TAGGED), and no bytes. */
+static void expect_cancelled(void *context, uint64_t kind, const char *what)
+{
+	struct fi_cq_tagged_entry e;
+	struct fi_cq_err_entry err;
+	if (!next(&e, &err))
+		die("%s: a completion with context %p after fi_cancel, expected its error", what,
+		    e.op_context);
+	if (err.err != FI_ECANCELED || err.op_context != context || err.flags != (FI_RECV | kind) ||
+	    err.len != 0)
+		die("%s: error %d (%s), context %p (expected %p), flags %#" PRIx64 ", %zu bytes", what,
+		    err.err, fi_strerror(err.err), err.op_context, context, err.flags, err.len);
+}
+
+/* The completion queue holds nothing now (nor does it after progress). */
+static void expect_empty(const char *what)
+{
+	struct fi_cq_tagged_entry e;
+	ssize_t r = fi_cq_read(cq, &e, 1);
+	if (r != -FI_EAGAIN)
+		die("%s: fi_cq_read gave %zd, expected nothing (-FI_EAGAIN)", what, r);
+}
+
 static struct fid_mr *reg(void *buf, size_t len, uint64_t key, int own_job)
 {
 	struct fid_mr *mr;
@@ -173,6 +201,10 @@ static struct fi_info *getinfo(int quiet)
 		die("fi_getinfo: %d (%s)", r, fi_strerror(-r));
 	if ((info->caps & (FI_RMA | FI_ATOMIC | FI_TAGGED)) != (FI_RMA | FI_ATOMIC | FI_TAGGED))
 		die("the offer lacks RMA, atomics or tagged messages: caps %#" PRIx64, info->caps);
+	if (info->tx_attr->iov_limit != IOV_LIMIT || info->rx_attr->iov_limit != IOV_LIMIT ||
+	    info->tx_attr->rma_iov_limit != 1)
+		die("iov limits: tx %zu, rx %zu, rma %zu; expected %d, %d, 1", info->tx_attr->iov_limit,
+		    info->rx_attr->iov_limit, info->tx_attr->rma_iov_limit, IOV_LIMIT, IOV_LIMIT);
 	return info;
 }
 
@@ -238,15 +270,45 @@ static void server(void)
 			die("key %#" PRIx64 " gave %d, expected -FI_EKEYREJECTED", bad_keys[i], r);
 	}
 
+	/* fi_cancel: an untagged and a tagged receive still waiting complete with FI_ECANCELED (and
+	   count as errors), in the order cancelled; the client's messages then go to the receives
+	   posted after them (were they still posted, the 1 MiB send would land in `gone`, truncated,
+	   and a wildcard tagged send in `gone_tagged`). A context nothing was posted with is no error. */
+	static uint8_t gone[SMALL], gone_tagged[SMALL];
+	CHECK(fi_recv(ep, gone, SMALL, NULL, FI_ADDR_UNSPEC, gone));
+	CHECK(fi_trecv(ep, gone_tagged, SMALL, NULL, FI_ADDR_UNSPEC, TAG_WILD, TAG_IGNORE, gone_tagged));
+	CHECK(fi_cancel(&ep->fid, gone_tagged));
+	CHECK(fi_cancel(&ep->fid, gone));
+	CHECK(fi_cancel(&ep->fid, &own));
+	expect_cancelled(gone_tagged, FI_TAGGED, "the cancelled tagged receive");
+	expect_cancelled(gone, FI_MSG, "the cancelled receive");
+	expect_empty("after two cancelled receives");
+	if (fi_cntr_readerr(cntr) != 2)
+		die("the counter has %" PRIu64 " errors after two cancelled receives", fi_cntr_readerr(cntr));
+	CHECK(fi_cntr_seterr(cntr, 0));
+
 	CHECK(fi_trecv(ep, wild[0], SMALL, NULL, FI_ADDR_UNSPEC, TAG_WILD, TAG_IGNORE, &wild[0]));
 	CHECK(fi_trecv(ep, wild[1], SMALL, NULL, FI_ADDR_UNSPEC, TAG_WILD, TAG_IGNORE, &wild[1]));
 	CHECK(fi_trecv(ep, exact, SMALL, NULL, FI_ADDR_UNSPEC, TAG_EXACT, 0, exact));
 	CHECK(fi_recv(ep, big, BIG, NULL, FI_ADDR_UNSPEC, big));
 	CHECK(fi_recv(ep, done, sizeof(done), NULL, FI_ADDR_UNSPEC, done));
+	/* A tagged receive scattered over three buffers (the client gathers its send from four). One
+	   more buffer than the limit is refused. */
+	static uint8_t scat_a[10], scat_b[50], scat_c[40], scat_wanted[SMALL];
+	struct iovec scat[IOV_LIMIT + 1] = {
+	    {scat_a, sizeof(scat_a)}, {scat_b, sizeof(scat_b)}, {scat_c, sizeof(scat_c)}};
+	for (int i = 3; i <= IOV_LIMIT; i++)
+		scat[i] = (struct iovec){scat_wanted, 1};
+	struct fi_msg_tagged tmsg = {.msg_iov = scat, .iov_count = IOV_LIMIT + 1, .addr = FI_ADDR_UNSPEC,
+				     .tag = TAG_IOV, .context = scat_a};
+	if (fi_trecvmsg(ep, &tmsg, 0) != -FI_EINVAL)
+		die("fi_trecvmsg with %d iovecs was not refused with -FI_EINVAL", IOV_LIMIT + 1);
+	tmsg.iov_count = 3;
+	CHECK(fi_trecvmsg(ep, &tmsg, 0));
 	CHECK(fi_send(ep, "R", 1, NULL, peer, NULL));
 
-	int got_wild = 0, got_exact = 0, got_big = 0, got_done = 0, sent = 0;
-	while (!(got_wild == 2 && got_exact && got_big && got_done && sent)) {
+	int got_wild = 0, got_exact = 0, got_big = 0, got_done = 0, got_iov = 0, sent = 0;
+	while (!(got_wild == 2 && got_exact && got_big && got_done && got_iov && sent)) {
 		struct fi_cq_tagged_entry e;
 		next_ok(&e, "a server operation");
 		if (e.op_context == NULL && (e.flags & FI_SEND)) {
@@ -269,6 +331,15 @@ static void server(void)
 				die("the 1 MiB receive got %zu bytes", e.len);
 			expect_bytes(big, BIG, 9, "the 1 MiB receive");
 			got_big = 1;
+		} else if (e.op_context == scat_a) {
+			if (e.tag != TAG_IOV || e.len != SMALL || e.buf != scat_a)
+				die("the scattered receive got tag %#" PRIx64 ", %zu bytes at %p", e.tag,
+				    e.len, e.buf);
+			memcpy(scat_wanted, scat_a, sizeof(scat_a));
+			memcpy(scat_wanted + sizeof(scat_a), scat_b, sizeof(scat_b));
+			memcpy(scat_wanted + sizeof(scat_a) + sizeof(scat_b), scat_c, sizeof(scat_c));
+			expect_bytes(scat_wanted, SMALL, 7, "the receive scattered over three buffers");
+			got_iov = 1;
 		} else if (e.op_context == done) {
 			got_done = 1;
 		} else {
@@ -282,10 +353,10 @@ static void server(void)
 		die("atomics left %" PRIu64 " and %" PRIu64 ", expected 105 and 9", amo[0], amo[1]);
 	if (own != 0)
 		die("a write from another JobID changed the region bound to this one");
-	/* The counter saw the five receives and the one send. */
-	CHECK(fi_cntr_wait(cntr, 6, 5000));
-	if (fi_cntr_read(cntr) != 6 || fi_cntr_readerr(cntr) != 0)
-		die("the counter has %" PRIu64 " completions and %" PRIu64 " errors, expected 6 and 0",
+	/* The counter saw the six receives and the one send. */
+	CHECK(fi_cntr_wait(cntr, 7, 5000));
+	if (fi_cntr_read(cntr) != 7 || fi_cntr_readerr(cntr) != 0)
+		die("the counter has %" PRIu64 " completions and %" PRIu64 " errors, expected 7 and 0",
 		    fi_cntr_read(cntr), fi_cntr_readerr(cntr));
 	CHECK(fi_close(&m1->fid));
 	CHECK(fi_close(&m2->fid));
@@ -298,9 +369,19 @@ static void client(void)
 	struct fi_cq_tagged_entry e;
 	struct fi_cq_err_entry err;
 	CHECK(fi_recv(ep, ready, sizeof(ready), NULL, FI_ADDR_UNSPEC, ready));
-	next_ok(&e, "the server's ready message");
+	/* The ready message arrives (the counter, whose reads make progress, counts it) before its
+	   completion is read: fi_cancel then finds no receive waiting, and the completion is the
+	   message's, not an error. */
+	double end = now() + timeout();
+	while (fi_cntr_read(cntr) < 1)
+		if (now() > end)
+			die("no completion within %g s (the server's ready message)", timeout());
+	CHECK(fi_cancel(&ep->fid, ready));
+	next_ok(&e, "the server's ready message, fi_cancel called after it arrived");
 	if (e.op_context != ready || e.len != 1 || ready[0] != 'R')
 		die("expected the server's ready message");
+	CHECK(fi_cancel(&ep->fid, ready));
+	expect_empty("fi_cancel of a receive already completed");
 
 	fill(a1, SMALL, 0x01);
 	fill(a2, SMALL, 0x02);
@@ -310,22 +391,51 @@ static void client(void)
 	CHECK(fi_tsend(ep, a2, SMALL, NULL, peer, TAG_WILD | 0x02, a2));
 	CHECK(fi_tsend(ep, b, SMALL, NULL, peer, TAG_EXACT, b));
 	CHECK(fi_send(ep, big, BIG, NULL, peer, big));
-	for (int i = 0; i < 4; i++)
+	/* A tagged send gathered from four buffers, one of them empty; five are refused. */
+	static uint8_t gath[SMALL];
+	fill(gath, SMALL, 7);
+	struct iovec gv[IOV_LIMIT + 1] = {{gath, 1}, {gath + 1, 33}, {gath + 34, 0}, {gath + 34, 66}, {gath, 1}};
+	if (fi_tsendv(ep, gv, NULL, IOV_LIMIT + 1, peer, TAG_IOV, gath) != -FI_EINVAL)
+		die("fi_tsendv with %d iovecs was not refused with -FI_EINVAL", IOV_LIMIT + 1);
+	if (fi_sendv(ep, gv, NULL, IOV_LIMIT + 1, peer, gath) != -FI_EINVAL)
+		die("fi_sendv with %d iovecs was not refused with -FI_EINVAL", IOV_LIMIT + 1);
+	CHECK(fi_tsendv(ep, gv, NULL, IOV_LIMIT, peer, TAG_IOV, gath));
+	for (int i = 0; i < 5; i++)
 		next_ok(&e, "a send");
-	/* The ready message and the four sends. */
-	CHECK(fi_cntr_wait(cntr, 5, 5000));
-	if (fi_cntr_read(cntr) != 5)
-		die("the counter has %" PRIu64 " completions after five, expected 5", fi_cntr_read(cntr));
+	/* The ready message and the five sends. */
+	CHECK(fi_cntr_wait(cntr, 6, 5000));
+	if (fi_cntr_read(cntr) != 6)
+		die("the counter has %" PRIu64 " completions after six, expected 6", fi_cntr_read(cntr));
 
 	CHECK(fi_read(ep, rd, RMA_HALF, NULL, peer, 0, KEY_RMA, rd));
 	next_ok(&e, "fi_read");
 	if (e.op_context != rd || !(e.flags & FI_READ))
 		die("the read completed with flags %#" PRIx64, e.flags);
 	expect_bytes(rd, RMA_HALF, 1, "fi_read");
+	/* The same read scattered over three buffers (fi_readmsg), and a write gathered from three
+	   (fi_writev), which the server checks. A target shorter than the buffers is refused. */
+	memset(rd, 0, RMA_HALF);
+	struct iovec rv[3] = {{rd + 7, RMA_HALF - 1000}, {rd, 7}, {rd + RMA_HALF - 993, 993}};
+	struct fi_rma_iov target = {.addr = 0, .len = RMA_HALF, .key = KEY_RMA};
+	struct fi_msg_rma rmsg = {.msg_iov = rv, .iov_count = 3, .addr = peer, .rma_iov = &target,
+				  .rma_iov_count = 1, .context = rv};
+	CHECK(fi_readmsg(ep, &rmsg, 0));
+	next_ok(&e, "fi_readmsg over three buffers");
+	if (e.op_context != rv || !(e.flags & FI_READ))
+		die("the scattered read completed with context %p, flags %#" PRIx64, e.op_context, e.flags);
+	static uint8_t in_order[RMA_HALF];
+	memcpy(in_order, rd + 7, RMA_HALF - 1000);
+	memcpy(in_order + RMA_HALF - 1000, rd, 7);
+	memcpy(in_order + RMA_HALF - 993, rd + RMA_HALF - 993, 993);
+	expect_bytes(in_order, RMA_HALF, 1, "fi_readmsg over three buffers");
+	target.len = RMA_HALF - 1;
+	if (fi_readmsg(ep, &rmsg, 0) != -FI_EINVAL)
+		die("fi_readmsg into buffers longer than its target was not refused");
 
 	fill(wr, RMA_HALF, 5);
-	CHECK(fi_write(ep, wr, RMA_HALF, NULL, peer, RMA_HALF, KEY_RMA, wr));
-	next_ok(&e, "fi_write");
+	struct iovec wv[3] = {{wr, 100}, {wr + 100, RMA_HALF - 200}, {wr + RMA_HALF - 100, 100}};
+	CHECK(fi_writev(ep, wv, NULL, 3, peer, RMA_HALF, KEY_RMA, wr));
+	next_ok(&e, "fi_writev");
 
 	uint64_t add = 5, old = 0, cmp = 5, swap = 9, prev = 0;
 	CHECK(fi_fetch_atomic(ep, &add, 1, NULL, &old, NULL, peer, 0, KEY_AMO, FI_UINT64, FI_SUM, &old));
