@@ -464,3 +464,68 @@ fn send_with_invalidate_needs_an_invalidatable_region() {
     assert_eq!((wcs[0].wr_id, wcs[0].status), (2, WcStatus::Success));
     assert!(p.b.mr_bytes(&dst).unwrap()[..64].iter().all(|&x| x == 0x11));
 }
+
+/// `Context::rereg_mr` (issue 54): a region moved onto new bytes takes a peer's WRITE through its
+/// new R_Key there; a WRITE through the old R_Key (at the old or the new address) is NAKed
+/// (remote access error, the target untouched); so is a WRITE after its rights lost REMOTE_WRITE,
+/// while a READ it kept still works; a PD change refuses the QPs of the old PD.
+#[test]
+fn reregistered_region_refuses_its_old_key_range_and_rights() {
+    let user = |len: usize| {
+        let bytes: &'static mut [u8] = Box::leak(vec![FILL; len].into_boxed_slice());
+        let va = bytes.as_ptr() as u64;
+        (engine::verbs::UserBuf::from_static(bytes).unwrap(), va)
+    };
+    let rw = Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ;
+    type Case = (&'static str, Option<WcStatus>);
+    let cases: [Case; 5] = [
+        ("new key at the new address", None),
+        ("old key at the old address", Some(WcStatus::RemAccessErr)),
+        ("old key at the new address", Some(WcStatus::RemAccessErr)),
+        ("rights without REMOTE_WRITE", Some(WcStatus::RemAccessErr)),
+        ("moved to another PD", Some(WcStatus::RemAccessErr)),
+    ];
+    for (name, want) in cases {
+        let mut p = SimPair::new(&PairConfig::default()).unwrap();
+        let (qa, _) = p.qps[0];
+        let src = p.a.reg_mr(p.pd_a, 4096, Access::LOCAL_WRITE).unwrap();
+        p.a.mr_bytes_mut(&src).unwrap().fill(0x11);
+        let (old, old_va) = user(4096);
+        let mut dst = p.b.reg_user_mr(p.pd_b, old, old_va, rw).unwrap();
+        let before = dst;
+        let (new, new_va) = user(2048);
+        match name {
+            "rights without REMOTE_WRITE" => {
+                p.b.rereg_mr(&mut dst, None, None, Some(Access::LOCAL_WRITE | Access::REMOTE_READ)).unwrap();
+                // The READ it kept works.
+                let read = WrOpcode::RdmaRead { remote_addr: dst.addr, rkey: dst.rkey };
+                p.a.post_send(qa, &[wr(7, read, vec![sge(&src, 0, 64)])]).unwrap();
+                let wcs = until_a(&mut p, 1, Duration::from_secs(1));
+                assert_eq!((wcs[0].wr_id, wcs[0].status), (7, WcStatus::Success), "{name}: READ");
+                assert!(p.a.mr_bytes(&src).unwrap()[..64].iter().all(|&x| x == FILL), "{name}: READ data");
+            }
+            "moved to another PD" => {
+                let pd = p.b.alloc_pd();
+                p.b.rereg_mr(&mut dst, Some(pd), None, None).unwrap();
+            }
+            _ => p.b.rereg_mr(&mut dst, None, Some((new, new_va)), None).unwrap(),
+        }
+        assert_ne!(dst.rkey, before.rkey, "{name}: a reregistration gives new keys");
+        let (va, rkey) = match name {
+            "old key at the old address" => (before.addr, before.rkey),
+            "old key at the new address" => (dst.addr, before.rkey),
+            _ => (dst.addr, dst.rkey),
+        };
+        let write = WrOpcode::RdmaWrite { remote_addr: va + 8, rkey };
+        p.a.post_send(qa, &[wr(1, write, vec![sge(&src, 0, 100)])]).unwrap();
+        let wcs = until_a(&mut p, 1, Duration::from_secs(1));
+        assert_eq!((wcs[0].wr_id, wcs[0].status), (1, want.unwrap_or(WcStatus::Success)), "{name}");
+        let bytes = p.b.mr_bytes(&dst).unwrap();
+        let expect = |i: usize| if want.is_none() && (8..108).contains(&i) { 0x11 } else { FILL };
+        let off = bytes.iter().enumerate().position(|(i, &x)| x != expect(i));
+        assert_eq!(off, None, "{name}: the region's bytes");
+        if name.starts_with("new") {
+            assert_eq!((dst.addr, dst.length), (new_va, 2048), "{name}: the new range");
+        }
+    }
+}

@@ -41,6 +41,15 @@ impl UserBuf {
         Some(UserBuf { ptr: NonNull::new(ptr)?, len })
     }
 
+    /// Registers memory that stays valid and exclusively the registration's for the rest of the
+    /// process (a leaked allocation, a `static`): no contract left to promise, so safe. `None` for
+    /// an empty slice.
+    pub fn from_static(bytes: &'static mut [u8]) -> Option<UserBuf> {
+        // SAFETY: a `&'static mut` slice is valid for reads and writes for the rest of the process
+        // and nothing else can reach it, so the verbs contract holds by construction.
+        unsafe { UserBuf::new(bytes.as_mut_ptr(), bytes.len()) }
+    }
+
     /// Length in bytes.
     pub fn len(&self) -> usize {
         self.len

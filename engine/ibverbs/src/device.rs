@@ -242,6 +242,7 @@ pub(crate) fn open_shared(d: &'static SoftDevice) -> Result<&'static Ctx, c_int>
     v.query_device_ex = Some(crate::device::query_device_ex);
     v.create_qp_ex = Some(crate::qp::create_qp_ex);
     v.create_cq_ex = Some(crate::cq_ex::create_cq_ex);
+    v.advise_mr = Some(crate::mem::advise_mr);
     v.context.device = std::ptr::from_ref(&d.ibv).cast_mut();
     v.context.cmd_fd = -1;
     v.context.async_fd = rustix::fd::AsRawFd::as_raw_fd(&async_fd);
@@ -390,7 +391,8 @@ pub unsafe extern "C" fn ibv_query_device(
     0
 }
 
-/// `verbs_context.query_device_ex`: the basic attributes, no extended capability.
+/// `verbs_context.query_device_ex`: the basic attributes and on-demand paging ([`ODP_CAPS`]), no
+/// other extended capability.
 pub(crate) unsafe extern "C" fn query_device_ex(
     context: *mut ibv_context,
     input: *const ibv_query_device_ex_input,
@@ -416,8 +418,30 @@ pub(crate) unsafe extern "C" fn query_device_ex(
         std::ptr::write_bytes(attr.cast::<u8>(), 0, attr_size.min(size_of::<ibv_device_attr_ex>()));
         std::ptr::addr_of_mut!((*attr).orig_attr).write(device_attr(ctx.info));
     }
+    if attr_size >= offset_of!(ibv_device_attr_ex, odp_caps) + size_of::<ibv_odp_caps>() {
+        // SAFETY: `attr` has `attr_size` writable bytes (as above), which cover `odp_caps`
+        // (checked).
+        unsafe { std::ptr::addr_of_mut!((*attr).odp_caps).write(ODP_CAPS) };
+    }
     0
 }
+
+/// On-demand paging as rxe reports it (Linux 6.15 and later): explicit regions, not implicit
+/// ones (`ibv_reg_mr`'s documentation says why), RC SEND, RECV, WRITE, READ, atomics and SRQ
+/// receives, UD SEND, RECV and SRQ receives.
+const ODP_CAPS: ibv_odp_caps = ibv_odp_caps {
+    general_caps: IBV_ODP_SUPPORT as u64,
+    per_transport_caps: ibv_odp_caps__bindgen_ty_1 {
+        rc_odp_caps: IBV_ODP_SUPPORT_SEND
+            | IBV_ODP_SUPPORT_RECV
+            | IBV_ODP_SUPPORT_WRITE
+            | IBV_ODP_SUPPORT_READ
+            | IBV_ODP_SUPPORT_ATOMIC
+            | IBV_ODP_SUPPORT_SRQ_RECV,
+        uc_odp_caps: 0,
+        ud_odp_caps: IBV_ODP_SUPPORT_SEND | IBV_ODP_SUPPORT_RECV | IBV_ODP_SUPPORT_SRQ_RECV,
+    },
+};
 
 /// `ibv_query_port` (the exported, compatible one: the inline wrapper zeroes a full
 /// `ibv_port_attr` and passes it; the fields up to `flags` are the compatible structure's).

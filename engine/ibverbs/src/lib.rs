@@ -28,7 +28,7 @@
 //! **What answers "not supported".** Extended verbs the device does not have are absent from its
 //! `verbs_context` (so the inline wrappers answer `EOPNOTSUPP`/`ENOSYS` and programs fall back,
 //! as with any device without them); exported verbs it does not have (memory windows, multicast,
-//! XRC, flows, device memory, `ibv_rereg_mr`, ECE, import) answer as rdma-core's
+//! XRC, flows, device memory, ECE, import) answer as rdma-core's
 //! defaults do for a provider without them: `EOPNOTSUPP`, or `NULL` with `errno` set.
 //!
 //! Every function is `unsafe extern "C"`: the caller promises what libibverbs' callers promise

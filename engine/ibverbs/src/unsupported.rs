@@ -5,24 +5,7 @@
 
 use crate::abi::*;
 use crate::errno;
-use std::ffi::{c_int, c_void};
-
-/// `ibv_rereg_mr`: `IBV_REREG_MR_ERR_INPUT` with `errno = EOPNOTSUPP`.
-///
-/// # Safety
-/// None beyond the C ABI: no pointer argument is read.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn ibv_rereg_mr(
-    _mr: *mut ibv_mr,
-    _flags: c_int,
-    _pd: *mut ibv_pd,
-    _addr: *mut c_void,
-    _length: usize,
-    _access: c_int,
-) -> c_int {
-    errno::set(libc::EOPNOTSUPP);
-    IBV_REREG_MR_ERR_INPUT
-}
+use std::ffi::c_int;
 
 /// `ibv_reg_dmabuf_mr`: no dma-buf memory.
 ///

@@ -3,8 +3,9 @@
 //! do not (issue 28, acceptance 3): posting and polling from two threads at once with data checked
 //! (a), a thread blocked in `ibv_get_cq_event` woken by a completion (b), registration of
 //! `malloc`ed, stack and `mmap`ed buffers at odd addresses and lengths (c), and misuse answered
-//! with libibverbs' error conventions (d), one rdma_cm ID shared by threads (g), and
-//! `ibv_resize_cq` and the extended CQ of `ibv_create_cq_ex` (h). The program is
+//! with libibverbs' error conventions (d), one rdma_cm ID shared by threads (g),
+//! `ibv_resize_cq` and the extended CQ of `ibv_create_cq_ex` (h), and
+//! `ibv_rereg_mr`, on-demand paging and `ibv_advise_mr` (i, issue 54). The program is
 //! `tests/c/*.c`; it prints one `ok:` or `FAIL:` line per check and exits 0 only if all passed.
 //!
 //! Needs `cc`, `/usr/include/infiniband/verbs.h` and `/usr/include/rdma/rdma_cma.h`
@@ -199,4 +200,16 @@ fn cm_id_shared_by_threads() {
 #[test]
 fn resize_cq_and_extended_cq() {
     run_part("resize_cq_and_extended_cq", "h", &[], "127.0.28.8", Duration::from_secs(90));
+}
+
+/// Part i: `ibv_rereg_mr` moves a region onto a new buffer (a peer's WRITE lands there, not in the
+/// old one; the old R_Key and the bytes past the new range are refused), takes REMOTE_WRITE away
+/// (the peer's WRITE gets a remote access error, its READ still works), moves it to another PD,
+/// all three at once, and answers bad input with the documented codes and `errno`; an
+/// `IBV_ACCESS_ON_DEMAND` region on untouched pages serves SEND, RECV, WRITE, READ and an atomic;
+/// implicit ODP is `EOPNOTSUPP`; `ibv_query_device_ex` reports rxe's ODP caps; `ibv_advise_mr`
+/// validates.
+#[test]
+fn rereg_odp_and_advise() {
+    run_part("rereg_odp_and_advise", "i", &[], "127.0.28.9", Duration::from_secs(120));
 }

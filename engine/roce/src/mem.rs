@@ -202,6 +202,42 @@ impl MemTable {
         }
     }
 
+    /// Changes a live region in place (`ibv_rereg_mr`): its protection domain, its bytes (the
+    /// application's `buf`, named by `iova..iova + len`) and its access rights, each when given,
+    /// and gives it a new key (the same slot, a new generation), as a deregistration followed by
+    /// a registration would: from now on the old key names nothing, so a peer that kept it, with
+    /// the old range or the old rights, is refused. Returns the new key. On an error (the key
+    /// names no region, or the new range wraps) nothing changes.
+    pub fn reregister(
+        &mut self,
+        key: u32,
+        pd: Option<u32>,
+        memory: Option<(UserBuf, u64)>,
+        access: Option<Access>,
+    ) -> Result<u32, MemError> {
+        self.get(key)?;
+        if let Some((buf, iova)) = &memory {
+            iova.checked_add(buf.len() as u64).ok_or(MemError::OutOfRange)?;
+        }
+        let slot = self.slot(key);
+        self.generation = self.generation.wrapping_add(1);
+        let new_key = ((slot as u32) << 8 | u32::from(self.generation)) ^ self.key_mask;
+        let r = self.get_mut(key)?;
+        r.key = new_key;
+        r.remote_valid = true;
+        if let Some(pd) = pd {
+            r.pd = pd;
+        }
+        if let Some((buf, iova)) = memory {
+            r.addr = iova;
+            r.data = Storage::User(buf);
+        }
+        if let Some(access) = access {
+            r.access = access;
+        }
+        Ok(new_key)
+    }
+
     /// Removes a region.
     pub fn deregister(&mut self, key: u32) -> Result<(), MemError> {
         self.get(key)?;
@@ -409,6 +445,43 @@ mod tests {
         assert_eq!(first(7), first(7));
         let (a, b) = (first(7), first(8));
         assert!(a.0 != b.0 && a.1 != b.1, "seeds 7 and 8 gave {a:x?} and {b:x?}");
+    }
+
+    /// A reregistered region answers to its new key, PD, range and rights only; its old key,
+    /// range and rights are refused; a failed reregistration changes nothing.
+    #[test]
+    fn reregistration_moves_a_region_and_retires_its_key() {
+        let user = |len: usize| {
+            let bytes: &'static mut [u8] = Box::leak(vec![0u8; len].into_boxed_slice());
+            let va = bytes.as_ptr() as u64;
+            (UserBuf::from_static(bytes).unwrap(), va)
+        };
+        let mut m = MemTable::default();
+        let ((a, old_va), (b, new_va)) = (user(32), user(16));
+        let k = m.register_user(1, a, old_va, Access::ALL).unwrap();
+        let k2 = m
+            .reregister(k, Some(2), Some((b, new_va)), Some(Access::LOCAL_WRITE | Access::REMOTE_READ))
+            .unwrap();
+        assert_ne!(k, k2, "a reregistration gives a new key");
+        assert_eq!(m.check_remote(1, k, old_va, 8, Access::REMOTE_READ), Err(MemError::BadKey));
+        assert_eq!(m.check_remote(2, k, new_va, 8, Access::REMOTE_READ), Err(MemError::BadKey));
+        assert!(m.check_remote(2, k2, new_va, 16, Access::REMOTE_READ).is_ok());
+        assert_eq!(m.check_remote(1, k2, new_va, 8, Access::REMOTE_READ), Err(MemError::WrongPd));
+        assert_eq!(m.check_remote(2, k2, new_va, 8, Access::REMOTE_WRITE), Err(MemError::Access));
+        assert_eq!(m.check_remote(2, k2, old_va, 8, Access::REMOTE_READ), Err(MemError::OutOfRange));
+        assert_eq!(m.check_remote(2, k2, new_va, 17, Access::REMOTE_READ), Err(MemError::OutOfRange));
+        m.remote_mut(2, k2, new_va + 4, 2, Access::LOCAL_WRITE).unwrap().copy_from_slice(&[7, 8]);
+        // Only the rights: still a new key, the same bytes.
+        let k3 = m.reregister(k2, None, None, Some(Access::ALL)).unwrap();
+        assert_ne!(k3, k2);
+        assert_eq!(m.remote(2, k3, new_va + 4, 2, Access::REMOTE_WRITE).unwrap(), &[7, 8]);
+        // Refused: a stale key, a wrapping range; the region is as it was.
+        assert_eq!(m.reregister(k, Some(1), Some(user(8)), None), Err(MemError::BadKey));
+        assert_eq!(m.reregister(k3, None, Some((user(32).0, u64::MAX - 8)), None), Err(MemError::OutOfRange));
+        assert!(m.check_remote(2, k3, new_va, 16, Access::REMOTE_ATOMIC).is_ok());
+        assert_eq!(m.remote(2, k3, new_va + 4, 2, Access::REMOTE_READ).unwrap(), &[7, 8]);
+        m.deregister(k3).unwrap();
+        assert_eq!(m.bytes(k3), Err(MemError::BadKey));
     }
 
     #[test]

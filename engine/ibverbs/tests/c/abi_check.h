@@ -4,9 +4,9 @@
  * first device, connects RC QPs of that device to each other through GID index 1 and checks
  * threads (part a), completion events (part b), registration of the program's own memory
  * (part c), misuse (part d), the ibv_wr_* send API (part e), the attributes middleware
- * relies on (part f), one rdma_cm ID used from several threads (part g), and ibv_resize_cq
- * and the extended CQ of ibv_create_cq_ex (part h). Every check prints one "ok: ..." or
- * "FAIL: ..." line.
+ * relies on (part f), one rdma_cm ID used from several threads (part g), ibv_resize_cq and
+ * the extended CQ of ibv_create_cq_ex (part h), and ibv_rereg_mr, on-demand paging and
+ * ibv_advise_mr (part i). Every check prints one "ok: ..." or "FAIL: ..." line.
  */
 #ifndef ABI_CHECK_H
 #define ABI_CHECK_H
@@ -95,5 +95,6 @@ void part_wr_api(struct dev *d);
 void part_middleware(struct dev *d);
 void part_cm_threads(struct dev *d);
 void part_cq_ex(struct dev *d);
+void part_rereg(struct dev *d);
 
 #endif

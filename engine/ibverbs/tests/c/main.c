@@ -1,5 +1,5 @@
 /*
- * abi_check PART [SECONDS]: runs one part (a to h) or all of them on the first device and
+ * abi_check PART [SECONDS]: runs one part (a to i) or all of them on the first device and
  * exits 0 only if every check passed. SECONDS is how long part a posts (default 10).
  */
 #include "abi_check.h"
@@ -10,7 +10,7 @@
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: abi_check a|b|c|d|e|f|g|h|all [SECONDS]\n"
+	fprintf(stderr, "usage: abi_check a|b|c|d|e|f|g|h|i|all [SECONDS]\n"
 			"  a: posting and polling on two threads for SECONDS (default 10), data checked\n"
 			"  b: a thread blocked in ibv_get_cq_event woken by a completion\n"
 			"  c: ibv_reg_mr of malloc'ed, stack and mmap'ed buffers at odd addresses and lengths\n"
@@ -18,7 +18,9 @@ static void usage(void)
 			"  e: the ibv_wr_* send API\n"
 			"  f: the attributes middleware passes and expects (errno, flow labels, GIDs, UD GRH)\n"
 			"  g: one rdma_cm ID used from three threads, destroyed under its event thread\n"
-			"  h: ibv_resize_cq with completions outstanding, the extended CQ of ibv_create_cq_ex\n");
+			"  h: ibv_resize_cq with completions outstanding, the extended CQ of ibv_create_cq_ex\n"
+
+			"  i: ibv_rereg_mr, on-demand paging and ibv_advise_mr\n");
 	exit(2);
 }
 
@@ -32,7 +34,8 @@ int main(int argc, char **argv)
 		usage();
 	part = argv[1];
 	if (strcmp(part, "a") && strcmp(part, "b") && strcmp(part, "c") && strcmp(part, "d") && strcmp(part, "e") &&
-	    strcmp(part, "f") && strcmp(part, "g") && strcmp(part, "h") && strcmp(part, "all"))
+	    strcmp(part, "f") && strcmp(part, "g") && strcmp(part, "h") && strcmp(part, "i") &&
+	    strcmp(part, "all"))
 		usage();
 	if (argc == 3) {
 		seconds = atoi(argv[2]);
@@ -60,6 +63,8 @@ int main(int argc, char **argv)
 			part_cm_threads(&d);
 		if (all || !strcmp(part, "h"))
 			part_cq_ex(&d);
+		if (all || !strcmp(part, "i"))
+			part_rereg(&d);
 	}
 	dev_close(&d);
 	if (failures()) {

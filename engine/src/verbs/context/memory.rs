@@ -3,7 +3,7 @@
 
 use super::{Context, Mr, Pd, check_mr_access};
 use crate::roce::MemTable;
-use crate::roce::types::Access;
+use crate::roce::types::{Access, Sge};
 use crate::verbs::VerbsError;
 use frame::UserBuf;
 
@@ -52,6 +52,42 @@ impl Context {
         let length = buf.len();
         let key = self.mem.register_user(pd.0, buf, iova, access).ok_or(VerbsError::OutOfResources)?;
         Ok(Mr { lkey: key, rkey: key, addr: iova, length })
+    }
+
+    /// Reregisters a region in place (`ibv_rereg_mr`): moves it to `pd`, onto the application's
+    /// bytes `memory` (a [`UserBuf`] and the IOVA that names it), and to the rights `access`, each
+    /// when given. The region gets new keys, as a deregistration followed by a registration would:
+    /// a peer that kept the old R_Key, with the old range or the old rights, is refused from now
+    /// on (NAK remote access error). `mr` is updated (keys, address, length); on an error nothing
+    /// changes.
+    pub fn rereg_mr(
+        &mut self,
+        mr: &mut Mr,
+        pd: Option<Pd>,
+        memory: Option<(UserBuf, u64)>,
+        access: Option<Access>,
+    ) -> Result<(), VerbsError> {
+        if let Some(pd) = pd {
+            self.pd_ok(pd)?;
+        }
+        if let Some(access) = access {
+            check_mr_access(access)?;
+        }
+        let placed = memory.as_ref().map(|(buf, iova)| (*iova, buf.len()));
+        let key =
+            self.mem.reregister(mr.lkey, pd.map(|p| p.0), memory, access).map_err(VerbsError::Memory)?;
+        (mr.lkey, mr.rkey) = (key, key);
+        if let Some((addr, length)) = placed {
+            (mr.addr, mr.length) = (addr, length);
+        }
+        Ok(())
+    }
+
+    /// Checks that `sge` names bytes of a live region of `pd` that grants `need`: what
+    /// `ibv_advise_mr` validates before it would prefetch them.
+    pub fn check_sge(&self, pd: Pd, sge: &Sge, need: Access) -> Result<(), VerbsError> {
+        self.pd_ok(pd)?;
+        self.mem.check_local(pd.0, sge, need).map_err(VerbsError::Memory)
     }
 
     /// Deregisters a region; later use of its keys fails.
