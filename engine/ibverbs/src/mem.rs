@@ -178,9 +178,10 @@ fn mapped(addr: usize, len: usize, write: bool) -> bool {
 /// `ibv_rereg_mr`: moves a region to another PD (`IBV_REREG_MR_CHANGE_PD`), onto other bytes of
 /// the program (`IBV_REREG_MR_CHANGE_TRANSLATION`: `addr..addr + length`, named by the same
 /// addresses) and to other rights (`IBV_REREG_MR_CHANGE_ACCESS`), in any combination. The MR keeps
-/// its handle and gets new keys, read back from `mr->lkey` and `mr->rkey` as with any provider
-/// (rxe keeps its keys but changes only the PD and the rights): a peer that kept the old R_Key,
-/// with the old range or the old rights, gets the NAK remote access error.
+/// its handle. A new translation comes with new keys (read back from `mr->lkey` and `mr->rkey`,
+/// as with any provider), so a peer that kept the old R_Key is refused even where the ranges
+/// overlap; a change of PD or rights alone keeps the keys, as rxe (which supports only those two)
+/// and mlx5 do. A peer's access with the old range, rights or PD gets the NAK remote access error.
 ///
 /// Returns 0, or as libibverbs does: `IBV_REREG_MR_ERR_INPUT` with `errno = EINVAL` for what
 /// libibverbs itself refuses (unknown flags, a translation to `NULL` or zero bytes, `access`

@@ -203,10 +203,12 @@ impl MemTable {
     }
 
     /// Changes a live region in place (`ibv_rereg_mr`): its protection domain, its bytes (the
-    /// application's `buf`, named by `iova..iova + len`) and its access rights, each when given,
-    /// and gives it a new key (the same slot, a new generation), as a deregistration followed by
-    /// a registration would: from now on the old key names nothing, so a peer that kept it, with
-    /// the old range or the old rights, is refused. Returns the new key. On an error (the key
+    /// application's `buf`, named by `iova..iova + len`) and its access rights, each when given.
+    /// New bytes come with a new key (the same slot, a new generation), as a deregistration
+    /// followed by a registration would give: the old key then names nothing, so a peer that kept
+    /// it is refused even where the old and new ranges overlap. A change of PD or rights alone
+    /// keeps the key, as rxe and mlx5 do (programs keep using the keys they sent their peers);
+    /// every access checks the PD and the rights anyway. Returns the key. On an error (the key
     /// names no region, or the new range wraps) nothing changes.
     pub fn reregister(
         &mut self,
@@ -219,9 +221,12 @@ impl MemTable {
         if let Some((buf, iova)) = &memory {
             iova.checked_add(buf.len() as u64).ok_or(MemError::OutOfRange)?;
         }
-        let slot = self.slot(key);
-        self.generation = self.generation.wrapping_add(1);
-        let new_key = ((slot as u32) << 8 | u32::from(self.generation)) ^ self.key_mask;
+        let new_key = if memory.is_some() {
+            self.generation = self.generation.wrapping_add(1);
+            ((self.slot(key) as u32) << 8 | u32::from(self.generation)) ^ self.key_mask
+        } else {
+            key
+        };
         let r = self.get_mut(key)?;
         r.key = new_key;
         r.remote_valid = true;
@@ -447,8 +452,9 @@ mod tests {
         assert!(a.0 != b.0 && a.1 != b.1, "seeds 7 and 8 gave {a:x?} and {b:x?}");
     }
 
-    /// A reregistered region answers to its new key, PD, range and rights only; its old key,
-    /// range and rights are refused; a failed reregistration changes nothing.
+    /// A reregistered region answers to its new PD, range and rights only (and to a new key when
+    /// it moved); its old key, range and rights are refused; a failed reregistration changes
+    /// nothing.
     #[test]
     fn reregistration_moves_a_region_and_retires_its_key() {
         let user = |len: usize| {
@@ -462,7 +468,7 @@ mod tests {
         let k2 = m
             .reregister(k, Some(2), Some((b, new_va)), Some(Access::LOCAL_WRITE | Access::REMOTE_READ))
             .unwrap();
-        assert_ne!(k, k2, "a reregistration gives a new key");
+        assert_ne!(k, k2, "new bytes come with a new key");
         assert_eq!(m.check_remote(1, k, old_va, 8, Access::REMOTE_READ), Err(MemError::BadKey));
         assert_eq!(m.check_remote(2, k, new_va, 8, Access::REMOTE_READ), Err(MemError::BadKey));
         assert!(m.check_remote(2, k2, new_va, 16, Access::REMOTE_READ).is_ok());
@@ -471,9 +477,9 @@ mod tests {
         assert_eq!(m.check_remote(2, k2, old_va, 8, Access::REMOTE_READ), Err(MemError::OutOfRange));
         assert_eq!(m.check_remote(2, k2, new_va, 17, Access::REMOTE_READ), Err(MemError::OutOfRange));
         m.remote_mut(2, k2, new_va + 4, 2, Access::LOCAL_WRITE).unwrap().copy_from_slice(&[7, 8]);
-        // Only the rights: still a new key, the same bytes.
+        // Only the rights: the same key, the same bytes.
         let k3 = m.reregister(k2, None, None, Some(Access::ALL)).unwrap();
-        assert_ne!(k3, k2);
+        assert_eq!(k3, k2, "a change of rights keeps the key");
         assert_eq!(m.remote(2, k3, new_va + 4, 2, Access::REMOTE_WRITE).unwrap(), &[7, 8]);
         // Refused: a stale key, a wrapping range; the region is as it was.
         assert_eq!(m.reregister(k, Some(1), Some(user(8)), None), Err(MemError::BadKey));

@@ -1,6 +1,7 @@
 /*
  * Part i: ibv_rereg_mr, on-demand paging and ibv_advise_mr. A region moved onto a new buffer
- * takes the peer's RDMA WRITE there and not in the old one, and its old R_Key is refused; a
+ * takes the peer's RDMA WRITE there and not in the old one, under new keys, and its old R_Key is
+ * refused; a
  * region whose rights lose REMOTE_WRITE refuses a WRITE (remote access error) and still answers
  * a READ; a region moved to another PD refuses the QPs of the old one and serves those of the new
  * one; libibverbs' input errors and the command's errors come back as documented, leaving the MR
@@ -127,16 +128,19 @@ out:
 static void rereg_access(struct dev *d, struct pair *p, struct ibv_mr *src, unsigned char *buf)
 {
 	struct ibv_mr *mr = ibv_reg_mr(d->pd, buf, LEN, ACCESS);
+	uint32_t lkey, rkey;
 	int rc, s;
 
 	if (!mr) {
 		fail("i: setup: ibv_reg_mr: %s", strerror(errno));
 		return;
 	}
+	lkey = mr->lkey;
+	rkey = mr->rkey;
 	rc = ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_ACCESS, NULL, NULL, 0,
 			  IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ);
-	check(rc == 0 && mr->addr == buf && mr->length == LEN,
-	      "i: ibv_rereg_mr(CHANGE_ACCESS: no REMOTE_WRITE) returns 0 (%d), the range kept", rc);
+	check(rc == 0 && mr->addr == buf && mr->length == LEN && mr->rkey == rkey && mr->lkey == lkey,
+	      "i: ibv_rereg_mr(CHANGE_ACCESS: no REMOTE_WRITE) returns 0 (%d), the range and keys kept", rc);
 	fill_pat(buf, LEN, 11);
 	memset(src->addr, 0, 200);
 	s = one_status(p, IBV_WR_RDMA_READ, src->addr, 200, src->lkey, (uintptr_t)buf + 16, mr->rkey);
@@ -158,6 +162,7 @@ static void rereg_pd(struct dev *d, struct pair *p, struct ibv_mr *src, unsigned
 	struct ibv_mr *mr = NULL, *src2 = NULL;
 	struct dev d2 = *d;
 	struct pair p2;
+	uint32_t rkey;
 	int rc;
 
 	memset(&p2, 0, sizeof(p2));
@@ -169,9 +174,10 @@ static void rereg_pd(struct dev *d, struct pair *p, struct ibv_mr *src, unsigned
 	d2.pd = pd2;
 	if (fresh(&d2, &p2))
 		goto out;
+	rkey = mr->rkey;
 	rc = ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_PD, pd2, NULL, 0, 0);
-	check(rc == 0 && mr->pd == pd2 && mr->addr == buf, "i: ibv_rereg_mr(CHANGE_PD) returns 0 (%d), mr->pd is the new PD",
-	      rc);
+	check(rc == 0 && mr->pd == pd2 && mr->addr == buf && mr->rkey == rkey,
+	      "i: ibv_rereg_mr(CHANGE_PD) returns 0 (%d), mr->pd is the new PD, the keys kept", rc);
 	write_lands(&p2, src2, buf, LEN, mr->rkey, "after CHANGE_PD, from a QP of the new PD");
 	write_refused(p, src, buf, LEN, (uintptr_t)buf + 8, mr->rkey, "after CHANGE_PD, from a QP of the old PD");
 	fresh(d, p);

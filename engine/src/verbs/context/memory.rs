@@ -56,10 +56,10 @@ impl Context {
 
     /// Reregisters a region in place (`ibv_rereg_mr`): moves it to `pd`, onto the application's
     /// bytes `memory` (a [`UserBuf`] and the IOVA that names it), and to the rights `access`, each
-    /// when given. The region gets new keys, as a deregistration followed by a registration would:
-    /// a peer that kept the old R_Key, with the old range or the old rights, is refused from now
-    /// on (NAK remote access error). `mr` is updated (keys, address, length); on an error nothing
-    /// changes.
+    /// when given. New bytes come with new keys, as a deregistration followed by a registration
+    /// would give: a peer that kept the old R_Key is refused from now on (NAK remote access
+    /// error); a change of PD or rights alone keeps the keys (as rxe), and the old rights or PD are
+    /// refused the same way. `mr` is updated (keys, address, length); on an error nothing changes.
     pub fn rereg_mr(
         &mut self,
         mr: &mut Mr,
