@@ -430,8 +430,13 @@ impl QueuePair {
             s => return Err(QpError::InvalidState(s)),
         }
         let cap = self.cfg.cap;
-        if self.req.sq.len() >= cap.max_send_wr as usize {
+        let depth = cap.max_send_wr as usize;
+        if self.req.sq.len() >= depth {
             return Err(QpError::QueueFull);
+        }
+        // The queue at its full depth from the first post on, so that no later one grows it.
+        if self.req.sq.capacity() < depth {
+            self.req.sq.reserve_exact(depth - self.req.sq.len());
         }
         if wr.sg_list.len() > cap.max_send_sge as usize {
             return Err(QpError::TooManySge);
@@ -499,7 +504,7 @@ impl QueuePair {
         }
         let need = if matches!(kind, Kind::Read | Kind::Atomic) { Access::LOCAL_WRITE } else { Access::NONE };
         let data = if is_inline {
-            let mut v = self.req.inline_buf(cap.max_inline_data as usize);
+            let mut v = self.req.inline_buf(cap.max_inline_data as usize, depth);
             v.resize(len as usize, 0);
             let copied = match inline {
                 InlineData::Fill { fill, .. } => {

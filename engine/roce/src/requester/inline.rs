@@ -4,9 +4,16 @@
 use super::{Requester, SendWqe};
 
 impl Requester {
-    /// An empty buffer for an INLINE request's data, one a finished request gave back if there
-    /// is one, else a new one of `cap` bytes (the QP's `max_inline_data`), so that it never grows.
-    pub(crate) fn inline_buf(&mut self, cap: usize) -> Vec<u8> {
+    /// An empty buffer of `cap` bytes (the QP's `max_inline_data`, so that it never grows) for an
+    /// INLINE request's data. The first INLINE request makes one for each of the `depth` requests
+    /// the queue holds (its `max_send_wr`), as rxe's queue ring holds the inline bytes of every
+    /// slot: how many are outstanding when a later request is posted (timing, a loaded machine)
+    /// then never makes a post allocate.
+    pub(crate) fn inline_buf(&mut self, cap: usize, depth: usize) -> Vec<u8> {
+        if self.spare_inline.capacity() == 0 {
+            self.spare_inline.reserve_exact(depth);
+            self.spare_inline.extend((0..depth).map(|_| Vec::with_capacity(cap)));
+        }
         let mut v = self.spare_inline.pop().unwrap_or_else(|| Vec::with_capacity(cap));
         v.clear();
         v
