@@ -2,7 +2,9 @@
 //! a network the fuzzer runs: it sends, closes PDCs, delivers any packet in flight (so reorders),
 //! drops, duplicates, trims (a switch cutting the payload), marks ECN CE and moves time, in the
 //! open, 0-RTT or 1-RTT establishment, then lets the network deliver everything until the traffic
-//! settles.
+//! settles. In the open establishment, no packet lives longer than [`CLOSED_LINGER`] (the maximum
+//! packet lifetime it relies on: a closed PDC's SYN delayed past it opens the PDC again); in the
+//! secure ones, packets may be delayed without bound.
 //!
 //! Structure-aware: the input is an [`Input`] built with `arbitrary` from the fuzzer's bytes, so
 //! every mutation is a valid scenario.
@@ -21,7 +23,7 @@ use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use arbitrary::{Arbitrary, Unstructured};
-use pds::{Config, DeliveryKind, Endpoint, Establishment, Event, Mode, NextHeader, PdcId};
+use pds::{CLOSED_LINGER, Config, DeliveryKind, Endpoint, Establishment, Event, Mode, NextHeader, PdcId};
 use wire::uet::PdsRepr;
 
 /// The scenario.
@@ -108,6 +110,7 @@ fn response(id: u64) -> Vec<u8> {
 struct Packet {
     src: u8,
     dst: u8,
+    sent: Duration,
     bytes: Vec<u8>,
 }
 
@@ -116,6 +119,8 @@ struct World {
     now: Duration,
     eps: Vec<Endpoint<u8>>,
     net: Vec<Packet>,
+    /// How long a packet may stay in the network (open establishment).
+    lifetime: Option<Duration>,
     next_id: u64,
     /// Messages sent on a PDC: (destination, mode); removed when acknowledged or failed.
     pending: HashMap<u64, (u8, Mode)>,
@@ -156,7 +161,8 @@ impl World {
                 ep
             })
             .collect();
-        World { eps, ..World::default() }
+        let lifetime = matches!(input.establishment, Est::Open).then_some(CLOSED_LINGER);
+        World { eps, lifetime, ..World::default() }
     }
 
     /// Collects what both sides send into the network, and their events.
@@ -167,7 +173,7 @@ impl World {
                 let bytes = buf[..t.len].to_vec();
                 assert!(PdsRepr::parse(&bytes).is_ok(), "side {side} sent an unparsable packet {bytes:02x?}");
                 assert_eq!(t.dst, 1 - side, "side {side} sent to {}", t.dst);
-                self.net.push(Packet { src: side, dst: t.dst, bytes });
+                self.net.push(Packet { src: side, dst: t.dst, sent: self.now, bytes });
             }
             self.events(side);
         }
@@ -303,7 +309,16 @@ impl World {
         }
     }
 
+    /// Drops the packets that have outlived the network's packet lifetime.
+    fn expire(&mut self) {
+        if let Some(lifetime) = self.lifetime {
+            let now = self.now;
+            self.net.retain(|p| now - p.sent < lifetime);
+        }
+    }
+
     fn step(&mut self, op: &Op) {
+        self.expire();
         match *op {
             Op::Send { from, ordered, len } => {
                 self.send(u8::from(from), if ordered { Mode::Rod } else { Mode::Rud }, len)
@@ -319,7 +334,7 @@ impl World {
             Op::Duplicate { at } => {
                 if !self.net.is_empty() {
                     let p = &self.net[usize::from(at) % self.net.len()];
-                    let copy = Packet { src: p.src, dst: p.dst, bytes: p.bytes.clone() };
+                    let copy = Packet { src: p.src, dst: p.dst, sent: p.sent, bytes: p.bytes.clone() };
                     self.net.push(copy);
                 }
             }
@@ -343,6 +358,7 @@ impl World {
     fn settle(&mut self) {
         for _ in 0..SETTLE_STEPS {
             self.pump();
+            self.expire();
             if !self.net.is_empty() {
                 for p in std::mem::take(&mut self.net) {
                     self.deliver(p, false);

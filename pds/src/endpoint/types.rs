@@ -268,7 +268,9 @@ pub(super) enum Refused {
 /// How a target accepts the Start_PSN of a new PDC (uet-wire.md §4, secure PDC establishment).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Establishment {
-    /// Any Start_PSN (outside a secure domain).
+    /// Any Start_PSN (outside a secure domain). A closed PDC's SYN is ignored for
+    /// [`CLOSED_LINGER`] after the close; a duplicate the network delivers later than that opens
+    /// the PDC again (like TCP, open establishment relies on a maximum packet lifetime).
     #[default]
     Open,
     /// 0-RTT: a Start_PSN at or after the PSN following the last one received on the previous PDC
