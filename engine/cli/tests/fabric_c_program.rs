@@ -4,9 +4,10 @@
 //! fetch-add and compare-swap on the server's own memory, and a write from another JobID answered
 //! with FI_EACCES (prov_errno BAD_JOB_ID) in `fi_cq_readerr`; `fi_cancel` of waiting receives
 //! (FI_ECANCELED) and of one already matched (not cancelled); sends gathered from, and receives and
-//! reads scattered over, several buffers (one more than `iov_limit` refused); a completion counter
-//! on each side (its counts, a wait ended by a counted error, a wait timing out, add and set);
-//! every byte checked by the program.
+//! reads scattered over, several buffers (one more than `iov_limit` refused); a multi-receive
+//! buffer (FI_MULTI_RECV) taking three messages; a completion counter on each side (its counts,
+//! a wait ended by a counted error, a wait timing out, add and set); every byte checked by the
+//! program.
 //! Then an unreadable service file (missing, a directory) makes `fi_getinfo` find nothing, with
 //! the reason on standard error. Needs `cc` and `libfabric-dev` (`scripts/setup.sh`): without them
 //! the test says so and skips, except under CI (CI=true), where it fails.

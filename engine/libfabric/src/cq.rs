@@ -31,12 +31,15 @@ pub(crate) struct Op {
     /// The program's buffers when it gave several (`fi_recvv`, `fi_readv`...): the bytes are
     /// scattered over them in order (`buf` is the first, `len` their total); empty for one.
     pub(crate) scatter: crate::endpoint::Pieces,
+    /// A multi-receive buffer (FI_MULTI_RECV): kept until its last completion, each message
+    /// completing at its offset in `buf`.
+    pub(crate) multi: bool,
 }
 
 impl Op {
     /// An operation whose bytes (if any) go to `buf`, `len` bytes.
     pub(crate) fn new(context: *mut c_void, buf: *mut u8, len: usize, placed: bool) -> Op {
-        Op { context, buf, len, placed, scatter: Box::default() }
+        Op { context, buf, len, placed, scatter: Box::default(), multi: false }
     }
 
     /// Copies `data` (at most `len` bytes) into the operation's buffers.
@@ -191,7 +194,7 @@ pub(crate) fn engine_flags(fi: u64) -> u64 {
 }
 
 /// Each engine completion flag and libfabric's.
-const FLAGS: [(u64, u32); 10] = [
+const FLAGS: [(u64, u32); 11] = [
     (cq_flags::SEND, abi::FI_SEND),
     (cq_flags::RECV, abi::FI_RECV),
     (cq_flags::RMA, abi::FI_RMA),
@@ -202,6 +205,7 @@ const FLAGS: [(u64, u32); 10] = [
     (cq_flags::MSG, abi::FI_MSG),
     (cq_flags::REMOTE_CQ_DATA, abi::FI_REMOTE_CQ_DATA),
     (cq_flags::REMOTE_WRITE, abi::FI_REMOTE_WRITE),
+    (cq_flags::MULTI_RECV, abi::FI_MULTI_RECV),
 ];
 
 /// What one engine completion becomes.
@@ -220,9 +224,25 @@ impl Cq {
             Ok(e) => e.op_context,
             Err(e) => e.op_context,
         };
-        let op = self.ops.borrow_mut().map.remove(&id);
-        let op = op.unwrap_or_else(|| Op::new(core::ptr::null_mut(), core::ptr::null_mut(), 0, false));
-        let (context, buf, len) = (op.context, op.buf, op.len);
+        // A multi-receive buffer's operation stays until the completion that releases it.
+        let (flags, offset) = match &c {
+            Ok(e) => (e.flags, e.offset),
+            Err(e) => (e.flags, 0),
+        };
+        let mut ops = self.ops.borrow_mut();
+        let op = match ops.map.get(&id) {
+            Some(o) if o.multi && flags & cq_flags::MULTI_RECV == 0 => {
+                Op { multi: true, ..Op::new(o.context, o.buf, o.len, true) }
+            }
+            _ => ops
+                .map
+                .remove(&id)
+                .unwrap_or_else(|| Op::new(core::ptr::null_mut(), core::ptr::null_mut(), 0, false)),
+        };
+        drop(ops);
+        let (context, len) = (op.context, op.len);
+        // A multi-receive buffer's message is at its offset there.
+        let buf = if op.multi { op.buf.wrapping_add(offset) } else { op.buf };
         // Copies what arrived into the receive's buffers: how many bytes fit (a receive placed as
         // it arrived has its `moved` bytes there already).
         let place = |data: &[u8], moved: usize| {

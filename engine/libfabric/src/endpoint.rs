@@ -35,7 +35,12 @@ pub(crate) struct Ep {
     pub(crate) av: RefCell<bool>,
     /// Receives are matched by source (FI_DIRECTED_RECV asked for).
     pub(crate) directed: bool,
+    /// FI_OPT_MIN_MULTI_RECV: a multi-receive buffer is released once less remains.
+    pub(crate) min_multi_recv: std::cell::Cell<usize>,
 }
+
+/// FI_OPT_MIN_MULTI_RECV's default, as libfabric's sockets, cxi and lpp providers have it.
+pub(crate) const MIN_MULTI_RECV: usize = 64;
 
 /// The [`Ep`] of a `fid_ep` (or its `fid`) of this provider.
 ///

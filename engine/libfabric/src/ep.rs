@@ -138,6 +138,7 @@ pub(crate) unsafe extern "C" fn open(
         rx: RefCell::new(None),
         av: RefCell::new(false),
         directed: caps & abi::FI_DIRECTED_RECV != 0,
+        min_multi_recv: std::cell::Cell::new(crate::endpoint::MIN_MULTI_RECV),
     });
     // SAFETY: `ep`, not null (checked), is the caller's writable `struct fid_ep **` out parameter
     // (fi_endpoint(3)).
@@ -244,12 +245,43 @@ unsafe extern "C" fn cancel(f: fid_t, context: *mut c_void) -> isize {
     0
 }
 
-unsafe extern "C" fn getopt(_: fid_t, _: c_int, _: c_int, _: *mut c_void, _: *mut usize) -> c_int {
-    -(abi::FI_ENOPROTOOPT as c_int)
+/// `fi_getopt`: FI_OPT_MIN_MULTI_RECV (a `size_t`); other options -FI_ENOPROTOOPT.
+unsafe extern "C" fn getopt(f: fid_t, level: c_int, name: c_int, val: *mut c_void, len: *mut usize) -> c_int {
+    // SAFETY: `f` is the fid of a live endpoint `open` made: libfabric reaches this op only through
+    // its ops table.
+    let Some(e) = (unsafe { ep_of(f.cast()) }) else { return EINVAL };
+    if level as u32 != abi::FI_OPT_ENDPOINT || name as u32 != abi::FI_OPT_MIN_MULTI_RECV {
+        return -(abi::FI_ENOPROTOOPT as c_int);
+    }
+    // SAFETY: `len` is null or the caller's `size_t` (fi_getopt(3)); `as_mut` answers `None` for
+    // null.
+    let Some(len) = (unsafe { len.as_mut() }) else { return EINVAL };
+    if val.is_null() || *len < size_of::<usize>() {
+        return -(abi::FI_ETOOSMALL as c_int);
+    }
+    // SAFETY: `val` (not null, checked) holds `*len >= size_of::<usize>()` writable bytes
+    // (fi_getopt(3)); `write_unaligned` asks no alignment of them.
+    unsafe { val.cast::<usize>().write_unaligned(e.min_multi_recv.get()) };
+    *len = size_of::<usize>();
+    0
 }
 
-unsafe extern "C" fn setopt(_: fid_t, _: c_int, _: c_int, _: *const c_void, _: usize) -> c_int {
-    -(abi::FI_ENOPROTOOPT as c_int)
+/// `fi_setopt`: FI_OPT_MIN_MULTI_RECV (a `size_t`), for multi-receive buffers posted after it;
+/// other options -FI_ENOPROTOOPT.
+unsafe extern "C" fn setopt(f: fid_t, level: c_int, name: c_int, val: *const c_void, len: usize) -> c_int {
+    // SAFETY: `f` is the fid of a live endpoint `open` made: libfabric reaches this op only through
+    // its ops table.
+    let Some(e) = (unsafe { ep_of(f.cast()) }) else { return EINVAL };
+    if level as u32 != abi::FI_OPT_ENDPOINT || name as u32 != abi::FI_OPT_MIN_MULTI_RECV {
+        return -(abi::FI_ENOPROTOOPT as c_int);
+    }
+    if val.is_null() || len != size_of::<usize>() {
+        return EINVAL;
+    }
+    // SAFETY: `val` (not null, checked) holds `len == size_of::<usize>()` readable bytes
+    // (fi_setopt(3)); `read_unaligned` asks no alignment of them.
+    e.min_multi_recv.set(unsafe { val.cast::<usize>().read_unaligned() });
+    0
 }
 
 unsafe extern "C" fn no_ctx<A>(
@@ -368,6 +400,34 @@ impl Ep {
         let src = if self.directed { src } else { engine::provider::FI_ADDR_UNSPEC };
         let op = Op { scatter: pieces, ..Op::new(context, first, total, false) };
         self.post_recv(op, None, src, tag)
+    }
+
+    /// A multi-receive buffer (`fi_recvmsg` with FI_MULTI_RECV): `len` bytes at `buf` (neither
+    /// null nor empty) that take message after message, released (the last completion with
+    /// FI_MULTI_RECV) once less than FI_OPT_MIN_MULTI_RECV remains.
+    fn recv_multi(&self, buf: *mut u8, len: usize, src: fi_addr_t, context: *mut c_void) -> isize {
+        let src = if self.directed { src } else { engine::provider::FI_ADDR_UNSPEC };
+        let rx = self.rx.borrow();
+        let Some(ops) = rx.as_ref() else { return -(abi::FI_ENOCQ as isize) };
+
+        // SAFETY: fi_recvmsg(3) with FI_MULTI_RECV: the buffer's `len` bytes are the provider's
+        // until the completion that releases it is read, or it is cancelled, or the endpoint is
+        // closed (which drops the engine's receive and this function with it). Each slice is the
+        // buffer from `offset` on, and the engine posts one at a time, after the message before
+        // it completed: no two alias. `UserBuf::new` refuses an empty range.
+        let slice = Box::new(move |offset: usize| unsafe {
+            engine::provider::UserBuf::new(buf.wrapping_add(offset), len.saturating_sub(offset))
+        });
+        let op = Op { multi: true, ..Op::new(context, buf, len, true) };
+        let id = ops.borrow_mut().add(op);
+        let m = engine::provider::MultiRecv { len, min: self.min_multi_recv.get(), slice };
+        match self.ep.recv_multi(src, m, id) {
+            Ok(()) => 0,
+            Err(e) => {
+                ops.borrow_mut().cancel(id);
+                post_err(e.errno)
+            }
+        }
     }
 
     /// Gives the engine the receive `op` describes: into `mem`, the program's memory, or else a
@@ -517,12 +577,21 @@ unsafe extern "C" fn recvmsg(ep: *mut fid_ep, msg: *const fi_msg, flags: u64) ->
     // SAFETY: `msg` is null or the caller's `fi_msg` (fi_recvmsg(3)); `as_ref` answers `None` for
     // null.
     let Some(m) = (unsafe { msg.as_ref() }) else { return EINVAL as isize };
-    if flags & !u64::from(abi::FI_COMPLETION) != 0 {
+    if flags & !u64::from(abi::FI_COMPLETION | abi::FI_MULTI_RECV) != 0 {
         return -(abi::FI_EBADFLAGS as isize);
     }
     // SAFETY: the message's `msg_iov` holds `iov_count` iovecs (the `*msg` call's contract), as
     // `iovs` requires.
     let Some(iov) = (unsafe { iovs(m.msg_iov, m.iov_count) }) else { return EINVAL as isize };
+    if flags & u64::from(abi::FI_MULTI_RECV) != 0 {
+        // One buffer, with bytes.
+        let Some((b, l)) = crate::endpoint::one_iov(iov).filter(|&(b, l)| !b.is_null() && l > 0) else {
+            return EINVAL as isize;
+        };
+        // SAFETY: fi_recvmsg(3): `ep` is this op's, and the buffer (`l` bytes at `b`, neither null
+        // nor empty) is the provider's until its last completion is read.
+        return unsafe { with(ep, |e| e.recv_multi(b.cast(), l, m.addr, m.context)) };
+    }
     // SAFETY: fi_recvmsg(3): `ep` is this op's, and the message's buffers are the provider's until
     // the receive completes; `recv_iov` checks null ones.
     unsafe { with(ep, |e| e.recv_iov(iov, m.addr, None, m.context)) }

@@ -42,7 +42,9 @@ pub const ORDERS: u64 = abi::FI_ORDER_STRICT as u64
 
 /// Capabilities this library implements, by profile and endpoint type (libfabric bits).
 pub fn caps_of(profile: Profile, ep_type: EpType) -> u64 {
-    let msg = u64::from(abi::FI_MSG | abi::FI_SEND | abi::FI_RECV) | abi::FI_LOCAL_COMM | abi::FI_REMOTE_COMM;
+    let msg = u64::from(abi::FI_MSG | abi::FI_SEND | abi::FI_RECV | abi::FI_MULTI_RECV)
+        | abi::FI_LOCAL_COMM
+        | abi::FI_REMOTE_COMM;
     let tagged = u64::from(abi::FI_TAGGED);
     let rdm = RMA_CAPS | abi::FI_DIRECTED_RECV;
     match (profile, ep_type) {

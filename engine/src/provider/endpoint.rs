@@ -208,6 +208,7 @@ impl Domain {
             av: None,
             pending: HashMap::new(),
             next: 0,
+            multi: HashMap::new(),
         }));
         let member: Weak<RefCell<dyn Member>> = Rc::downgrade(&inner) as _;
         f.endpoints.push(member);
@@ -320,6 +321,28 @@ struct Pending {
     inject: bool,
 }
 
+/// A multi-receive buffer ([`Endpoint::recv_multi`]) while it is posted.
+struct Multi {
+    spec: RecvSpec<Ipv4Addr>,
+    /// The buffer's length, the bytes taken so far, and the space below which it is released.
+    len: usize,
+    taken: usize,
+    min: usize,
+    /// The buffer from a byte on (see [`MultiRecv::slice`]).
+    slice: Box<dyn FnMut(usize) -> Option<UserBuf>>,
+}
+
+/// A receive buffer that takes message after message (`fi_recvmsg` with FI_MULTI_RECV).
+pub struct MultiRecv {
+    /// Its length.
+    pub len: usize,
+    /// Released once less than this many bytes remain (FI_OPT_MIN_MULTI_RECV).
+    pub min: usize,
+    /// The program's buffer from byte `offset` (below `len`) to its end: the receive posted
+    /// there takes the next message.
+    pub slice: Box<dyn FnMut(usize) -> Option<UserBuf>>,
+}
+
 pub(super) struct EpInner {
     /// Its name for `softrdma stat`, and its fabric, told when it closes (`stat.rs`).
     stat_name: String,
@@ -338,6 +361,8 @@ pub(super) struct EpInner {
     av: Option<AddressVector>,
     pending: HashMap<u64, Pending>,
     next: u64,
+    /// Multi-receive buffers by context.
+    multi: HashMap<u64, Multi>,
 }
 
 impl std::fmt::Debug for EpInner {
@@ -426,8 +451,38 @@ impl EpInner {
             .map_or(FI_ADDR_UNSPEC, |i| i as FiAddr)
     }
 
+    /// A multi-receive buffer's message: where it landed, and whether the buffer is released
+    /// (less than its minimum left, or the receive failed or was cancelled); otherwise the
+    /// rest is posted again for the next message. `None` for other receives.
+    fn multi_taken(&mut self, context: u64, len: usize, ok: bool) -> Option<(usize, bool)> {
+        let m = self.multi.get_mut(&context)?;
+        let at = m.taken;
+        m.taken = (at + len).min(m.len);
+        let rest = if ok && m.len - m.taken >= m.min.max(1) { (m.slice)(m.taken) } else { None };
+        match rest {
+            Some(buf) => {
+                let spec = m.spec;
+                self.node.ses().post_recv_into(spec, Box::new(UserMem(buf)), context);
+                Some((at, false))
+            }
+            None => {
+                self.multi.remove(&context);
+                Some((at, true))
+            }
+        }
+    }
+
     fn dispatch(&mut self, c: Completion<Ipv4Addr>) {
+        let mut offset = 0;
         let (flags, inject, context) = match c.kind {
+            CompletionKind::Recv if self.multi.contains_key(&c.context) => {
+                let ok = c.status == Status::Ok;
+                let (at, released) = self.multi_taken(c.context, c.len, ok).unwrap_or((0, true));
+                offset = at;
+                let last = if released { cq_flags::MULTI_RECV } else { 0 };
+                let data = if c.header_data.is_some() { cq_flags::REMOTE_CQ_DATA } else { 0 };
+                (cq_flags::RECV | cq_flags::MSG | data | last, false, c.context)
+            }
             CompletionKind::Recv => {
                 let tagged = if c.tag.is_some() { cq_flags::TAGGED } else { cq_flags::MSG };
                 let data = if c.header_data.is_some() { cq_flags::REMOTE_CQ_DATA } else { 0 };
@@ -468,6 +523,7 @@ impl EpInner {
                 data: c.header_data,
                 tag: c.tag,
                 src,
+                offset,
             }));
         } else {
             let (err, prov_errno) = errno_of_status(c.status);
@@ -739,6 +795,27 @@ impl Endpoint {
             e.dispatch(c);
         }
         true
+    }
+
+    /// `fi_recvmsg` with FI_MULTI_RECV (untagged): the buffer takes message after message, each
+    /// completing with its [`CqEntry::offset`] in the buffer, until less than `m.min` bytes
+    /// remain; that message's completion (or a failure's, or a cancel's) has
+    /// [`cq_flags::MULTI_RECV`], and the buffer is the program's again.
+    pub fn recv_multi(&self, src: FiAddr, mut m: MultiRecv, context: u64) -> Result<(), FiError> {
+        let Some(first) = (m.slice)(0) else {
+            return Err(FiError::new(FiErrno::EINVAL, "a multi-receive buffer needs bytes"));
+        };
+        let mut e = self.ep();
+        let source = if src == FI_ADDR_UNSPEC {
+            None
+        } else {
+            let (a, _) = e.av_entry(src)?;
+            Some(Source { fep: a.ip, initiator: a.initiator })
+        };
+        let spec = RecvSpec { tag: None, src: source, job: JobScope::Any };
+        e.multi.insert(context, Multi { spec, len: m.len, taken: 0, min: m.min, slice: m.slice });
+        e.node.ses().post_recv_into(spec, Box::new(UserMem(first)), context);
+        Ok(())
     }
 
     fn rma_check(&self, e: &EpInner, len: usize) -> Result<(), FiError> {

@@ -28,7 +28,7 @@ mod usermem;
 
 pub use config::{ConfigError, ProviderConfig, Service, parse_service_file};
 pub use control::{ControlPlane, FALLBACK_JOB_ID, SecurityBinding};
-pub use endpoint::{Domain, Endpoint, EpAttr, JobIdMethod, MemoryRegion, MrAccess, MrAuth};
+pub use endpoint::{Domain, Endpoint, EpAttr, JobIdMethod, MemoryRegion, MrAccess, MrAuth, MultiRecv};
 pub use epoch::reserve_epoch;
 pub use errno::{FiErrno, FiError, errno_of};
 pub use fabric::{Fabric, udp_max_payload};

@@ -128,6 +128,10 @@ pub mod cq_flags {
     pub const REMOTE_CQ_DATA: u64 = 1 << 8;
     /// A peer's write to a local region (with completion data).
     pub const REMOTE_WRITE: u64 = 1 << 9;
+    /// The last completion of a multi-receive buffer ([`Endpoint::recv_multi`]): it is released.
+    ///
+    /// [`Endpoint::recv_multi`]: crate::provider::Endpoint::recv_multi
+    pub const MULTI_RECV: u64 = 1 << 10;
 }
 
 /// A successful completion (`fi_cq_tagged_entry` with the source and the data).
@@ -147,6 +151,8 @@ pub struct CqEntry {
     pub tag: Option<u64>,
     /// The sender of a receive, as an AV index ([`FI_ADDR_UNSPEC`] if not in the AV).
     pub src: FiAddr,
+    /// Where in a multi-receive buffer the message landed (0 for other operations).
+    pub offset: usize,
 }
 
 /// A failed completion (`fi_cq_err_entry`).

@@ -12,7 +12,8 @@
  * write to a region bound to the server's JobID from another JobID, which must complete with
  * FI_EACCES in fi_cq_readerr; fi_cancel of waiting receives (FI_ECANCELED) and of one a message
  * already matched (not cancelled); sends gathered from and receives and reads scattered over
- * several buffers (up to iov_limit, one more refused). Every byte is checked, and every receive's source address
+ * several buffers (up to iov_limit, one more refused); a multi-receive buffer (FI_MULTI_RECV,
+ * FI_OPT_MIN_MULTI_RECV) taking three messages. Every byte is checked, and every receive's source address
  * (fi_cq_readfrom) is the peer's. The server's JobID is 20 and the client's 10
  * (SOFTRDMA_JOB_ID, each also serving the other's). Exit 0 and "<role> ok" when all holds.
  * UET_CHECK_TIMEOUT: seconds to wait for each completion (default 20).
@@ -361,6 +362,41 @@ static void server(void)
 	CHECK(fi_close(&m1->fid));
 	CHECK(fi_close(&m2->fid));
 	CHECK(fi_close(&m3->fid));
+
+	/* FI_MULTI_RECV: one buffer of 200 bytes takes the client's three messages (40, 30, 20
+	   bytes), each at the next offset; with FI_OPT_MIN_MULTI_RECV at 120 (default 64), the third
+	   leaves 110 and releases it: its completion, only, has FI_MULTI_RECV. */
+	size_t min = 0, optlen = sizeof(min);
+	CHECK(fi_getopt(&ep->fid, FI_OPT_ENDPOINT, FI_OPT_MIN_MULTI_RECV, &min, &optlen));
+	if (min != 64 || optlen != sizeof(min))
+		die("FI_OPT_MIN_MULTI_RECV is %zu (%zu bytes), expected 64", min, optlen);
+	min = 120;
+	CHECK(fi_setopt(&ep->fid, FI_OPT_ENDPOINT, FI_OPT_MIN_MULTI_RECV, &min, sizeof(min)));
+	static uint8_t multi[200];
+	struct iovec mv = {multi, sizeof(multi)};
+	struct fi_msg mm = {.msg_iov = &mv, .iov_count = 1, .addr = FI_ADDR_UNSPEC, .context = multi};
+	CHECK(fi_recvmsg(ep, &mm, FI_MULTI_RECV));
+	CHECK(fi_send(ep, "M", 1, NULL, peer, NULL));
+	size_t at = 0, sizes[3] = {40, 30, 20};
+	int sent_m = 0;
+	for (int i = 0; i < 3 || !sent_m;) {
+		struct fi_cq_tagged_entry e;
+		next_ok(&e, "a multi-receive message");
+		if (e.op_context == NULL && (e.flags & FI_SEND)) {
+			sent_m = 1;
+			continue;
+		}
+		uint64_t want = FI_RECV | FI_MSG | (i == 2 ? FI_MULTI_RECV : 0);
+		if (i > 2 || e.op_context != multi || e.buf != multi + at || e.len != sizes[i] ||
+		    e.flags != want)
+			die("multi-receive message %d: context %p, at %p (expected %p), %zu bytes, flags "
+			    "%#" PRIx64 " (expected %#" PRIx64 ")",
+			    i, e.op_context, e.buf, (void *)(multi + at), e.len, e.flags, want);
+		expect_bytes(multi + at, sizes[i], 11 + i, "a multi-receive message");
+		at += sizes[i];
+		i++;
+	}
+	expect_empty("after the multi-receive buffer was released");
 }
 
 static void client(void)
@@ -478,6 +514,19 @@ static void client(void)
 
 	CHECK(fi_send(ep, "D", 1, NULL, peer, NULL));
 	next_ok(&e, "the done message");
+
+	/* Three messages for the server's multi-receive buffer, posted when its "M" comes. */
+	static uint8_t go[8], parts[3][40];
+	size_t sizes[3] = {40, 30, 20};
+	CHECK(fi_recv(ep, go, sizeof(go), NULL, FI_ADDR_UNSPEC, go));
+	next_ok(&e, "the server's multi-receive message");
+	if (e.op_context != go || go[0] != 'M')
+		die("expected the server's multi-receive message");
+	for (int i = 0; i < 3; i++) {
+		fill(parts[i], sizes[i], 11 + i);
+		CHECK(fi_send(ep, parts[i], sizes[i], NULL, peer, parts[i]));
+		next_ok(&e, "a send to the multi-receive buffer");
+	}
 }
 
 int main(int argc, char **argv)
