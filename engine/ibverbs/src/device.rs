@@ -391,8 +391,7 @@ pub unsafe extern "C" fn ibv_query_device(
     0
 }
 
-/// `verbs_context.query_device_ex`: the basic attributes and on-demand paging ([`ODP_CAPS`]), no
-/// other extended capability.
+/// `verbs_context.query_device_ex`: [`device_attr_ex`], cut to the caller's size.
 pub(crate) unsafe extern "C" fn query_device_ex(
     context: *mut ibv_context,
     input: *const ibv_query_device_ex_input,
@@ -410,20 +409,32 @@ pub(crate) unsafe extern "C" fn query_device_ex(
     if attr.is_null() || attr_size < size_of::<ibv_device_attr>() {
         return errno::fail(libc::EINVAL);
     }
+    let ex = device_attr_ex(ctx.info);
     // SAFETY: the inline `ibv_query_device_ex` passes the caller's structure and its size, so
-    // `attr` has `attr_size` writable bytes; at most that many (and no more than our structure) are
-    // zeroed, and `orig_attr`, its first field, fits (`attr_size >= size_of::<ibv_device_attr>()`,
-    // checked).
+    // `attr` has `attr_size` writable bytes; at most that many (and no more than our structure)
+    // are copied from `ex`, a local that cannot overlap the caller's memory. An older caller's
+    // shorter structure gets the fields it has (its size covers `orig_attr`, checked).
     unsafe {
-        std::ptr::write_bytes(attr.cast::<u8>(), 0, attr_size.min(size_of::<ibv_device_attr_ex>()));
-        std::ptr::addr_of_mut!((*attr).orig_attr).write(device_attr(ctx.info));
-    }
-    if attr_size >= offset_of!(ibv_device_attr_ex, odp_caps) + size_of::<ibv_odp_caps>() {
-        // SAFETY: `attr` has `attr_size` writable bytes (as above), which cover `odp_caps`
-        // (checked).
-        unsafe { std::ptr::addr_of_mut!((*attr).odp_caps).write(ODP_CAPS) };
+        std::ptr::copy_nonoverlapping(
+            std::ptr::from_ref(&ex).cast::<u8>(),
+            attr.cast::<u8>(),
+            attr_size.min(size_of::<ibv_device_attr_ex>()),
+        );
     }
     0
+}
+
+/// What `ibv_query_device_ex` answers: the basic attributes, the same capability flags in
+/// `device_cap_flags_ex` and the port count in `phys_port_cnt_ex` (as the kernel reports both),
+/// rxe's on-demand paging caps; every other extended capability zero (not supported).
+fn device_attr_ex(info: &DevInfo) -> ibv_device_attr_ex {
+    // SAFETY: all-zero is a valid `ibv_device_attr_ex` (integers and plain structures of them).
+    let mut ex: ibv_device_attr_ex = unsafe { std::mem::zeroed() };
+    ex.orig_attr = device_attr(info);
+    ex.device_cap_flags_ex = u64::from(ex.orig_attr.device_cap_flags);
+    ex.phys_port_cnt_ex = u32::from(ex.orig_attr.phys_port_cnt);
+    ex.odp_caps = ODP_CAPS;
+    ex
 }
 
 /// On-demand paging as rxe reports it (Linux 6.15 and later): explicit regions, not implicit

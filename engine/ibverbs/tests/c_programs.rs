@@ -5,7 +5,8 @@
 //! `malloc`ed, stack and `mmap`ed buffers at odd addresses and lengths (c), and misuse answered
 //! with libibverbs' error conventions (d), one rdma_cm ID shared by threads (g),
 //! `ibv_resize_cq` and the extended CQ of `ibv_create_cq_ex` (h), and
-//! `ibv_rereg_mr`, on-demand paging and `ibv_advise_mr` (i, issue 54). The program is
+//! `ibv_rereg_mr`, on-demand paging and `ibv_advise_mr` (i, issue 54), and what rdma-core's own
+//! test suite checks (j, issue 54). The program is
 //! `tests/c/*.c`; it prints one `ok:` or `FAIL:` line per check and exits 0 only if all passed.
 //!
 //! Needs `cc`, `/usr/include/infiniband/verbs.h` and `/usr/include/rdma/rdma_cma.h`
@@ -212,4 +213,12 @@ fn resize_cq_and_extended_cq() {
 #[test]
 fn rereg_odp_and_advise() {
     run_part("rereg_odp_and_advise", "i", &[], "127.0.28.9", Duration::from_secs(120));
+}
+
+/// Part j: what rdma-core's own test suite (python3-pyverbs) checks and the other parts do not:
+/// `ibv_query_device_ex`'s `phys_port_cnt_ex` and `device_cap_flags_ex` equal to the basic
+/// attributes' (`test_device.test_phys_port_cnt_ex`).
+#[test]
+fn what_rdma_core_tests_check() {
+    run_part("what_rdma_core_tests_check", "j", &[], "127.0.28.10", Duration::from_secs(120));
 }

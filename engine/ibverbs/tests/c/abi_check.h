@@ -6,7 +6,7 @@
  * (part c), misuse (part d), the ibv_wr_* send API (part e), the attributes middleware
  * relies on (part f), one rdma_cm ID used from several threads (part g), ibv_resize_cq and
  * the extended CQ of ibv_create_cq_ex (part h), and ibv_rereg_mr, on-demand paging and
- * ibv_advise_mr (part i). Every check prints one "ok: ..." or "FAIL: ..." line.
+ * ibv_advise_mr (part i), and what rdma-core's own test suite checks (part j). Every check prints one "ok: ..." or "FAIL: ..." line.
  */
 #ifndef ABI_CHECK_H
 #define ABI_CHECK_H
@@ -96,5 +96,6 @@ void part_middleware(struct dev *d);
 void part_cm_threads(struct dev *d);
 void part_cq_ex(struct dev *d);
 void part_rereg(struct dev *d);
+void part_suite(struct dev *d);
 
 #endif

@@ -1,5 +1,5 @@
 /*
- * abi_check PART [SECONDS]: runs one part (a to i) or all of them on the first device and
+ * abi_check PART [SECONDS]: runs one part (a to j) or all of them on the first device and
  * exits 0 only if every check passed. SECONDS is how long part a posts (default 10).
  */
 #include "abi_check.h"
@@ -10,7 +10,7 @@
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: abi_check a|b|c|d|e|f|g|h|i|all [SECONDS]\n"
+	fprintf(stderr, "usage: abi_check a|b|c|d|e|f|g|h|i|j|all [SECONDS]\n"
 			"  a: posting and polling on two threads for SECONDS (default 10), data checked\n"
 			"  b: a thread blocked in ibv_get_cq_event woken by a completion\n"
 			"  c: ibv_reg_mr of malloc'ed, stack and mmap'ed buffers at odd addresses and lengths\n"
@@ -19,8 +19,8 @@ static void usage(void)
 			"  f: the attributes middleware passes and expects (errno, flow labels, GIDs, UD GRH)\n"
 			"  g: one rdma_cm ID used from three threads, destroyed under its event thread\n"
 			"  h: ibv_resize_cq with completions outstanding, the extended CQ of ibv_create_cq_ex\n"
-
-			"  i: ibv_rereg_mr, on-demand paging and ibv_advise_mr\n");
+			"  i: ibv_rereg_mr, on-demand paging and ibv_advise_mr\n"
+			"  j: what rdma-core's own test suite checks that the other parts do not\n");
 	exit(2);
 }
 
@@ -35,6 +35,7 @@ int main(int argc, char **argv)
 	part = argv[1];
 	if (strcmp(part, "a") && strcmp(part, "b") && strcmp(part, "c") && strcmp(part, "d") && strcmp(part, "e") &&
 	    strcmp(part, "f") && strcmp(part, "g") && strcmp(part, "h") && strcmp(part, "i") &&
+	    strcmp(part, "j") &&
 	    strcmp(part, "all"))
 		usage();
 	if (argc == 3) {
@@ -65,6 +66,8 @@ int main(int argc, char **argv)
 			part_cq_ex(&d);
 		if (all || !strcmp(part, "i"))
 			part_rereg(&d);
+		if (all || !strcmp(part, "j"))
+			part_suite(&d);
 	}
 	dev_close(&d);
 	if (failures()) {
