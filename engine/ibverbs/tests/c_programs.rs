@@ -217,7 +217,8 @@ fn rereg_odp_and_advise() {
 
 /// Part j: what rdma-core's own test suite (python3-pyverbs) checks and the other parts do not:
 /// `ibv_query_device_ex`'s `phys_port_cnt_ex` and `device_cap_flags_ex` equal to the basic
-/// attributes' (`test_device.test_phys_port_cnt_ex`).
+/// attributes' (`test_device.test_phys_port_cnt_ex`); a QP moved to RESET takes its completions out
+/// of its CQ and leaves another QP's there (`test_mr.test_mr_rereg_addr`).
 #[test]
 fn what_rdma_core_tests_check() {
     run_part("what_rdma_core_tests_check", "j", &[], "127.0.28.10", Duration::from_secs(120));

@@ -414,7 +414,10 @@ impl Context {
     }
 
     /// Changes a QP's state and attributes (`ibv_modify_qp`). The peer's MAC is resolved here
-    /// unless `ah_attr.dmac` gives it.
+    /// unless `ah_attr.dmac` gives it. A QP moved to RESET takes its completions not yet polled
+    /// out of its CQs, as the kernel's mlx5 and its user-space provider do (`mlx5_cq_clean`):
+    /// a program that resets a QP after an error (rdma-core's `test_mr` does) finds none of the
+    /// flushed ones when it polls again.
     pub fn modify_qp(&mut self, qp: Qp, state: QpState, attr: &QpAttr) -> Result<(), VerbsError> {
         let mut attr = *attr;
         attr.ah_attr = attr.ah_attr.map(|av| self.with_peer_port(av));
@@ -427,7 +430,15 @@ impl Context {
         e.qp.modify(state, &attr)?;
         // Errors asked for are not async events; a reset QP may fail again later.
         e.error_known = state == QpState::Error;
+        let cqs = [e.send_cq, e.recv_cq];
         self.flush_qp((qp.0 - FIRST_QPN) as usize);
+        if state == QpState::Reset {
+            for cq in cqs {
+                if let Some(Some(c)) = self.cqs.get_mut(cq as usize) {
+                    c.entries.retain(|wc| wc.qp_num != qp.0);
+                }
+            }
+        }
         Ok(())
     }
 
