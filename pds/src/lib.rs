@@ -40,7 +40,9 @@ mod window;
 pub use body::{Body, HEAD_MAX};
 pub use config::{Config, RX_WINDOW};
 pub use counts::{CODE_SLOTS, CodeCounts};
-pub use endpoint::{CLOSED_LINGER, Delivery, DeliveryKind, Endpoint, Establishment, SendError, Stats, Transmit};
+pub use endpoint::{
+    CLOSED_LINGER, Delivery, DeliveryKind, Endpoint, Establishment, SendError, Stats, Transmit,
+};
 pub use event::{Event, PdcError};
 pub use pdc::{PdcId, Role};
 pub use tx::Urgency;
