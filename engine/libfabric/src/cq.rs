@@ -17,6 +17,9 @@ use crate::abi::{
 };
 use crate::util::{EINVAL, ENOSYS, neg};
 
+/// The buffers an operation's bytes are scattered over, in order (see [`Op`]).
+pub(crate) type Pieces = Box<[(*mut u8, usize)]>;
+
 /// One operation an endpoint posted, by the id it gave the engine.
 #[derive(Debug)]
 pub(crate) struct Op {
@@ -30,7 +33,7 @@ pub(crate) struct Op {
     pub(crate) placed: bool,
     /// The program's buffers when it gave several (`fi_recvv`, `fi_readv`...): the bytes are
     /// scattered over them in order (`buf` is the first, `len` their total); empty for one.
-    pub(crate) scatter: crate::endpoint::Pieces,
+    pub(crate) scatter: Pieces,
     /// A multi-receive buffer (FI_MULTI_RECV): kept until its last completion, each message
     /// completing at its offset in `buf`.
     pub(crate) multi: bool,

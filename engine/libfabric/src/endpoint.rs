@@ -11,7 +11,7 @@ use std::rc::Rc;
 use engine::provider;
 
 use crate::abi::{self, fid_ep, iovec};
-use crate::cq::{Op, Ops, post_err};
+use crate::cq::{Op, Ops, Pieces, post_err};
 use crate::util::EINVAL;
 
 /// The flags of the `*msg` transmit calls (`fi_sendmsg`, `fi_tsendmsg`, `fi_writemsg`,
@@ -112,9 +112,6 @@ pub(crate) unsafe fn gather<'a>(iov: &[iovec]) -> Option<std::borrow::Cow<'a, [u
     }
     Some(std::borrow::Cow::Owned(all))
 }
-
-/// The buffers an operation's bytes are scattered over, in order (see [`Op`]).
-pub(crate) type Pieces = Box<[(*mut u8, usize)]>;
 
 /// The buffers of an iovec array as an operation's destination (a receive's or a read's): the
 /// first buffer, the total length and, for several, the list to scatter over; `None` for a null
