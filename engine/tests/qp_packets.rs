@@ -113,7 +113,7 @@ fn a_send_longer_than_max_msg_size_is_refused_on_receive() {
     // One 1 MiB region named 16 times: a 16 MiB receive WQE, twice the largest message.
     let (key, addr) = mem.register(0, 1 << 20, Access::LOCAL_WRITE).unwrap();
     let sg_list = vec![Sge { addr, length: 1 << 20, lkey: key }; 16];
-    qp.post_recv(&RecvWr { wr_id: 7, sg_list }, &mem).unwrap();
+    qp.post_recv(&RecvWr { wr_id: 7, sg_list }).unwrap();
     let payload = vec![0x5A; 4096];
     let meta = RxMeta { src: PEER, ip_header: &IP };
     let packets = MAX_MSG_SIZE / 4096 + 1;

@@ -89,7 +89,7 @@ fn setup(sel: u8) -> World {
         let wr = RecvWr { wr_id: 100 + i, sg_list: vec![sge(i * 2048, 2048)] };
         match &mut srq {
             Some(q) => q.push_back(RecvWqe::new(&wr)),
-            None => qp.post_recv(&wr, &mem).unwrap(),
+            None => qp.post_recv(&wr).unwrap(),
         }
     }
     let path = engine::roce::Path {

@@ -218,7 +218,9 @@ fn rereg_odp_and_advise() {
 /// Part j: what rdma-core's own test suite (python3-pyverbs) checks and the other parts do not:
 /// `ibv_query_device_ex`'s `phys_port_cnt_ex` and `device_cap_flags_ex` equal to the basic
 /// attributes' (`test_device.test_phys_port_cnt_ex`); a QP moved to RESET takes its completions out
-/// of its CQ and leaves another QP's there (`test_mr.test_mr_rereg_addr`).
+/// of its CQ and leaves another QP's there (`test_mr.test_mr_rereg_addr`); a receive into another
+/// PD's region is posted and fails at arrival, `IBV_WC_LOC_PROT_ERR` and `IBV_WC_REM_OP_ERR`, as
+/// on rxe (`test_mr.test_mr_rereg_pd`).
 #[test]
 fn what_rdma_core_tests_check() {
     run_part("what_rdma_core_tests_check", "j", &[], "127.0.28.10", Duration::from_secs(120));

@@ -186,7 +186,8 @@ impl Requester {
             // Not what this position needs: ignore it, the timer recovers.
             return Ok(());
         }
-        mem.scatter(w.sg.as_slice(), u64::from(offset), payload).map_err(|_| (0, WcStatus::LocProtErr))?;
+        mem.scatter(self.cfg.pd, w.sg.as_slice(), u64::from(offset), payload)
+            .map_err(|_| (0, WcStatus::LocProtErr))?;
         self.comp_psn = psn::add(p, 1);
         if at_end {
             self.complete_front(WcStatus::Success);
@@ -203,7 +204,8 @@ impl Requester {
         if w.kind != Kind::Atomic || !w.sent || w.first_psn != p || p != self.comp_psn {
             return Ok(());
         }
-        mem.scatter(w.sg.as_slice(), 0, &orig.to_ne_bytes()).map_err(|_| (0, WcStatus::LocProtErr))?;
+        mem.scatter(self.cfg.pd, w.sg.as_slice(), 0, &orig.to_ne_bytes())
+            .map_err(|_| (0, WcStatus::LocProtErr))?;
         self.comp_psn = psn::add(p, 1);
         self.complete_front(WcStatus::Success);
         self.progressed(now);

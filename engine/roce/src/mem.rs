@@ -342,12 +342,17 @@ impl MemTable {
         Ok(())
     }
 
-    /// Copies `src` into bytes `offset..` of the buffer an SGE list describes; needs LOCAL_WRITE.
-    /// Every piece is checked before the first byte is written, so a failure writes nothing.
-    pub fn scatter(&mut self, sges: &[Sge], offset: u64, src: &[u8]) -> Result<(), MemError> {
+    /// Copies `src` into bytes `offset..` of the buffer an SGE list describes; needs regions of
+    /// `pd` with LOCAL_WRITE. Every piece is checked before the first byte is written, so a
+    /// failure writes nothing. Receive buffers are checked only here, when a message arrives, as
+    /// rxe and hardware check them (not at `post_recv`).
+    pub fn scatter(&mut self, pd: u32, sges: &[Sge], offset: u64, src: &[u8]) -> Result<(), MemError> {
         let pieces = spans(sges, offset, src.len())?;
         for (sge, at, n) in pieces.clone() {
             let r = self.get(sge.lkey)?;
+            if r.pd != pd {
+                return Err(MemError::WrongPd);
+            }
             if !r.access.contains(Access::LOCAL_WRITE) {
                 return Err(MemError::Access);
             }
@@ -496,17 +501,23 @@ mod tests {
         let (k1, a1) = m.register(1, 10, Access::LOCAL_WRITE).unwrap();
         let (k2, a2) = m.register(1, 10, Access::LOCAL_WRITE).unwrap();
         let sges = [Sge { addr: a1 + 2, length: 3, lkey: k1 }, Sge { addr: a2, length: 5, lkey: k2 }];
-        m.scatter(&sges, 1, &[1, 2, 3, 4, 5, 6]).unwrap();
+        m.scatter(1, &sges, 1, &[1, 2, 3, 4, 5, 6]).unwrap();
         assert_eq!(&m.bytes(k1).unwrap()[..6], &[0, 0, 0, 1, 2, 0]);
         assert_eq!(&m.bytes(k2).unwrap()[..6], &[3, 4, 5, 6, 0, 0]);
         let mut out = [0u8; 4];
         m.gather(&sges, 2, &mut out).unwrap();
         assert_eq!(out, [2, 3, 4, 5]);
-        assert_eq!(m.scatter(&sges, 5, &[9; 4]), Err(MemError::OutOfRange));
+        assert_eq!(m.scatter(1, &sges, 5, &[9; 4]), Err(MemError::OutOfRange));
         assert_eq!(&m.bytes(k2).unwrap()[..6], &[3, 4, 5, 6, 0, 0], "failed scatter writes nothing");
         let mut big = [0u8; 9];
         assert_eq!(m.gather(&sges, 0, &mut big), Err(MemError::OutOfRange));
         let (ro, ra) = m.register(1, 10, Access::NONE).unwrap();
-        assert_eq!(m.scatter(&[Sge { addr: ra, length: 4, lkey: ro }], 0, &[1]), Err(MemError::Access));
+        assert_eq!(m.scatter(1, &[Sge { addr: ra, length: 4, lkey: ro }], 0, &[1]), Err(MemError::Access));
+        // Another PD's region (the second SGE): refused before the first byte is written.
+        let (k3, a3) = m.register(2, 10, Access::LOCAL_WRITE).unwrap();
+        let mixed = [Sge { addr: a1, length: 2, lkey: k1 }, Sge { addr: a3, length: 2, lkey: k3 }];
+        assert_eq!(m.scatter(1, &mixed, 0, &[9; 4]), Err(MemError::WrongPd));
+        assert_eq!(&m.bytes(k1).unwrap()[..2], &[0, 0], "a scatter refused for its PD writes nothing");
+        m.scatter(2, &mixed[1..], 0, &[9; 2]).unwrap();
     }
 }

@@ -139,6 +139,7 @@ impl QueuePair {
             transport: t,
             qkey: 0,
             qpn: cfg.qpn,
+            pd: cfg.pd,
             dest_qp: 0,
             mtu,
             timeout: None,
@@ -536,7 +537,7 @@ impl QueuePair {
     }
 
     /// Queues a receive request after checking it (`ibv_post_recv`).
-    pub fn post_recv(&mut self, wr: &RecvWr, mem: &MemTable) -> Result<(), QpError> {
+    pub fn post_recv(&mut self, wr: &RecvWr) -> Result<(), QpError> {
         if self.state == QpState::Reset {
             return Err(QpError::InvalidState(QpState::Reset));
         }
@@ -550,8 +551,11 @@ impl QueuePair {
         if wr.sg_list.len() > cap.max_recv_sge as usize {
             return Err(QpError::TooManySge);
         }
-        for sge in &wr.sg_list {
-            mem.check_local(self.cfg.pd, sge, Access::LOCAL_WRITE).map_err(QpError::InvalidSge)?;
+        // The keys are checked when a message arrives (`MemTable::scatter`), as rxe does: a
+        // receive into a region moved to another PD or deregistered meanwhile completes with a
+        // local protection error and the sender gets a remote operational error.
+        if sge_len(&wr.sg_list) >= 1 << 31 {
+            return Err(QpError::InvalidWr("receive buffers of 2 GiB or more"));
         }
         if self.state == QpState::Error {
             self.resp.done.push_back(WorkCompletion {

@@ -86,6 +86,8 @@ pub(crate) struct ReqConfig {
     /// The QP's Q_Key (UD).
     pub(crate) qkey: u32,
     pub(crate) qpn: u32,
+    /// The QP's protection domain: READ responses and atomic results land only in its regions.
+    pub(crate) pd: u32,
     pub(crate) dest_qp: u32,
     pub(crate) mtu: u32,
     /// Local ACK timeout; `None` for timeout 0 (no retransmission timer).
@@ -660,6 +662,7 @@ mod tests {
             transport: Transport::Rc,
             qkey: 0,
             qpn: 0x11,
+            pd: 1,
             dest_qp: 0x12,
             mtu: MTU,
             timeout: ack_timeout(8),

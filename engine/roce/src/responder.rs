@@ -525,7 +525,7 @@ impl Responder {
             self.fail_recv(WcStatus::LocLenErr);
             return self.reject(p, NakCode::InvalidRequest, rq);
         }
-        if mem.scatter(wqe.sg.as_slice(), offset, pkt.payload).is_err() {
+        if mem.scatter(self.cfg.pd, wqe.sg.as_slice(), offset, pkt.payload).is_err() {
             self.fail_recv(WcStatus::LocProtErr);
             return self.reject(p, NakCode::RemoteOperationalError, rq);
         }
@@ -859,8 +859,8 @@ impl Responder {
         if total as u64 > w.len {
             wc.status = WcStatus::LocLenErr;
             wc.byte_len = 0;
-        } else if mem.scatter(w.sg.as_slice(), 0, &grh).is_err()
-            || mem.scatter(w.sg.as_slice(), GRH_LEN as u64, pkt.payload).is_err()
+        } else if mem.scatter(self.cfg.pd, w.sg.as_slice(), 0, &grh).is_err()
+            || mem.scatter(self.cfg.pd, w.sg.as_slice(), GRH_LEN as u64, pkt.payload).is_err()
         {
             wc.status = WcStatus::LocProtErr;
             wc.byte_len = 0;

@@ -3,7 +3,9 @@
  * the other parts do not: ibv_query_device_ex's extended fields agree with ibv_query_device's
  * (test_device.test_phys_port_cnt_ex); a QP moved to RESET takes its completions out of its CQ, as
  * mlx5 does, and leaves another QP's (test_mr.test_mr_rereg_addr and _pd reset QPs after an error
- * and poll again).
+ * and poll again); a receive into a region of another PD is taken by ibv_post_recv and fails when
+ * the message arrives, as rxe checks it (test_mr.test_mr_rereg_pd: the sender sees a remote
+ * operational error).
  */
 #include "abi_check.h"
 
@@ -123,8 +125,60 @@ out:
 	ibv_destroy_cq(cq);
 }
 
+/* B's receive names a region of another PD: posted, then the SEND fails at arrival on both sides. */
+static void recv_other_pd(struct dev *d)
+{
+	static const struct pair_opts opts = { .sq = 4, .rq = 4, .sge = 1, .min_rnr_timer = 1, .rnr_retry = 7 };
+	static unsigned char src[256], dst[256];
+	struct ibv_pd *pd2 = ibv_alloc_pd(d->ctx);
+	struct ibv_mr *smr = NULL, *dmr = NULL;
+	struct ibv_wc wc;
+	struct pair p;
+	int rc, r;
+
+	if (!pd2 || pair_open(d, &p, &opts)) {
+		fail("j: setup for the other-PD receive: %s", strerror(errno));
+		if (pd2)
+			ibv_dealloc_pd(pd2);
+		return;
+	}
+	smr = ibv_reg_mr(d->pd, src, sizeof(src), IBV_ACCESS_LOCAL_WRITE);
+	dmr = ibv_reg_mr(pd2, dst, sizeof(dst), IBV_ACCESS_LOCAL_WRITE);
+	if (!smr || !dmr) {
+		fail("j: ibv_reg_mr for the other-PD receive: %s", strerror(errno));
+		goto out;
+	}
+	memset(dst, 0, sizeof(dst));
+	memset(src, 0x5a, sizeof(src));
+	rc = post_recv_one(p.b, dst, sizeof(dst), dmr->lkey, 7);
+	if (!check(rc == 0, "j: ibv_post_recv of a region of another PD is taken, as rxe takes it (%s)",
+		   strerror(rc > 0 ? rc : -rc)))
+		goto out;
+	if ((rc = post_one(p.a, IBV_WR_SEND, src, 100, smr->lkey, 0, 0, 8))) {
+		fail("j: ibv_post_send: %s", strerror(rc));
+		goto out;
+	}
+	r = poll_wc(p.cq_b, &wc, 5000);
+	check(r == 1 && wc.wr_id == 7 && wc.status == IBV_WC_LOC_PROT_ERR,
+	      "j: the receive completes with IBV_WC_LOC_PROT_ERR (%d, wr_id %llu, %s)", r,
+	      (unsigned long long)wc.wr_id, r == 1 ? ibv_wc_status_str(wc.status) : "-");
+	r = poll_wc(p.cq_a, &wc, 5000);
+	check(r == 1 && wc.wr_id == 8 && wc.status == IBV_WC_REM_OP_ERR,
+	      "j: the SEND completes with IBV_WC_REM_OP_ERR (%d, wr_id %llu, %s)", r, (unsigned long long)wc.wr_id,
+	      r == 1 ? ibv_wc_status_str(wc.status) : "-");
+	check(find_byte_mismatch(dst, sizeof(dst), 0) < 0, "j: nothing was written into the other PD's region");
+out:
+	pair_destroy(&p);
+	if (smr)
+		ibv_dereg_mr(smr);
+	if (dmr)
+		ibv_dereg_mr(dmr);
+	ibv_dealloc_pd(pd2);
+}
+
 void part_suite(struct dev *d)
 {
 	query_device_ex(d);
 	reset_cleans_cq(d);
+	recv_other_pd(d);
 }

@@ -2,7 +2,7 @@
 //! library), receives and SRQ receives.
 
 use super::{AhState, Context, FIRST_QPN, Qp, Srq};
-use crate::roce::types::{Access, QpState, RecvWr, SendWr};
+use crate::roce::types::{QpState, RecvWr, SendWr};
 use crate::roce::{InlineData, MemTable, QueuePair, RecvWqe, SendRef};
 use crate::verbs::VerbsError;
 
@@ -47,10 +47,8 @@ impl Context {
         let i = qp.0.wrapping_sub(FIRST_QPN) as usize;
         let Some(Some(e)) = self.qps.get_mut(i) else { return Err((0, VerbsError::InvalidHandle("QP"))) };
         self.sched.touch(i);
-        let posted = wrs
-            .iter()
-            .enumerate()
-            .try_for_each(|(n, wr)| e.qp.post_recv(wr, &self.mem).map_err(|err| (n, err.into())));
+        let posted =
+            wrs.iter().enumerate().try_for_each(|(n, wr)| e.qp.post_recv(wr).map_err(|err| (n, err.into())));
         if e.qp.state() == QpState::Error {
             self.flush_qp(i);
         }
@@ -72,10 +70,10 @@ impl Context {
             if wr.sg_list.len() > s.attr.max_sge as usize {
                 return Err((n, VerbsError::TooManySge));
             }
-            for sge in &wr.sg_list {
-                self.mem
-                    .check_local(s.pd, sge, Access::LOCAL_WRITE)
-                    .map_err(|e| (n, VerbsError::InvalidSge(e)))?;
+            // The keys are checked at arrival, against the receiving QP's PD, as for a QP's own
+            // receive queue (`QueuePair::post_recv`).
+            if crate::roce::mem::sge_len(&wr.sg_list) >= 1 << 31 {
+                return Err((n, VerbsError::InvalidWr("receive buffers of 2 GiB or more")));
             }
             s.wqes.push_back(RecvWqe::new(wr));
         }
