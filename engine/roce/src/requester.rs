@@ -81,7 +81,6 @@ impl SendWqe {
 /// Requester settings taken from the QP attributes.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct ReqConfig {
-    /// RC, UC or UD.
     pub(crate) transport: Transport,
     /// The QP's Q_Key (UD).
     pub(crate) qkey: u32,
